@@ -1,0 +1,63 @@
+// Package event defines the provider-neutral event that every provider adapter produces and
+// every later stage (workflow, store, notifications) consumes.
+package event
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a message's normalized delivery status.
+type Status string
+
+const (
+	StatusNone       Status = ""
+	StatusAccepted   Status = "accepted"
+	StatusDeferred   Status = "deferred"
+	StatusDelivered  Status = "delivered"
+	StatusFailed     Status = "failed"
+	StatusBounced    Status = "bounced"
+	StatusComplained Status = "complained"
+)
+
+// Kind says which part of the pipeline an event feeds.
+type Kind string
+
+const (
+	// KindStatus events move the message's status under precedence rules.
+	KindStatus Kind = "status"
+	// KindOpened and KindClicked update engagement counts, never the status.
+	KindOpened  Kind = "opened"
+	KindClicked Kind = "clicked"
+	// KindUnsubscribed sets the message's unsubscribed flag.
+	KindUnsubscribed Kind = "unsubscribed"
+	// KindInbound is a received email: it is notified, it has no message status.
+	KindInbound Kind = "inbound"
+	// KindUnknown is a type mailhook does not know: recorded, changes nothing.
+	KindUnknown Kind = "unknown"
+)
+
+// Bounce types, when the provider says.
+const (
+	BounceHard = "hard"
+	BounceSoft = "soft"
+)
+
+// Event is one normalized provider event. It is the workflow input, so its JSON shape is part of
+// the workflow history: add fields, never rename or remove them.
+type Event struct {
+	Provider   string    `json:"provider"`
+	EventID    string    `json:"event_id"`
+	Type       string    `json:"type"` // the provider's own type string, e.g. email.delivered
+	Kind       Kind      `json:"kind"`
+	Status     Status    `json:"status,omitempty"` // set for KindStatus only
+	BounceType string    `json:"bounce_type,omitempty"`
+	MessageID  string    `json:"message_id,omitempty"` // the provider's message key
+	Recipient  string    `json:"recipient,omitempty"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
+	Raw json.RawMessage `json:"raw"`
+}
+
+// Key is the durable dedupe key and the Temporal workflow ID: provider:event_id.
+func (e Event) Key() string { return e.Provider + ":" + e.EventID }

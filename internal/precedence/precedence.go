@@ -1,0 +1,88 @@
+// Package precedence decides whether an event moves a message's status. It is pure: the store
+// calls it inside its transaction and tests call it directly.
+package precedence
+
+import (
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// Rank orders statuses: a message only moves to a higher (rank, occurred_at, event_id).
+// failed and bounced share a rank: both are terminal delivery failures, and the later one wins.
+func Rank(s event.Status) int {
+	switch s {
+	case event.StatusAccepted:
+		return 10
+	case event.StatusDeferred:
+		return 20
+	case event.StatusDelivered:
+		return 30
+	case event.StatusFailed, event.StatusBounced:
+		return 40
+	case event.StatusComplained:
+		return 50
+	default:
+		return 0
+	}
+}
+
+// Key is the order key of a status event: (rank, occurred_at, event_id).
+type Key struct {
+	Rank       int       `json:"rank"`
+	OccurredAt time.Time `json:"occurred_at"`
+	EventID    string    `json:"event_id"`
+}
+
+// KeyOf returns the order key of a status event.
+func KeyOf(ev event.Event) Key {
+	return Key{Rank: Rank(ev.Status), OccurredAt: ev.OccurredAt.UTC(), EventID: ev.EventID}
+}
+
+// Less reports whether a orders before b. The zero Key orders before every real event.
+func (a Key) Less(b Key) bool {
+	if a.Rank != b.Rank {
+		return a.Rank < b.Rank
+	}
+	if !a.OccurredAt.Equal(b.OccurredAt) {
+		return a.OccurredAt.Before(b.OccurredAt)
+	}
+	return a.EventID < b.EventID
+}
+
+// State is the part of a message that precedence governs.
+type State struct {
+	Status     event.Status `json:"status"`
+	BounceType string       `json:"bounce_type,omitempty"`
+	Key        Key          `json:"key"`
+	// Version counts visible changes (status or bounce type), so a receiver can order updates.
+	Version int64 `json:"version"`
+}
+
+// Result is what applying one status event did.
+type Result struct {
+	Next State
+	// Advanced: the event's order key is the new maximum, so it is now the deciding event.
+	Advanced bool
+	// Moved: the visible state (status or bounce type) changed; this is what gets notified.
+	Moved bool
+}
+
+// Apply folds one status event into the state. The stored state is always the one set by the
+// event with the greatest order key, so the end state does not depend on arrival order. An
+// event whose key is not greater is stale and changes nothing.
+func Apply(cur State, ev event.Event) Result {
+	k := KeyOf(ev)
+	if k.Rank == 0 || !cur.Key.Less(k) {
+		return Result{Next: cur}
+	}
+	next := cur
+	next.Key = k
+	next.Status = ev.Status
+	next.BounceType = ev.BounceType
+	moved := next.Status != cur.Status || next.BounceType != cur.BounceType
+	if moved {
+		next.Version++
+	}
+	return Result{Next: next, Advanced: true, Moved: moved}
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// RecordResult is what RecordEvent found.
+type RecordResult struct {
+	// Inserted: this call created the webhook_events row.
+	Inserted bool `json:"inserted"`
+	// AlreadyProcessed: the row existed with processed_at set; the event is a duplicate.
+	AlreadyProcessed bool `json:"already_processed"`
+}
+
+// Outcome names what ApplyStatus did with an event.
+type Outcome string
+
+const (
+	OutcomeMoved    Outcome = "moved"    // the visible status changed
+	OutcomeAdvanced Outcome = "advanced" // new deciding event, same visible status (no notification)
+	OutcomeStale    Outcome = "stale"    // an event with a greater order key already decided
+	OutcomeCounted  Outcome = "counted"  // opened/clicked: engagement counts updated
+	OutcomeFlagged  Outcome = "flagged"  // unsubscribed: flag set
+)
+
+// ApplyResult is the recorded outcome of applying one event to its message. A retry of
+// ApplyStatus returns the outcome recorded by the first committed attempt.
+type ApplyResult struct {
+	Outcome    Outcome      `json:"outcome"`
+	From       event.Status `json:"from"`
+	To         event.Status `json:"to"`
+	BounceType string       `json:"bounce_type,omitempty"`
+	Recipient  string       `json:"recipient,omitempty"`
+	// Version is the message's version after this event (unchanged unless moved).
+	Version int64 `json:"version"`
+}
+
+// Message is a message's current state and history, as GET /v1/messages returns it.
+type Message struct {
+	Provider       string         `json:"provider"`
+	MessageID      string         `json:"message_id"`
+	Status         event.Status   `json:"status"`
+	BounceType     string         `json:"bounce_type,omitempty"`
+	Recipient      string         `json:"recipient,omitempty"`
+	Version        int64          `json:"version"`
+	Unsubscribed   bool           `json:"unsubscribed"`
+	UnsubscribedAt *time.Time     `json:"unsubscribed_at,omitempty"`
+	Opens          int64          `json:"opens"`
+	Clicks         int64          `json:"clicks"`
+	FirstOpenedAt  *time.Time     `json:"first_opened_at,omitempty"`
+	FirstClickedAt *time.Time     `json:"first_clicked_at,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	Events         []MessageEvent `json:"events"`
+}
+
+// MessageEvent is one entry of a message's history.
+type MessageEvent struct {
+	EventID    string       `json:"event_id"`
+	Type       string       `json:"type"`
+	Status     event.Status `json:"status,omitempty"`
+	OccurredAt time.Time    `json:"occurred_at"`
+	ReceivedAt time.Time    `json:"received_at"`
+	Outcome    Outcome      `json:"outcome"`
+	Moved      bool         `json:"moved"`
+	From       event.Status `json:"from,omitempty"`
+	To         event.Status `json:"to,omitempty"`
+	Version    int64        `json:"version"`
+}
+
+// Notification states.
+const (
+	NotificationPending = "pending"
+	NotificationSent    = "sent"
+	NotificationFailed  = "failed"
+)
+
+// Notification is one (event, sink) delivery. Its ID is stable for the pair, so every attempt
+// carries the same Idempotency-Key.
+type Notification struct {
+	ID        string          `json:"id"`
+	Provider  string          `json:"provider"`
+	EventID   string          `json:"event_id"`
+	Sink      string          `json:"sink"`
+	Type      string          `json:"type"`
+	Status    string          `json:"status"`
+	Attempts  int             `json:"attempts"`
+	LastError string          `json:"last_error,omitempty"`
+	Body      json.RawMessage `json:"body"`
+	CreatedAt time.Time       `json:"created_at"`
+	SentAt    *time.Time      `json:"sent_at,omitempty"`
+}
