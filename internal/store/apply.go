@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/precedence"
+)
+
+// errLostRace means a concurrent attempt of the same event committed its outcome first.
+var errLostRace = errors.New("outcome recorded concurrently")
+
+// ApplyStatus applies a status, engagement or unsubscribe event to its message and records the
+// outcome in the message history, in one transaction. It is idempotent per (provider,
+// event_id): once an outcome is committed, every later call returns that outcome unchanged, so
+// a retried activity reports (and notifies) exactly what the first attempt decided.
+func (s *Store) ApplyStatus(ctx context.Context, ev event.Event) (ApplyResult, error) {
+	res, err := s.applyStatus(ctx, ev)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
+	}
+	return res, nil
+}
+
+func (s *Store) applyStatus(ctx context.Context, ev event.Event) (ApplyResult, error) {
+	switch {
+	case ev.Provider == "" || ev.EventID == "":
+		return ApplyResult{}, errors.New("event has no provider or event id")
+	case ev.MessageID == "":
+		return ApplyResult{}, errors.New("event has no message id")
+	}
+	switch ev.Kind {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+	default:
+		return ApplyResult{}, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
+	}
+	// PostgreSQL keeps microseconds. Deciding precedence on the stored precision makes an
+	// event compare the same against a key read back from the database as against the same
+	// key still in memory, so arrival order cannot change the result.
+	ev.OccurredAt = ev.OccurredAt.Truncate(time.Microsecond)
+
+	if res, ok, err := s.recordedOutcome(ctx, ev); err != nil || ok {
+		return res, err
+	}
+
+	res, err := s.applyInTx(ctx, ev)
+	if errors.Is(err, errLostRace) {
+		res, ok, err := s.recordedOutcome(ctx, ev)
+		if err == nil && !ok {
+			err = errors.New("outcome vanished after a concurrent attempt recorded it")
+		}
+		return res, err
+	}
+	return res, err
+}
+
+func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	defer func() {
+		if err != nil {
+			// The rollback error adds nothing: the connection is discarded if it failed.
+			_ = tx.Rollback(ctx)
+		}
+	}()
+
+	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
+		return ApplyResult{}, fmt.Errorf("create message: %w", err)
+	}
+	var cur messageRow
+	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
+		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
+		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
+		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt,
+	); err != nil {
+		return ApplyResult{}, fmt.Errorf("lock message: %w", err)
+	}
+
+	next, res, changed, err := applyEvent(cur, ev, time.Now())
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	if changed {
+		if _, err := tx.Exec(ctx, qUpdateMessage, ev.Provider, ev.MessageID,
+			string(next.Status), next.BounceType, next.Recipient,
+			next.OrderRank, next.OrderOccurredAt, next.OrderEventID, next.Version,
+			next.Unsubscribed, next.UnsubscribedAt,
+			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt,
+		); err != nil {
+			return ApplyResult{}, fmt.Errorf("update message: %w", err)
+		}
+	}
+
+	var inserted bool
+	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
+		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),
+		string(res.To), res.BounceType, res.Recipient, res.Version,
+	).Scan(&inserted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another attempt of this event committed while this one waited for the message lock.
+		// Its outcome is the one that counts; this transaction's changes must not land.
+		return ApplyResult{}, errLostRace
+	}
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("record outcome: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ApplyResult{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+// recordedOutcome returns the outcome stored for ev, with ok false when none is.
+func (s *Store) recordedOutcome(ctx context.Context, ev event.Event) (res ApplyResult, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, qRecordedOutcome, ev.Provider, ev.EventID).Scan(
+		&res.Outcome, &res.From, &res.To, &res.BounceType, &res.Recipient, &res.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ApplyResult{}, false, nil
+	}
+	if err != nil {
+		return ApplyResult{}, false, fmt.Errorf("read recorded outcome: %w", err)
+	}
+	return res, true, nil
+}
+
+// messageRow is the mutable part of a messages row.
+type messageRow struct {
+	Status          event.Status
+	BounceType      string
+	Recipient       string
+	OrderRank       int
+	OrderOccurredAt *time.Time
+	OrderEventID    string
+	Version         int64
+	Unsubscribed    bool
+	UnsubscribedAt  *time.Time
+	Opens           int64
+	Clicks          int64
+	FirstOpenedAt   *time.Time
+	FirstClickedAt  *time.Time
+}
+
+func (m messageRow) state() precedence.State {
+	key := precedence.Key{Rank: m.OrderRank, EventID: m.OrderEventID}
+	if m.OrderOccurredAt != nil {
+		key.OccurredAt = m.OrderOccurredAt.UTC()
+	}
+	return precedence.State{Status: m.Status, BounceType: m.BounceType, Key: key, Version: m.Version}
+}
+
+// applyEvent computes the message row after ev and the outcome to record. It is pure so the
+// decision can be tested without a database; now stands in for an engagement event that
+// carries no time. changed reports whether the row must be written.
+func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow, res ApplyResult, changed bool, err error) {
+	next = cur
+	seenAt := ev.OccurredAt
+	if seenAt.IsZero() {
+		seenAt = now
+	}
+	switch ev.Kind {
+	case event.KindStatus:
+		r := precedence.Apply(cur.state(), ev)
+		switch {
+		case r.Moved:
+			res.Outcome = OutcomeMoved
+		case r.Advanced:
+			res.Outcome = OutcomeAdvanced
+		default:
+			res.Outcome = OutcomeStale
+		}
+		if r.Advanced {
+			next.Status = r.Next.Status
+			next.BounceType = r.Next.BounceType
+			next.Version = r.Next.Version
+			next.OrderRank = r.Next.Key.Rank
+			next.OrderOccurredAt = nullTime(r.Next.Key.OccurredAt)
+			next.OrderEventID = r.Next.Key.EventID
+			changed = true
+		}
+	case event.KindOpened:
+		next.Opens++
+		next.FirstOpenedAt = earliest(cur.FirstOpenedAt, seenAt)
+		res.Outcome, changed = OutcomeCounted, true
+	case event.KindClicked:
+		next.Clicks++
+		next.FirstClickedAt = earliest(cur.FirstClickedAt, seenAt)
+		res.Outcome, changed = OutcomeCounted, true
+	case event.KindUnsubscribed:
+		next.Unsubscribed = true
+		next.UnsubscribedAt = earliest(cur.UnsubscribedAt, seenAt)
+		res.Outcome, changed = OutcomeFlagged, true
+	default:
+		return cur, ApplyResult{}, false, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
+	}
+	// Any event may be the first to name the recipient; the first one named is kept.
+	if cur.Recipient == "" && ev.Recipient != "" {
+		next.Recipient = ev.Recipient
+		changed = true
+	}
+	res.From = cur.Status
+	res.To = next.Status
+	res.BounceType = next.BounceType
+	res.Recipient = next.Recipient
+	res.Version = next.Version
+	return next, res, changed, nil
+}
+
+// earliest returns the earlier of an optional stored time and t: events can arrive out of
+// order, and "first" means first in provider time, not arrival.
+func earliest(stored *time.Time, t time.Time) *time.Time {
+	if stored != nil && !stored.After(t) {
+		return stored
+	}
+	return &t
+}

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var embeddedMigrations embed.FS
+
+// Migrate applies every pending migration to the database at databaseURL. Several processes
+// may call it at once (each replica migrates on start): a PostgreSQL session advisory lock
+// makes them take turns, and the later ones find nothing left to do.
+func Migrate(ctx context.Context, databaseURL string) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrate: parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+
+	migrations, err := fs.Sub(embeddedMigrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	// goose polls for the lock; the default 5s period would make a replica that lost the race
+	// idle for seconds on every start, so poll each second for up to 5 minutes instead.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("migrate: session locker: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations,
+		goose.WithSessionLocker(locker),
+		// Only this package's embedded files are migrations: ignore Go migrations that any
+		// other package might register globally.
+		goose.WithDisableGlobalRegistry(true),
+		// Results are logged below with slog; goose's own logger writes to stdout.
+		goose.WithLogger(goose.NopLogger()),
+	)
+	if err != nil {
+		return fmt.Errorf("migrate: goose provider: %w", err)
+	}
+
+	results, err := provider.Up(ctx)
+	if partial, ok := errors.AsType[*goose.PartialError](err); ok {
+		// Migrations before the failing one are committed: say so, the next run starts there.
+		results = partial.Applied
+	}
+	for _, r := range results {
+		slog.InfoContext(ctx, "migration applied",
+			"version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	version, err := provider.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: read schema version: %w", err)
+	}
+	slog.InfoContext(ctx, "database schema up to date", "version", version, "applied", len(results))
+	return nil
+}

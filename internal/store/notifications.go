@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NotificationID is the stable id of the notification of one event to one sink, used as the
+// Idempotency-Key of every delivery attempt. The NUL separators keep distinct tuples from
+// concatenating to the same input.
+func NotificationID(provider, eventID, sink, typ string) string {
+	sum := sha256.Sum256([]byte(provider + "\x00" + eventID + "\x00" + sink + "\x00" + typ))
+	return "ntf_" + hex.EncodeToString(sum[:])[:32]
+}
+
+// EnsureNotification creates the notification unless it exists, and returns the stored row.
+// The first body written wins: a retry that rendered a different body (a later clock, a
+// changed template) still sends the bytes of the first attempt. Status, attempts and times in
+// n are ignored; the id is derived from (provider, event_id, sink, type) when empty.
+func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notification, error) {
+	id := NotificationID(n.Provider, n.EventID, n.Sink, n.Type)
+	if n.ID != "" && n.ID != id {
+		return Notification{}, fmt.Errorf("ensure notification %s: id does not match %s:%s sink %s type %s",
+			n.ID, n.Provider, n.EventID, n.Sink, n.Type)
+	}
+	if len(n.Body) == 0 {
+		return Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
+	}
+	if _, err := s.pool.Exec(ctx, qInsertNotification,
+		id, n.Provider, n.EventID, n.Sink, n.Type, n.Body); err != nil {
+		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
+	}
+	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,
+		n.Provider, n.EventID, n.Sink, n.Type))
+	if err != nil {
+		return Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
+	}
+	return stored, nil
+}
+
+// ListNotifications returns the event's notifications, oldest first.
+func (s *Store) ListNotifications(ctx context.Context, provider, eventID string) ([]Notification, error) {
+	rows, err := s.pool.Query(ctx, qListNotifications, provider, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications %s:%s: %w", provider, eventID, err)
+	}
+	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notification, error) {
+		return scanNotification(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list notifications %s:%s: %w", provider, eventID, err)
+	}
+	return ns, nil
+}
+
+// RecordNotificationAttempt counts a delivery attempt that did not succeed; errMsg is its
+// error, empty when there was none to report.
+func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string) error {
+	tag, err := s.pool.Exec(ctx, qRecordNotificationAttempt, id, errMsg)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("record notification attempt %s: %w", id, err)
+	}
+	return nil
+}
+
+// MarkNotificationSent records the successful delivery attempt. Marking a sent notification
+// again changes nothing.
+func (s *Store) MarkNotificationSent(ctx context.Context, id string) error {
+	if err := s.updateUnlessSent(ctx, qMarkNotificationSent, id); err != nil {
+		return fmt.Errorf("mark notification sent %s: %w", id, err)
+	}
+	return nil
+}
+
+// MarkNotificationFailed gives up on the notification. A notification already sent stays
+// sent: a delivery that succeeded is not undone by a late failure report.
+func (s *Store) MarkNotificationFailed(ctx context.Context, id, reason string) error {
+	if err := s.updateUnlessSent(ctx, qMarkNotificationFailed, id, reason); err != nil {
+		return fmt.Errorf("mark notification failed %s: %w", id, err)
+	}
+	return nil
+}
+
+// updateUnlessSent runs an update guarded by status <> 'sent'. No row updated means either
+// already sent (fine) or no such notification (ErrNotFound).
+func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, query, append([]any{id}, args...)...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, qNotificationExists, id).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func scanNotification(row pgx.Row) (Notification, error) {
+	var (
+		n    Notification
+		body []byte
+	)
+	err := row.Scan(&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts,
+		&n.LastError, &body, &n.CreatedAt, &n.SentAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Notification{}, ErrNotFound
+	}
+	if err != nil {
+		return Notification{}, err
+	}
+	n.Body = body
+	return n, nil
+}

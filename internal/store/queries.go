@@ -1,0 +1,112 @@
+package store
+
+// SQL used by Store. Kept together so the statements can be reviewed against the schema in
+// migrations/ in one place.
+
+const (
+	qInsertWebhookEvent = `
+INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING true`
+
+	qWebhookEventProcessed = `
+SELECT processed_at IS NOT NULL
+FROM webhook_events
+WHERE provider = $1 AND event_id = $2`
+
+	// COALESCE keeps the first processed_at: marking twice is not an error and must not move it.
+	qMarkProcessed = `
+UPDATE webhook_events
+SET processed_at = COALESCE(processed_at, now())
+WHERE provider = $1 AND event_id = $2
+RETURNING processed_at`
+
+	qRecordedOutcome = `
+SELECT outcome, from_status, to_status, bounce_type, recipient, version
+FROM message_events
+WHERE provider = $1 AND event_id = $2`
+
+	qEnsureMessage = `
+INSERT INTO messages (provider, message_id)
+VALUES ($1, $2)
+ON CONFLICT (provider, message_id) DO NOTHING`
+
+	// FOR UPDATE serializes every ApplyStatus of one message, so the state computed in Go
+	// from this row is still current when it is written back.
+	qLockMessage = `
+SELECT status, bounce_type, recipient, order_rank, order_occurred_at, order_event_id, version,
+       unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at
+FROM messages
+WHERE provider = $1 AND message_id = $2
+FOR UPDATE`
+
+	qUpdateMessage = `
+UPDATE messages
+SET status = $3, bounce_type = $4, recipient = $5,
+    order_rank = $6, order_occurred_at = $7, order_event_id = $8, version = $9,
+    unsubscribed = $10, unsubscribed_at = $11,
+    opens = $12, clicks = $13, first_opened_at = $14, first_clicked_at = $15,
+    updated_at = now()
+WHERE provider = $1 AND message_id = $2`
+
+	qInsertMessageEvent = `
+INSERT INTO message_events (provider, event_id, message_id, event_type, status, occurred_at,
+                            outcome, from_status, to_status, bounce_type, recipient, version)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING true`
+
+	qGetMessage = `
+SELECT provider, message_id, status, bounce_type, recipient, version, unsubscribed,
+       unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at, created_at, updated_at
+FROM messages
+WHERE provider = $1 AND message_id = $2`
+
+	qMessageHistory = `
+SELECT event_id, event_type, COALESCE(status, ''), occurred_at, received_at, outcome,
+       from_status, to_status, version
+FROM message_events
+WHERE provider = $1 AND message_id = $2
+ORDER BY received_at, event_id`
+
+	qInsertNotification = `
+INSERT INTO notifications (id, provider, event_id, sink, type, body)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (provider, event_id, sink, type) DO NOTHING`
+
+	notificationColumns = `id, provider, event_id, sink, type, status, attempts,
+       COALESCE(last_error, ''), body, created_at, sent_at`
+
+	qGetNotification = `
+SELECT ` + notificationColumns + `
+FROM notifications
+WHERE provider = $1 AND event_id = $2 AND sink = $3 AND type = $4`
+
+	qListNotifications = `
+SELECT ` + notificationColumns + `
+FROM notifications
+WHERE provider = $1 AND event_id = $2
+ORDER BY created_at, sink, type`
+
+	qRecordNotificationAttempt = `
+UPDATE notifications
+SET attempts = attempts + 1, last_error = NULLIF($2, ''), updated_at = now()
+WHERE id = $1`
+
+	// The status guard makes a repeated success a no-op, so attempts and sent_at keep the
+	// values of the delivery that actually succeeded first.
+	qMarkNotificationSent = `
+UPDATE notifications
+SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
+    updated_at = now()
+WHERE id = $1 AND status <> 'sent'`
+
+	// A notification that was delivered stays sent even if a late failure report arrives.
+	qMarkNotificationFailed = `
+UPDATE notifications
+SET status = 'failed', last_error = NULLIF($2, ''), updated_at = now()
+WHERE id = $1 AND status <> 'sent'`
+
+	qNotificationExists = `SELECT EXISTS (SELECT 1 FROM notifications WHERE id = $1)`
+)

@@ -1,0 +1,190 @@
+// Package store is mailhook's PostgreSQL persistence: the durable webhook dedupe, each
+// message's precedence-governed state and history, and the notification outbox. Every write
+// is idempotent per provider event, because Temporal activities are retried.
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// ErrNotFound is returned (wrapped) when the requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is mailhook's database. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database at databaseURL and checks that it answers. It does not
+// migrate: call Migrate first.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// The pool connects lazily; ping so a wrong URL fails at start-up, not on the first event.
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: ping: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes every connection; it waits for connections in use to be released.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
+	return nil
+}
+
+// Pool returns the underlying pool, for health checks and tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// RecordEvent durably records a received event, once per (provider, event_id). A duplicate
+// delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
+// first delivery finished.
+func (s *Store) RecordEvent(ctx context.Context, ev event.Event) (RecordResult, error) {
+	payload, err := eventPayload(ev)
+	if err != nil {
+		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
+	}
+	var inserted bool
+	err = s.pool.QueryRow(ctx, qInsertWebhookEvent,
+		ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), payload,
+	).Scan(&inserted)
+	switch {
+	case err == nil:
+		return RecordResult{Inserted: true}, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
+	}
+
+	// ON CONFLICT waited for any concurrent inserter to commit, so this new statement sees
+	// the row that won.
+	var processed bool
+	err = s.pool.QueryRow(ctx, qWebhookEventProcessed, ev.Provider, ev.EventID).Scan(&processed)
+	if err != nil {
+		return RecordResult{}, fmt.Errorf("record event %s:%s: read existing: %w", ev.Provider, ev.EventID, err)
+	}
+	return RecordResult{AlreadyProcessed: processed}, nil
+}
+
+// eventPayload is what webhook_events keeps of the event: the provider's own JSON, or, when an
+// adapter had none, the normalized event so the row still says what was received.
+func eventPayload(ev event.Event) (json.RawMessage, error) {
+	raw := bytes.TrimSpace(ev.Raw)
+	if len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+		return raw, nil
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode payload: %w", err)
+	}
+	return b, nil
+}
+
+// MarkProcessed records that the event's processing finished, so a later duplicate delivery
+// is acknowledged without running again. Marking twice keeps the first time.
+func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) error {
+	var at time.Time
+	err := s.pool.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("mark processed %s:%s: %w", provider, eventID, err)
+	}
+	return nil
+}
+
+// GetMessage returns a message's state and its history in arrival order. It returns an error
+// wrapping ErrNotFound when no event has been applied to the message.
+func (s *Store) GetMessage(ctx context.Context, provider, messageID string) (Message, error) {
+	var m Message
+	// One snapshot for both reads, so the history matches the state it is shown with.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var err error
+			m, err = getMessage(ctx, tx, provider, messageID)
+			return err
+		})
+	if err != nil {
+		return Message{}, fmt.Errorf("get message %s:%s: %w", provider, messageID, err)
+	}
+	return m, nil
+}
+
+func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Message, error) {
+	var m Message
+	err := tx.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
+		&m.Provider, &m.MessageID, &m.Status, &m.BounceType, &m.Recipient, &m.Version,
+		&m.Unsubscribed, &m.UnsubscribedAt, &m.Opens, &m.Clicks, &m.FirstOpenedAt,
+		&m.FirstClickedAt, &m.CreatedAt, &m.UpdatedAt,
+	)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, ErrNotFound
+	}
+	if err != nil {
+		return Message{}, err
+	}
+	rows, err := tx.Query(ctx, qMessageHistory, provider, messageID)
+	if err != nil {
+		return Message{}, fmt.Errorf("history: %w", err)
+	}
+	// Non-nil so the API renders an empty history as [] rather than null.
+	m.Events = []MessageEvent{}
+	for rows.Next() {
+		var (
+			e          MessageEvent
+			occurredAt *time.Time
+		)
+		if err := rows.Scan(&e.EventID, &e.Type, &e.Status, &occurredAt, &e.ReceivedAt,
+			&e.Outcome, &e.From, &e.To, &e.Version); err != nil {
+			rows.Close()
+			return Message{}, fmt.Errorf("history: %w", err)
+		}
+		if occurredAt != nil {
+			e.OccurredAt = *occurredAt
+		}
+		e.Moved = e.Outcome == OutcomeMoved
+		m.Events = append(m.Events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return Message{}, fmt.Errorf("history: %w", err)
+	}
+	return m, nil
+}
+
+// nullString maps "" to SQL NULL for optional text columns.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// nullTime maps the zero time (provider did not say) to SQL NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+func TestNotificationIDIsStable(t *testing.T) {
+	id := NotificationID("resend", "evt_1", "slack", "status.moved")
+	assert.Equal(t, id, NotificationID("resend", "evt_1", "slack", "status.moved"))
+	assert.Regexp(t, regexp.MustCompile(`^ntf_[0-9a-f]{32}$`), id)
+	// Pinned (computed with sha256sum): the id is an Idempotency-Key that receivers store, so
+	// it must not change between releases.
+	assert.Equal(t, "ntf_596c7dd4e551acc501d92b8947509cf9", id)
+
+	assert.NotEqual(t, id, NotificationID("resend", "evt_1", "webhook", "status.moved"))
+	assert.NotEqual(t, id, NotificationID("resend", "evt_2", "slack", "status.moved"))
+	// Without separators these two tuples would hash the same input.
+	assert.NotEqual(t, NotificationID("ab", "c", "s", "t"), NotificationID("a", "bc", "s", "t"))
+}
+
+func TestEventPayload(t *testing.T) {
+	raw := json.RawMessage(`{"type":"email.delivered","data":{"id":"m1"}}`)
+	got, err := eventPayload(event.Event{Raw: raw})
+	require.NoError(t, err)
+	assert.JSONEq(t, string(raw), string(got))
+
+	ev := event.Event{Provider: "resend", EventID: "e1", Type: "email.sent", Raw: json.RawMessage(" null ")}
+	got, err = eventPayload(ev)
+	require.NoError(t, err)
+	var back event.Event
+	require.NoError(t, json.Unmarshal(got, &back))
+	assert.Equal(t, "e1", back.EventID)
+	assert.Equal(t, "email.sent", back.Type)
+}
+
+func TestApplyEventEngagementKeepsEarliestTime(t *testing.T) {
+	t1 := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
+	t0 := t1.Add(-time.Hour)
+	now := t1.Add(time.Hour)
+
+	row := messageRow{Status: event.StatusDelivered, Version: 1}
+	next, res, changed, err := applyEvent(row, event.Event{Kind: event.KindOpened, OccurredAt: t1}, now)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, OutcomeCounted, res.Outcome)
+	assert.Equal(t, event.StatusDelivered, res.From)
+	assert.Equal(t, event.StatusDelivered, res.To)
+	assert.Equal(t, int64(1), res.Version)
+	assert.Equal(t, int64(1), next.Opens)
+	assert.True(t, next.FirstOpenedAt.Equal(t1))
+
+	// An older open arriving late moves "first opened" back.
+	next, _, _, err = applyEvent(next, event.Event{Kind: event.KindOpened, OccurredAt: t0}, now)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), next.Opens)
+	assert.True(t, next.FirstOpenedAt.Equal(t0))
+
+	// No provider time: fall back to now, which is later, so t0 stays.
+	next, _, _, err = applyEvent(next, event.Event{Kind: event.KindOpened}, now)
+	require.NoError(t, err)
+	assert.True(t, next.FirstOpenedAt.Equal(t0))
+}
+
+func TestApplyEventStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
+	at := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
+	row := messageRow{Status: event.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
+	old := event.Event{Kind: event.KindStatus, EventID: "a", Status: event.StatusAccepted, OccurredAt: at}
+
+	_, res, changed, err := applyEvent(row, old, at)
+	require.NoError(t, err)
+	assert.False(t, changed)
+	assert.Equal(t, OutcomeStale, res.Outcome)
+
+	old.Recipient = "to@example.com"
+	next, res, changed, err := applyEvent(row, old, at)
+	require.NoError(t, err)
+	assert.True(t, changed)
+	assert.Equal(t, OutcomeStale, res.Outcome)
+	assert.Equal(t, "to@example.com", next.Recipient)
+	assert.Equal(t, "to@example.com", res.Recipient)
+}
+
+func TestApplyEventRejectsOtherKinds(t *testing.T) {
+	for _, k := range []event.Kind{event.KindInbound, event.KindUnknown, ""} {
+		_, _, _, err := applyEvent(messageRow{}, event.Event{Kind: k}, time.Now())
+		assert.Error(t, err, "kind %q", k)
+	}
+}

@@ -1,0 +1,579 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+const provider = "resend"
+
+var base = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func at(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
+
+func statusEvent(id, msg string, st event.Status, bounce string, occurred time.Time) event.Event {
+	return event.Event{
+		Provider:   provider,
+		EventID:    id,
+		Type:       "email." + string(st),
+		Kind:       event.KindStatus,
+		Status:     st,
+		BounceType: bounce,
+		MessageID:  msg,
+		Recipient:  "to@example.com",
+		OccurredAt: occurred,
+		Raw:        json.RawMessage(fmt.Sprintf(`{"id":%q,"type":"email.%s"}`, id, st)),
+	}
+}
+
+func kindEvent(id, msg string, kind event.Kind, occurred time.Time) event.Event {
+	return event.Event{
+		Provider: provider, EventID: id, Type: "email." + string(kind), Kind: kind,
+		MessageID: msg, OccurredAt: occurred,
+	}
+}
+
+func countRows(t *testing.T, s *store.Store, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.Pool().QueryRow(t.Context(), query, args...).Scan(&n))
+	return n
+}
+
+func TestMigrateTwiceIsNoop(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	s, err := store.Open(t.Context(), dbURL)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Ping(t.Context()))
+
+	const q = `SELECT count(*) FROM goose_db_version`
+	before := countRows(t, s, q)
+	require.NoError(t, store.Migrate(t.Context(), dbURL))
+	assert.Equal(t, before, countRows(t, s, q))
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewEmptyDatabase(t)
+
+	// Two replicas starting at once must not both run the DDL.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { errs[i] = store.Migrate(t.Context(), dbURL) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+
+	s, err := store.Open(t.Context(), dbURL)
+	require.NoError(t, err)
+	defer s.Close()
+	// Version 0 (goose's own) plus one row per migration file, each recorded once.
+	assert.Equal(t, 2, countRows(t, s, `SELECT count(*) FROM goose_db_version`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 1`))
+	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_name IN ('webhook_events','messages','message_events','notifications')`))
+}
+
+func TestOpenRejectsUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// Port 1 is never PostgreSQL: Open must fail at once rather than hand out a dead pool.
+	_, err := store.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	assert.Error(t, err)
+}
+
+func TestRecordEvent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	ev := statusEvent("evt_1", "msg_1", event.StatusDelivered, "", at(0))
+
+	res, err := s.RecordEvent(ctx, ev)
+	require.NoError(t, err)
+	assert.Equal(t, store.RecordResult{Inserted: true}, res)
+
+	res, err = s.RecordEvent(ctx, ev)
+	require.NoError(t, err)
+	assert.Equal(t, store.RecordResult{}, res, "duplicate while the first is still processing")
+
+	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID))
+	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID), "marking twice is fine")
+
+	res, err = s.RecordEvent(ctx, ev)
+	require.NoError(t, err)
+	assert.Equal(t, store.RecordResult{AlreadyProcessed: true}, res)
+
+	var (
+		typ, msg   string
+		occurred   time.Time
+		payloadEq  bool
+		processed  bool
+		receivedOK bool
+	)
+	require.NoError(t, s.Pool().QueryRow(ctx, `
+		SELECT event_type, message_id, occurred_at, payload = $3::jsonb, processed_at IS NOT NULL,
+		       received_at <= processed_at
+		FROM webhook_events WHERE provider = $1 AND event_id = $2`,
+		provider, ev.EventID, string(ev.Raw),
+	).Scan(&typ, &msg, &occurred, &payloadEq, &processed, &receivedOK))
+	assert.Equal(t, "email.delivered", typ)
+	assert.Equal(t, "msg_1", msg)
+	assert.True(t, occurred.Equal(ev.OccurredAt))
+	assert.True(t, payloadEq, "payload is the provider's raw JSON")
+	assert.True(t, processed)
+	assert.True(t, receivedOK)
+}
+
+func TestRecordEventWithoutRawOrMessage(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	ev := event.Event{Provider: provider, EventID: "evt_inbound", Type: "email.received", Kind: event.KindInbound}
+
+	res, err := s.RecordEvent(ctx, ev)
+	require.NoError(t, err)
+	assert.True(t, res.Inserted)
+
+	var (
+		msg      *string
+		occurred *time.Time
+		eventID  string
+	)
+	require.NoError(t, s.Pool().QueryRow(ctx, `
+		SELECT message_id, occurred_at, payload->>'event_id'
+		FROM webhook_events WHERE provider = $1 AND event_id = $2`, provider, ev.EventID,
+	).Scan(&msg, &occurred, &eventID))
+	assert.Nil(t, msg)
+	assert.Nil(t, occurred)
+	assert.Equal(t, "evt_inbound", eventID, "without raw JSON the normalized event is stored")
+}
+
+func TestRecordEventConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ev := statusEvent("evt_dup", "msg_1", event.StatusDelivered, "", at(0))
+
+	const n = 20
+	results := make([]store.RecordResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = s.RecordEvent(t.Context(), ev)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	inserted := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		if results[i].Inserted {
+			inserted++
+		}
+		assert.False(t, results[i].AlreadyProcessed)
+	}
+	assert.Equal(t, 1, inserted)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events`))
+}
+
+func TestMarkProcessedUnknownEvent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	err := s.MarkProcessed(t.Context(), provider, "nope")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorContains(t, err, "resend:nope")
+}
+
+func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	delivered := statusEvent("evt_delivered", "msg_1", event.StatusDelivered, "", at(10))
+
+	first, err := s.ApplyStatus(ctx, delivered)
+	require.NoError(t, err)
+	want := store.ApplyResult{
+		Outcome: store.OutcomeMoved, From: event.StatusNone, To: event.StatusDelivered,
+		Recipient: "to@example.com", Version: 1,
+	}
+	assert.Equal(t, want, first)
+
+	retry, err := s.ApplyStatus(ctx, delivered)
+	require.NoError(t, err)
+	assert.Equal(t, first, retry)
+
+	// The message moves on; a late retry of the first event still reports what it did then.
+	bounced := statusEvent("evt_bounced", "msg_1", event.StatusBounced, event.BounceHard, at(20))
+	_, err = s.ApplyStatus(ctx, bounced)
+	require.NoError(t, err)
+	retry, err = s.ApplyStatus(ctx, delivered)
+	require.NoError(t, err)
+	assert.Equal(t, first, retry)
+
+	m, err := s.GetMessage(ctx, provider, "msg_1")
+	require.NoError(t, err)
+	assert.Equal(t, event.StatusBounced, m.Status)
+	assert.Equal(t, int64(2), m.Version)
+	assert.Len(t, m.Events, 2, "a retry adds no history")
+}
+
+func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	opened := kindEvent("evt_open", "msg_1", event.KindOpened, at(5))
+	delivered := statusEvent("evt_delivered", "msg_1", event.StatusDelivered, "", at(1))
+
+	const n = 10
+	results := make([]store.ApplyResult, 2*n)
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 2 * n {
+		ev := opened
+		if i%2 == 1 {
+			ev = delivered
+		}
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = s.ApplyStatus(ctx, ev)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	for i := range 2 * n {
+		require.NoError(t, errs[i])
+		assert.Equal(t, results[i%2], results[i], "attempt %d", i)
+	}
+	assert.Equal(t, store.OutcomeCounted, results[0].Outcome)
+	assert.Equal(t, store.ApplyResult{
+		Outcome: store.OutcomeMoved, To: event.StatusDelivered, Recipient: "to@example.com", Version: 1,
+	}, results[1])
+
+	m, err := s.GetMessage(ctx, provider, "msg_1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), m.Opens)
+	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, int64(1), m.Version)
+	assert.Len(t, m.Events, 2)
+}
+
+func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	const msg = "msg_lifecycle"
+
+	// Provider order: accepted(1) deferred(2) delivered(3) bounced(4); arrival order differs.
+	steps := []struct {
+		ev   event.Event
+		want store.ApplyResult
+	}{
+		{
+			statusEvent("e_delivered", msg, event.StatusDelivered, "", at(3)),
+			store.ApplyResult{Outcome: store.OutcomeMoved, From: "", To: event.StatusDelivered, Version: 1},
+		},
+		{
+			statusEvent("e_accepted", msg, event.StatusAccepted, "", at(1)),
+			store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusDelivered, To: event.StatusDelivered, Version: 1},
+		},
+		{
+			statusEvent("e_bounced", msg, event.StatusBounced, event.BounceHard, at(4)),
+			store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2},
+		},
+		{
+			statusEvent("e_deferred", msg, event.StatusDeferred, "", at(2)),
+			store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusBounced, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2},
+		},
+	}
+	for _, step := range steps {
+		got, err := s.ApplyStatus(ctx, step.ev)
+		require.NoError(t, err)
+		step.want.Recipient = "to@example.com"
+		assert.Equal(t, step.want, got, step.ev.EventID)
+	}
+
+	m, err := s.GetMessage(ctx, provider, msg)
+	require.NoError(t, err)
+	assert.Equal(t, provider, m.Provider)
+	assert.Equal(t, msg, m.MessageID)
+	assert.Equal(t, event.StatusBounced, m.Status)
+	assert.Equal(t, event.BounceHard, m.BounceType)
+	assert.Equal(t, "to@example.com", m.Recipient)
+	assert.Equal(t, int64(2), m.Version)
+	assert.False(t, m.CreatedAt.IsZero())
+	assert.False(t, m.UpdatedAt.Before(m.CreatedAt))
+
+	require.Len(t, m.Events, 4)
+	ids := map[string]store.MessageEvent{}
+	for _, e := range m.Events {
+		ids[e.EventID] = e
+	}
+	assert.True(t, ids["e_bounced"].Moved)
+	assert.Equal(t, store.OutcomeStale, ids["e_deferred"].Outcome)
+	assert.False(t, ids["e_deferred"].Moved)
+	assert.Equal(t, event.StatusDeferred, ids["e_deferred"].Status)
+	assert.Equal(t, "email.deferred", ids["e_deferred"].Type)
+	assert.True(t, ids["e_deferred"].OccurredAt.Equal(at(2)))
+	assert.Equal(t, event.StatusDelivered, ids["e_bounced"].From)
+	assert.Equal(t, event.StatusBounced, ids["e_bounced"].To)
+	assert.Equal(t, int64(2), ids["e_bounced"].Version)
+}
+
+func TestApplyStatusSubMicrosecondTimesFoldInAnyOrder(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	// PostgreSQL stores microseconds: the two events tie on time there, so the event id must
+	// decide in both arrival orders, as it would if the key never left memory.
+	a := statusEvent("e_b", "", event.StatusFailed, "", base.Add(700*time.Nanosecond))
+	b := statusEvent("e_a", "", event.StatusBounced, event.BounceSoft, base.Add(300*time.Nanosecond))
+	var finals []store.Message
+	for i, order := range [][]event.Event{{a, b}, {b, a}} {
+		msg := fmt.Sprintf("msg_%d", i)
+		for _, ev := range order {
+			ev.MessageID = msg
+			ev.EventID += "_" + msg
+			_, err := s.ApplyStatus(ctx, ev)
+			require.NoError(t, err)
+		}
+		m, err := s.GetMessage(ctx, provider, msg)
+		require.NoError(t, err)
+		finals = append(finals, m)
+	}
+	assert.Equal(t, event.StatusFailed, finals[0].Status)
+	assert.Equal(t, finals[0].Status, finals[1].Status)
+	assert.Equal(t, finals[0].BounceType, finals[1].BounceType)
+}
+
+func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	const msg = "msg_engaged"
+
+	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, event.StatusDelivered, "", at(1)))
+	require.NoError(t, err)
+
+	open2 := kindEvent("e_open_2", msg, event.KindOpened, at(30))
+	open1 := kindEvent("e_open_1", msg, event.KindOpened, at(20))
+	click := kindEvent("e_click", msg, event.KindClicked, at(40))
+	unsub := kindEvent("e_unsub", msg, event.KindUnsubscribed, at(50))
+	for _, ev := range []event.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
+		res, err := s.ApplyStatus(ctx, ev)
+		require.NoError(t, err)
+		want := store.OutcomeCounted
+		if ev.Kind == event.KindUnsubscribed {
+			want = store.OutcomeFlagged
+		}
+		assert.Equal(t, store.ApplyResult{
+			Outcome: want, From: event.StatusDelivered, To: event.StatusDelivered,
+			Recipient: "to@example.com", Version: 1,
+		}, res, ev.EventID)
+	}
+
+	m, err := s.GetMessage(ctx, provider, msg)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), m.Opens)
+	assert.Equal(t, int64(1), m.Clicks)
+	require.NotNil(t, m.FirstOpenedAt)
+	assert.True(t, m.FirstOpenedAt.Equal(at(20)), "first open is the earliest, not the first to arrive")
+	require.NotNil(t, m.FirstClickedAt)
+	assert.True(t, m.FirstClickedAt.Equal(at(40)))
+	assert.True(t, m.Unsubscribed)
+	require.NotNil(t, m.UnsubscribedAt)
+	assert.True(t, m.UnsubscribedAt.Equal(at(50)))
+	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, int64(1), m.Version, "engagement never moves the version")
+	assert.Len(t, m.Events, 5)
+}
+
+func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	// Opens can arrive before the delivery event; the message is created without a status.
+	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", event.KindOpened, at(9)))
+	require.NoError(t, err)
+	assert.Equal(t, store.ApplyResult{Outcome: store.OutcomeCounted}, res)
+
+	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", event.StatusDelivered, "", at(1)))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeMoved, res.Outcome)
+	assert.Equal(t, "to@example.com", res.Recipient, "the recipient is learnt from a later event")
+}
+
+func TestApplyStatusRejectsOtherKinds(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	for _, kind := range []event.Kind{event.KindInbound, event.KindUnknown} {
+		_, err := s.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)))
+		assert.Error(t, err, kind)
+	}
+	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", event.StatusDelivered, "", at(1)))
+	assert.Error(t, err)
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM messages`))
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM message_events`))
+}
+
+func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	const msg = "msg_busy"
+	evs := []event.Event{
+		statusEvent("e01", msg, event.StatusAccepted, "", at(1)),
+		statusEvent("e02", msg, event.StatusDeferred, "", at(2)),
+		statusEvent("e03", msg, event.StatusDeferred, "", at(3)),
+		statusEvent("e04", msg, event.StatusDelivered, "", at(4)),
+		statusEvent("e05", msg, event.StatusBounced, event.BounceSoft, at(5)),
+		statusEvent("e06", msg, event.StatusFailed, "", at(5)),
+		statusEvent("e07", msg, event.StatusComplained, "", at(6)),
+		statusEvent("e08", msg, event.StatusDelivered, "", at(9)),
+		kindEvent("e09", msg, event.KindOpened, at(7)),
+		kindEvent("e10", msg, event.KindClicked, at(8)),
+		kindEvent("e11", msg, event.KindOpened, at(8)),
+	}
+	results := make([]store.ApplyResult, len(evs))
+	errs := make([]error, len(evs))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, ev := range evs {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = s.ApplyStatus(ctx, ev)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	moved := map[int64]string{}
+	for i, res := range results {
+		require.NoError(t, errs[i])
+		if res.Outcome == store.OutcomeMoved {
+			assert.NotContains(t, moved, res.Version, "two events moved to the same version")
+			moved[res.Version] = evs[i].EventID
+		}
+	}
+	m, err := s.GetMessage(ctx, provider, msg)
+	require.NoError(t, err)
+	assert.Equal(t, event.StatusComplained, m.Status)
+	assert.Equal(t, "", m.BounceType)
+	// Each visible change bumps the version once, whatever the interleaving.
+	assert.Equal(t, int64(len(moved)), m.Version)
+	assert.Equal(t, int64(2), m.Opens)
+	assert.Equal(t, int64(1), m.Clicks)
+	assert.Len(t, m.Events, len(evs))
+}
+
+func TestNotifications(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+
+	id := store.NotificationID(provider, "evt_1", "slack", "status.moved")
+	assert.Equal(t, id, store.NotificationID(provider, "evt_1", "slack", "status.moved"))
+
+	first, err := s.EnsureNotification(ctx, store.Notification{
+		Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
+		Body: json.RawMessage(`{"text":"first","at":1}`),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, id, first.ID)
+	assert.Equal(t, store.NotificationPending, first.Status)
+	assert.Zero(t, first.Attempts)
+	assert.JSONEq(t, `{"text":"first","at":1}`, string(first.Body))
+	assert.False(t, first.CreatedAt.IsZero())
+	assert.Nil(t, first.SentAt)
+
+	// A retry renders a different body; the stored one must win, byte for byte.
+	again, err := s.EnsureNotification(ctx, store.Notification{
+		ID: id, Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
+		Body: json.RawMessage(`{"text":"second","at":2}`),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+
+	_, err = s.EnsureNotification(ctx, store.Notification{
+		ID: "ntf_wrong", Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
+		Body: json.RawMessage(`{}`),
+	})
+	assert.Error(t, err)
+
+	other, err := s.EnsureNotification(ctx, store.Notification{
+		Provider: provider, EventID: "evt_1", Sink: "webhook", Type: "status.moved",
+		Body: json.RawMessage(`{"x":1}`),
+	})
+	require.NoError(t, err)
+	assert.NotEqual(t, id, other.ID)
+
+	require.NoError(t, s.RecordNotificationAttempt(ctx, id, "503 from slack"))
+	require.NoError(t, s.RecordNotificationAttempt(ctx, id, ""))
+	require.NoError(t, s.RecordNotificationAttempt(ctx, id, "timeout"))
+	require.NoError(t, s.MarkNotificationSent(ctx, id))
+	require.NoError(t, s.MarkNotificationSent(ctx, id), "marking sent twice is a no-op")
+	require.NoError(t, s.MarkNotificationFailed(ctx, id, "late failure"), "a sent notification stays sent")
+
+	require.NoError(t, s.RecordNotificationAttempt(ctx, other.ID, "410 gone"))
+	require.NoError(t, s.MarkNotificationFailed(ctx, other.ID, "gave up: 410 gone"))
+
+	list, err := s.ListNotifications(ctx, provider, "evt_1")
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	byID := map[string]store.Notification{list[0].ID: list[0], list[1].ID: list[1]}
+
+	sent := byID[id]
+	assert.Equal(t, store.NotificationSent, sent.Status)
+	assert.Equal(t, 4, sent.Attempts)
+	assert.Empty(t, sent.LastError)
+	require.NotNil(t, sent.SentAt)
+	assert.JSONEq(t, `{"text":"first","at":1}`, string(sent.Body))
+
+	failed := byID[other.ID]
+	assert.Equal(t, store.NotificationFailed, failed.Status)
+	assert.Equal(t, 1, failed.Attempts)
+	assert.Equal(t, "gave up: 410 gone", failed.LastError)
+	assert.Nil(t, failed.SentAt)
+
+	for name, err := range map[string]error{
+		"attempt": s.RecordNotificationAttempt(ctx, "ntf_missing", "x"),
+		"sent":    s.MarkNotificationSent(ctx, "ntf_missing"),
+		"failed":  s.MarkNotificationFailed(ctx, "ntf_missing", "x"),
+	} {
+		assert.ErrorIs(t, err, store.ErrNotFound, name)
+	}
+
+	none, err := s.ListNotifications(ctx, provider, "evt_none")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+func TestGetMessageNotFound(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	_, err := s.GetMessage(t.Context(), provider, "msg_missing")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.True(t, errors.Is(err, store.ErrNotFound))
+}

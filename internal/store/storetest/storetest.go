@@ -1,0 +1,148 @@
+// Package storetest gives tests a fresh, migrated PostgreSQL database of their own, so
+// integration tests can run in parallel and leave nothing behind.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// EnvDatabaseURL names the variable holding the URL of a database the tests may create and
+// drop databases from.
+const EnvDatabaseURL = "MAILHOOK_TEST_DATABASE_URL"
+
+// DefaultAdminURL is the local development server used when EnvDatabaseURL is unset.
+const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// AdminURL returns the URL of the database used to create and drop test databases.
+func AdminURL() string {
+	if u := os.Getenv(EnvDatabaseURL); u != "" {
+		return u
+	}
+	return DefaultAdminURL
+}
+
+// NewDatabase creates a uniquely named, migrated database that is dropped when the test ends,
+// and returns its URL. Without a reachable PostgreSQL it skips under -short and fails
+// otherwise: a missing database must not pass as green integration tests.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	dbURL := NewEmptyDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := store.Migrate(ctx, dbURL); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	return dbURL
+}
+
+// NewEmptyDatabase is NewDatabase without the migrations, for tests of Migrate itself.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	conn, err := connect(ctx, admin)
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("PostgreSQL is not reachable at %s: %v (skipped under -short)", redact(admin), err)
+		}
+		t.Fatalf("PostgreSQL is required for this test and is not reachable at %s: %v "+
+			"(start it, or run go test -short to skip integration tests)", redact(admin), err)
+	}
+	defer conn.Close(ctx)
+
+	name := "mailhook_test_" + randomHex(8)
+	dbURL, err := withDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("test database url: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create test database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// The test's own context is already canceled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		// FORCE ends connections a test leaked, which would otherwise block the drop.
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	return dbURL
+}
+
+// Open returns a Store on a fresh migrated database, closed when the test ends.
+func Open(t testing.TB) *store.Store {
+	t.Helper()
+	dbURL := NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	// Registered after NewDatabase's cleanup, so it runs before the drop.
+	t.Cleanup(s.Close)
+	return s
+}
+
+func connect(ctx context.Context, dbURL string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	// An unreachable server should fail the test quickly, not after the OS connect timeout.
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// withDatabase returns dbURL pointing at database name instead, for both URL and
+// keyword/value connection strings.
+func withDatabase(dbURL, name string) (string, error) {
+	if strings.HasPrefix(dbURL, "postgres://") || strings.HasPrefix(dbURL, "postgresql://") {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", err
+		}
+		u.Path = "/" + name
+		u.RawPath = ""
+		return u.String(), nil
+	}
+	// A later dbname keyword overrides an earlier one.
+	return dbURL + " dbname=" + name, nil
+}
+
+// redact hides a password in dbURL so it does not end up in test logs.
+func redact(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || u.User == nil {
+		return dbURL
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
