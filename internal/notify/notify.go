@@ -1,0 +1,198 @@
+// Package notify delivers mailhook's outbound notifications to a team's downstream sink, signed
+// with Standard Webhooks so sinks can verify them with any off-the-shelf library.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/signature"
+)
+
+const (
+	// DefaultTimeout bounds one attempt when Sender.Client is nil; Standard Webhooks recommends
+	// 15–30 s for producers.
+	DefaultTimeout = 30 * time.Second
+	// maxDrain is how much of a response is read before the connection is given up: reading
+	// lets the connection be reused, the cap stops a sink from streaming at us forever.
+	maxDrain = 64 << 10
+	// maxErrorBody is how much of a failed response is kept for the operator.
+	maxErrorBody = 512
+	userAgent    = "mailhook"
+)
+
+// Sender posts signed notifications. The zero value is ready to use.
+type Sender struct {
+	// Client sends the requests; nil means a client with DefaultTimeout. Redirects are never
+	// followed, whatever the client's CheckRedirect: Go would replay a POST as a bodiless GET,
+	// and a sink's redirect could point the signed payload at an address nobody configured.
+	Client *http.Client
+}
+
+var defaultClient = &http.Client{Timeout: DefaultTimeout}
+
+// DeliveryError is every failure Send returns. Retryable says whether another attempt may
+// succeed: network errors, timeouts, 408, 429 and 5xx are; other responses and local problems
+// (bad URL, bad secret) are not.
+type DeliveryError struct {
+	// StatusCode is the sink's HTTP status, 0 when no response was received.
+	StatusCode int
+	Retryable  bool
+	// RetryAfter is the delay the sink asked for in Retry-After, 0 when it did not.
+	RetryAfter time.Duration
+	// Body is the start of the sink's response, as valid UTF-8 without NULs so it can be stored
+	// and shown as text.
+	Body string
+	// Err is the underlying failure when no usable response was received.
+	Err error
+}
+
+func (e *DeliveryError) Error() string {
+	var b strings.Builder
+	b.WriteString("notify: ")
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, "sink responded %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+		if e.RetryAfter > 0 {
+			fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+		}
+		if e.Body != "" {
+			fmt.Fprintf(&b, ": %s", e.Body)
+		}
+	} else if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	} else {
+		b.WriteString("delivery failed")
+	}
+	return b.String()
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// Send POSTs body to sinkURL as notification id, signed with secret at now. The id doubles as the
+// Idempotency-Key and webhook-id so a sink can drop the duplicates that retries produce. It
+// returns nil for any 2xx and a *DeliveryError otherwise.
+func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []byte, now time.Time) error {
+	if err := checkURL(sinkURL); err != nil {
+		return &DeliveryError{Err: err}
+	}
+	if id == "" {
+		return &DeliveryError{Err: errors.New("empty notification id")}
+	}
+	sig, err := signature.SignStandard(secret, id, now, body)
+	if err != nil {
+		return &DeliveryError{Err: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(body))
+	if err != nil {
+		return &DeliveryError{Err: fmt.Errorf("build request: %w", err)}
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", userAgent)
+	h.Set("Idempotency-Key", id)
+	h.Set(signature.HeaderWebhookID, id)
+	h.Set(signature.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(signature.HeaderWebhookSignature, sig)
+
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return &DeliveryError{Retryable: true, Err: redact(err)}
+	}
+	defer resp.Body.Close()
+
+	head, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if readErr == nil {
+		// Best effort: a failed drain only costs connection reuse.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain-maxErrorBody))
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// A 2xx is the sink's acknowledgement even if its body was cut short.
+		return nil
+	}
+	return &DeliveryError{
+		StatusCode: resp.StatusCode,
+		Retryable:  retryableStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), now),
+		Body:       printable(head),
+	}
+}
+
+func (s *Sender) client() *http.Client {
+	c := defaultClient
+	if s != nil && s.Client != nil {
+		c = s.Client
+	}
+	nc := *c
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nc
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse's error quotes the URL, which may carry a token.
+		return errors.New("sink URL does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("sink URL scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("sink URL has no host")
+	}
+	return nil
+}
+
+// redact drops the *url.Error wrapper, whose message repeats the sink URL: sink URLs often carry
+// credentials in the query, and this error is logged and stored.
+func redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s sink: %w", ue.Op, ue.Err)
+	}
+	return err
+}
+
+func retryableStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+// retryAfter parses Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3). Invalid
+// and past values give 0; huge values are clamped instead of overflowing Duration.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(math.MaxInt64/time.Second) {
+			return time.Duration(math.MaxInt64)
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// printable makes a response snippet safe to store as text: the sink may send binary, and the
+// cut at maxErrorBody may split a UTF-8 sequence; Postgres text rejects both NUL and bad UTF-8.
+func printable(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,258 @@
+package postscale
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+type typeInfo struct {
+	kind   event.Kind
+	status event.Status
+	// at names the field carrying this type's own timestamp, which is when the thing happened;
+	// created_at/timestamp is only when Postscale built the webhook.
+	at string
+}
+
+var types = map[string]typeInfo{
+	"email.sent":         {event.KindStatus, event.StatusAccepted, "sent_at"},
+	"email.delivered":    {event.KindStatus, event.StatusDelivered, "delivered_at"},
+	"email.deferred":     {event.KindStatus, event.StatusDeferred, "deferred_at"},
+	"email.bounced":      {event.KindStatus, event.StatusBounced, "bounced_at"},
+	"email.complained":   {event.KindStatus, event.StatusComplained, "complained_at"},
+	"email.opened":       {event.KindOpened, event.StatusNone, "opened_at"},
+	"email.clicked":      {event.KindClicked, event.StatusNone, "clicked_at"},
+	"email.unsubscribed": {event.KindUnsubscribed, event.StatusNone, "unsubscribed_at"},
+	"email.received":     {event.KindInbound, event.StatusNone, "received_at"},
+	"inbound.received":   {event.KindInbound, event.StatusNone, "received_at"},
+}
+
+// needsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func needsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+type object map[string]json.RawMessage
+
+// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
+// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("postscale: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+// parse handles both payload shapes Postscale documents:
+//
+//	envelope: {"id":"evt_…","type":"email.delivered","created_at":…,"data":{"email_id":…,…}}
+//	flat:     {"event":"email.received","timestamp":…,"email_id":…,"from":…,…}
+//
+// The flat shape has no event id. Postscale's Delivery-ID header is per attempt and cannot
+// dedupe retries, so the id is derived from what is stable across them: "<event>:<email_id>".
+func parse(body []byte) (event.Event, error) {
+	var top object
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+		case errors.As(err, &typ):
+			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+		default:
+			return event.Event{}, badRequest("malformed JSON")
+		}
+	}
+	if top == nil {
+		return event.Event{}, badRequest("body is JSON null, not an object")
+	}
+
+	_, hasType := top["type"]
+	_, hasData := top["data"]
+	_, hasEvent := top["event"]
+	flat := hasEvent && !(hasType && hasData)
+
+	ev := event.Event{Provider: Name}
+	var fields object
+	var fallbackTimes []string
+	if flat {
+		typ, err := requiredString(top, "event")
+		if err != nil {
+			return event.Event{}, err
+		}
+		emailID, err := requiredString(top, "email_id")
+		if err != nil {
+			return event.Event{}, err
+		}
+		ev.Type, ev.EventID, fields = typ, typ+":"+emailID, top
+		fallbackTimes = []string{"timestamp", "received_at"}
+	} else {
+		id, err := requiredString(top, "id")
+		if err != nil {
+			return event.Event{}, err
+		}
+		typ, err := requiredString(top, "type")
+		if err != nil {
+			return event.Event{}, err
+		}
+		ev.Type, ev.EventID = typ, id
+		if fields, err = dataObject(top); err != nil {
+			return event.Event{}, err
+		}
+	}
+
+	info, known := types[ev.Type]
+	if !known {
+		info = typeInfo{kind: event.KindUnknown}
+	}
+	ev.Kind, ev.Status = info.kind, info.status
+
+	ev.MessageID = optionalString(fields, "email_id")
+	if ev.MessageID == "" && needsMessage(ev.Kind) {
+		where := "data.email_id"
+		if flat {
+			where = "email_id"
+		}
+		return event.Event{}, badRequest("%s event has no %s", ev.Type, where)
+	}
+	ev.Recipient = recipient(fields["to"], true)
+	if ev.Status == event.StatusBounced {
+		ev.BounceType = bounceType(fields)
+	}
+
+	// A flat inbound event's own received_at is less authoritative than its timestamp: the
+	// docs give timestamp first and received_at only in an older sample.
+	var at time.Time
+	if info.at != "" && !(flat && info.kind == event.KindInbound) {
+		at = timeField(fields, info.at)
+	}
+	if at.IsZero() && !flat {
+		at = timeField(top, "created_at")
+	}
+	for _, f := range fallbackTimes {
+		if !at.IsZero() {
+			break
+		}
+		at = timeField(top, f)
+	}
+	ev.OccurredAt = at
+
+	ev.Raw = json.RawMessage(append([]byte(nil), body...))
+	return ev, nil
+}
+
+// requiredString returns the non-blank string at key, or a bad-request error naming the key.
+func requiredString(o object, key string) (string, error) {
+	raw, ok := o[key]
+	if !ok || isNull(raw) {
+		return "", badRequest("missing %q", key)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("%q is not a string", key)
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", badRequest("%q is empty", key)
+	}
+	return s, nil
+}
+
+// optionalString returns the string at key, or "" when it is absent or not a string: optional
+// fields of the wrong type are ignored rather than failing an event that can still be applied.
+func optionalString(o object, key string) string {
+	raw, ok := o[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+func dataObject(top object) (object, error) {
+	raw, ok := top["data"]
+	if !ok || isNull(raw) {
+		return object{}, nil
+	}
+	var data object
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return nil, badRequest(`"data" is not an object`)
+	}
+	return data, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return strings.TrimSpace(string(raw)) == "null"
+}
+
+// recipient takes the first address from "to", which Postscale sends as a string or as an array
+// (of strings or of {"email": …} objects). Arrays are only looked into at the top level, so a
+// deeply nested hostile "to" costs one decode, not one per level.
+func recipient(raw json.RawMessage, allowList bool) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var list []json.RawMessage
+	if allowList && json.Unmarshal(raw, &list) == nil {
+		for _, item := range list {
+			if r := recipient(item, false); r != "" {
+				return r
+			}
+		}
+		return ""
+	}
+	var obj struct {
+		Email string `json:"email"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return strings.TrimSpace(obj.Email)
+	}
+	return ""
+}
+
+// bounceType normalizes the bounce classification, which the docs promise ("hard or soft") but
+// never show a field for, so the likely spellings are all tried.
+func bounceType(fields object) string {
+	candidates := []string{optionalString(fields, "bounce_type"), optionalString(fields, "type")}
+	if raw, ok := fields["bounce"]; ok {
+		var b object
+		if json.Unmarshal(raw, &b) == nil {
+			candidates = append(candidates, optionalString(b, "type"), optionalString(b, "bounce_type"))
+		}
+	}
+	for _, c := range candidates {
+		switch strings.ToLower(c) {
+		case "hard", "permanent":
+			return event.BounceHard
+		case "soft", "transient", "temporary":
+			return event.BounceSoft
+		}
+	}
+	return ""
+}
+
+func timeField(o object, key string) time.Time {
+	s := optionalString(o, key)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,90 @@
+// Package postscale is the provider adapter for Postscale (postscale.io) webhooks.
+//
+// Postscale's public docs describe two payload shapes and leave parts of the signature scheme
+// unstated (see shared/reference/providers.md §1). This adapter implements the variant mailhook
+// settled on: "t=<unix>,v1=<hex>" over "<t>.<raw body>", keyed with the whole "whsec_…" string.
+package postscale
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/signature"
+)
+
+// Name is the provider name endpoints are configured with and events are keyed by.
+const Name = "postscale"
+
+// Request headers Postscale sends.
+const (
+	SignatureHeader = "X-Postscale-Signature"
+	// DeliveryIDHeader is unique per attempt, so it identifies an attempt in logs but cannot
+	// dedupe retries of one event; the event id in the body does that.
+	DeliveryIDHeader = "X-Postscale-Delivery-ID"
+)
+
+// DefaultTolerance is Postscale's recommended replay window.
+const DefaultTolerance = 5 * time.Minute
+
+func init() {
+	provider.Register(Name, New)
+}
+
+// Adapter verifies and parses Postscale webhooks for one endpoint.
+type Adapter struct {
+	secrets   []string
+	tolerance time.Duration
+}
+
+var _ provider.Adapter = (*Adapter)(nil)
+
+// New builds an adapter. It requires at least one secret and no empty ones: Postscale's legacy
+// unsigned endpoints are deliberately not supported, since an unsigned endpoint would accept
+// anyone's events. A zero tolerance means DefaultTolerance.
+func New(s provider.Settings) (provider.Adapter, error) {
+	if len(s.Secrets) == 0 {
+		return nil, errors.New("postscale: secrets: at least one signing secret is required")
+	}
+	for i, sec := range s.Secrets {
+		if sec == "" {
+			return nil, fmt.Errorf("postscale: secrets[%d] is empty", i)
+		}
+	}
+	if s.Tolerance < 0 {
+		return nil, fmt.Errorf("postscale: tolerance %s is negative", s.Tolerance)
+	}
+	tol := s.Tolerance
+	if tol == 0 {
+		tol = DefaultTolerance
+	}
+	return &Adapter{secrets: append([]string(nil), s.Secrets...), tolerance: tol}, nil
+}
+
+// Verify checks X-Postscale-Signature over the raw body. Failures wrap both
+// provider.ErrUnauthorized and the signature package's sentinel (the last one, so that the
+// innermost error names the reason).
+func (a *Adapter) Verify(header http.Header, body []byte, now time.Time) error {
+	if err := signature.VerifyTimestamped(header.Get(SignatureHeader), body, a.secrets, a.tolerance, now); err != nil {
+		return fmt.Errorf("postscale: %w: %w", provider.ErrUnauthorized, err)
+	}
+	return nil
+}
+
+// Parse turns a verified body into exactly one normalized event.
+func (a *Adapter) Parse(_ http.Header, body []byte) ([]event.Event, error) {
+	ev, err := parse(body)
+	if err != nil {
+		return nil, err
+	}
+	return []event.Event{ev}, nil
+}
+
+// SignRequest sets X-Postscale-Signature on req as Postscale would for body at now. It is the
+// sender side of Verify, for the simulator and tests; it does not touch the request body.
+func SignRequest(req *http.Request, secret string, body []byte, now time.Time) {
+	req.Header.Set(SignatureHeader, signature.SignTimestamped(secret, now, body))
+}
