@@ -1,0 +1,303 @@
+// Package config loads mailhook's YAML configuration, expands ${ENV} references so secrets stay
+// in the environment, fills defaults, and validates it so bad config stops start-up with one
+// clear line naming the key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+// Notification types a sink can subscribe to.
+const (
+	TypeStatusChanged = "message.status_changed"
+	TypeEmailReceived = "email.received"
+)
+
+// DevPostscaleSecret is the signing secret of the default endpoint when neither a config file
+// nor POSTSCALE_WEBHOOK_SECRET names one. It exists so `make run` and `mailhook simulate` work
+// with no setup; start-up logs a warning whenever it is in use.
+const DevPostscaleSecret = "whsec_dev_mailhook_local_only"
+
+// Config is the whole configuration.
+type Config struct {
+	HTTP      HTTP       `yaml:"http"`
+	Database  Database   `yaml:"database"`
+	Temporal  Temporal   `yaml:"temporal"`
+	Notify    Notify     `yaml:"notify"`
+	Endpoints []Endpoint `yaml:"endpoints"`
+	Sinks     []Sink     `yaml:"sinks"`
+}
+
+// HTTP configures the webhook listener.
+type HTTP struct {
+	Address      string `yaml:"address"`
+	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	// ReadTimeout bounds a whole request read, so a slow body cannot hold a connection open.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// ShutdownTimeout is how long in-flight requests get to finish on SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Database configures PostgreSQL.
+type Database struct {
+	URL string `yaml:"url"`
+}
+
+// Temporal configures the Temporal client and worker.
+type Temporal struct {
+	Address   string `yaml:"address"`
+	Namespace string `yaml:"namespace"`
+	TaskQueue string `yaml:"task_queue"`
+	// StartTimeout bounds one workflow start, so a dead Temporal yields a prompt 503.
+	StartTimeout time.Duration `yaml:"start_timeout"`
+	// RetryAfter is the Retry-After a 503 suggests to the provider.
+	RetryAfter time.Duration `yaml:"retry_after"`
+}
+
+// Notify configures downstream delivery retries (the Notify activity's retry policy).
+type Notify struct {
+	InitialInterval time.Duration `yaml:"initial_interval"`
+	MaxInterval     time.Duration `yaml:"max_interval"`
+	GiveUpAfter     time.Duration `yaml:"give_up_after"`
+	// AttemptTimeout bounds one HTTP attempt to a sink.
+	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
+}
+
+// Endpoint is one webhook URL, /webhooks/<name>, bound to a provider.
+type Endpoint struct {
+	Name      string        `yaml:"name"`
+	Provider  string        `yaml:"provider"`
+	Secrets   []string      `yaml:"secrets"`
+	Tolerance time.Duration `yaml:"tolerance"`
+}
+
+// Sink is one downstream receiver of notifications.
+type Sink struct {
+	Name   string   `yaml:"name"`
+	URL    string   `yaml:"url"`
+	Secret string   `yaml:"secret"`
+	Types  []string `yaml:"types"`
+}
+
+// Wants reports whether the sink subscribes to a notification type.
+func (s Sink) Wants(typ string) bool {
+	for _, t := range s.Types {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// Defaults returns the configuration used when no file is given.
+func Defaults() Config {
+	return Config{
+		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second},
+		Database: Database{
+			URL: envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable"),
+		},
+		Temporal: Temporal{
+			Address:      envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+			Namespace:    envOr("TEMPORAL_NAMESPACE", "default"),
+			TaskQueue:    "mailhook",
+			StartTimeout: 5 * time.Second,
+			RetryAfter:   30 * time.Second,
+		},
+		Notify: Notify{
+			InitialInterval: time.Second,
+			MaxInterval:     10 * time.Minute,
+			GiveUpAfter:     72 * time.Hour,
+			AttemptTimeout:  30 * time.Second,
+		},
+	}
+}
+
+// Load reads the file at path (empty: no file) over the defaults and validates the result.
+// With no endpoints configured, a development endpoint "postscale" is added.
+func Load(path string) (Config, error) {
+	cfg := Defaults()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		expanded, err := Expand(string(raw))
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
+		dec.KnownFields(true)
+		// An empty file decodes as io.EOF: it means "all defaults".
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			// yaml lists several problems on several lines; start-up reports one line.
+			return Config{}, fmt.Errorf("config: parse %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
+		}
+	}
+	if len(cfg.Endpoints) == 0 {
+		cfg.Endpoints = []Endpoint{{
+			Name:     "postscale",
+			Provider: "postscale",
+			Secrets:  []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)},
+		}}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// UsesDevSecret reports whether an endpoint still uses the built-in development secret.
+func (c Config) UsesDevSecret() bool {
+	for _, e := range c.Endpoints {
+		for _, s := range e.Secrets {
+			if s == DevPostscaleSecret {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Validate checks every key and names the first bad one.
+func (c Config) Validate() error {
+	if c.HTTP.Address == "" {
+		return errors.New("config: http.address is empty")
+	}
+	if c.HTTP.MaxBodyBytes <= 0 {
+		return errors.New("config: http.max_body_bytes must be positive")
+	}
+	if c.Database.URL == "" {
+		return errors.New("config: database.url is empty (set DATABASE_URL)")
+	}
+	if c.Temporal.Address == "" || c.Temporal.Namespace == "" || c.Temporal.TaskQueue == "" {
+		return errors.New("config: temporal.address, temporal.namespace and temporal.task_queue must be set")
+	}
+	if c.Temporal.StartTimeout <= 0 {
+		return errors.New("config: temporal.start_timeout must be positive")
+	}
+	if c.Notify.InitialInterval <= 0 || c.Notify.MaxInterval <= 0 || c.Notify.GiveUpAfter <= 0 || c.Notify.AttemptTimeout <= 0 {
+		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")
+	}
+	seen := map[string]bool{}
+	for i, e := range c.Endpoints {
+		key := fmt.Sprintf("endpoints[%d]", i)
+		if e.Name == "" || strings.ContainsAny(e.Name, "/ ") {
+			return fmt.Errorf("config: %s.name %q must be a non-empty URL path segment", key, e.Name)
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("config: %s.name %q is used twice", key, e.Name)
+		}
+		seen[e.Name] = true
+		if len(e.Secrets) == 0 {
+			return fmt.Errorf("config: %s.secrets (endpoint %q) is empty: at least one signing secret is required", key, e.Name)
+		}
+		for j, s := range e.Secrets {
+			if strings.TrimSpace(s) == "" {
+				return fmt.Errorf("config: %s.secrets[%d] (endpoint %q) is empty (is its ${ENV} variable set?)", key, j, e.Name)
+			}
+		}
+		if e.Tolerance < 0 {
+			return fmt.Errorf("config: %s.tolerance must not be negative", key)
+		}
+		if _, err := provider.New(e.Provider, provider.Settings{Secrets: e.Secrets, Tolerance: e.Tolerance}); err != nil {
+			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
+		}
+	}
+	sinks := map[string]bool{}
+	for i, s := range c.Sinks {
+		key := fmt.Sprintf("sinks[%d]", i)
+		if s.Name == "" {
+			return fmt.Errorf("config: %s.name is empty", key)
+		}
+		if sinks[s.Name] {
+			return fmt.Errorf("config: %s.name %q is used twice", key, s.Name)
+		}
+		sinks[s.Name] = true
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("config: %s.url (sink %q) %q is not an http(s) URL", key, s.Name, s.URL)
+		}
+		if strings.TrimSpace(s.Secret) == "" {
+			return fmt.Errorf("config: %s.secret (sink %q) is empty", key, s.Name)
+		}
+		if len(s.Types) == 0 {
+			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
+		}
+		for j, t := range s.Types {
+			if t != TypeStatusChanged && t != TypeEmailReceived {
+				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s, %s)", key, j, s.Name, t, TypeStatusChanged, TypeEmailReceived)
+			}
+		}
+	}
+	return nil
+}
+
+// Endpoint returns the endpoint named name.
+func (c Config) Endpoint(name string) (Endpoint, bool) {
+	for _, e := range c.Endpoints {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
+}
+
+// Sink returns the sink named name.
+func (c Config) Sink(name string) (Sink, bool) {
+	for _, s := range c.Sinks {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Sink{}, false
+}
+
+// SinksFor lists the names of sinks that want a notification type, in config order.
+func (c Config) SinksFor(typ string) []string {
+	var out []string
+	for _, s := range c.Sinks {
+		if s.Wants(typ) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Expand replaces ${VAR} and ${VAR:-default} with environment values. An unset ${VAR} without a
+// default is an error, so a missing secret stops start-up instead of becoming "".
+func Expand(s string) (string, error) {
+	var missing []string
+	out := os.Expand(s, func(ref string) string {
+		name, def, hasDef := strings.Cut(ref, ":-")
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			return v
+		}
+		if hasDef {
+			return def
+		}
+		missing = append(missing, name)
+		return ""
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,104 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	_ "github.com/mailhook/mailhook/internal/provider/postscale"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mailhook.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsNeedNoFile(t *testing.T) {
+	t.Setenv("POSTSCALE_WEBHOOK_SECRET", "")
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Address != ":8000" || cfg.HTTP.MaxBodyBytes != 1<<20 || cfg.Temporal.TaskQueue != "mailhook" || cfg.Temporal.Address != "127.0.0.1:7233" {
+		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+	ep, ok := cfg.Endpoint("postscale")
+	if !ok || ep.Secrets[0] != config.DevPostscaleSecret || !cfg.UsesDevSecret() {
+		t.Fatalf("dev endpoint missing: %+v", cfg.Endpoints)
+	}
+}
+
+func TestFileWithEnvExpansion(t *testing.T) {
+	t.Setenv("PS_SECRET_NEW", "whsec_new")
+	t.Setenv("SINK_SECRET", "whsec_c2luaw==")
+	p := write(t, `
+http:
+  address: ":9000"
+temporal:
+  task_queue: q
+endpoints:
+  - name: ps
+    provider: postscale
+    secrets: ["${PS_SECRET_NEW}", "${PS_SECRET_OLD:-whsec_old}"]
+    tolerance: 10m
+sinks:
+  - name: app
+    url: https://app.example/hooks/mail
+    secret: ${SINK_SECRET}
+    types: [message.status_changed]
+`)
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := cfg.Endpoint("ps")
+	if strings.Join(ep.Secrets, ",") != "whsec_new,whsec_old" || ep.Tolerance != 10*time.Minute {
+		t.Fatalf("endpoint %+v", ep)
+	}
+	if cfg.HTTP.Address != ":9000" || cfg.HTTP.MaxBodyBytes != 1<<20 {
+		t.Fatalf("http %+v", cfg.HTTP)
+	}
+	if got := cfg.SinksFor(config.TypeStatusChanged); len(got) != 1 || got[0] != "app" {
+		t.Fatalf("SinksFor = %v", got)
+	}
+	if len(cfg.SinksFor(config.TypeEmailReceived)) != 0 {
+		t.Fatal("app does not want inbound")
+	}
+	if cfg.UsesDevSecret() {
+		t.Fatal("no dev secret here")
+	}
+}
+
+func TestBadConfigNamesTheKey(t *testing.T) {
+	tests := map[string]struct{ yaml, want string }{
+		"unknown provider": {`endpoints: [{name: x, provider: nope, secrets: [s]}]`, "endpoints[0].provider"},
+		"empty secrets":    {`endpoints: [{name: x, provider: postscale, secrets: []}]`, "endpoints[0].secrets"},
+		"blank secret":     {`endpoints: [{name: x, provider: postscale, secrets: [""]}]`, "endpoints[0].secrets[0]"},
+		"bad sink url":     {`sinks: [{name: a, url: "not a url", secret: s, types: [email.received]}]`, "sinks[0].url"},
+		"sink type":        {`sinks: [{name: a, url: "http://x", secret: s, types: [email.sent]}]`, "sinks[0].types[0]"},
+		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
+		"unknown key":      {`htp: {address: ":1"}`, "htp"},
+		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(write(t, tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %v; want one line naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmptyFileMeansDefaults(t *testing.T) {
+	if _, err := config.Load(write(t, "")); err != nil {
+		t.Fatal(err)
+	}
+}

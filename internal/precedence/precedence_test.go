@@ -1,0 +1,155 @@
+package precedence_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/precedence"
+)
+
+var t0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+
+func ev(id string, s event.Status, at time.Duration, bounce string) event.Event {
+	return event.Event{EventID: id, Kind: event.KindStatus, Status: s, OccurredAt: t0.Add(at), BounceType: bounce}
+}
+
+func TestApply(t *testing.T) {
+	delivered := precedence.State{Status: event.StatusDelivered, Key: precedence.KeyOf(ev("d", event.StatusDelivered, time.Minute, "")), Version: 2}
+	bouncedSoft := precedence.State{Status: event.StatusBounced, BounceType: "soft", Key: precedence.KeyOf(ev("b", event.StatusBounced, time.Hour, "soft")), Version: 3}
+	tests := []struct {
+		name               string
+		cur                precedence.State
+		in                 event.Event
+		wantStatus         event.Status
+		wantMoved, wantAdv bool
+		wantVersion        int64
+	}{
+		{"first event moves from nothing", precedence.State{}, ev("a", event.StatusAccepted, 0, ""), event.StatusAccepted, true, true, 1},
+		{"higher rank moves", delivered, ev("b", event.StatusBounced, 2*time.Minute, "hard"), event.StatusBounced, true, true, 3},
+		{"late bounce after delivered is the supported correction", delivered, ev("b", event.StatusBounced, -time.Hour, ""), event.StatusBounced, true, true, 3},
+		{"lower rank is stale even if newer", delivered, ev("x", event.StatusDeferred, time.Hour, ""), event.StatusDelivered, false, false, 2},
+		{"accepted after delivered is stale", delivered, ev("s", event.StatusAccepted, 2*time.Hour, ""), event.StatusDelivered, false, false, 2},
+		{"same rank later time advances without a visible change", delivered, ev("d2", event.StatusDelivered, 2*time.Minute, ""), event.StatusDelivered, false, true, 2},
+		{"same rank earlier time is stale", delivered, ev("d0", event.StatusDelivered, 0, ""), event.StatusDelivered, false, false, 2},
+		{"same event again is stale", delivered, ev("d", event.StatusDelivered, time.Minute, ""), event.StatusDelivered, false, false, 2},
+		{"equal rank and time: greater event id wins", delivered, ev("e", event.StatusDelivered, time.Minute, ""), event.StatusDelivered, false, true, 2},
+		{"failed after bounced (same rank, later) moves", bouncedSoft, ev("f", event.StatusFailed, 2*time.Hour, ""), event.StatusFailed, true, true, 4},
+		{"bounce type change is a visible move", bouncedSoft, ev("b2", event.StatusBounced, 2*time.Hour, "hard"), event.StatusBounced, true, true, 4},
+		{"complaint beats everything", bouncedSoft, ev("c", event.StatusComplained, -24*time.Hour, ""), event.StatusComplained, true, true, 4},
+		{"an event with no status never moves", delivered, event.Event{EventID: "z", Kind: event.KindOpened, OccurredAt: t0.Add(time.Hour)}, event.StatusDelivered, false, false, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := precedence.Apply(tc.cur, tc.in)
+			if r.Next.Status != tc.wantStatus || r.Moved != tc.wantMoved || r.Advanced != tc.wantAdv || r.Next.Version != tc.wantVersion {
+				t.Fatalf("Apply = status %q moved %v advanced %v version %d; want %q %v %v %d",
+					r.Next.Status, r.Moved, r.Advanced, r.Next.Version, tc.wantStatus, tc.wantMoved, tc.wantAdv, tc.wantVersion)
+			}
+			if !r.Advanced && r.Next != tc.cur {
+				t.Fatalf("a stale event changed the state: %+v → %+v", tc.cur, r.Next)
+			}
+		})
+	}
+}
+
+func TestRanks(t *testing.T) {
+	order := []event.Status{event.StatusAccepted, event.StatusDeferred, event.StatusDelivered, event.StatusBounced, event.StatusComplained}
+	for i := 1; i < len(order); i++ {
+		if precedence.Rank(order[i-1]) >= precedence.Rank(order[i]) {
+			t.Fatalf("rank(%s) must be below rank(%s)", order[i-1], order[i])
+		}
+	}
+	if precedence.Rank(event.StatusFailed) != precedence.Rank(event.StatusBounced) {
+		t.Fatal("failed and bounced must share a rank")
+	}
+}
+
+// TestEveryPermutationEndsTheSame: the stored state is the maximum over all events seen, so
+// every arrival order, with duplicates mixed in, ends in the same status, bounce type and key,
+// and the version counts exactly the moves of that order.
+func TestEveryPermutationEndsTheSame(t *testing.T) {
+	events := []event.Event{
+		ev("e1", event.StatusAccepted, 0, ""),
+		ev("e2", event.StatusDeferred, time.Second, ""),
+		ev("e3", event.StatusDelivered, 2*time.Second, ""),
+		ev("e4", event.StatusBounced, 10*time.Minute, "soft"),
+		ev("e5", event.StatusFailed, 10*time.Minute, ""), // same rank and time as e4: id decides
+		ev("e6", event.StatusDelivered, 2*time.Second, ""),
+	}
+	var want *precedence.State
+	n := 0
+	permute(len(events), func(idx []int) {
+		n++
+		var s precedence.State
+		moves := int64(0)
+		seq := make([]event.Event, 0, len(idx)+2)
+		for _, i := range idx {
+			seq = append(seq, events[i])
+		}
+		// Duplicates: the first and the middle event re-delivered at the end.
+		seq = append(seq, events[idx[0]], events[idx[len(idx)/2]])
+		for _, e := range seq {
+			r := precedence.Apply(s, e)
+			if r.Moved {
+				moves++
+			}
+			if r.Next.Version < s.Version {
+				t.Fatalf("version went backwards")
+			}
+			s = r.Next
+		}
+		if s.Version != moves {
+			t.Fatalf("version %d != moves %d", s.Version, moves)
+		}
+		end := s
+		end.Version = 0
+		if want == nil {
+			want = &end
+			return
+		}
+		if end != *want {
+			t.Fatalf("order %v ended %+v, another order ended %+v", idx, end, *want)
+		}
+	})
+	if want.Status != event.StatusFailed || want.Key.EventID != "e5" {
+		t.Fatalf("end state %+v, want failed decided by e5", *want)
+	}
+	if n != 720 {
+		t.Fatalf("ran %d permutations", n)
+	}
+}
+
+func permute(n int, visit func([]int)) {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	var rec func(k int)
+	rec = func(k int) {
+		if k == n {
+			visit(append([]int(nil), idx...))
+			return
+		}
+		for i := k; i < n; i++ {
+			idx[k], idx[i] = idx[i], idx[k]
+			rec(k + 1)
+			idx[k], idx[i] = idx[i], idx[k]
+		}
+	}
+	rec(0)
+}
+
+func BenchmarkApplyFold(b *testing.B) {
+	events := []event.Event{
+		ev("e3", event.StatusDelivered, 2*time.Second, ""), ev("e1", event.StatusAccepted, 0, ""),
+		ev("e4", event.StatusBounced, time.Minute, "hard"), ev("e2", event.StatusDeferred, time.Second, ""),
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var s precedence.State
+		for _, e := range events {
+			s = precedence.Apply(s, e).Next
+		}
+	}
+}
