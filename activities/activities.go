@@ -1,0 +1,276 @@
+// Package activities holds the I/O steps of ProcessWebhookEvent. Each one is idempotent: Temporal
+// runs activities at least once, so every write is keyed by (provider, event_id) and every
+// retry returns what the first committed attempt did.
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Registered activity names. Workflows refer to activities by these names, so renaming a Go
+// method never breaks a running workflow's history.
+const (
+	RecordEventName   = "RecordEvent"
+	ApplyStatusName   = "ApplyStatus"
+	NotifyName        = "Notify"
+	MarkProcessedName = "MarkProcessed"
+)
+
+// Error types workflows and operators see in the Temporal UI.
+const (
+	ErrTypeSinkRejected = "SinkRejected" // the sink answered a non-retryable 4xx
+	ErrTypeUnknownSink  = "UnknownSink"  // the sink was removed from the config
+	ErrTypeNotApplied   = "NotApplicable"
+)
+
+// Store is the part of the store the activities use.
+type Store interface {
+	RecordEvent(ctx context.Context, ev event.Event) (store.RecordResult, error)
+	ApplyStatus(ctx context.Context, ev event.Event) (store.ApplyResult, error)
+	EnsureNotification(ctx context.Context, n store.Notification) (store.Notification, error)
+	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
+	MarkNotificationSent(ctx context.Context, id string) error
+	MarkNotificationFailed(ctx context.Context, id, reason string) error
+	MarkProcessed(ctx context.Context, provider, eventID string) error
+}
+
+// Activities carries the dependencies of every activity.
+type Activities struct {
+	Store  Store
+	Sinks  []config.Sink
+	Sender *notify.Sender
+	// Now is the clock; nil means time.Now. Tests set it.
+	Now func() time.Time
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) logger(ctx context.Context) *slog.Logger {
+	info := activity.GetInfo(ctx)
+	return slog.Default().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "attempt", info.Attempt)
+}
+
+// RecordEvent writes the event under its unique key. A row that exists and is processed makes
+// the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
+func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.RecordResult, error) {
+	res, err := a.Store.RecordEvent(ctx, ev)
+	if err != nil {
+		return store.RecordResult{}, fmt.Errorf("record event %s: %w", ev.Key(), err)
+	}
+	return res, nil
+}
+
+// ApplyStatus applies the event to its message under precedence rules and returns the recorded
+// outcome (the same one on every retry).
+func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.ApplyResult, error) {
+	if ev.MessageID == "" {
+		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplied, nil)
+	}
+	res, err := a.Store.ApplyStatus(ctx, ev)
+	if err != nil {
+		return store.ApplyResult{}, fmt.Errorf("apply status %s: %w", ev.Key(), err)
+	}
+	return res, nil
+}
+
+// NotifyInput names one (event, sink) notification.
+type NotifyInput struct {
+	Sink  string            `json:"sink"`
+	Type  string            `json:"type"`
+	Event event.Event       `json:"event"`
+	Apply store.ApplyResult `json:"apply,omitempty"`
+}
+
+// NotifyResult is what a Notify activity achieved.
+type NotifyResult struct {
+	ID          string `json:"id"`
+	AlreadySent bool   `json:"already_sent,omitempty"`
+}
+
+// Notify delivers one notification to one sink. Its id is stable for the (event, sink, type), so
+// the downstream can dedupe on Idempotency-Key / webhook-id; a notification already sent is not
+// sent again. Retries follow the workflow's retry policy; a 4xx other than 408/429 ends them.
+func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
+	sink, ok := findSink(a.Sinks, in.Sink)
+	if !ok {
+		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("sink %q is not configured any more", in.Sink), ErrTypeUnknownSink, nil)
+	}
+	ev := in.Event
+	id := store.NotificationID(ev.Provider, ev.EventID, sink.Name, in.Type)
+	body, err := Body(id, in, a.now())
+	if err != nil {
+		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
+	}
+	n, err := a.Store.EnsureNotification(ctx, store.Notification{
+		ID: id, Provider: ev.Provider, EventID: ev.EventID, Sink: sink.Name, Type: in.Type, Body: body,
+	})
+	if err != nil {
+		return NotifyResult{}, fmt.Errorf("ensure notification %s: %w", id, err)
+	}
+	switch n.Status {
+	case store.NotificationSent:
+		return NotifyResult{ID: n.ID, AlreadySent: true}, nil
+	case store.NotificationFailed:
+		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("notification %s already failed: %s", n.ID, n.LastError), ErrTypeSinkRejected, nil)
+	}
+
+	log := a.logger(ctx).With("sink", sink.Name, "notification_id", n.ID, "event_id", ev.EventID, "provider", ev.Provider)
+	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, n.Body, a.now())
+	if sendErr == nil {
+		if err := a.Store.MarkNotificationSent(ctx, n.ID); err != nil {
+			// The sink has it; a retry re-sends the same id, which the sink dedupes.
+			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
+		}
+		log.Info("notification sent")
+		return NotifyResult{ID: n.ID}, nil
+	}
+	if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+		log.Warn("could not record notification attempt", "error", err)
+	}
+	var de *notify.DeliveryError
+	if errors.As(sendErr, &de) && !de.Retryable {
+		if err := a.Store.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
+			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
+		}
+		log.Warn("sink rejected notification; not retrying", "status", de.StatusCode)
+		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
+	}
+	log.Warn("notification attempt failed; will retry", "error", sendErr)
+	if de != nil && de.RetryAfter > 0 {
+		return NotifyResult{}, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("sink %s: %v", sink.Name, sendErr), "SinkUnavailable",
+			temporal.ApplicationErrorOptions{Cause: sendErr, NextRetryDelay: de.RetryAfter})
+	}
+	return NotifyResult{}, fmt.Errorf("notify sink %s: %w", sink.Name, sendErr)
+}
+
+// MarkProcessedInput closes an event: failed notifications are recorded, processed_at is set.
+type MarkProcessedInput struct {
+	Provider string               `json:"provider"`
+	EventID  string               `json:"event_id"`
+	Failed   []FailedNotification `json:"failed,omitempty"`
+}
+
+// FailedNotification is a notification whose retries ended without success.
+type FailedNotification struct {
+	ID    string `json:"id"`
+	Sink  string `json:"sink"`
+	Error string `json:"error"`
+}
+
+// MarkProcessed records final notification failures and sets processed_at. A notification that
+// gave up still lets the event count as processed: the failure is on its row and in the UI.
+func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) error {
+	for _, f := range in.Failed {
+		if err := a.Store.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil {
+			return fmt.Errorf("mark notification %s failed: %w", f.ID, err)
+		}
+	}
+	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
+		return fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err)
+	}
+	return nil
+}
+
+func findSink(sinks []config.Sink, name string) (config.Sink, bool) {
+	for _, s := range sinks {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return config.Sink{}, false
+}
+
+// Body builds a notification's JSON. It is stored with the notification on first build, so every
+// retry sends identical bytes.
+func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
+	ev := in.Event
+	var data any
+	switch in.Type {
+	case config.TypeStatusChanged:
+		data = StatusChanged{
+			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Apply.Recipient, ev.Recipient),
+			Status: in.Apply.To, PreviousStatus: in.Apply.From, BounceType: in.Apply.BounceType,
+			Version: in.Apply.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
+		}
+	case config.TypeEmailReceived:
+		data = EmailReceived{
+			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
+			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
+		}
+	default:
+		return nil, fmt.Errorf("unknown notification type %q", in.Type)
+	}
+	return json.Marshal(Envelope{ID: id, Type: in.Type, CreatedAt: now.UTC(), Data: data})
+}
+
+// Envelope is every notification's outer shape.
+type Envelope struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	CreatedAt time.Time `json:"created_at"`
+	Data      any       `json:"data"`
+}
+
+// StatusChanged is the data of message.status_changed. Version increases with every change, so
+// a receiver that gets updates out of order keeps the highest.
+type StatusChanged struct {
+	Provider       string       `json:"provider"`
+	MessageID      string       `json:"message_id"`
+	Recipient      string       `json:"recipient,omitempty"`
+	Status         event.Status `json:"status"`
+	PreviousStatus event.Status `json:"previous_status"`
+	BounceType     string       `json:"bounce_type,omitempty"`
+	Version        int64        `json:"version"`
+	EventID        string       `json:"event_id"`
+	EventType      string       `json:"event_type"`
+	OccurredAt     time.Time    `json:"occurred_at"`
+}
+
+// EmailReceived is the data of email.received: the provider's inbound payload as it came.
+type EmailReceived struct {
+	Provider   string          `json:"provider"`
+	EventID    string          `json:"event_id"`
+	EmailID    string          `json:"email_id"`
+	Recipient  string          `json:"recipient,omitempty"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Register registers every activity under its stable name.
+func (a *Activities) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: RecordEventName})
+	r.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: ApplyStatusName})
+	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
+	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
+}

@@ -1,0 +1,113 @@
+// Package ingest starts ProcessWebhookEvent for accepted events. The workflow ID provider:event_id
+// is the first dedupe: a second start for the same event is reported as a duplicate, never as
+// an error.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// Search attributes an operator filters on in the Temporal UI, e.g. MessageID = "msg_…".
+var (
+	ProviderKey  = temporal.NewSearchAttributeKeyKeyword("Provider")
+	EventTypeKey = temporal.NewSearchAttributeKeyKeyword("EventType")
+	MessageIDKey = temporal.NewSearchAttributeKeyKeyword("MessageID")
+)
+
+// SearchAttributeNames lists the custom attributes that must exist in the namespace.
+var SearchAttributeNames = []string{ProviderKey.GetName(), EventTypeKey.GetName(), MessageIDKey.GetName()}
+
+// Status is the outcome of one start.
+type Status string
+
+const (
+	Accepted  Status = "accepted"
+	Duplicate Status = "duplicate"
+)
+
+// ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
+var ErrUnavailable = errors.New("temporal unavailable")
+
+// Starter starts workflows for events.
+type Starter struct {
+	Client    client.Client
+	TaskQueue string
+	// Timeout bounds one start, including the SDK's own retries, so a dead Temporal gives a
+	// prompt 503 rather than a hung request.
+	Timeout time.Duration
+	Sinks   []config.Sink
+}
+
+// Route fills the sinks subscribed to each notification type.
+func Route(sinks []config.Sink, in *workflows.Input) {
+	in.StatusSinks, in.InboundSinks = nil, nil
+	for _, s := range sinks {
+		if s.Wants(config.TypeStatusChanged) {
+			in.StatusSinks = append(in.StatusSinks, s.Name)
+		}
+		if s.Wants(config.TypeEmailReceived) {
+			in.InboundSinks = append(in.InboundSinks, s.Name)
+		}
+	}
+}
+
+// Options are the start options for an event's workflow.
+func Options(in workflows.Input, taskQueue string) client.StartWorkflowOptions {
+	ev := in.Event
+	summary := fmt.Sprintf("%s %s", ev.Provider, ev.Type)
+	if ev.MessageID != "" {
+		summary += " for " + ev.MessageID
+	}
+	return client.StartWorkflowOptions{
+		ID:        ev.Key(),
+		TaskQueue: taskQueue,
+		// A provider's retry re-runs an event whose earlier run failed, timed out or was
+		// terminated; a completed run makes the retry a duplicate.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		// Without this the SDK silently returns the existing run and a duplicate looks accepted.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			ProviderKey.ValueSet(ev.Provider),
+			EventTypeKey.ValueSet(ev.Type),
+			MessageIDKey.ValueSet(ev.MessageID),
+		),
+		StaticSummary: summary,
+	}
+}
+
+// Start starts the event's workflow and reports accepted or duplicate. Any other failure wraps
+// ErrUnavailable: the provider should retry, and the workflow ID makes the retry safe.
+func (s *Starter) Start(ctx context.Context, in workflows.Input) (Status, error) {
+	Route(s.Sinks, &in)
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	_, err := s.Client.ExecuteWorkflow(ctx, Options(in, s.TaskQueue), workflows.ProcessWebhookEventName, in)
+	if err == nil {
+		return Accepted, nil
+	}
+	if IsAlreadyStarted(err) {
+		return Duplicate, nil
+	}
+	return "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, in.Event.Key(), err)
+}
+
+// IsAlreadyStarted reports whether a start failed because the workflow ID is taken (running, or
+// closed and not reusable under the policy).
+func IsAlreadyStarted(err error) bool {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err)
+}

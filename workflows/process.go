@@ -1,0 +1,189 @@
+// Package workflows holds mailhook's Temporal workflows: orchestration only, every side effect is
+// an activity.
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// ProcessWebhookEventName is the registered workflow type.
+const ProcessWebhookEventName = "ProcessWebhookEvent"
+
+// Input is one verified, parsed event plus the sinks subscribed when it was accepted. Routing is
+// decided at start so the workflow stays deterministic and the UI shows where it will notify.
+type Input struct {
+	Event        event.Event `json:"event"`
+	StatusSinks  []string    `json:"status_sinks,omitempty"`
+	InboundSinks []string    `json:"inbound_sinks,omitempty"`
+}
+
+// Outcomes of a run, beyond the store's apply outcomes.
+const (
+	OutcomeDuplicate   = "duplicate"    // already recorded and processed (durable dedupe)
+	OutcomeInbound     = "inbound"      // an inbound email, notified
+	OutcomeUnknownType = "unknown_type" // recorded, changes nothing
+)
+
+// Result is what the run did; the Temporal UI shows it as the workflow result.
+type Result struct {
+	Outcome       string               `json:"outcome"`
+	From          event.Status         `json:"from,omitempty"`
+	To            event.Status         `json:"to,omitempty"`
+	Version       int64                `json:"version,omitempty"`
+	Notifications []NotificationResult `json:"notifications,omitempty"`
+}
+
+// NotificationResult is one sink's outcome.
+type NotificationResult struct {
+	Sink   string `json:"sink"`
+	ID     string `json:"id"`
+	Status string `json:"status"` // sent or failed
+	Error  string `json:"error,omitempty"`
+}
+
+// NotifyPolicy is the Notify activity's durable retry policy.
+type NotifyPolicy struct {
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+	GiveUpAfter     time.Duration
+	AttemptTimeout  time.Duration
+}
+
+// PolicyFromConfig converts the notify config.
+func PolicyFromConfig(c config.Notify) NotifyPolicy {
+	return NotifyPolicy{InitialInterval: c.InitialInterval, MaxInterval: c.MaxInterval, GiveUpAfter: c.GiveUpAfter, AttemptTimeout: c.AttemptTimeout}
+}
+
+// Processor runs ProcessWebhookEvent with a notify retry policy. Retry policies are not part of
+// the determinism check, so changing them is safe for running workflows.
+type Processor struct {
+	Notify NotifyPolicy
+}
+
+// Register registers the workflow under its stable name.
+func (p *Processor) Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
+}
+
+// dbActivity: database steps retry until PostgreSQL is back; they never give up on their own,
+// because giving up would lose an accepted event.
+var dbActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: []string{activities.ErrTypeNotApplied},
+	},
+}
+
+// ProcessWebhookEvent records the event, applies it to its message, notifies sinks of a change or
+// an inbound email, and marks the event processed.
+func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result, error) {
+	ev := in.Event
+	log := workflow.GetLogger(ctx)
+	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
+
+	var rec store.RecordResult
+	if err := workflow.ExecuteActivity(dbCtx, activities.RecordEventName, ev).Get(ctx, &rec); err != nil {
+		return Result{}, fmt.Errorf("record event: %w", err)
+	}
+	if rec.AlreadyProcessed {
+		log.Info("event already processed; duplicate", "event_id", ev.EventID)
+		return Result{Outcome: OutcomeDuplicate}, nil
+	}
+
+	var (
+		res       Result
+		notifyTyp string
+		sinks     []string
+		applied   store.ApplyResult
+	)
+	switch ev.Kind {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		if err := workflow.ExecuteActivity(dbCtx, activities.ApplyStatusName, ev).Get(ctx, &applied); err != nil {
+			return Result{}, fmt.Errorf("apply status: %w", err)
+		}
+		res = Result{Outcome: string(applied.Outcome), From: applied.From, To: applied.To, Version: applied.Version}
+		if applied.Outcome == store.OutcomeMoved {
+			notifyTyp, sinks = config.TypeStatusChanged, in.StatusSinks
+		}
+	case event.KindInbound:
+		res = Result{Outcome: OutcomeInbound}
+		notifyTyp, sinks = config.TypeEmailReceived, in.InboundSinks
+	default:
+		res = Result{Outcome: OutcomeUnknownType}
+	}
+
+	var failed []activities.FailedNotification
+	if len(sinks) > 0 {
+		res.Notifications, failed = p.notifyAll(ctx, notifyTyp, sinks, activities.NotifyInput{Type: notifyTyp, Event: ev, Apply: applied})
+	}
+
+	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed}
+	if err := workflow.ExecuteActivity(dbCtx, activities.MarkProcessedName, mark).Get(ctx, nil); err != nil {
+		return Result{}, fmt.Errorf("mark processed: %w", err)
+	}
+	return res, nil
+}
+
+// notifyAll notifies every sink concurrently, so one slow sink does not delay the others, and
+// waits for all of them: a sink that gives up is reported, not fatal.
+func (p *Processor) notifyAll(ctx workflow.Context, typ string, sinks []string, base activities.NotifyInput) ([]NotificationResult, []activities.FailedNotification) {
+	futures := make([]workflow.Future, len(sinks))
+	for i, sink := range sinks {
+		opts := workflow.ActivityOptions{
+			ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
+			StartToCloseTimeout:    p.Notify.AttemptTimeout + 10*time.Second,
+			Summary:                fmt.Sprintf("%s → %s", typ, sink),
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:        p.Notify.InitialInterval,
+				BackoffCoefficient:     2,
+				MaximumInterval:        p.Notify.MaxInterval,
+				NonRetryableErrorTypes: []string{activities.ErrTypeSinkRejected, activities.ErrTypeUnknownSink},
+			},
+		}
+		in := base
+		in.Sink = sink
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.NotifyName, in)
+	}
+	results := make([]NotificationResult, len(sinks))
+	var failed []activities.FailedNotification
+	for i, f := range futures {
+		id := store.NotificationID(base.Event.Provider, base.Event.EventID, sinks[i], typ)
+		var out activities.NotifyResult
+		if err := f.Get(ctx, &out); err != nil {
+			msg := failureMessage(err)
+			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", sinks[i], "notification_id", id, "error", msg)
+			results[i] = NotificationResult{Sink: sinks[i], ID: id, Status: store.NotificationFailed, Error: msg}
+			failed = append(failed, activities.FailedNotification{ID: id, Sink: sinks[i], Error: msg})
+			continue
+		}
+		results[i] = NotificationResult{Sink: sinks[i], ID: id, Status: store.NotificationSent}
+	}
+	return results, failed
+}
+
+// failureMessage keeps the root cause of an activity failure, which is what an operator needs.
+func failureMessage(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Error()
+	}
+	var timeoutErr *temporal.TimeoutError
+	if errors.As(err, &timeoutErr) {
+		return "gave up: " + timeoutErr.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,156 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+var policy = workflows.NotifyPolicy{InitialInterval: time.Second, MaxInterval: 10 * time.Minute, GiveUpAfter: 72 * time.Hour, AttemptTimeout: 30 * time.Second}
+
+func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	env := s.NewTestWorkflowEnvironment()
+	(&workflows.Processor{Notify: policy}).Register(env)
+	a := &activities.Activities{}
+	env.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: activities.RecordEventName})
+	env.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: activities.ApplyStatusName})
+	env.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: activities.NotifyName})
+	env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
+	t.Cleanup(func() { env.AssertExpectations(t) })
+	return env
+}
+
+func delivered() event.Event {
+	return event.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: event.KindStatus,
+		Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000000, 0).UTC(), Raw: []byte(`{"id":"evt_1"}`)}
+}
+
+func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.Input) workflows.Result {
+	t.Helper()
+	env.ExecuteWorkflow(workflows.ProcessWebhookEventName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.Result
+	require.NoError(t, env.GetWorkflowResult(&res))
+	return res
+}
+
+func TestDuplicateEndsWithoutSideEffects(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
+	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
+	require.Equal(t, workflows.OutcomeDuplicate, res.Outcome)
+	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, activities.MarkProcessedName, mock.Anything, mock.Anything)
+}
+
+func TestStaleEventSendsNothing(t *testing.T) {
+	env := newEnv(t)
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).
+		Return(store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusBounced, To: event.StatusBounced, Version: 3}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
+	require.Equal(t, "stale", res.Outcome)
+	require.Empty(t, res.Notifications)
+	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
+}
+
+func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
+	env := newEnv(t)
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusAccepted, To: event.StatusDelivered, Version: 2}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	for _, sink := range []string{"app", "crm"} {
+		in := activities.NotifyInput{Sink: sink, Type: config.TypeStatusChanged, Event: delivered(), Apply: applied}
+		env.OnActivity(activities.NotifyName, mock.Anything, in).Return(activities.NotifyResult{ID: "ntf_" + sink}, nil).Once()
+	}
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}})
+	require.Equal(t, "moved", res.Outcome)
+	require.Len(t, res.Notifications, 2)
+	for _, n := range res.Notifications {
+		require.Equal(t, store.NotificationSent, n.Status)
+		require.Equal(t, store.NotificationID("postscale", "evt_1", n.Sink, config.TypeStatusChanged), n.ID)
+	}
+}
+
+func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
+	env := newEnv(t)
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusNone, To: event.StatusDelivered, Version: 1}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
+		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected, errors.New("400 Bad Request"))).Once()
+	id := store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged)
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(in activities.MarkProcessedInput) bool {
+		return in.EventID == "evt_1" && len(in.Failed) == 1 && in.Failed[0].ID == id && in.Failed[0].Sink == "app"
+	})).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
+	require.Equal(t, "moved", res.Outcome)
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+	require.Contains(t, res.Notifications[0].Error, "rejected")
+	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
+}
+
+func TestNotifyRetriesTransientFailures(t *testing.T) {
+	env := newEnv(t)
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusDelivered, Version: 1}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil)
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil)
+	calls := 0
+	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+		calls++
+		if calls <= 3 {
+			return activities.NotifyResult{}, errors.New("503 from sink")
+		}
+		return activities.NotifyResult{ID: "x"}, nil
+	})
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
+	require.Equal(t, 4, calls)
+	require.Equal(t, store.NotificationSent, res.Notifications[0].Status)
+}
+
+func TestInboundNotifiesInboundSinks(t *testing.T) {
+	env := newEnv(t)
+	ev := event.Event{Provider: "postscale", EventID: "email.received:inb_1", Type: "email.received", Kind: event.KindInbound, MessageID: "inb_1", Raw: []byte(`{"event":"email.received"}`)}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "inbox", Type: config.TypeEmailReceived, Event: ev}).
+		Return(activities.NotifyResult{ID: "n"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}})
+	require.Equal(t, workflows.OutcomeInbound, res.Outcome)
+	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
+}
+
+func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
+	env := newEnv(t)
+	ev := event.Event{Provider: "postscale", EventID: "evt_9", Type: "email.teleported", Kind: event.KindUnknown, MessageID: "msg_1"}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}})
+	require.Equal(t, workflows.OutcomeUnknownType, res.Outcome)
+	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
+	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
+}
