@@ -1,0 +1,228 @@
+// Package httpapi is mailhook's HTTP surface: webhook ingestion, health, and the message API.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// Starter starts the workflow of one event.
+type Starter interface {
+	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
+}
+
+// Messages reads a message's state and history.
+type Messages interface {
+	GetMessage(ctx context.Context, provider, messageID string) (store.Message, error)
+}
+
+// Endpoint is a configured webhook URL with its adapter.
+type Endpoint struct {
+	Name     string
+	Provider string
+	Adapter  provider.Adapter
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	Endpoints    map[string]Endpoint
+	MaxBodyBytes int64
+	Starter      Starter
+	Messages     Messages
+	// Ready are the dependency checks of /readyz, by name.
+	Ready map[string]func(context.Context) error
+	// RetryAfter is sent with 503 so the provider backs off.
+	RetryAfter time.Duration
+	// MaxConcurrentStarts bounds the workflow starts of one batch request.
+	MaxConcurrentStarts int
+	Now                 func() time.Time
+	Log                 *slog.Logger
+}
+
+// Handler builds the gin engine.
+func (s *Server) Handler() http.Handler {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.MaxConcurrentStarts <= 0 {
+		s.MaxConcurrentStarts = 16
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery())
+	r.POST("/webhooks/:endpoint", s.webhook)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	r.GET("/v1/messages/:provider/:message_id", s.message)
+	return r
+}
+
+func (s *Server) webhook(c *gin.Context) {
+	start := s.Now()
+	name := c.Param("endpoint")
+	log := s.Log.With("endpoint", name, "delivery_id", c.GetHeader("X-Postscale-Delivery-ID"))
+	reply := func(code int, body gin.H, attrs ...any) {
+		c.JSON(code, body)
+		level := slog.LevelInfo
+		if code >= 500 {
+			level = slog.LevelWarn
+		}
+		log.Log(c.Request.Context(), level, "webhook", append([]any{"status", code, "duration_ms", time.Since(start).Milliseconds()}, attrs...)...)
+	}
+
+	ep, ok := s.Endpoints[name]
+	if !ok {
+		reply(http.StatusNotFound, gin.H{"error": "unknown endpoint"})
+		return
+	}
+	log = log.With("provider", ep.Provider)
+	if c.Request.ContentLength > s.MaxBodyBytes {
+		reply(http.StatusRequestEntityTooLarge, gin.H{"error": "body too large"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			reply(http.StatusRequestEntityTooLarge, gin.H{"error": "body too large"})
+			return
+		}
+		reply(http.StatusBadRequest, gin.H{"error": "could not read body"}, "error", err)
+		return
+	}
+
+	// The signature covers the raw bytes: verify before anything parses them.
+	if err := ep.Adapter.Verify(c.Request.Header, body, s.Now()); err != nil {
+		reply(http.StatusUnauthorized, gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
+		return
+	}
+	events, err := ep.Adapter.Parse(c.Request.Header, body)
+	if err != nil || len(events) == 0 {
+		if err == nil {
+			err = errors.New("no events in body")
+		}
+		reply(http.StatusBadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
+		return
+	}
+
+	statuses, err := s.startAll(c.Request.Context(), events)
+	ids := make([]string, len(events))
+	for i, ev := range events {
+		ids[i] = ev.EventID
+	}
+	if err != nil {
+		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+		reply(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"}, "event_ids", ids, "error", err)
+		return
+	}
+	if len(events) == 1 {
+		reply(http.StatusOK, gin.H{"status": statuses[0]}, "event_id", events[0].EventID, "workflow_id", events[0].Key(), "outcome", statuses[0])
+		return
+	}
+	counts := map[ingest.Status]int{}
+	for _, st := range statuses {
+		counts[st]++
+	}
+	overall := ingest.Duplicate
+	if counts[ingest.Accepted] > 0 {
+		overall = ingest.Accepted
+	}
+	reply(http.StatusOK, gin.H{"status": overall, "accepted": counts[ingest.Accepted], "duplicate": counts[ingest.Duplicate]},
+		"event_ids", ids, "outcome", overall)
+}
+
+// startAll starts one workflow per event with bounded concurrency. It fails if any start failed:
+// the provider re-sends the whole request and the workflow IDs absorb the part that did start.
+func (s *Server) startAll(ctx context.Context, events []event.Event) ([]ingest.Status, error) {
+	if len(events) == 1 {
+		st, err := s.Starter.Start(ctx, workflows.Input{Event: events[0]})
+		return []ingest.Status{st}, err
+	}
+	statuses := make([]ingest.Status, len(events))
+	errs := make([]error, len(events))
+	sem := make(chan struct{}, s.MaxConcurrentStarts)
+	var wg sync.WaitGroup
+	for i := range events {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			statuses[i], errs[i] = s.Starter.Start(ctx, workflows.Input{Event: events[i]})
+		}()
+	}
+	wg.Wait()
+	return statuses, errors.Join(errs...)
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	checks := gin.H{}
+	ok := true
+	for name, check := range s.Ready {
+		if err := check(ctx); err != nil {
+			checks[name] = err.Error()
+			ok = false
+			continue
+		}
+		checks[name] = "ok"
+	}
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	c.JSON(code, gin.H{"ready": ok, "checks": checks})
+}
+
+func (s *Server) message(c *gin.Context) {
+	m, err := s.Messages.GetMessage(c.Request.Context(), c.Param("provider"), c.Param("message_id"))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
+	case err != nil:
+		s.Log.Error("get message", "provider", c.Param("provider"), "message_id", c.Param("message_id"), "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+	default:
+		c.JSON(http.StatusOK, m)
+	}
+}
+
+// reason is the short, safe part of an error for a JSON response: its innermost cause (the last
+// one of a joined or multiply-wrapped error).
+func reason(err error) string {
+	for {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			if len(errs) == 0 {
+				return err.Error()
+			}
+			err = errs[len(errs)-1]
+		case interface{ Unwrap() error }:
+			next := u.Unwrap()
+			if next == nil {
+				return err.Error()
+			}
+			err = next
+		default:
+			return err.Error()
+		}
+	}
+}

@@ -1,0 +1,243 @@
+// Package serve assembles mailhook's running process from its config: the HTTP server, the
+// Temporal worker, or both.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/httpapi"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+
+	// Provider adapters register themselves.
+	_ "github.com/mailhook/mailhook/internal/provider/postscale"
+)
+
+// Service is one mailhook process's parts, built from config.
+type Service struct {
+	Config   config.Config
+	Store    *store.Store
+	Temporal client.Client
+	Log      *slog.Logger
+}
+
+// Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
+// even while Temporal is down, and requests get 503 until it is back.
+func Dial(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+	st, err := store.Open(ctx, cfg.Database.URL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	tc, err := client.NewLazyClient(client.Options{
+		HostPort:  cfg.Temporal.Address,
+		Namespace: cfg.Temporal.Namespace,
+		Logger:    sdklog.NewStructuredLogger(log),
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
+	}
+	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log}, nil
+}
+
+// Close releases the connections.
+func (s *Service) Close() {
+	s.Temporal.Close()
+	s.Store.Close()
+}
+
+// HTTPServer builds the webhook and API handlers.
+func (s *Service) HTTPServer() (*httpapi.Server, error) {
+	eps := map[string]httpapi.Endpoint{}
+	for _, e := range s.Config.Endpoints {
+		a, err := provider.New(e.Provider, provider.Settings{Secrets: e.Secrets, Tolerance: e.Tolerance})
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
+		}
+		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a}
+	}
+	return &httpapi.Server{
+		Endpoints:    eps,
+		MaxBodyBytes: s.Config.HTTP.MaxBodyBytes,
+		Starter: &ingest.Starter{
+			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
+			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
+		},
+		Messages:   s.Store,
+		RetryAfter: s.Config.Temporal.RetryAfter,
+		Ready: map[string]func(context.Context) error{
+			"postgres": s.Store.Ping,
+			"temporal": func(ctx context.Context) error {
+				_, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			},
+		},
+		Log: s.Log,
+	}, nil
+}
+
+// Worker builds the Temporal worker with the workflow and activities registered.
+func (s *Service) Worker() worker.Worker {
+	w := worker.New(s.Temporal, s.Config.Temporal.TaskQueue, worker.Options{})
+	(&workflows.Processor{Notify: workflows.PolicyFromConfig(s.Config.Notify)}).Register(w)
+	(&activities.Activities{
+		Store:  s.Store,
+		Sinks:  s.Config.Sinks,
+		Sender: &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout}},
+	}).Register(w)
+	return w
+}
+
+// EnsureSearchAttributes registers mailhook's search attributes in the namespace if they are
+// missing. Where the operator API is not allowed (Temporal Cloud) it only warns: register them
+// there with tcld or the Cloud UI.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log *slog.Logger) error {
+	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	var added []string
+	for _, n := range ingest.SearchAttributeNames {
+		if _, ok := list.GetCustomAttributes()[n]; ok {
+			continue
+		}
+		// One attribute per call: the dev server (SQLite visibility, server 1.29) silently
+		// registers only the first of several in one request.
+		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace:        namespace,
+			SearchAttributes: map[string]enumspb.IndexedValueType{n: enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+		})
+		var exists *serviceerror.AlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("add search attribute %s: %w", n, err)
+		}
+		added = append(added, n)
+	}
+	if len(added) > 0 {
+		log.Info("registered search attributes", "namespace", namespace, "names", added)
+	}
+	return nil
+}
+
+// Mode selects what a process runs.
+type Mode struct {
+	HTTP   bool
+	Worker bool
+}
+
+// Run runs the process until ctx is cancelled (SIGTERM): the HTTP server stops accepting and
+// finishes in-flight requests, then the worker stops cleanly.
+func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) error {
+	if cfg.UsesDevSecret() {
+		log.Warn("an endpoint uses the built-in development signing secret; set POSTSCALE_WEBHOOK_SECRET or a config file before exposing mailhook")
+	}
+	svc, err := Dial(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+
+	errc := make(chan error, 2)
+	var w worker.Worker
+	if mode.Worker {
+		w = svc.Worker()
+		go func() {
+			if err := startWorker(ctx, svc, w, log); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	var srv *http.Server
+	if mode.HTTP {
+		api, err := svc.HTTPServer()
+		if err != nil {
+			return err
+		}
+		srv = &http.Server{
+			Addr:              cfg.HTTP.Address,
+			Handler:           api.Handler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       cfg.HTTP.ReadTimeout,
+			WriteTimeout:      cfg.HTTP.ReadTimeout + cfg.Temporal.StartTimeout + 5*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
+		ln, err := net.Listen("tcp", cfg.HTTP.Address)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.HTTP.Address, err)
+		}
+		log.Info("http listening", "address", ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http server: %w", err)
+			}
+		}()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-errc:
+	}
+	if srv != nil {
+		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+		if err := srv.Shutdown(shutCtx); err != nil {
+			log.Warn("http shutdown", "error", err)
+		}
+		cancel()
+	}
+	if w != nil {
+		w.Stop()
+	}
+	return runErr
+}
+
+// startWorker waits until Temporal answers, then starts the worker, so a process that boots
+// before Temporal catches up by itself. It returns nil once started or when ctx ends.
+func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.Logger) error {
+	delay := time.Second
+	for {
+		hcCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := svc.Temporal.CheckHealth(hcCtx, &client.CheckHealthRequest{})
+		cancel()
+		if err == nil {
+			break
+		}
+		log.Warn("temporal not reachable; worker waits", "address", svc.Config.Temporal.Address, "error", err, "retry_in", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+	saCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := EnsureSearchAttributes(saCtx, svc.Temporal, svc.Config.Temporal.Namespace, log); err != nil {
+		log.Warn("could not ensure search attributes", "error", err)
+	}
+	cancel()
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %s: %w", svc.Config.Temporal.TaskQueue, err)
+	}
+	log.Info("worker started", "task_queue", svc.Config.Temporal.TaskQueue, "namespace", svc.Config.Temporal.Namespace)
+	return nil
+}

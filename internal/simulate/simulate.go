@@ -1,0 +1,147 @@
+// Package simulate sends correctly signed sample Postscale webhooks to a running mailhook: one
+// message's lifecycle out of order and with duplicates, plus an inbound email, then reads the
+// message back from the API so a new user sees the whole pipeline work.
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Options says where to send and how to sign.
+type Options struct {
+	BaseURL  string // e.g. http://127.0.0.1:8000
+	Endpoint string // endpoint name, e.g. postscale
+	Secret   string
+	Wait     time.Duration // how long to wait for the message to settle
+	Client   *http.Client
+	Out      io.Writer
+}
+
+// Step is one request the simulation sends.
+type Step struct {
+	Name string
+	Body []byte
+}
+
+// Lifecycle returns a message's events in a deliberately wrong order with a duplicate, and an
+// inbound email. The final status must be bounced (hard) whatever the arrival order.
+func Lifecycle(messageID, inboundID string, base time.Time) []Step {
+	env := func(id, typ string, at time.Time, extra string) []byte {
+		return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@yourapp.example","to":"user@example.com","subject":"Welcome!"%s}}`,
+			id, typ, at.UTC().Format(time.RFC3339), messageID, extra))
+	}
+	sent := env("evt_"+messageID+"_sent", "email.sent", base, "")
+	delivered := env("evt_"+messageID+"_delivered", "email.delivered", base.Add(2*time.Second),
+		fmt.Sprintf(`,"delivered_at":%q`, base.Add(2*time.Second).UTC().Format(time.RFC3339)))
+	opened := env("evt_"+messageID+"_opened", "email.opened", base.Add(time.Minute), "")
+	bounced := env("evt_"+messageID+"_bounced", "email.bounced", base.Add(10*time.Minute),
+		`,"bounce_type":"hard","diagnostic":"550 5.1.1 user unknown"`)
+	inbound := []byte(fmt.Sprintf(`{"event":"email.received","timestamp":%q,"email_id":%q,"message_id":"<%s@example.com>","from":"customer@example.com","to":"support@yourapp.example","subject":"Help with my order","text":"Hello!","html":"<p>Hello!</p>","headers":[{"name":"Message-ID","value":"<%s@example.com>"}],"attachments":[],"spf":"pass","dkim":"pass"}`,
+		base.UTC().Format(time.RFC3339), inboundID, inboundID, inboundID))
+	return []Step{
+		{"email.delivered (arrives before sent)", delivered},
+		{"email.bounced (a delayed DSN)", bounced},
+		{"email.sent (late)", sent},
+		{"email.delivered (provider retry: duplicate)", delivered},
+		{"email.opened", opened},
+		{"email.received (inbound)", inbound},
+	}
+}
+
+// Run sends the lifecycle and prints what mailhook answered and where the message ended.
+func Run(ctx context.Context, o Options) error {
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 15 * time.Second}
+	}
+	base := strings.TrimRight(o.BaseURL, "/")
+	messageID := "msg_sim_" + randomHex(6)
+	inboundID := "inb_sim_" + randomHex(6)
+	fmt.Fprintf(o.Out, "Sending a lifecycle for message %s to %s/webhooks/%s\n", messageID, base, o.Endpoint)
+	for _, step := range Lifecycle(messageID, inboundID, time.Now().Add(-15*time.Minute)) {
+		code, body, err := post(ctx, o, base+"/webhooks/"+o.Endpoint, step.Body)
+		if err != nil {
+			return fmt.Errorf("send %s: %w", step.Name, err)
+		}
+		fmt.Fprintf(o.Out, "  %-45s → %d %s\n", step.Name, code, strings.TrimSpace(string(body)))
+		if code != http.StatusOK {
+			return fmt.Errorf("mailhook answered %d to %s: %s", code, step.Name, body)
+		}
+	}
+
+	deadline := time.Now().Add(o.Wait)
+	url := fmt.Sprintf("%s/v1/messages/postscale/%s", base, messageID)
+	for {
+		m, err := getMessage(ctx, o.Client, url)
+		if err == nil && m.Status == "bounced" && len(m.Events) == 4 {
+			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s bounce), version %d, opens %d\n", m.MessageID, m.Status, m.BounceType, m.Version, m.Opens)
+			for _, e := range m.Events {
+				fmt.Fprintf(o.Out, "  %-16s %-9s %-8s moved=%v\n", e.Type, e.Status, e.Outcome, e.Moved)
+			}
+			fmt.Fprintf(o.Out, "\nSee it at %s\nIn the Temporal UI, filter by MessageID = %q.\n", url, messageID)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("status %q with %d events", m.Status, len(m.Events))
+			}
+			return fmt.Errorf("message %s did not settle within %s (is the worker running?): %w", messageID, o.Wait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func post(ctx context.Context, o Options, url string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(postscale.DeliveryIDHeader, "sim-"+randomHex(8))
+	postscale.SignRequest(req, o.Secret, body, time.Now())
+	resp, err := o.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, b, nil
+}
+
+func getMessage(ctx context.Context, c *http.Client, url string) (store.Message, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return store.Message{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return store.Message{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return store.Message{}, fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+	}
+	var m store.Message
+	return m, json.NewDecoder(resp.Body).Decode(&m)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
