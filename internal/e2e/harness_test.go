@@ -1,0 +1,312 @@
+// Package e2e_test runs mailhook end to end against a real PostgreSQL, a real Temporal dev
+// server and real HTTP: a signed request goes in, rows and downstream notifications come out.
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/serve"
+	"github.com/mailhook/mailhook/internal/signature"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
+)
+
+const webhookSecret = "whsec_e2e_postscale_secret"
+
+var sinkSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-sink-secret-32-bytes-long!!!"))
+
+var (
+	sharedOnce sync.Once
+	sharedSrv  *testsuite.DevServer
+	sharedErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedSrv != nil {
+		_ = sharedSrv.Stop()
+	}
+	os.Exit(code)
+}
+
+// sharedTemporal is one dev server for the package; each test isolates itself with its own
+// task queue, event ids and database.
+func sharedTemporal(t *testing.T) client.Client {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping integration test")
+	}
+	sharedOnce.Do(func() { sharedSrv, sharedErr = testenv.StartTemporalServer(testenv.DevServerOptions{}) })
+	testenv.Need(t, "a Temporal dev server", sharedErr)
+	return sharedSrv.Client()
+}
+
+// delivery is one request the downstream sink received.
+type delivery struct {
+	ID     string
+	Status int
+	Body   map[string]any
+}
+
+// receiver is the team's downstream system: it verifies every notification's signature and
+// answers what respond says.
+type receiver struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []delivery
+	respond func(id string, attempt int) int
+	block   chan struct{} // when set, requests wait on it
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{t: t, respond: func(string, int) int { return http.StatusOK }}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	id := req.Header.Get("webhook-id")
+	if err := signature.VerifyStandard(sinkSecret, id, req.Header.Get("webhook-timestamp"), req.Header.Get("webhook-signature"), body, 5*time.Minute, time.Now()); err != nil {
+		r.t.Errorf("sink got a notification with a bad signature: %v", err)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if req.Header.Get("Idempotency-Key") != id {
+		r.t.Errorf("Idempotency-Key %q != webhook-id %q", req.Header.Get("Idempotency-Key"), id)
+	}
+	r.mu.Lock()
+	block := r.block
+	r.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-req.Context().Done():
+			return
+		}
+	}
+	var parsed map[string]any
+	_ = json.Unmarshal(body, &parsed)
+	r.mu.Lock()
+	attempt := 1
+	for _, d := range r.got {
+		if d.ID == id {
+			attempt++
+		}
+	}
+	status := r.respond(id, attempt)
+	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed})
+	r.mu.Unlock()
+	w.WriteHeader(status)
+}
+
+// delivered returns the notifications the sink accepted (2xx), in arrival order.
+func (r *receiver) delivered() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []delivery
+	for _, d := range r.got {
+		if d.Status < 300 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (r *receiver) attempts() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+type harness struct {
+	t      *testing.T
+	cfg    config.Config
+	svc    *serve.Service
+	api    *httptest.Server
+	sink   *receiver
+	worker worker.Worker
+	prefix string // makes event and message ids unique to the test
+}
+
+type harnessOptions struct {
+	temporal      client.Client
+	noWorker      bool
+	notifyTimeout time.Duration
+}
+
+func newHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	if o.temporal == nil {
+		o.temporal = sharedTemporal(t)
+	}
+	dbURL := storetest.NewDatabase(t)
+	sink := newReceiver(t)
+	cfg := config.Defaults()
+	cfg.Database.URL = dbURL
+	cfg.Temporal.TaskQueue = "mailhook-e2e-" + randomHex(4)
+	cfg.Temporal.StartTimeout = 3 * time.Second
+	cfg.Temporal.RetryAfter = 5 * time.Second
+	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second}
+	if o.notifyTimeout > 0 {
+		cfg.Notify.GiveUpAfter = o.notifyTimeout
+	}
+	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Secrets: []string{webhookSecret}}}
+	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	svc := &serve.Service{Config: cfg, Store: st, Temporal: o.temporal, Log: testenv.Logger()}
+	api, err := svc.HTTPServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4)}
+	h.api = httptest.NewServer(api.Handler())
+	t.Cleanup(h.api.Close)
+	if !o.noWorker {
+		h.startWorker()
+	}
+	t.Cleanup(h.stopWorker)
+	return h
+}
+
+func (h *harness) startWorker() {
+	h.t.Helper()
+	h.worker = h.svc.Worker()
+	if err := h.worker.Start(); err != nil {
+		h.t.Fatalf("start worker: %v", err)
+	}
+}
+
+func (h *harness) stopWorker() {
+	if h.worker != nil {
+		h.worker.Stop()
+		h.worker = nil
+	}
+}
+
+// post sends a correctly signed Postscale webhook.
+func (h *harness) post(body string) (int, map[string]any) {
+	return h.postSigned(body, webhookSecret, time.Now())
+}
+
+func (h *harness) postSigned(body, secret string, at time.Time) (int, map[string]any) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postscale", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	postscale.SignRequest(req, secret, []byte(body), at)
+	return h.do(req)
+}
+
+func (h *harness) do(req *http.Request) (int, map[string]any) {
+	h.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+func (h *harness) message(id string) (int, store.Message) {
+	h.t.Helper()
+	resp, err := http.Get(h.api.URL + "/v1/messages/postscale/" + id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m store.Message
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// id makes an identifier unique to this test run.
+func (h *harness) id(s string) string { return s + "_" + h.prefix }
+
+// envelope builds a Postscale envelope event.
+func (h *harness) envelope(eventID, typ, messageID string, at time.Time, extra string) string {
+	return fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@app.example","to":"user@example.com","subject":"Hi"%s}}`,
+		eventID, typ, at.UTC().Format(time.RFC3339), messageID, extra)
+}
+
+func (h *harness) query(sql string, args ...any) int {
+	h.t.Helper()
+	var n int
+	if err := h.svc.Store.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// waitProcessed waits until every event has processed_at set.
+func (h *harness) waitProcessed(timeout time.Duration, eventIDs ...string) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'postscale' AND event_id = ANY($1) AND processed_at IS NOT NULL`, eventIDs)
+		if n == len(eventIDs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d of %d events processed after %s", n, len(eventIDs), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitWorkflow waits for an event's workflow to close and returns its error.
+func (h *harness) waitWorkflow(workflowID string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return h.svc.Temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, nil)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func signedRequest(t *testing.T, url, body string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	postscale.SignRequest(req, webhookSecret, []byte(body), time.Now())
+	return req
+}
