@@ -1,0 +1,92 @@
+# mailhook developer and CI entry points.
+#
+#   make build        build bin/mailhook
+#   make run          local Temporal dev server + PostgreSQL, migrate, serve
+#   make test         everything CI runs (.ci/run calls this)
+#   make test-short   quick unit tests, no external services
+#   make fmt | vet | clean
+#   make temporal-stop   stop the dev Temporal server started by `make run`
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.ONESHELL:
+.DEFAULT_GOAL := build
+
+GO ?= go
+BIN := bin/mailhook
+CMD := ./cmd/mailhook
+# Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
+GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
+
+.PHONY: build run test test-short fmt fmt-check vet compose-check \
+	temporal-cli temporal-dev temporal-stop postgres clean clean-dev
+
+build:
+	$(GO) build -o $(BIN) $(CMD)
+
+run:
+	@TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
+	export TEMPORAL_CLI
+	scripts/dev-temporal.sh
+	scripts/ensure-postgres.sh
+	echo "==> go build -o $(BIN) $(CMD)"
+	$(GO) build -o $(BIN) $(CMD)
+	echo "==> $(BIN) migrate"
+	$(BIN) migrate
+	echo
+	echo "Webhook URL:  http://127.0.0.1:8000/webhooks/postscale"
+	echo "Temporal UI:  http://127.0.0.1:8233"
+	echo "Simulate:     $(BIN) simulate --url http://127.0.0.1:8000"
+	echo
+	exec $(BIN) serve
+
+# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI
+# or docker-compose cannot be had.
+test: vet fmt-check
+	@scripts/ensure-postgres.sh
+	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
+	export TEMPORAL_CLI
+	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
+	$(GO) test -race -count=1 -timeout 20m ./...
+	scripts/check-compose.sh
+
+test-short:
+	$(GO) test -short ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	$(GO_FILES) | xargs -0 -r gofmt -w
+
+fmt-check:
+	@unformatted="$$($(GO_FILES) | xargs -0 -r gofmt -l)"
+	if [[ -n "$$unformatted" ]]; then
+		echo "These files are not gofmt-formatted (run 'make fmt'):" >&2
+		echo "$$unformatted" >&2
+		exit 1
+	fi
+	echo "gofmt: ok"
+
+compose-check:
+	scripts/check-compose.sh
+
+temporal-cli:
+	scripts/ensure-temporal-cli.sh
+
+temporal-dev:
+	scripts/dev-temporal.sh
+
+temporal-stop:
+	scripts/dev-temporal.sh stop
+
+postgres:
+	scripts/ensure-postgres.sh
+
+clean:
+	rm -rf bin/ coverage.* cover.out *.coverprofile
+
+# Also stops the dev Temporal server and deletes its state in .dev/.
+clean-dev: clean
+	scripts/dev-temporal.sh stop
+	rm -rf .dev/
