@@ -32,9 +32,10 @@ const (
 
 // Error types workflows and operators see in the Temporal UI.
 const (
-	ErrTypeSinkRejected = "SinkRejected" // the sink answered a non-retryable 4xx
-	ErrTypeUnknownSink  = "UnknownSink"  // the sink was removed from the config
-	ErrTypeNotApplied   = "NotApplicable"
+	ErrTypeSinkRejected    = "SinkRejected"    // the sink answered a non-retryable 4xx
+	ErrTypeUnknownSink     = "UnknownSink"     // the sink was removed from the config
+	ErrTypeSinkUnavailable = "SinkUnavailable" // retryable: 5xx, 408, 429, network
+	ErrTypeNotApplied      = "NotApplicable"
 )
 
 // Store is the part of the store the activities use.
@@ -55,6 +56,16 @@ type Activities struct {
 	Sender *notify.Sender
 	// Now is the clock; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// RetryAfterCap bounds a sink's Retry-After; zero means 10 minutes.
+	RetryAfterCap time.Duration
+}
+
+// MaxRetryAfter is the longest Retry-After a sink may ask for.
+func (a *Activities) MaxRetryAfter() time.Duration {
+	if a.RetryAfterCap > 0 {
+		return a.RetryAfterCap
+	}
+	return 10 * time.Minute
 }
 
 func (a *Activities) now() time.Time {
@@ -159,12 +170,13 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
 	}
 	log.Warn("notification attempt failed; will retry", "error", sendErr)
+	opts := temporal.ApplicationErrorOptions{Cause: sendErr}
 	if de != nil && de.RetryAfter > 0 {
-		return NotifyResult{}, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("sink %s: %v", sink.Name, sendErr), "SinkUnavailable",
-			temporal.ApplicationErrorOptions{Cause: sendErr, NextRetryDelay: de.RetryAfter})
+		// Honour the sink's Retry-After, but never beyond the policy's own ceiling.
+		opts.NextRetryDelay = min(de.RetryAfter, a.MaxRetryAfter())
 	}
-	return NotifyResult{}, fmt.Errorf("notify sink %s: %w", sink.Name, sendErr)
+	return NotifyResult{}, temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("sink %s: %v", sink.Name, sendErr), ErrTypeSinkUnavailable, opts)
 }
 
 // MarkProcessedInput closes an event: failed notifications are recorded, processed_at is set.

@@ -175,15 +175,21 @@ func (p *Processor) notifyAll(ctx workflow.Context, typ string, sinks []string, 
 	return results, failed
 }
 
-// failureMessage keeps the root cause of an activity failure, which is what an operator needs.
+// failureMessage says why a notification ended without success, in the words an operator
+// needs: that it gave up (and on which timeout), and the sink's last answer.
 func failureMessage(err error) string {
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Error()
-	}
+	hasApp := errors.As(err, &appErr)
 	var timeoutErr *temporal.TimeoutError
 	if errors.As(err, &timeoutErr) {
-		return "gave up: " + timeoutErr.Error()
+		msg := fmt.Sprintf("gave up: %s timeout", timeoutErr.TimeoutType())
+		if hasApp {
+			msg += "; last error: " + appErr.Message()
+		}
+		return msg
+	}
+	if hasApp {
+		return appErr.Message()
 	}
 	return err.Error()
 }

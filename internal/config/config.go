@@ -132,16 +132,8 @@ func Load(path string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
 		}
-		expanded, err := Expand(string(raw))
-		if err != nil {
+		if err := decode(raw, &cfg); err != nil {
 			return Config{}, fmt.Errorf("config: %s: %w", path, err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
-		dec.KnownFields(true)
-		// An empty file decodes as io.EOF: it means "all defaults".
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			// yaml lists several problems on several lines; start-up reports one line.
-			return Config{}, fmt.Errorf("config: parse %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
 		}
 	}
 	if len(cfg.Endpoints) == 0 {
@@ -272,6 +264,60 @@ func (c Config) SinksFor(typ string) []string {
 		}
 	}
 	return out
+}
+
+// decode parses YAML, expands ${ENV} in scalar values only (never in comments or keys, and an
+// environment value cannot inject YAML), and decodes strictly: an unknown key is an error.
+func decode(raw []byte, cfg *Config) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		return fmt.Errorf("parse: %s", oneLine(err))
+	}
+	if root.Kind == 0 {
+		return nil // an empty file means all defaults
+	}
+	if err := expandNode(&root); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := yaml.NewEncoder(&buf).Encode(&root); err != nil {
+		return fmt.Errorf("re-encode: %w", err)
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parse: %s", oneLine(err))
+	}
+	return nil
+}
+
+func expandNode(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		v, err := Expand(n.Value)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		if v != n.Value {
+			// Untagged, so the expanded text is resolved like any literal value would be.
+			n.Value, n.Tag = v, ""
+		}
+		return nil
+	}
+	for i, c := range n.Content {
+		// Mapping keys are names, not values.
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			continue
+		}
+		if err := expandNode(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneLine flattens yaml's multi-line error lists: start-up reports one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // Expand replaces ${VAR} and ${VAR:-default} with environment values. An unset ${VAR} without a

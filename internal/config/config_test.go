@@ -102,3 +102,44 @@ func TestEmptyFileMeansDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The example in deploy/ must stay loadable: it is what users copy.
+func TestExampleConfigLoads(t *testing.T) {
+	t.Setenv("POSTSCALE_WEBHOOK_SECRET", "whsec_example")
+	t.Setenv("APP_SINK_SECRET", "whsec_c2luaw==")
+	cfg, err := config.Load("../../deploy/mailhook.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 1 || len(cfg.Endpoints) != 1 || cfg.Notify.GiveUpAfter != 72*time.Hour {
+		t.Fatalf("example config: %+v", cfg)
+	}
+}
+
+func TestExpansionIsOnlyInValuesAndCannotInjectYAML(t *testing.T) {
+	t.Setenv("TRICKY_SECRET", "whsec_a#b: c\n  - injected")
+	t.Setenv("BODY_LIMIT", "2048")
+	p := write(t, `
+# ${NOT_SET_BUT_ONLY_A_COMMENT}
+http:
+  max_body_bytes: ${BODY_LIMIT}
+  read_timeout: ${READ_TIMEOUT:-7s}
+endpoints:
+  - name: ps
+    provider: postscale
+    secrets:
+      - ${TRICKY_SECRET}
+      - "${NUMERIC:-12345}"
+`)
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := cfg.Endpoint("ps")
+	if len(ep.Secrets) != 2 || ep.Secrets[0] != "whsec_a#b: c\n  - injected" || ep.Secrets[1] != "12345" {
+		t.Fatalf("secrets %q", ep.Secrets)
+	}
+	if cfg.HTTP.MaxBodyBytes != 2048 || cfg.HTTP.ReadTimeout != 7*time.Second {
+		t.Fatalf("http %+v", cfg.HTTP)
+	}
+}

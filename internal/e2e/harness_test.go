@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +44,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	slog.SetDefault(testenv.Logger())
 	code := m.Run()
 	if sharedSrv != nil {
 		_ = sharedSrv.Stop()
@@ -156,6 +158,7 @@ type harnessOptions struct {
 	temporal      client.Client
 	noWorker      bool
 	notifyTimeout time.Duration
+	dbURL         string // share another harness's database
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -163,7 +166,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.temporal == nil {
 		o.temporal = sharedTemporal(t)
 	}
-	dbURL := storetest.NewDatabase(t)
+	dbURL := o.dbURL
+	if dbURL == "" {
+		dbURL = storetest.NewDatabase(t)
+	}
 	sink := newReceiver(t)
 	cfg := config.Defaults()
 	cfg.Database.URL = dbURL

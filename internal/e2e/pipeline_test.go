@@ -271,3 +271,23 @@ func withBody(req *http.Request, body string) *http.Request {
 	r2.Header = req.Header.Clone()
 	return r2
 }
+
+func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
+	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
+	h.sink.respond = func(string, int) int { return http.StatusInternalServerError }
+	evID := h.id("evt_giveup")
+	if code, _ := h.post(h.envelope(evID, "email.complained", h.id("msg_giveup"), time.Now(), "")); code != 200 {
+		t.Fatal(code)
+	}
+	h.waitProcessed(30*time.Second, evID)
+	if n := len(h.sink.attempts()); n < 2 {
+		t.Fatalf("a 500 was not retried: %d attempts", n)
+	}
+	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
+	if len(ns) != 1 || ns[0].Status != store.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
+		t.Fatalf("notification rows %+v, want one failed row saying it gave up", ns)
+	}
+	if code, m := h.message(h.id("msg_giveup")); code != 200 || m.Status != event.StatusComplained {
+		t.Fatalf("message %d %+v: the status must not depend on the sink", code, m)
+	}
+}

@@ -99,9 +99,10 @@ func (s *Service) Worker() worker.Worker {
 	w := worker.New(s.Temporal, s.Config.Temporal.TaskQueue, worker.Options{})
 	(&workflows.Processor{Notify: workflows.PolicyFromConfig(s.Config.Notify)}).Register(w)
 	(&activities.Activities{
-		Store:  s.Store,
-		Sinks:  s.Config.Sinks,
-		Sender: &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout}},
+		Store:         s.Store,
+		Sinks:         s.Config.Sinks,
+		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout}},
+		RetryAfterCap: s.Config.Notify.MaxInterval,
 	}).Register(w)
 	return w
 }
