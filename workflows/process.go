@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -176,20 +177,25 @@ func (p *Processor) notifyAll(ctx workflow.Context, typ string, sinks []string, 
 }
 
 // failureMessage says why a notification ended without success, in the words an operator
-// needs: that it gave up (and on which timeout), and the sink's last answer.
+// needs: whether retries ran out (the give-up window passed) and the sink's last answer.
 func failureMessage(err error) string {
+	last := err.Error()
 	var appErr *temporal.ApplicationError
-	hasApp := errors.As(err, &appErr)
+	if errors.As(err, &appErr) {
+		last = appErr.Message()
+	}
 	var timeoutErr *temporal.TimeoutError
 	if errors.As(err, &timeoutErr) {
-		msg := fmt.Sprintf("gave up: %s timeout", timeoutErr.TimeoutType())
-		if hasApp {
-			msg += "; last error: " + appErr.Message()
+		return fmt.Sprintf("gave up: %s timeout; last error: %s", timeoutErr.TimeoutType(), last)
+	}
+	// When the next retry would start after the give-up deadline, the server fails the activity
+	// with its last error and retry state TIMEOUT rather than with a timeout error.
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) {
+		switch actErr.RetryState() {
+		case enumspb.RETRY_STATE_TIMEOUT, enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED:
+			return fmt.Sprintf("gave up: retries exhausted (%s); last error: %s", actErr.RetryState(), last)
 		}
-		return msg
 	}
-	if hasApp {
-		return appErr.Message()
-	}
-	return err.Error()
+	return last
 }

@@ -89,9 +89,13 @@ FROM notifications
 WHERE provider = $1 AND event_id = $2
 ORDER BY created_at, sink, type`
 
+	// An attempt still running when the workflow gave up can finish after the row was marked
+	// failed; it is counted, but the recorded reason for giving up stays.
 	qRecordNotificationAttempt = `
 UPDATE notifications
-SET attempts = attempts + 1, last_error = NULLIF($2, ''), updated_at = now()
+SET attempts = attempts + 1,
+    last_error = CASE WHEN status = 'pending' THEN NULLIF($2, '') ELSE last_error END,
+    updated_at = now()
 WHERE id = $1`
 
 	// The status guard makes a repeated success a no-op, so attempts and sent_at keep the

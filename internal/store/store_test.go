@@ -577,3 +577,22 @@ func TestGetMessageNotFound(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	assert.True(t, errors.Is(err, store.ErrNotFound))
 }
+
+func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
+	st := storetest.Open(t)
+	ctx := context.Background()
+	id := store.NotificationID("postscale", "evt_late", "app", "message.status_changed")
+	if _, err := st.EnsureNotification(ctx, store.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkNotificationFailed(ctx, id, "gave up: ScheduleToClose timeout"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordNotificationAttempt(ctx, id, "sink responded 500"); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := st.ListNotifications(ctx, "postscale", "evt_late")
+	if err != nil || len(ns) != 1 || ns[0].LastError != "gave up: ScheduleToClose timeout" || ns[0].Attempts != 1 || ns[0].Status != store.NotificationFailed {
+		t.Fatalf("rows %+v (err %v)", ns, err)
+	}
+}
