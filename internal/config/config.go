@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -47,6 +48,9 @@ type HTTP struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish on SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TrustedProxies (IPs or CIDRs) may set X-Forwarded-For; source-address allow-lists use the
+	// client address they name. Empty: the TCP peer is the client.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 // Database configures PostgreSQL.
@@ -74,12 +78,12 @@ type Notify struct {
 	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
 }
 
-// Endpoint is one webhook URL, /webhooks/<name>, bound to a provider.
+// Endpoint is one webhook URL, /webhooks/<name>, bound to a provider. Its provider settings
+// (secrets, tolerance, allow-lists, generic mapping) sit inline next to the name.
 type Endpoint struct {
-	Name      string        `yaml:"name"`
-	Provider  string        `yaml:"provider"`
-	Secrets   []string      `yaml:"secrets"`
-	Tolerance time.Duration `yaml:"tolerance"`
+	Name              string `yaml:"name"`
+	Provider          string `yaml:"provider"`
+	provider.Settings `yaml:",inline"`
 }
 
 // Sink is one downstream receiver of notifications.
@@ -140,7 +144,7 @@ func Load(path string) (Config, error) {
 		cfg.Endpoints = []Endpoint{{
 			Name:     "postscale",
 			Provider: "postscale",
-			Secrets:  []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)},
+			Settings: provider.Settings{Secrets: []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)}},
 		}}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -169,6 +173,11 @@ func (c Config) Validate() error {
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
 	}
+	for i, p := range c.HTTP.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return fmt.Errorf("config: http.trusted_proxies[%d] %q is not an IP or CIDR", i, p)
+		}
+	}
 	if c.Database.URL == "" {
 		return errors.New("config: database.url is empty (set DATABASE_URL)")
 	}
@@ -191,7 +200,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.name %q is used twice", key, e.Name)
 		}
 		seen[e.Name] = true
-		if len(e.Secrets) == 0 {
+		if len(e.Secrets) == 0 && provider.NeedsSecrets(e.Provider) {
 			return fmt.Errorf("config: %s.secrets (endpoint %q) is empty: at least one signing secret is required", key, e.Name)
 		}
 		for j, s := range e.Secrets {
@@ -202,7 +211,7 @@ func (c Config) Validate() error {
 		if e.Tolerance < 0 {
 			return fmt.Errorf("config: %s.tolerance must not be negative", key)
 		}
-		if _, err := provider.New(e.Provider, provider.Settings{Secrets: e.Secrets, Tolerance: e.Tolerance}); err != nil {
+		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -180,7 +181,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.notifyTimeout > 0 {
 		cfg.Notify.GiveUpAfter = o.notifyTimeout
 	}
-	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Secrets: []string{webhookSecret}}}
+	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,6 +48,9 @@ type Server struct {
 	Ready map[string]func(context.Context) error
 	// RetryAfter is sent with 503 so the provider backs off.
 	RetryAfter time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client address (used by
+	// source-address allow-lists). Empty trusts none: the peer address is the client.
+	TrustedProxies []string
 	// MaxConcurrentStarts bounds the workflow starts of one batch request.
 	MaxConcurrentStarts int
 	Now                 func() time.Time
@@ -66,6 +70,10 @@ func (s *Server) Handler() http.Handler {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	if err := r.SetTrustedProxies(s.TrustedProxies); err != nil {
+		// Config validation parses these first; a bad one here is a programming error.
+		panic(fmt.Sprintf("trusted proxies %v: %v", s.TrustedProxies, err))
+	}
 	r.Use(gin.Recovery())
 	r.POST("/webhooks/:endpoint", s.webhook)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -108,17 +116,39 @@ func (s *Server) webhook(c *gin.Context) {
 		return
 	}
 
+	preq := provider.Request{Ctx: c.Request.Context(), Header: c.Request.Header, Body: body, RemoteIP: c.ClientIP(), Now: s.Now()}
+	reject := func(code int) int {
+		if r, ok := ep.Adapter.(provider.Rejecter); ok {
+			return r.RejectStatus()
+		}
+		return code
+	}
 	// The signature covers the raw bytes: verify before anything parses them.
-	if err := ep.Adapter.Verify(c.Request.Header, body, s.Now()); err != nil {
-		reply(http.StatusUnauthorized, gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
+	if err := ep.Adapter.Verify(preq); err != nil {
+		reply(reject(http.StatusUnauthorized), gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
 		return
 	}
-	events, err := ep.Adapter.Parse(c.Request.Header, body)
+	if ctl, ok := ep.Adapter.(provider.Controller); ok {
+		handled, status, err := ctl.Control(preq)
+		switch {
+		case err != nil && errors.Is(err, provider.ErrBadRequest):
+			reply(reject(http.StatusBadRequest), gin.H{"error": "bad control message", "reason": reason(err)}, "error", err)
+			return
+		case err != nil:
+			c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+			reply(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
+			return
+		case handled:
+			reply(http.StatusOK, gin.H{"status": status}, "outcome", status)
+			return
+		}
+	}
+	events, err := ep.Adapter.Parse(preq)
 	if err != nil || len(events) == 0 {
 		if err == nil {
 			err = errors.New("no events in body")
 		}
-		reply(http.StatusBadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
+		reply(reject(http.StatusBadRequest), gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
 		return
 	}
 

@@ -67,16 +67,22 @@ func (s *Service) Close() {
 // HTTPServer builds the webhook and API handlers.
 func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	eps := map[string]httpapi.Endpoint{}
+	outbound := &http.Client{Timeout: 10 * time.Second}
 	for _, e := range s.Config.Endpoints {
-		a, err := provider.New(e.Provider, provider.Settings{Secrets: e.Secrets, Tolerance: e.Tolerance})
+		settings := e.Settings
+		if settings.HTTPClient == nil {
+			settings.HTTPClient = outbound
+		}
+		a, err := provider.New(e.Provider, settings)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 		}
 		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a}
 	}
 	return &httpapi.Server{
-		Endpoints:    eps,
-		MaxBodyBytes: s.Config.HTTP.MaxBodyBytes,
+		Endpoints:      eps,
+		MaxBodyBytes:   s.Config.HTTP.MaxBodyBytes,
+		TrustedProxies: s.Config.HTTP.TrustedProxies,
 		Starter: &ingest.Starter{
 			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
 			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,

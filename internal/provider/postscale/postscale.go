@@ -67,16 +67,16 @@ func New(s provider.Settings) (provider.Adapter, error) {
 // Verify checks X-Postscale-Signature over the raw body. Failures wrap both
 // provider.ErrUnauthorized and the signature package's sentinel (the last one, so that the
 // innermost error names the reason).
-func (a *Adapter) Verify(header http.Header, body []byte, now time.Time) error {
-	if err := signature.VerifyTimestamped(header.Get(SignatureHeader), body, a.secrets, a.tolerance, now); err != nil {
+func (a *Adapter) Verify(r provider.Request) error {
+	if err := signature.VerifyTimestamped(r.Header.Get(SignatureHeader), r.Body, a.secrets, a.tolerance, r.Now); err != nil {
 		return fmt.Errorf("postscale: %w: %w", provider.ErrUnauthorized, err)
 	}
 	return nil
 }
 
 // Parse turns a verified body into exactly one normalized event.
-func (a *Adapter) Parse(_ http.Header, body []byte) ([]event.Event, error) {
-	ev, err := parse(body)
+func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+	ev, err := parse(r.Body)
 	if err != nil {
 		return nil, err
 	}

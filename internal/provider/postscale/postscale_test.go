@@ -74,7 +74,7 @@ func TestNewCopiesSecrets(t *testing.T) {
 	h := http.Header{}
 	now := time.Unix(1614265330, 0)
 	h.Set(SignatureHeader, signature.SignTimestamped(testSecret, now, body))
-	if err := a.Verify(h, body, now); err != nil {
+	if err := a.Verify(provider.Request{Header: h, Body: body, Now: now}); err != nil {
 		t.Fatalf("Verify after caller mutated its slice: %v", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestVerify(t *testing.T) {
 			if tt.body == nil {
 				tt.body = body
 			}
-			err := newAdapter(t, tt.secrets...).Verify(tt.header, tt.body, now)
+			err := newAdapter(t, tt.secrets...).Verify(provider.Request{Header: tt.header, Body: tt.body, Now: now})
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
@@ -145,7 +145,7 @@ func TestVerifyCustomTolerance(t *testing.T) {
 	body := []byte(`{}`)
 	h := http.Header{}
 	h.Set(SignatureHeader, signature.SignTimestamped(testSecret, now.Add(-8*time.Minute), body))
-	if err := a.Verify(h, body, now); err != nil {
+	if err := a.Verify(provider.Request{Header: h, Body: body, Now: now}); err != nil {
 		t.Fatalf("8 minutes old with 10-minute tolerance: %v", err)
 	}
 }
@@ -200,7 +200,7 @@ func TestParseFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			events, err := a.Parse(http.Header{}, body)
+			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -266,7 +266,7 @@ func TestParseBadRequest(t *testing.T) {
 	a := newAdapter(t, testSecret)
 	for name, body := range tests {
 		t.Run(name, func(t *testing.T) {
-			events, err := a.Parse(http.Header{}, []byte(body))
+			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(body)})
 			if !errors.Is(err, provider.ErrBadRequest) {
 				t.Fatalf("Parse = %v, %v; want provider.ErrBadRequest", events, err)
 			}
@@ -283,7 +283,7 @@ func TestParseAccepts(t *testing.T) {
 		"flat with type but no data":    {`{"event":"email.received","type":"x","email_id":"m"}`, "email.received:m"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			events, err := a.Parse(http.Header{}, []byte(tt.body))
+			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(tt.body)})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -297,11 +297,11 @@ func TestParseAccepts(t *testing.T) {
 // The HTTP layer reports the innermost error as the reason, so it must be the specific one.
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, testSecret)
-	_, err := a.Parse(http.Header{}, []byte(`{"id":12,"type":"x"}`))
+	_, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(`{"id":12,"type":"x"}`)})
 	if inner := innermost(err); inner.Error() != `"id" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
-	err = a.Verify(http.Header{}, nil, time.Now())
+	err = a.Verify(provider.Request{Header: http.Header{}, Body: nil, Now: time.Now()})
 	if inner := innermost(err); inner != signature.ErrMissingSignature {
 		t.Errorf("verify reason = %v", inner)
 	}
@@ -328,7 +328,7 @@ func innermost(err error) error {
 func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	// The event is workflow input; Raw must stay valid JSON inside it.
 	body, _ := os.ReadFile("testdata/email_received_flat.json")
-	events, err := newAdapter(t, testSecret).Parse(http.Header{}, body)
+	events, err := newAdapter(t, testSecret).Parse(provider.Request{Header: http.Header{}, Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func FuzzParse(f *testing.F) {
 	}
 	a := newAdapter(f, testSecret)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		events, err := a.Parse(http.Header{}, body)
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
 		if err != nil {
 			if !errors.Is(err, provider.ErrBadRequest) {
 				t.Fatalf("error %v does not wrap provider.ErrBadRequest", err)
@@ -397,7 +397,7 @@ func BenchmarkParse(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				if _, err := a.Parse(http.Header{}, body); err != nil {
+				if _, err := a.Parse(provider.Request{Header: http.Header{}, Body: body}); err != nil {
 					b.Fatal(err)
 				}
 			}
