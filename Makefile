@@ -18,7 +18,7 @@ CMD := ./cmd/mailhook
 # Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
 GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
 
-.PHONY: build run test test-short fmt fmt-check vet compose-check \
+.PHONY: build run test test-short record-histories fmt fmt-check vet compose-check \
 	temporal-cli temporal-dev temporal-stop postgres clean clean-dev
 
 build:
@@ -49,6 +49,17 @@ test: vet fmt-check
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh
+
+# Record the workflow histories the replay test (workflows/replay_test.go) replays, into a new
+# folder per recording. Run it when a change adds behaviour behind workflow.GetVersion; the
+# folders of earlier recordings stay, so old histories keep replaying.
+record-histories:
+	@scripts/ensure-postgres.sh
+	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
+	export TEMPORAL_CLI
+	dir="$(CURDIR)/workflows/testdata/histories/$$(date -u +%Y-%m-%d)-$$(git rev-parse --short HEAD 2>/dev/null || echo local)"
+	MAILHOOK_HISTORY_DIR="$$dir" $(GO) test -count=1 -run TestRecordScenarioHistories ./internal/e2e/
+	echo "Recorded into $$dir; review with git status and commit it."
 
 test-short:
 	$(GO) test -short ./...

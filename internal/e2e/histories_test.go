@@ -1,0 +1,159 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// HistoryDirEnv names the folder recorded histories are written to. `make record-histories`
+// points it at workflows/testdata/histories; otherwise they go to a temporary folder.
+const HistoryDirEnv = "MAILHOOK_HISTORY_DIR"
+
+// TestRecordScenarioHistories runs every representative ProcessWebhookEvent scenario against
+// the dev server, checks each ended as intended, exports its history in the Temporal CLI's
+// `workflow show --output json` format, and replays it. The replay test in workflows/ replays
+// the checked-in copies against every later version of the code.
+func TestRecordScenarioHistories(t *testing.T) {
+	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
+	dir := os.Getenv(HistoryDirEnv)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	notification := func(evID, typ string) string { return store.NotificationID("postscale", evID, "app", typ) }
+	fail := map[string]func(attempt int) int{}
+	h.sink.respond = func(id string, attempt int) int {
+		if f, ok := fail[id]; ok {
+			return f(attempt)
+		}
+		return http.StatusOK
+	}
+
+	base := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	msg := h.id("msg_hist")
+	ids := map[string]string{}
+	for _, s := range []string{"delivered", "sent", "retried", "failed", "unknown", "giveup"} {
+		ids[s] = h.id("evt_hist_" + s)
+	}
+	fail[notification(ids["retried"], config.TypeStatusChanged)] = func(attempt int) int {
+		if attempt <= 2 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	fail[notification(ids["failed"], config.TypeStatusChanged)] = func(int) int { return http.StatusBadRequest }
+	fail[notification(ids["giveup"], config.TypeStatusChanged)] = func(int) int { return http.StatusInternalServerError }
+	inboundID := h.id("inb_hist")
+
+	scenarios := []struct {
+		name, body, eventID, outcome string
+	}{
+		{"moved-notified", h.envelope(ids["delivered"], "email.delivered", msg, base.Add(time.Minute), ""), ids["delivered"], "moved"},
+		{"stale", h.envelope(ids["sent"], "email.sent", msg, base, ""), ids["sent"], "stale"},
+		{"notify-retried-then-sent", h.envelope(ids["retried"], "email.delivered", h.id("msg_hist_r"), base, ""), ids["retried"], "moved"},
+		{"notify-rejected", h.envelope(ids["failed"], "email.delivered", h.id("msg_hist_f"), base, ""), ids["failed"], "moved"},
+		{"notify-gave-up", h.envelope(ids["giveup"], "email.complained", h.id("msg_hist_g"), base, ""), ids["giveup"], "moved"},
+		{"inbound", `{"event":"email.received","timestamp":"2026-11-01T10:00:00Z","email_id":"` + inboundID + `","from":"a@example.com","to":"support@app.example","subject":"Hi","text":"hi","headers":[],"attachments":[]}`, "email.received:" + inboundID, workflows.OutcomeInbound},
+		{"unknown-type", h.envelope(ids["unknown"], "email.teleported", msg, base, ""), ids["unknown"], workflows.OutcomeUnknownType},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var files []string
+	for _, sc := range scenarios {
+		if code, resp := h.post(sc.body); code != 200 || resp["status"] != "accepted" {
+			t.Fatalf("%s: %d %v", sc.name, code, resp)
+		}
+		wfID := "postscale:" + sc.eventID
+		var res workflows.Result
+		if err := h.svc.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, &res); err != nil {
+			t.Fatalf("%s: %v", sc.name, err)
+		}
+		if res.Outcome != sc.outcome {
+			t.Fatalf("%s: outcome %q, want %q", sc.name, res.Outcome, sc.outcome)
+		}
+		files = append(files, writeHistory(t, h.svc.Temporal, dir, sc.name, wfID))
+	}
+
+	// Still open: a Notify retrying against a sink that is down, the state a deploy meets most
+	// often (it lasts up to notify.give_up_after). Exported mid-flight, then left to give up.
+	openID := h.id("evt_hist_open")
+	fail[notification(openID, config.TypeStatusChanged)] = func(int) int { return http.StatusServiceUnavailable }
+	if code, _ := h.post(h.envelope(openID, "email.bounced", h.id("msg_hist_o"), base, `,"bounce_type":"soft"`)); code != 200 {
+		t.Fatal(code)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		return h.query(`SELECT count(*) FROM notifications WHERE event_id = $1 AND attempts >= 2`, openID) == 1
+	})
+	files = append(files, writeHistory(t, h.svc.Temporal, dir, "open-notify-retrying", "postscale:"+openID))
+	if err := h.waitWorkflow("postscale:" + openID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Duplicate: a run for an event that is already processed (as after Temporal's retention
+	// passed) ends at RecordEvent. Started directly, under another ID, to record that path.
+	in := workflows.Input{Event: event.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
+		Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: msg, OccurredAt: base.Add(time.Minute), Raw: []byte(`{}`)}}
+	ingest.Route(h.cfg.Sinks, &in)
+	opts := ingest.Options(in, h.cfg.Temporal.TaskQueue)
+	opts.ID = "history-duplicate:" + ids["delivered"]
+	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, workflows.ProcessWebhookEventName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.Result
+	if err := run.Get(ctx, &res); err != nil || res.Outcome != workflows.OutcomeDuplicate {
+		t.Fatalf("duplicate: %v %+v", err, res)
+	}
+	files = append(files, writeHistory(t, h.svc.Temporal, dir, "duplicate", opts.ID))
+
+	replayer := worker.NewWorkflowReplayer()
+	(&workflows.Processor{Notify: workflows.PolicyFromConfig(h.cfg.Notify)}).Register(replayer)
+	for _, f := range files {
+		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			t.Fatalf("replay %s: %v", f, err)
+		}
+	}
+}
+
+func writeHistory(t *testing.T, c client.Client, dir, name, workflowID string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hist := &historypb.History{}
+	iter := c.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", workflowID, err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
