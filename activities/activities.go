@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -58,6 +59,9 @@ type Activities struct {
 	Now func() time.Time
 	// RetryAfterCap bounds a sink's Retry-After; zero means 10 minutes.
 	RetryAfterCap time.Duration
+	// Metrics may be nil. Activities run at least once, so a counter can over-count by the
+	// rare retry of an attempt whose result was lost; it never under-counts.
+	Metrics *metrics.Metrics
 }
 
 // MaxRetryAfter is the longest Retry-After a sink may ask for.
@@ -86,6 +90,9 @@ func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.Rec
 	res, err := a.Store.RecordEvent(ctx, ev)
 	if err != nil {
 		return store.RecordResult{}, fmt.Errorf("record event %s: %w", ev.Key(), err)
+	}
+	if res.AlreadyProcessed {
+		a.Metrics.EventProcessed(ev.Provider, "duplicate")
 	}
 	return res, nil
 }
@@ -155,6 +162,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.Info("notification sent")
+		a.Metrics.NotificationAttempt(sink.Name, "sent", true, int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{ID: n.ID}, nil
 	}
 	if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
@@ -166,10 +174,12 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		log.Warn("sink rejected notification; not retrying", "status", de.StatusCode)
+		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
 	}
 	log.Warn("notification attempt failed; will retry", "error", sendErr)
+	a.Metrics.NotificationAttempt(sink.Name, "retrying", false, 0)
 	opts := temporal.ApplicationErrorOptions{Cause: sendErr}
 	if de != nil && de.RetryAfter > 0 {
 		// Honour the sink's Retry-After, but never beyond the policy's own ceiling.
@@ -184,6 +194,8 @@ type MarkProcessedInput struct {
 	Provider string               `json:"provider"`
 	EventID  string               `json:"event_id"`
 	Failed   []FailedNotification `json:"failed,omitempty"`
+	// Result is the run's outcome (moved, stale, inbound …), for metrics.
+	Result string `json:"result,omitempty"`
 }
 
 // FailedNotification is a notification whose retries ended without success.
@@ -204,6 +216,10 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
 		return fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err)
 	}
+	for _, f := range in.Failed {
+		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
+	}
+	a.Metrics.EventProcessed(in.Provider, in.Result)
 	return nil
 }
 

@@ -132,7 +132,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 		res.Notifications, failed = p.notifyAll(ctx, notifyTyp, sinks, activities.NotifyInput{Type: notifyTyp, Event: ev, Apply: applied})
 	}
 
-	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed}
+	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Result: res.Outcome}
 	if err := workflow.ExecuteActivity(dbCtx, activities.MarkProcessedName, mark).Get(ctx, nil); err != nil {
 		return Result{}, fmt.Errorf("mark processed: %w", err)
 	}

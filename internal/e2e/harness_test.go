@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
 	"github.com/mailhook/mailhook/internal/serve"
@@ -191,7 +192,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	svc := &serve.Service{Config: cfg, Store: st, Temporal: o.temporal, Log: testenv.Logger()}
+	m := metrics.New()
+	m.RegisterBacklog(st.Backlog, testenv.Logger())
+	svc := &serve.Service{Config: cfg, Store: st, Temporal: o.temporal, Log: testenv.Logger(), Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {
 		t.Fatal(err)

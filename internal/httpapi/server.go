@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
@@ -55,6 +56,8 @@ type Server struct {
 	MaxConcurrentStarts int
 	Now                 func() time.Time
 	Log                 *slog.Logger
+	// Metrics, when set, counts requests and serves GET /metrics.
+	Metrics *metrics.Metrics
 }
 
 // Handler builds the gin engine.
@@ -79,6 +82,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
 	r.GET("/v1/messages/:provider/:message_id", s.message)
+	if s.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
+	}
 	return r
 }
 
@@ -86,33 +92,39 @@ func (s *Server) webhook(c *gin.Context) {
 	start := s.Now()
 	name := c.Param("endpoint")
 	log := s.Log.With("endpoint", name, "delivery_id", c.GetHeader("X-Postscale-Delivery-ID"))
-	reply := func(code int, body gin.H, attrs ...any) {
+	providerName := ""
+	reply := func(code int, outcome string, body gin.H, attrs ...any) {
 		c.JSON(code, body)
+		took := time.Since(start)
+		s.Metrics.WebhookRequest(name, providerName, outcome, took)
 		level := slog.LevelInfo
 		if code >= 500 {
 			level = slog.LevelWarn
 		}
-		log.Log(c.Request.Context(), level, "webhook", append([]any{"status", code, "duration_ms", time.Since(start).Milliseconds()}, attrs...)...)
+		log.Log(c.Request.Context(), level, "webhook", append([]any{"status", code, "outcome", outcome, "duration_ms", took.Milliseconds()}, attrs...)...)
 	}
 
 	ep, ok := s.Endpoints[name]
 	if !ok {
-		reply(http.StatusNotFound, gin.H{"error": "unknown endpoint"})
+		// The label is fixed: a scanner probing random paths must not create series.
+		name = "unknown"
+		reply(http.StatusNotFound, metrics.UnknownEndpoint, gin.H{"error": "unknown endpoint"})
 		return
 	}
+	providerName = ep.Provider
 	log = log.With("provider", ep.Provider)
 	if c.Request.ContentLength > s.MaxBodyBytes {
-		reply(http.StatusRequestEntityTooLarge, gin.H{"error": "body too large"})
+		reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "body too large"})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			reply(http.StatusRequestEntityTooLarge, gin.H{"error": "body too large"})
+			reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "body too large"})
 			return
 		}
-		reply(http.StatusBadRequest, gin.H{"error": "could not read body"}, "error", err)
+		reply(http.StatusBadRequest, metrics.BadRequest, gin.H{"error": "could not read body"}, "error", err)
 		return
 	}
 
@@ -125,21 +137,21 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	// The signature covers the raw bytes: verify before anything parses them.
 	if err := ep.Adapter.Verify(preq); err != nil {
-		reply(reject(http.StatusUnauthorized), gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
+		reply(reject(http.StatusUnauthorized), metrics.InvalidSignature, gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
 		return
 	}
 	if ctl, ok := ep.Adapter.(provider.Controller); ok {
 		handled, status, err := ctl.Control(preq)
 		switch {
 		case err != nil && errors.Is(err, provider.ErrBadRequest):
-			reply(reject(http.StatusBadRequest), gin.H{"error": "bad control message", "reason": reason(err)}, "error", err)
+			reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad control message", "reason": reason(err)}, "error", err)
 			return
 		case err != nil:
 			c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-			reply(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
+			reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
 			return
 		case handled:
-			reply(http.StatusOK, gin.H{"status": status}, "outcome", status)
+			reply(http.StatusOK, metrics.Control, gin.H{"status": status}, "control", status)
 			return
 		}
 	}
@@ -148,7 +160,7 @@ func (s *Server) webhook(c *gin.Context) {
 		if err == nil {
 			err = errors.New("no events in body")
 		}
-		reply(reject(http.StatusBadRequest), gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
+		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
 		return
 	}
 
@@ -159,11 +171,11 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	if err != nil {
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-		reply(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"}, "event_ids", ids, "error", err)
+		reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "event_ids", ids, "error", err)
 		return
 	}
 	if len(events) == 1 {
-		reply(http.StatusOK, gin.H{"status": statuses[0]}, "event_id", events[0].EventID, "workflow_id", events[0].Key(), "outcome", statuses[0])
+		reply(http.StatusOK, string(statuses[0]), gin.H{"status": statuses[0]}, "event_id", events[0].EventID, "workflow_id", events[0].Key())
 		return
 	}
 	counts := map[ingest.Status]int{}
@@ -174,8 +186,8 @@ func (s *Server) webhook(c *gin.Context) {
 	if counts[ingest.Accepted] > 0 {
 		overall = ingest.Accepted
 	}
-	reply(http.StatusOK, gin.H{"status": overall, "accepted": counts[ingest.Accepted], "duplicate": counts[ingest.Duplicate]},
-		"event_ids", ids, "outcome", overall)
+	reply(http.StatusOK, string(overall), gin.H{"status": overall, "accepted": counts[ingest.Accepted], "duplicate": counts[ingest.Duplicate]},
+		"event_ids", ids)
 }
 
 // startAll starts one workflow per event with bounded concurrency. It fails if any start failed:

@@ -22,6 +22,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/store"
@@ -37,31 +38,42 @@ type Service struct {
 	Store    *store.Store
 	Temporal client.Client
 	Log      *slog.Logger
+	// Metrics may be nil (no /metrics, nothing counted).
+	Metrics *metrics.Metrics
+
+	closeMetrics func()
 }
 
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
 // even while Temporal is down, and requests get 503 until it is back.
-func Dial(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Service, error) {
 	st, err := store.Open(ctx, cfg.Database.URL)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	sdkMetrics, closeMetrics := m.TemporalHandler()
 	tc, err := client.NewLazyClient(client.Options{
-		HostPort:  cfg.Temporal.Address,
-		Namespace: cfg.Temporal.Namespace,
-		Logger:    sdklog.NewStructuredLogger(log),
+		HostPort:       cfg.Temporal.Address,
+		Namespace:      cfg.Temporal.Namespace,
+		Logger:         sdklog.NewStructuredLogger(log),
+		MetricsHandler: sdkMetrics,
 	})
 	if err != nil {
+		closeMetrics()
 		st.Close()
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
-	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log}, nil
+	m.RegisterBacklog(st.Backlog, log)
+	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
 // Close releases the connections.
 func (s *Service) Close() {
 	s.Temporal.Close()
 	s.Store.Close()
+	if s.closeMetrics != nil {
+		s.closeMetrics()
+	}
 }
 
 // HTTPServer builds the webhook and API handlers.
@@ -96,7 +108,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 				return err
 			},
 		},
-		Log: s.Log,
+		Log:     s.Log,
+		Metrics: s.Metrics,
 	}, nil
 }
 
@@ -109,6 +122,7 @@ func (s *Service) Worker() worker.Worker {
 		Sinks:         s.Config.Sinks,
 		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout}},
 		RetryAfterCap: s.Config.Notify.MaxInterval,
+		Metrics:       s.Metrics,
 	}).Register(w)
 	return w
 }
@@ -156,7 +170,7 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	if cfg.UsesDevSecret() {
 		log.Warn("an endpoint uses the built-in development signing secret; set POSTSCALE_WEBHOOK_SECRET or a config file before exposing mailhook")
 	}
-	svc, err := Dial(ctx, cfg, log)
+	svc, err := Dial(ctx, cfg, log, metrics.New())
 	if err != nil {
 		return err
 	}

@@ -113,4 +113,6 @@ SET status = 'failed', last_error = NULLIF($2, ''), updated_at = now()
 WHERE id = $1 AND status <> 'sent'`
 
 	qNotificationExists = `SELECT EXISTS (SELECT 1 FROM notifications WHERE id = $1)`
+
+	qBacklog = `SELECT count(*), min(received_at) FROM webhook_events WHERE processed_at IS NULL`
 )

@@ -188,3 +188,19 @@ func nullTime(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// Backlog counts recorded events that are not processed yet and returns when the oldest was
+// received (zero time when there is none). The partial index on unprocessed rows keeps it cheap.
+func (s *Store) Backlog(ctx context.Context) (int64, time.Time, error) {
+	var (
+		n      int64
+		oldest *time.Time
+	)
+	if err := s.pool.QueryRow(ctx, qBacklog).Scan(&n, &oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("backlog: %w", err)
+	}
+	if oldest == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *oldest, nil
+}

@@ -1,0 +1,167 @@
+// Package metrics defines mailhook's Prometheus metrics and serves them, together with the
+// Temporal SDK's own metrics, from one registry. Every method is safe on a nil *Metrics, so
+// components built without metrics (tests, tools) need no special case.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	sdkclient "go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+)
+
+// Webhook request outcomes (the outcome label).
+const (
+	Accepted         = "accepted"
+	Duplicate        = "duplicate"
+	InvalidSignature = "invalid_signature"
+	BadRequest       = "bad_request"
+	TooLarge         = "too_large"
+	UnknownEndpoint  = "unknown_endpoint"
+	Unavailable      = "unavailable"
+	Control          = "control" // a provider control message (SNS subscription confirmation)
+)
+
+// Metrics holds the collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	webhookRequests      *prometheus.CounterVec
+	webhookDuration      *prometheus.HistogramVec
+	eventsProcessed      *prometheus.CounterVec
+	notifications        *prometheus.CounterVec
+	notificationAttempts *prometheus.HistogramVec
+}
+
+// New builds the metrics on a fresh registry, with Go runtime and process collectors.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		webhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_webhook_requests_total",
+			Help: "Webhook requests by endpoint, provider and outcome.",
+		}, []string{"endpoint", "provider", "outcome"}),
+		webhookDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mailhook_webhook_request_duration_seconds",
+			Help:    "Time to answer a webhook request, by endpoint and outcome.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"endpoint", "outcome"}),
+		eventsProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_events_processed_total",
+			Help: "Events whose processing finished, by provider and result (moved, stale, advanced, counted, flagged, inbound, unknown_type, duplicate).",
+		}, []string{"provider", "result"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_notifications_total",
+			Help: "Notification delivery attempts by sink and outcome (sent, retrying, rejected).",
+		}, []string{"sink", "outcome"}),
+		notificationAttempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mailhook_notification_attempts",
+			Help:    "Attempts a notification took until it was sent or rejected.",
+			Buckets: []float64{1, 2, 3, 5, 10, 20, 50},
+		}, []string{"sink"}),
+	}
+	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts)
+	return m
+}
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// WebhookRequest records one answered webhook request.
+func (m *Metrics) WebhookRequest(endpoint, provider, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.webhookRequests.WithLabelValues(endpoint, provider, outcome).Inc()
+	m.webhookDuration.WithLabelValues(endpoint, outcome).Observe(took.Seconds())
+}
+
+// EventProcessed records an event whose workflow finished its work.
+func (m *Metrics) EventProcessed(provider, result string) {
+	if m == nil {
+		return
+	}
+	m.eventsProcessed.WithLabelValues(provider, result).Inc()
+}
+
+// NotificationAttempt records one delivery attempt; attempts is the count so far when the
+// notification reached a final state (sent or rejected), zero otherwise.
+func (m *Metrics) NotificationAttempt(sink, outcome string, final bool, attempts int) {
+	if m == nil {
+		return
+	}
+	m.notifications.WithLabelValues(sink, outcome).Inc()
+	if final && attempts > 0 {
+		m.notificationAttempts.WithLabelValues(sink).Observe(float64(attempts))
+	}
+}
+
+// Backlog reports the recorded-but-unprocessed events: how many, and when the oldest arrived.
+type Backlog func(ctx context.Context) (count int64, oldest time.Time, err error)
+
+// RegisterBacklog exposes the backlog as gauges computed at scrape time, so a stuck event shows
+// up even when nothing else moves.
+func (m *Metrics) RegisterBacklog(b Backlog, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&backlogCollector{backlog: b, log: log,
+		age: prometheus.NewDesc("mailhook_unprocessed_oldest_age_seconds",
+			"Age of the oldest recorded event that is not processed yet (0 when none).", nil, nil),
+		count: prometheus.NewDesc("mailhook_unprocessed_events",
+			"Recorded events that are not processed yet.", nil, nil),
+	})
+}
+
+type backlogCollector struct {
+	backlog    Backlog
+	log        *slog.Logger
+	age, count *prometheus.Desc
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.age; ch <- c.count }
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, oldest, err := c.backlog(ctx)
+	if err != nil {
+		c.log.Warn("backlog metric", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.age, err)
+		return
+	}
+	age := 0.0
+	if !oldest.IsZero() {
+		age = time.Since(oldest).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n))
+}
+
+// TemporalHandler returns a Temporal SDK metrics handler that reports into the same registry
+// (worker task slots, poll latencies, activity failures …) and a closer to flush it.
+func (m *Metrics) TemporalHandler() (sdkclient.MetricsHandler, func()) {
+	if m == nil {
+		return nil, func() {}
+	}
+	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: m.Registry})
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, time.Second)
+	scope = sdktally.NewPrometheusNamingScope(scope)
+	return sdktally.NewMetricsHandler(scope), func() { _ = closer.Close() }
+}
