@@ -68,7 +68,7 @@ func TestStaleEventSendsNothing(t *testing.T) {
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).
 		Return(store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusBounced, To: event.StatusBounced, Version: 3}, nil).Once()
-	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "stale"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, "stale", res.Outcome)
 	require.Empty(t, res.Notifications)
@@ -84,7 +84,7 @@ func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 		in := activities.NotifyInput{Sink: sink, Type: config.TypeStatusChanged, Event: delivered(), Apply: applied}
 		env.OnActivity(activities.NotifyName, mock.Anything, in).Return(activities.NotifyResult{ID: "ntf_" + sink}, nil).Once()
 	}
-	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}})
 	require.Equal(t, "moved", res.Outcome)
 	require.Len(t, res.Notifications, 2)
@@ -126,7 +126,7 @@ func TestNotifyRetriesTransientFailures(t *testing.T) {
 		}
 		return activities.NotifyResult{ID: "x"}, nil
 	})
-	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1"}).Return(nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, 4, calls)
 	require.Equal(t, store.NotificationSent, res.Notifications[0].Status)
