@@ -86,16 +86,21 @@ func root(log *slog.Logger) *cobra.Command {
 		Use:   "simulate",
 		Short: "Send signed sample Postscale webhooks to a running mailhook and show the result",
 		RunE: func(c *cobra.Command, _ []string) error {
-			if sim.Secret == "" {
+			if sim.Secret == "" || sim.Token == "" {
 				cfg, err := load()
 				if err != nil {
 					return err
 				}
-				ep, ok := cfg.Endpoint(sim.Endpoint)
-				if !ok {
-					return fmt.Errorf("no endpoint %q in the config; pass --secret", sim.Endpoint)
+				if sim.Secret == "" {
+					ep, ok := cfg.Endpoint(sim.Endpoint)
+					if !ok || len(ep.Secrets) == 0 {
+						return fmt.Errorf("no signed endpoint %q in the config; pass --secret", sim.Endpoint)
+					}
+					sim.Secret = ep.Secrets[0]
 				}
-				sim.Secret = ep.Secrets[0]
+				if sim.Token == "" {
+					sim.Token = cfg.Admin.Tokens[0].Token
+				}
 			}
 			sim.Out = c.OutOrStdout()
 			return simulate.Run(c.Context(), sim)
@@ -104,6 +109,7 @@ func root(log *slog.Logger) *cobra.Command {
 	simCmd.Flags().StringVar(&sim.BaseURL, "url", "http://127.0.0.1:8000", "mailhook base URL")
 	simCmd.Flags().StringVar(&sim.Endpoint, "endpoint", "postscale", "webhook endpoint name")
 	simCmd.Flags().StringVar(&sim.Secret, "secret", "", "signing secret (default: the endpoint's first secret from the config)")
+	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd)

@@ -25,6 +25,10 @@ const (
 	TypeEmailReceived = "email.received"
 )
 
+// DevAdminToken is the admin API token when neither a config file nor MAILHOOK_ADMIN_TOKEN
+// names one, so a first run's `mailhook simulate` can read messages back. Start-up warns.
+const DevAdminToken = "dev-admin-token"
+
 // DevPostscaleSecret is the signing secret of the default endpoint when neither a config file
 // nor POSTSCALE_WEBHOOK_SECRET names one. It exists so `make run` and `mailhook simulate` work
 // with no setup; start-up logs a warning whenever it is in use.
@@ -38,6 +42,20 @@ type Config struct {
 	Notify    Notify     `yaml:"notify"`
 	Endpoints []Endpoint `yaml:"endpoints"`
 	Sinks     []Sink     `yaml:"sinks"`
+	Admin     Admin      `yaml:"admin"`
+}
+
+// Admin protects the /v1 API. Webhook endpoints are authenticated by their signatures alone.
+type Admin struct {
+	// Tokens are accepted as "Authorization: Bearer <token>"; several allow rotation. The name
+	// is recorded as the actor of what the token does (corrections, suppression lifts).
+	Tokens []AdminToken `yaml:"tokens"`
+}
+
+// AdminToken is one bearer token.
+type AdminToken struct {
+	Name  string `yaml:"name"`
+	Token string `yaml:"token"`
 }
 
 // HTTP configures the webhook listener.
@@ -147,10 +165,23 @@ func Load(path string) (Config, error) {
 			Settings: provider.Settings{Secrets: []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)}},
 		}}
 	}
+	if len(cfg.Admin.Tokens) == 0 {
+		cfg.Admin.Tokens = []AdminToken{{Name: "admin", Token: envOr("MAILHOOK_ADMIN_TOKEN", DevAdminToken)}}
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// UsesDevAdminToken reports whether the admin API still accepts the built-in development token.
+func (c Config) UsesDevAdminToken() bool {
+	for _, t := range c.Admin.Tokens {
+		if t.Token == DevAdminToken {
+			return true
+		}
+	}
+	return false
 }
 
 // UsesDevSecret reports whether an endpoint still uses the built-in development secret.
@@ -213,6 +244,14 @@ func (c Config) Validate() error {
 		}
 		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
+		}
+	}
+	for i, t := range c.Admin.Tokens {
+		if t.Name == "" {
+			return fmt.Errorf("config: admin.tokens[%d].name is empty", i)
+		}
+		if len(t.Token) < 12 {
+			return fmt.Errorf("config: admin.tokens[%d].token (name %q) must be at least 12 characters", i, t.Name)
 		}
 	}
 	sinks := map[string]bool{}

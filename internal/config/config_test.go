@@ -107,6 +107,7 @@ func TestEmptyFileMeansDefaults(t *testing.T) {
 func TestExampleConfigLoads(t *testing.T) {
 	t.Setenv("POSTSCALE_WEBHOOK_SECRET", "whsec_example")
 	t.Setenv("APP_SINK_SECRET", "whsec_c2luaw==")
+	t.Setenv("MAILHOOK_ADMIN_TOKEN", "example-admin-token")
 	cfg, err := config.Load("../../deploy/mailhook.example.yaml")
 	if err != nil {
 		t.Fatal(err)

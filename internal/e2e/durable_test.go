@@ -56,7 +56,7 @@ func TestSimulateShowsTheLifecycle(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	var out bytes.Buffer
 	err := simulate.Run(context.Background(), simulate.Options{
-		BaseURL: h.api.URL, Endpoint: "postscale", Secret: webhookSecret, Wait: 30 * time.Second, Out: &out,
+		BaseURL: h.api.URL, Endpoint: "postscale", Secret: webhookSecret, Token: adminToken, Wait: 30 * time.Second, Out: &out,
 	})
 	if err != nil {
 		t.Fatalf("simulate: %v\n%s", err, out.String())

@@ -35,7 +35,10 @@ import (
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
-const webhookSecret = "whsec_e2e_postscale_secret"
+const (
+	webhookSecret = "whsec_e2e_postscale_secret"
+	adminToken    = "e2e-admin-token-0123456789"
+)
 
 var sinkSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-sink-secret-32-bytes-long!!!"))
 
@@ -183,6 +186,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		cfg.Notify.GiveUpAfter = o.notifyTimeout
 	}
 	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}
+	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -255,7 +259,9 @@ func (h *harness) do(req *http.Request) (int, map[string]any) {
 
 func (h *harness) message(id string) (int, store.Message) {
 	h.t.Helper()
-	resp, err := http.Get(h.api.URL + "/v1/messages/postscale/" + id)
+	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/postscale/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -291,3 +291,23 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 		t.Fatalf("message %d %+v: the status must not depend on the sink", code, m)
 	}
 }
+
+func TestAdminAPIRefusesMissingOrWrongToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{noWorker: true})
+	for name, header := range map[string]string{"missing": "", "wrong": "Bearer not-the-token-at-all", "not bearer": "Basic " + adminToken} {
+		req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/postscale/x", nil)
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		if code, _ := h.do(req); code != http.StatusUnauthorized {
+			t.Errorf("%s token: %d, want 401", name, code)
+		}
+	}
+	if code, _ := h.message("x"); code != http.StatusNotFound {
+		t.Fatalf("right token: %d, want 404 for an unknown message", code)
+	}
+	// Webhooks stay authenticated by their signatures alone.
+	if code, _ := h.post(h.envelope(h.id("evt_tok"), "email.sent", h.id("msg_tok"), time.Now(), "")); code != 200 {
+		t.Fatalf("webhook without a bearer token: %d", code)
+	}
+}

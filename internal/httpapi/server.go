@@ -3,12 +3,14 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,8 @@ type Server struct {
 	Log                 *slog.Logger
 	// Metrics, when set, counts requests and serves GET /metrics.
 	Metrics *metrics.Metrics
+	// AdminTokens maps bearer token → actor name for the /v1 API. Empty refuses every request.
+	AdminTokens map[string]string
 }
 
 // Handler builds the gin engine.
@@ -81,7 +85,8 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/webhooks/:endpoint", s.webhook)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
-	r.GET("/v1/messages/:provider/:message_id", s.message)
+	v1 := r.Group("/v1", s.requireToken)
+	v1.GET("/messages/:provider/:message_id", s.message)
 	if s.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 	}
@@ -212,6 +217,29 @@ func (s *Server) startAll(ctx context.Context, events []event.Event) ([]ingest.S
 	wg.Wait()
 	return statuses, errors.Join(errs...)
 }
+
+// requireToken admits a request with a configured bearer token and records its name as the
+// actor. Every token is compared, in constant time, so timing tells nothing about which matched.
+func (s *Server) requireToken(c *gin.Context) {
+	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	actor := ""
+	if ok {
+		for token, name := range s.AdminTokens {
+			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+				actor = name
+			}
+		}
+	}
+	if actor == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="mailhook"`)
+		c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "missing or invalid bearer token"})
+		return
+	}
+	c.Set(actorKey, actor)
+	c.Next()
+}
+
+const actorKey = "mailhook.actor"
 
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)

@@ -108,9 +108,18 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 				return err
 			},
 		},
-		Log:     s.Log,
-		Metrics: s.Metrics,
+		Log:         s.Log,
+		Metrics:     s.Metrics,
+		AdminTokens: adminTokens(s.Config.Admin),
 	}, nil
+}
+
+func adminTokens(a config.Admin) map[string]string {
+	out := make(map[string]string, len(a.Tokens))
+	for _, t := range a.Tokens {
+		out[t.Token] = t.Name
+	}
+	return out
 }
 
 // Worker builds the Temporal worker with the workflow and activities registered.
@@ -167,6 +176,9 @@ type Mode struct {
 // Run runs the process until ctx is cancelled (SIGTERM): the HTTP server stops accepting and
 // finishes in-flight requests, then the worker stops cleanly.
 func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) error {
+	if cfg.UsesDevAdminToken() {
+		log.Warn("the admin API accepts the built-in development token; set MAILHOOK_ADMIN_TOKEN or admin.tokens before exposing mailhook")
+	}
 	if cfg.UsesDevSecret() {
 		log.Warn("an endpoint uses the built-in development signing secret; set POSTSCALE_WEBHOOK_SECRET or a config file before exposing mailhook")
 	}

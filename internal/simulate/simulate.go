@@ -24,6 +24,7 @@ type Options struct {
 	BaseURL  string // e.g. http://127.0.0.1:8000
 	Endpoint string // endpoint name, e.g. postscale
 	Secret   string
+	Token    string        // admin API bearer token, to read the message back
 	Wait     time.Duration // how long to wait for the message to settle
 	Client   *http.Client
 	Out      io.Writer
@@ -83,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 	deadline := time.Now().Add(o.Wait)
 	url := fmt.Sprintf("%s/v1/messages/postscale/%s", base, messageID)
 	for {
-		m, err := getMessage(ctx, o.Client, url)
+		m, err := getMessage(ctx, o.Client, url, o.Token)
 		if err == nil && m.Status == "bounced" && len(m.Events) == 4 {
 			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s bounce), version %d, opens %d\n", m.MessageID, m.Status, m.BounceType, m.Version, m.Opens)
 			for _, e := range m.Events {
@@ -123,11 +124,12 @@ func post(ctx context.Context, o Options, url string, body []byte) (int, []byte,
 	return resp.StatusCode, b, nil
 }
 
-func getMessage(ctx context.Context, c *http.Client, url string) (store.Message, error) {
+func getMessage(ctx context.Context, c *http.Client, url, token string) (store.Message, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return store.Message{}, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
 		return store.Message{}, err
