@@ -142,6 +142,13 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	// The signature covers the raw bytes: verify before anything parses them.
 	if err := ep.Adapter.Verify(preq); err != nil {
+		if !errors.Is(err, provider.ErrUnauthorized) {
+			// Verification could not be completed (e.g. the SNS signing certificate could not
+			// be fetched): a retry may succeed, and providers drop events on a 4xx.
+			c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+			reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "could not verify now, retry later"}, "error", err)
+			return
+		}
 		reply(reject(http.StatusUnauthorized), metrics.InvalidSignature, gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
 		return
 	}

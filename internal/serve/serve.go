@@ -29,7 +29,10 @@ import (
 	"github.com/mailhook/mailhook/workflows"
 
 	// Provider adapters register themselves.
+	_ "github.com/mailhook/mailhook/internal/provider/mailgun"
 	_ "github.com/mailhook/mailhook/internal/provider/postscale"
+	_ "github.com/mailhook/mailhook/internal/provider/sendgrid"
+	_ "github.com/mailhook/mailhook/internal/provider/ses"
 )
 
 // Service is one mailhook process's parts, built from config.

@@ -1,0 +1,268 @@
+package mailgun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+type object map[string]json.RawMessage
+
+// maxEventIDLen caps event-data.id (Mailgun's are 22 characters). The id becomes part of a
+// Temporal workflow ID, which has a length limit of its own.
+const maxEventIDLen = 256
+
+// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
+// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("mailgun: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+// needsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func needsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+// parse reads {"signature":{…},"event-data":{…}}. The event's Raw is the event-data object only:
+// the signature block is left out because it does not cover the body, so a stored or forwarded
+// copy of it would let anyone who reads it sign arbitrary events until the timestamp expires.
+func parse(body []byte) (event.Event, error) {
+	var top object
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+		case errors.As(err, &typ):
+			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+		default:
+			return event.Event{}, badRequest("malformed JSON")
+		}
+	}
+	if top == nil {
+		return event.Event{}, badRequest("body is JSON null, not an object")
+	}
+	// json.RawMessage.UnmarshalJSON stores a copy: raw does not alias the request body.
+	raw, ok := top["event-data"]
+	if !ok || isNull(raw) {
+		return event.Event{}, badRequest(`missing "event-data"`)
+	}
+	var data object
+	if err := json.Unmarshal(raw, &data); err != nil || data == nil {
+		return event.Event{}, badRequest(`"event-data" is not an object`)
+	}
+	id, err := requiredString(data, "id")
+	if err != nil {
+		return event.Event{}, err
+	}
+	if len(id) > maxEventIDLen {
+		return event.Event{}, badRequest(`"event-data.id" is %d bytes, limit %d`, len(id), maxEventIDLen)
+	}
+	typ, err := requiredString(data, "event")
+	if err != nil {
+		return event.Event{}, err
+	}
+
+	ev := event.Event{Provider: Name, EventID: id, Type: typ}
+	ev.Kind, ev.Status, ev.BounceType = classify(typ, data)
+	ev.MessageID = messageID(data)
+	ev.Recipient = optionalString(data, "recipient")
+	ev.OccurredAt = epochField(data, "timestamp")
+	// An event that changes a message but does not say which one cannot be applied. Answering 406
+	// would make Mailgun drop it without a trace, so it is recorded as unknown instead: kept with
+	// its raw JSON, changing nothing.
+	if ev.MessageID == "" && needsMessage(ev.Kind) {
+		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
+	}
+	ev.Raw = raw
+	return ev, nil
+}
+
+// classify maps event-data.event (and, for "failed", severity and reason) to a kind and status.
+func classify(typ string, data object) (event.Kind, event.Status, string) {
+	switch typ {
+	case "accepted":
+		return event.KindStatus, event.StatusAccepted, ""
+	case "rejected":
+		return event.KindStatus, event.StatusFailed, ""
+	case "delivered":
+		return event.KindStatus, event.StatusDelivered, ""
+	case "failed":
+		switch strings.ToLower(optionalString(data, "severity")) {
+		case "temporary":
+			// Mailgun keeps retrying the delivery; a later delivered or failed/permanent decides.
+			return event.KindStatus, event.StatusDeferred, ""
+		case "permanent":
+			switch reason := strings.ToLower(optionalString(data, "reason")); {
+			case strings.HasPrefix(reason, "suppress-"):
+				// suppress-bounce, -unsubscribe, -complaint: Mailgun did not attempt delivery
+				// because the address is on a suppression list. A drop, not a bounce (SendGrid's
+				// "dropped" maps the same way).
+				return event.KindStatus, event.StatusFailed, ""
+			case reason == "old", reason == "espblock":
+				// "old": temporary failures until the 8-hour delivery retries ran out ("Too
+				// old"); "espblock": refused by the receiving provider's policy. Neither says
+				// the address does not exist, so they must not suppress it as a hard bounce.
+				return event.KindStatus, event.StatusBounced, event.BounceSoft
+			}
+			return event.KindStatus, event.StatusBounced, event.BounceHard
+		default: // "internal", missing, or a severity added later
+			return event.KindStatus, event.StatusFailed, ""
+		}
+	case "opened":
+		return event.KindOpened, event.StatusNone, ""
+	case "clicked":
+		return event.KindClicked, event.StatusNone, ""
+	case "unsubscribed":
+		return event.KindUnsubscribed, event.StatusNone, ""
+	case "complained":
+		return event.KindStatus, event.StatusComplained, ""
+	// Names of the legacy (v2) webhooks, in case they arrive in the JSON format.
+	case "dropped":
+		return event.KindStatus, event.StatusFailed, ""
+	case "bounced":
+		return event.KindStatus, event.StatusBounced, event.BounceHard
+	}
+	return event.KindUnknown, event.StatusNone, ""
+}
+
+// messageID reads event-data.message.headers.message-id. Webhooks carry it bare
+// ("20180812211713.1.DF5966851B4BAA99@example.org"); the send API returns it in angle brackets,
+// which are stripped so either form of the id names the same message.
+func messageID(data object) string {
+	headers, ok := nestedObject(data, "message", "headers")
+	if !ok {
+		return ""
+	}
+	id := optionalString(headers, "message-id")
+	if len(id) >= 2 && id[0] == '<' && id[len(id)-1] == '>' {
+		id = strings.TrimSpace(id[1 : len(id)-1])
+	}
+	return id
+}
+
+func nestedObject(o object, path ...string) (object, bool) {
+	for _, key := range path {
+		raw, ok := o[key]
+		if !ok {
+			return nil, false
+		}
+		var next object
+		if json.Unmarshal(raw, &next) != nil || next == nil {
+			return nil, false
+		}
+		o = next
+	}
+	return o, true
+}
+
+// requiredString returns the non-blank string at key, or a bad-request error naming the key.
+func requiredString(o object, key string) (string, error) {
+	raw, ok := o[key]
+	if !ok || isNull(raw) {
+		return "", badRequest("missing %q", "event-data."+key)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("%q is not a string", "event-data."+key)
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", badRequest("%q is empty", "event-data."+key)
+	}
+	return s, nil
+}
+
+// optionalString returns the trimmed string at key, or "" when it is absent or not a string.
+func optionalString(o object, key string) string {
+	raw, ok := o[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+func isNull(raw json.RawMessage) bool {
+	return strings.TrimSpace(string(raw)) == "null"
+}
+
+// epochField reads unix seconds with a fraction (1534108637.153125), sent as a JSON number or a
+// numeric string; anything else, or a value outside years 1970–9999, gives the zero time.
+func epochField(o object, key string) time.Time {
+	raw, ok := o[key]
+	if !ok {
+		return time.Time{}
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) >= 2 && s[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return time.Time{}
+		}
+	}
+	t, _ := parseEpoch(s)
+	return t
+}
+
+// maxEpoch is 9999-12-31T23:59:59Z.
+const maxEpoch = 253402300799
+
+// parseEpoch parses decimal seconds with an optional fraction exactly (float64 would round
+// Mailgun's microseconds), falling back to strconv.ParseFloat for exponent forms.
+func parseEpoch(s string) (time.Time, bool) {
+	if s == "" || len(s) > 64 {
+		return time.Time{}, false
+	}
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	var sec, nsec int64
+	if digits(intPart) && (!hasFrac || digits(frac)) {
+		if len(intPart) > 12 {
+			return time.Time{}, false
+		}
+		sec, _ = strconv.ParseInt(intPart, 10, 64)
+		for i := 0; i < 9; i++ {
+			nsec *= 10
+			if i < len(frac) {
+				nsec += int64(frac[i] - '0')
+			}
+		}
+	} else {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || f <= 0 || f > maxEpoch {
+			return time.Time{}, false
+		}
+		whole := math.Floor(f)
+		sec, nsec = int64(whole), int64((f-whole)*1e9)
+	}
+	if sec <= 0 || sec > maxEpoch {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, nsec).UTC(), true
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,255 @@
+package sendgrid
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+type typeInfo struct {
+	kind   event.Kind
+	status event.Status
+}
+
+// types maps SendGrid's "event" values. group_resubscribe, account_status_change and anything
+// SendGrid adds later are KindUnknown: recorded, changing nothing.
+var types = map[string]typeInfo{
+	"processed":         {event.KindStatus, event.StatusAccepted},
+	"deferred":          {event.KindStatus, event.StatusDeferred},
+	"delivered":         {event.KindStatus, event.StatusDelivered},
+	"bounce":            {event.KindStatus, event.StatusBounced},
+	"dropped":           {event.KindStatus, event.StatusFailed},
+	"spamreport":        {event.KindStatus, event.StatusComplained},
+	"open":              {event.KindOpened, event.StatusNone},
+	"click":             {event.KindClicked, event.StatusNone},
+	"unsubscribe":       {event.KindUnsubscribed, event.StatusNone},
+	"group_unsubscribe": {event.KindUnsubscribed, event.StatusNone},
+}
+
+// maxEventIDLen caps sg_event_id ("a string up to 100 characters", SendGrid troubleshooting
+// docs). The id becomes part of a Temporal workflow ID, which has a length limit of its own: an
+// absurd id must fail as a bad request, not as an unstartable workflow retried for a day.
+const maxEventIDLen = 256
+
+// needsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func needsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+type object map[string]json.RawMessage
+
+// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
+// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("sendgrid: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+// parse decodes the batch. Any malformed element fails the whole request: SendGrid retries a
+// batch as a unit, so accepting part of it would hide the broken element for good.
+func parse(body []byte) ([]event.Event, error) {
+	// json.RawMessage.UnmarshalJSON stores a copy, so each element's Raw is its own memory and
+	// never aliases the request buffer.
+	var elems []json.RawMessage
+	if err := json.Unmarshal(body, &elems); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return nil, badRequest("malformed JSON at offset %d", syn.Offset)
+		case errors.As(err, &typ):
+			return nil, badRequest("body is a JSON %s, not an array", typ.Value)
+		default:
+			return nil, badRequest("malformed JSON")
+		}
+	}
+	if elems == nil {
+		return nil, badRequest("body is JSON null, not an array")
+	}
+	if len(elems) == 0 {
+		return nil, badRequest("body is an empty array")
+	}
+	events := make([]event.Event, 0, len(elems))
+	for i, raw := range elems {
+		ev, err := parseEvent(i, raw)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
+	var o object
+	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
+		return event.Event{}, badRequest("element %d is not an object", i)
+	}
+	id, err := requiredString(o, i, "sg_event_id")
+	if err != nil {
+		return event.Event{}, err
+	}
+	if len(id) > maxEventIDLen {
+		return event.Event{}, badRequest("element %d: \"sg_event_id\" is %d bytes, limit %d", i, len(id), maxEventIDLen)
+	}
+	typ, err := requiredString(o, i, "event")
+	if err != nil {
+		return event.Event{}, err
+	}
+
+	ev := event.Event{Provider: Name, EventID: id, Type: typ, Kind: event.KindUnknown}
+	if info, ok := types[typ]; ok {
+		ev.Kind, ev.Status = info.kind, info.status
+	}
+	ev.MessageID = messageKey(optionalString(o, "sg_message_id"))
+	ev.Recipient = optionalString(o, "email")
+	ev.OccurredAt = epochField(o, "timestamp")
+	if ev.Status == event.StatusBounced {
+		ev.BounceType = bounceType(o)
+	}
+	// SendGrid documents that a delayed (asynchronous) bounce carries no sg_message_id. Such an
+	// event cannot be applied to a message, and failing the batch for it would lose every other
+	// event in it, so it is recorded as unknown: kept with its raw JSON, changing nothing.
+	if ev.MessageID == "" && needsMessage(ev.Kind) {
+		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
+	}
+	ev.Raw = raw
+	return ev, nil
+}
+
+// messageKey is the part of sg_message_id before the first '.', which is the X-Message-Id the
+// v3 Mail Send API returned: "LRzXl_NHStOGhQ4kofSm_A.filterdrecv-…" → "LRzXl_NHStOGhQ4kofSm_A".
+func messageKey(sgMessageID string) string {
+	key, _, _ := strings.Cut(sgMessageID, ".")
+	return strings.TrimSpace(key)
+}
+
+// bounceType reads "type" (bounce = hard, blocked = soft) and falls back to
+// bounce_classification, whose values SendGrid documents as Invalid Address, Technical, Content,
+// Reputation, Frequency/Volume, Mailbox Unavailable and Unclassified.
+func bounceType(o object) string {
+	switch strings.ToLower(optionalString(o, "type")) {
+	case "bounce":
+		return event.BounceHard
+	case "blocked":
+		return event.BounceSoft
+	}
+	switch strings.ToLower(optionalString(o, "bounce_classification")) {
+	case "invalid address":
+		return event.BounceHard
+	case "technical", "content", "reputation", "frequency/volume", "mailbox unavailable":
+		return event.BounceSoft
+	}
+	return ""
+}
+
+// requiredString returns the non-blank string at key, or a bad-request error naming the element
+// and the key.
+func requiredString(o object, i int, key string) (string, error) {
+	raw, ok := o[key]
+	if !ok || isNull(raw) {
+		return "", badRequest("element %d: missing %q", i, key)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("element %d: %q is not a string", i, key)
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", badRequest("element %d: %q is empty", i, key)
+	}
+	return s, nil
+}
+
+// optionalString returns the trimmed string at key, or "" when it is absent or not a string:
+// optional fields of the wrong type are ignored rather than failing a batch.
+func optionalString(o object, key string) string {
+	raw, ok := o[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+func isNull(raw json.RawMessage) bool {
+	return strings.TrimSpace(string(raw)) == "null"
+}
+
+// epochField reads unix seconds sent as a JSON number (or a numeric string); anything else, or a
+// value outside years 1970–9999, gives the zero time.
+func epochField(o object, key string) time.Time {
+	raw, ok := o[key]
+	if !ok {
+		return time.Time{}
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) >= 2 && s[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return time.Time{}
+		}
+	}
+	t, _ := parseEpoch(s)
+	return t
+}
+
+// maxEpoch is 9999-12-31T23:59:59Z.
+const maxEpoch = 253402300799
+
+// parseEpoch parses decimal seconds with an optional fraction exactly (float64 would round
+// microseconds away), falling back to strconv.ParseFloat for exponent forms.
+func parseEpoch(s string) (time.Time, bool) {
+	if s == "" || len(s) > 64 {
+		return time.Time{}, false
+	}
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	var sec, nsec int64
+	if digits(intPart) && (!hasFrac || digits(frac)) {
+		if len(intPart) > 12 {
+			return time.Time{}, false
+		}
+		sec, _ = strconv.ParseInt(intPart, 10, 64)
+		for i := 0; i < 9; i++ {
+			nsec *= 10
+			if i < len(frac) {
+				nsec += int64(frac[i] - '0')
+			}
+		}
+	} else {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || f <= 0 || f > maxEpoch {
+			return time.Time{}, false
+		}
+		whole := math.Floor(f)
+		sec, nsec = int64(whole), int64((f-whole)*1e9)
+	}
+	if sec <= 0 || sec > maxEpoch {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, nsec).UTC(), true
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

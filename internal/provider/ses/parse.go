@@ -1,0 +1,322 @@
+package ses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+// fan says which recipients an SES event concerns.
+type fan int
+
+const (
+	// fanList: the addresses listed in the type's object (bouncedRecipients, …), else every
+	// mail.destination.
+	fanList fan = iota
+	// fanMail: the whole mail, so every mail.destination (Send, Reject, Rendering Failure).
+	fanMail
+	// fanOne: one recipient SES does not name (Open, Click, Subscription). With a single
+	// destination that is the recipient; with several, one mail-level event.
+	fanOne
+	// fanNone: an unknown type, one event.
+	fanNone
+)
+
+type typeInfo struct {
+	kind   event.Kind
+	status event.Status
+	// detail is the key of the type's own object, whose "timestamp" says when it happened.
+	detail string
+	// list names the recipient array inside detail (fanList only).
+	list string
+	fan  fan
+}
+
+// types maps eventType (event publishing) and notificationType (identity notifications, which
+// use Bounce, Complaint and Delivery with the same objects).
+var types = map[string]typeInfo{
+	"Send":              {event.KindStatus, event.StatusAccepted, "send", "", fanMail},
+	"Delivery":          {event.KindStatus, event.StatusDelivered, "delivery", "recipients", fanList},
+	"DeliveryDelay":     {event.KindStatus, event.StatusDeferred, "deliveryDelay", "delayedRecipients", fanList},
+	"Bounce":            {event.KindStatus, event.StatusBounced, "bounce", "bouncedRecipients", fanList},
+	"Complaint":         {event.KindStatus, event.StatusComplained, "complaint", "complainedRecipients", fanList},
+	"Reject":            {event.KindStatus, event.StatusFailed, "reject", "", fanMail},
+	"Rendering Failure": {event.KindStatus, event.StatusFailed, "failure", "", fanMail},
+	"Open":              {event.KindOpened, event.StatusNone, "open", "", fanOne},
+	"Click":             {event.KindClicked, event.StatusNone, "click", "", fanOne},
+	"Subscription":      {event.KindUnsubscribed, event.StatusNone, "subscription", "", fanOne},
+}
+
+type object map[string]json.RawMessage
+
+// badRequest wraps provider.ErrBadRequest with the reason last; reasons name fields, never
+// echo body content.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("ses: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+type recipient struct {
+	addr string // as SES wrote it (the bare address when it parses as one)
+	key  string // lower-cased bare address, used in ids
+}
+
+// parse turns an SNS Notification into events.
+//
+// Ids. The SNS MessageId is the same on every retry of a delivery, so it is the event id. When
+// the SES event names more than one recipient, Mailhook emits one event per recipient and the
+// event id is "<MessageId>:<recipient>" (lower-cased address); with one recipient it is the
+// MessageId alone.
+//
+// Message key. mail.messageId, when the mail had one destination; "<mail.messageId>:<recipient>"
+// when it had several, so every recipient of a multi-recipient mail has its own message status.
+// Open, Click and Subscription do not say which recipient acted: for a mail with several
+// destinations they become one event keyed by mail.messageId alone, with no recipient.
+func parse(body []byte) ([]event.Event, error) {
+	env, err := decodeEnvelope(body)
+	if err != nil {
+		return nil, fmt.Errorf("ses: %w: %w", provider.ErrBadRequest, err)
+	}
+	if env.Type != TypeNotification {
+		return nil, badRequest("message Type is not Notification")
+	}
+	if env.MessageID == "" {
+		return nil, badRequest("missing \"MessageId\"")
+	}
+	var msg object
+	if err := json.Unmarshal([]byte(env.Message), &msg); err != nil || msg == nil {
+		return nil, badRequest("Message is not a JSON object")
+	}
+	typ := optionalString(msg, "eventType")
+	if typ == "" {
+		typ = optionalString(msg, "notificationType")
+	}
+	if typ == "" {
+		return nil, badRequest("Message has no eventType or notificationType")
+	}
+	info, known := types[typ]
+	if !known {
+		info = typeInfo{kind: event.KindUnknown, fan: fanNone}
+	}
+	mailObj := objectField(msg, "mail")
+	mailID := optionalString(mailObj, "messageId")
+	if mailID == "" && info.kind != event.KindUnknown {
+		return nil, badRequest("%s event has no mail.messageId", typ)
+	}
+	detail := objectField(msg, info.detail)
+	if typ == "Subscription" && !unsubscribes(detail) {
+		info.kind = event.KindUnknown
+	}
+
+	at := timeField(detail, "timestamp")
+	if at.IsZero() {
+		at = timeField(mailObj, "timestamp")
+	}
+	if at.IsZero() {
+		at, _ = time.Parse(time.RFC3339Nano, env.Timestamp)
+		at = at.UTC()
+	}
+
+	dest := recipients(mailObj["destination"], false)
+	var rcpts []recipient
+	switch info.fan {
+	case fanList:
+		rcpts = recipients(detail[info.list], true)
+		if len(rcpts) == 0 {
+			rcpts = dest
+		}
+	case fanMail:
+		rcpts = dest
+	case fanOne, fanNone:
+		if len(dest) == 1 {
+			rcpts = dest
+		}
+	}
+	perRecipient := len(dest) > 1 || len(rcpts) > 1
+
+	raw := json.RawMessage(bytes.Clone(body))
+	base := event.Event{
+		Provider:   Name,
+		EventID:    env.MessageID,
+		Type:       typ,
+		Kind:       info.kind,
+		Status:     info.status,
+		MessageID:  mailID,
+		OccurredAt: at,
+		Raw:        raw,
+	}
+	if info.kind != event.KindStatus {
+		base.Status = event.StatusNone
+	}
+	if base.Status == event.StatusBounced {
+		base.BounceType = bounceType(optionalString(detail, "bounceType"))
+	}
+	if len(rcpts) == 0 {
+		return []event.Event{base}, nil
+	}
+	events := make([]event.Event, 0, len(rcpts))
+	for _, rc := range rcpts {
+		ev := base
+		ev.Recipient = rc.addr
+		if len(rcpts) > 1 {
+			ev.EventID = env.MessageID + ":" + rc.key
+		}
+		if perRecipient && mailID != "" {
+			ev.MessageID = mailID + ":" + rc.key
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// bounceType maps SES bounceType: Permanent is hard; Transient and Undetermined are soft
+// (Undetermined: "Amazon SES was unable to determine a specific bounce reason", so it is not
+// treated as a reason to stop sending).
+func bounceType(t string) string {
+	switch t {
+	case "Permanent":
+		return event.BounceHard
+	case "Transient", "Undetermined":
+		return event.BounceSoft
+	}
+	return ""
+}
+
+// unsubscribes reports whether a Subscription event removes a subscription:
+// newTopicPreferences.unsubscribeAll is true, or a topic is OptOut now and was not before.
+// SES sends Subscription events when a recipient uses the unsubscribe header or footer link, so
+// an event without preferences counts as an unsubscribe; one that only opts in does not.
+func unsubscribes(sub object) bool {
+	newPrefs, ok := sub["newTopicPreferences"]
+	if !ok {
+		return true
+	}
+	var p, old struct {
+		UnsubscribeAll bool            `json:"unsubscribeAll"`
+		Topics         json.RawMessage `json:"topicSubscriptionStatus"`
+	}
+	if json.Unmarshal(newPrefs, &p) != nil {
+		return true
+	}
+	if p.UnsubscribeAll {
+		return true
+	}
+	_ = json.Unmarshal(sub["oldTopicPreferences"], &old)
+	was := optOuts(old.Topics)
+	for t := range optOuts(p.Topics) {
+		if !was[t] {
+			return true
+		}
+	}
+	return false
+}
+
+func optOuts(raw json.RawMessage) map[string]bool {
+	var list []struct {
+		TopicName          string `json:"topicName"`
+		SubscriptionStatus string `json:"subscriptionStatus"`
+	}
+	out := map[string]bool{}
+	if len(raw) == 0 || json.Unmarshal(raw, &list) != nil {
+		return out
+	}
+	for _, t := range list {
+		if strings.EqualFold(t.SubscriptionStatus, "OptOut") {
+			out[t.TopicName] = true
+		}
+	}
+	return out
+}
+
+// recipients reads an array of addresses, as strings or, when objects is set, as
+// {"emailAddress": …}. Blank and repeated addresses (compared lower-cased) are dropped.
+func recipients(raw json.RawMessage, objects bool) []recipient {
+	if len(raw) == 0 {
+		return nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil
+	}
+	out := make([]recipient, 0, len(items))
+	seen := make(map[string]bool, len(items))
+	for _, item := range items {
+		var s string
+		if json.Unmarshal(item, &s) != nil {
+			if !objects {
+				continue
+			}
+			var o struct {
+				EmailAddress string `json:"emailAddress"`
+			}
+			if json.Unmarshal(item, &o) != nil {
+				continue
+			}
+			s = o.EmailAddress
+		}
+		rc, ok := normalize(s)
+		if !ok || seen[rc.key] {
+			continue
+		}
+		seen[rc.key] = true
+		out = append(out, rc)
+	}
+	return out
+}
+
+// normalize reduces an address to its bare form: SES lists bare addresses, but a display-name
+// form ("Jane <jane@example.com>") must key the same recipient.
+func normalize(s string) (recipient, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return recipient{}, false
+	}
+	if strings.ContainsAny(s, "<\"(") {
+		if a, err := mail.ParseAddress(s); err == nil {
+			s = a.Address
+		}
+	}
+	return recipient{addr: s, key: strings.ToLower(s)}, true
+}
+
+func objectField(o object, key string) object {
+	raw, ok := o[key]
+	if !ok || key == "" {
+		return nil
+	}
+	var out object
+	if json.Unmarshal(raw, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// optionalString returns the trimmed string at key, or "" when absent or not a string.
+func optionalString(o object, key string) string {
+	raw, ok := o[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+func timeField(o object, key string) time.Time {
+	s := optionalString(o, key)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

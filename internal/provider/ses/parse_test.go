@@ -1,0 +1,335 @@
+package ses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+const (
+	snsID     = "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324" // MessageId of fakeSNS.notification
+	snsStamp  = "2026-03-01T12:00:00.000Z"
+	exampleID = "EXAMPLE7c191be45-e9aedb9a-02f9-4d12-a87d-dd0099a07f8a-000000"
+	subID     = "EXAMPLEe4bccb684-777bc8de-afa7-4970-92b0-f515137b1497-000000"
+)
+
+func ts(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}
+
+// want is an expected event without Provider and Raw, which every event shares.
+type want struct {
+	EventID    string
+	Type       string
+	Kind       event.Kind
+	Status     event.Status
+	BounceType string
+	MessageID  string
+	Recipient  string
+	OccurredAt time.Time
+}
+
+func status(typ string, st event.Status, msgID, rcpt, at string) want {
+	return want{EventID: snsID, Type: typ, Kind: event.KindStatus, Status: st, MessageID: msgID, Recipient: rcpt, OccurredAt: ts(at)}
+}
+
+func kind(typ string, k event.Kind, msgID, rcpt, at string) want {
+	return want{EventID: snsID, Type: typ, Kind: k, MessageID: msgID, Recipient: rcpt, OccurredAt: ts(at)}
+}
+
+func bounced(w want, bt string) want { w.BounceType = bt; return w }
+
+func withIDs(w want, eventID, msgID string) want { w.EventID, w.MessageID = eventID, msgID; return w }
+
+// fixtureWant holds the expectation of every testdata/*.json; a fixture without one fails.
+var fixtureWant = map[string][]want{
+	// Event publishing (eventType), AWS's documented examples.
+	"event_bounce.json":    {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceHard)},
+	"event_complaint.json": {status("Complaint", event.StatusComplained, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z")},
+	"event_delivery.json":  {status("Delivery", event.StatusDelivered, exampleID, "recipient@example.com", "2016-10-19T23:21:04.133Z")},
+	// Send has no timestamp of its own: mail.timestamp.
+	"event_send.json": {status("Send", event.StatusAccepted, exampleID, "recipient@example.com", "2016-10-14T05:02:16.645Z")},
+	// AWS's Reject example lists sender@example.com as the destination.
+	"event_reject.json":            {status("Reject", event.StatusFailed, exampleID, "sender@example.com", "2016-10-14T17:38:15.211Z")},
+	"event_open.json":              {kind("Open", event.KindOpened, exampleID, "recipient@example.com", "2017-08-09T22:00:19.652Z")},
+	"event_click.json":             {kind("Click", event.KindClicked, exampleID, "recipient@example.com", "2017-08-09T23:51:25.570Z")},
+	"event_rendering_failure.json": {status("Rendering Failure", event.StatusFailed, exampleID, "recipient@example.com", "2018-01-22T18:43:06.197Z")},
+	"event_delivery_delay.json":    {status("DeliveryDelay", event.StatusDeferred, exampleID, "recipient@example.com", "2020-06-16T00:25:40.095Z")},
+	"event_subscription.json":      {kind("Subscription", event.KindUnsubscribed, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
+
+	// Identity notifications (notificationType). These mails had three destinations, so each
+	// recipient has its own message key.
+	"notification_bounce_dsn.json": {bounced(status("Bounce", event.StatusBounced,
+		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard)},
+	"notification_bounce_no_dsn.json": {
+		withIDs(bounced(status("Bounce", event.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+			snsID+":jane@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
+		withIDs(bounced(status("Bounce", event.StatusBounced, "", "richard@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+			snsID+":richard@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:richard@example.com"),
+	},
+	"notification_complaint.json": {status("Complaint", event.StatusComplained,
+		"000001378603177f-7a5433e7-8edb-42ae-af10-f0181f34d6ee-000000:richard@example.com", "richard@example.com", "2016-01-27T14:59:38.237Z")},
+	"notification_delivery.json": {status("Delivery", event.StatusDelivered,
+		"0000014644fe5ef6-9a483358-9170-4cb4-a269-f5dcdf415321-000000", "jane@example.com", "2016-01-27T14:59:38.237Z")},
+	// No mail object and no timestamp: unknown, dated by the SNS Timestamp.
+	"notification_subscription_succeeded.json": {kind("AmazonSnsSubscriptionSucceeded", event.KindUnknown, "", "", snsStamp)},
+
+	// Derived variants.
+	"derived_bounce_transient.json":    {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft)},
+	"derived_bounce_undetermined.json": {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft)},
+	"derived_send_multi_destination.json": {
+		withIDs(status("Send", event.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":jane@example.com", exampleID+":jane@example.com"),
+		withIDs(status("Send", event.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":mary@example.com", exampleID+":mary@example.com"),
+	},
+	// SES does not say which of two recipients opened: one mail-level event.
+	"derived_open_multi_destination.json": {kind("Open", event.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
+	// Opting in is not an unsubscribe.
+	"derived_subscription_opt_in.json": {kind("Subscription", event.KindUnknown, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
+}
+
+// TestFixtures runs each fixture through the whole adapter, as the HTTP layer does: signed into
+// an SNS envelope, Verify, Control (must not handle it), Parse.
+func TestFixtures(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	f := newFakeSNS(t)
+	a := f.adapter()
+	seen := map[string]bool{}
+	for _, path := range files {
+		name := filepath.Base(path)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			wants, ok := fixtureWant[name]
+			if !ok {
+				t.Fatalf("fixture %s has no expectation in fixtureWant", name)
+			}
+			msg, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := f.notification(string(msg))
+			env.Timestamp = snsStamp
+			for _, version := range []string{SignatureVersion1, SignatureVersion2} {
+				req := request(sign(t, env, f.key, version))
+				if err := a.Verify(req); err != nil {
+					t.Fatalf("Verify (v%s): %v", version, err)
+				}
+				if handled, _, err := a.Control(req); handled || err != nil {
+					t.Fatalf("Control = %v, %v; want not handled", handled, err)
+				}
+				events, err := a.Parse(req)
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				checkEvents(t, events, wants, req.Body)
+			}
+		})
+	}
+	for name := range fixtureWant {
+		if !seen[name] {
+			t.Errorf("fixtureWant names %s, which is not in testdata", name)
+		}
+	}
+}
+
+func checkEvents(t *testing.T, events []event.Event, wants []want, body []byte) {
+	t.Helper()
+	if len(events) != len(wants) {
+		t.Fatalf("got %d events, want %d: %+v", len(events), len(wants), events)
+	}
+	keys := map[string]bool{}
+	for i, ev := range events {
+		got := want{ev.EventID, ev.Type, ev.Kind, ev.Status, ev.BounceType, ev.MessageID, ev.Recipient, ev.OccurredAt}
+		if got != wants[i] {
+			t.Errorf("event %d:\n got %+v\nwant %+v", i, got, wants[i])
+		}
+		if ev.Provider != Name {
+			t.Errorf("event %d: provider %q", i, ev.Provider)
+		}
+		if !bytes.Equal(ev.Raw, body) {
+			t.Errorf("event %d: Raw is not the SNS envelope", i)
+		}
+		if keys[ev.Key()] {
+			t.Errorf("event %d: key %s repeats", i, ev.Key())
+		}
+		keys[ev.Key()] = true
+	}
+}
+
+func parseMessage(t *testing.T, message string) ([]event.Event, error) {
+	t.Helper()
+	env := Envelope{Type: TypeNotification, MessageID: snsID, TopicARN: testTopic, Message: message, Timestamp: snsStamp}
+	return parse(env.Body())
+}
+
+func TestParseOccurredAtFallback(t *testing.T) {
+	for name, tc := range map[string]struct{ msg, at string }{
+		"own timestamp":  {`{"eventType":"Delivery","mail":{"messageId":"m","timestamp":"2020-01-01T00:00:00Z","destination":["a@x.io"]},"delivery":{"timestamp":"2020-01-01T00:00:05.5Z","recipients":["a@x.io"]}}`, "2020-01-01T00:00:05.5Z"},
+		"mail timestamp": {`{"eventType":"Delivery","mail":{"messageId":"m","timestamp":"2020-01-01T00:00:00Z","destination":["a@x.io"]},"delivery":{"recipients":["a@x.io"]}}`, "2020-01-01T00:00:00Z"},
+		"SNS timestamp":  {`{"eventType":"Delivery","mail":{"messageId":"m","destination":["a@x.io"]},"delivery":{"timestamp":"yesterday"}}`, snsStamp},
+		"offset zone":    {`{"eventType":"Open","mail":{"messageId":"m"},"open":{"timestamp":"2020-01-01T02:00:00+02:00"}}`, "2020-01-01T00:00:00Z"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			events, err := parseMessage(t, tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !events[0].OccurredAt.Equal(ts(tc.at)) || events[0].OccurredAt.Location() != time.UTC {
+				t.Fatalf("OccurredAt = %v, want %s in UTC", events[0].OccurredAt, tc.at)
+			}
+		})
+	}
+}
+
+func TestParseRecipients(t *testing.T) {
+	// Display names, case and repeats: one event per distinct address, keyed lower-cased.
+	msg := `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bouncedRecipients":[
+		{"emailAddress":"Jane Doe <Jane@Example.com>"},{"emailAddress":"jane@example.com"},
+		{"emailAddress":" "},{"status":"5.1.1"},"bob@example.com",{"emailAddress":"carl@example.com"}]},
+		"mail":{"messageId":"m1","destination":["jane@example.com","carl@example.com"]}}`
+	events, err := parseMessage(t, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		got = append(got, ev.EventID+" "+ev.MessageID+" "+ev.Recipient)
+	}
+	wantList := []string{
+		snsID + ":jane@example.com m1:jane@example.com Jane@Example.com",
+		snsID + ":bob@example.com m1:bob@example.com bob@example.com",
+		snsID + ":carl@example.com m1:carl@example.com carl@example.com",
+	}
+	if strings.Join(got, "\n") != strings.Join(wantList, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantList, "\n"))
+	}
+
+	// A Delivery naming one of several destinations: event id alone, per-recipient message key.
+	events, err = parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m2","destination":["a@x.io","b@x.io"]},"delivery":{"recipients":["b@x.io"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].EventID != snsID || events[0].MessageID != "m2:b@x.io" {
+		t.Fatalf("got %+v", events)
+	}
+
+	// No recipients anywhere: one event for the mail.
+	events, err = parseMessage(t, `{"eventType":"Send","mail":{"messageId":"m3"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].EventID != snsID || events[0].MessageID != "m3" || events[0].Recipient != "" {
+		t.Fatalf("got %+v", events)
+	}
+
+	// A per-type list that is empty falls back to the destinations.
+	events, err = parseMessage(t, `{"eventType":"Complaint","complaint":{"complainedRecipients":[]},"mail":{"messageId":"m4","destination":["a@x.io"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Recipient != "a@x.io" || events[0].MessageID != "m4" {
+		t.Fatalf("got %+v", events)
+	}
+}
+
+func TestParseSubscriptionPreferences(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sub  string
+		want event.Kind
+	}{
+		"no preferences":  {`{}`, event.KindUnsubscribed},
+		"unsubscribe all": {`{"newTopicPreferences":{"unsubscribeAll":true}}`, event.KindUnsubscribed},
+		"topic opted out": {`{"newTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]},"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, event.KindUnsubscribed},
+		"opted in":        {`{"newTopicPreferences":{"unsubscribeAll":false,"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, event.KindUnknown},
+		"unchanged optout": {`{"newTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"},{"topicName":"b","subscriptionStatus":"OptIn"}]},
+			"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]}}`, event.KindUnknown},
+		"odd shape": {`{"newTopicPreferences":"yes"}`, event.KindUnsubscribed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			events, err := parseMessage(t, `{"eventType":"Subscription","mail":{"messageId":"m","destination":["a@x.io"]},"subscription":`+tc.sub+`}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if events[0].Kind != tc.want {
+				t.Fatalf("kind = %s, want %s", events[0].Kind, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseUnknownTypesAreRecorded(t *testing.T) {
+	events, err := parseMessage(t, `{"eventType":"SomethingNew","mail":{"messageId":"m","destination":["a@x.io","b@x.io"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Kind != event.KindUnknown || events[0].MessageID != "m" || events[0].Status != "" {
+		t.Fatalf("got %+v", events)
+	}
+	// eventType wins over notificationType when both are present.
+	events, err = parseMessage(t, `{"eventType":"Open","notificationType":"Bounce","mail":{"messageId":"m"}}`)
+	if err != nil || events[0].Kind != event.KindOpened {
+		t.Fatalf("got %+v, %v", events, err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	confirmation := Envelope{Type: TypeSubscriptionConfirmation, MessageID: "x", TopicARN: testTopic, Message: "{}", Timestamp: snsStamp}
+	noID := Envelope{Type: TypeNotification, TopicARN: testTopic, Message: `{"eventType":"Send","mail":{"messageId":"m"}}`}
+	for name, body := range map[string]string{
+		"not JSON":          "nope",
+		"confirmation":      string(confirmation.Body()),
+		"no MessageId":      string(noID.Body()),
+		"Message not JSON":  string((&Envelope{Type: TypeNotification, MessageID: "x", Message: SetupNotice}).Body()),
+		"Message array":     string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `[1]`}).Body()),
+		"Message null":      string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `null`}).Body()),
+		"no type":           string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `{"mail":{"messageId":"m"}}`}).Body()),
+		"type not a string": string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `{"eventType":7}`}).Body()),
+		"no mail.messageId": string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `{"eventType":"Bounce","mail":{}}`}).Body()),
+		"mail not object":   string((&Envelope{Type: TypeNotification, MessageID: "x", Message: `{"eventType":"Click","mail":"m"}`}).Body()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parse([]byte(body))
+			if !errors.Is(err, provider.ErrBadRequest) {
+				t.Fatalf("err = %v, want ErrBadRequest", err)
+			}
+			if strings.Contains(err.Error(), "@") {
+				t.Fatalf("error echoes body content: %v", err)
+			}
+		})
+	}
+}
+
+// TestEventJSON checks that an event, Raw included, survives the workflow's JSON encoding.
+func TestEventJSON(t *testing.T) {
+	events, err := parseMessage(t, `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bouncedRecipients":[{"emailAddress":"a@x.io"},{"emailAddress":"b@x.io"}]},"mail":{"messageId":"m"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back event.Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.EventID != ev.EventID || back.MessageID != ev.MessageID || !json.Valid(back.Raw) {
+			t.Fatalf("round trip: %+v", back)
+		}
+	}
+}
