@@ -163,7 +163,8 @@ type harnessOptions struct {
 	temporal      client.Client
 	noWorker      bool
 	notifyTimeout time.Duration
-	dbURL         string // share another harness's database
+	dbURL         string            // share another harness's database
+	endpoints     []config.Endpoint // more endpoints besides "postscale"
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -185,7 +186,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.notifyTimeout > 0 {
 		cfg.Notify.GiveUpAfter = o.notifyTimeout
 	}
-	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}
+	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
 	if err := cfg.Validate(); err != nil {
@@ -259,7 +260,22 @@ func (h *harness) do(req *http.Request) (int, map[string]any) {
 
 func (h *harness) message(id string) (int, store.Message) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/postscale/"+id, nil)
+	return h.messageAt("postscale", id)
+}
+
+// messageOf returns a message that must exist.
+func (h *harness) messageOf(providerName, id string) store.Message {
+	h.t.Helper()
+	code, m := h.messageAt(providerName, id)
+	if code != http.StatusOK {
+		h.t.Fatalf("GET message %s/%s: %d", providerName, id, code)
+	}
+	return m
+}
+
+func (h *harness) messageAt(providerName, id string) (int, store.Message) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/"+providerName+"/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
