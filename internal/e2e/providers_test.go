@@ -3,7 +3,10 @@ package e2e_test
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	cryptohmac "crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -84,5 +87,79 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	// Each provider's signature is its own: a Postscale-signed body is refused at SendGrid's URL.
 	if code, _ := h.do(signedRequest(t, h.api.URL+"/webhooks/sendgrid", batch)); code != http.StatusUnauthorized {
 		t.Fatalf("postscale signature on the sendgrid endpoint: %d", code)
+	}
+}
+
+// TestEveryProviderRefusesUnsignedRequests: whatever the provider, a request without valid
+// credentials gets the provider's "do not retry" rejection, and nothing is stored. A provider
+// registered without an entry here fails the test.
+func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	generic := &provider.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
+	settings := map[string]provider.Settings{
+		"postscale":         {Secrets: []string{"whsec_other"}},
+		"sendgrid":          {Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}},
+		"mailgun":           {Secrets: []string{"mailgun-signing-key"}},
+		"postmark":          {Secrets: []string{"hook:correct-horse"}},
+		"ses":               {TopicARNs: []string{"arn:aws:sns:us-east-1:123456789012:ses-events"}},
+		"resend":            {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+		"standard-webhooks": {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Generic: generic},
+		"hmac": {Secrets: []string{"k"}, Generic: &provider.Generic{SignatureHeader: "X-Signature",
+			EventIDField: "id", MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}},
+	}
+	var endpoints []config.Endpoint
+	for _, name := range provider.Names() {
+		s, ok := settings[name]
+		if !ok {
+			t.Fatalf("provider %q has no entry in this test", name)
+		}
+		endpoints = append(endpoints, config.Endpoint{Name: "ep-" + name, Provider: name, Settings: s})
+	}
+	h := newHarness(t, harnessOptions{endpoints: endpoints, noWorker: true})
+	body := `{"id":"evt_unsigned","type":"sent","data":{"id":"m1"},"Type":"Notification","TopicArn":"arn:aws:sns:us-east-1:123456789012:ses-events"}`
+	for _, name := range provider.Names() {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/ep-"+name, strings.NewReader(body))
+		req.Header.Set("x-amz-sns-message-type", "Notification")
+		want := http.StatusUnauthorized
+		if name == "mailgun" {
+			want = http.StatusNotAcceptable // Mailgun stops retrying only on 406
+		}
+		if code, resp := h.do(req); code != want {
+			t.Errorf("%s: unsigned request got %d %v, want %d", name, code, resp, want)
+		}
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events`); n != 0 {
+		t.Fatalf("%d rows stored from unsigned requests", n)
+	}
+}
+
+// TestGenericEndpointsAreNamespacedByEndpoint: two senders behind the generic hmac provider
+// may use the same ids; their events and messages are keyed by endpoint name, so they never
+// dedupe against each other.
+func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
+	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", EventIDField: "id",
+		TypeField: "event", MessageIDField: "message.id", StatusMap: map[string]string{"delivered": "delivered"}}
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
+		{Name: "acme", Provider: "hmac", Settings: provider.Settings{Secrets: []string{"acme-key"}, Generic: g}},
+		{Name: "globex", Provider: "hmac", Settings: provider.Settings{Secrets: []string{"globex-key"}, Generic: g}},
+	}})
+	evID, msgID := h.id("evt_generic"), h.id("msg_generic")
+	body := fmt.Sprintf(`{"id":%q,"event":"delivered","message":{"id":%q}}`, evID, msgID)
+	for _, ep := range []string{"acme", "globex"} {
+		mac := cryptohmac.New(sha256.New, []byte(ep+"-key"))
+		mac.Write([]byte(body))
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/"+ep, strings.NewReader(body))
+		req.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		if code, resp := h.do(req); code != 200 || resp["status"] != "accepted" {
+			t.Fatalf("%s: %d %v, want accepted (not a duplicate of the other sender)", ep, code, resp)
+		}
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		return h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID) == 2
+	})
+	for _, ep := range []string{"acme", "globex"} {
+		if m := h.messageOf(ep, msgID); m.Status != event.StatusDelivered {
+			t.Fatalf("%s message status %q", ep, m.Status)
+		}
 	}
 }

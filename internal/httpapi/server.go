@@ -1,9 +1,13 @@
-// Package httpapi is mailhook's HTTP surface: webhook ingestion, health, and the message API.
+// Package httpapi is mailhook's HTTP surface: webhook ingestion, health, and the admin API
+// (messages, corrections, suppressions).
 package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,11 +38,20 @@ type Messages interface {
 	GetMessage(ctx context.Context, provider, messageID string) (store.Message, error)
 }
 
+// Suppressions reads and lifts suppressed addresses.
+type Suppressions interface {
+	ListSuppressions(ctx context.Context, f store.SuppressionFilter) ([]store.Suppression, error)
+	GetSuppression(ctx context.Context, address string) (store.Suppression, error)
+	LiftSuppression(ctx context.Context, address, liftedBy, liftReason string) (store.SuppressionLift, error)
+}
+
 // Endpoint is a configured webhook URL with its adapter.
 type Endpoint struct {
 	Name     string
 	Provider string
 	Adapter  provider.Adapter
+	// Namespace, when set, replaces the events' Provider (see provider.EventNamespace).
+	Namespace string
 }
 
 // Server holds the handlers' dependencies.
@@ -47,6 +60,7 @@ type Server struct {
 	MaxBodyBytes int64
 	Starter      Starter
 	Messages     Messages
+	Suppressions Suppressions
 	// Ready are the dependency checks of /readyz, by name.
 	Ready map[string]func(context.Context) error
 	// RetryAfter is sent with 503 so the provider backs off.
@@ -87,6 +101,10 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/readyz", s.readyz)
 	v1 := r.Group("/v1", s.requireToken)
 	v1.GET("/messages/:provider/:message_id", s.message)
+	v1.POST("/messages/:provider/:message_id/corrections", s.correct)
+	v1.GET("/suppressions", s.listSuppressions)
+	v1.GET("/suppressions/:address", s.getSuppression)
+	v1.DELETE("/suppressions/:address", s.liftSuppression)
 	if s.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 	}
@@ -174,6 +192,11 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
 		return
+	}
+	if ep.Namespace != "" {
+		for i := range events {
+			events[i].Provider = ep.Namespace
+		}
 	}
 
 	statuses, err := s.startAll(c.Request.Context(), events)
@@ -278,6 +301,170 @@ func (s *Server) message(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
 		c.JSON(http.StatusOK, m)
+	}
+}
+
+// maxAdminBody bounds the JSON body of an admin request.
+const maxAdminBody = 64 << 10
+
+// decodeBody decodes the request's JSON body strictly: an unknown field is an error, so a typo
+// ("state" for "status") is refused rather than ignored.
+func decodeBody(c *gin.Context, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	return nil
+}
+
+// correctionRequest is the body of POST /v1/messages/:provider/:message_id/corrections.
+type correctionRequest struct {
+	Status event.Status `json:"status"`
+	Reason string       `json:"reason"`
+}
+
+// correct starts a correction: an operator event, processed by the same workflow as provider
+// events, that sets the message's status over precedence (the one way to move it backwards).
+// It answers 202 once Temporal has the event; the workflow applies and notifies it.
+func (s *Server) correct(c *gin.Context) {
+	ctx := c.Request.Context()
+	prov, messageID, actor := c.Param("provider"), c.Param("message_id"), c.GetString(actorKey)
+	var req correctionRequest
+	if err := decodeBody(c, &req); err != nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		return
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	if !req.Status.Known() {
+		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown status %q", req.Status), "known": event.Statuses})
+		return
+	}
+	if req.Reason == "" {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "reason is required: say why the status is corrected"})
+		return
+	}
+	_, err := s.Messages.GetMessage(ctx, prov, messageID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
+		return
+	case err != nil:
+		s.Log.Error("correction: get message", "provider", prov, "message_id", messageID, "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		return
+	}
+	raw, err := json.Marshal(event.Correction{Status: req.Status, Reason: req.Reason, Actor: actor})
+	if err != nil {
+		c.JSON(http.StatusInternalServerError, gin.H{"error": "encode correction"})
+		return
+	}
+	ev := event.Event{
+		Provider: prov, EventID: "correction-" + randomHex(16), Type: event.CorrectionType,
+		Kind: event.KindCorrection, Status: req.Status, MessageID: messageID,
+		// The store keeps microseconds; the workflow input carries the same instant.
+		OccurredAt: s.Now().UTC().Truncate(time.Microsecond), Raw: raw,
+	}
+	st, err := s.Starter.Start(ctx, workflows.Input{Event: ev})
+	if err != nil {
+		s.Log.Warn("correction: start workflow", "workflow_id", ev.Key(), "error", err)
+		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
+		return
+	}
+	s.Log.Info("correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
+		"status", req.Status, "reason", req.Reason, "event_id", ev.EventID, "workflow_id", ev.Key())
+	c.JSON(http.StatusAccepted, gin.H{"status": st, "event_id": ev.EventID, "workflow_id": ev.Key()})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// Paging of GET /v1/suppressions.
+const (
+	defaultSuppressionLimit = 100
+	maxSuppressionLimit     = 1000
+)
+
+// listSuppressions pages through suppressions in address order: ?after= is the last address
+// of the previous page (next_after), ?reason= keeps one reason, ?limit= is at most 1000.
+func (s *Server) listSuppressions(c *gin.Context) {
+	f := store.SuppressionFilter{Reason: c.Query("reason"), After: c.Query("after"), Limit: defaultSuppressionLimit}
+	if f.Reason != "" && !store.KnownSuppressionReason(f.Reason) {
+		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown reason %q", f.Reason), "known": store.SuppressionReasons})
+		return
+	}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be a positive integer"})
+			return
+		}
+		f.Limit = min(n, maxSuppressionLimit)
+	}
+	limit := f.Limit
+	f.Limit++ // one more tells whether there is a next page
+	list, err := s.Suppressions.ListSuppressions(c.Request.Context(), f)
+	if err != nil {
+		s.Log.Error("list suppressions", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		return
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		next = list[limit-1].Address
+	}
+	if list == nil {
+		list = []store.Suppression{}
+	}
+	c.JSON(http.StatusOK, gin.H{"suppressions": list, "next_after": next})
+}
+
+func (s *Server) getSuppression(c *gin.Context) {
+	sup, err := s.Suppressions.GetSuppression(c.Request.Context(), c.Param("address"))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
+	case err != nil:
+		s.Log.Error("get suppression", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+	default:
+		c.JSON(http.StatusOK, sup)
+	}
+}
+
+// liftRequest is the body of DELETE /v1/suppressions/:address.
+type liftRequest struct {
+	Reason string `json:"reason"`
+}
+
+// liftSuppression removes an address from the suppressions and records who lifted it and why.
+func (s *Server) liftSuppression(c *gin.Context) {
+	var req liftRequest
+	if err := decodeBody(c, &req); err != nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		return
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	if req.Reason == "" {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "reason is required: say why the suppression is lifted"})
+		return
+	}
+	actor := c.GetString(actorKey)
+	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), c.Param("address"), actor, req.Reason)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
+	case err != nil:
+		s.Log.Error("lift suppression", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+	default:
+		s.Log.Info("suppression lifted", "actor", actor, "address", lift.Address, "reason", lift.Reason, "lift_reason", lift.LiftReason)
+		c.JSON(http.StatusOK, lift)
 	}
 }
 

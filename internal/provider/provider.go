@@ -115,9 +115,15 @@ type Option func(*registration)
 // verifies with Amazon's certificates).
 func WithoutSecrets() Option { return func(r *registration) { r.noSecrets = true } }
 
+// KeyedByEndpoint registers a generic provider (hmac, standard-webhooks) whose events are
+// namespaced by the endpoint name instead of the provider name: two unrelated senders behind
+// the same generic provider must never share event ids or message ids.
+func KeyedByEndpoint() Option { return func(r *registration) { r.byEndpoint = true } }
+
 type registration struct {
-	factory   Factory
-	noSecrets bool
+	factory    Factory
+	noSecrets  bool
+	byEndpoint bool
 }
 
 var (
@@ -156,6 +162,18 @@ func NeedsSecrets(name string) bool {
 	defer mu.RUnlock()
 	r, ok := registry[name]
 	return !ok || !r.noSecrets
+}
+
+// EventNamespace is what an endpoint's events are keyed under (their Provider field, the first
+// part of the workflow ID and of /v1/messages paths): the endpoint name for generic providers,
+// the provider name otherwise.
+func EventNamespace(providerName, endpoint string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	if r, ok := registry[providerName]; ok && r.byEndpoint {
+		return endpoint
+	}
+	return providerName
 }
 
 // Names lists the registered providers, sorted.

@@ -29,10 +29,13 @@ import (
 	"github.com/mailhook/mailhook/workflows"
 
 	// Provider adapters register themselves.
+	_ "github.com/mailhook/mailhook/internal/provider/hmac"
 	_ "github.com/mailhook/mailhook/internal/provider/mailgun"
+	_ "github.com/mailhook/mailhook/internal/provider/postmark"
 	_ "github.com/mailhook/mailhook/internal/provider/postscale"
 	_ "github.com/mailhook/mailhook/internal/provider/sendgrid"
 	_ "github.com/mailhook/mailhook/internal/provider/ses"
+	_ "github.com/mailhook/mailhook/internal/provider/standardwebhooks"
 )
 
 // Service is one mailhook process's parts, built from config.
@@ -92,7 +95,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 		}
-		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a}
+		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a,
+			Namespace: provider.EventNamespace(e.Provider, e.Name)}
 	}
 	return &httpapi.Server{
 		Endpoints:      eps,
@@ -102,8 +106,9 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
 			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
 		},
-		Messages:   s.Store,
-		RetryAfter: s.Config.Temporal.RetryAfter,
+		Messages:     s.Store,
+		Suppressions: s.Store,
+		RetryAfter:   s.Config.Temporal.RetryAfter,
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
 			"temporal": func(ctx context.Context) error {

@@ -1,0 +1,314 @@
+// Package hmac is the configurable provider "hmac": for a sender mailhook has no adapter for
+// that signs its webhooks with an HMAC in a header. The endpoint's generic settings
+// (provider.Generic) say how it signs (header, prefix, SHA-256 or SHA-512, hex or base64, over
+// the body or over timestamp+separator+body) and where its JSON keeps the event id, type, message
+// id, recipient and time. A body may be one JSON object or an array of them (a batch).
+// See docs/providers/hmac.md.
+package hmac
+
+import (
+	stdhmac "crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/signature"
+)
+
+// Name is the provider name endpoints are configured with and events are keyed by.
+const Name = "hmac"
+
+// DefaultTolerance bounds |now - timestamp| when the signature covers a timestamp and the
+// endpoint sets no tolerance: the common replay window (Stripe, Standard Webhooks, Postscale).
+const DefaultTolerance = 5 * time.Minute
+
+// Values of generic.signed.
+const (
+	SignedBody          = "body"
+	SignedTimestampBody = "timestamp_body"
+)
+
+// ErrSourceNotAllowed means the request came from outside every network in allow_cidrs.
+var ErrSourceNotAllowed = errors.New("source address not allowed")
+
+func init() {
+	provider.Register(Name, New, provider.KeyedByEndpoint())
+}
+
+// Adapter verifies and parses one endpoint's requests.
+type Adapter struct {
+	secrets [][]byte
+	header  string
+	prefix  string
+	newHash func() hash.Hash
+	size    int
+	base64  bool
+	// timestampHeader is set when the signature covers "<timestamp><separator><body>".
+	timestampHeader string
+	separator       string
+	tolerance       time.Duration
+	allow           []netip.Prefix
+	eventIDField    path
+	eventIDHeader   string
+	m               *mapping
+}
+
+var _ provider.Adapter = (*Adapter)(nil)
+
+// New builds an adapter from the endpoint settings, checking every generic key; errors name the
+// key at fault. Settings.Secrets are the HMAC keys, used as the raw bytes of each string (several
+// while rotating: a signature made with any of them is accepted).
+func New(s provider.Settings) (provider.Adapter, error) {
+	if len(s.Secrets) == 0 {
+		return nil, errors.New("hmac: secrets: at least one HMAC key is required")
+	}
+	a := &Adapter{}
+	for i, sec := range s.Secrets {
+		if sec == "" {
+			return nil, fmt.Errorf("hmac: secrets[%d] is empty", i)
+		}
+		a.secrets = append(a.secrets, []byte(sec))
+	}
+	g := s.Generic
+	if g == nil {
+		return nil, errors.New("hmac: generic is required (at least generic.signature_header, generic.event_id_field or generic.event_id_header, and generic.message_id_field)")
+	}
+	switch {
+	case len(s.TopicARNs) > 0:
+		return nil, errors.New("hmac: topic_arns applies only to Amazon SES")
+	case s.CertHostPattern != "":
+		return nil, errors.New("hmac: cert_host_pattern applies only to Amazon SES")
+	}
+
+	var err error
+	if a.header, err = headerName("generic.signature_header", g.SignatureHeader); err != nil {
+		return nil, err
+	}
+	if a.header == "" {
+		return nil, errors.New("hmac: generic.signature_header is required")
+	}
+	a.prefix = g.SignaturePrefix
+	switch strings.ToLower(strings.TrimSpace(g.Algorithm)) {
+	case "", "sha256":
+		a.newHash, a.size = sha256.New, sha256.Size
+	case "sha512":
+		a.newHash, a.size = sha512.New, sha512.Size
+	default:
+		return nil, fmt.Errorf("hmac: generic.algorithm %q is not sha256 or sha512", g.Algorithm)
+	}
+	switch strings.ToLower(strings.TrimSpace(g.Encoding)) {
+	case "", "hex":
+	case "base64":
+		a.base64 = true
+	default:
+		return nil, fmt.Errorf("hmac: generic.encoding %q is not hex or base64", g.Encoding)
+	}
+	switch strings.ToLower(strings.TrimSpace(g.Signed)) {
+	case "", SignedBody:
+		switch {
+		case g.TimestampHeader != "":
+			return nil, errors.New("hmac: generic.timestamp_header applies only with generic.signed: timestamp_body")
+		case g.Separator != "":
+			return nil, errors.New("hmac: generic.separator applies only with generic.signed: timestamp_body")
+		case s.Tolerance != 0:
+			return nil, errors.New("hmac: tolerance applies only with generic.signed: timestamp_body (a body-only signature has no timestamp)")
+		}
+	case SignedTimestampBody:
+		if a.timestampHeader, err = headerName("generic.timestamp_header", g.TimestampHeader); err != nil {
+			return nil, err
+		}
+		if a.timestampHeader == "" {
+			return nil, errors.New("hmac: generic.timestamp_header is required with generic.signed: timestamp_body")
+		}
+		a.separator = g.Separator
+		switch {
+		case s.Tolerance < 0:
+			return nil, fmt.Errorf("hmac: tolerance %s is negative", s.Tolerance)
+		case s.Tolerance == 0:
+			a.tolerance = DefaultTolerance
+		default:
+			a.tolerance = s.Tolerance
+		}
+	default:
+		return nil, fmt.Errorf("hmac: generic.signed %q is not %s or %s", g.Signed, SignedBody, SignedTimestampBody)
+	}
+
+	if a.eventIDField, err = parsePath("generic.event_id_field", g.EventIDField); err != nil {
+		return nil, err
+	}
+	if a.eventIDHeader, err = headerName("generic.event_id_header", g.EventIDHeader); err != nil {
+		return nil, err
+	}
+	switch {
+	case a.eventIDField == nil && a.eventIDHeader == "":
+		return nil, errors.New("hmac: generic.event_id_field or generic.event_id_header is required: events are deduplicated on it")
+	case a.eventIDField != nil && a.eventIDHeader != "":
+		return nil, errors.New("hmac: set only one of generic.event_id_field and generic.event_id_header")
+	}
+	if a.m, err = newMapping(g); err != nil {
+		return nil, err
+	}
+	if a.allow, err = parseAllowList(s.AllowCIDRs); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// headerName validates a configured header name: an HTTP token, case-insensitive.
+func headerName(key, v string) (string, error) {
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return "", fmt.Errorf("hmac: %s %q is not a valid header name", key, v)
+		}
+	}
+	return v, nil
+}
+
+// parseAllowList parses allow_cidrs entries; a bare address is a single-address network.
+func parseAllowList(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(e)
+		if err != nil || addr.Zone() != "" {
+			return nil, fmt.Errorf("hmac: allow_cidrs[%d] %q is not a CIDR or an IP address", i, e)
+		}
+		addr = addr.Unmap()
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
+}
+
+func allowed(allow []netip.Prefix, ip string) bool {
+	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
+	if err != nil {
+		return false
+	}
+	addr = addr.WithZone("").Unmap()
+	for _, p := range allow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// Verify checks the source address (when allow_cidrs is set), the timestamp (when it is signed)
+// and the HMAC over the raw body. Failures wrap provider.ErrUnauthorized and, innermost, one of
+// the signature package's sentinels.
+func (a *Adapter) Verify(r provider.Request) error {
+	if len(a.allow) > 0 && !allowed(a.allow, r.RemoteIP) {
+		return fmt.Errorf("hmac: %w: %w", provider.ErrUnauthorized, ErrSourceNotAllowed)
+	}
+	if err := a.verify(r); err != nil {
+		return fmt.Errorf("hmac: %w: %w", provider.ErrUnauthorized, err)
+	}
+	return nil
+}
+
+func (a *Adapter) verify(r provider.Request) error {
+	got, err := a.decodeSignature(r.Header.Get(a.header))
+	if err != nil {
+		return err
+	}
+	var stamp string
+	if a.timestampHeader != "" {
+		stamp = strings.TrimSpace(r.Header.Get(a.timestampHeader))
+		if stamp == "" {
+			return fmt.Errorf("%w: no %s", signature.ErrMissingSignature, a.timestampHeader)
+		}
+		unix, ok := parseUnix(stamp)
+		if !ok {
+			return fmt.Errorf("%w: %s is not unix seconds", signature.ErrMalformedSignature, a.timestampHeader)
+		}
+		if d := r.Now.Sub(time.Unix(unix, 0)); d > a.tolerance || d < -a.tolerance {
+			return fmt.Errorf("%w: signed %s from now, tolerance %s", signature.ErrTimestampOutOfTolerance, d.Round(time.Second), a.tolerance)
+		}
+	}
+	sum := make([]byte, 0, a.size)
+	for _, key := range a.secrets {
+		mac := stdhmac.New(a.newHash, key)
+		if stamp != "" {
+			mac.Write([]byte(stamp))
+			mac.Write([]byte(a.separator))
+		}
+		mac.Write(r.Body)
+		if stdhmac.Equal(mac.Sum(sum[:0]), got) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %d key(s) checked", signature.ErrNoMatchingSignature, len(a.secrets))
+}
+
+// decodeSignature strips the prefix and decodes the digest. Base64 is accepted in the standard
+// or URL-safe alphabet, padded or not.
+func (a *Adapter) decodeSignature(v string) ([]byte, error) {
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "":
+		return nil, fmt.Errorf("%w: no %s", signature.ErrMissingSignature, a.header)
+	case len(v) > signature.MaxHeaderBytes:
+		return nil, fmt.Errorf("%w: header is %d bytes, limit %d", signature.ErrMalformedSignature, len(v), signature.MaxHeaderBytes)
+	}
+	if a.prefix != "" {
+		if !strings.HasPrefix(v, a.prefix) {
+			return nil, fmt.Errorf("%w: no %q prefix", signature.ErrMalformedSignature, a.prefix)
+		}
+		v = v[len(a.prefix):]
+	}
+	var (
+		got []byte
+		err error
+	)
+	if a.base64 {
+		v = strings.TrimRight(v, "=")
+		v = strings.NewReplacer("-", "+", "_", "/").Replace(v)
+		got, err = base64.RawStdEncoding.DecodeString(v)
+	} else {
+		got, err = hex.DecodeString(v)
+	}
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: not %s", signature.ErrMalformedSignature, a.encodingName())
+	case len(got) != a.size:
+		return nil, fmt.Errorf("%w: %d-byte digest, want %d", signature.ErrMalformedSignature, len(got), a.size)
+	}
+	return got, nil
+}
+
+func (a *Adapter) encodingName() string {
+	if a.base64 {
+		return "base64"
+	}
+	return "hex"
+}
+
+// parseUnix parses canonical decimal unix seconds: digits only, no sign or spaces, since the
+// value is signed as sent.
+func parseUnix(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,276 @@
+package postmark
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+// MaxEventIDBytes bounds an event id. The id becomes part of a Temporal workflow ID (limited to
+// 1000 bytes by default); a legitimate id, even a derived one, is far shorter.
+const MaxEventIDBytes = 512
+
+type mapping struct {
+	kind   event.Kind
+	status event.Status
+	bounce string
+}
+
+// bounceTypes maps the Type of a RecordType "Bounce" record (Postmark's bounce type list,
+// postmarkapp.com/developer/api/bounce-api#bounce-types). Types that report something other than
+// a failed delivery (an out-of-office reply proves the message arrived) are KindUnknown: recorded,
+// changing nothing, so they cannot override "delivered". A Type not listed here is KindUnknown too.
+var bounceTypes = map[string]mapping{
+	// Permanent: the address does not exist or may not be mailed again.
+	"HardBounce":          {event.KindStatus, event.StatusBounced, event.BounceHard},
+	"BadEmailAddress":     {event.KindStatus, event.StatusBounced, event.BounceHard},
+	"ManuallyDeactivated": {event.KindStatus, event.StatusBounced, event.BounceHard},
+	// Postmark stopped trying, but the address itself may be fine.
+	"SoftBounce":        {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"Transient":         {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"DnsError":          {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"SpamNotification":  {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"VirusNotification": {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"DMARCPolicy":       {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"Blocked":           {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	// A non-delivery report Postmark could not classify.
+	"Unknown": {event.KindStatus, event.StatusBounced, ""},
+	// Never sent: rejected at Postmark's SMTP API or while rendering the template.
+	"SMTPApiError":            {event.KindStatus, event.StatusFailed, ""},
+	"TemplateRenderingFailed": {event.KindStatus, event.StatusFailed, ""},
+	"SpamComplaint":           {event.KindStatus, event.StatusComplained, ""},
+	// A reply asking to be removed.
+	"Unsubscribe": {event.KindUnsubscribed, event.StatusNone, ""},
+	// Not a delivery failure.
+	"AutoResponder":         {event.KindUnknown, event.StatusNone, ""},
+	"AddressChange":         {event.KindUnknown, event.StatusNone, ""},
+	"Subscribe":             {event.KindUnknown, event.StatusNone, ""},
+	"OpenRelayTest":         {event.KindUnknown, event.StatusNone, ""},
+	"ChallengeVerification": {event.KindUnknown, event.StatusNone, ""},
+	"Unconfirmed":           {event.KindUnknown, event.StatusNone, ""},
+	"InboundError":          {event.KindUnknown, event.StatusNone, ""},
+}
+
+// timeFields names the field carrying each record type's own time.
+var timeFields = map[string]string{
+	"Delivery":           "DeliveredAt",
+	"Bounce":             "BouncedAt",
+	"SpamComplaint":      "BouncedAt",
+	"Open":               "ReceivedAt",
+	"Click":              "ReceivedAt",
+	"SubscriptionChange": "ChangedAt",
+}
+
+// needsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func needsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+type object map[string]json.RawMessage
+
+// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
+// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("postmark: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+// parse maps one Postmark record:
+//
+//	{"RecordType":"Bounce","ID":42,"Type":"HardBounce","MessageID":"883953f4-…","Email":"john@example.com","BouncedAt":"…",…}
+//
+// The event id is "bounce:<ID>" for Bounce and SpamComplaint records (both carry the bounce
+// record's numeric ID). Other records have no id, so one is derived from fields that identify the
+// occurrence and are identical in every retry of it, since a retry re-sends the same body:
+// "<RecordType>:<MessageID>:<recipient>:<timestamp as sent>".
+func parse(body []byte) (event.Event, error) {
+	var top object
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+		case errors.As(err, &typ):
+			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+		default:
+			return event.Event{}, badRequest("malformed JSON")
+		}
+	}
+	if top == nil {
+		return event.Event{}, badRequest("body is JSON null, not an object")
+	}
+
+	recordType, err := requiredString(top, "RecordType")
+	if err != nil {
+		return event.Event{}, err
+	}
+	ev := event.Event{Provider: Name, Type: recordType}
+	var m mapping
+	switch recordType {
+	case "Delivery":
+		m = mapping{event.KindStatus, event.StatusDelivered, ""}
+	case "Bounce":
+		bt, err := optionalString(top, "Type")
+		if err != nil {
+			return event.Event{}, err
+		}
+		if bt != "" {
+			ev.Type = "Bounce:" + bt
+		}
+		var known bool
+		if m, known = bounceTypes[bt]; !known {
+			m = mapping{kind: event.KindUnknown}
+		}
+	case "SpamComplaint":
+		m = mapping{event.KindStatus, event.StatusComplained, ""}
+	case "Open":
+		m = mapping{kind: event.KindOpened}
+	case "Click":
+		m = mapping{kind: event.KindClicked}
+	case "SubscriptionChange":
+		// SuppressSending true: the address was added to the stream's suppression list
+		// (unsubscribe link, spam complaint, hard bounce or a manual suppression). false: it was
+		// reactivated, which mailhook has no flag for.
+		m = mapping{kind: event.KindUnknown}
+		if raw, ok := top["SuppressSending"]; ok && bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
+			m = mapping{kind: event.KindUnsubscribed}
+		}
+	default:
+		m = mapping{kind: event.KindUnknown}
+	}
+	ev.Kind, ev.Status, ev.BounceType = m.kind, m.status, m.bounce
+
+	if ev.MessageID, err = optionalString(top, "MessageID"); err != nil {
+		return event.Event{}, err
+	}
+	if ev.MessageID == "" && needsMessage(ev.Kind) {
+		if recordType != "SubscriptionChange" {
+			return event.Event{}, badRequest("%s record has no MessageID", recordType)
+		}
+		// Postmark sends no MessageID for manual suppressions: nothing to flag.
+		ev.Kind = event.KindUnknown
+	}
+	recipient, err := optionalString(top, "Recipient")
+	if err != nil {
+		return event.Event{}, err
+	}
+	if recipient == "" {
+		if recipient, err = optionalString(top, "Email"); err != nil {
+			return event.Event{}, err
+		}
+	}
+	ev.Recipient = recipient
+
+	timeField := timeFields[recordType]
+	var stamp string
+	if timeField != "" {
+		if stamp, err = optionalString(top, timeField); err != nil {
+			return event.Event{}, err
+		}
+	} else {
+		for _, f := range []string{"DeliveredAt", "BouncedAt", "ReceivedAt", "ChangedAt"} {
+			if stamp, _ = optionalString(top, f); stamp != "" {
+				break
+			}
+		}
+	}
+	ev.OccurredAt = parseTime(stamp)
+
+	ev.EventID = recordType + ":" + ev.MessageID + ":" + ev.Recipient + ":" + stamp
+	if recordType == "Bounce" || recordType == "SpamComplaint" {
+		id, ok, err := bounceID(top)
+		if err != nil {
+			return event.Event{}, err
+		}
+		if ok {
+			ev.EventID = "bounce:" + id
+		}
+	}
+	if len(ev.EventID) > MaxEventIDBytes {
+		return event.Event{}, badRequest("event id is %d bytes, limit %d", len(ev.EventID), MaxEventIDBytes)
+	}
+
+	ev.Raw = json.RawMessage(bytes.Clone(body))
+	return ev, nil
+}
+
+// bounceID returns the record's "ID" as decimal digits, reporting false when it is absent or
+// null and an error when it is anything but a non-negative integer (a number or a digit string).
+func bounceID(o object) (string, bool, error) {
+	raw, ok := o["ID"]
+	if !ok || isNull(raw) {
+		return "", false, nil
+	}
+	s := strings.TrimSpace(string(raw))
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		s = strings.TrimSpace(str)
+	}
+	if s == "" || len(s) > 20 {
+		return "", false, badRequest(`"ID" is not an integer`)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return "", false, badRequest(`"ID" is not an integer`)
+		}
+	}
+	return s, true, nil
+}
+
+// requiredString returns the non-blank string at key, or a bad-request error naming the key.
+func requiredString(o object, key string) (string, error) {
+	s, err := optionalString(o, key)
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		if _, ok := o[key]; ok && !isNull(o[key]) {
+			return "", badRequest("%q is empty", key)
+		}
+		return "", badRequest("missing %q", key)
+	}
+	return s, nil
+}
+
+// optionalString returns the trimmed string at key, "" when it is absent or null, and a
+// bad-request error naming the key when it is another JSON type: a field Postmark documents as a
+// string that is not one means the body is not what it claims to be.
+func optionalString(o object, key string) (string, error) {
+	raw, ok := o[key]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("%q is not a string", key)
+	}
+	return strings.TrimSpace(s), nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// parseTime parses Postmark's ISO 8601 timestamps ("2019-11-05T16:33:54.9070259Z",
+// "2014-08-01T13:28:10.2735393-04:00"); anything else is the zero time.
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

@@ -1,0 +1,162 @@
+// Package postmark is the provider adapter for Postmark (postmarkapp.com) outbound webhooks:
+// Delivery, Bounce, SpamComplaint, Open, Click and SubscriptionChange.
+//
+// Postmark signs nothing. An endpoint is protected by HTTP Basic credentials that Postmark sends
+// because they are part of the webhook URL (https://user:password@host/webhooks/postmark), and
+// optionally by an allow-list of Postmark's source addresses. See docs/providers/postmark.md.
+package postmark
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+// Name is the provider name endpoints are configured with and events are keyed by.
+const Name = "postmark"
+
+// Verification failures. Their messages are short and free of request data: the HTTP layer
+// returns the innermost error as the reason of a 401.
+var (
+	// ErrMissingCredentials means the request carried no usable Basic credentials.
+	ErrMissingCredentials = errors.New("missing credentials")
+	// ErrWrongCredentials means the credentials match none of the configured pairs.
+	ErrWrongCredentials = errors.New("wrong credentials")
+	// ErrSourceNotAllowed means the request came from outside every allowed network.
+	ErrSourceNotAllowed = errors.New("source address not allowed")
+)
+
+func init() {
+	provider.Register(Name, New)
+}
+
+// credential is one configured user:password pair, kept as digests so every comparison is over
+// 32 bytes whatever the lengths involved (subtle.ConstantTimeCompare returns early on a length
+// mismatch, which would leak the configured lengths).
+type credential struct {
+	user, pass [sha256.Size]byte
+}
+
+// Adapter verifies and parses Postmark webhooks for one endpoint.
+type Adapter struct {
+	creds []credential
+	allow []netip.Prefix
+}
+
+var _ provider.Adapter = (*Adapter)(nil)
+
+// New builds an adapter. Settings.Secrets holds one or more "user:password" pairs (several while
+// rotating); Settings.AllowCIDRs optionally restricts source addresses (CIDRs or single IPs).
+// Settings Postmark cannot use (tolerance: it signs no timestamp; generic; SNS keys) are rejected
+// rather than silently ignored.
+func New(s provider.Settings) (provider.Adapter, error) {
+	if len(s.Secrets) == 0 {
+		return nil, errors.New(`postmark: secrets: at least one "user:password" pair is required`)
+	}
+	a := &Adapter{}
+	for i, sec := range s.Secrets {
+		// Never echo the secret itself in the error.
+		user, pass, ok := strings.Cut(sec, ":")
+		switch {
+		case strings.TrimSpace(sec) == "":
+			return nil, fmt.Errorf("postmark: secrets[%d] is empty", i)
+		case !ok:
+			return nil, fmt.Errorf(`postmark: secrets[%d] is not "user:password" (no colon)`, i)
+		case user == "":
+			return nil, fmt.Errorf(`postmark: secrets[%d] has an empty user`, i)
+		case pass == "":
+			return nil, fmt.Errorf(`postmark: secrets[%d] has an empty password`, i)
+		}
+		a.creds = append(a.creds, credential{user: sha256.Sum256([]byte(user)), pass: sha256.Sum256([]byte(pass))})
+	}
+	allow, err := parseAllowList(s.AllowCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	a.allow = allow
+	switch {
+	case s.Tolerance != 0:
+		return nil, errors.New("postmark: tolerance does not apply: Postmark signs no timestamp")
+	case s.Generic != nil:
+		return nil, errors.New(`postmark: generic applies only to providers "hmac" and "standard-webhooks"`)
+	case len(s.TopicARNs) > 0:
+		return nil, errors.New("postmark: topic_arns applies only to Amazon SES")
+	case s.CertHostPattern != "":
+		return nil, errors.New("postmark: cert_host_pattern applies only to Amazon SES")
+	}
+	return a, nil
+}
+
+// parseAllowList parses allow_cidrs entries; a bare address is a single-address network.
+func parseAllowList(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(e)
+		if err != nil || addr.Zone() != "" {
+			return nil, fmt.Errorf("postmark: allow_cidrs[%d] %q is not a CIDR or an IP address", i, e)
+		}
+		addr = addr.Unmap()
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
+}
+
+// allowed reports whether ip is inside one of the networks.
+func allowed(allow []netip.Prefix, ip string) bool {
+	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
+	if err != nil {
+		return false
+	}
+	addr = addr.WithZone("").Unmap()
+	for _, p := range allow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// Verify checks the source address (when an allow-list is configured) and then the Basic
+// credentials. Every configured pair is compared, in constant time on both the user and the
+// password, without stopping at the first match or at a user mismatch, so the time taken says
+// nothing about which part was wrong.
+func (a *Adapter) Verify(r provider.Request) error {
+	if len(a.allow) > 0 && !allowed(a.allow, r.RemoteIP) {
+		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrSourceNotAllowed)
+	}
+	user, pass, ok := (&http.Request{Header: r.Header}).BasicAuth()
+	if !ok {
+		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrMissingCredentials)
+	}
+	u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	match := 0
+	for _, c := range a.creds {
+		match |= subtle.ConstantTimeCompare(u[:], c.user[:]) & subtle.ConstantTimeCompare(p[:], c.pass[:])
+	}
+	if match != 1 {
+		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrWrongCredentials)
+	}
+	return nil
+}
+
+// Parse turns a verified body into exactly one normalized event: Postmark sends one record per
+// request.
+func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+	ev, err := parse(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return []event.Event{ev}, nil
+}

@@ -1,0 +1,186 @@
+package standardwebhooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+type target struct {
+	kind   event.Kind
+	status event.Status
+}
+
+// resendTypes maps Resend's event types (resend.com/docs/webhooks/event-types). Types not listed
+// (email.scheduled, contact.*, domain.*, anything new) are KindUnknown: recorded, changing nothing.
+var resendTypes = map[string]target{
+	"email.sent":             {event.KindStatus, event.StatusAccepted},
+	"email.delivered":        {event.KindStatus, event.StatusDelivered},
+	"email.delivery_delayed": {event.KindStatus, event.StatusDeferred},
+	// The spelling in the sample payload of Resend's event-types page.
+	"email.delivered_delayed": {event.KindStatus, event.StatusDeferred},
+	"email.bounced":           {event.KindStatus, event.StatusBounced},
+	"email.complained":        {event.KindStatus, event.StatusComplained},
+	// Never handed to a receiving server: an error at Resend (quota, API key, domain) or a
+	// recipient on the suppression list.
+	"email.failed":     {event.KindStatus, event.StatusFailed},
+	"email.suppressed": {event.KindStatus, event.StatusFailed},
+	"email.opened":     {event.KindOpened, event.StatusNone},
+	"email.clicked":    {event.KindClicked, event.StatusNone},
+	"email.received":   {event.KindInbound, event.StatusNone},
+}
+
+// needsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func needsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+type object map[string]json.RawMessage
+
+// decodeObject decodes a body that must be one JSON object.
+func decodeObject(name string, body []byte) (object, error) {
+	var top object
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return nil, badRequest(name, "malformed JSON at offset %d", syn.Offset)
+		case errors.As(err, &typ):
+			return nil, badRequest(name, "body is a JSON %s, not an object", typ.Value)
+		default:
+			return nil, badRequest(name, "malformed JSON")
+		}
+	}
+	if top == nil {
+		return nil, badRequest(name, "body is JSON null, not an object")
+	}
+	return top, nil
+}
+
+// parseResend maps Resend's envelope:
+//
+//	{"type":"email.bounced","created_at":"…","data":{"email_id":"…","to":["…"],"bounce":{"type":"Permanent",…},…}}
+//
+// created_at is when Resend created the event; data.created_at is when the email was created, so
+// only the former is the event's time.
+func parseResend(body []byte) (event.Event, error) {
+	top, err := decodeObject(NameResend, body)
+	if err != nil {
+		return event.Event{}, err
+	}
+	typ, err := stringField(top, "type", "type")
+	if err != nil {
+		return event.Event{}, err
+	}
+	if typ == "" {
+		return event.Event{}, badRequest(NameResend, `missing "type"`)
+	}
+	ev := event.Event{Type: typ, Kind: event.KindUnknown}
+	if t, ok := resendTypes[typ]; ok {
+		ev.Kind, ev.Status = t.kind, t.status
+	}
+	var data object
+	if raw, ok := top["data"]; ok && !isNull(raw) {
+		if json.Unmarshal(raw, &data) != nil || data == nil {
+			return event.Event{}, badRequest(NameResend, `"data" is not an object`)
+		}
+	}
+	if ev.MessageID, err = stringField(data, "email_id", "data.email_id"); err != nil {
+		return event.Event{}, err
+	}
+	if ev.MessageID == "" && needsMessage(ev.Kind) {
+		return event.Event{}, badRequest(NameResend, "%s event has no data.email_id", ev.Type)
+	}
+	ev.Recipient = firstAddress(data["to"])
+	if ev.Status == event.StatusBounced {
+		ev.BounceType = resendBounceType(data["bounce"])
+	}
+	// An odd created_at does not make the event unacceptable: it is only when, not what.
+	created, _ := stringField(top, "created_at", "created_at")
+	ev.OccurredAt = parseRFC3339(created)
+	ev.Raw = json.RawMessage(bytes.Clone(body))
+	return ev, nil
+}
+
+// resendBounceType reads data.bounce.type: "Permanent" (hard) or "Transient" (soft; Resend's
+// field list also says "Temporary"). "Undetermined", or no bounce object, leaves it unknown.
+func resendBounceType(raw json.RawMessage) string {
+	var b struct {
+		Type json.RawMessage `json:"type"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &b) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(b.Type, &s) != nil {
+		return ""
+	}
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "permanent", "hard":
+		return event.BounceHard
+	case "transient", "temporary", "soft":
+		return event.BounceSoft
+	}
+	return ""
+}
+
+// stringField returns the trimmed string at key of o, "" when o or the key is absent or null, and
+// a bad request naming path when the value is not a string.
+func stringField(o object, key, path string) (string, error) {
+	raw, ok := o[key]
+	if !ok || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", badRequest(NameResend, "%q is not a string", path)
+	}
+	return strings.TrimSpace(s), nil
+}
+
+// firstAddress takes the first recipient from "to", a string or an array of strings. Arrays
+// are looked into one level only, so a deeply nested hostile value costs one decode.
+func firstAddress(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	for _, item := range list {
+		if json.Unmarshal(item, &s) == nil && strings.TrimSpace(s) != "" {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+func parseRFC3339(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
