@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -56,9 +57,9 @@ type Adapter struct {
 	separator       string
 	tolerance       time.Duration
 	allow           []netip.Prefix
-	eventIDField    path
+	eventIDField    fieldmap.Path
 	eventIDHeader   string
-	m               *mapping
+	m               *fieldmap.Mapping
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -141,7 +142,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 		return nil, fmt.Errorf("hmac: generic.signed %q is not %s or %s", g.Signed, SignedBody, SignedTimestampBody)
 	}
 
-	if a.eventIDField, err = parsePath("generic.event_id_field", g.EventIDField); err != nil {
+	if a.eventIDField, err = fieldmap.ParsePath(Name, "generic.event_id_field", g.EventIDField); err != nil {
 		return nil, err
 	}
 	if a.eventIDHeader, err = headerName("generic.event_id_header", g.EventIDHeader); err != nil {
@@ -153,7 +154,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	case a.eventIDField != nil && a.eventIDHeader != "":
 		return nil, errors.New("hmac: set only one of generic.event_id_field and generic.event_id_header")
 	}
-	if a.m, err = newMapping(g); err != nil {
+	if a.m, err = fieldmap.New(Name, g); err != nil {
 		return nil, err
 	}
 	if a.allow, err = parseAllowList(s.AllowCIDRs); err != nil {

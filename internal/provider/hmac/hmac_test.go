@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -563,7 +564,7 @@ func FuzzParse(f *testing.F) {
 			if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
 				t.Fatalf("kind %q with status %q", ev.Kind, ev.Status)
 			}
-			if needsMessage(ev.Kind) && ev.MessageID == "" {
+			if fieldmap.NeedsMessage(ev.Kind) && ev.MessageID == "" {
 				t.Fatalf("%s event without message id", ev.Kind)
 			}
 			if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {

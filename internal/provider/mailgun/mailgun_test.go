@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -586,7 +587,7 @@ func FuzzParse(f *testing.F) {
 		if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {
 			t.Fatal("Raw is not part of the body")
 		}
-		if !ev.OccurredAt.IsZero() && (ev.OccurredAt.Unix() <= 0 || ev.OccurredAt.Unix() > maxEpoch) {
+		if !ev.OccurredAt.IsZero() && (ev.OccurredAt.Unix() <= 0 || ev.OccurredAt.Unix() > jsonfield.MaxEpoch) {
 			t.Fatalf("OccurredAt %v out of range", ev.OccurredAt)
 		}
 	})

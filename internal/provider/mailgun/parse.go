@@ -4,16 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
-type object map[string]json.RawMessage
+type object = jsonfield.Object
 
 // maxEventIDLen caps event-data.id (Mailgun's are 22 characters). The id becomes part of a
 // Temporal workflow ID, which has a length limit of its own.
@@ -57,7 +55,7 @@ func parse(body []byte) (event.Event, error) {
 	}
 	// json.RawMessage.UnmarshalJSON stores a copy: raw does not alias the request body.
 	raw, ok := top["event-data"]
-	if !ok || isNull(raw) {
+	if !ok || jsonfield.IsNull(raw) {
 		return event.Event{}, badRequest(`missing "event-data"`)
 	}
 	var data object
@@ -79,8 +77,8 @@ func parse(body []byte) (event.Event, error) {
 	ev := event.Event{Provider: Name, EventID: id, Type: typ}
 	ev.Kind, ev.Status, ev.BounceType = classify(typ, data)
 	ev.MessageID = messageID(data)
-	ev.Recipient = optionalString(data, "recipient")
-	ev.OccurredAt = epochField(data, "timestamp")
+	ev.Recipient = jsonfield.OptionalString(data, "recipient")
+	ev.OccurredAt = jsonfield.Epoch(data, "timestamp")
 	// An event that changes a message but does not say which one cannot be applied. Answering 406
 	// would make Mailgun drop it without a trace, so it is recorded as unknown instead: kept with
 	// its raw JSON, changing nothing.
@@ -101,12 +99,12 @@ func classify(typ string, data object) (event.Kind, event.Status, string) {
 	case "delivered":
 		return event.KindStatus, event.StatusDelivered, ""
 	case "failed":
-		switch strings.ToLower(optionalString(data, "severity")) {
+		switch strings.ToLower(jsonfield.OptionalString(data, "severity")) {
 		case "temporary":
 			// Mailgun keeps retrying the delivery; a later delivered or failed/permanent decides.
 			return event.KindStatus, event.StatusDeferred, ""
 		case "permanent":
-			switch reason := strings.ToLower(optionalString(data, "reason")); {
+			switch reason := strings.ToLower(jsonfield.OptionalString(data, "reason")); {
 			case strings.HasPrefix(reason, "suppress-"):
 				// suppress-bounce, -unsubscribe, -complaint: Mailgun did not attempt delivery
 				// because the address is on a suppression list. A drop, not a bounce (SendGrid's
@@ -147,7 +145,7 @@ func messageID(data object) string {
 	if !ok {
 		return ""
 	}
-	id := optionalString(headers, "message-id")
+	id := jsonfield.OptionalString(headers, "message-id")
 	if len(id) >= 2 && id[0] == '<' && id[len(id)-1] == '>' {
 		id = strings.TrimSpace(id[1 : len(id)-1])
 	}
@@ -172,7 +170,7 @@ func nestedObject(o object, path ...string) (object, bool) {
 // requiredString returns the non-blank string at key, or a bad-request error naming the key.
 func requiredString(o object, key string) (string, error) {
 	raw, ok := o[key]
-	if !ok || isNull(raw) {
+	if !ok || jsonfield.IsNull(raw) {
 		return "", badRequest("missing %q", "event-data."+key)
 	}
 	var s string
@@ -183,86 +181,4 @@ func requiredString(o object, key string) (string, error) {
 		return "", badRequest("%q is empty", "event-data."+key)
 	}
 	return s, nil
-}
-
-// optionalString returns the trimmed string at key, or "" when it is absent or not a string.
-func optionalString(o object, key string) string {
-	raw, ok := o[key]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
-func isNull(raw json.RawMessage) bool {
-	return strings.TrimSpace(string(raw)) == "null"
-}
-
-// epochField reads unix seconds with a fraction (1534108637.153125), sent as a JSON number or a
-// numeric string; anything else, or a value outside years 1970–9999, gives the zero time.
-func epochField(o object, key string) time.Time {
-	raw, ok := o[key]
-	if !ok {
-		return time.Time{}
-	}
-	s := strings.TrimSpace(string(raw))
-	if len(s) >= 2 && s[0] == '"' {
-		if json.Unmarshal(raw, &s) != nil {
-			return time.Time{}
-		}
-	}
-	t, _ := parseEpoch(s)
-	return t
-}
-
-// maxEpoch is 9999-12-31T23:59:59Z.
-const maxEpoch = 253402300799
-
-// parseEpoch parses decimal seconds with an optional fraction exactly (float64 would round
-// Mailgun's microseconds), falling back to strconv.ParseFloat for exponent forms.
-func parseEpoch(s string) (time.Time, bool) {
-	if s == "" || len(s) > 64 {
-		return time.Time{}, false
-	}
-	intPart, frac, hasFrac := strings.Cut(s, ".")
-	var sec, nsec int64
-	if digits(intPart) && (!hasFrac || digits(frac)) {
-		if len(intPart) > 12 {
-			return time.Time{}, false
-		}
-		sec, _ = strconv.ParseInt(intPart, 10, 64)
-		for i := 0; i < 9; i++ {
-			nsec *= 10
-			if i < len(frac) {
-				nsec += int64(frac[i] - '0')
-			}
-		}
-	} else {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || f <= 0 || f > maxEpoch {
-			return time.Time{}, false
-		}
-		whole := math.Floor(f)
-		sec, nsec = int64(whole), int64((f-whole)*1e9)
-	}
-	if sec <= 0 || sec > maxEpoch {
-		return time.Time{}, false
-	}
-	return time.Unix(sec, nsec).UTC(), true
-}
-
-func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type typeInfo struct {
@@ -48,7 +46,7 @@ func needsMessage(k event.Kind) bool {
 	return false
 }
 
-type object map[string]json.RawMessage
+type object = jsonfield.Object
 
 // badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
 // the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
@@ -112,9 +110,9 @@ func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
 	if info, ok := types[typ]; ok {
 		ev.Kind, ev.Status = info.kind, info.status
 	}
-	ev.MessageID = messageKey(optionalString(o, "sg_message_id"))
-	ev.Recipient = optionalString(o, "email")
-	ev.OccurredAt = epochField(o, "timestamp")
+	ev.MessageID = messageKey(jsonfield.OptionalString(o, "sg_message_id"))
+	ev.Recipient = jsonfield.OptionalString(o, "email")
+	ev.OccurredAt = jsonfield.Epoch(o, "timestamp")
 	if ev.Status == event.StatusBounced {
 		ev.BounceType = bounceType(o)
 	}
@@ -139,13 +137,13 @@ func messageKey(sgMessageID string) string {
 // bounce_classification, whose values SendGrid documents as Invalid Address, Technical, Content,
 // Reputation, Frequency/Volume, Mailbox Unavailable and Unclassified.
 func bounceType(o object) string {
-	switch strings.ToLower(optionalString(o, "type")) {
+	switch strings.ToLower(jsonfield.OptionalString(o, "type")) {
 	case "bounce":
 		return event.BounceHard
 	case "blocked":
 		return event.BounceSoft
 	}
-	switch strings.ToLower(optionalString(o, "bounce_classification")) {
+	switch strings.ToLower(jsonfield.OptionalString(o, "bounce_classification")) {
 	case "invalid address":
 		return event.BounceHard
 	case "technical", "content", "reputation", "frequency/volume", "mailbox unavailable":
@@ -158,7 +156,7 @@ func bounceType(o object) string {
 // and the key.
 func requiredString(o object, i int, key string) (string, error) {
 	raw, ok := o[key]
-	if !ok || isNull(raw) {
+	if !ok || jsonfield.IsNull(raw) {
 		return "", badRequest("element %d: missing %q", i, key)
 	}
 	var s string
@@ -169,87 +167,4 @@ func requiredString(o object, i int, key string) (string, error) {
 		return "", badRequest("element %d: %q is empty", i, key)
 	}
 	return s, nil
-}
-
-// optionalString returns the trimmed string at key, or "" when it is absent or not a string:
-// optional fields of the wrong type are ignored rather than failing a batch.
-func optionalString(o object, key string) string {
-	raw, ok := o[key]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
-func isNull(raw json.RawMessage) bool {
-	return strings.TrimSpace(string(raw)) == "null"
-}
-
-// epochField reads unix seconds sent as a JSON number (or a numeric string); anything else, or a
-// value outside years 1970–9999, gives the zero time.
-func epochField(o object, key string) time.Time {
-	raw, ok := o[key]
-	if !ok {
-		return time.Time{}
-	}
-	s := strings.TrimSpace(string(raw))
-	if len(s) >= 2 && s[0] == '"' {
-		if json.Unmarshal(raw, &s) != nil {
-			return time.Time{}
-		}
-	}
-	t, _ := parseEpoch(s)
-	return t
-}
-
-// maxEpoch is 9999-12-31T23:59:59Z.
-const maxEpoch = 253402300799
-
-// parseEpoch parses decimal seconds with an optional fraction exactly (float64 would round
-// microseconds away), falling back to strconv.ParseFloat for exponent forms.
-func parseEpoch(s string) (time.Time, bool) {
-	if s == "" || len(s) > 64 {
-		return time.Time{}, false
-	}
-	intPart, frac, hasFrac := strings.Cut(s, ".")
-	var sec, nsec int64
-	if digits(intPart) && (!hasFrac || digits(frac)) {
-		if len(intPart) > 12 {
-			return time.Time{}, false
-		}
-		sec, _ = strconv.ParseInt(intPart, 10, 64)
-		for i := 0; i < 9; i++ {
-			nsec *= 10
-			if i < len(frac) {
-				nsec += int64(frac[i] - '0')
-			}
-		}
-	} else {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(f) || f <= 0 || f > maxEpoch {
-			return time.Time{}, false
-		}
-		whole := math.Floor(f)
-		sec, nsec = int64(whole), int64((f-whole)*1e9)
-	}
-	if sec <= 0 || sec > maxEpoch {
-		return time.Time{}, false
-	}
-	return time.Unix(sec, nsec).UTC(), true
-}
-
-func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -680,7 +681,7 @@ func FuzzParse(f *testing.F) {
 			if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {
 				t.Fatalf("event %d: Raw is not an element of the body", i)
 			}
-			if !ev.OccurredAt.IsZero() && (ev.OccurredAt.Unix() <= 0 || ev.OccurredAt.Unix() > maxEpoch) {
+			if !ev.OccurredAt.IsZero() && (ev.OccurredAt.Unix() <= 0 || ev.OccurredAt.Unix() > jsonfield.MaxEpoch) {
 				t.Fatalf("event %d: OccurredAt %v out of range", i, ev.OccurredAt)
 			}
 		}

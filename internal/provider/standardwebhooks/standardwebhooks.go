@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -73,7 +74,7 @@ type Adapter struct {
 	own       headerSet
 	other     headerSet
 	// generic is the body mapping of a "standard-webhooks" endpoint; nil for Resend.
-	generic *mapping
+	generic *fieldmap.Mapping
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -221,7 +222,7 @@ func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
 		err error
 	)
 	if a.generic != nil {
-		ev, err = a.generic.parse(a.name, r.Body)
+		ev, err = parseGeneric(a.generic, a.name, r.Body)
 	} else {
 		ev, err = parseResend(r.Body)
 	}

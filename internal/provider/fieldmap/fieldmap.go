@@ -1,0 +1,334 @@
+// Package fieldmap maps a provider's JSON objects onto events by configured field paths. It is
+// the event mapping of the generic providers (hmac, standard-webhooks), whose settings name the
+// type, message id, recipient and time fields and a type → status map.
+package fieldmap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider"
+)
+
+// DefaultTypeField is where the event type is read when generic.type_field is not set.
+const DefaultTypeField = "type"
+
+// BadRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
+// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
+func BadRequest(name, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %w", name, provider.ErrBadRequest, fmt.Errorf(format, args...))
+}
+
+type target struct {
+	kind   event.Kind
+	status event.Status
+}
+
+// statusTargets are the values generic.status_map may map a type to.
+var statusTargets = map[string]target{
+	"accepted":     {event.KindStatus, event.StatusAccepted},
+	"deferred":     {event.KindStatus, event.StatusDeferred},
+	"delivered":    {event.KindStatus, event.StatusDelivered},
+	"failed":       {event.KindStatus, event.StatusFailed},
+	"bounced":      {event.KindStatus, event.StatusBounced},
+	"complained":   {event.KindStatus, event.StatusComplained},
+	"opened":       {event.KindOpened, event.StatusNone},
+	"clicked":      {event.KindClicked, event.StatusNone},
+	"unsubscribed": {event.KindUnsubscribed, event.StatusNone},
+	"inbound":      {event.KindInbound, event.StatusNone},
+}
+
+func targetNames() string {
+	names := make([]string, 0, len(statusTargets))
+	for n := range statusTargets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// NeedsMessage reports whether events of kind k change a message and so cannot be applied
+// without knowing which one.
+func NeedsMessage(k event.Kind) bool {
+	switch k {
+	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		return true
+	}
+	return false
+}
+
+// Path is a parsed dotted field path: "data.email_id" is {"data", "email_id"}. A segment of
+// decimal digits also indexes an array ("data.to.0").
+type Path []string
+
+// ParsePath parses a dotted path from setting key; empty means "not configured" (nil).
+func ParsePath(name, key, s string) (Path, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	p := Path(strings.Split(s, "."))
+	for _, seg := range p {
+		if seg == "" {
+			return nil, fmt.Errorf("%s: %s %q has an empty segment", name, key, s)
+		}
+	}
+	return p, nil
+}
+
+func (p Path) String() string { return strings.Join(p, ".") }
+
+// Lookup walks p from v (decoded with UseNumber) and returns the value there, or false when a
+// segment is missing or the value is JSON null.
+func (p Path) Lookup(v any) (any, bool) {
+	for _, seg := range p {
+		switch c := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = c[seg]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, ok := index(seg)
+			if !ok || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, v != nil
+}
+
+// index parses an array index: decimal digits only, no sign.
+func index(seg string) (int, bool) {
+	if len(seg) == 0 || len(seg) > 9 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(seg); i++ {
+		if seg[i] < '0' || seg[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(seg[i]-'0')
+	}
+	return n, true
+}
+
+// Mapping turns one JSON object into an event according to the generic settings.
+type Mapping struct {
+	typeField, messageID, recipient, occurredAt Path
+	status                                      map[string]target
+}
+
+// New validates the event-mapping part of the generic settings; errors start with name and name
+// the key.
+func New(name string, g *provider.Generic) (*Mapping, error) {
+	if g == nil {
+		return nil, fmt.Errorf("%s: generic is required (at least generic.message_id_field)", name)
+	}
+	m := &Mapping{status: map[string]target{}}
+	var err error
+	typeField := g.TypeField
+	if strings.TrimSpace(typeField) == "" {
+		typeField = DefaultTypeField
+	}
+	if m.typeField, err = ParsePath(name, "generic.type_field", typeField); err != nil {
+		return nil, err
+	}
+	if m.messageID, err = ParsePath(name, "generic.message_id_field", g.MessageIDField); err != nil {
+		return nil, err
+	}
+	if m.messageID == nil {
+		return nil, fmt.Errorf("%s: generic.message_id_field is required", name)
+	}
+	if m.recipient, err = ParsePath(name, "generic.recipient_field", g.RecipientField); err != nil {
+		return nil, err
+	}
+	if m.occurredAt, err = ParsePath(name, "generic.occurred_at_field", g.OccurredAtField); err != nil {
+		return nil, err
+	}
+	for typ, v := range g.StatusMap {
+		if strings.TrimSpace(typ) == "" {
+			return nil, fmt.Errorf("%s: generic.status_map has an empty type", name)
+		}
+		t, ok := statusTargets[strings.ToLower(strings.TrimSpace(v))]
+		if !ok {
+			return nil, fmt.Errorf("%s: generic.status_map[%q]: %q is not one of %s", name, typ, v, targetNames())
+		}
+		m.status[typ] = t
+	}
+	return m, nil
+}
+
+// Map maps one decoded object; where prefixes reasons (e.g. "element 3: " in a batch). The
+// caller sets Provider, EventID and Raw.
+func (m *Mapping) Map(name string, obj map[string]any, where string) (event.Event, error) {
+	raw, ok := m.typeField.Lookup(obj)
+	if !ok {
+		return event.Event{}, BadRequest(name, "%smissing type field %q", where, m.typeField)
+	}
+	typ, ok := Scalar(raw)
+	switch {
+	case !ok:
+		return event.Event{}, BadRequest(name, "%stype field %q is not a string", where, m.typeField)
+	case typ == "":
+		return event.Event{}, BadRequest(name, "%stype field %q is empty", where, m.typeField)
+	}
+	ev := event.Event{Type: typ, Kind: event.KindUnknown}
+	if t, ok := m.status[typ]; ok {
+		ev.Kind, ev.Status = t.kind, t.status
+	}
+	if raw, ok := m.messageID.Lookup(obj); ok {
+		if ev.MessageID, ok = Scalar(raw); !ok {
+			return event.Event{}, BadRequest(name, "%smessage id field %q is not a string", where, m.messageID)
+		}
+	}
+	if ev.MessageID == "" && NeedsMessage(ev.Kind) {
+		// typ is a status_map key here, so this echoes configuration, not request data.
+		return event.Event{}, BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
+	}
+	if m.recipient != nil {
+		if raw, ok := m.recipient.Lookup(obj); ok {
+			ev.Recipient = address(raw)
+		}
+	}
+	if m.occurredAt != nil {
+		if raw, ok := m.occurredAt.Lookup(obj); ok {
+			ev.OccurredAt = timeValue(raw)
+		}
+	}
+	return ev, nil
+}
+
+// Decode decodes exactly one JSON value, keeping numbers as their literal text.
+func Decode(name string, body []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		var syn *json.SyntaxError
+		switch {
+		case errors.As(err, &syn):
+			return nil, BadRequest(name, "malformed JSON at offset %d", syn.Offset)
+		case errors.Is(err, io.EOF):
+			return nil, BadRequest(name, "empty body")
+		default:
+			return nil, BadRequest(name, "malformed JSON")
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, BadRequest(name, "data after the JSON value")
+	}
+	return v, nil
+}
+
+// Kind names a decoded JSON value's type for error messages.
+func Kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "value"
+}
+
+// Scalar returns a string or a number (as its literal text), trimmed: ids are sometimes numeric.
+func Scalar(v any) (string, bool) {
+	switch s := v.(type) {
+	case string:
+		return strings.TrimSpace(s), true
+	case json.Number:
+		return s.String(), true
+	}
+	return "", false
+}
+
+// address takes a recipient from a string, an {"email": …} object, or the first usable element
+// of an array of either.
+func address(v any) string {
+	switch a := v.(type) {
+	case string:
+		return strings.TrimSpace(a)
+	case map[string]any:
+		if s, ok := a["email"].(string); ok {
+			return strings.TrimSpace(s)
+		}
+	case []any:
+		for _, item := range a {
+			switch it := item.(type) {
+			case string:
+				if s := strings.TrimSpace(it); s != "" {
+					return s
+				}
+			case map[string]any:
+				if s, ok := it["email"].(string); ok && strings.TrimSpace(s) != "" {
+					return strings.TrimSpace(s)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// timeValue reads an RFC 3339 string or unix seconds (a number or a numeric string, optionally
+// with a fraction). Anything else is the zero time: an odd timestamp does not make an event
+// unacceptable.
+func timeValue(v any) time.Time {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = strings.TrimSpace(t)
+		if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return ts.UTC()
+		}
+	case json.Number:
+		s = t.String()
+	default:
+		return time.Time{}
+	}
+	return unixSeconds(s)
+}
+
+// unixSeconds parses "<digits>[.<digits>]", at most 12 integer digits (beyond year 33000).
+func unixSeconds(s string) time.Time {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 12 || !digits(whole) || !digits(frac) {
+		return time.Time{}
+	}
+	sec, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	var nsec int64
+	if frac != "" {
+		frac = (frac + "000000000")[:9]
+		nsec, _ = strconv.ParseInt(frac, 10, 64)
+	}
+	return time.Unix(sec, nsec).UTC()
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,97 @@
+// Package jsonfield reads the fields of a provider's JSON object kept as raw values, for the
+// adapters that decode a top-level object into map[string]json.RawMessage (SendGrid, Mailgun).
+package jsonfield
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Object is a JSON object with its values undecoded.
+type Object = map[string]json.RawMessage
+
+// OptionalString returns the trimmed string at key, or "" when it is absent or not a string.
+func OptionalString(o Object, key string) string {
+	raw, ok := o[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+// IsNull reports whether a raw value is JSON null.
+func IsNull(raw json.RawMessage) bool {
+	return strings.TrimSpace(string(raw)) == "null"
+}
+
+// Epoch reads unix seconds with an optional fraction (1534108637.153125), sent as a JSON number or a
+// numeric string; anything else, or a value outside years 1970–9999, gives the zero time.
+func Epoch(o Object, key string) time.Time {
+	raw, ok := o[key]
+	if !ok {
+		return time.Time{}
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) >= 2 && s[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return time.Time{}
+		}
+	}
+	t, _ := ParseEpoch(s)
+	return t
+}
+
+// MaxEpoch is 9999-12-31T23:59:59Z, the latest time Epoch accepts.
+const MaxEpoch = 253402300799
+
+// ParseEpoch parses decimal seconds with an optional fraction exactly (float64 would round
+// a provider's microseconds), falling back to strconv.ParseFloat for exponent forms.
+func ParseEpoch(s string) (time.Time, bool) {
+	if s == "" || len(s) > 64 {
+		return time.Time{}, false
+	}
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	var sec, nsec int64
+	if digits(intPart) && (!hasFrac || digits(frac)) {
+		if len(intPart) > 12 {
+			return time.Time{}, false
+		}
+		sec, _ = strconv.ParseInt(intPart, 10, 64)
+		for i := 0; i < 9; i++ {
+			nsec *= 10
+			if i < len(frac) {
+				nsec += int64(frac[i] - '0')
+			}
+		}
+	} else {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || f <= 0 || f > MaxEpoch {
+			return time.Time{}, false
+		}
+		whole := math.Floor(f)
+		sec, nsec = int64(whole), int64((f-whole)*1e9)
+	}
+	if sec <= 0 || sec > MaxEpoch {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, nsec).UTC(), true
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

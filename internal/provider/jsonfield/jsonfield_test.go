@@ -1,0 +1,38 @@
+package jsonfield
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestParseEpoch(t *testing.T) {
+	for s, want := range map[string]time.Time{
+		"1534108637.153125": time.Unix(1534108637, 153125000).UTC(), // exact: no float rounding
+		"1600112492":        time.Unix(1600112492, 0).UTC(),
+		"1.6e9":             time.Unix(1600000000, 0).UTC(),
+		"0":                 {}, "-5": {}, "": {}, "abc": {}, "NaN": {},
+		"253402300800": {}, // after 9999-12-31
+	} {
+		got, ok := ParseEpoch(s)
+		if !got.Equal(want) || ok == want.IsZero() {
+			t.Errorf("ParseEpoch(%q) = %v, %v; want %v", s, got, ok, want)
+		}
+	}
+}
+
+func TestFields(t *testing.T) {
+	var o Object
+	if err := json.Unmarshal([]byte(`{"s":" x ","n":5,"null":null,"ts":"1600112492","tn":1600112492.5}`), &o); err != nil {
+		t.Fatal(err)
+	}
+	if OptionalString(o, "s") != "x" || OptionalString(o, "n") != "" || OptionalString(o, "missing") != "" {
+		t.Error("OptionalString")
+	}
+	if !IsNull(o["null"]) || IsNull(o["s"]) {
+		t.Error("IsNull")
+	}
+	if !Epoch(o, "ts").Equal(time.Unix(1600112492, 0)) || !Epoch(o, "tn").Equal(time.Unix(1600112492, 5e8)) || !Epoch(o, "s").IsZero() {
+		t.Error("Epoch")
+	}
+}
