@@ -104,6 +104,10 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.App
 		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplied, nil)
 	}
+	if ev.Kind == event.KindCorrection && !ev.Status.Known() {
+		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplied, nil)
+	}
 	res, err := a.Store.ApplyStatus(ctx, ev)
 	if err != nil {
 		return store.ApplyResult{}, fmt.Errorf("apply status %s: %w", ev.Key(), err)
@@ -249,6 +253,16 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
 			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
 		}
+	case config.TypeSuppressionAdded:
+		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
+		// recipient it recorded), so the notification names the address that was suppressed.
+		address, reason, ok := store.SuppressionOf(ev, in.Apply.Recipient)
+		if !ok {
+			return nil, fmt.Errorf("event %s suppresses no address", ev.Key())
+		}
+		data = SuppressionAdded{
+			Address: address, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
+		}
 	default:
 		return nil, fmt.Errorf("unknown notification type %q", in.Type)
 	}
@@ -286,6 +300,16 @@ type EmailReceived struct {
 	Recipient  string          `json:"recipient,omitempty"`
 	OccurredAt time.Time       `json:"occurred_at"`
 	Payload    json.RawMessage `json:"payload"`
+}
+
+// SuppressionAdded is the data of suppression.added: an address newly suppressed, and the event
+// that did it.
+type SuppressionAdded struct {
+	Address   string `json:"address"`
+	Reason    string `json:"reason"` // hard_bounce, complaint or unsubscribe
+	Provider  string `json:"provider"`
+	EventID   string `json:"event_id"`
+	MessageID string `json:"message_id"`
 }
 
 func firstNonEmpty(a, b string) string {

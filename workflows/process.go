@@ -27,6 +27,9 @@ type Input struct {
 	Event        event.Event `json:"event"`
 	StatusSinks  []string    `json:"status_sinks,omitempty"`
 	InboundSinks []string    `json:"inbound_sinks,omitempty"`
+	// SuppressionSinks want suppression.added. Runs started before it existed have none, and an
+	// Input without it runs exactly as before.
+	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
 }
 
 // Outcomes of a run, beyond the store's apply outcomes.
@@ -42,12 +45,14 @@ type Result struct {
 	From          event.Status         `json:"from,omitempty"`
 	To            event.Status         `json:"to,omitempty"`
 	Version       int64                `json:"version,omitempty"`
+	Suppressed    bool                 `json:"suppressed,omitempty"` // the event newly suppressed its recipient
 	Notifications []NotificationResult `json:"notifications,omitempty"`
 }
 
 // NotificationResult is one sink's outcome.
 type NotificationResult struct {
 	Sink   string `json:"sink"`
+	Type   string `json:"type,omitempty"`
 	ID     string `json:"id"`
 	Status string `json:"status"` // sent or failed
 	Error  string `json:"error,omitempty"`
@@ -89,8 +94,26 @@ var dbActivity = workflow.ActivityOptions{
 	},
 }
 
-// ProcessWebhookEvent records the event, applies it to its message, notifies sinks of a change or
-// an inbound email, and marks the event processed.
+// SuppressionNotifyChange is the workflow.GetVersion change id of the suppression.added
+// notifications (version 1). See docs/OPERATIONS.md, "Changing workflow code".
+const SuppressionNotifyChange = "suppression-notify"
+
+// notification is one (type, sink) to notify.
+type notification struct {
+	Type string
+	Sink string
+}
+
+func notificationsOf(typ string, sinks []string) []notification {
+	out := make([]notification, len(sinks))
+	for i, s := range sinks {
+		out[i] = notification{Type: typ, Sink: s}
+	}
+	return out
+}
+
+// ProcessWebhookEvent records the event, applies it to its message, notifies sinks of a change,
+// a newly suppressed address or an inbound email, and marks the event processed.
 func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result, error) {
 	ev := in.Event
 	log := workflow.GetLogger(ctx)
@@ -106,30 +129,43 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 	}
 
 	var (
-		res       Result
-		notifyTyp string
-		sinks     []string
-		applied   store.ApplyResult
+		res     Result
+		notify  []notification
+		applied store.ApplyResult
 	)
 	switch ev.Kind {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+	// KindCorrection takes the same path as KindStatus (ApplyStatus, then status_changed if it
+	// moved). It needs no workflow.GetVersion: the kind is new, so no history recorded before it
+	// existed holds a correction event, and every old run still takes exactly the branch it
+	// took when it was recorded.
+	case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
 		if err := workflow.ExecuteActivity(dbCtx, activities.ApplyStatusName, ev).Get(ctx, &applied); err != nil {
 			return Result{}, fmt.Errorf("apply status: %w", err)
 		}
-		res = Result{Outcome: string(applied.Outcome), From: applied.From, To: applied.To, Version: applied.Version}
+		res = Result{Outcome: string(applied.Outcome), From: applied.From, To: applied.To, Version: applied.Version, Suppressed: applied.Suppressed}
 		if applied.Outcome == store.OutcomeMoved {
-			notifyTyp, sinks = config.TypeStatusChanged, in.StatusSinks
+			notify = notificationsOf(config.TypeStatusChanged, in.StatusSinks)
+		}
+		// suppression.added adds Notify activities after ApplyStatus for data that old
+		// histories can hold too (a run started before this change whose ApplyStatus ran on the
+		// new activity code reports Suppressed), so it is versioned. Replaying a history without
+		// the marker returns DefaultVersion: that run keeps its old command sequence. GetVersion
+		// is only reached when there is something to notify, so every other run records no
+		// marker and schedules exactly what it did before.
+		if applied.Suppressed && len(in.SuppressionSinks) > 0 &&
+			workflow.GetVersion(ctx, SuppressionNotifyChange, workflow.DefaultVersion, 1) == 1 {
+			notify = append(notify, notificationsOf(config.TypeSuppressionAdded, in.SuppressionSinks)...)
 		}
 	case event.KindInbound:
 		res = Result{Outcome: OutcomeInbound}
-		notifyTyp, sinks = config.TypeEmailReceived, in.InboundSinks
+		notify = notificationsOf(config.TypeEmailReceived, in.InboundSinks)
 	default:
 		res = Result{Outcome: OutcomeUnknownType}
 	}
 
 	var failed []activities.FailedNotification
-	if len(sinks) > 0 {
-		res.Notifications, failed = p.notifyAll(ctx, notifyTyp, sinks, activities.NotifyInput{Type: notifyTyp, Event: ev, Apply: applied})
+	if len(notify) > 0 {
+		res.Notifications, failed = p.notifyAll(ctx, notify, activities.NotifyInput{Event: ev, Apply: applied})
 	}
 
 	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Result: res.Outcome}
@@ -139,11 +175,13 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 	return res, nil
 }
 
-// notifyAll notifies every sink concurrently, so one slow sink does not delay the others, and
-// waits for all of them: a sink that gives up is reported, not fatal.
-func (p *Processor) notifyAll(ctx workflow.Context, typ string, sinks []string, base activities.NotifyInput) ([]NotificationResult, []activities.FailedNotification) {
-	futures := make([]workflow.Future, len(sinks))
-	for i, sink := range sinks {
+// notifyAll sends every notification concurrently, so one slow sink does not delay the others,
+// and waits for all of them: a sink that gives up is reported, not fatal. Activities are
+// scheduled in the order of ns.
+func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) ([]NotificationResult, []activities.FailedNotification) {
+	futures := make([]workflow.Future, len(ns))
+	for i, n := range ns {
+		typ, sink := n.Type, n.Sink
 		opts := workflow.ActivityOptions{
 			ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
 			StartToCloseTimeout:    p.Notify.AttemptTimeout + 10*time.Second,
@@ -156,22 +194,23 @@ func (p *Processor) notifyAll(ctx workflow.Context, typ string, sinks []string, 
 			},
 		}
 		in := base
-		in.Sink = sink
+		in.Sink, in.Type = sink, typ
 		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.NotifyName, in)
 	}
-	results := make([]NotificationResult, len(sinks))
+	results := make([]NotificationResult, len(ns))
 	var failed []activities.FailedNotification
 	for i, f := range futures {
-		id := store.NotificationID(base.Event.Provider, base.Event.EventID, sinks[i], typ)
+		n := ns[i]
+		id := store.NotificationID(base.Event.Provider, base.Event.EventID, n.Sink, n.Type)
 		var out activities.NotifyResult
 		if err := f.Get(ctx, &out); err != nil {
 			msg := failureMessage(err)
-			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", sinks[i], "notification_id", id, "error", msg)
-			results[i] = NotificationResult{Sink: sinks[i], ID: id, Status: store.NotificationFailed, Error: msg}
-			failed = append(failed, activities.FailedNotification{ID: id, Sink: sinks[i], Error: msg})
+			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
+			results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationFailed, Error: msg}
+			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
 			continue
 		}
-		results[i] = NotificationResult{Sink: sinks[i], ID: id, Status: store.NotificationSent}
+		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent}
 	}
 	return results, failed
 }

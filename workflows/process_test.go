@@ -14,6 +14,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
@@ -153,4 +154,119 @@ func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
 	require.Equal(t, workflows.OutcomeUnknownType, res.Outcome)
 	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
+}
+
+func hardBounce() event.Event {
+	return event.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
+		BounceType: event.BounceHard, MessageID: "msg_1", Recipient: "user@example.com", OccurredAt: time.Unix(1700000100, 0).UTC(), Raw: []byte(`{"id":"evt_b"}`)}
+}
+
+func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
+	env := newEnv(t)
+	ev := hardBounce()
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard,
+		Recipient: "user@example.com", Version: 2, Suppressed: true}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
+	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Once()
+	for _, n := range []struct{ sink, typ string }{{"app", config.TypeStatusChanged}, {"ops", config.TypeSuppressionAdded}, {"app", config.TypeSuppressionAdded}} {
+		in := activities.NotifyInput{Sink: n.sink, Type: n.typ, Event: ev, Apply: applied}
+		env.OnActivity(activities.NotifyName, mock.Anything, in).Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	}
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_b", Result: "moved"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops", "app"}})
+	require.Equal(t, "moved", res.Outcome)
+	require.True(t, res.Suppressed)
+	require.Len(t, res.Notifications, 3)
+	want := []workflows.NotificationResult{
+		{Sink: "app", Type: config.TypeStatusChanged, ID: store.NotificationID("postscale", "evt_b", "app", config.TypeStatusChanged), Status: store.NotificationSent},
+		{Sink: "ops", Type: config.TypeSuppressionAdded, ID: store.NotificationID("postscale", "evt_b", "ops", config.TypeSuppressionAdded), Status: store.NotificationSent},
+		{Sink: "app", Type: config.TypeSuppressionAdded, ID: store.NotificationID("postscale", "evt_b", "app", config.TypeSuppressionAdded), Status: store.NotificationSent},
+	}
+	require.Equal(t, want, res.Notifications)
+	require.NotEqual(t, res.Notifications[0].ID, res.Notifications[2].ID, "status and suppression notifications of one event to one sink differ")
+}
+
+// A stale hard bounce (or any suppressing event that did not move) notifies only the
+// suppression sinks.
+func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
+	env := newEnv(t)
+	ev := hardBounce()
+	applied := store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusComplained, To: event.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev, Apply: applied}).
+		Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
+	require.Equal(t, "stale", res.Outcome)
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, config.TypeSuppressionAdded, res.Notifications[0].Type)
+}
+
+// An Input without SuppressionSinks (every run started before suppressions existed) runs as
+// before even when ApplyStatus reports a suppression: no GetVersion marker, no extra Notify.
+func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
+	env := newEnv(t)
+	ev := hardBounce()
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2, Suppressed: true}
+	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+		Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_b", Result: "moved"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}})
+	require.Equal(t, "moved", res.Outcome)
+	require.Len(t, res.Notifications, 1)
+	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
+}
+
+// A run that reaches the suppression point while replaying a history recorded before the change
+// gets DefaultVersion from GetVersion and keeps the old command sequence.
+func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
+	env := newEnv(t)
+	ev := hardBounce()
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceHard, Version: 1, Suppressed: true}
+	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+		Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
+	require.Len(t, res.Notifications, 1)
+	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
+}
+
+func TestNotSuppressedSendsNoSuppressionNotification(t *testing.T) {
+	env := newEnv(t)
+	ev := hardBounce()
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceHard, Version: 1}
+	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+		Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
+	require.False(t, res.Suppressed, "already suppressed: nothing new to say")
+	require.Len(t, res.Notifications, 1)
+}
+
+func TestCorrectionAppliesAndNotifiesLikeAStatusEvent(t *testing.T) {
+	env := newEnv(t)
+	ev := event.Event{Provider: "postscale", EventID: "correction-0a1b", Type: event.CorrectionType, Kind: event.KindCorrection,
+		Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000200, 0).UTC(),
+		Raw: []byte(`{"status":"delivered","reason":"wrong DSN","actor":"ops"}`)}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusBounced, To: event.StatusDelivered, Version: 3}
+	env.OnActivity(activities.RecordEventName, mock.Anything, ev).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+		Return(activities.NotifyResult{ID: "x"}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: ev.EventID, Result: "moved"}).Return(nil).Once()
+	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
+	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, int64(3), res.Version)
+	require.Len(t, res.Notifications, 1)
 }

@@ -1,13 +1,18 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -41,4 +46,61 @@ func TestReplayRecordedHistories(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayOldRunThatSuppressesOnNewActivityCode is the case workflow.GetVersion
+// ("suppression-notify") exists for. A run recorded on the code before suppressions — here the
+// initial notify-gave-up history, a complaint — is edited as it could look after a deploy: the
+// HTTP side already routed suppression sinks into its input and its ApplyStatus ran on the new
+// activity code and reported suppressed, while its workflow task ran on the old code and
+// scheduled only the status Notify. Replaying it on the current code must not add the
+// suppression.added Notify; without GetVersion it would, and fail with a non-determinism error.
+func TestReplayOldRunThatSuppressesOnNewActivityCode(t *testing.T) {
+	f, err := os.Open("testdata/histories/2026-11-29-initial/notify-gave-up.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := map[int64]string{}
+	edited := 0
+	for _, ev := range hist.GetEvents() {
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			editPayload(t, a.GetInput().GetPayloads()[0], "suppression_sinks", []string{"app"})
+			edited++
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] == activities.ApplyStatusName {
+			editPayload(t, a.GetResult().GetPayloads()[0], "suppressed", true)
+			edited++
+		}
+	}
+	if edited != 2 {
+		t.Fatalf("edited %d payloads, want the input and the ApplyStatus result", edited)
+	}
+	replayer := worker.NewWorkflowReplayer()
+	(&workflows.Processor{Notify: policy}).Register(replayer)
+	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+}
+
+// editPayload sets key in a JSON payload's object.
+func editPayload(t *testing.T, p *commonpb.Payload, key string, value any) {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal(p.GetData(), &obj); err != nil {
+		t.Fatal(err)
+	}
+	obj[key] = value
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Data = data
 }

@@ -23,7 +23,22 @@ import (
 const (
 	TypeStatusChanged = "message.status_changed"
 	TypeEmailReceived = "email.received"
+	// TypeSuppressionAdded is sent when an event (hard bounce, complaint, unsubscribe) newly
+	// adds its recipient to the suppressions.
+	TypeSuppressionAdded = "suppression.added"
 )
+
+// NotificationTypes lists every notification type a sink can subscribe to.
+var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded}
+
+func knownNotificationType(t string) bool {
+	for _, k := range NotificationTypes {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
 
 // DevAdminToken is the admin API token when neither a config file nor MAILHOOK_ADMIN_TOKEN
 // names one, so a first run's `mailhook simulate` can read messages back. Start-up warns.
@@ -275,8 +290,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
 		}
 		for j, t := range s.Types {
-			if t != TypeStatusChanged && t != TypeEmailReceived {
-				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s, %s)", key, j, s.Name, t, TypeStatusChanged, TypeEmailReceived)
+			if !knownNotificationType(t) {
+				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s)", key, j, s.Name, t, strings.Join(NotificationTypes, ", "))
 			}
 		}
 	}

@@ -144,3 +144,27 @@ endpoints:
 		t.Fatalf("http %+v", cfg.HTTP)
 	}
 }
+
+func TestSinkMaySubscribeToSuppressionAdded(t *testing.T) {
+	t.Setenv("SINK_SECRET", "whsec_c2luaw==")
+	cfg, err := config.Load(write(t, `
+sinks:
+  - name: ops
+    url: https://ops.example/hooks/suppressions
+    secret: ${SINK_SECRET}
+    types: [suppression.added]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.SinksFor(config.TypeSuppressionAdded); len(got) != 1 || got[0] != "ops" {
+		t.Fatalf("SinksFor(%s) = %v", config.TypeSuppressionAdded, got)
+	}
+	if len(cfg.SinksFor(config.TypeStatusChanged)) != 0 {
+		t.Fatal("ops does not want status changes")
+	}
+	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: s, types: [suppression.removed]}]`))
+	if err == nil || !strings.Contains(err.Error(), "sinks[0].types[0]") || !strings.Contains(err.Error(), config.TypeSuppressionAdded) {
+		t.Fatalf("error %v; want it to name the key and list the known types", err)
+	}
+}

@@ -125,6 +125,29 @@ func TestRecordScenarioHistories(t *testing.T) {
 	}
 	files = append(files, writeHistory(t, h.svc.Temporal, dir, "duplicate", opts.ID))
 
+	// The suppression.added path (GetVersion "suppression-notify" = 1) and a correction, on a
+	// harness whose sink also wants suppression.added. Its own database: the complaint above
+	// already suppressed the recipient there.
+	h2 := newHarnessWithSinkTypes(t, harnessOptions{notifyTimeout: 3 * time.Second}, config.TypeStatusChanged, config.TypeSuppressionAdded)
+	supMsg, supID := h2.id("msg_hist_sup"), h2.id("evt_hist_sup")
+	if code, resp := h2.post(h2.envelope(supID, "email.bounced", supMsg, base, `,"bounce_type":"hard"`)); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("suppression-notified: %d %v", code, resp)
+	}
+	if res := h2.result("postscale:" + supID); res.Outcome != "moved" || !res.Suppressed || len(res.Notifications) != 2 {
+		t.Fatalf("suppression-notified: %+v, want moved, suppressed, status and suppression notifications", res)
+	}
+	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "suppression-notified", "postscale:"+supID))
+
+	code, resp := h2.admin(http.MethodPost, "/v1/messages/postscale/"+supMsg+"/corrections", `{"status":"delivered","reason":"recorded scenario"}`)
+	correctionWF, _ := resp["workflow_id"].(string)
+	if code != http.StatusAccepted || correctionWF == "" {
+		t.Fatalf("correction: %d %v", code, resp)
+	}
+	if res := h2.result(correctionWF); res.Outcome != "moved" || res.To != event.StatusDelivered || len(res.Notifications) != 1 {
+		t.Fatalf("correction: %+v, want moved to delivered, notified", res)
+	}
+	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))
+
 	replayer := worker.NewWorkflowReplayer()
 	(&workflows.Processor{Notify: workflows.PolicyFromConfig(h.cfg.Notify)}).Register(replayer)
 	for _, f := range files {

@@ -35,7 +35,34 @@ const (
 	KindInbound Kind = "inbound"
 	// KindUnknown is a type mailhook does not know: recorded, changes nothing.
 	KindUnknown Kind = "unknown"
+	// KindCorrection is an operator's correction (POST /v1/messages/…/corrections): it sets the
+	// status it names, over precedence, and is the one way to move a status backwards.
+	KindCorrection Kind = "correction"
 )
+
+// CorrectionType is the Type of every correction event; its EventID is "correction-<hex>".
+const CorrectionType = "mailhook.correction"
+
+// Correction is the Raw JSON of a KindCorrection event: the requested status, why, and who
+// asked (the admin token's name).
+type Correction struct {
+	Status Status `json:"status"`
+	Reason string `json:"reason"`
+	Actor  string `json:"actor"`
+}
+
+// Statuses lists every known status, lowest rank first.
+var Statuses = []Status{StatusAccepted, StatusDeferred, StatusDelivered, StatusFailed, StatusBounced, StatusComplained}
+
+// Known reports whether s is one of Statuses.
+func (s Status) Known() bool {
+	for _, k := range Statuses {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
 
 // Bounce types, when the provider says.
 const (
@@ -50,7 +77,7 @@ type Event struct {
 	EventID    string    `json:"event_id"`
 	Type       string    `json:"type"` // the provider's own type string, e.g. email.delivered
 	Kind       Kind      `json:"kind"`
-	Status     Status    `json:"status,omitempty"` // set for KindStatus only
+	Status     Status    `json:"status,omitempty"` // set for KindStatus and KindCorrection
 	BounceType string    `json:"bounce_type,omitempty"`
 	MessageID  string    `json:"message_id,omitempty"` // the provider's message key
 	Recipient  string    `json:"recipient,omitempty"`

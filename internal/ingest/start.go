@@ -51,13 +51,16 @@ type Starter struct {
 
 // Route fills the sinks subscribed to each notification type.
 func Route(sinks []config.Sink, in *workflows.Input) {
-	in.StatusSinks, in.InboundSinks = nil, nil
+	in.StatusSinks, in.InboundSinks, in.SuppressionSinks = nil, nil, nil
 	for _, s := range sinks {
 		if s.Wants(config.TypeStatusChanged) {
 			in.StatusSinks = append(in.StatusSinks, s.Name)
 		}
 		if s.Wants(config.TypeEmailReceived) {
 			in.InboundSinks = append(in.InboundSinks, s.Name)
+		}
+		if s.Wants(config.TypeSuppressionAdded) {
+			in.SuppressionSinks = append(in.SuppressionSinks, s.Name)
 		}
 	}
 }

@@ -57,6 +57,9 @@ type State struct {
 	Key        Key          `json:"key"`
 	// Version counts visible changes (status or bounce type), so a receiver can order updates.
 	Version int64 `json:"version"`
+	// CorrectedAt is the time of the latest operator correction applied (zero: none). A
+	// provider status event that occurred at or before it is stale whatever its rank.
+	CorrectedAt time.Time `json:"corrected_at,omitzero"`
 }
 
 // Result is what applying one status event did.
@@ -71,15 +74,48 @@ type Result struct {
 // Apply folds one status event into the state. The stored state is always the one set by the
 // event with the greatest order key, so the end state does not depend on arrival order. An
 // event whose key is not greater is stale and changes nothing.
+//
+// A correction (event.KindCorrection) is an operator's word and wins over precedence: see
+// applyCorrection. After one, a status event that occurred at or before the correction is stale
+// (a provider's retry of an old bounce cannot undo it); events that occurred after it follow
+// the normal precedence, with the correction as the deciding event.
 func Apply(cur State, ev event.Event) Result {
+	if ev.Kind == event.KindCorrection {
+		return applyCorrection(cur, ev)
+	}
 	k := KeyOf(ev)
 	if k.Rank == 0 || !cur.Key.Less(k) {
+		return Result{Next: cur}
+	}
+	if !cur.CorrectedAt.IsZero() && !k.OccurredAt.After(cur.CorrectedAt) {
 		return Result{Next: cur}
 	}
 	next := cur
 	next.Key = k
 	next.Status = ev.Status
 	next.BounceType = ev.BounceType
+	return result(cur, next)
+}
+
+// applyCorrection sets the corrected status whatever the current key: the bounce type is
+// cleared, the correction becomes the deciding event and CorrectedAt its time. Only a
+// correction that is not later than the latest one already applied is stale, so when two
+// corrections race the later one (in time) wins in either arrival order.
+func applyCorrection(cur State, ev event.Event) Result {
+	k := KeyOf(ev)
+	if k.Rank == 0 || (!cur.CorrectedAt.IsZero() && !k.OccurredAt.After(cur.CorrectedAt)) {
+		return Result{Next: cur}
+	}
+	next := cur
+	next.Key = k
+	next.Status = ev.Status
+	next.BounceType = ""
+	next.CorrectedAt = k.OccurredAt
+	return result(cur, next)
+}
+
+// result is an advance from cur to next; it is a move when the visible state changed.
+func result(cur, next State) Result {
 	moved := next.Status != cur.Status || next.BounceType != cur.BounceType
 	if moved {
 		next.Version++

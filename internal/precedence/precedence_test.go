@@ -53,6 +53,98 @@ func TestApply(t *testing.T) {
 	}
 }
 
+func correction(id string, s event.Status, at time.Duration) event.Event {
+	return event.Event{EventID: id, Kind: event.KindCorrection, Type: event.CorrectionType, Status: s, OccurredAt: t0.Add(at)}
+}
+
+func TestCorrection(t *testing.T) {
+	bouncedHard := precedence.State{Status: event.StatusBounced, BounceType: "hard", Key: precedence.KeyOf(ev("b", event.StatusBounced, time.Hour, "hard")), Version: 2}
+	fix := correction("correction-1", event.StatusDelivered, 2*time.Hour)
+
+	r := precedence.Apply(bouncedHard, fix)
+	if !r.Moved || !r.Advanced || r.Next.Status != event.StatusDelivered || r.Next.BounceType != "" || r.Next.Version != 3 {
+		t.Fatalf("correction of a bounce: %+v", r)
+	}
+	if r.Next.Key != precedence.KeyOf(fix) || !r.Next.CorrectedAt.Equal(fix.OccurredAt) {
+		t.Fatalf("correction key %+v corrected_at %v", r.Next.Key, r.Next.CorrectedAt)
+	}
+	corrected := r.Next
+
+	tests := []struct {
+		name               string
+		cur                precedence.State
+		in                 event.Event
+		wantStatus         event.Status
+		wantBounce         string
+		wantMoved, wantAdv bool
+		wantVersion        int64
+	}{
+		{"a correction wins over a higher rank", bouncedHard, fix, event.StatusDelivered, "", true, true, 3},
+		{"a correction even when its time is before the deciding event", bouncedHard, correction("correction-0", event.StatusDelivered, 0), event.StatusDelivered, "", true, true, 3},
+		{"a correction to the same status only clears the bounce type", bouncedHard, correction("correction-2", event.StatusBounced, 2*time.Hour), event.StatusBounced, "", true, true, 3},
+		{"a correction that changes nothing visible advances", corrected, correction("correction-3", event.StatusDelivered, 3*time.Hour), event.StatusDelivered, "", false, true, 3},
+		{"a correction on a fresh message", precedence.State{}, fix, event.StatusDelivered, "", true, true, 1},
+		{"an older correction after a newer one is stale", corrected, correction("correction-0", event.StatusBounced, time.Hour), event.StatusDelivered, "", false, false, 3},
+		{"a correction to an unknown status is stale", bouncedHard, correction("correction-x", "lost", 2*time.Hour), event.StatusBounced, "hard", false, false, 2},
+		{"the old bounce again (new id, same time) is stale", corrected, ev("b-retry", event.StatusBounced, time.Hour, "hard"), event.StatusDelivered, "", false, false, 3},
+		{"a complaint from before the correction is stale", corrected, ev("c0", event.StatusComplained, time.Hour+time.Minute, ""), event.StatusDelivered, "", false, false, 3},
+		{"an event at exactly the correction time is stale", corrected, ev("b-tie", event.StatusBounced, 2*time.Hour, "hard"), event.StatusDelivered, "", false, false, 3},
+		{"a bounce after the correction moves", corrected, ev("b2", event.StatusBounced, 3*time.Hour, "hard"), event.StatusBounced, "hard", true, true, 4},
+		{"a delivered after the correction advances", corrected, ev("d2", event.StatusDelivered, 3*time.Hour, ""), event.StatusDelivered, "", false, true, 3},
+		{"a lower rank after the correction is stale by rank", corrected, ev("s2", event.StatusAccepted, 3*time.Hour, ""), event.StatusDelivered, "", false, false, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := precedence.Apply(tc.cur, tc.in)
+			if r.Next.Status != tc.wantStatus || r.Next.BounceType != tc.wantBounce || r.Moved != tc.wantMoved || r.Advanced != tc.wantAdv || r.Next.Version != tc.wantVersion {
+				t.Fatalf("Apply = %q/%q moved %v advanced %v version %d; want %q/%q %v %v %d",
+					r.Next.Status, r.Next.BounceType, r.Moved, r.Advanced, r.Next.Version, tc.wantStatus, tc.wantBounce, tc.wantMoved, tc.wantAdv, tc.wantVersion)
+			}
+			if !r.Advanced && r.Next != tc.cur {
+				t.Fatalf("a stale event changed the state: %+v → %+v", tc.cur, r.Next)
+			}
+			if r.Advanced && tc.in.Kind != event.KindCorrection && !r.Next.CorrectedAt.Equal(tc.cur.CorrectedAt) {
+				t.Fatalf("a provider event moved corrected_at: %+v → %+v", tc.cur, r.Next)
+			}
+		})
+	}
+}
+
+// TestCorrectionThenEveryArrivalOrderOfLaterEvents: once a correction is applied, the events
+// that occurred before it are stale in any order, and those after it fold as usual.
+func TestCorrectionThenEveryArrivalOrderOfLaterEvents(t *testing.T) {
+	s := precedence.State{}
+	for _, e := range []event.Event{ev("d", event.StatusDelivered, 0, ""), ev("b", event.StatusBounced, time.Minute, "hard")} {
+		s = precedence.Apply(s, e).Next
+	}
+	s = precedence.Apply(s, correction("correction-1", event.StatusDelivered, time.Hour)).Next
+	events := []event.Event{
+		ev("b", event.StatusBounced, time.Minute, "hard"),   // the provider's retry
+		ev("c", event.StatusComplained, 30*time.Minute, ""), // before the correction
+		ev("d2", event.StatusDelivered, 2*time.Hour, ""),    // after: advances
+		ev("f", event.StatusFailed, 3*time.Hour, ""),        // after: wins
+		ev("a", event.StatusAccepted, 4*time.Hour, ""),      // after, but lower rank
+	}
+	var want *precedence.State
+	permute(len(events), func(idx []int) {
+		cur := s
+		for _, i := range idx {
+			cur = precedence.Apply(cur, events[i]).Next
+		}
+		cur.Version = 0
+		if want == nil {
+			want = &cur
+			return
+		}
+		if cur != *want {
+			t.Fatalf("order %v ended %+v, another order ended %+v", idx, cur, *want)
+		}
+	})
+	if want.Status != event.StatusFailed || want.Key.EventID != "f" || !want.CorrectedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("end state %+v, want failed decided by f, corrected_at kept", *want)
+	}
+}
+
 func TestRanks(t *testing.T) {
 	order := []event.Status{event.StatusAccepted, event.StatusDeferred, event.StatusDelivered, event.StatusBounced, event.StatusComplained}
 	for i := 1; i < len(order); i++ {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,8 +16,9 @@ import (
 // errLostRace means a concurrent attempt of the same event committed its outcome first.
 var errLostRace = errors.New("outcome recorded concurrently")
 
-// ApplyStatus applies a status, engagement or unsubscribe event to its message and records the
-// outcome in the message history, in one transaction. It is idempotent per (provider,
+// ApplyStatus applies a status, correction, engagement or unsubscribe event to its message,
+// records the outcome in the message history and, for a hard bounce, complaint or unsubscribe,
+// adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
 // event_id): once an outcome is committed, every later call returns that outcome unchanged, so
 // a retried activity reports (and notifies) exactly what the first attempt decided.
 func (s *Store) ApplyStatus(ctx context.Context, ev event.Event) (ApplyResult, error) {
@@ -35,9 +37,12 @@ func (s *Store) applyStatus(ctx context.Context, ev event.Event) (ApplyResult, e
 		return ApplyResult{}, errors.New("event has no message id")
 	}
 	switch ev.Kind {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+	case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
 	default:
 		return ApplyResult{}, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
+	}
+	if ev.Kind == event.KindCorrection && !ev.Status.Known() {
+		return ApplyResult{}, fmt.Errorf("correction to unknown status %q", ev.Status)
 	}
 	// PostgreSQL keeps microseconds. Deciding precedence on the stored precision makes an
 	// event compare the same against a key read back from the database as against the same
@@ -78,7 +83,7 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
 		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
 		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
-		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt,
+		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
 	); err != nil {
 		return ApplyResult{}, fmt.Errorf("lock message: %w", err)
 	}
@@ -92,16 +97,32 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 			string(next.Status), next.BounceType, next.Recipient,
 			next.OrderRank, next.OrderOccurredAt, next.OrderEventID, next.Version,
 			next.Unsubscribed, next.UnsubscribedAt,
-			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt,
+			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt, next.CorrectedAt,
 		); err != nil {
 			return ApplyResult{}, fmt.Errorf("update message: %w", err)
 		}
 	}
 
+	// Whether or not the status moved: a hard bounce that is stale for its message still says
+	// the address is bad. The message_events insert below gates this per event: a second
+	// attempt of the same event loses that race and its transaction, this upsert included,
+	// rolls back.
+	if address, reason, ok := SuppressionOf(ev, next.Recipient); ok {
+		seenAt := ev.OccurredAt
+		if seenAt.IsZero() {
+			seenAt = time.Now()
+		}
+		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
+			ev.MessageID, seenAt).Scan(&res.Suppressed); err != nil {
+			return ApplyResult{}, fmt.Errorf("suppress %s: %w", address, err)
+		}
+	}
+
+	actor, note := correctionBy(ev)
 	var inserted bool
 	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
 		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),
-		string(res.To), res.BounceType, res.Recipient, res.Version,
+		string(res.To), res.BounceType, res.Recipient, res.Version, actor, note, res.Suppressed,
 	).Scan(&inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another attempt of this event committed while this one waited for the message lock.
@@ -120,7 +141,7 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.
 func (s *Store) recordedOutcome(ctx context.Context, ev event.Event) (res ApplyResult, ok bool, err error) {
 	err = s.pool.QueryRow(ctx, qRecordedOutcome, ev.Provider, ev.EventID).Scan(
-		&res.Outcome, &res.From, &res.To, &res.BounceType, &res.Recipient, &res.Version)
+		&res.Outcome, &res.From, &res.To, &res.BounceType, &res.Recipient, &res.Version, &res.Suppressed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ApplyResult{}, false, nil
 	}
@@ -145,6 +166,7 @@ type messageRow struct {
 	Clicks          int64
 	FirstOpenedAt   *time.Time
 	FirstClickedAt  *time.Time
+	CorrectedAt     *time.Time
 }
 
 func (m messageRow) state() precedence.State {
@@ -152,7 +174,11 @@ func (m messageRow) state() precedence.State {
 	if m.OrderOccurredAt != nil {
 		key.OccurredAt = m.OrderOccurredAt.UTC()
 	}
-	return precedence.State{Status: m.Status, BounceType: m.BounceType, Key: key, Version: m.Version}
+	st := precedence.State{Status: m.Status, BounceType: m.BounceType, Key: key, Version: m.Version}
+	if m.CorrectedAt != nil {
+		st.CorrectedAt = m.CorrectedAt.UTC()
+	}
+	return st
 }
 
 // applyEvent computes the message row after ev and the outcome to record. It is pure so the
@@ -165,7 +191,7 @@ func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow,
 		seenAt = now
 	}
 	switch ev.Kind {
-	case event.KindStatus:
+	case event.KindStatus, event.KindCorrection:
 		r := precedence.Apply(cur.state(), ev)
 		switch {
 		case r.Moved:
@@ -182,6 +208,7 @@ func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow,
 			next.OrderRank = r.Next.Key.Rank
 			next.OrderOccurredAt = nullTime(r.Next.Key.OccurredAt)
 			next.OrderEventID = r.Next.Key.EventID
+			next.CorrectedAt = nullTime(r.Next.CorrectedAt)
 			changed = true
 		}
 	case event.KindOpened:
@@ -219,4 +246,17 @@ func earliest(stored *time.Time, t time.Time) *time.Time {
 		return stored
 	}
 	return &t
+}
+
+// correctionBy returns who made a correction and why, from its Raw JSON; empty for every other
+// event. A Raw that does not decode leaves them empty: the correction still applies.
+func correctionBy(ev event.Event) (actor, note string) {
+	if ev.Kind != event.KindCorrection {
+		return "", ""
+	}
+	var c event.Correction
+	if err := json.Unmarshal(ev.Raw, &c); err != nil {
+		return "", ""
+	}
+	return c.Actor, c.Reason
 }

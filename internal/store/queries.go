@@ -23,7 +23,7 @@ WHERE provider = $1 AND event_id = $2
 RETURNING processed_at`
 
 	qRecordedOutcome = `
-SELECT outcome, from_status, to_status, bounce_type, recipient, version
+SELECT outcome, from_status, to_status, bounce_type, recipient, version, suppressed
 FROM message_events
 WHERE provider = $1 AND event_id = $2`
 
@@ -36,7 +36,8 @@ ON CONFLICT (provider, message_id) DO NOTHING`
 	// from this row is still current when it is written back.
 	qLockMessage = `
 SELECT status, bounce_type, recipient, order_rank, order_occurred_at, order_event_id, version,
-       unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at
+       unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at,
+       corrected_at
 FROM messages
 WHERE provider = $1 AND message_id = $2
 FOR UPDATE`
@@ -47,25 +48,27 @@ SET status = $3, bounce_type = $4, recipient = $5,
     order_rank = $6, order_occurred_at = $7, order_event_id = $8, version = $9,
     unsubscribed = $10, unsubscribed_at = $11,
     opens = $12, clicks = $13, first_opened_at = $14, first_clicked_at = $15,
-    updated_at = now()
+    corrected_at = $16, updated_at = now()
 WHERE provider = $1 AND message_id = $2`
 
 	qInsertMessageEvent = `
 INSERT INTO message_events (provider, event_id, message_id, event_type, status, occurred_at,
-                            outcome, from_status, to_status, bounce_type, recipient, version)
-VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12)
+                            outcome, from_status, to_status, bounce_type, recipient, version,
+                            actor, note, suppressed)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING true`
 
 	qGetMessage = `
 SELECT provider, message_id, status, bounce_type, recipient, version, unsubscribed,
-       unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at, created_at, updated_at
+       unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at, corrected_at,
+       created_at, updated_at
 FROM messages
 WHERE provider = $1 AND message_id = $2`
 
 	qMessageHistory = `
 SELECT event_id, event_type, COALESCE(status, ''), occurred_at, received_at, outcome,
-       from_status, to_status, version
+       from_status, to_status, version, actor, note, suppressed
 FROM message_events
 WHERE provider = $1 AND message_id = $2
 ORDER BY received_at, event_id`
@@ -115,4 +118,44 @@ WHERE id = $1 AND status <> 'sent'`
 	qNotificationExists = `SELECT EXISTS (SELECT 1 FROM notifications WHERE id = $1)`
 
 	qBacklog = `SELECT count(*), min(received_at) FROM webhook_events WHERE processed_at IS NULL`
+
+	// Runs inside ApplyStatus's transaction, after the message lock and before the outcome is
+	// recorded, so a lost race rolls it back with everything else. xmax = 0 only for a row this
+	// statement inserted: the event added the address. An existing row keeps the event that
+	// first suppressed it; later events widen the seen window and count.
+	qUpsertSuppression = `
+INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen)
+VALUES ($1, $2, $3, $4, $5, $6, $6)
+ON CONFLICT (address) DO UPDATE
+SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
+    last_seen  = GREATEST(suppressions.last_seen, EXCLUDED.last_seen),
+    times_seen = suppressions.times_seen + 1,
+    updated_at = now()
+RETURNING xmax = 0`
+
+	suppressionColumns = `address, reason, provider, event_id, message_id, first_seen, last_seen, times_seen`
+
+	qGetSuppression = `
+SELECT ` + suppressionColumns + `
+FROM suppressions
+WHERE address = $1`
+
+	// Keyset paging by address; $2 = '' means every reason.
+	qListSuppressions = `
+SELECT ` + suppressionColumns + `
+FROM suppressions
+WHERE address > $1 AND ($2 = '' OR reason = $2)
+ORDER BY address
+LIMIT $3`
+
+	qDeleteSuppression = `
+DELETE FROM suppressions
+WHERE address = $1
+RETURNING ` + suppressionColumns
+
+	qInsertSuppressionLift = `
+INSERT INTO suppression_lifts (address, reason, provider, event_id, message_id, first_seen,
+                               last_seen, times_seen, lifted_by, lift_reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING id, lifted_at`
 )

@@ -137,7 +137,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 	err := tx.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
 		&m.Provider, &m.MessageID, &m.Status, &m.BounceType, &m.Recipient, &m.Version,
 		&m.Unsubscribed, &m.UnsubscribedAt, &m.Opens, &m.Clicks, &m.FirstOpenedAt,
-		&m.FirstClickedAt, &m.CreatedAt, &m.UpdatedAt,
+		&m.FirstClickedAt, &m.CorrectedAt, &m.CreatedAt, &m.UpdatedAt,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Message{}, ErrNotFound
@@ -157,7 +157,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 			occurredAt *time.Time
 		)
 		if err := rows.Scan(&e.EventID, &e.Type, &e.Status, &occurredAt, &e.ReceivedAt,
-			&e.Outcome, &e.From, &e.To, &e.Version); err != nil {
+			&e.Outcome, &e.From, &e.To, &e.Version, &e.Actor, &e.Note, &e.Suppressed); err != nil {
 			rows.Close()
 			return Message{}, fmt.Errorf("history: %w", err)
 		}

@@ -85,10 +85,12 @@ func TestMigrateConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	// Version 0 (goose's own) plus one row per migration file, each recorded once.
-	assert.Equal(t, 2, countRows(t, s, `SELECT count(*) FROM goose_db_version`))
+	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM goose_db_version`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 1`))
-	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM information_schema.tables
-		WHERE table_schema = 'public' AND table_name IN ('webhook_events','messages','message_events','notifications')`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = 2`))
+	assert.Equal(t, 6, countRows(t, s, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_name IN ('webhook_events','messages','message_events','notifications',
+		                                               'suppressions','suppression_lifts')`))
 }
 
 func TestOpenRejectsUnreachableDatabase(t *testing.T) {
@@ -301,7 +303,7 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 		},
 		{
 			statusEvent("e_bounced", msg, event.StatusBounced, event.BounceHard, at(4)),
-			store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2},
+			store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2, Suppressed: true},
 		},
 		{
 			statusEvent("e_deferred", msg, event.StatusDeferred, "", at(2)),
@@ -391,6 +393,8 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 		assert.Equal(t, store.ApplyResult{
 			Outcome: want, From: event.StatusDelivered, To: event.StatusDelivered,
 			Recipient: "to@example.com", Version: 1,
+			// The unsubscribe suppresses the message's recipient; its retry reports the same.
+			Suppressed: ev.Kind == event.KindUnsubscribed,
 		}, res, ev.EventID)
 	}
 

@@ -36,6 +36,10 @@ type ApplyResult struct {
 	Recipient  string       `json:"recipient,omitempty"`
 	// Version is the message's version after this event (unchanged unless moved).
 	Version int64 `json:"version"`
+	// Suppressed: this event added its recipient to the suppressions (false when the address
+	// was already suppressed). Omitted when false, so results of events that suppress nothing
+	// look as they did before suppressions existed.
+	Suppressed bool `json:"suppressed,omitempty"`
 }
 
 // Message is a message's current state and history, as GET /v1/messages returns it.
@@ -52,6 +56,7 @@ type Message struct {
 	Clicks         int64          `json:"clicks"`
 	FirstOpenedAt  *time.Time     `json:"first_opened_at,omitempty"`
 	FirstClickedAt *time.Time     `json:"first_clicked_at,omitempty"`
+	CorrectedAt    *time.Time     `json:"corrected_at,omitempty"` // the latest operator correction
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	Events         []MessageEvent `json:"events"`
@@ -69,6 +74,11 @@ type MessageEvent struct {
 	From       event.Status `json:"from,omitempty"`
 	To         event.Status `json:"to,omitempty"`
 	Version    int64        `json:"version"`
+	// Actor and Note say who made a correction (the admin token's name) and why.
+	Actor string `json:"actor,omitempty"`
+	Note  string `json:"note,omitempty"`
+	// Suppressed: this event added the recipient to the suppressions.
+	Suppressed bool `json:"suppressed,omitempty"`
 }
 
 // Notification states.
@@ -92,4 +102,52 @@ type Notification struct {
 	Body      json.RawMessage `json:"body"`
 	CreatedAt time.Time       `json:"created_at"`
 	SentAt    *time.Time      `json:"sent_at,omitempty"`
+}
+
+// Suppression reasons.
+const (
+	ReasonHardBounce  = "hard_bounce"
+	ReasonComplaint   = "complaint"
+	ReasonUnsubscribe = "unsubscribe"
+)
+
+// SuppressionReasons lists every suppression reason.
+var SuppressionReasons = []string{ReasonHardBounce, ReasonComplaint, ReasonUnsubscribe}
+
+// Suppression is an address mail must not be sent to, with the event that first put it there.
+type Suppression struct {
+	Address   string    `json:"address"`
+	Reason    string    `json:"reason"`
+	Provider  string    `json:"provider"`
+	EventID   string    `json:"event_id"`
+	MessageID string    `json:"message_id"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	TimesSeen int64     `json:"times_seen"`
+}
+
+// SuppressionFilter selects a page of suppressions, ordered by address.
+type SuppressionFilter struct {
+	// Reason, when set, keeps only that reason.
+	Reason string
+	// After is the keyset cursor: only addresses greater than it.
+	After string
+	// Limit is the page size (at least 1).
+	Limit int
+}
+
+// SuppressionLift is the audit row of a lifted suppression.
+type SuppressionLift struct {
+	ID         int64     `json:"id"`
+	Address    string    `json:"address"`
+	Reason     string    `json:"reason"`
+	Provider   string    `json:"provider"`
+	EventID    string    `json:"event_id"`
+	MessageID  string    `json:"message_id"`
+	FirstSeen  time.Time `json:"first_seen"`
+	LastSeen   time.Time `json:"last_seen"`
+	TimesSeen  int64     `json:"times_seen"`
+	LiftedBy   string    `json:"lifted_by"`
+	LiftReason string    `json:"lift_reason"`
+	LiftedAt   time.Time `json:"lifted_at"`
 }
