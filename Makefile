@@ -18,7 +18,7 @@ CMD := ./cmd/mailhook
 # Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
 GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
 
-.PHONY: build run test test-short record-histories fmt fmt-check vet compose-check \
+.PHONY: build run test test-short record-histories fmt fmt-check vet compose-check alerts-check \
 	temporal-cli temporal-dev temporal-stop postgres clean clean-dev
 
 build:
@@ -40,8 +40,8 @@ run:
 	echo
 	exec $(BIN) serve
 
-# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI
-# or docker-compose cannot be had.
+# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI,
+# docker-compose or promtool cannot be had.
 test: vet fmt-check
 	@scripts/ensure-postgres.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
@@ -49,6 +49,7 @@ test: vet fmt-check
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh
+	scripts/check-alerts.sh
 
 # Record the workflow histories the replay test (workflows/replay_test.go) replays, into a new
 # folder per recording. Run it when a change adds behaviour behind workflow.GetVersion; the
@@ -81,6 +82,9 @@ fmt-check:
 
 compose-check:
 	scripts/check-compose.sh
+
+alerts-check:
+	scripts/check-alerts.sh
 
 temporal-cli:
 	scripts/ensure-temporal-cli.sh
