@@ -1,10 +1,12 @@
 package e2e_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	cryptohmac "crypto/hmac"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+	"github.com/mailhook/mailhook/internal/provider/ses"
 )
 
 // TestPostscaleAndSendGridSideBySide is a migration in progress: both providers' endpoints are
@@ -161,5 +164,38 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 		if m := h.messageOf(ep, msgID); m.Status != event.StatusDelivered {
 			t.Fatalf("%s message status %q", ep, m.Status)
 		}
+	}
+}
+
+// TestSESCertificateUnreachableIsRetryable: when the SNS signing certificate cannot be fetched,
+// verification cannot complete; SNS drops a message on any 4xx, so mailhook answers 503.
+func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
+	topic := "arn:aws:sns:us-east-1:123456789012:ses-events"
+	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
+		Name: "ses", Provider: "ses",
+		Settings: provider.Settings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`},
+	}}})
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &ses.Envelope{Type: "Notification", MessageID: h.id("sns"), TopicARN: topic,
+		Message:   `{"eventType":"Delivery","mail":{"messageId":"m1","destination":["a@example.com"]}}`,
+		Timestamp: time.Now().UTC().Format(time.RFC3339), SigningCertURL: "https://127.0.0.1:1/SimpleNotificationService-x.pem"}
+	if err := ses.SignEnvelope(env, key, "2"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/ses", bytes.NewReader(env.Body()))
+	req.Header.Set("x-amz-sns-message-type", "Notification")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("unreachable signing certificate: %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events`); n != 0 {
+		t.Fatalf("%d rows stored", n)
 	}
 }
