@@ -121,6 +121,21 @@ type NotifyInput struct {
 	Type  string            `json:"type"`
 	Event event.Event       `json:"event"`
 	Apply store.ApplyResult `json:"apply,omitempty"`
+	// NotificationEventID, when set, replaces Event.EventID in the notification's key (its id
+	// and its notifications row): a replay with --renotify sends under
+	// NotificationID(provider, event_id+":replay:"+n, sink, type). The body still names the
+	// event's own id.
+	NotificationEventID string `json:"notification_event_id,omitempty"`
+	// Data is the notification's data for types not built from an event (report.daily).
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// notificationEventID is the event id the notification is keyed by.
+func (in NotifyInput) notificationEventID() string {
+	if in.NotificationEventID != "" {
+		return in.NotificationEventID
+	}
+	return in.Event.EventID
 }
 
 // NotifyResult is what a Notify activity achieved.
@@ -139,13 +154,14 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			fmt.Sprintf("sink %q is not configured any more", in.Sink), ErrTypeUnknownSink, nil)
 	}
 	ev := in.Event
-	id := store.NotificationID(ev.Provider, ev.EventID, sink.Name, in.Type)
+	keyID := in.notificationEventID()
+	id := store.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
 	body, err := Body(id, in, a.now())
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
 	}
 	n, err := a.Store.EnsureNotification(ctx, store.Notification{
-		ID: id, Provider: ev.Provider, EventID: ev.EventID, Sink: sink.Name, Type: in.Type, Body: body,
+		ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body,
 	})
 	if err != nil {
 		return NotifyResult{}, fmt.Errorf("ensure notification %s: %w", id, err)
@@ -263,6 +279,11 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 		data = SuppressionAdded{
 			Address: address, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
 		}
+	case config.TypeReportDaily:
+		if len(in.Data) == 0 {
+			return nil, fmt.Errorf("%s notification without data", in.Type)
+		}
+		data = in.Data
 	default:
 		return nil, fmt.Errorf("unknown notification type %q", in.Type)
 	}

@@ -30,6 +30,29 @@ type Input struct {
 	// SuppressionSinks want suppression.added. Runs started before it existed have none, and an
 	// Input without it runs exactly as before.
 	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
+	// Replay, when positive, makes this run the operator's replay number n of an event already
+	// recorded (workflow ID provider:event_id:replay:<n>, `mailhook replay`): it does not end
+	// as a duplicate when RecordEvent finds the event processed, and runs every step again.
+	// Each step is idempotent, so without Renotify a sink that already got a notification is
+	// not sent it again (its notifications row is sent).
+	Replay int `json:"replay,omitempty"`
+	// Renotify (only with Replay) keys the notifications by event_id+":replay:"+n instead, so
+	// every sink that wants them is sent them once more, under new ids.
+	Renotify bool `json:"renotify,omitempty"`
+}
+
+// notificationEventID is the event id the run's notifications are keyed by (see Renotify).
+func (in Input) notificationEventID() string {
+	if in.Replay > 0 && in.Renotify {
+		return ReplayNotificationEventID(in.Event.EventID, in.Replay)
+	}
+	return in.Event.EventID
+}
+
+// ReplayNotificationEventID is the event id that replay n's notifications are keyed by when it
+// renotifies: store.NotificationID(provider, ReplayNotificationEventID(id, n), sink, type).
+func ReplayNotificationEventID(eventID string, n int) string {
+	return fmt.Sprintf("%s:replay:%d", eventID, n)
 }
 
 // Outcomes of a run, beyond the store's apply outcomes.
@@ -56,6 +79,9 @@ type NotificationResult struct {
 	ID     string `json:"id"`
 	Status string `json:"status"` // sent or failed
 	Error  string `json:"error,omitempty"`
+	// AlreadySent: the notification had been sent before this run (a replay without
+	// --renotify, a reset run), so it was not sent again.
+	AlreadySent bool `json:"already_sent,omitempty"`
 }
 
 // NotifyPolicy is the Notify activity's durable retry policy.
@@ -80,6 +106,7 @@ type Processor struct {
 // Register registers the workflow under its stable name.
 func (p *Processor) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
+	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: DailyReconcileName})
 }
 
 // dbActivity: database steps retry until PostgreSQL is back; they never give up on their own,
@@ -123,7 +150,11 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 	if err := workflow.ExecuteActivity(dbCtx, activities.RecordEventName, ev).Get(ctx, &rec); err != nil {
 		return Result{}, fmt.Errorf("record event: %w", err)
 	}
-	if rec.AlreadyProcessed {
+	// A replay goes on past an event already processed; every later step is idempotent. This
+	// needs no workflow.GetVersion: the branch depends only on in.Replay, a field added with
+	// replays, so no history recorded before it can hold Replay > 0, and every such run takes
+	// the duplicate branch exactly as it did when it was recorded.
+	if rec.AlreadyProcessed && in.Replay == 0 {
 		log.Info("event already processed; duplicate", "event_id", ev.EventID)
 		return Result{Outcome: OutcomeDuplicate}, nil
 	}
@@ -165,7 +196,11 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 
 	var failed []activities.FailedNotification
 	if len(notify) > 0 {
-		res.Notifications, failed = p.notifyAll(ctx, notify, activities.NotifyInput{Event: ev, Apply: applied})
+		base := activities.NotifyInput{Event: ev, Apply: applied}
+		if key := in.notificationEventID(); key != ev.EventID {
+			base.NotificationEventID = key
+		}
+		res.Notifications, failed = p.notifyAll(ctx, notify, base)
 	}
 
 	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Result: res.Outcome}
@@ -201,7 +236,11 @@ func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base acti
 	var failed []activities.FailedNotification
 	for i, f := range futures {
 		n := ns[i]
-		id := store.NotificationID(base.Event.Provider, base.Event.EventID, n.Sink, n.Type)
+		keyID := base.Event.EventID
+		if base.NotificationEventID != "" {
+			keyID = base.NotificationEventID
+		}
+		id := store.NotificationID(base.Event.Provider, keyID, n.Sink, n.Type)
 		var out activities.NotifyResult
 		if err := f.Get(ctx, &out); err != nil {
 			msg := failureMessage(err)
@@ -210,7 +249,7 @@ func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base acti
 			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
 			continue
 		}
-		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent}
+		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: out.AlreadySent}
 	}
 	return results, failed
 }

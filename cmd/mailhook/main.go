@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/loadgen"
+	"github.com/mailhook/mailhook/internal/loadgen/baseline"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/simulate"
 	"github.com/mailhook/mailhook/internal/store"
@@ -112,6 +114,12 @@ func root(log *slog.Logger) *cobra.Command {
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
-	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd)
+	// loadtest drives a running mailhook and checks the result; loadtest baseline measures
+	// the Temporal ceiling (docs/BENCHMARKS.md).
+	loadCmd := loadgen.Command()
+	loadCmd.AddCommand(baseline.Command())
+
+	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd)
+	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
 	return cmd
 }

@@ -26,10 +26,12 @@ const (
 	// TypeSuppressionAdded is sent when an event (hard bounce, complaint, unsubscribe) newly
 	// adds its recipient to the suppressions.
 	TypeSuppressionAdded = "suppression.added"
+	// TypeReportDaily is the daily reconciliation's report (DailyReconcile, 00:30 UTC).
+	TypeReportDaily = "report.daily"
 )
 
 // NotificationTypes lists every notification type a sink can subscribe to.
-var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded}
+var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded, TypeReportDaily}
 
 func knownNotificationType(t string) bool {
 	for _, k := range NotificationTypes {
@@ -100,6 +102,11 @@ type Temporal struct {
 	StartTimeout time.Duration `yaml:"start_timeout"`
 	// RetryAfter is the Retry-After a 503 suggests to the provider.
 	RetryAfter time.Duration `yaml:"retry_after"`
+	// TLS, APIKey (a Temporal Cloud API key; implies TLS) and Codec (payload encryption): see
+	// temporal_remote.go.
+	TLS    TLS    `yaml:"tls"`
+	APIKey string `yaml:"api_key"`
+	Codec  Codec  `yaml:"codec"`
 }
 
 // Notify configures downstream delivery retries (the Notify activity's retry policy).
@@ -232,6 +239,9 @@ func (c Config) Validate() error {
 	}
 	if c.Temporal.StartTimeout <= 0 {
 		return errors.New("config: temporal.start_timeout must be positive")
+	}
+	if err := c.Temporal.validateRemote(); err != nil {
+		return err
 	}
 	if c.Notify.InitialInterval <= 0 || c.Notify.MaxInterval <= 0 || c.Notify.GiveUpAfter <= 0 || c.Notify.AttemptTimeout <= 0 {
 		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")

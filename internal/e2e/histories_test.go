@@ -125,6 +125,22 @@ func TestRecordScenarioHistories(t *testing.T) {
 	}
 	files = append(files, writeHistory(t, h.svc.Temporal, dir, "duplicate", opts.ID))
 
+	// A replay with renotify (Input.Replay and Input.Renotify): the processed event runs again
+	// past the duplicate short-circuit, and its notification is sent once more under the
+	// replay's id.
+	{
+		code, resp := h.admin(http.MethodPost, "/v1/events/postscale/"+ids["delivered"]+"/replay", `{"renotify":true}`)
+		replayWF, _ := resp["workflow_id"].(string)
+		if code != http.StatusAccepted || replayWF == "" {
+			t.Fatalf("replay-renotify: %d %v", code, resp)
+		}
+		want := store.NotificationID("postscale", workflows.ReplayNotificationEventID(ids["delivered"], 1), "app", config.TypeStatusChanged)
+		if res := h.result(replayWF); res.Outcome != "moved" || len(res.Notifications) != 1 || res.Notifications[0].ID != want || res.Notifications[0].AlreadySent {
+			t.Fatalf("replay-renotify: %+v, want moved and notified once more under %s", res, want)
+		}
+		files = append(files, writeHistory(t, h.svc.Temporal, dir, "replay-renotify", replayWF))
+	}
+
 	// The suppression.added path (GetVersion "suppression-notify" = 1) and a correction, on a
 	// harness whose sink also wants suppression.added. Its own database: the complaint above
 	// already suppressed the recipient there.

@@ -13,10 +13,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -76,6 +78,10 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// AdminTokens maps bearer token → actor name for the /v1 API. Empty refuses every request.
 	AdminTokens map[string]string
+	// Reconciler, when set, serves the daily report, replays and redrives (reports.go).
+	Reconciler Reconciler
+	// Codec, when set, serves the Temporal remote codec endpoint under /codec (codec.go).
+	Codec *CodecEndpoint
 }
 
 // Handler builds the gin engine.
@@ -105,9 +111,11 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/suppressions", s.listSuppressions)
 	v1.GET("/suppressions/:address", s.getSuppression)
 	v1.DELETE("/suppressions/:address", s.liftSuppression)
+	s.reconcileRoutes(v1) // reports.go
 	if s.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 	}
+	s.mountCodec(r)
 	return r
 }
 
@@ -145,6 +153,13 @@ func (s *Server) webhook(c *gin.Context) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "body too large"})
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// http.read_timeout ran out mid-body (a stalled or trickling client). It is not a
+			// malformed request: 408 says a retry may succeed. The connection is not reusable.
+			c.Header("Connection", "close")
+			reply(http.StatusRequestTimeout, outcomeReadTimeout, gin.H{"error": "body not received in time"}, "error", err)
 			return
 		}
 		reply(http.StatusBadRequest, metrics.BadRequest, gin.H{"error": "could not read body"}, "error", err)
@@ -192,6 +207,14 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
 		return
+	}
+	// An event PostgreSQL cannot store would fail RecordEvent on every retry, for ever: refuse
+	// it now, while the sender can still be told.
+	for _, ev := range events {
+		if err := storable(ev); err != nil {
+			reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
+			return
+		}
 	}
 	if ep.Namespace != "" {
 		for i := range events {
@@ -489,4 +512,90 @@ func reason(err error) string {
 			return err.Error()
 		}
 	}
+}
+
+// outcomeReadTimeout labels a webhook request whose body did not arrive within http.read_timeout.
+const outcomeReadTimeout = "read_timeout"
+
+// storable returns why PostgreSQL would refuse to store ev, or nil. Text columns refuse invalid
+// UTF-8 and NUL; the jsonb payload also refuses the escapes \u0000 and unpaired UTF-16
+// surrogates. encoding/json accepts all of these (it decodes them to U+FFFD), so a correctly
+// signed body carrying one would be accepted and then fail RecordEvent on every retry.
+//
+// Duplicate object keys are not refused: encoding/json and jsonb both keep the last value, so
+// the event id, the stored payload and the notifications agree on what the body says, and
+// only a holder of the signing secret can produce such a body at all.
+func storable(ev event.Event) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"event id", ev.EventID}, {"type", ev.Type}, {"message id", ev.MessageID},
+		{"recipient", ev.Recipient}, {"bounce type", ev.BounceType},
+	} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%s is not valid UTF-8", f.name)
+		}
+		if strings.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("%s contains NUL", f.name)
+		}
+	}
+	if !utf8.Valid(ev.Raw) {
+		return errors.New("payload is not valid UTF-8")
+	}
+	return jsonbEscapes(ev.Raw)
+}
+
+// jsonbEscapes checks the \u escapes of a JSON text the way PostgreSQL's jsonb input does: no
+// \u0000, and every high surrogate immediately followed by a low one. Outside strings a
+// backslash is a syntax error, so it need not track whether it is inside one.
+func jsonbEscapes(raw []byte) error {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(raw, i+1)
+		if !ok {
+			continue // not a valid escape; the JSON parser has already refused it
+		}
+		i += 4
+		switch {
+		case r == 0:
+			return errors.New(`payload contains \u0000`)
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return errors.New("payload contains an unpaired UTF-16 surrogate escape")
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return errors.New("payload contains an unpaired UTF-16 surrogate escape")
+			}
+			lo, ok := hex4(raw, i+3)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return errors.New("payload contains an unpaired UTF-16 surrogate escape")
+			}
+			i += 6
+		}
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at raw[at:].
+func hex4(raw []byte, at int) (rune, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[at : at+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/temporalconn"
 	"github.com/mailhook/mailhook/workflows"
 
 	// Provider adapters register themselves.
@@ -58,12 +60,12 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	sdkMetrics, closeMetrics := m.TemporalHandler()
-	tc, err := client.NewLazyClient(client.Options{
-		HostPort:       cfg.Temporal.Address,
-		Namespace:      cfg.Temporal.Namespace,
-		Logger:         sdklog.NewStructuredLogger(log),
-		MetricsHandler: sdkMetrics,
-	})
+	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
+	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)
+	var tc client.Client
+	if err == nil {
+		tc, err = client.NewLazyClient(opts)
+	}
 	if err != nil {
 		closeMetrics()
 		st.Close()
@@ -98,6 +100,10 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a,
 			Namespace: provider.EventNamespace(e.Provider, e.Name)}
 	}
+	pc, err := temporalconn.Codec(s.Config.Temporal)
+	if err != nil {
+		return nil, err
+	}
 	return &httpapi.Server{
 		Endpoints:      eps,
 		MaxBodyBytes:   s.Config.HTTP.MaxBodyBytes,
@@ -119,6 +125,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Log:         s.Log,
 		Metrics:     s.Metrics,
 		AdminTokens: adminTokens(s.Config.Admin),
+		Reconciler:  s.Reconciler(),
+		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
 	}, nil
 }
 
@@ -141,6 +149,7 @@ func (s *Service) Worker() worker.Worker {
 		RetryAfterCap: s.Config.Notify.MaxInterval,
 		Metrics:       s.Metrics,
 	}).Register(w)
+	s.Reconciler().Activities().Register(w)
 	return w
 }
 
@@ -179,6 +188,45 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 type Mode struct {
 	HTTP   bool
 	Worker bool
+	// MetricsAddress, in a process without HTTP (a worker), serves GET /metrics and /healthz
+	// on this address. Empty falls back to $MAILHOOK_METRICS_ADDRESS; unset, nothing listens.
+	MetricsAddress string
+}
+
+// EnvMetricsAddress names the variable a worker-only process reads its metrics address from.
+const EnvMetricsAddress = "MAILHOOK_METRICS_ADDRESS"
+
+func (m Mode) metricsAddress() string {
+	if m.MetricsAddress != "" {
+		return m.MetricsAddress
+	}
+	return os.Getenv(EnvMetricsAddress)
+}
+
+// MaxHeaderBytes bounds a request's header block; a larger one gets 431 before any handler runs.
+const MaxHeaderBytes = 64 << 10
+
+// maxReadHeaderTimeout bounds reading a request's headers when http.read_timeout is longer.
+const maxReadHeaderTimeout = 10 * time.Second
+
+// NewHTTPServer is the http.Server Run serves handler with: timeouts and a header limit bound
+// what a slow or hostile client can hold. http.read_timeout covers the whole request, headers
+// and body; the header part is also at most 10 s, and never longer than read_timeout (a
+// header timeout longer than it would let a slow-header client outstay it).
+func NewHTTPServer(cfg config.Config, handler http.Handler) *http.Server {
+	headerTimeout := maxReadHeaderTimeout
+	if rt := cfg.HTTP.ReadTimeout; rt > 0 && rt < headerTimeout {
+		headerTimeout = rt
+	}
+	return &http.Server{
+		Addr:              cfg.HTTP.Address,
+		Handler:           handler,
+		ReadHeaderTimeout: headerTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.ReadTimeout + cfg.Temporal.StartTimeout + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+	}
 }
 
 // Run runs the process until ctx is cancelled (SIGTERM): the HTTP server stops accepting and
@@ -212,15 +260,7 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		if err != nil {
 			return err
 		}
-		srv = &http.Server{
-			Addr:              cfg.HTTP.Address,
-			Handler:           api.Handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       cfg.HTTP.ReadTimeout,
-			WriteTimeout:      cfg.HTTP.ReadTimeout + cfg.Temporal.StartTimeout + 5*time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-		}
+		srv = NewHTTPServer(cfg, api.Handler())
 		ln, err := net.Listen("tcp", cfg.HTTP.Address)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTP.Address, err)
@@ -229,6 +269,26 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("http server: %w", err)
+			}
+		}()
+	} else if addr := mode.metricsAddress(); addr != "" && svc.Metrics != nil {
+		// A worker-only process counts the notification and event metrics (the activities run
+		// here) but has no API server to show them: serve /metrics and /healthz on their own.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", svc.Metrics.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+		})
+		srv = NewHTTPServer(cfg, mux)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (metrics): %w", addr, err)
+		}
+		log.Info("metrics listening", "address", ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
 			}
 		}()
 	}
@@ -280,5 +340,6 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		return fmt.Errorf("start worker on task queue %s: %w", svc.Config.Temporal.TaskQueue, err)
 	}
 	log.Info("worker started", "task_queue", svc.Config.Temporal.TaskQueue, "namespace", svc.Config.Temporal.Namespace)
+	ensureSchedule(ctx, svc, log) // reconcile.go
 	return nil
 }

@@ -5,8 +5,8 @@ package store
 
 const (
 	qInsertWebhookEvent = `
-INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload, normalized)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING true`
 

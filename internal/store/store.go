@@ -69,6 +69,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev event.Event) (RecordResult, 
 	var inserted bool
 	err = s.pool.QueryRow(ctx, qInsertWebhookEvent,
 		ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), payload,
+		normalizedEvent(ev),
 	).Scan(&inserted)
 	switch {
 	case err == nil:

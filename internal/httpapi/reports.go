@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// Reconciler runs the daily report, redrives and replays (internal/reconcile.Service).
+type Reconciler interface {
+	DailyReport(ctx context.Context, date, provider string) (reconcile.Report, error)
+	Redrive(ctx context.Context, in activities.RedriveInput) (activities.RedriveResult, error)
+	Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (reconcile.ReplayResult, error)
+}
+
+// reconcileRoutes registers the reconciliation endpoints on the /v1 group, when the server has
+// a Reconciler.
+func (s *Server) reconcileRoutes(v1 *gin.RouterGroup) {
+	if s.Reconciler == nil {
+		return
+	}
+	v1.GET("/reports/daily", s.dailyReport)
+	v1.POST("/events/:provider/:event_id/replay", s.replay)
+	v1.POST("/redrive", s.redrive)
+}
+
+// dailyReport answers GET /v1/reports/daily?date=YYYY-MM-DD&provider=: per provider and event
+// type, the events received that UTC day (default yesterday), processed and unprocessed.
+func (s *Server) dailyReport(c *gin.Context) {
+	rep, err := s.Reconciler.DailyReport(c.Request.Context(), c.Query("date"), c.Query("provider"))
+	switch {
+	case errors.Is(err, reconcile.ErrBadDate):
+		c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
+	case err != nil:
+		s.Log.Error("daily report", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+	default:
+		c.JSON(http.StatusOK, rep)
+	}
+}
+
+// decodeOptionalBody is decodeBody where an empty body means every field's zero value.
+func decodeOptionalBody(c *gin.Context, v any) error {
+	if err := decodeBody(c, v); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// replayRequest is the body of POST /v1/events/:provider/:event_id/replay (optional).
+type replayRequest struct {
+	Renotify bool `json:"renotify"`
+}
+
+// replay re-runs a recorded event under workflow ID provider:event_id:replay:<n> and answers
+// 202 with the workflow ID once Temporal has it. Without renotify, sinks that already got its
+// notifications are not sent them again.
+func (s *Server) replay(c *gin.Context) {
+	var req replayRequest
+	if err := decodeOptionalBody(c, &req); err != nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		return
+	}
+	prov, eventID, actor := c.Param("provider"), c.Param("event_id"), c.GetString(actorKey)
+	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
+	case errors.Is(err, store.ErrNotNormalized):
+		c.JSON(http.StatusConflict, gin.H{"error": "event was recorded before replays were possible (no normalized event); it cannot be replayed"})
+	case err != nil:
+		level := s.Log.Error
+		if errors.Is(err, ingest.ErrUnavailable) {
+			level = s.Log.Warn
+		}
+		level("replay", "provider", prov, "event_id", eventID, "error", err)
+		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
+	default:
+		c.JSON(http.StatusAccepted, res)
+	}
+}
+
+// redriveRequest is the body of POST /v1/redrive (optional): older_than is a Go duration,
+// default 1h; limit bounds the events started (default and at most 1000).
+type redriveRequest struct {
+	OlderThan string `json:"older_than"`
+	Limit     int    `json:"limit"`
+}
+
+// redrive starts processing for events recorded more than older_than ago and still unprocessed,
+// as the daily reconciliation does, and answers what it did per event.
+func (s *Server) redrive(c *gin.Context) {
+	var req redriveRequest
+	if err := decodeOptionalBody(c, &req); err != nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		return
+	}
+	in := activities.RedriveInput{OlderThan: workflows.DefaultRedriveOlderThan, Limit: req.Limit}
+	if req.OlderThan != "" {
+		d, err := time.ParseDuration(req.OlderThan)
+		if err != nil || d <= 0 {
+			c.JSON(http.StatusBadRequest, gin.H{"error": `older_than must be a positive duration such as "1h" or "90m"`})
+			return
+		}
+		in.OlderThan = d
+	}
+	if in.Limit < 0 || in.Limit > activities.DefaultRedriveLimit {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be between 1 and 1000"})
+		return
+	}
+	res, err := s.Reconciler.Redrive(c.Request.Context(), in)
+	if err != nil {
+		s.Log.Error("redrive", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		return
+	}
+	s.Log.Info("redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(),
+		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
+	c.JSON(http.StatusOK, res)
+}

@@ -1,0 +1,233 @@
+package loadgen
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+)
+
+func TestPercentile(t *testing.T) {
+	var v []time.Duration
+	for i := 1; i <= 100; i++ {
+		v = append(v, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {95, 95 * time.Millisecond}, {99, 99 * time.Millisecond}, {99.9, 100 * time.Millisecond},
+		{100, 100 * time.Millisecond}, {1, time.Millisecond}, {0.5, time.Millisecond}, {0, time.Millisecond}} {
+		if got := Percentile(v, c.p); got != c.want {
+			t.Errorf("p%v = %s, want %s", c.p, got, c.want)
+		}
+	}
+	if Percentile(nil, 99) != 0 {
+		t.Error("empty")
+	}
+	one := []time.Duration{7}
+	if Percentile(one, 50) != 7 || Percentile(one, 99) != 7 {
+		t.Error("single value")
+	}
+	// Nearest rank on 10 values: p95 and p99 are the largest.
+	ten := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if Percentile(ten, 90) != 9 || Percentile(ten, 95) != 10 || Percentile(ten, 50) != 5 {
+		t.Errorf("ten: p50 %v p90 %v p95 %v", Percentile(ten, 50), Percentile(ten, 90), Percentile(ten, 95))
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]time.Duration{5, 1, 4, 2, 3})
+	if s.Count != 5 || s.P50 != 3 || s.Max != 5 || s.Mean != 3 || s.P99 != 5 {
+		t.Fatalf("%+v", s)
+	}
+	if Summarize(nil) != (Summary{}) {
+		t.Fatal("empty")
+	}
+	var l Latencies
+	l.Add("a", time.Millisecond)
+	l.Add("b", 3*time.Millisecond)
+	l.Add("a", 2*time.Millisecond)
+	got := l.Summaries("a", "b")
+	if got["a"].Count != 2 || got["all"].Count != 3 || got["all"].Max != 3*time.Millisecond {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestParseCPUTargets(t *testing.T) {
+	got, err := ParseCPUTargets([]string{"temporal=12", "pg=3+4,5"})
+	if err != nil || len(got) != 2 || got[1].Label != "pg" || len(got[1].PIDs) != 3 || got[0].PIDs[0] != 12 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Skip(err)
+	}
+	u, err := ParseCPUTargets([]string{"db=user:" + me.Username})
+	if err != nil || u[0].User != me.Username {
+		t.Fatalf("%+v %v", u, err)
+	}
+	for _, bad := range []string{"x", "=1", "a=", "a=b", "a=-1", "a=user:no-such-user-here"} {
+		if _, err := ParseCPUTargets([]string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestProcReaders(t *testing.T) {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) { // burn a little CPU so it is measurable
+	}
+	if ProcCPU(0) <= 0 {
+		t.Error("no CPU time for this process")
+	}
+	hwm, rss, err := ProcMemory(os.Getpid())
+	if err != nil || rss <= 0 || hwm < rss {
+		t.Errorf("hwm %d rss %d err %v", hwm, rss, err)
+	}
+	targets := []CPUTarget{{Label: "me", PIDs: []int{os.Getpid()}}}
+	if me, err := user.Current(); err == nil {
+		targets = append(targets, CPUTarget{Label: "mine", User: me.Username})
+	}
+	s1 := SampleCPU(targets)
+	for time.Since(s1.At) < 50*time.Millisecond {
+	}
+	s2 := SampleCPU(targets)
+	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || (len(targets) > 1 && u["mine"] < u["me"]) {
+		t.Errorf("%v", u)
+	}
+}
+
+func TestParseTemporalOps(t *testing.T) {
+	text := `# HELP temporal_request temporal_request counter
+# TYPE temporal_request counter
+temporal_request{namespace="default",operation="StartWorkflowExecution",task_queue="_unknown_"} 120
+temporal_request{namespace="default",operation="PollWorkflowTaskQueue",task_queue="q"} 7
+temporal_request{namespace="default",nexus_operation="x",operation="StartWorkflowExecution"} 3
+temporal_request_latency_bucket{operation="StartWorkflowExecution",le="0.1"} 99
+temporal_request_failure{namespace="default",operation="StartWorkflowExecution"} 40
+`
+	got, err := parseTemporalOps(bufio.NewScanner(strings.NewReader(text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["StartWorkflowExecution"] != 123 || got["PollWorkflowTaskQueue"] != 7 || len(got) != 2 {
+		t.Fatalf("%v", got)
+	}
+	d := diffOps(map[string]float64{"StartWorkflowExecution": 100, "X": 1}, got)
+	if d["StartWorkflowExecution"] != 23 || d["PollWorkflowTaskQueue"] != 7 || len(d) != 2 {
+		t.Fatalf("%v", d)
+	}
+	if !workerOp("PollActivityTaskQueue") || !workerOp("RespondWorkflowTaskCompleted") || workerOp("StartWorkflowExecution") {
+		t.Error("workerOp")
+	}
+}
+
+func TestCheckVersions(t *testing.T) {
+	m := apiMessage{Status: "bounced", Version: 2}
+	ok := []Notification{{Version: 1, Status: "delivered"}, {Version: 2, Status: "bounced"}}
+	if d := checkVersions(m, ok); d != "" {
+		t.Fatal(d)
+	}
+	for name, ns := range map[string][]Notification{
+		"missing":      {{Version: 2, Status: "bounced"}},
+		"twice":        {{Version: 1}, {Version: 1}, {Version: 2, Status: "bounced"}},
+		"wrong status": {{Version: 1}, {Version: 2, Status: "delivered"}},
+		"gap":          {{Version: 2, Status: "bounced"}, {Version: 3}},
+	} {
+		if checkVersions(m, ns) == "" {
+			t.Errorf("%s: not detected", name)
+		}
+	}
+	if d := checkVersions(apiMessage{}, nil); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestCompareMessage(t *testing.T) {
+	want := Expected{Status: "bounced", BounceType: "hard", Opens: 1, History: 2}
+	m := apiMessage{Status: "bounced", BounceType: "hard", Opens: 1}
+	m.Events = append(m.Events, struct {
+		EventID string `json:"event_id"`
+		Outcome string `json:"outcome"`
+	}{EventID: "a"}, struct {
+		EventID string `json:"event_id"`
+		Outcome string `json:"outcome"`
+	}{EventID: "b"})
+	if d := compareMessage(want, m); d != "" {
+		t.Fatal(d)
+	}
+	m.Status = "delivered"
+	m.Events[1].EventID = "a"
+	d := compareMessage(want, m)
+	if !strings.Contains(d, "status") || !strings.Contains(d, "twice") || !strings.Contains(d, "history") {
+		t.Fatal(d)
+	}
+}
+
+func TestParseMix(t *testing.T) {
+	m, err := parseMix("postscale=3, sendgrid=1")
+	if err != nil || m[Postscale] != 3 || m[SendGrid] != 1 {
+		t.Fatal(m, err)
+	}
+	for _, bad := range []string{"mailgun=1", "postscale", "postscale=-1", "postscale=x"} {
+		if _, err := parseMix(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestSendGridKeyRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sg.pem")
+	pub, err := GenerateSendGridKey(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GenerateSendGridKey(path, false); err == nil {
+		t.Fatal("overwrote an existing key without --force")
+	}
+	k, err := LoadSendGridKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sendgrid.PublicKeyBase64(&k.PublicKey) != pub {
+		t.Fatal("loaded key does not match the printed public key")
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	_ = os.WriteFile(bad, []byte("not a key"), 0o600)
+	if _, err := LoadSendGridKey(bad); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:9100", "[::1]:80", "localhost:1"} {
+		if err := requireLoopbackHostPort(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"0.0.0.0:9100", "10.0.0.1:80", "example.com:80", ":9100"} {
+		if err := requireLoopbackHostPort(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	o := Options{URL: "http://192.0.2.1:8000", Weights: map[string]int{Postscale: 1}, PostscaleSecret: "x", Duration: time.Second, DrainTimeout: time.Second, Concurrency: 1}
+	if err := o.validate(); err == nil {
+		t.Error("non-loopback --url accepted")
+	}
+}
+
+func signedSendGridHeader(key *ecdsa.PrivateKey, body []byte, now time.Time) http.Header {
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+	sendgrid.SignRequest(req, key, body, now)
+	return req.Header
+}

@@ -1,0 +1,626 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// typeStatusChanged is the notification type of a status change (the sink contract).
+const typeStatusChanged = "message.status_changed"
+
+// Check is one line of the verdict.
+type Check struct {
+	Name     string   `json:"name"`
+	OK       bool     `json:"ok"`
+	Detail   string   `json:"detail"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+type verdict struct{ checks []Check }
+
+func (v *verdict) add(name string, failures []string, okDetail, failDetail string, args ...any) {
+	c := Check{Name: name, OK: len(failures) == 0}
+	if c.OK {
+		c.Detail = okDetail
+	} else {
+		c.Detail = fmt.Sprintf("%d: ", len(failures)) + fmt.Sprintf(failDetail, args...)
+		c.Examples = failures[:min(len(failures), 5)]
+	}
+	v.checks = append(v.checks, c)
+}
+
+func (v *verdict) fail(name, format string, args ...any) {
+	v.checks = append(v.checks, Check{Name: name, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verdict) pass(name, format string, args ...any) {
+	v.checks = append(v.checks, Check{Name: name, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verdict) passed() bool {
+	for _, c := range v.checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(v.checks) > 0
+}
+
+type eventRow struct {
+	receivedAt  time.Time
+	processedAt *time.Time
+}
+
+type notificationRow struct {
+	id, eventID, provider, typ, status string
+}
+
+// apiMessage is the part of GET /v1/messages/:provider/:message_id the verdict reads.
+type apiMessage struct {
+	Status       string `json:"status"`
+	BounceType   string `json:"bounce_type"`
+	Version      int64  `json:"version"`
+	Unsubscribed bool   `json:"unsubscribed"`
+	Opens        int64  `json:"opens"`
+	Clicks       int64  `json:"clicks"`
+	Events       []struct {
+		EventID string `json:"event_id"`
+		Outcome string `json:"outcome"`
+	} `json:"events"`
+}
+
+// verify reads mailhook's database and API and fills the verdict.
+func (r *runner) verify(ctx context.Context, pool *pgxpool.Pool, rep *Report, v *verdict) error {
+	all := r.gen.Events
+	byProv := idsByProvider(all)
+
+	// webhook_events rows of every event this run generated.
+	rows := map[string]eventRow{}
+	for prov, ids := range byProv {
+		q, err := pool.Query(ctx, `SELECT event_id, received_at, processed_at FROM webhook_events WHERE provider = $1 AND event_id = ANY($2)`, prov, ids)
+		if err != nil {
+			return fmt.Errorf("read webhook_events: %w", err)
+		}
+		for q.Next() {
+			var id string
+			var row eventRow
+			if err := q.Scan(&id, &row.receivedAt, &row.processedAt); err != nil {
+				q.Close()
+				return fmt.Errorf("read webhook_events: %w", err)
+			}
+			rows[prov+":"+id] = row
+		}
+		if err := q.Err(); err != nil {
+			return fmt.Errorf("read webhook_events: %w", err)
+		}
+	}
+
+	r.mu.Lock()
+	states := make(map[*Event]evState, len(r.ev))
+	for ev, s := range r.ev {
+		states[ev] = *s
+	}
+	r.mu.Unlock()
+
+	var missing, unprocessed, startedTwice, recordedUnacked []string
+	var recorded []*Event
+	var e2e []time.Duration
+	var firstAccept, lastProcessed time.Time
+	processedInWindow := 0
+	for _, ev := range all {
+		s, sent := states[ev]
+		row, ok := rows[ev.Key()]
+		if ok {
+			recorded = append(recorded, ev)
+		}
+		if !sent {
+			if ok {
+				recordedUnacked = append(recordedUnacked, ev.Key()+" (never sent?)")
+			}
+			continue
+		}
+		if s.startsAccepted > 1 {
+			startedTwice = append(startedTwice, fmt.Sprintf("%s answered accepted %d times", ev.Key(), s.startsAccepted))
+		}
+		if s.acked == 0 {
+			if ok {
+				recordedUnacked = append(recordedUnacked, ev.Key())
+			}
+			continue
+		}
+		if !ok {
+			missing = append(missing, ev.Key())
+			continue
+		}
+		if row.processedAt == nil {
+			unprocessed = append(unprocessed, ev.Key())
+			continue
+		}
+		p := *row.processedAt
+		e2e = append(e2e, p.Sub(s.firstAccept))
+		if firstAccept.IsZero() || s.firstAccept.Before(firstAccept) {
+			firstAccept = s.firstAccept
+		}
+		if p.After(lastProcessed) {
+			lastProcessed = p
+		}
+		if !p.Before(r.measureFrom) && p.Before(r.end) {
+			processedInWindow++
+		}
+	}
+	rep.EventsRecorded = len(recorded)
+	rep.EventsProcessed = len(e2e)
+	rep.EndToEnd = Summarize(e2e)
+	if len(e2e) > 0 {
+		rep.ProcessedPerSecOverall = float64(len(e2e)) / lastProcessed.Sub(r.start).Seconds()
+		rep.ProcessedPerSecInWindow = float64(processedInWindow) / rep.WindowSeconds
+		rep.LastProcessedAfterSendEnd = lastProcessed.Sub(r.end).Seconds()
+	}
+	v.add("events recorded", missing, fmt.Sprintf("all %d accepted events are in webhook_events (one row each: primary key)", rep.EventsAccepted),
+		"accepted events missing from webhook_events")
+	v.add("events processed", unprocessed, fmt.Sprintf("all %d have processed_at", rep.EventsProcessed),
+		"accepted events without processed_at")
+	// Every event is started once: across all its sends (duplicates, concurrent copies, batch
+	// re-sends), mailhook reports exactly one "accepted" start. Fewer is possible only when a
+	// request failed after its start succeeded (then its retry is a duplicate).
+	distinct := map[string]int{}
+	for ev, s := range states {
+		if s.acked > 0 {
+			distinct[ev.Provider]++
+		}
+	}
+	unavailable := 0
+	for k, n := range rep.Codes {
+		if strings.HasPrefix(k, "5") || k == "transport error" {
+			unavailable += n
+		}
+	}
+	r.mu.Lock()
+	var startProblems []string
+	var startDetail []string
+	for _, prov := range []string{Postscale, SendGrid} {
+		acc, dup, d := r.startsAcc[prov], r.startsDup[prov], distinct[prov]
+		if acc+dup == 0 {
+			continue
+		}
+		startDetail = append(startDetail, fmt.Sprintf("%s %d accepted + %d duplicate starts for %d distinct events", prov, acc, dup, d))
+		if acc > d || (acc < d && unavailable == 0) {
+			startProblems = append(startProblems, fmt.Sprintf("%s: %d accepted starts for %d distinct events", prov, acc, d))
+		}
+	}
+	r.mu.Unlock()
+	v.add("one start per event", append(startedTwice, startProblems...), strings.Join(startDetail, "; "),
+		"events not started exactly once")
+	if len(recordedUnacked) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d events were recorded although no request carrying them was answered 200 (a start that succeeded after its request timed out); they count in the expected states", len(recordedUnacked)))
+	}
+	if rep.EventsNotAccepted > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d events were never answered 200 after %d retries each (see the response codes)", rep.EventsNotAccepted, r.o.MaxRetries))
+	}
+	var rejected []string
+	for k, n := range rep.Codes {
+		if strings.HasPrefix(k, "4") {
+			rejected = append(rejected, fmt.Sprintf("%s × %d", k, n))
+		}
+	}
+	sort.Strings(rejected)
+	v.add("no 4xx", rejected, "mailhook accepted every correctly signed request", "4xx answers to valid signed requests")
+
+	// Messages: expected state from the recorded events, folded with internal/precedence.
+	byMsg := map[string][]*Event{}
+	for _, ev := range recorded {
+		if ev.Action == Inbound {
+			continue
+		}
+		k := ev.Provider + "/" + ev.MessageID
+		byMsg[k] = append(byMsg[k], ev)
+	}
+	got, apiErrs := r.fetchMessages(ctx, byMsg)
+	if len(apiErrs) > 0 {
+		v.add("messages readable", apiErrs, "", "GET /v1/messages failed")
+	}
+	rep.MessagesChecked = len(byMsg)
+
+	// Notifications: mailhook's rows for this run's events and this sink, and the sink's tally.
+	var nrows []notificationRow
+	for prov, ids := range byProv {
+		q, err := pool.Query(ctx, `SELECT id, event_id, type, status FROM notifications WHERE provider = $1 AND event_id = ANY($2) AND sink = $3`, prov, ids, r.o.SinkName)
+		if err != nil {
+			return fmt.Errorf("read notifications: %w", err)
+		}
+		for q.Next() {
+			n := notificationRow{provider: prov}
+			if err := q.Scan(&n.id, &n.eventID, &n.typ, &n.status); err != nil {
+				q.Close()
+				return fmt.Errorf("read notifications: %w", err)
+			}
+			nrows = append(nrows, n)
+		}
+		if err := q.Err(); err != nil {
+			return fmt.Errorf("read notifications: %w", err)
+		}
+	}
+	received := r.sink.Notifications()
+	ours := map[string]bool{}
+	for _, ev := range all {
+		ours[ev.EventID] = true
+	}
+	dbIDs := map[string]notificationRow{}
+	var notSent, notReceived, unexpected []string
+	byType := map[string]int{}
+	for _, n := range nrows {
+		dbIDs[n.id] = n
+		byType[n.typ]++
+		if n.status != "sent" {
+			notSent = append(notSent, fmt.Sprintf("%s (%s of %s:%s) is %s", n.id, n.typ, n.provider, n.eventID, n.status))
+		}
+		if _, ok := received[n.id]; !ok {
+			notReceived = append(notReceived, fmt.Sprintf("%s (%s of %s:%s)", n.id, n.typ, n.provider, n.eventID))
+		}
+	}
+	deliveries, repeated, foreign := 0, 0, 0
+	statusChanged := map[string][]Notification{}
+	for id, n := range received {
+		if !ours[n.EventID] {
+			foreign++ // a notification of another run (a retry mailhook still had pending)
+			continue
+		}
+		deliveries += n.Deliveries
+		if n.Deliveries > 1 {
+			repeated++
+		}
+		if _, ok := dbIDs[id]; !ok {
+			unexpected = append(unexpected, fmt.Sprintf("%s (%s of %s)", id, n.Type, n.EventID))
+		}
+		if n.Type == typeStatusChanged {
+			k := n.Provider + "/" + n.MessageID
+			statusChanged[k] = append(statusChanged[k], n)
+		}
+	}
+	rep.Notifications = NotificationStats{
+		Expected: len(nrows), ByType: byType, DistinctReceived: len(received) - foreign,
+		Deliveries: deliveries, RepeatedIDs: repeated, Foreign: foreign,
+	}
+	v.add("notifications sent", notSent, fmt.Sprintf("all %d notification rows for sink %q are sent", len(nrows), r.o.SinkName),
+		"notification rows not sent")
+	v.add("notification ids received", notReceived, fmt.Sprintf("the sink received every one of the %d ids", len(nrows)),
+		"notification ids mailhook recorded as sent that the sink never received")
+	v.add("no unexpected ids", unexpected, fmt.Sprintf("%d distinct ids received, %d deliveries (%d ids more than once: same id, allowed)", rep.Notifications.DistinctReceived, deliveries, repeated),
+		"ids received that mailhook has no row for")
+	if len(byMsg) > 0 && byType[typeStatusChanged] == 0 {
+		v.fail("sink subscription", "no message.status_changed notification at all: configure sink %q with types [message.status_changed, …] and url http://%s/", r.o.SinkName, r.o.SinkListen)
+	}
+	st := r.sink.Stats()
+	sig := []string{}
+	if st.BadSig > 0 || st.BadBody > 0 || st.IDMismatch > 0 {
+		sig = append(sig, fmt.Sprintf("bad signatures %d, undecodable bodies %d, id mismatches %d; last: %s", st.BadSig, st.BadBody, st.IDMismatch, st.LastError))
+	}
+	v.add("signatures", sig, "every notification carried a valid Standard Webhooks signature and matching webhook-id / Idempotency-Key / body id", "%s", "bad notifications")
+
+	// Message states against the fold, and notifications against versions.
+	var wrong, versionGaps []string
+	counts := map[event.Status]int{}
+	for k, evs := range byMsg {
+		m, ok := got[k]
+		if !ok {
+			continue
+		}
+		want := ExpectedOf(evs)
+		counts[want.Status]++
+		if diff := compareMessage(want, m); diff != "" {
+			wrong = append(wrong, k+": "+diff)
+		}
+		if d := checkVersions(m, statusChanged[k]); d != "" {
+			versionGaps = append(versionGaps, k+": "+d)
+		}
+	}
+	rep.ExpectedStatuses = map[string]int{}
+	for s, n := range counts {
+		name := string(s)
+		if name == "" {
+			name = "(none)"
+		}
+		rep.ExpectedStatuses[name] = n
+	}
+	v.add("message states", wrong, fmt.Sprintf("all %d messages match the precedence fold of their events (status, bounce type, opens, clicks, unsubscribed, history)", len(byMsg)),
+		"messages whose state differs from the fold")
+	v.add("status notifications", versionGaps, "each message's status_changed notifications carry versions 1..version once each, the highest with its final status",
+		"messages whose status_changed notifications do not match their version")
+	return nil
+}
+
+func compareMessage(want Expected, m apiMessage) string {
+	var d []string
+	if string(want.Status) != m.Status {
+		d = append(d, fmt.Sprintf("status %q, want %q", m.Status, want.Status))
+	}
+	if want.BounceType != m.BounceType {
+		d = append(d, fmt.Sprintf("bounce type %q, want %q", m.BounceType, want.BounceType))
+	}
+	if want.Opens != m.Opens || want.Clicks != m.Clicks {
+		d = append(d, fmt.Sprintf("opens/clicks %d/%d, want %d/%d", m.Opens, m.Clicks, want.Opens, want.Clicks))
+	}
+	if want.Unsubscribed != m.Unsubscribed {
+		d = append(d, fmt.Sprintf("unsubscribed %v, want %v", m.Unsubscribed, want.Unsubscribed))
+	}
+	seen := map[string]bool{}
+	for _, e := range m.Events {
+		if seen[e.EventID] {
+			d = append(d, "event "+e.EventID+" twice in the history")
+		}
+		seen[e.EventID] = true
+	}
+	if len(seen) != want.History {
+		d = append(d, fmt.Sprintf("%d events in the history, want %d", len(seen), want.History))
+	}
+	return strings.Join(d, "; ")
+}
+
+// checkVersions: every moved event notifies status_changed with the version it made, so a
+// message at version V has notifications for versions 1..V, and version V names its status.
+func checkVersions(m apiMessage, ns []Notification) string {
+	byVersion := map[int64]Notification{}
+	for _, n := range ns {
+		if _, dup := byVersion[n.Version]; dup {
+			return fmt.Sprintf("two notification ids for version %d", n.Version)
+		}
+		byVersion[n.Version] = n
+	}
+	if int64(len(ns)) != m.Version {
+		return fmt.Sprintf("%d status_changed ids for version %d", len(ns), m.Version)
+	}
+	for v := int64(1); v <= m.Version; v++ {
+		if _, ok := byVersion[v]; !ok {
+			return fmt.Sprintf("no notification for version %d", v)
+		}
+	}
+	if m.Version > 0 && byVersion[m.Version].Status != m.Status {
+		return fmt.Sprintf("version %d notified %q, message is %q", m.Version, byVersion[m.Version].Status, m.Status)
+	}
+	return ""
+}
+
+// fetchMessages reads every message from mailhook's API, 8 at a time.
+func (r *runner) fetchMessages(ctx context.Context, byMsg map[string][]*Event) (map[string]apiMessage, []string) {
+	keys := make([]string, 0, len(byMsg))
+	for k := range byMsg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var (
+		mu   sync.Mutex
+		got  = map[string]apiMessage{}
+		errs []string
+		wg   sync.WaitGroup
+		next = make(chan string)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for k := range next {
+				m, err := r.getMessage(ctx, k)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, k+": "+err.Error())
+				} else {
+					got[k] = m
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, k := range keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	return got, errs
+}
+
+func (r *runner) getMessage(ctx context.Context, key string) (apiMessage, error) {
+	prov, id, _ := strings.Cut(key, "/")
+	u := strings.TrimRight(r.o.URL, "/") + "/v1/messages/" + url.PathEscape(prov) + "/" + url.PathEscape(id)
+	var m apiMessage
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return m, err
+		}
+		req.Header.Set("Authorization", "Bearer "+r.o.Token)
+		resp, err := r.client.Do(req)
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				err = json.NewDecoder(resp.Body).Decode(&m)
+				resp.Body.Close()
+				return m, err
+			}
+			resp.Body.Close()
+			err = fmt.Errorf("GET %s: %s", u, resp.Status)
+			if resp.StatusCode == http.StatusUnauthorized {
+				return m, fmt.Errorf("%w (check --token)", err)
+			}
+		}
+		if attempt >= 3 {
+			return m, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+}
+
+// dupProbe re-sends already-processed Postscale events on an idle system and measures what a
+// duplicate costs: latency, and the Temporal calls mailhook's client made for them.
+func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
+	var events []*Event
+	r.mu.Lock()
+	for ev, s := range r.ev {
+		if ev.Provider == Postscale && s.acked > 0 {
+			events = append(events, ev)
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(events, func(i, j int) bool { return events[i].Index < events[j].Index })
+	if len(events) == 0 {
+		return nil
+	}
+	n := r.o.DupProbe
+	pr := &ProbeReport{Requests: n, Concurrency: r.o.DupProbeConcurrency, LoadAvg: LoadAvg()}
+	before, err := scrapeTemporalOps(ctx, r.client, r.o.MetricsURL)
+	if err != nil {
+		pr.Error = err.Error()
+	}
+	sinkBefore := r.sink.Stats()
+	var (
+		lat   []time.Duration
+		mu    sync.Mutex
+		codes Counter
+		wg    sync.WaitGroup
+		next  = make(chan *Event)
+	)
+	started := time.Now()
+	for range r.o.DupProbeConcurrency {
+		wg.Go(func() {
+			for ev := range next {
+				t := time.Now()
+				code, ans, err := r.post(ctx, &Request{Provider: Postscale, Events: []*Event{ev}, Body: ev.Body})
+				d := time.Since(t)
+				codes.Inc(codeLabel(code, ans, err), 1)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		next <- events[i%len(events)]
+	}
+	close(next)
+	wg.Wait()
+	pr.Seconds = time.Since(started).Seconds()
+	pr.Latency = Summarize(lat)
+	pr.Codes = codes.Snapshot()
+	// The SDK's metrics reach the Prometheus registry once a second.
+	time.Sleep(2500 * time.Millisecond)
+	if before != nil {
+		if after, err := scrapeTemporalOps(ctx, r.client, r.o.MetricsURL); err == nil {
+			pr.TemporalOps = diffOps(before, after)
+			pr.StartsPerDuplicate = pr.TemporalOps["StartWorkflowExecution"] / float64(n)
+			calls := 0.0
+			for op, d := range pr.TemporalOps {
+				if !workerOp(op) {
+					calls += d
+				}
+			}
+			pr.ClientCallsPerDuplicate = calls / float64(n)
+		} else {
+			pr.Error = err.Error()
+		}
+	}
+	sinkAfter := r.sink.Stats()
+	var bad []string
+	if pr.Codes["200 duplicate"] != n {
+		bad = append(bad, fmt.Sprintf("answers %v, want %d × 200 duplicate", pr.Codes, n))
+	}
+	if sinkAfter.Deliveries != sinkBefore.Deliveries {
+		bad = append(bad, fmt.Sprintf("the sink got %d notifications during the probe", sinkAfter.Deliveries-sinkBefore.Deliveries))
+	}
+	v.add("duplicate probe", bad, fmt.Sprintf("%d re-sent processed events: all 200 duplicate, no notification", n), "duplicate probe problems")
+	return pr
+}
+
+// workerOp reports whether a Temporal gRPC operation is the worker's (polling and completing
+// tasks) rather than the HTTP handler's client calls.
+func workerOp(op string) bool {
+	for _, p := range []string{"Poll", "RespondWorkflowTask", "RespondActivityTask", "RecordActivityTask", "ShutdownWorker", "RespondQueryTask", "RespondNexusTask"} {
+		if strings.HasPrefix(op, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrapeTemporalOps sums the Temporal SDK's temporal_request counter by operation from
+// mailhook's /metrics.
+func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", metricsURL, resp.Status)
+	}
+	return parseTemporalOps(bufio.NewScanner(resp.Body))
+}
+
+func parseTemporalOps(sc *bufio.Scanner) (map[string]float64, error) {
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	out := map[string]float64{}
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, "temporal_request{")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "temporal_request_total{")
+		}
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		op := labelValue(labels, "operation")
+		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil || op == "" {
+			continue
+		}
+		out[op] += f
+	}
+	return out, sc.Err()
+}
+
+// labelValue returns the value of label name in a Prometheus label list (a="x",b="y").
+func labelValue(labels, name string) string {
+	key := name + `="`
+	for off := 0; off < len(labels); {
+		i := strings.Index(labels[off:], key)
+		if i < 0 {
+			return ""
+		}
+		i += off
+		if i == 0 || labels[i-1] == ',' {
+			v := labels[i+len(key):]
+			if j := strings.IndexByte(v, '"'); j >= 0 {
+				return v[:j]
+			}
+			return ""
+		}
+		off = i + len(key)
+	}
+	return ""
+}
+
+func diffOps(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+// Package reconcile is mailhook's daily reconciliation and its operator tools: the daily report
+// (per provider and event type, received / processed / unprocessed), the redrive of events
+// recorded but never processed, the replay of a stored event, and the Temporal Schedule that
+// runs DailyReconcile every day. The CLI (mailhook report|redrive|replay), the admin API and
+// the DailyReconcile activities all call the same code here.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// Store is the part of the store reconciliation uses.
+type Store interface {
+	ReportSource
+	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
+	MarkNotificationFailed(ctx context.Context, id, reason string) error
+	StuckEvents(ctx context.Context, olderThan time.Duration, limit int) ([]store.RecordedEvent, bool, error)
+	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)
+	ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error)
+	DeleteReplay(ctx context.Context, provider, eventID string, n int) error
+}
+
+// Service runs reports, redrives and replays against one store and Temporal namespace.
+type Service struct {
+	Store    Store
+	Temporal client.Client
+	// Starter starts ProcessWebhookEvent exactly as the webhook handler does (routing by the
+	// current sinks, workflow ID provider:event_id, ALLOW_DUPLICATE_FAILED_ONLY).
+	Starter *ingest.Starter
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// New builds the service from the process's config.
+func New(st Store, c client.Client, cfg config.Config, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{
+		Store:    st,
+		Temporal: c,
+		Starter: &ingest.Starter{Client: c, TaskQueue: cfg.Temporal.TaskQueue,
+			Timeout: cfg.Temporal.StartTimeout, Sinks: cfg.Sinks},
+		Log: log,
+		Now: time.Now,
+	}
+}
+
+// Activities are DailyReconcile's activities, backed by this service.
+func (s *Service) Activities() *activities.Reconcile {
+	return &activities.Reconcile{Store: s.Store, Redrive: s.Redrive}
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Redrive starts ProcessWebhookEvent for every event recorded more than in.OlderThan ago and
+// still unprocessed (oldest first, at most in.Limit), rebuilding each workflow input from the
+// stored normalized event. An event whose workflow is still open is a duplicate start and is
+// reported as running; one recorded before the normalized column existed is skipped. Only a
+// failure to list the events is an error; a failed start is reported per event.
+func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (activities.RedriveResult, error) {
+	if in.OlderThan < 0 {
+		return activities.RedriveResult{}, fmt.Errorf("redrive: older_than %s is negative", in.OlderThan)
+	}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = activities.DefaultRedriveLimit
+	}
+	stuck, more, err := s.Store.StuckEvents(ctx, in.OlderThan, limit)
+	if err != nil {
+		return activities.RedriveResult{}, fmt.Errorf("redrive: %w", err)
+	}
+	res := activities.RedriveResult{OlderThan: in.OlderThan.String(), More: more, Events: []activities.RedriveOutcome{}}
+	for _, rec := range stuck {
+		o := activities.RedriveOutcome{Provider: rec.Provider, EventID: rec.EventID, EventType: rec.Type, ReceivedAt: rec.ReceivedAt}
+		switch {
+		case rec.Event == nil:
+			o.Outcome, o.Error = activities.RedriveSkipped, store.ErrNotNormalized.Error()
+		default:
+			st, err := s.Starter.Start(ctx, workflows.Input{Event: *rec.Event})
+			switch {
+			case err != nil:
+				o.Outcome, o.Error = activities.RedriveFailed, err.Error()
+			case st == ingest.Duplicate:
+				o.Outcome = activities.RedriveRunning
+			default:
+				o.Outcome = activities.RedriveStarted
+			}
+		}
+		if o.Outcome != activities.RedriveRunning {
+			s.Log.Info("redrive", "provider", o.Provider, "event_id", o.EventID, "outcome", o.Outcome, "error", o.Error)
+		}
+		res.Add(o)
+	}
+	return res, nil
+}
+
+// ReplayResult is a started replay.
+type ReplayResult struct {
+	Provider   string `json:"provider"`
+	EventID    string `json:"event_id"`
+	Replay     int    `json:"replay"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Renotify   bool   `json:"renotify"`
+	// Result is the run's result when the caller waited for it.
+	Result *workflows.Result `json:"result,omitempty"`
+}
+
+// ErrCannotReplay wraps a replay refused because of the event itself (not found, or recorded
+// without a normalized event).
+var ErrCannotReplay = errors.New("cannot replay")
+
+// ReplayWorkflowID is the workflow ID of replay n of an event.
+func ReplayWorkflowID(provider, eventID string, n int) string {
+	return replayPrefix(provider, eventID) + strconv.Itoa(n)
+}
+
+func replayPrefix(provider, eventID string) string { return provider + ":" + eventID + ":replay:" }
+
+// Replay re-runs a recorded event as replay n (1 + the replays before it, kept in the replays
+// table) under workflow ID provider:event_id:replay:<n>. Without renotify, sinks that already
+// got a notification of it are not sent it again; with renotify every subscribed sink is sent
+// it once more, under NotificationID(provider, event_id+":replay:"+n, sink, type). actor says
+// who asked (the admin token's name, or cli:<user>). Errors wrap store.ErrNotFound or
+// store.ErrNotNormalized (with ErrCannotReplay), or ingest.ErrUnavailable.
+func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
+	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, store.ErrNotFound)
+	}
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("replay: %w", err)
+	}
+	if rec.Event == nil {
+		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, store.ErrNotNormalized)
+	}
+	// A reserved number whose workflow ID turns out to be taken (an earlier attempt that
+	// started it but lost its answer) is kept, as that replay did run; the next one is tried.
+	for range 5 {
+		n, err := s.Store.ReserveReplay(ctx, provider, eventID, replayPrefix(provider, eventID), renotify, actor)
+		if err != nil {
+			return ReplayResult{}, fmt.Errorf("replay: %w", err)
+		}
+		in := workflows.Input{Event: *rec.Event, Replay: n, Renotify: renotify}
+		ingest.Route(s.Starter.Sinks, &in)
+		opts := ingest.Options(in, s.Starter.TaskQueue)
+		opts.ID = ReplayWorkflowID(provider, eventID, n)
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+		opts.StaticSummary = fmt.Sprintf("replay %d of %s", n, opts.StaticSummary)
+		startCtx, cancel := ctx, context.CancelFunc(func() {})
+		if s.Starter.Timeout > 0 {
+			startCtx, cancel = context.WithTimeout(ctx, s.Starter.Timeout)
+		}
+		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, workflows.ProcessWebhookEventName, in)
+		cancel()
+		if err == nil {
+			s.Log.Info("replay started", "actor", actor, "provider", provider, "event_id", eventID,
+				"replay", n, "renotify", renotify, "workflow_id", opts.ID)
+			return ReplayResult{Provider: provider, EventID: eventID, Replay: n, WorkflowID: opts.ID,
+				RunID: run.GetRunID(), Renotify: renotify}, nil
+		}
+		if ingest.IsAlreadyStarted(err) {
+			continue
+		}
+		// Not started: give the number back so n keeps counting replays that ran.
+		delCtx, cancelDel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if derr := s.Store.DeleteReplay(delCtx, provider, eventID, n); derr != nil {
+			s.Log.Warn("replay: could not release the replay number", "replay", n, "error", derr)
+		}
+		cancelDel()
+		return ReplayResult{}, fmt.Errorf("%w: start replay %s: %w", ingest.ErrUnavailable, opts.ID, err)
+	}
+	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", ingest.ErrUnavailable, provider, eventID)
+}
+
+// Wait waits up to timeout for a started replay to finish and fills its Result. It reports
+// false (and no error) when the run is still open at the timeout, e.g. a Notify retrying.
+func (s *Service) Wait(ctx context.Context, r *ReplayResult, timeout time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var res workflows.Result
+	err := s.Temporal.GetWorkflow(ctx, r.WorkflowID, r.RunID).Get(ctx, &res)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("replay %s: %w", r.WorkflowID, err)
+	}
+	r.Result = &res
+	return true, nil
+}

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// DailyCount is one (UTC day, provider, event type) line of the daily reconciliation: the events
+// received that day, and how many of them are processed and still unprocessed.
+type DailyCount struct {
+	Date        string `json:"date"` // YYYY-MM-DD
+	Provider    string `json:"provider"`
+	EventType   string `json:"event_type"`
+	Received    int64  `json:"received"`
+	Processed   int64  `json:"processed"`
+	Unprocessed int64  `json:"unprocessed"`
+}
+
+// DateLayout is the layout of a DailyCount's Date.
+const DateLayout = "2006-01-02"
+
+// RecordedEvent is a webhook_events row as redrive and replay read it.
+type RecordedEvent struct {
+	Provider    string     `json:"provider"`
+	EventID     string     `json:"event_id"`
+	Type        string     `json:"event_type"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	ProcessedAt *time.Time `json:"processed_at,omitempty"`
+	// Event is the normalized event RecordEvent stored; nil for rows recorded before the
+	// normalized column existed, which cannot be processed again.
+	Event *event.Event `json:"-"`
+}
+
+// ErrNotNormalized is returned (wrapped) for an event recorded before webhook_events.normalized
+// existed: there is no normalized event to run it again from.
+var ErrNotNormalized = errors.New("recorded without a normalized event (before migration 00003)")
+
+// normalizedEvent is what webhook_events.normalized keeps of ev: the workflow input's event, so
+// it can be processed again. It must never make RecordEvent fail (that would fail the event on
+// every retry), so anything jsonb would refuse is stored as NULL instead: \u0000 can only come
+// from a field no text column holds already (the recipient, the bounce type), since the
+// provider's raw JSON and the event id, type and message id are stored as they are anyway.
+func normalizedEvent(ev event.Event) any {
+	b, err := json.Marshal(ev)
+	if err != nil || bytes.Contains(b, []byte(`\u0000`)) {
+		return nil
+	}
+	return b
+}
+
+const (
+	// Events received in [$1, $2); $3 = '' means every provider. processed counts those
+	// processed by now, whenever that was.
+	qDailyCounts = `
+SELECT provider, event_type, count(*), count(processed_at), count(*) - count(processed_at)
+FROM webhook_events
+WHERE received_at >= $1 AND received_at < $2 AND ($3 = '' OR provider = $3)
+GROUP BY provider, event_type
+ORDER BY provider, event_type`
+
+	qSaveDailyCounts = `
+WITH saved AS (
+    INSERT INTO daily_counts (date, provider, event_type, received, processed, unprocessed)
+    SELECT $3::date, provider, event_type, count(*), count(processed_at), count(*) - count(processed_at)
+    FROM webhook_events
+    WHERE received_at >= $1 AND received_at < $2
+    GROUP BY provider, event_type
+    ON CONFLICT (date, provider, event_type) DO UPDATE
+    SET received = EXCLUDED.received, processed = EXCLUDED.processed,
+        unprocessed = EXCLUDED.unprocessed, computed_at = now()
+    RETURNING provider, event_type, received, processed, unprocessed
+)
+SELECT provider, event_type, received, processed, unprocessed FROM saved
+ORDER BY provider, event_type`
+
+	recordedColumns = `provider, event_id, event_type, received_at, processed_at, normalized`
+
+	// The database clock decides the age, as it set received_at. The partial index on
+	// unprocessed rows serves it.
+	qStuckEvents = `
+SELECT ` + recordedColumns + `
+FROM webhook_events
+WHERE processed_at IS NULL AND received_at < now() - $1 * interval '1 microsecond'
+ORDER BY received_at, provider, event_id
+LIMIT $2`
+
+	qRecordedEvent = `
+SELECT ` + recordedColumns + `
+FROM webhook_events
+WHERE provider = $1 AND event_id = $2`
+
+	// Concurrent reservations of one event may compute the same n; the primary key lets one
+	// win and the other retries. The foreign key refuses an event that was never recorded.
+	qReserveReplay = `
+INSERT INTO replays (provider, event_id, n, workflow_id, renotify, actor)
+SELECT $1, $2, COALESCE(max(n), 0) + 1, $3 || (COALESCE(max(n), 0) + 1)::text, $4, $5
+FROM replays
+WHERE provider = $1 AND event_id = $2
+RETURNING n`
+
+	qDeleteReplay = `DELETE FROM replays WHERE provider = $1 AND event_id = $2 AND n = $3`
+)
+
+// utcDay is the [start, end) of day's UTC calendar day.
+func utcDay(day time.Time) (time.Time, time.Time) {
+	d := day.UTC()
+	start := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 0, 1)
+}
+
+// DailyCounts counts, per provider and event type, the events received on day's UTC day and
+// how many of them are processed now. provider "" means every provider.
+func (s *Store) DailyCounts(ctx context.Context, day time.Time, provider string) ([]DailyCount, error) {
+	start, end := utcDay(day)
+	rows, err := s.pool.Query(ctx, qDailyCounts, start, end, provider)
+	if err != nil {
+		return nil, fmt.Errorf("daily counts %s: %w", start.Format(DateLayout), err)
+	}
+	out, err := collectCounts(rows, start)
+	if err != nil {
+		return nil, fmt.Errorf("daily counts %s: %w", start.Format(DateLayout), err)
+	}
+	return out, nil
+}
+
+// SaveDailyCounts computes day's counts like DailyCounts (every provider) and upserts them into
+// daily_counts, in one statement; it returns what it stored.
+func (s *Store) SaveDailyCounts(ctx context.Context, day time.Time) ([]DailyCount, error) {
+	start, end := utcDay(day)
+	rows, err := s.pool.Query(ctx, qSaveDailyCounts, start, end, start.Format(DateLayout))
+	if err != nil {
+		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(DateLayout), err)
+	}
+	out, err := collectCounts(rows, start)
+	if err != nil {
+		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(DateLayout), err)
+	}
+	return out, nil
+}
+
+func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
+	date := day.Format(DateLayout)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyCount, error) {
+		c := DailyCount{Date: date}
+		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed)
+		return c, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []DailyCount{} // rendered as [] rather than null
+	}
+	return out, nil
+}
+
+// StuckEvents returns up to limit events recorded more than olderThan ago (by the database
+// clock) and still not processed, oldest first, and whether there are more.
+func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit int) ([]RecordedEvent, bool, error) {
+	rows, err := s.pool.Query(ctx, qStuckEvents, olderThan.Microseconds(), limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("stuck events: %w", err)
+	}
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RecordedEvent, error) { return scanRecorded(row) })
+	if err != nil {
+		return nil, false, fmt.Errorf("stuck events: %w", err)
+	}
+	if len(evs) > limit {
+		return evs[:limit], true, nil
+	}
+	return evs, false, nil
+}
+
+// RecordedEvent returns one recorded event; an error wrapping ErrNotFound when there is none.
+func (s *Store) RecordedEvent(ctx context.Context, provider, eventID string) (RecordedEvent, error) {
+	ev, err := scanRecorded(s.pool.QueryRow(ctx, qRecordedEvent, provider, eventID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return RecordedEvent{}, fmt.Errorf("recorded event %s:%s: %w", provider, eventID, err)
+	}
+	return ev, nil
+}
+
+func scanRecorded(row pgx.Row) (RecordedEvent, error) {
+	var (
+		r          RecordedEvent
+		normalized []byte
+	)
+	if err := row.Scan(&r.Provider, &r.EventID, &r.Type, &r.ReceivedAt, &r.ProcessedAt, &normalized); err != nil {
+		return RecordedEvent{}, err
+	}
+	if normalized != nil {
+		var ev event.Event
+		if err := json.Unmarshal(normalized, &ev); err != nil {
+			return RecordedEvent{}, fmt.Errorf("decode normalized event %s:%s: %w", r.Provider, r.EventID, err)
+		}
+		r.Event = &ev
+	}
+	return r, nil
+}
+
+// ReserveReplay numbers the next replay of a recorded event (1 + the replays recorded so far)
+// and records it with the workflow ID workflowIDPrefix + n, before the workflow starts. It
+// returns an error wrapping ErrNotFound when the event was never recorded.
+func (s *Store) ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error) {
+	for attempt := 0; ; attempt++ {
+		var n int
+		err := s.pool.QueryRow(ctx, qReserveReplay, provider, eventID, workflowIDPrefix, renotify, actor).Scan(&n)
+		if err == nil {
+			return n, nil
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			switch pgErr.Code {
+			case "23503": // foreign_key_violation: no such event
+				return 0, fmt.Errorf("reserve replay %s:%s: %w", provider, eventID, ErrNotFound)
+			case "23505": // unique_violation: a concurrent replay took n
+				if attempt < 10 {
+					continue
+				}
+			}
+		}
+		return 0, fmt.Errorf("reserve replay %s:%s: %w", provider, eventID, err)
+	}
+}
+
+// DeleteReplay forgets a reserved replay whose workflow never started.
+func (s *Store) DeleteReplay(ctx context.Context, provider, eventID string, n int) error {
+	if _, err := s.pool.Exec(ctx, qDeleteReplay, provider, eventID, n); err != nil {
+		return fmt.Errorf("delete replay %d of %s:%s: %w", n, provider, eventID, err)
+	}
+	return nil
+}
+
+// DailyTotals sums DailyCounts.
+type DailyTotals struct {
+	Received    int64 `json:"received"`
+	Processed   int64 `json:"processed"`
+	Unprocessed int64 `json:"unprocessed"`
+}
+
+// SumCounts adds up counts.
+func SumCounts(counts []DailyCount) DailyTotals {
+	var t DailyTotals
+	for _, c := range counts {
+		t.Received += c.Received
+		t.Processed += c.Processed
+		t.Unprocessed += c.Unprocessed
+	}
+	return t
+}

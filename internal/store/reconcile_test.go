@@ -1,0 +1,201 @@
+package store_test
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(t.Context(), storetest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// recordAt records ev and moves its received_at to at.
+func recordAt(t *testing.T, s *store.Store, ev event.Event, at time.Time, processed bool) {
+	t.Helper()
+	_, err := s.RecordEvent(t.Context(), ev)
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(t.Context(), `UPDATE webhook_events SET received_at = $3 WHERE provider = $1 AND event_id = $2`, ev.Provider, ev.EventID, at)
+	require.NoError(t, err)
+	if processed {
+		require.NoError(t, s.MarkProcessed(t.Context(), ev.Provider, ev.EventID))
+	}
+}
+
+func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ev := statusEvent("evt_n1", "msg_n", event.StatusBounced, event.BounceHard, at(0).Add(123456789*time.Nanosecond))
+	_, err := s.RecordEvent(t.Context(), ev)
+	require.NoError(t, err)
+
+	rec, err := s.RecordedEvent(t.Context(), provider, "evt_n1")
+	require.NoError(t, err)
+	require.NotNil(t, rec.Event)
+	got := *rec.Event
+	// jsonb re-formats the raw JSON; it says the same.
+	assert.JSONEq(t, string(ev.Raw), string(got.Raw))
+	got.Raw, ev.Raw = nil, nil
+	assert.True(t, ev.OccurredAt.Equal(got.OccurredAt), "occurred_at keeps its nanoseconds")
+	got.OccurredAt, ev.OccurredAt = time.Time{}, time.Time{}
+	assert.Equal(t, ev, got)
+	assert.Nil(t, rec.ProcessedAt)
+
+	// A row recorded before the column existed has none: nothing to replay it from.
+	_, err = s.Pool().Exec(t.Context(), `UPDATE webhook_events SET normalized = NULL WHERE event_id = 'evt_n1'`)
+	require.NoError(t, err)
+	rec, err = s.RecordedEvent(t.Context(), provider, "evt_n1")
+	require.NoError(t, err)
+	assert.Nil(t, rec.Event)
+
+	_, err = s.RecordedEvent(t.Context(), provider, "evt_nope")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// A field jsonb refuses (NUL in the recipient, which no text column holds) must not fail
+// RecordEvent, which would fail the event on every retry: normalized is left NULL.
+func TestRecordEventWithUnstorableNormalizedFieldStillRecords(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ev := statusEvent("evt_nul", "msg_nul", event.StatusDelivered, "", at(0))
+	ev.Recipient = "a\x00@example.com"
+	res, err := s.RecordEvent(t.Context(), ev)
+	require.NoError(t, err)
+	assert.True(t, res.Inserted)
+	rec, err := s.RecordedEvent(t.Context(), provider, "evt_nul")
+	require.NoError(t, err)
+	assert.Nil(t, rec.Event)
+}
+
+func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	day := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	ev := func(prov, id, typ string) event.Event {
+		return event.Event{Provider: prov, EventID: id, Type: typ, Kind: event.KindStatus, Raw: json.RawMessage(`{}`)}
+	}
+	recordAt(t, s, ev("postscale", "e1", "email.delivered"), day, true)                                     // first instant of the day
+	recordAt(t, s, ev("postscale", "e2", "email.delivered"), day.Add(24*time.Hour-time.Microsecond), false) // last instant
+	recordAt(t, s, ev("postscale", "e3", "email.bounced"), day.Add(12*time.Hour), true)
+	recordAt(t, s, ev("sendgrid", "e4", "delivered"), day.Add(time.Hour), true)
+	recordAt(t, s, ev("postscale", "e5", "email.delivered"), day.Add(-time.Microsecond), true) // the day before
+	recordAt(t, s, ev("postscale", "e6", "email.delivered"), day.Add(24*time.Hour), true)      // the day after
+
+	// Any time of the day, in any zone, names the same UTC day.
+	inZone := day.Add(13 * time.Hour).In(time.FixedZone("UTC+11", 11*3600))
+	counts, err := s.DailyCounts(t.Context(), inZone, "")
+	require.NoError(t, err)
+	assert.Equal(t, []store.DailyCount{
+		{Date: "2026-11-28", Provider: "postscale", EventType: "email.bounced", Received: 1, Processed: 1},
+		{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 1, Unprocessed: 1},
+		{Date: "2026-11-28", Provider: "sendgrid", EventType: "delivered", Received: 1, Processed: 1},
+	}, counts)
+	assert.Equal(t, store.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}, store.SumCounts(counts))
+
+	counts, err = s.DailyCounts(t.Context(), day, "sendgrid")
+	require.NoError(t, err)
+	assert.Len(t, counts, 1)
+
+	counts, err = s.DailyCounts(t.Context(), day.AddDate(0, 0, -30), "")
+	require.NoError(t, err)
+	assert.NotNil(t, counts)
+	assert.Empty(t, counts)
+
+	// SaveDailyCounts upserts: a later run overwrites the day's rows with fresher numbers.
+	saved, err := s.SaveDailyCounts(t.Context(), day)
+	require.NoError(t, err)
+	assert.Len(t, saved, 3)
+	require.NoError(t, s.MarkProcessed(t.Context(), "postscale", "e2"))
+	saved, err = s.SaveDailyCounts(t.Context(), day)
+	require.NoError(t, err)
+	assert.Contains(t, saved, store.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 2})
+	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28'`))
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28' AND unprocessed > 0`))
+}
+
+func TestStuckEvents(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	now := time.Now()
+	ev := func(id string) event.Event {
+		return event.Event{Provider: provider, EventID: id, Type: "email.sent", Kind: event.KindStatus, Raw: json.RawMessage(`{}`)}
+	}
+	recordAt(t, s, ev("old1"), now.Add(-3*time.Hour), false)
+	recordAt(t, s, ev("old2"), now.Add(-2*time.Hour), false)
+	recordAt(t, s, ev("old_done"), now.Add(-2*time.Hour), true)
+	recordAt(t, s, ev("recent"), now.Add(-10*time.Minute), false)
+
+	stuck, more, err := s.StuckEvents(t.Context(), time.Hour, 10)
+	require.NoError(t, err)
+	assert.False(t, more)
+	require.Len(t, stuck, 2)
+	assert.Equal(t, "old1", stuck[0].EventID, "oldest first")
+	assert.Equal(t, "old2", stuck[1].EventID)
+	require.NotNil(t, stuck[0].Event)
+	assert.Equal(t, "old1", stuck[0].Event.EventID)
+
+	stuck, more, err = s.StuckEvents(t.Context(), time.Hour, 1)
+	require.NoError(t, err)
+	assert.True(t, more)
+	assert.Len(t, stuck, 1)
+}
+
+func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	_, err := s.RecordEvent(t.Context(), statusEvent("evt_r", "msg_r", event.StatusDelivered, "", at(0)))
+	require.NoError(t, err)
+	_, err = s.RecordEvent(t.Context(), statusEvent("evt_other", "msg_r", event.StatusDelivered, "", at(0)))
+	require.NoError(t, err)
+
+	prefix := provider + ":evt_r:replay:"
+	n, err := s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	n, err = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, true, "ops")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM replays WHERE workflow_id = $1 AND renotify AND actor = 'ops'`, prefix+"2"))
+
+	// Another event counts its own.
+	n, err = s.ReserveReplay(t.Context(), provider, "evt_other", provider+":evt_other:replay:", false, "ops")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+
+	// A replay whose start failed gives its number back.
+	require.NoError(t, s.DeleteReplay(t.Context(), provider, "evt_r", 2))
+	n, err = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+
+	_, err = s.ReserveReplay(t.Context(), provider, "evt_never", "x", false, "ops")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+
+	// Concurrent replays of one event get distinct numbers.
+	var wg sync.WaitGroup
+	got := make([]int, 8)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops") })
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i, n := range got {
+		require.NoError(t, errs[i])
+		assert.False(t, seen[n], "replay number %d handed out twice", n)
+		seen[n] = true
+	}
+	assert.Equal(t, 10, countRows(t, s, `SELECT max(n) FROM replays WHERE event_id = 'evt_r'`))
+}

@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# Benchmarks mailhook against the ceiling of its design on this machine (docs/BENCHMARKS.md).
+#
+#   scripts/loadtest-bench.sh            setup, RUNS interleaved runs of every phase, summary
+#   scripts/loadtest-bench.sh summary    only print the summary of $RESULTS
+#   START_RUN=4 RUNS=2 scripts/loadtest-bench.sh   add runs 4 and 5 to earlier results
+#
+# It starts its own in-memory Temporal dev server (TEMPORAL_PORT; a fresh one per run), creates a
+# fresh PostgreSQL database (DB), builds mailhook into $WORK, writes a config there, and per run
+# executes, in order, the phases in PHASES:
+#
+#   baseline-start     mailhook loadtest baseline --mode start       (SDK starts, no worker)
+#   accept             mailhook serve --worker=false + loadtest      (accept path only; a
+#                      separate `mailhook worker` drains afterwards, then the verdict)
+#   baseline-complete  mailhook loadtest baseline --mode complete    (4 regular activities)
+#   e2e                mailhook serve + loadtest                     (same traffic as accept)
+#   baseline-local     mailhook loadtest baseline --mode complete --local db
+#   mixed              mailhook serve + loadtest with SendGrid batches, 20% duplicates (half of
+#                      them concurrent), and a 500-request duplicate probe
+#
+# Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
+# to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
+# script stops only the processes it started.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${WORK:-/tmp/mhbench}
+RESULTS=${RESULTS:-$WORK/results}
+TEMPORAL_PORT=${TEMPORAL_PORT:-17233}
+HTTP_PORT=${HTTP_PORT:-18080}
+SINK_PORT=${SINK_PORT:-19100}
+DB=${DB:-mailhook_bench}
+PG=${PG:-postgres://postgres@127.0.0.1:5432}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-15s}
+WARMUP=${WARMUP:-3s}
+CONCURRENCY=${CONCURRENCY:-50}
+MAX_LOAD=${MAX_LOAD:-1.5}
+QUIET_WAIT=${QUIET_WAIT:-900}
+DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-15m}
+PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
+TEMPORAL_CLI=${TEMPORAL_CLI:-$(go env GOPATH)/bin/temporal}
+MH=$WORK/mh
+CONFIG=$WORK/config.yaml
+TOKEN=bench-admin-token-0123456789
+PS_SECRET=whsec_bench_postscale_secret
+
+log() { printf '%s bench: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+STARTED=() # pids this script started, stopped on exit
+cleanup() {
+	for pid in "${STARTED[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${STARTED[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+}
+
+stop_pid() {
+	local pid=$1
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+secs() { # 15s → 15
+	local d=$1
+	d=${d%s}
+	echo "${d%.*}"
+}
+
+port_free() { ! timeout 1 bash -c ": <>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# wait_quiet waits until the 1-minute load average is at most MAX_LOAD (bounded by QUIET_WAIT).
+wait_quiet() {
+	local waited=0
+	while awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }'; do
+		if ((waited >= QUIET_WAIT)); then
+			log "load average still $(load1) after ${QUIET_WAIT}s; measuring anyway (recorded)"
+			return
+		fi
+		((waited == 0)) && log "load average $(load1) > $MAX_LOAD; waiting (other work on the machine)"
+		sleep 15
+		waited=$((waited + 15))
+	done
+}
+
+setup() {
+	mkdir -p "$WORK" "$RESULTS"
+	log "go build -o $MH ./cmd/mailhook"
+	(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook)
+	[[ -x $TEMPORAL_CLI ]] || die "no Temporal CLI at $TEMPORAL_CLI (set TEMPORAL_CLI)"
+	for p in $TEMPORAL_PORT $HTTP_PORT $SINK_PORT; do
+		port_free "$p" || die "127.0.0.1:$p is in use; set TEMPORAL_PORT / HTTP_PORT / SINK_PORT"
+	done
+	[[ -f $WORK/sg.pem ]] || "$MH" loadtest keygen --out "$WORK/sg.pem" | tail -1 >"$WORK/sg.pub"
+	[[ -f $WORK/sink.secret ]] || echo "whsec_$(head -c 32 /dev/urandom | base64)" >"$WORK/sink.secret"
+	cat >"$CONFIG" <<EOF
+http:
+  address: "127.0.0.1:$HTTP_PORT"
+database:
+  url: $PG/$DB?sslmode=disable
+temporal:
+  address: 127.0.0.1:$TEMPORAL_PORT
+  namespace: default
+  task_queue: mailhook-bench
+endpoints:
+  - {name: postscale, provider: postscale, secrets: ["$PS_SECRET"]}
+  - {name: sendgrid, provider: sendgrid, secrets: ["$(cat "$WORK/sg.pub")"]}
+sinks:
+  - name: loadtest
+    url: http://127.0.0.1:$SINK_PORT/sink
+    secret: "$(cat "$WORK/sink.secret")"
+    types: [message.status_changed, email.received, suppression.added]
+admin:
+  tokens:
+    - {name: bench, token: $TOKEN}
+EOF
+	log "fresh database $DB"
+	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
+	"$MH" migrate --config "$CONFIG" 2>"$WORK/migrate.log"
+	start_temporal
+	{
+		echo "nproc: $(nproc)"
+		free -m | sed -n 2p
+		go version
+		"$TEMPORAL_CLI" --version
+		psql "$PG/postgres" -tAc 'SELECT version()'
+		uname -sr
+	} >"$RESULTS/machine.txt"
+}
+
+# start_temporal (re)starts the in-memory dev server, so every run starts from the same state.
+start_temporal() {
+	if [[ -n ${TEMPORAL_PID:-} ]]; then
+		stop_pid "$TEMPORAL_PID"
+		for _ in $(seq 30); do
+			port_free "$TEMPORAL_PORT" && break
+			sleep 1
+		done
+	fi
+	log "Temporal dev server (in memory) on 127.0.0.1:$TEMPORAL_PORT"
+	"$TEMPORAL_CLI" server start-dev --ip 127.0.0.1 --port "$TEMPORAL_PORT" --headless --log-level warn \
+		--search-attribute Provider=Keyword --search-attribute EventType=Keyword --search-attribute MessageID=Keyword \
+		>>"$WORK/temporal.log" 2>&1 &
+	TEMPORAL_PID=$!
+	STARTED+=("$TEMPORAL_PID")
+	for _ in $(seq 60); do
+		port_free "$TEMPORAL_PORT" || break
+		sleep 1
+	done
+	sleep 3
+}
+
+# start_mailhook <label> [serve flags…]: starts `mailhook serve`, waits for /readyz.
+start_mailhook() {
+	local label=$1
+	shift
+	"$MH" "$@" --config "$CONFIG" 2>"$WORK/$label.log" &
+	MH_PID=$!
+	STARTED+=("$MH_PID")
+	for _ in $(seq 100); do
+		if curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1; then
+			return
+		fi
+		sleep 0.2
+	done
+	die "mailhook did not become ready (see $WORK/$label.log)"
+}
+
+cpu_flags() { # --cpu flags for the loadtest and the baseline (postgres: every backend, all databases)
+	echo "--cpu temporal=$TEMPORAL_PID --cpu postgres=user:postgres $*"
+}
+
+snapshot_top() { # top in the middle of the measured window, and 20 s into the drain
+	local out=$1
+	(
+		sleep $(($(secs "$DURATION") / 2 + 1))
+		top -b -n1 -w 200 | head -20 >"$out"
+		sleep $(($(secs "$DURATION") / 2 + 20))
+		top -b -n1 -w 200 | head -20 >"$out-drain"
+	) &
+}
+
+loadtest() { # loadtest <out-prefix> [extra flags…]
+	local out=$1
+	shift
+	# shellcheck disable=SC2046
+	"$MH" loadtest --url "http://127.0.0.1:$HTTP_PORT" --postscale-secret "$PS_SECRET" \
+		--sendgrid-key "$WORK/sg.pem" --sink-listen "127.0.0.1:$SINK_PORT" --sink-secret "$(cat "$WORK/sink.secret")" \
+		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
+		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
+		--json "$out.json" "$@" >"$out.txt" 2>&1
+}
+
+phase() { # phase <run> <name>
+	local run=$1 name=$2 out="$RESULTS/run$1-$2"
+	wait_quiet
+	log "run $run: $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	snapshot_top "$out.top"
+	local rc=0
+	case $name in
+	baseline-start | baseline-complete | baseline-local)
+		local mode=start local=none
+		[[ $name == baseline-start ]] || mode=complete
+		[[ $name == baseline-local ]] && local=db
+		# shellcheck disable=SC2046
+		"$MH" loadtest baseline --temporal "127.0.0.1:$TEMPORAL_PORT" --mode "$mode" --local "$local" \
+			--concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
+			$(cpu_flags) --json "$out.json" >"$out.txt" 2>&1 || rc=$?
+		;;
+	accept)
+		start_mailhook "$name" serve --worker=false
+		local http=$MH_PID
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$http" \
+			$(cpu_flags --cpu "mailhook=$http") &
+		local lt=$!
+		# The worker starts once the send phase is over: it drains, unmeasured.
+		sleep $(($(secs "$DURATION") + 1))
+		"$MH" worker --config "$CONFIG" 2>"$WORK/$name-worker.log" &
+		local wk=$!
+		STARTED+=("$wk")
+		wait "$lt" || rc=$?
+		stop_pid "$wk"
+		stop_pid "$http"
+		;;
+	e2e)
+		start_mailhook "$name" serve
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" \
+			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+		stop_pid "$MH_PID"
+		;;
+	mixed)
+		start_mailhook "$name" serve
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
+			--max-batch 10 --dup-probe 500 --dup-probe-concurrency 10 --mailhook-pid "$MH_PID" \
+			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+		stop_pid "$MH_PID"
+		;;
+	*) die "unknown phase $name" ;;
+	esac
+	if ((rc != 0)); then
+		log "run $run: $name exited $rc (see $out.txt)"
+		echo "$name run $run exited $rc" >>"$RESULTS/failures.txt"
+	fi
+	tail -n 3 "$out.txt" | sed 's/^/    /' >&2
+}
+
+summary() {
+	python3 - "$RESULTS" <<'PY'
+import glob, json, os, re, statistics, sys
+d = sys.argv[1]
+runs = {}
+for p in sorted(glob.glob(os.path.join(d, "run*-*.json"))):
+    m = re.match(r"run(\d+)-(.+)\.json", os.path.basename(p))
+    runs.setdefault(m.group(2), {})[int(m.group(1))] = json.load(open(p))
+def ms(ns): return ns / 1e6
+rows = []  # (metric, phase, getter, fmt)
+def add(metric, phase, get, fmt="{:.1f}"):
+    vals = []
+    for r, j in sorted(runs.get(phase, {}).items()):
+        try:
+            v = get(j)
+        except (KeyError, TypeError):
+            v = None
+        vals.append(v)
+    got = [v for v in vals if v is not None]
+    med = statistics.median(got) if got else None
+    rows.append((metric, phase, med, vals, fmt))
+    return med
+bs = add("start rate (starts/s)", "baseline-start", lambda j: j["starts_per_sec"])
+bs99 = add("start p99 (ms)", "baseline-start", lambda j: ms(j["start_latency"]["p99_ns"]))
+add("start p50 (ms)", "baseline-start", lambda j: ms(j["start_latency"]["p50_ns"]))
+ac = add("accept rate (events/s)", "accept", lambda j: j["events_accepted_per_sec"])
+ac99 = add("accept p99 (ms)", "accept", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]))
+add("accept p50 (ms)", "accept", lambda j: ms(j["latency"]["postscale/accepted"]["p50_ns"]))
+bc = add("completion rate, overall (wf/s)", "baseline-complete", lambda j: j["completed_per_sec_overall"])
+add("completion rate, in window (wf/s)", "baseline-complete", lambda j: j["completed_per_sec_in_window"])
+add("start rate with worker (starts/s)", "baseline-complete", lambda j: j["starts_per_sec"])
+e2 = add("processed rate, overall (events/s)", "e2e", lambda j: j["processed_per_sec_overall"])
+add("processed rate, in window (events/s)", "e2e", lambda j: j["processed_per_sec_in_window"])
+add("accept rate with worker (events/s)", "e2e", lambda j: j["events_accepted_per_sec"])
+add("accept p99 with worker (ms)", "e2e", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]))
+add("peak RSS serve (MB)", "e2e", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
+bl = add("completion rate, overall (wf/s)", "baseline-local", lambda j: j["completed_per_sec_overall"])
+add("completion rate, in window (wf/s)", "baseline-local", lambda j: j["completed_per_sec_in_window"])
+add("processed rate, overall (events/s)", "mixed", lambda j: j["processed_per_sec_overall"])
+add("accept p99, postscale (ms)", "mixed", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]))
+add("duplicate p99 under load (ms)", "mixed", lambda j: ms(j["latency"]["postscale/duplicate"]["p99_ns"]))
+dp = add("duplicate p99, idle probe (ms)", "mixed", lambda j: ms(j["dup_probe"]["latency"]["p99_ns"]))
+add("StartWorkflowExecution per duplicate", "mixed", lambda j: j["dup_probe"]["starts_per_duplicate"], "{:.3f}")
+add("Temporal client calls per duplicate", "mixed", lambda j: j["dup_probe"]["client_calls_per_duplicate"], "{:.3f}")
+rss = add("peak RSS serve (MB)", "mixed", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
+add("verdict passed (1=yes)", "mixed", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+add("verdict passed (1=yes)", "e2e", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+add("verdict passed (1=yes)", "accept", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "mixed"]:
+    add("load average at start (1 min)", ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
+def f(v, fmt): return "—" if v is None else fmt.format(v)
+print("| phase | metric | median | runs |")
+print("|---|---|---|---|")
+for metric, phase, med, vals, fmt in rows:
+    print(f"| {phase} | {metric} | {f(med, fmt)} | {', '.join(f(v, fmt) for v in vals)} |")
+print()
+def ratio(name, a, b, goal, higher=True):
+    if a is None or b is None or b == 0:
+        print(f"- {name}: n/a"); return
+    r = a / b
+    ok = r >= goal if higher else r <= goal
+    print(f"- {name}: {r:.2f} (goal {'≥' if higher else '≤'} {goal}) → {'met' if ok else 'NOT met'}")
+ratio("accept rate / baseline start rate", ac, bs, 0.8)
+ratio("accept p99 / baseline start p99", ac99, bs99, 1.5, higher=False)
+ratio("e2e processed / baseline completion", e2, bc, 0.7)
+if bl and bc: print(f"- local activities (db steps local) / regular: {bl/bc:.2f}×")
+if dp is not None: print(f"- duplicate p99 (idle probe) {dp:.1f} ms (goal ≤ 50) → {'met' if dp <= 50 else 'NOT met'}")
+if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if rss <= 150 else 'NOT met'}")
+PY
+}
+
+main() {
+	if [[ ${1:-} == summary ]]; then
+		summary
+		return
+	fi
+	trap cleanup EXIT
+	setup
+	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
+		((run == ${START_RUN:-1})) || start_temporal
+		for ph in $PHASES; do
+			phase "$run" "$ph"
+		done
+	done
+	summary | tee "$RESULTS/summary.md"
+}
+
+main "$@"

@@ -1,0 +1,148 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// DailyReconcileName is the registered type of the daily reconciliation workflow, which the
+// Temporal Schedule mailhook-daily-reconcile starts at 00:30 UTC.
+const DailyReconcileName = "DailyReconcile"
+
+// DefaultRedriveOlderThan is how long an event may stay recorded and unprocessed before the
+// daily reconciliation re-drives it.
+const DefaultRedriveOlderThan = time.Hour
+
+// maxReportGiveUp bounds the retries of a report.daily notification below a day, so a sink
+// that is down cannot keep a run open into the next day's (which the schedule would skip).
+const maxReportGiveUp = 12 * time.Hour
+
+// ReportProvider is the provider name report.daily notifications are keyed by:
+// store.NotificationID(ReportProvider, "report:"+date, sink, type).
+const ReportProvider = "mailhook"
+
+// DailyReconcileInput is the schedule's argument. Routing is decided by whoever starts the run
+// (the schedule, updated at every worker start), as for ProcessWebhookEvent.
+type DailyReconcileInput struct {
+	// Date (YYYY-MM-DD, UTC) to count; empty means the UTC day before the run was scheduled
+	// (a backfilled run counts the day before its scheduled time), or, for a run started by
+	// hand, before it started.
+	Date string `json:"date,omitempty"`
+	// RedriveOlderThan: zero means DefaultRedriveOlderThan.
+	RedriveOlderThan time.Duration `json:"redrive_older_than,omitempty"`
+	// ReportSinks want report.daily.
+	ReportSinks []string `json:"report_sinks,omitempty"`
+}
+
+// DailyReport is the data of a report.daily notification.
+type DailyReport struct {
+	Date   string             `json:"date"`
+	Totals store.DailyTotals  `json:"totals"`
+	Counts []store.DailyCount `json:"counts"`
+	// Redrive is what the run re-drove (counts only; the run's result lists the events).
+	Redrive      *activities.RedriveResult `json:"redrive,omitempty"`
+	RedriveError string                    `json:"redrive_error,omitempty"`
+}
+
+// DailyReconcileResult is what a run did; the Temporal UI shows it as the workflow result.
+type DailyReconcileResult struct {
+	DailyReport
+	Notifications []NotificationResult `json:"notifications,omitempty"`
+}
+
+// redriveActivity: a redrive that cannot start anything is retried a few times; after that the
+// run reports the error and goes on (the next day's run, or `mailhook redrive`, tries again).
+var redriveActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 10 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    10 * time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    2 * time.Minute,
+		MaximumAttempts:    5,
+	},
+}
+
+// scheduledStartTimeKey is the search attribute a Temporal Schedule sets on every run it starts:
+// the time the run was scheduled for, also when it runs late (catch-up) or is backfilled.
+var scheduledStartTimeKey = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
+
+// scheduledAt is when the run was scheduled, or, for a run started by hand, when it started.
+// Both are recorded in the history (the start event's search attributes, the workflow task's
+// time), so they are the same on replay.
+func scheduledAt(ctx workflow.Context) time.Time {
+	if t, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(scheduledStartTimeKey); ok && !t.IsZero() {
+		return t
+	}
+	return workflow.Now(ctx)
+}
+
+// DailyReconcile stores the day's counts in daily_counts, re-drives events recorded but still
+// unprocessed after RedriveOlderThan, and sends report.daily to the sinks that want it.
+// Orchestration only: every step is an activity.
+func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput) (DailyReconcileResult, error) {
+	log := workflow.GetLogger(ctx)
+	date := in.Date
+	if date == "" {
+		date = scheduledAt(ctx).UTC().AddDate(0, 0, -1).Format(store.DateLayout)
+	} else if _, err := time.Parse(store.DateLayout, date); err != nil {
+		return DailyReconcileResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("date %q is not YYYY-MM-DD", date), "BadInput", err)
+	}
+	olderThan := in.RedriveOlderThan
+	if olderThan <= 0 {
+		olderThan = DefaultRedriveOlderThan
+	}
+	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
+
+	var res DailyReconcileResult
+	res.Date = date
+	if err := workflow.ExecuteActivity(dbCtx, activities.SaveDailyCountsName, date).Get(ctx, &res.Counts); err != nil {
+		return DailyReconcileResult{}, fmt.Errorf("save daily counts: %w", err)
+	}
+	res.Totals = store.SumCounts(res.Counts)
+
+	var redrive activities.RedriveResult
+	rdCtx := workflow.WithActivityOptions(ctx, redriveActivity)
+	if err := workflow.ExecuteActivity(rdCtx, activities.RedriveStuckName, activities.RedriveInput{OlderThan: olderThan}).Get(ctx, &redrive); err != nil {
+		res.RedriveError = failureMessage(err)
+		log.Warn("redrive failed", "error", res.RedriveError)
+	} else {
+		res.Redrive = &redrive
+	}
+
+	if len(in.ReportSinks) > 0 {
+		report := res.DailyReport
+		if report.Redrive != nil {
+			summary := *report.Redrive
+			summary.Events = nil
+			report.Redrive = &summary
+		}
+		data, err := json.Marshal(report)
+		if err != nil {
+			return DailyReconcileResult{}, fmt.Errorf("encode report: %w", err)
+		}
+		q := *p
+		q.Notify.GiveUpAfter = min(q.Notify.GiveUpAfter, maxReportGiveUp)
+		base := activities.NotifyInput{
+			Event: event.Event{Provider: ReportProvider, EventID: "report:" + date, Type: config.TypeReportDaily},
+			Data:  data,
+		}
+		var failed []activities.FailedNotification
+		res.Notifications, failed = q.notifyAll(ctx, notificationsOf(config.TypeReportDaily, in.ReportSinks), base)
+		if len(failed) > 0 {
+			if err := workflow.ExecuteActivity(dbCtx, activities.MarkNotificationsFailedName, failed).Get(ctx, nil); err != nil {
+				return DailyReconcileResult{}, fmt.Errorf("mark report notifications failed: %w", err)
+			}
+		}
+	}
+	return res, nil
+}
