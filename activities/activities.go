@@ -79,9 +79,12 @@ func (a *Activities) now() time.Time {
 	return time.Now()
 }
 
-func (a *Activities) logger(ctx context.Context) *slog.Logger {
+// logger carries, on every line, what an operator greps for: the workflow, the activity and
+// its attempt, and the event's provider and id.
+func (a *Activities) logger(ctx context.Context, ev event.Event) *slog.Logger {
 	info := activity.GetInfo(ctx)
-	return slog.Default().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "attempt", info.Attempt)
+	return slog.Default().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name,
+		"attempt", info.Attempt, "provider", ev.Provider, "event_id", ev.EventID)
 }
 
 // RecordEvent writes the event under its unique key. A row that exists and is processed makes
@@ -94,6 +97,8 @@ func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.Rec
 	if res.AlreadyProcessed {
 		a.Metrics.EventProcessed(ev.Provider, "duplicate")
 	}
+	a.logger(ctx, ev).Info("event recorded", "type", ev.Type, "message_id", ev.MessageID,
+		"inserted", res.Inserted, "already_processed", res.AlreadyProcessed)
 	return res, nil
 }
 
@@ -112,6 +117,8 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.App
 	if err != nil {
 		return store.ApplyResult{}, fmt.Errorf("apply status %s: %w", ev.Key(), err)
 	}
+	a.logger(ctx, ev).Info("status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
+		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)
 	return res, nil
 }
 
@@ -174,7 +181,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			fmt.Sprintf("notification %s already failed: %s", n.ID, n.LastError), ErrTypeSinkRejected, nil)
 	}
 
-	log := a.logger(ctx).With("sink", sink.Name, "notification_id", n.ID, "event_id", ev.EventID, "provider", ev.Provider)
+	log := a.logger(ctx, ev).With("sink", sink.Name, "notification_id", n.ID)
 	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, n.Body, a.now())
 	if sendErr == nil {
 		if err := a.Store.MarkNotificationSent(ctx, n.ID); err != nil {
@@ -240,6 +247,8 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
 	}
 	a.Metrics.EventProcessed(in.Provider, in.Result)
+	a.logger(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}).Info("event processed",
+		"result", in.Result, "failed_notifications", len(in.Failed))
 	return nil
 }
 
