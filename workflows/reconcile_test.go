@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,8 +56,14 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 		{Provider: "postscale", EventID: "evt_b", Outcome: activities.RedriveRunning},
 	}}
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, activities.RedriveInput{OlderThan: time.Hour}).Return(redrive, nil).Once()
-	var sent []activities.NotifyInput
+	// The two sinks are notified concurrently: the mock runs on two goroutines.
+	var (
+		mu   sync.Mutex
+		sent []activities.NotifyInput
+	)
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		sent = append(sent, in)
 		return activities.NotifyResult{ID: "x"}, nil
 	}).Times(2)
