@@ -199,3 +199,19 @@ func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
 		t.Fatalf("%d rows stored", n)
 	}
 }
+
+// TestAllowCIDRsAppliesToEveryProvider: an endpoint's allow_cidrs is honoured whatever its
+// provider; here the test client's 127.0.0.1 is outside it.
+func TestAllowCIDRsAppliesToEveryProvider(t *testing.T) {
+	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
+		Name: "fenced", Provider: "postscale",
+		Settings: provider.Settings{Secrets: []string{webhookSecret}, AllowCIDRs: []string{"192.0.2.0/24"}},
+	}}})
+	body := h.envelope(h.id("evt_fenced"), "email.sent", h.id("msg_fenced"), time.Now(), "")
+	if code, _ := h.do(signedRequest(t, h.api.URL+"/webhooks/fenced", body)); code != http.StatusUnauthorized {
+		t.Fatalf("correctly signed request from outside allow_cidrs: %d, want 401", code)
+	}
+	if code, _ := h.do(signedRequest(t, h.api.URL+"/webhooks/postscale", body)); code != http.StatusOK {
+		t.Fatalf("the unfenced endpoint: %d, want 200", code)
+	}
+}

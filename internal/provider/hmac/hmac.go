@@ -15,11 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
@@ -56,7 +56,7 @@ type Adapter struct {
 	timestampHeader string
 	separator       string
 	tolerance       time.Duration
-	allow           []netip.Prefix
+	allow           allowlist.List
 	eventIDField    fieldmap.Path
 	eventIDHeader   string
 	m               *fieldmap.Mapping
@@ -157,7 +157,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if a.m, err = fieldmap.New(Name, g); err != nil {
 		return nil, err
 	}
-	if a.allow, err = parseAllowList(s.AllowCIDRs); err != nil {
+	if a.allow, err = allowlist.Parse(Name, s.AllowCIDRs); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -175,44 +175,11 @@ func headerName(key, v string) (string, error) {
 	return v, nil
 }
 
-// parseAllowList parses allow_cidrs entries; a bare address is a single-address network.
-func parseAllowList(entries []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, e := range entries {
-		e = strings.TrimSpace(e)
-		if p, err := netip.ParsePrefix(e); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		addr, err := netip.ParseAddr(e)
-		if err != nil || addr.Zone() != "" {
-			return nil, fmt.Errorf("hmac: allow_cidrs[%d] %q is not a CIDR or an IP address", i, e)
-		}
-		addr = addr.Unmap()
-		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
-	}
-	return out, nil
-}
-
-func allowed(allow []netip.Prefix, ip string) bool {
-	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
-	if err != nil {
-		return false
-	}
-	addr = addr.WithZone("").Unmap()
-	for _, p := range allow {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
 // Verify checks the source address (when allow_cidrs is set), the timestamp (when it is signed)
 // and the HMAC over the raw body. Failures wrap provider.ErrUnauthorized and, innermost, one of
 // the signature package's sentinels.
 func (a *Adapter) Verify(r provider.Request) error {
-	if len(a.allow) > 0 && !allowed(a.allow, r.RemoteIP) {
+	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("hmac: %w: %w", provider.ErrUnauthorized, ErrSourceNotAllowed)
 	}
 	if err := a.verify(r); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -48,6 +49,7 @@ func init() {
 type Adapter struct {
 	keys      [][]byte
 	tolerance time.Duration
+	allow     allowlist.List // allow_cidrs; empty allows every address
 }
 
 var (
@@ -77,7 +79,11 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if tol == 0 {
 		tol = DefaultTolerance
 	}
-	return &Adapter{keys: keys, tolerance: tol}, nil
+	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{keys: keys, tolerance: tol, allow: allow}, nil
 }
 
 // RejectStatus implements provider.Rejecter: Mailgun retries every status but 200 and 406, so a
@@ -97,6 +103,9 @@ type sigBlock struct {
 // last, one of the signature package's sentinels, so the innermost error is a short reason that
 // echoes nothing from the request.
 func (a *Adapter) Verify(r provider.Request) error {
+	if !a.allow.Allows(r.RemoteIP) {
+		return fmt.Errorf("%s: %w: source address not allowed", Name, provider.ErrUnauthorized)
+	}
 	if err := a.verify(r.Body, r.Now); err != nil {
 		return fmt.Errorf("mailgun: %w: %w", provider.ErrUnauthorized, err)
 	}

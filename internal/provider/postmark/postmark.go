@@ -12,11 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 )
 
 // Name is the provider name endpoints are configured with and events are keyed by.
@@ -47,7 +47,7 @@ type credential struct {
 // Adapter verifies and parses Postmark webhooks for one endpoint.
 type Adapter struct {
 	creds []credential
-	allow []netip.Prefix
+	allow allowlist.List
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -76,7 +76,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 		}
 		a.creds = append(a.creds, credential{user: sha256.Sum256([]byte(user)), pass: sha256.Sum256([]byte(pass))})
 	}
-	allow, err := parseAllowList(s.AllowCIDRs)
+	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
 	if err != nil {
 		return nil, err
 	}
@@ -94,46 +94,12 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	return a, nil
 }
 
-// parseAllowList parses allow_cidrs entries; a bare address is a single-address network.
-func parseAllowList(entries []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, e := range entries {
-		e = strings.TrimSpace(e)
-		if p, err := netip.ParsePrefix(e); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		addr, err := netip.ParseAddr(e)
-		if err != nil || addr.Zone() != "" {
-			return nil, fmt.Errorf("postmark: allow_cidrs[%d] %q is not a CIDR or an IP address", i, e)
-		}
-		addr = addr.Unmap()
-		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
-	}
-	return out, nil
-}
-
-// allowed reports whether ip is inside one of the networks.
-func allowed(allow []netip.Prefix, ip string) bool {
-	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
-	if err != nil {
-		return false
-	}
-	addr = addr.WithZone("").Unmap()
-	for _, p := range allow {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
 // Verify checks the source address (when an allow-list is configured) and then the Basic
 // credentials. Every configured pair is compared, in constant time on both the user and the
 // password, without stopping at the first match or at a user mismatch, so the time taken says
 // nothing about which part was wrong.
 func (a *Adapter) Verify(r provider.Request) error {
-	if len(a.allow) > 0 && !allowed(a.allow, r.RemoteIP) {
+	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrSourceNotAllowed)
 	}
 	user, pass, ok := (&http.Request{Header: r.Header}).BasicAuth()

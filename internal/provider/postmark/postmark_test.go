@@ -469,7 +469,7 @@ func FuzzVerify(f *testing.F) {
 		if !ok || user+":"+pass != testCred {
 			t.Fatalf("accepted credentials %q:%q", user, pass)
 		}
-		if !allowed(a.(*Adapter).allow, remoteIP) {
+		if !a.(*Adapter).allow.Allows(remoteIP) {
 			t.Fatalf("accepted address %q", remoteIP)
 		}
 	})

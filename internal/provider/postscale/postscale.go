@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -38,6 +39,7 @@ func init() {
 type Adapter struct {
 	secrets   []string
 	tolerance time.Duration
+	allow     allowlist.List // allow_cidrs; empty allows every address
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -61,13 +63,20 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if tol == 0 {
 		tol = DefaultTolerance
 	}
-	return &Adapter{secrets: append([]string(nil), s.Secrets...), tolerance: tol}, nil
+	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{secrets: append([]string(nil), s.Secrets...), tolerance: tol, allow: allow}, nil
 }
 
 // Verify checks X-Postscale-Signature over the raw body. Failures wrap both
 // provider.ErrUnauthorized and the signature package's sentinel (the last one, so that the
 // innermost error names the reason).
 func (a *Adapter) Verify(r provider.Request) error {
+	if !a.allow.Allows(r.RemoteIP) {
+		return fmt.Errorf("%s: %w: source address not allowed", Name, provider.ErrUnauthorized)
+	}
 	if err := signature.VerifyTimestamped(r.Header.Get(SignatureHeader), r.Body, a.secrets, a.tolerance, r.Now); err != nil {
 		return fmt.Errorf("postscale: %w: %w", provider.ErrUnauthorized, err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -58,6 +59,7 @@ func init() {
 type Adapter struct {
 	keys      []*ecdsa.PublicKey
 	tolerance time.Duration
+	allow     allowlist.List // allow_cidrs; empty allows every address
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -86,7 +88,11 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if tol == 0 {
 		tol = DefaultTolerance
 	}
-	return &Adapter{keys: keys, tolerance: tol}, nil
+	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{keys: keys, tolerance: tol, allow: allow}, nil
 }
 
 // parsePublicKey decodes a verification key. Error messages never include the key text.
@@ -130,6 +136,9 @@ func parsePublicKey(s string) (*ecdsa.PublicKey, error) {
 // provider.ErrUnauthorized and, last, one of the signature package's sentinels, so the innermost
 // error is a short reason that echoes nothing from the request.
 func (a *Adapter) Verify(r provider.Request) error {
+	if !a.allow.Allows(r.RemoteIP) {
+		return fmt.Errorf("%s: %w: source address not allowed", Name, provider.ErrUnauthorized)
+	}
 	if err := a.verify(r.Header.Get(SignatureHeader), r.Header.Get(TimestampHeader), r.Body, r.Now); err != nil {
 		return fmt.Errorf("sendgrid: %w: %w", provider.ErrUnauthorized, err)
 	}

@@ -18,14 +18,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 )
 
 // Name is the provider name endpoints are configured with and events are keyed by.
@@ -85,7 +84,7 @@ type Adapter struct {
 	hosts     *regexp.Regexp
 	client    *http.Client
 	tolerance time.Duration
-	allow     []netip.Prefix
+	allow     allowlist.List
 	certs     *certCache
 }
 
@@ -129,17 +128,9 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	case s.Tolerance > 0 && s.Tolerance < MinTolerance:
 		return nil, fmt.Errorf("ses: tolerance %s is shorter than the %s SNS keeps retrying with the original Timestamp; retried events would be rejected (use 0 for no check)", s.Tolerance, MinTolerance)
 	}
-	allow := make([]netip.Prefix, 0, len(s.AllowCIDRs))
-	for i, c := range s.AllowCIDRs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			addr, aerr := netip.ParseAddr(strings.TrimSpace(c))
-			if aerr != nil {
-				return nil, fmt.Errorf("ses: allow_cidrs[%d] %q is not a CIDR or an IP address", i, c)
-			}
-			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
-		}
-		allow = append(allow, p.Masked())
+	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	if err != nil {
+		return nil, err
 	}
 	return &Adapter{
 		topics:    topics,
@@ -162,7 +153,7 @@ func unauthorized(cause error, detail string) error {
 // signature version, URL) run before the certificate is fetched, so a request for a topic that
 // is not allowed never makes Mailhook call out.
 func (a *Adapter) Verify(r provider.Request) error {
-	if len(a.allow) > 0 && !a.allowed(r.RemoteIP) {
+	if !a.allow.Allows(r.RemoteIP) {
 		return unauthorized(ErrSourceAddress, "")
 	}
 	env, err := decodeEnvelope(r.Body)
@@ -254,19 +245,6 @@ func requireFields(e *Envelope) error {
 		}
 	}
 	return nil
-}
-
-func (a *Adapter) allowed(remote string) bool {
-	addr, err := netip.ParseAddr(remote)
-	if err != nil {
-		ap, perr := netip.ParseAddrPort(remote)
-		if perr != nil {
-			return false
-		}
-		addr = ap.Addr()
-	}
-	addr = addr.Unmap()
-	return slices.ContainsFunc(a.allow, func(p netip.Prefix) bool { return p.Contains(addr) })
 }
 
 // Control handles the SNS messages that are not SES events. It runs after Verify.

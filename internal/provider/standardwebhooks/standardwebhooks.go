@@ -15,13 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
@@ -70,7 +70,7 @@ type Adapter struct {
 	name      string
 	secrets   []string
 	tolerance time.Duration
-	allow     []netip.Prefix
+	allow     allowlist.List
 	own       headerSet
 	other     headerSet
 	// generic is the body mapping of a "standard-webhooks" endpoint; nil for Resend.
@@ -130,7 +130,7 @@ func newAdapter(name string, s provider.Settings) (*Adapter, error) {
 	case s.CertHostPattern != "":
 		return nil, fmt.Errorf("%s: cert_host_pattern applies only to Amazon SES", name)
 	}
-	allow, err := parseAllowList(name, s.AllowCIDRs)
+	allow, err := allowlist.Parse(name, s.AllowCIDRs)
 	if err != nil {
 		return nil, err
 	}
@@ -139,39 +139,6 @@ func newAdapter(name string, s provider.Settings) (*Adapter, error) {
 		tol = DefaultTolerance
 	}
 	return &Adapter{name: name, secrets: append([]string(nil), s.Secrets...), tolerance: tol, allow: allow}, nil
-}
-
-// parseAllowList parses allow_cidrs entries; a bare address is a single-address network.
-func parseAllowList(name string, entries []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for i, e := range entries {
-		e = strings.TrimSpace(e)
-		if p, err := netip.ParsePrefix(e); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		addr, err := netip.ParseAddr(e)
-		if err != nil || addr.Zone() != "" {
-			return nil, fmt.Errorf("%s: allow_cidrs[%d] %q is not a CIDR or an IP address", name, i, e)
-		}
-		addr = addr.Unmap()
-		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
-	}
-	return out, nil
-}
-
-func allowed(allow []netip.Prefix, ip string) bool {
-	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
-	if err != nil {
-		return false
-	}
-	addr = addr.WithZone("").Unmap()
-	for _, p := range allow {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
 }
 
 // headers returns the id, timestamp and signature header values: the provider's own set when
@@ -190,7 +157,7 @@ func (a *Adapter) headers(h http.Header) (id, ts, sig string) {
 // body. The request is accepted when any v1 signature in the header matches any configured
 // secret. Failures wrap provider.ErrUnauthorized and, innermost, a signature sentinel.
 func (a *Adapter) Verify(r provider.Request) error {
-	if len(a.allow) > 0 && !allowed(a.allow, r.RemoteIP) {
+	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("%s: %w: %w", a.name, provider.ErrUnauthorized, ErrSourceNotAllowed)
 	}
 	id, ts, sig := a.headers(r.Header)
