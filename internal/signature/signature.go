@@ -51,9 +51,9 @@ func Reason(err error) string {
 	return "invalid signature"
 }
 
-// withinTolerance reports whether signed is no further than tolerance from now. It works on
+// WithinTolerance reports whether signed is no further than tolerance from now. It works on
 // time.Duration, whose Sub saturates, so absurd timestamps cannot overflow into "accepted".
-func withinTolerance(signed, now time.Time, tolerance time.Duration) bool {
+func WithinTolerance(signed, now time.Time, tolerance time.Duration) bool {
 	if tolerance <= 0 {
 		return true
 	}
@@ -61,10 +61,10 @@ func withinTolerance(signed, now time.Time, tolerance time.Duration) bool {
 	return d <= tolerance && d >= -tolerance
 }
 
-// parseUnix parses a decimal unix-seconds timestamp. Unlike strconv.ParseInt it refuses signs,
+// ParseUnix parses a decimal unix-seconds timestamp. Unlike strconv.ParseInt it refuses signs,
 // spaces and empty strings: the timestamp is part of the signed content, so only the canonical
 // form a sender produces is accepted.
-func parseUnix(s string) (int64, bool) {
+func ParseUnix(s string) (int64, bool) {
 	if s == "" || len(s) > 18 { // 18 digits cannot overflow int64
 		return 0, false
 	}

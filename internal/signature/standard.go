@@ -73,11 +73,11 @@ func VerifyStandard(secret, id, timestampHeader, signatureHeader string, body []
 	if len(entries) > MaxHeaderEntries {
 		return fmt.Errorf("%w: header has %d entries, limit %d", ErrMalformedSignature, len(entries), MaxHeaderEntries)
 	}
-	unix, ok := parseUnix(timestampHeader)
+	unix, ok := ParseUnix(timestampHeader)
 	if !ok {
 		return fmt.Errorf("%w: %s is not unix seconds", ErrMalformedSignature, HeaderWebhookTimestamp)
 	}
-	if signed := time.Unix(unix, 0); !withinTolerance(signed, now, tolerance) {
+	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
 			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), tolerance)
 	}

@@ -59,7 +59,7 @@ func VerifyTimestamped(header string, body []byte, secrets []string, tolerance t
 			}
 			ts = value
 		case "v1":
-			if !decodeHex32(&sigs[nsigs], value) {
+			if !DecodeHex32(&sigs[nsigs], value) {
 				return fmt.Errorf("%w: v1 entry %d is not a %d-byte hex digest", ErrMalformedSignature, i, sha256.Size)
 			}
 			nsigs++
@@ -68,7 +68,7 @@ func VerifyTimestamped(header string, body []byte, secrets []string, tolerance t
 	if ts == "" {
 		return fmt.Errorf("%w: no timestamp", ErrMalformedSignature)
 	}
-	unix, ok := parseUnix(ts)
+	unix, ok := ParseUnix(ts)
 	if !ok {
 		return fmt.Errorf("%w: timestamp is not unix seconds", ErrMalformedSignature)
 	}
@@ -76,7 +76,7 @@ func VerifyTimestamped(header string, body []byte, secrets []string, tolerance t
 		return fmt.Errorf("%w: no v1 signature", ErrMalformedSignature)
 	}
 	// Checked before hashing so stale replays cost no HMAC work.
-	if signed := time.Unix(unix, 0); !withinTolerance(signed, now, tolerance) {
+	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
 			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), tolerance)
 	}
@@ -119,8 +119,8 @@ func timestampedMAC(dst *[sha256.Size]byte, secret, ts string, body []byte) {
 	h.Sum(dst[:0])
 }
 
-// decodeHex32 decodes exactly 64 hex digits into dst without allocating.
-func decodeHex32(dst *[sha256.Size]byte, s string) bool {
+// DecodeHex32 decodes exactly 64 hex digits into dst without allocating.
+func DecodeHex32(dst *[sha256.Size]byte, s string) bool {
 	if len(s) != 2*sha256.Size {
 		return false
 	}

@@ -199,7 +199,7 @@ func (a *Adapter) verify(r provider.Request) error {
 		if stamp == "" {
 			return fmt.Errorf("%w: no %s", signature.ErrMissingSignature, a.timestampHeader)
 		}
-		unix, ok := parseUnix(stamp)
+		unix, ok := signature.ParseUnix(stamp)
 		if !ok {
 			return fmt.Errorf("%w: %s is not unix seconds", signature.ErrMalformedSignature, a.timestampHeader)
 		}
@@ -263,20 +263,4 @@ func (a *Adapter) encodingName() string {
 		return "base64"
 	}
 	return "hex"
-}
-
-// parseUnix parses canonical decimal unix seconds: digits only, no sign or spaces, since the
-// value is signed as sent.
-func parseUnix(s string) (int64, bool) {
-	if s == "" || len(s) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(s[i]-'0')
-	}
-	return n, true
 }

@@ -514,7 +514,7 @@ func FuzzVerify(f *testing.F) {
 		ok := false
 		for _, key := range []string{oldKey, testKey} {
 			if useStamp {
-				unix, _ := parseUnix(strings.TrimSpace(stamp))
+				unix, _ := signature.ParseUnix(strings.TrimSpace(stamp))
 				if d := now.Sub(time.Unix(unix, 0)); d > DefaultTolerance || d < -DefaultTolerance {
 					t.Fatalf("accepted timestamp %q outside tolerance", stamp)
 				}

@@ -132,7 +132,7 @@ func (a *Adapter) verify(body []byte, now time.Time) error {
 	if !ok {
 		return fmt.Errorf("%w: timestamp is not unix seconds", signature.ErrMalformedSignature)
 	}
-	unix, _ := parseUnix(ts)
+	unix, _ := signature.ParseUnix(ts)
 	if sb.Token == nil || *sb.Token == "" {
 		return fmt.Errorf("%w: no token", signature.ErrMalformedSignature)
 	}
@@ -144,7 +144,7 @@ func (a *Adapter) verify(body []byte, now time.Time) error {
 		n    int
 	)
 	for _, s := range []*string{sb.Signature, sb.Parent} {
-		if s != nil && decodeHex32(&sigs[n], *s) {
+		if s != nil && signature.DecodeHex32(&sigs[n], *s) {
 			n++
 		}
 	}
@@ -155,7 +155,7 @@ func (a *Adapter) verify(body []byte, now time.Time) error {
 		return fmt.Errorf("%w: signature is not a %d-byte hex digest", signature.ErrMalformedSignature, sha256.Size)
 	}
 	// Checked before hashing so stale replays cost no HMAC work.
-	if signed := time.Unix(unix, 0); !withinTolerance(signed, now, a.tolerance) {
+	if signed := time.Unix(unix, 0); !signature.WithinTolerance(signed, now, a.tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
 			signature.ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), a.tolerance)
 	}
@@ -184,7 +184,7 @@ func timestampText(raw json.RawMessage) (string, bool) {
 			return "", false
 		}
 	}
-	if _, ok := parseUnix(s); !ok {
+	if _, ok := signature.ParseUnix(s); !ok {
 		return "", false
 	}
 	return s, true
@@ -233,59 +233,4 @@ func SignedBody(key, timestamp, token string, eventData []byte) []byte {
 	b.Write(eventData)
 	b.WriteString("}")
 	return b.Bytes()
-}
-
-// withinTolerance reports whether signed is no further than tolerance from now, either way.
-// time.Time.Sub saturates, so absurd timestamps cannot overflow into "accepted".
-func withinTolerance(signed, now time.Time, tolerance time.Duration) bool {
-	if tolerance <= 0 {
-		return true
-	}
-	d := now.Sub(signed)
-	return d <= tolerance && d >= -tolerance
-}
-
-// parseUnix parses a decimal unix-seconds timestamp, refusing signs, spaces and empty strings:
-// the timestamp is signed as text, so only the canonical form a sender produces is accepted.
-func parseUnix(s string) (int64, bool) {
-	if s == "" || len(s) > maxTimestampLen {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// decodeHex32 decodes exactly 64 hex digits into dst without allocating.
-func decodeHex32(dst *[sha256.Size]byte, s string) bool {
-	if len(s) != 2*sha256.Size {
-		return false
-	}
-	for i := range dst {
-		hi, ok1 := fromHex(s[2*i])
-		lo, ok2 := fromHex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

@@ -156,7 +156,7 @@ func (a *Adapter) verify(sig, ts string, body []byte, now time.Time) error {
 	case len(sig) > maxSignatureLen:
 		return fmt.Errorf("%w: signature is %d bytes, limit %d", signature.ErrMalformedSignature, len(sig), maxSignatureLen)
 	}
-	unix, ok := parseUnix(ts)
+	unix, ok := signature.ParseUnix(ts)
 	if !ok {
 		return fmt.Errorf("%w: timestamp is not unix seconds", signature.ErrMalformedSignature)
 	}
@@ -165,7 +165,7 @@ func (a *Adapter) verify(sig, ts string, body []byte, now time.Time) error {
 		return fmt.Errorf("%w: signature is not base64", signature.ErrMalformedSignature)
 	}
 	// Checked before the (comparatively expensive) ECDSA verification.
-	if signed := time.Unix(unix, 0); !withinTolerance(signed, now, a.tolerance) {
+	if signed := time.Unix(unix, 0); !signature.WithinTolerance(signed, now, a.tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
 			signature.ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), a.tolerance)
 	}
@@ -223,31 +223,4 @@ func PublicKeyBase64(pub *ecdsa.PublicKey) string {
 		panic("sendgrid: marshal public key: " + err.Error())
 	}
 	return base64.StdEncoding.EncodeToString(der)
-}
-
-// withinTolerance reports whether signed is no further than tolerance from now, either way.
-// time.Time.Sub saturates, so absurd timestamps cannot overflow into "accepted".
-func withinTolerance(signed, now time.Time, tolerance time.Duration) bool {
-	if tolerance <= 0 {
-		return true
-	}
-	d := now.Sub(signed)
-	return d <= tolerance && d >= -tolerance
-}
-
-// parseUnix parses a decimal unix-seconds timestamp, refusing signs, spaces and empty strings:
-// the header is signed verbatim, so only the canonical form a sender produces is accepted.
-func parseUnix(s string) (int64, bool) {
-	if s == "" || len(s) > maxTimestampLen {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
