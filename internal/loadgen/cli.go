@@ -85,7 +85,7 @@ It exits non-zero when a check fails. Loopback addresses only.`,
 	f.StringVar(&o.DatabaseURL, "database-url", "", "mailhook's PostgreSQL database (loopback)")
 	f.StringVar(&o.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token (default $MAILHOOK_ADMIN_TOKEN)")
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for every accepted event to be processed")
-	f.IntVar(&o.DupProbe, "dup-probe", 0, "after the drain, re-send this many processed Postscale events and measure a duplicate's cost")
+	f.IntVar(&o.DupProbe, "dup-probe", 0, "after the drain, re-send this many processed Postscale events one at a time, then as many with --dup-probe-concurrency senders, and measure a duplicate's cost")
 	f.IntVar(&o.DupProbeConcurrency, "dup-probe-concurrency", 10, "concurrent senders of the duplicate probe")
 	f.StringVar(&o.MetricsURL, "metrics-url", "", "mailhook's /metrics, to count Temporal calls (default <url>/metrics)")
 	f.IntVar(&o.MailhookPID, "mailhook-pid", 0, "pid of `mailhook serve`, to report its peak RSS (VmHWM)")

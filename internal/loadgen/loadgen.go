@@ -164,12 +164,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.measureFrom = r.start.Add(o.Warmup)
 	r.end = r.start.Add(o.Duration)
 	cpuStartCh := make(chan CPUSample, 1)
+	metricsStartCh := make(chan []promSample, 1)
 	go func() {
 		select {
 		case <-time.After(time.Until(r.measureFrom)):
 		case <-ctx.Done():
 		}
 		cpuStartCh <- SampleCPU(o.CPU)
+		m, _ := scrapeMetrics(ctx, r.client, o.MetricsURL)
+		metricsStartCh <- m
 	}()
 	if o.Rate > 0 {
 		r.openLoop(ctx)
@@ -179,6 +182,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cpuEnd := SampleCPU(o.CPU)
 	sendDone := time.Now()
 	rep.CPUCores = CPUUse(<-cpuStartCh, cpuEnd)
+	// The SDK's metrics reach the registry once a second: wait for the window's last ones.
+	time.Sleep(1200 * time.Millisecond)
+	if after, err := scrapeMetrics(ctx, r.client, o.MetricsURL); err == nil {
+		if before := <-metricsStartCh; before != nil {
+			rep.ServerLatency = serverLatency(before, after)
+		}
+	}
 	rep.LoadAvgEnd = LoadAvg()
 	if o.MailhookPID > 0 {
 		rep.MailhookRSSAtSendEnd = memOf(o.MailhookPID)
@@ -214,7 +224,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if o.DupProbe > 0 {
-		rep.DupProbe = r.dupProbe(ctx, v)
+		probes := r.dupProbe(ctx, v)
+		switch len(probes) {
+		case 1:
+			rep.DupProbe = probes[0]
+		case 2:
+			rep.DupProbeSequential, rep.DupProbe = probes[0], probes[1]
+		}
 	}
 	rep.Sink = sink.Stats()
 	rep.Verdict = v.checks
@@ -601,6 +617,26 @@ func (r *runner) fillSendStats(rep *Report) {
 			rep.MessagesArrivedOutOfOrder++
 		}
 	}
+}
+
+// serverLatency is where mailhook's time went in the window, from its own metrics: the mean
+// webhook handler time by endpoint/outcome, and the mean StartWorkflowExecution call of its
+// Temporal client (one per event: a batch makes several).
+func serverLatency(before, after []promSample) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, ep := range []string{"postscale", "sendgrid"} {
+		h := meanBy(before, after, "mailhook_webhook_request_duration_seconds", "outcome",
+			func(l string) bool { return labelValue(l, "endpoint") == ep })
+		for outcome, d := range h {
+			out["handler "+ep+"/"+outcome] = d
+		}
+	}
+	starts := meanBy(before, after, "temporal_request_latency_seconds", "operation",
+		func(l string) bool { return labelValue(l, "operation") == "StartWorkflowExecution" })
+	if d, ok := starts["StartWorkflowExecution"]; ok {
+		out["sdk StartWorkflowExecution"] = d
+	}
+	return out
 }
 
 // waitProcessed polls until every event has processed_at, or the timeout.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Report is everything one load test measured and checked; --json writes it.
@@ -14,13 +15,15 @@ type Report struct {
 	LoadAvgStart string         `json:"loadavg_start"`
 	LoadAvgEnd   string         `json:"loadavg_send_end"`
 
-	WindowSeconds  float64            `json:"window_seconds"` // measured part of the send phase
-	Codes          map[string]int     `json:"codes"`          // every answer, warm-up included
-	RequestKinds   map[string]int     `json:"request_kinds"`  // original, dup-later, dup-concurrent
-	Latency        map[string]Summary `json:"latency"`        // provider/outcome → accept latency
-	RequestsPerSec float64            `json:"requests_per_sec"`
-	Skipped        int                `json:"skipped"` // open loop: requests not sent (MaxInflight)
-	GaveUp         int                `json:"gave_up"` // requests never answered 200
+	WindowSeconds float64            `json:"window_seconds"` // measured part of the send phase
+	Codes         map[string]int     `json:"codes"`          // every answer, warm-up included
+	RequestKinds  map[string]int     `json:"request_kinds"`  // original, dup-later, dup-concurrent
+	Latency       map[string]Summary `json:"latency"`        // provider/outcome → accept latency
+	// ServerLatency: means from mailhook's /metrics over the window (handler, SDK start call).
+	ServerLatency  map[string]time.Duration `json:"server_latency_mean_ns,omitempty"`
+	RequestsPerSec float64                  `json:"requests_per_sec"`
+	Skipped        int                      `json:"skipped"` // open loop: requests not sent (MaxInflight)
+	GaveUp         int                      `json:"gave_up"` // requests never answered 200
 
 	EventsDistinctSent     int `json:"events_distinct_sent"`
 	EventsAccepted         int `json:"events_accepted"`
@@ -51,7 +54,9 @@ type Report struct {
 
 	TemporalOps        map[string]float64 `json:"temporal_ops,omitempty"`
 	StartsPerEventSend float64            `json:"starts_per_event_send"`
-	DupProbe           *ProbeReport       `json:"dup_probe,omitempty"`
+	// DupProbe is the probe with DupProbeConcurrency senders; DupProbeSequential one at a time.
+	DupProbe           *ProbeReport `json:"dup_probe,omitempty"`
+	DupProbeSequential *ProbeReport `json:"dup_probe_sequential,omitempty"`
 
 	CPUCores             map[string]float64 `json:"cpu_cores_window"`
 	CPUCoresDrain        map[string]float64 `json:"cpu_cores_drain"`
@@ -82,16 +87,17 @@ type Memory struct {
 
 // ProbeReport is the idle duplicate probe.
 type ProbeReport struct {
-	Requests                int                `json:"requests"`
-	Concurrency             int                `json:"concurrency"`
-	Seconds                 float64            `json:"seconds"`
-	LoadAvg                 string             `json:"loadavg"`
-	Latency                 Summary            `json:"latency"`
-	Codes                   map[string]int     `json:"codes"`
-	TemporalOps             map[string]float64 `json:"temporal_ops,omitempty"`
-	StartsPerDuplicate      float64            `json:"starts_per_duplicate"`
-	ClientCallsPerDuplicate float64            `json:"client_calls_per_duplicate"`
-	Error                   string             `json:"error,omitempty"`
+	Requests                int                      `json:"requests"`
+	Concurrency             int                      `json:"concurrency"`
+	Seconds                 float64                  `json:"seconds"`
+	LoadAvg                 string                   `json:"loadavg"`
+	Latency                 Summary                  `json:"latency"`
+	Codes                   map[string]int           `json:"codes"`
+	TemporalOps             map[string]float64       `json:"temporal_ops,omitempty"`
+	ServerLatency           map[string]time.Duration `json:"server_latency_mean_ns,omitempty"`
+	StartsPerDuplicate      float64                  `json:"starts_per_duplicate"`
+	ClientCallsPerDuplicate float64                  `json:"client_calls_per_duplicate"`
+	Error                   string                   `json:"error,omitempty"`
 }
 
 func (o *Options) summary() map[string]any {
@@ -127,6 +133,18 @@ func (r *Report) print(w io.Writer) {
 	for _, k := range labels {
 		p("    %-26s %s", k, r.Latency[k])
 	}
+	if len(r.ServerLatency) > 0 {
+		keys := make([]string, 0, len(r.ServerLatency))
+		for k := range r.ServerLatency {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + " " + ms(r.ServerLatency[k])
+		}
+		p("  inside mailhook (means from its /metrics): %s", strings.Join(parts, ", "))
+	}
 	p("  events: %d distinct sent, %d accepted, %d never accepted; SendGrid batches: %d events, %d accepted + %d duplicate starts",
 		r.EventsDistinctSent, r.EventsAccepted, r.EventsNotAccepted, r.BatchEvents, r.BatchAccepted, r.BatchDuplicate)
 	p("  messages: %d (%d with a shuffled lifecycle, %d actually arrived out of order)", r.Messages, r.MessagesShuffled, r.MessagesArrivedOutOfOrder)
@@ -141,9 +159,16 @@ func (r *Report) print(w io.Writer) {
 		p("== Temporal calls by mailhook's process during the run: %s", kvf(r.TemporalOps))
 		p("  StartWorkflowExecution per event carried by an answered request: %.3f (%d event sends)", r.StartsPerEventSend, r.EventSends)
 	}
-	if pr := r.DupProbe; pr != nil {
+	for _, pr := range []*ProbeReport{r.DupProbeSequential, r.DupProbe} {
+		if pr == nil {
+			continue
+		}
 		p("== duplicate probe: %d re-sends of processed events, %d at once, load average %s", pr.Requests, pr.Concurrency, pr.LoadAvg)
 		p("  latency %s; answers %s", pr.Latency, kv(pr.Codes))
+		if len(pr.ServerLatency) > 0 {
+			p("  inside mailhook (means): handler %s, StartWorkflowExecution %s",
+				ms(pr.ServerLatency["handler postscale/duplicate"]), ms(pr.ServerLatency["sdk StartWorkflowExecution"]))
+		}
 		p("  Temporal calls: %s → StartWorkflowExecution per duplicate %.3f, client calls per duplicate %.3f", kvf(pr.TemporalOps), pr.StartsPerDuplicate, pr.ClientCallsPerDuplicate)
 		if pr.Error != "" {
 			p("  error: %s", pr.Error)

@@ -99,7 +99,7 @@ func TestProcReaders(t *testing.T) {
 	for time.Since(s1.At) < 50*time.Millisecond {
 	}
 	s2 := SampleCPU(targets)
-	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || (len(targets) > 1 && u["mine"] < u["me"]) {
+	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || (len(targets) > 1 && u["mine"] < u["me"]) || u["machine"] <= 0 {
 		t.Errorf("%v", u)
 	}
 }
@@ -230,4 +230,43 @@ func signedSendGridHeader(key *ecdsa.PrivateKey, body []byte, now time.Time) htt
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
 	sendgrid.SignRequest(req, key, body, now)
 	return req.Header
+}
+
+func TestMeanBy(t *testing.T) {
+	parse := func(s string) []promSample {
+		out, err := parseExposition(bufio.NewScanner(strings.NewReader(s)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := parse(`mailhook_webhook_request_duration_seconds_sum{endpoint="postscale",outcome="accepted"} 10
+mailhook_webhook_request_duration_seconds_count{endpoint="postscale",outcome="accepted"} 100
+temporal_request_latency_seconds_sum{operation="StartWorkflowExecution"} 5
+temporal_request_latency_seconds_count{operation="StartWorkflowExecution"} 100
+`)
+	after := parse(`mailhook_webhook_request_duration_seconds_sum{endpoint="postscale",outcome="accepted"} 30
+mailhook_webhook_request_duration_seconds_count{endpoint="postscale",outcome="accepted"} 200
+mailhook_webhook_request_duration_seconds_sum{endpoint="sendgrid",outcome="accepted"} 4
+mailhook_webhook_request_duration_seconds_count{endpoint="sendgrid",outcome="accepted"} 2
+temporal_request_latency_seconds_sum{operation="StartWorkflowExecution"} 20
+temporal_request_latency_seconds_count{operation="StartWorkflowExecution"} 200
+temporal_request_latency_seconds_sum{operation="PollWorkflowTaskQueue"} 2000
+temporal_request_latency_seconds_count{operation="PollWorkflowTaskQueue"} 1
+untyped_metric 3
+`)
+	got := serverLatency(before, after)
+	want := map[string]time.Duration{
+		"handler postscale/accepted": 200 * time.Millisecond, // 20 s over 100 requests
+		"handler sendgrid/accepted":  2 * time.Second,
+		"sdk StartWorkflowExecution": 150 * time.Millisecond,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for k, v := range want {
+		if d := got[k] - v; d > time.Microsecond || d < -time.Microsecond {
+			t.Errorf("%s = %s, want %s", k, got[k], v)
+		}
+	}
 }

@@ -460,8 +460,22 @@ func (r *runner) getMessage(ctx context.Context, key string) (apiMessage, error)
 }
 
 // dupProbe re-sends already-processed Postscale events on an idle system and measures what a
-// duplicate costs: latency, and the Temporal calls mailhook's client made for them.
-func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
+// duplicate costs: latency, and the Temporal calls mailhook's client made for them. It sends
+// DupProbe requests one at a time, then DupProbe with DupProbeConcurrency senders.
+func (r *runner) dupProbe(ctx context.Context, v *verdict) []*ProbeReport {
+	var out []*ProbeReport
+	for _, c := range []int{1, r.o.DupProbeConcurrency} {
+		if len(out) > 0 && c == 1 {
+			break
+		}
+		if pr := r.probe(ctx, v, c); pr != nil {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+func (r *runner) probe(ctx context.Context, v *verdict, concurrency int) *ProbeReport {
 	var events []*Event
 	r.mu.Lock()
 	for ev, s := range r.ev {
@@ -475,11 +489,12 @@ func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
 		return nil
 	}
 	n := r.o.DupProbe
-	pr := &ProbeReport{Requests: n, Concurrency: r.o.DupProbeConcurrency, LoadAvg: LoadAvg()}
-	before, err := scrapeTemporalOps(ctx, r.client, r.o.MetricsURL)
+	pr := &ProbeReport{Requests: n, Concurrency: concurrency, LoadAvg: LoadAvg()}
+	samplesBefore, err := scrapeMetrics(ctx, r.client, r.o.MetricsURL)
 	if err != nil {
 		pr.Error = err.Error()
 	}
+	before := temporalOps(samplesBefore)
 	sinkBefore := r.sink.Stats()
 	var (
 		lat   []time.Duration
@@ -489,7 +504,7 @@ func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
 		next  = make(chan *Event)
 	)
 	started := time.Now()
-	for range r.o.DupProbeConcurrency {
+	for range concurrency {
 		wg.Go(func() {
 			for ev := range next {
 				t := time.Now()
@@ -512,9 +527,10 @@ func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
 	pr.Codes = codes.Snapshot()
 	// The SDK's metrics reach the Prometheus registry once a second.
 	time.Sleep(2500 * time.Millisecond)
-	if before != nil {
-		if after, err := scrapeTemporalOps(ctx, r.client, r.o.MetricsURL); err == nil {
-			pr.TemporalOps = diffOps(before, after)
+	if samplesBefore != nil {
+		if samplesAfter, err := scrapeMetrics(ctx, r.client, r.o.MetricsURL); err == nil {
+			pr.ServerLatency = serverLatency(samplesBefore, samplesAfter)
+			pr.TemporalOps = diffOps(before, temporalOps(samplesAfter))
 			pr.StartsPerDuplicate = pr.TemporalOps["StartWorkflowExecution"] / float64(n)
 			calls := 0.0
 			for op, d := range pr.TemporalOps {
@@ -535,7 +551,7 @@ func (r *runner) dupProbe(ctx context.Context, v *verdict) *ProbeReport {
 	if sinkAfter.Deliveries != sinkBefore.Deliveries {
 		bad = append(bad, fmt.Sprintf("the sink got %d notifications during the probe", sinkAfter.Deliveries-sinkBefore.Deliveries))
 	}
-	v.add("duplicate probe", bad, fmt.Sprintf("%d re-sent processed events: all 200 duplicate, no notification", n), "duplicate probe problems")
+	v.add(fmt.Sprintf("duplicate probe ×%d", concurrency), bad, fmt.Sprintf("%d re-sent processed events: all 200 duplicate, no notification", n), "duplicate probe problems")
 	return pr
 }
 
@@ -550,9 +566,14 @@ func workerOp(op string) bool {
 	return false
 }
 
-// scrapeTemporalOps sums the Temporal SDK's temporal_request counter by operation from
-// mailhook's /metrics.
-func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (map[string]float64, error) {
+// promSample is one line of a Prometheus text exposition.
+type promSample struct {
+	name, labels string
+	value        float64
+}
+
+// scrapeMetrics reads mailhook's /metrics.
+func scrapeMetrics(ctx context.Context, c *http.Client, metricsURL string) ([]promSample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
 		return nil, err
@@ -565,33 +586,119 @@ func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", metricsURL, resp.Status)
 	}
-	return parseTemporalOps(bufio.NewScanner(resp.Body))
+	return parseExposition(bufio.NewScanner(resp.Body))
+}
+
+func parseExposition(sc *bufio.Scanner) ([]promSample, error) {
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []promSample
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		var s promSample
+		rest := line
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				continue
+			}
+			s.name, s.labels, rest = line[:i], line[i+1:j], line[j+1:]
+		} else {
+			name, r, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			s.name, rest = name, r
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// scrapeTemporalOps sums the Temporal SDK's temporal_request counter by operation from
+// mailhook's /metrics.
+func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (map[string]float64, error) {
+	samples, err := scrapeMetrics(ctx, c, metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	return temporalOps(samples), nil
 }
 
 func parseTemporalOps(sc *bufio.Scanner) (map[string]float64, error) {
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	samples, err := parseExposition(sc)
+	return temporalOps(samples), err
+}
+
+func temporalOps(samples []promSample) map[string]float64 {
 	out := map[string]float64{}
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, "temporal_request{")
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "temporal_request_total{")
-		}
-		if !ok {
+	for _, s := range samples {
+		if s.name != "temporal_request" && s.name != "temporal_request_total" {
 			continue
 		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
+		if op := labelValue(s.labels, "operation"); op != "" {
+			out[op] += s.value
 		}
-		op := labelValue(labels, "operation")
-		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil || op == "" {
-			continue
-		}
-		out[op] += f
 	}
-	return out, sc.Err()
+	return out
+}
+
+// meanBy is the mean of a summary or histogram between two scrapes (Δsum/Δcount), by the
+// value of label by, over the series that keep says to.
+func meanBy(before, after []promSample, base, by string, keep func(labels string) bool) map[string]time.Duration {
+	type acc struct{ sum, count float64 }
+	tally := func(samples []promSample) map[string]*acc {
+		m := map[string]*acc{}
+		for _, s := range samples {
+			isSum, isCount := s.name == base+"_sum", s.name == base+"_count"
+			if (!isSum && !isCount) || (keep != nil && !keep(s.labels)) {
+				continue
+			}
+			k := labelValue(s.labels, by)
+			if m[k] == nil {
+				m[k] = &acc{}
+			}
+			if isSum {
+				m[k].sum += s.value
+			} else {
+				m[k].count += s.value
+			}
+		}
+		return m
+	}
+	b, a := tally(before), tally(after)
+	out := map[string]time.Duration{}
+	for k, v := range a {
+		sum, count := v.sum, v.count
+		if p := b[k]; p != nil {
+			sum, count = sum-p.sum, count-p.count
+		}
+		if count > 0 {
+			out[k] = time.Duration(sum / count * float64(time.Second))
+		}
+	}
+	return out
+}
+
+func diffOps(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 // labelValue returns the value of label name in a Prometheus label list (a="x",b="y").
@@ -613,14 +720,4 @@ func labelValue(labels, name string) string {
 		off = i + len(key)
 	}
 	return ""
-}
-
-func diffOps(before, after map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
 }
