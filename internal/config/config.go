@@ -53,13 +53,15 @@ const DevPostscaleSecret = "whsec_dev_mailhook_local_only"
 
 // Config is the whole configuration.
 type Config struct {
-	HTTP      HTTP       `yaml:"http"`
-	Database  Database   `yaml:"database"`
-	Temporal  Temporal   `yaml:"temporal"`
-	Notify    Notify     `yaml:"notify"`
-	Endpoints []Endpoint `yaml:"endpoints"`
-	Sinks     []Sink     `yaml:"sinks"`
-	Admin     Admin      `yaml:"admin"`
+	HTTP     HTTP     `yaml:"http"`
+	Database Database `yaml:"database"`
+	Temporal Temporal `yaml:"temporal"`
+	// Acceptance chooses how a verified webhook is made durable before the 200 (see Acceptance).
+	Acceptance Acceptance `yaml:"acceptance"`
+	Notify     Notify     `yaml:"notify"`
+	Endpoints  []Endpoint `yaml:"endpoints"`
+	Sinks      []Sink     `yaml:"sinks"`
+	Admin      Admin      `yaml:"admin"`
 }
 
 // Admin protects the /v1 API. Webhook endpoints are authenticated by their signatures alone.
@@ -107,6 +109,36 @@ type Temporal struct {
 	TLS    TLS    `yaml:"tls"`
 	APIKey string `yaml:"api_key"`
 	Codec  Codec  `yaml:"codec"`
+}
+
+// Acceptance modes.
+const (
+	// AcceptDirect: the handler starts the event's workflow and answers once the start returned.
+	AcceptDirect = "direct"
+	// AcceptInbox: the handler inserts the events into PostgreSQL's webhook_events and answers
+	// once the insert committed; the relay in every worker starts their workflows.
+	AcceptInbox = "inbox"
+)
+
+// Acceptance chooses the accept path. direct is the default; inbox accepts at database speed
+// and keeps answering 200 while Temporal is down (the events wait in the inbox).
+type Acceptance struct {
+	Mode  string `yaml:"mode"`
+	Relay Relay  `yaml:"relay"`
+}
+
+// Relay tunes the inbox relay that runs in every worker process. It runs in every mode, so
+// events accepted while a deployment used inbox mode are still started after it switched back.
+type Relay struct {
+	// BatchSize is how many waiting events one relay claims per transaction.
+	BatchSize int `yaml:"batch_size"`
+	// Concurrency bounds the workflow starts in flight per relay.
+	Concurrency int `yaml:"concurrency"`
+	// PollInterval is how often a relay looks for work without a notification (a NOTIFY is
+	// lost when the listener reconnects, or a row is left behind by a relay that crashed).
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// MaxBackoff caps the wait between batches while Temporal or PostgreSQL is failing.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 }
 
 // Notify configures downstream delivery retries (the Notify activity's retry policy).
@@ -157,6 +189,10 @@ func Defaults() Config {
 			TaskQueue:    "mailhook",
 			StartTimeout: 5 * time.Second,
 			RetryAfter:   30 * time.Second,
+		},
+		Acceptance: Acceptance{
+			Mode:  envOr("MAILHOOK_ACCEPTANCE_MODE", AcceptDirect),
+			Relay: Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second},
 		},
 		Notify: Notify{
 			InitialInterval: time.Second,
@@ -242,6 +278,12 @@ func (c Config) Validate() error {
 	}
 	if err := c.Temporal.validateRemote(); err != nil {
 		return err
+	}
+	if c.Acceptance.Mode != AcceptDirect && c.Acceptance.Mode != AcceptInbox {
+		return fmt.Errorf("config: acceptance.mode %q must be %q or %q", c.Acceptance.Mode, AcceptDirect, AcceptInbox)
+	}
+	if r := c.Acceptance.Relay; r.BatchSize <= 0 || r.Concurrency <= 0 || r.PollInterval <= 0 || r.MaxBackoff <= 0 {
+		return errors.New("config: acceptance.relay.batch_size, concurrency, poll_interval and max_backoff must be positive")
 	}
 	if c.Notify.InitialInterval <= 0 || c.Notify.MaxInterval <= 0 || c.Notify.GiveUpAfter <= 0 || c.Notify.AttemptTimeout <= 0 {
 		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")

@@ -86,6 +86,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
 		"unknown key":      {`htp: {address: ":1"}`, "htp"},
 		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
+		"acceptance mode":  {`acceptance: {mode: queue}`, "acceptance.mode"},
+		"relay batch":      {`acceptance: {mode: inbox, relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -94,6 +96,22 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 				t.Fatalf("error %v; want one line naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Choosing inbox mode alone keeps the relay's defaults.
+func TestInboxModeKeepsRelayDefaults(t *testing.T) {
+	cfg, err := config.Load(write(t, "acceptance:\n  mode: inbox\n  relay:\n    concurrency: 8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Defaults().Acceptance.Relay
+	want.Concurrency = 8
+	if cfg.Acceptance.Mode != config.AcceptInbox || cfg.Acceptance.Relay != want {
+		t.Fatalf("acceptance %+v, want inbox with %+v", cfg.Acceptance, want)
+	}
+	if d := config.Defaults().Acceptance.Mode; d != config.AcceptDirect && d != config.AcceptInbox {
+		t.Fatalf("default mode %q", d)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
@@ -157,6 +158,8 @@ type harness struct {
 	sink   *receiver
 	worker worker.Worker
 	prefix string // makes event and message ids unique to the test
+	// stopRelay stops the inbox relay startWorker started (inbox harnesses only).
+	stopRelay func()
 }
 
 type harnessOptions struct {
@@ -165,6 +168,9 @@ type harnessOptions struct {
 	notifyTimeout time.Duration
 	dbURL         string            // share another harness's database
 	endpoints     []config.Endpoint // more endpoints besides "postscale"
+	// inbox runs acceptance.mode inbox: the handler inserts into PostgreSQL, and startWorker
+	// also starts a relay (stopWorker stops both).
+	inbox bool
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -189,6 +195,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
+	if o.inbox {
+		cfg.Acceptance.Mode = config.AcceptInbox
+		cfg.Acceptance.Relay.PollInterval = 500 * time.Millisecond
+		cfg.Acceptance.Relay.MaxBackoff = time.Second
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +210,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(st.Close)
 	m := metrics.New()
 	m.RegisterBacklog(st.Backlog, testenv.Logger())
+	m.RegisterInbox(st.Inbox, testenv.Logger())
 	svc := &serve.Service{Config: cfg, Store: st, Temporal: o.temporal, Log: testenv.Logger(), Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {
@@ -207,6 +219,12 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4)}
 	h.api = httptest.NewServer(api.Handler())
 	t.Cleanup(h.api.Close)
+	if o.inbox {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { svc.InboxAcceptor().Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	if !o.noWorker {
 		h.startWorker()
 	}
@@ -220,9 +238,24 @@ func (h *harness) startWorker() {
 	if err := h.worker.Start(); err != nil {
 		h.t.Fatalf("start worker: %v", err)
 	}
+	if h.cfg.Acceptance.Mode == config.AcceptInbox {
+		h.stopRelay = h.startRelay(h.svc.Relay())
+	}
+}
+
+// startRelay runs r until the returned function is called; that function waits for it to stop.
+func (h *harness) startRelay(r *inbox.Relay) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 func (h *harness) stopWorker() {
+	if h.stopRelay != nil {
+		h.stopRelay()
+		h.stopRelay = nil
+	}
 	if h.worker != nil {
 		h.worker.Stop()
 		h.worker = nil

@@ -35,6 +35,12 @@ type Starter interface {
 	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
 }
 
+// Acceptor makes a request's events durable some other way than starting their workflows
+// (the PostgreSQL inbox): accepted or duplicate per event, or an error when nothing is durable.
+type Acceptor interface {
+	Accept(ctx context.Context, evs []event.Event) ([]ingest.Status, error)
+}
+
 // Messages reads a message's state and history.
 type Messages interface {
 	GetMessage(ctx context.Context, provider, messageID string) (store.Message, error)
@@ -61,10 +67,15 @@ type Server struct {
 	Endpoints    map[string]Endpoint
 	MaxBodyBytes int64
 	Starter      Starter
+	// Inbox, when set (acceptance.mode: inbox), accepts the events instead of Starter.
+	Inbox        Acceptor
 	Messages     Messages
 	Suppressions Suppressions
 	// Ready are the dependency checks of /readyz, by name.
 	Ready map[string]func(context.Context) error
+	// NotRequired names Ready checks that are reported but do not make /readyz fail: in inbox
+	// mode webhooks are accepted while Temporal is down, so a load balancer must keep sending.
+	NotRequired map[string]bool
 	// RetryAfter is sent with 503 so the provider backs off.
 	RetryAfter time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the client address (used by
@@ -222,10 +233,14 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 	}
 
-	statuses, err := s.startAll(c.Request.Context(), events)
+	statuses, err := s.accept(c.Request.Context(), events)
 	ids := make([]string, len(events))
 	for i, ev := range events {
 		ids[i] = ev.EventID
+	}
+	if errors.Is(err, store.ErrNotStorable) {
+		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "event_ids", ids, "error", err)
+		return
 	}
 	if err != nil {
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
@@ -246,6 +261,15 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	reply(http.StatusOK, string(overall), gin.H{"status": overall, "accepted": counts[ingest.Accepted], "duplicate": counts[ingest.Duplicate]},
 		"event_ids", ids)
+}
+
+// accept makes the events durable: into the inbox when there is one, else by starting each
+// event's workflow.
+func (s *Server) accept(ctx context.Context, events []event.Event) ([]ingest.Status, error) {
+	if s.Inbox != nil {
+		return s.Inbox.Accept(ctx, events)
+	}
+	return s.startAll(ctx, events)
 }
 
 // startAll starts one workflow per event with bounded concurrency. It fails if any start failed:
@@ -302,7 +326,9 @@ func (s *Server) readyz(c *gin.Context) {
 	for name, check := range s.Ready {
 		if err := check(ctx); err != nil {
 			checks[name] = err.Error()
-			ok = false
+			if !s.NotRequired[name] {
+				ok = false
+			}
 			continue
 		}
 		checks[name] = "ok"

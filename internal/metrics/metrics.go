@@ -30,6 +30,13 @@ const (
 	Control          = "control" // a provider control message (SNS subscription confirmation)
 )
 
+// Relay start results (the result label of mailhook_relay_starts_total).
+const (
+	RelayStarted   = "started"
+	RelayDuplicate = "duplicate" // the workflow ID already ran or runs the event
+	RelayError     = "error"     // the start failed; the event stays in the inbox
+)
+
 // Metrics holds the collectors.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -39,6 +46,8 @@ type Metrics struct {
 	eventsProcessed      *prometheus.CounterVec
 	notifications        *prometheus.CounterVec
 	notificationAttempts *prometheus.HistogramVec
+	relayStarts          *prometheus.CounterVec
+	relayBatchErrors     prometheus.Counter
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -69,8 +78,17 @@ func New() *Metrics {
 			Help:    "Attempts a notification took until it was sent or rejected.",
 			Buckets: []float64{1, 2, 3, 5, 10, 20, 50},
 		}, []string{"sink"}),
+		relayStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_relay_starts_total",
+			Help: "Workflow starts by the inbox relay, by result (started, duplicate, error).",
+		}, []string{"result"}),
+		relayBatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailhook_relay_batch_errors_total",
+			Help: "Inbox relay batches that failed in PostgreSQL (claim or mark).",
+		}),
 	}
-	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts)
+	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
+		m.relayStarts, m.relayBatchErrors)
 	return m
 }
 
@@ -108,6 +126,22 @@ func (m *Metrics) NotificationAttempt(sink, outcome string, final bool, attempts
 	}
 }
 
+// RelayStart records one workflow start by the inbox relay.
+func (m *Metrics) RelayStart(result string) {
+	if m == nil {
+		return
+	}
+	m.relayStarts.WithLabelValues(result).Inc()
+}
+
+// RelayBatchError records a relay batch that failed in PostgreSQL.
+func (m *Metrics) RelayBatchError() {
+	if m == nil {
+		return
+	}
+	m.relayBatchErrors.Inc()
+}
+
 // Backlog reports the recorded-but-unprocessed events: how many, and when the oldest arrived.
 type Backlog func(ctx context.Context) (count int64, oldest time.Time, err error)
 
@@ -122,6 +156,20 @@ func (m *Metrics) RegisterBacklog(b Backlog, log *slog.Logger) {
 			"Age of the oldest recorded event that is not processed yet (0 when none).", nil, nil),
 		count: prometheus.NewDesc("mailhook_unprocessed_events",
 			"Recorded events that are not processed yet.", nil, nil),
+	})
+}
+
+// RegisterInbox exposes the inbox (events accepted in inbox mode whose workflow the relay has
+// not started yet) as gauges computed at scrape time.
+func (m *Metrics) RegisterInbox(b Backlog, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&backlogCollector{backlog: b, log: log,
+		age: prometheus.NewDesc("mailhook_inbox_oldest_age_seconds",
+			"Age of the oldest event in the inbox whose workflow is not started yet (0 when none).", nil, nil),
+		count: prometheus.NewDesc("mailhook_inbox_events",
+			"Events in the inbox whose workflow is not started yet.", nil, nil),
 	})
 }
 

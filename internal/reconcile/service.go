@@ -32,6 +32,7 @@ type Store interface {
 	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)
 	ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error)
 	DeleteReplay(ctx context.Context, provider, eventID string, n int) error
+	MarkRelayed(ctx context.Context, provider, eventID string) error
 }
 
 // Service runs reports, redrives and replays against one store and Temporal namespace.
@@ -104,6 +105,13 @@ func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (acti
 				o.Outcome = activities.RedriveRunning
 			default:
 				o.Outcome = activities.RedriveStarted
+			}
+			// An inbox event the relay has not started yet is started now: take it out of the
+			// inbox so the relay does not try again (it would only get a duplicate).
+			if err == nil {
+				if merr := s.Store.MarkRelayed(ctx, rec.Provider, rec.EventID); merr != nil {
+					s.Log.Warn("redrive: could not take the event out of the inbox; the relay will find it started", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
+				}
 			}
 		}
 		if o.Outcome != activities.RedriveRunning {

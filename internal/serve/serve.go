@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -22,6 +24,7 @@ import (
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/httpapi"
+	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
@@ -50,6 +53,7 @@ type Service struct {
 	Metrics *metrics.Metrics
 
 	closeMetrics func()
+	acceptor     *inbox.Acceptor
 }
 
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
@@ -72,6 +76,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
 	m.RegisterBacklog(st.Backlog, log)
+	m.RegisterInbox(st.Inbox, log)
 	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
@@ -104,7 +109,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.Server{
+	srv := &httpapi.Server{
 		Endpoints:      eps,
 		MaxBodyBytes:   s.Config.HTTP.MaxBodyBytes,
 		TrustedProxies: s.Config.HTTP.TrustedProxies,
@@ -127,7 +132,38 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		AdminTokens: adminTokens(s.Config.Admin),
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
-	}, nil
+	}
+	if s.Config.Acceptance.Mode == config.AcceptInbox {
+		srv.Inbox = s.InboxAcceptor()
+		srv.NotRequired = map[string]bool{"temporal": true}
+	}
+	return srv, nil
+}
+
+// InboxAcceptor is the process's inbox accept path (one per process: its Run goroutine
+// coalesces the NOTIFYs of every request).
+func (s *Service) InboxAcceptor() *inbox.Acceptor {
+	if s.acceptor == nil {
+		s.acceptor = inbox.NewAcceptor(s.Store, s.Log)
+	}
+	return s.acceptor
+}
+
+// Relay builds the inbox relay a worker process runs. It listens on its own connection, made
+// from the pool's settings.
+func (s *Service) Relay() *inbox.Relay {
+	connCfg := s.Store.Pool().Config().ConnConfig
+	return &inbox.Relay{
+		Store: s.Store,
+		Starter: &ingest.Starter{
+			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
+			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
+		},
+		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, connCfg.Copy()) },
+		Options: s.Config.Acceptance.Relay,
+		Metrics: s.Metrics,
+		Log:     s.Log.With("component", "inbox_relay"),
+	}
 }
 
 func adminTokens(a config.Admin) map[string]string {
@@ -245,8 +281,24 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	defer svc.Close()
 
 	errc := make(chan error, 2)
-	var w worker.Worker
+	var (
+		w  worker.Worker
+		bg sync.WaitGroup
+	)
+	// The relay and the NOTIFY sender stop after the HTTP server has drained, so a request
+	// accepted during shutdown still wakes a relay (or is found by the next poll).
+	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { bgCancel(); bg.Wait() }()
+	if mode.HTTP && cfg.Acceptance.Mode == config.AcceptInbox {
+		a := svc.InboxAcceptor()
+		bg.Go(func() { a.Run(bgCtx) })
+		log.Info("acceptance mode inbox: webhooks are accepted into PostgreSQL; workers' relays start the workflows")
+	}
 	if mode.Worker {
+		// Every worker relays, in every mode: rows accepted while a deployment ran in inbox
+		// mode are still started after it switched back to direct.
+		r := svc.Relay()
+		bg.Go(func() { r.Run(bgCtx) })
 		w = svc.Worker()
 		go func() {
 			if err := startWorker(ctx, svc, w, log); err != nil {
@@ -306,6 +358,8 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		}
 		cancel()
 	}
+	bgCancel()
+	bg.Wait()
 	if w != nil {
 		w.Stop()
 	}

@@ -23,6 +23,9 @@ type DailyCount struct {
 	Received    int64  `json:"received"`
 	Processed   int64  `json:"processed"`
 	Unprocessed int64  `json:"unprocessed"`
+	// AwaitingStart counts the unprocessed events still in the inbox (acceptance.mode: inbox):
+	// accepted, but the relay has not started their workflow yet.
+	AwaitingStart int64 `json:"awaiting_start"`
 }
 
 // DateLayout is the layout of a DailyCount's Date.
@@ -61,7 +64,8 @@ const (
 	// Events received in [$1, $2); $3 = '' means every provider. processed counts those
 	// processed by now, whenever that was.
 	qDailyCounts = `
-SELECT provider, event_type, count(*), count(processed_at), count(*) - count(processed_at)
+SELECT provider, event_type, count(*), count(processed_at), count(*) - count(processed_at),
+       count(*) FILTER (WHERE awaiting_start)
 FROM webhook_events
 WHERE received_at >= $1 AND received_at < $2 AND ($3 = '' OR provider = $3)
 GROUP BY provider, event_type
@@ -69,17 +73,19 @@ ORDER BY provider, event_type`
 
 	qSaveDailyCounts = `
 WITH saved AS (
-    INSERT INTO daily_counts (date, provider, event_type, received, processed, unprocessed)
-    SELECT $3::date, provider, event_type, count(*), count(processed_at), count(*) - count(processed_at)
+    INSERT INTO daily_counts (date, provider, event_type, received, processed, unprocessed, awaiting_start)
+    SELECT $3::date, provider, event_type, count(*), count(processed_at), count(*) - count(processed_at),
+           count(*) FILTER (WHERE awaiting_start)
     FROM webhook_events
     WHERE received_at >= $1 AND received_at < $2
     GROUP BY provider, event_type
     ON CONFLICT (date, provider, event_type) DO UPDATE
     SET received = EXCLUDED.received, processed = EXCLUDED.processed,
-        unprocessed = EXCLUDED.unprocessed, computed_at = now()
-    RETURNING provider, event_type, received, processed, unprocessed
+        unprocessed = EXCLUDED.unprocessed, awaiting_start = EXCLUDED.awaiting_start,
+        computed_at = now()
+    RETURNING provider, event_type, received, processed, unprocessed, awaiting_start
 )
-SELECT provider, event_type, received, processed, unprocessed FROM saved
+SELECT provider, event_type, received, processed, unprocessed, awaiting_start FROM saved
 ORDER BY provider, event_type`
 
 	recordedColumns = `provider, event_id, event_type, received_at, processed_at, normalized`
@@ -151,7 +157,7 @@ func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
 	date := day.Format(DateLayout)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyCount, error) {
 		c := DailyCount{Date: date}
-		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed)
+		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed, &c.AwaitingStart)
 		return c, err
 	})
 	if err != nil {
@@ -248,6 +254,8 @@ type DailyTotals struct {
 	Received    int64 `json:"received"`
 	Processed   int64 `json:"processed"`
 	Unprocessed int64 `json:"unprocessed"`
+	// AwaitingStart is the part of Unprocessed still in the inbox.
+	AwaitingStart int64 `json:"awaiting_start"`
 }
 
 // SumCounts adds up counts.
@@ -257,6 +265,7 @@ func SumCounts(counts []DailyCount) DailyTotals {
 		t.Received += c.Received
 		t.Processed += c.Processed
 		t.Unprocessed += c.Unprocessed
+		t.AwaitingStart += c.AwaitingStart
 	}
 	return t
 }

@@ -1,0 +1,145 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// fakeStarter stands in for Temporal's start call: these tests are about what the relay does
+// with the answers (the e2e tests use a real Temporal).
+type fakeStarter struct {
+	mu     sync.Mutex
+	calls  []string
+	answer func(key string) (ingest.Status, error)
+}
+
+func (f *fakeStarter) Start(_ context.Context, in workflows.Input) (ingest.Status, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, in.Event.Key())
+	f.mu.Unlock()
+	return f.answer(in.Event.Key())
+}
+
+func (f *fakeStarter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func enqueue(t *testing.T, s *store.Store, n int) {
+	t.Helper()
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.Event{Provider: "postscale", EventID: fmt.Sprintf("evt_%03d", i), Type: "email.delivered",
+			Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: fmt.Sprintf("msg_%03d", i)}
+	}
+	_, err := s.Enqueue(t.Context(), evs)
+	require.NoError(t, err)
+}
+
+func waiting(t *testing.T, s *store.Store) int64 {
+	t.Helper()
+	n, _, err := s.Inbox(t.Context())
+	require.NoError(t, err)
+	return n
+}
+
+func run(t *testing.T, r *inbox.Relay) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+var opts = config.Relay{BatchSize: 50, Concurrency: 4, PollInterval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+
+func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) {
+	s := storetest.Open(t)
+	enqueue(t, s, 120)
+	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+		if key == "postscale:evt_007" {
+			return ingest.Duplicate, nil // a workflow ID that already ran: still out of the inbox
+		}
+		return ingest.Accepted, nil
+	}}
+	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
+	require.Eventually(t, func() bool { return waiting(t, s) == 0 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 120, f.count(), "each event started once")
+}
+
+// While Temporal is down a batch gives up after its first Concurrency failures instead of
+// trying (and timing out on) every claimed event, and the relay backs off between batches.
+func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
+	s := storetest.Open(t)
+	enqueue(t, s, 120)
+	f := &fakeStarter{answer: func(string) (ingest.Status, error) {
+		return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+	}}
+	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
+	time.Sleep(time.Second)
+	calls := f.count()
+	assert.EqualValues(t, 120, waiting(t, s), "nothing leaves the inbox")
+	// ≥ 4 batches in a second at a 200 ms backoff cap, each trying at most 4+3 events (the
+	// first 4 fail; at most Concurrency-1 more were already let through). Without the early
+	// give-up every batch would try all 50.
+	assert.Greater(t, calls, 0)
+	assert.LessOrEqual(t, calls, 10*(2*opts.Concurrency), "starts per batch are not bounded while Temporal is down")
+}
+
+// One event that can never start does not hold up the others.
+func TestRelayKeepsGoingPastAnEventThatAlwaysFails(t *testing.T) {
+	s := storetest.Open(t)
+	enqueue(t, s, 120)
+	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+		if key == "postscale:evt_000" {
+			return "", errors.New("invalid argument")
+		}
+		return ingest.Accepted, nil
+	}}
+	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
+	require.Eventually(t, func() bool { return waiting(t, s) == 1 }, 10*time.Second, 20*time.Millisecond)
+	var errText string
+	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT relay_error FROM webhook_events WHERE awaiting_start`).Scan(&errText))
+	assert.Equal(t, "invalid argument", errText)
+}
+
+// A NOTIFY from the accept side wakes an idle relay well before its poll interval.
+func TestAcceptWakesTheRelay(t *testing.T) {
+	s := storetest.Open(t)
+	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
+	slow := opts
+	slow.PollInterval = time.Minute
+	connCfg := s.Pool().Config().ConnConfig
+	r := &inbox.Relay{Store: s, Starter: f, Options: slow, Connect: func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, connCfg.Copy())
+	}}
+	run(t, r)
+	a := inbox.NewAcceptor(s, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.Run(ctx)
+	time.Sleep(500 * time.Millisecond) // the relay's first (empty) batch is done; it now waits
+	st, err := a.Accept(t.Context(), []event.Event{{Provider: "postscale", EventID: "evt_woken", Type: "email.sent", MessageID: "m"}})
+	require.NoError(t, err)
+	assert.Equal(t, []ingest.Status{ingest.Accepted}, st)
+	require.Eventually(t, func() bool { return f.count() == 1 }, 5*time.Second, 10*time.Millisecond, "the relay was not woken")
+	st, err = a.Accept(t.Context(), []event.Event{{Provider: "postscale", EventID: "evt_woken", Type: "email.sent", MessageID: "m"}})
+	require.NoError(t, err)
+	assert.Equal(t, []ingest.Status{ingest.Duplicate}, st)
+}

@@ -1,0 +1,187 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	a := statusEvent("evt_a", "msg_1", event.StatusAccepted, "", at(0))
+	b := statusEvent("evt_b", "msg_1", event.StatusDelivered, "", at(1))
+	noMsg := kindEvent("evt_c", "", event.KindUnknown, time.Time{})
+
+	got, err := s.Enqueue(ctx, []event.Event{a, b, a, noMsg})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, false, true}, got, "a repeated id counts once, at its first position")
+
+	got, err = s.Enqueue(ctx, []event.Event{b, statusEvent("evt_d", "msg_2", event.StatusAccepted, "", at(2))})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false, true}, got)
+
+	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND normalized IS NOT NULL`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_c' AND message_id IS NULL AND occurred_at IS NULL`))
+	n, oldest, err := s.Inbox(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, n)
+	assert.False(t, oldest.IsZero())
+
+	// The workflow's RecordEvent finds the inbox row, unprocessed, and carries on.
+	res, err := s.RecordEvent(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, store.RecordResult{}, res)
+
+	// A row RecordEvent wrote (direct mode) is not in the inbox; enqueueing it again is a duplicate.
+	direct := statusEvent("evt_direct", "msg_3", event.StatusAccepted, "", at(3))
+	_, err = s.RecordEvent(ctx, direct)
+	require.NoError(t, err)
+	got, err = s.Enqueue(ctx, []event.Event{direct})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false}, got)
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_direct' AND awaiting_start`))
+}
+
+func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ev := statusEvent("evt_nul", "msg_1", event.StatusAccepted, "", at(0))
+	ev.Recipient = "a\u0000b@example.com"
+	_, err := s.Enqueue(t.Context(), []event.Event{ev})
+	require.ErrorIs(t, err, store.ErrNotStorable)
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events`))
+}
+
+func TestRelayBatchTakesOldestFirstAndKeepsFailedRows(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5"} {
+		_, err := s.Enqueue(ctx, []event.Event{statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0))})
+		require.NoError(t, err)
+	}
+
+	var seen []string
+	claimed, started, err := s.RelayBatch(ctx, 3, func(_ context.Context, evs []store.RecordedEvent) []error {
+		errs := make([]error, len(evs))
+		for i, ev := range evs {
+			seen = append(seen, ev.EventID)
+			require.NotNil(t, ev.Event, "the relay starts from the normalized event")
+			assert.Equal(t, "msg_"+ev.EventID, ev.Event.MessageID)
+			if ev.EventID == "evt_2" {
+				errs[i] = errors.New("temporal unavailable: connection refused")
+			}
+		}
+		return errs
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"evt_1", "evt_2", "evt_3"}, seen, "oldest first")
+	assert.Equal(t, 3, claimed)
+	assert.Equal(t, 2, started)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND awaiting_start AND relay_attempts = 1 AND relay_error LIKE '%connection refused'`))
+	assert.Equal(t, 2, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id IN ('evt_1', 'evt_3') AND NOT awaiting_start AND relayed_at IS NOT NULL AND relay_error IS NULL`))
+
+	// The failed row is tried again, still first; a success clears its error.
+	seen = nil
+	claimed, started, err = s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+		for _, ev := range evs {
+			seen = append(seen, ev.EventID)
+		}
+		return make([]error, len(evs))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"evt_2", "evt_4", "evt_5"}, seen)
+	assert.Equal(t, 3, claimed)
+	assert.Equal(t, 3, started)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND NOT awaiting_start AND relay_attempts = 2 AND relay_error IS NULL`))
+	n, oldest, err := s.Inbox(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, n)
+	assert.True(t, oldest.IsZero())
+}
+
+// While one relay holds a batch, another relay skips those rows instead of waiting for them or
+// starting them too.
+func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	var evs []event.Event
+	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4"} {
+		evs = append(evs, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+	}
+	_, err := s.Enqueue(ctx, evs)
+	require.NoError(t, err)
+
+	holding, release := make(chan []string, 1), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.RelayBatch(ctx, 2, func(_ context.Context, evs []store.RecordedEvent) []error {
+			holding <- []string{evs[0].EventID, evs[1].EventID}
+			<-release
+			return make([]error, len(evs))
+		})
+		done <- err
+	}()
+	first := <-holding
+	var second []string
+	_, started, err := s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+		for _, ev := range evs {
+			second = append(second, ev.EventID)
+		}
+		return make([]error, len(evs))
+	})
+	require.NoError(t, err)
+	close(release)
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{"evt_1", "evt_2"}, first)
+	assert.Equal(t, []string{"evt_3", "evt_4"}, second, "the held rows are skipped, not waited for")
+	assert.Equal(t, 2, started)
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start`))
+}
+
+// A relay that dies mid-batch (its transaction rolls back) leaves its rows waiting.
+func TestRelayBatchRolledBackLeavesRowsWaiting(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	_, err := s.Enqueue(t.Context(), []event.Event{statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, _, err = s.RelayBatch(ctx, 10, func(context.Context, []store.RecordedEvent) []error {
+		cancel() // the process is going away before the batch commits
+		return []error{nil}
+	})
+	require.Error(t, err)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relayed_at IS NULL`))
+}
+
+func TestDailyCountsShowTheInbox(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	_, err := s.Enqueue(ctx, []event.Event{
+		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
+		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.MarkRelayed(ctx, provider, "evt_1"))
+	counts, err := s.SaveDailyCounts(ctx, time.Now())
+	require.NoError(t, err)
+	require.Len(t, counts, 1)
+	assert.EqualValues(t, 2, counts[0].Received)
+	assert.EqualValues(t, 2, counts[0].Unprocessed)
+	assert.EqualValues(t, 1, counts[0].AwaitingStart)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE awaiting_start = 1`))
+	assert.True(t, strings.HasPrefix(counts[0].EventType, "email.accepted"))
+}
