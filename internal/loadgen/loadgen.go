@@ -50,6 +50,9 @@ type Options struct {
 	Concurrency int
 	MaxInflight int
 	Duration    time.Duration
+	// MaxEvents > 0 ends the send phase once that many new events were sent (a burst), or at
+	// Duration, whichever comes first.
+	MaxEvents int
 	// Warmup is excluded from rates and latencies (its requests are still verified).
 	Warmup time.Duration
 
@@ -67,6 +70,9 @@ type Options struct {
 	DatabaseURL  string
 	Token        string
 	DrainTimeout time.Duration
+	// NoDrain skips waiting for processing and the checks that need it: the run measures and
+	// verifies acceptance only (inbox mode with no worker running).
+	NoDrain bool
 
 	// DupProbe re-sends that many already-processed Postscale events after the drain, with
 	// DupProbeConcurrency senders, and measures their latency and Temporal calls.
@@ -116,6 +122,21 @@ type runner struct {
 	skipped    atomic.Int64
 	gaveUp     atomic.Int64
 	eventSends atomic.Int64 // events carried by requests mailhook answered
+	newEvents  atomic.Int64 // events handed out for the first time (MaxEvents)
+}
+
+// next takes the next request and counts the new events it carries.
+func (r *runner) next() *Request {
+	req := r.src.Next()
+	if !req.Dup {
+		r.newEvents.Add(int64(len(req.Events)))
+	}
+	return req
+}
+
+// full reports whether MaxEvents new events were sent.
+func (r *runner) full() bool {
+	return r.o.MaxEvents > 0 && r.newEvents.Load() >= int64(r.o.MaxEvents)
 }
 
 // Run runs the load test and prints the report; it returns an error when the verdict fails.
@@ -181,6 +202,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	cpuEnd := SampleCPU(o.CPU)
 	sendDone := time.Now()
+	if sendDone.Before(r.end) {
+		// A burst (MaxEvents) ended early: rates are over the time it actually took. No
+		// request is in flight any more, so nothing reads r.end concurrently.
+		r.end = sendDone
+	}
 	rep.CPUCores = CPUUse(<-cpuStartCh, cpuEnd)
 	// The SDK's metrics reach the registry once a second: wait for the window's last ones.
 	time.Sleep(1200 * time.Millisecond)
@@ -199,7 +225,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	fmt.Fprintf(o.Out, "sent %d requests in %s; %d events accepted; draining (timeout %s)…\n",
 		r.src.Requests, sendDone.Sub(r.start).Round(time.Millisecond), len(accepted), o.DrainTimeout)
 	drainStart := time.Now()
-	processed, drainErr := waitProcessed(ctx, pool, accepted, o.DrainTimeout)
+	var (
+		processed int
+		drainErr  error
+	)
+	if !o.NoDrain {
+		processed, drainErr = waitProcessed(ctx, pool, accepted, o.DrainTimeout)
+	}
 	rep.DrainSeconds = time.Since(drainStart).Seconds()
 	if o.MailhookPID > 0 {
 		rep.MailhookMemory = memOf(o.MailhookPID)
@@ -287,6 +319,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--duration %s: want (0, 24h]", o.Duration)
 	case o.Warmup < 0 || o.Warmup >= o.Duration:
 		return fmt.Errorf("--warmup %s must be shorter than --duration", o.Warmup)
+	case o.MaxEvents < 0:
+		return fmt.Errorf("--events %d must not be negative", o.MaxEvents)
 	case o.Rate < 0 || o.Rate > 100000:
 		return fmt.Errorf("--rate %v: want [0, 100000]", o.Rate)
 	case o.Rate == 0 && (o.Concurrency < 1 || o.Concurrency > 10000):
@@ -360,8 +394,8 @@ func (r *runner) closedLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range r.o.Concurrency {
 		wg.Go(func() {
-			for ctx.Err() == nil && time.Now().Before(r.end) {
-				r.do(ctx, r.src.Next(), time.Time{})
+			for ctx.Err() == nil && time.Now().Before(r.end) && !r.full() {
+				r.do(ctx, r.next(), time.Time{})
 			}
 		})
 	}
@@ -375,7 +409,7 @@ func (r *runner) openLoop(ctx context.Context) {
 	interval := time.Duration(float64(time.Second) / r.o.Rate)
 	for i := 0; ; i++ {
 		at := r.start.Add(time.Duration(i) * interval)
-		if !at.Before(r.end) || ctx.Err() != nil {
+		if !at.Before(r.end) || ctx.Err() != nil || r.full() {
 			break
 		}
 		if d := time.Until(at); d > 0 {
@@ -388,7 +422,7 @@ func (r *runner) openLoop(ctx context.Context) {
 			r.skipped.Add(1)
 			continue
 		}
-		req := r.src.Next()
+		req := r.next()
 		wg.Go(func() { r.do(ctx, req, at) })
 	}
 	wg.Wait()
