@@ -19,6 +19,16 @@
 #   mixed              mailhook serve + loadtest with SendGrid batches, 20% duplicates (half of
 #                      them concurrent), and a 500-request duplicate probe
 #
+# The inbox phases (issue 6; run them with PHASES="pgbench inbox-accept inbox-2000 e2e inbox-burst"):
+#
+#   pgbench            raw `INSERT … ON CONFLICT DO NOTHING` into mailhook's own webhook_events
+#                      (a fresh migrated database), CONCURRENCY clients: the database's ceiling
+#   inbox-accept       serve --worker=false in inbox mode + loadtest --no-drain, CONCURRENCY
+#                      senders, 10% duplicates: accept throughput (nothing relays meanwhile)
+#   inbox-2000         the same at an open-loop 2,000 requests/s: accept latency
+#   inbox-burst        serve (worker + relay) in inbox mode + loadtest --events BURST: the burst
+#                      accepted, then drained by the relay and the worker, with the full verdict
+#
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
 # to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
 # script stops only the processes it started.
@@ -39,6 +49,9 @@ CONCURRENCY=${CONCURRENCY:-50}
 MAX_LOAD=${MAX_LOAD:-1.5}
 QUIET_WAIT=${QUIET_WAIT:-900}
 DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-15m}
+BURST=${BURST:-50000}
+BURST_DRAIN_TIMEOUT=${BURST_DRAIN_TIMEOUT:-120m}
+INBOX_RATE=${INBOX_RATE:-2000}
 PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
 # FRESH=phase starts a new in-memory dev server before every phase (no phase inherits another's
 # history); FRESH=run (default) one per run.
@@ -180,6 +193,12 @@ start_mailhook() {
 	die "mailhook did not become ready (see $WORK/$label.log)"
 }
 
+# fresh_db <name>: drops and re-creates a database and migrates it with mailhook.
+fresh_db() {
+	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
+	DATABASE_URL="$PG/$1?sslmode=disable" "$MH" migrate 2>>"$WORK/migrate.log"
+}
+
 cpu_flags() { # --cpu flags for the loadtest and the baseline (postgres: every backend, all databases)
 	echo "--cpu temporal=$TEMPORAL_PID --cpu postgres=user:postgres $*"
 }
@@ -243,6 +262,48 @@ phase() { # phase <run> <name>
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" \
+			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+		stop_pid "$MH_PID"
+		;;
+	pgbench)
+		fresh_db "${DB}_pgbench"
+		# The row mailhook's inbox writes for a Postscale event: same columns, similar sizes,
+		# a fresh id each time (every insert is new, as in an accept run).
+		cat >"$WORK/pgbench-insert.sql" <<'SQL'
+\set n random(1, 1000000000)
+INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload, normalized, awaiting_start)
+VALUES ('postscale', 'evt_' || :client_id || '_' || :n || '_' || md5(random()::text), 'email.delivered', 'msg_' || :n, now(),
+  '{"id":"evt_0123456789","type":"email.delivered","created_at":"2026-11-30T00:00:00Z","data":{"email_id":"msg_0123456789","to":"user@example.com","from":"app@example.com","subject":"Welcome"}}',
+  '{"provider":"postscale","event_id":"evt_0123456789","type":"email.delivered","kind":"status","status":"delivered","message_id":"msg_0123456789","recipient":"user@example.com","occurred_at":"2026-11-30T00:00:00Z"}',
+  true)
+ON CONFLICT (provider, event_id) DO NOTHING;
+SQL
+		pgbench -n -M prepared -c "$CONCURRENCY" -j 2 -T "$(secs "$DURATION")" -f "$WORK/pgbench-insert.sql" \
+			"$PG/${DB}_pgbench?sslmode=disable" >"$out.txt" 2>&1 || rc=$?
+		python3 - "$out.txt" "$out.json" "$(load1)" <<'PY' || rc=$?
+import json, re, sys
+txt = open(sys.argv[1]).read()
+tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", txt).group(1))
+lat = float(re.search(r"latency average = ([0-9.]+) ms", txt).group(1))
+json.dump({"inserts_per_sec": tps, "latency_avg_ms": lat, "loadavg_start": sys.argv[3]}, open(sys.argv[2], "w"))
+PY
+		;;
+	inbox-accept | inbox-2000)
+		fresh_db "$DB"
+		MAILHOOK_ACCEPTANCE_MODE=inbox start_mailhook "$name" serve --worker=false
+		local flags=(--concurrency "$CONCURRENCY")
+		[[ $name == inbox-2000 ]] && flags=(--rate "$INBOX_RATE" --max-inflight 4000)
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0.1 --out-of-order 0.3 --no-drain "${flags[@]}" \
+			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+		stop_pid "$MH_PID"
+		;;
+	inbox-burst)
+		fresh_db "$DB"
+		MAILHOOK_ACCEPTANCE_MODE=inbox start_mailhook "$name" serve
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --events "$BURST" --duration 60m \
+			--warmup 0s --drain-timeout "$BURST_DRAIN_TIMEOUT" --mailhook-pid "$MH_PID" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -322,7 +383,32 @@ rss = add("peak RSS serve (MB)", "mixed", lambda j: j["mailhook_memory"]["peak_r
 add("verdict passed (1=yes)", "mixed", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 add("verdict passed (1=yes)", "e2e", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 add("verdict passed (1=yes)", "accept", lambda j: 1 if j["passed"] else 0, "{:.0f}")
-for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed"]:
+pg = add("INSERT … ON CONFLICT rate (rows/s)", "pgbench", lambda j: j["inserts_per_sec"])
+add("INSERT latency avg (ms)", "pgbench", lambda j: j["latency_avg_ms"], "{:.2f}")
+ia = add("accept rate (events/s)", "inbox-accept", lambda j: j["events_accepted_per_sec"])
+add("requests/s", "inbox-accept", lambda j: j["requests_per_sec"])
+add("accept p99 (ms)", "inbox-accept", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]), "{:.2f}")
+add("accept p50 (ms)", "inbox-accept", lambda j: ms(j["latency"]["postscale/accepted"]["p50_ns"]), "{:.2f}")
+add("duplicate p99 (ms)", "inbox-accept", lambda j: ms(j["latency"]["postscale/duplicate"]["p99_ns"]), "{:.2f}")
+five = lambda j: sum(n for k, n in j["codes"].items() if k.startswith("5") or k == "transport error")
+add("5xx or no answer", "inbox-accept", five, "{:.0f}")
+add("verdict passed (1=yes)", "inbox-accept", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+add("requests/s achieved", "inbox-2000", lambda j: j["requests_per_sec"])
+i99 = add("accept p99 (ms)", "inbox-2000", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]), "{:.2f}")
+add("accept p50 (ms)", "inbox-2000", lambda j: ms(j["latency"]["postscale/accepted"]["p50_ns"]), "{:.2f}")
+add("duplicate p99 (ms)", "inbox-2000", lambda j: ms(j["latency"]["postscale/duplicate"]["p99_ns"]), "{:.2f}")
+add("skipped (max in flight)", "inbox-2000", lambda j: j["skipped"], "{:.0f}")
+add("5xx or no answer", "inbox-2000", five, "{:.0f}")
+add("verdict passed (1=yes)", "inbox-2000", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+add("events accepted", "inbox-burst", lambda j: j["events_accepted"], "{:.0f}")
+add("accept rate (events/s)", "inbox-burst", lambda j: j["events_accepted_per_sec"])
+add("accept p99 (ms)", "inbox-burst", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]), "{:.2f}")
+add("5xx or no answer", "inbox-burst", five, "{:.0f}")
+ib = add("processed rate, overall (events/s)", "inbox-burst", lambda j: j["processed_per_sec_overall"], "{:.2f}")
+add("drain after the burst (s)", "inbox-burst", lambda j: j["drain_seconds"], "{:.0f}")
+add("peak RSS serve (MB)", "inbox-burst", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
+add("verdict passed (1=yes)", "inbox-burst", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "inbox-accept", "inbox-2000", "inbox-burst"]:
     add("load average at start (1 min)", ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
 def f(v, fmt): return "—" if v is None else fmt.format(v)
 print("| phase | metric | median | runs |")
@@ -344,6 +430,9 @@ if ba and bc: print(f"- local activities (all steps local) / regular: {ba/bc:.2f
 if dp1 is not None: print(f"- duplicate p99, idle probe 1 at a time: {dp1:.1f} ms (goal ≤ 50) → {'met' if dp1 <= 50 else 'NOT met'}")
 if dp is not None: print(f"- duplicate p99, idle probe 10 at once: {dp:.1f} ms (goal ≤ 50) → {'met' if dp <= 50 else 'NOT met'}")
 if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if rss <= 150 else 'NOT met'}")
+ratio("inbox accept rate / pgbench INSERT rate", ia, pg, 0.4)
+if i99 is not None: print(f"- inbox accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
+ratio("inbox burst processed rate / direct e2e processed rate", ib, e2, 0.9)
 PY
 }
 
