@@ -116,7 +116,7 @@ func TestProcessFaults(t *testing.T) {
 		if waiting < 1000 {
 			t.Errorf("only %d events waited in the inbox: the outage was not exercised under load", waiting)
 		}
-		e.verdict(accepted, 300*time.Second, verdictOptions{exactlyOnce: true})
+		e.verdict(accepted, 420*time.Second, verdictOptions{exactlyOnce: true})
 		if n := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start OR relayed_at IS NULL`); n != 0 {
 			t.Errorf("%d events never left the inbox", n)
 		}
