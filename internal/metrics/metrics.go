@@ -48,6 +48,8 @@ type Metrics struct {
 	notificationAttempts *prometheus.HistogramVec
 	relayStarts          *prometheus.CounterVec
 	relayBatchErrors     prometheus.Counter
+	inboxInsertEvents    prometheus.Histogram
+	inboxInsertRequests  prometheus.Histogram
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -87,8 +89,18 @@ func New() *Metrics {
 			Help: "Inbox relay batches that failed in PostgreSQL (claim or mark).",
 		}),
 	}
+	m.inboxInsertEvents = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "mailhook_inbox_insert_events",
+		Help:    "Events per inbox INSERT (requests that arrive together share one).",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+	})
+	m.inboxInsertRequests = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "mailhook_inbox_insert_requests",
+		Help:    "Webhook requests per inbox INSERT.",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100},
+	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
-		m.relayStarts, m.relayBatchErrors)
+		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests)
 	return m
 }
 
@@ -132,6 +144,15 @@ func (m *Metrics) RelayStart(result string) {
 		return
 	}
 	m.relayStarts.WithLabelValues(result).Inc()
+}
+
+// InboxInsert records one inbox INSERT and what it carried.
+func (m *Metrics) InboxInsert(requests, events int) {
+	if m == nil {
+		return
+	}
+	m.inboxInsertRequests.Observe(float64(requests))
+	m.inboxInsertEvents.Observe(float64(events))
 }
 
 // RelayBatchError records a relay batch that failed in PostgreSQL.

@@ -145,6 +145,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 func (s *Service) InboxAcceptor() *inbox.Acceptor {
 	if s.acceptor == nil {
 		s.acceptor = inbox.NewAcceptor(s.Store, s.Log)
+		s.acceptor.Metrics = s.Metrics
 	}
 	return s.acceptor
 }

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +21,8 @@ const InboxChannel = "mailhook_inbox"
 var ErrNotStorable = errors.New("event cannot be stored")
 
 const (
-	// One statement per request, whatever the batch size: the arrays are unnested into rows.
+	// One statement per request, whatever the batch size: the arrays are unnested into rows,
+	// in array order, which is the order EnqueueRows sorted them into (see there).
 	// ON CONFLICT DO NOTHING returns only the rows this statement inserted, so an event id
 	// missing from the result was already recorded (a duplicate), by this request or another.
 	qEnqueue = `
@@ -57,34 +61,71 @@ WHERE provider = k.p AND event_id = k.e AND awaiting_start`
 	qNotifyInbox = `SELECT pg_notify('` + InboxChannel + `', '')`
 )
 
-// Enqueue records events in the inbox (acceptance.mode: inbox) with one statement and reports,
-// per event, whether this call inserted it (accepted) or found it already recorded (a
-// duplicate). An id repeated within events counts as inserted once, at its first position.
-// Once it returns without error the events are durable; the relay starts their workflows.
+// InboxRow is one event as the inbox stores it, encoded ahead of the insert (by the request's
+// own goroutine, so a combined insert only copies bytes).
+type InboxRow struct {
+	provider, eventID, eventType string
+	messageID                    *string
+	occurredAt                   *time.Time
+	payload, normalized          string
+}
+
+// NewInboxRow encodes ev for the inbox. It fails with ErrNotStorable when the event has no
+// normalized form (the relay starts the workflow from it, so without it the event could never
+// be processed; the HTTP layer refuses such events first, this is the backstop).
+func NewInboxRow(ev event.Event) (InboxRow, error) {
+	payload, err := eventPayload(ev)
+	if err != nil {
+		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, err)
+	}
+	norm, ok := normalizedEvent(ev).([]byte)
+	if !ok {
+		return InboxRow{}, fmt.Errorf("inbox row %s: %w: no normalized form", ev.Key(), ErrNotStorable)
+	}
+	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
+		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
+		payload: string(payload), normalized: string(norm)}, nil
+}
+
+// Enqueue records events in the inbox (acceptance.mode: inbox) with one statement; see
+// EnqueueRows.
 func (s *Store) Enqueue(ctx context.Context, evs []event.Event) ([]bool, error) {
-	n := len(evs)
+	rows := make([]InboxRow, len(evs))
+	for i, ev := range evs {
+		r, err := NewInboxRow(ev)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		rows[i] = r
+	}
+	return s.EnqueueRows(ctx, rows)
+}
+
+// EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this
+// call inserted it (accepted) or found it already recorded (a duplicate). An id repeated within
+// rows counts as inserted once, at its first position. Once it returns without error the rows
+// are durable; the relay starts their workflows.
+func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow) ([]bool, error) {
+	n := len(in)
+	// Every statement inserts in (provider, event_id) order. Two statements holding the same
+	// keys in different orders would otherwise each wait for the other's uncommitted row, and
+	// PostgreSQL would abort one with a deadlock (seen under load with concurrent re-sends).
+	sorted := slices.Clone(in)
+	slices.SortFunc(sorted, func(a, b InboxRow) int {
+		return cmp.Or(strings.Compare(a.provider, b.provider), strings.Compare(a.eventID, b.eventID))
+	})
 	providers, ids, types, msgIDs, payloads, normalized := make([]string, n), make([]string, n),
 		make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
 	occurred := make([]*time.Time, n)
-	for i, ev := range evs {
-		payload, err := eventPayload(ev)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue %s: %w", ev.Key(), err)
-		}
-		norm, ok := normalizedEvent(ev).([]byte)
-		if !ok {
-			// The relay starts the workflow from this column; without it the event could never
-			// be processed. The HTTP layer refuses such events first; this is the backstop.
-			return nil, fmt.Errorf("enqueue %s: %w: no normalized form", ev.Key(), ErrNotStorable)
-		}
-		providers[i], ids[i], types[i], msgIDs[i] = ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID)
-		occurred[i], payloads[i], normalized[i] = nullTime(ev.OccurredAt), string(payload), string(norm)
+	for i, r := range sorted {
+		providers[i], ids[i], types[i], msgIDs[i] = r.provider, r.eventID, r.eventType, r.messageID
+		occurred[i], payloads[i], normalized[i] = r.occurredAt, r.payload, r.normalized
 	}
 	rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue %d events: %w", n, err)
 	}
-	inserted := map[[2]string]bool{}
+	inserted := make(map[[2]string]bool, n)
 	var p, e string
 	_, err = pgx.ForEachRow(rows, []any{&p, &e}, func() error {
 		inserted[[2]string{p, e}] = true
@@ -94,8 +135,8 @@ func (s *Store) Enqueue(ctx context.Context, evs []event.Event) ([]bool, error) 
 		return nil, fmt.Errorf("enqueue %d events: %w", n, err)
 	}
 	out := make([]bool, n)
-	for i, ev := range evs {
-		k := [2]string{ev.Provider, ev.EventID}
+	for i, r := range in {
+		k := [2]string{r.provider, r.eventID}
 		out[i] = inserted[k]
 		delete(inserted, k) // a repeat later in the batch is a duplicate
 	}

@@ -3,7 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +187,38 @@ func TestDailyCountsShowTheInbox(t *testing.T) {
 	assert.EqualValues(t, 1, counts[0].AwaitingStart)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE awaiting_start = 1`))
 	assert.True(t, strings.HasPrefix(counts[0].EventType, "email.accepted"))
+}
+
+// Two requests carrying the same events in opposite orders, inserted at the same moment, must
+// not deadlock: each statement inserts in one global order (PostgreSQL would abort one of them
+// with 40P01, a 503 for a request that did nothing wrong).
+func TestEnqueueOverlappingBatchesInOppositeOrderDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	for i := range 200 {
+		var fwd []event.Event
+		for j := range 8 {
+			fwd = append(fwd, statusEvent(fmt.Sprintf("evt_%d_%d", i, j), "msg_1", event.StatusAccepted, "", at(0)))
+		}
+		rev := make([]event.Event, len(fwd))
+		for j := range fwd {
+			rev[j] = fwd[len(fwd)-1-j]
+		}
+		var wg sync.WaitGroup
+		var accepted atomic.Int64
+		for _, evs := range [][]event.Event{fwd, rev} {
+			wg.Go(func() {
+				got, err := s.Enqueue(ctx, evs)
+				assert.NoError(t, err)
+				for _, ins := range got {
+					if ins {
+						accepted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.EqualValues(t, 8, accepted.Load(), "round %d: each event accepted by exactly one of the two", i)
+	}
 }
