@@ -283,9 +283,11 @@ VALUES ('postscale', 'evt_' || :client_id || '_' || :n || '_' || md5(random()::t
   true)
 ON CONFLICT (provider, event_id) DO NOTHING;
 SQL
+		local load_start
+		load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 		pgbench -n -M prepared -c "$CONCURRENCY" -j 2 -T "$(secs "$DURATION")" -f "$WORK/pgbench-insert.sql" \
 			"$PG/${DB}_pgbench?sslmode=disable" >"$out.txt" 2>&1 || rc=$?
-		python3 - "$out.txt" "$out.json" "$(load1)" <<'PY' || rc=$?
+		python3 - "$out.txt" "$out.json" "$load_start" <<'PY' || rc=$?
 import json, re, sys
 txt = open(sys.argv[1]).read()
 tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", txt).group(1))
