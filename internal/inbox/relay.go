@@ -70,7 +70,9 @@ func (r *Relay) Run(ctx context.Context) {
 			},
 		}
 		l.Handle(store.InboxChannel, wakeHandler(poke))
-		go func() { _ = l.Listen(ctx) }()
+		var listening sync.WaitGroup
+		listening.Go(func() { _ = l.Listen(ctx) })
+		defer listening.Wait()
 	}
 
 	backoff := time.Duration(0)
@@ -99,20 +101,27 @@ func (r *Relay) Run(ctx context.Context) {
 			backoff = 0
 			wait = r.Options.PollInterval
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !r.sleep(ctx, wait, wake, backoff > 0) {
 			return
-		case <-wake:
-			if backoff > 0 {
-				// A notification says a row arrived, not that Temporal is back: keep backing off.
-				<-timer.C
-			}
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
+}
+
+// sleep waits d, or until woken unless backingOff (a notification says a row arrived, not that
+// Temporal is back). It returns false when ctx ended.
+func (r *Relay) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, backingOff bool) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	if backingOff {
+		wake = nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // errBatchAbandoned is the error of the events a batch did not try: its first starts all failed.
