@@ -139,6 +139,10 @@ type Relay struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// MaxBackoff caps the wait between batches while Temporal or PostgreSQL is failing.
 	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// MaxInFlight bounds the events the relays have started whose workflow no worker has taken
+	// up yet (0: no bound). A burst then waits in the inbox, not in Temporal's task queues, and
+	// Temporal sees a stream it can hand straight to pollers.
+	MaxInFlight int `yaml:"max_in_flight"`
 }
 
 // Notify configures downstream delivery retries (the Notify activity's retry policy).
@@ -192,7 +196,7 @@ func Defaults() Config {
 		},
 		Acceptance: Acceptance{
 			Mode:  envOr("MAILHOOK_ACCEPTANCE_MODE", AcceptDirect),
-			Relay: Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second},
+			Relay: Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
 		},
 		Notify: Notify{
 			InitialInterval: time.Second,
@@ -284,6 +288,9 @@ func (c Config) Validate() error {
 	}
 	if r := c.Acceptance.Relay; r.BatchSize <= 0 || r.Concurrency <= 0 || r.PollInterval <= 0 || r.MaxBackoff <= 0 {
 		return errors.New("config: acceptance.relay.batch_size, concurrency, poll_interval and max_backoff must be positive")
+	}
+	if c.Acceptance.Relay.MaxInFlight < 0 {
+		return errors.New("config: acceptance.relay.max_in_flight must not be negative (0: no bound)")
 	}
 	if c.Notify.InitialInterval <= 0 || c.Notify.MaxInterval <= 0 || c.Notify.GiveUpAfter <= 0 || c.Notify.AttemptTimeout <= 0 {
 		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")

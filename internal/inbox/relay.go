@@ -21,7 +21,17 @@ import (
 // RelayStore is the part of the store the relay uses.
 type RelayStore interface {
 	RelayBatch(ctx context.Context, limit int, start func(ctx context.Context, evs []store.RecordedEvent) []error) (claimed, started int, err error)
+	InFlight(ctx context.Context, window time.Duration) (int, error)
 }
+
+// InFlightWindow is how long a started event whose workflow has not taken it up counts against
+// max_in_flight. A workflow that never runs (terminated before its first activity, a namespace
+// that refuses its tasks) stops holding a slot after it.
+const InFlightWindow = 5 * time.Minute
+
+// throttledPoll is how often a relay at max_in_flight looks again: workers take events up
+// continuously, and nothing notifies the relay when they do.
+const throttledPoll = 200 * time.Millisecond
 
 // Starter starts one event's workflow (ingest.Starter).
 type Starter interface {
@@ -77,7 +87,17 @@ func (r *Relay) Run(ctx context.Context) {
 
 	backoff := time.Duration(0)
 	for {
-		claimed, started, err := r.Store.RelayBatch(ctx, r.Options.BatchSize, r.startAll)
+		limit, err := r.room(ctx)
+		if err == nil && limit == 0 {
+			if !r.sleep(ctx, throttledPoll, nil, false) {
+				return
+			}
+			continue
+		}
+		claimed, started := 0, 0
+		if err == nil {
+			claimed, started, err = r.Store.RelayBatch(ctx, limit, r.startAll)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -94,9 +114,9 @@ func (r *Relay) Run(ctx context.Context) {
 			} else {
 				log.Warn("inbox relay could not start any claimed event", "claimed", claimed, "retry_in", wait.String())
 			}
-		case claimed == r.Options.BatchSize:
+		case claimed == limit:
 			backoff = 0
-			continue // more are waiting
+			continue // more may be waiting
 		default:
 			backoff = 0
 			wait = r.Options.PollInterval
@@ -105,6 +125,20 @@ func (r *Relay) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// room is how many events the next batch may claim: BatchSize, less when starting that many
+// would pass MaxInFlight.
+func (r *Relay) room(ctx context.Context) (int, error) {
+	if r.Options.MaxInFlight <= 0 {
+		return r.Options.BatchSize, nil
+	}
+	n, err := r.Store.InFlight(ctx, InFlightWindow)
+	if err != nil {
+		return 0, err
+	}
+	r.Metrics.RelayInFlight(n)
+	return max(0, min(r.Options.BatchSize, r.Options.MaxInFlight-n)), nil
 }
 
 // sleep waits d, or until woken unless backingOff (a notification says a row arrived, not that

@@ -143,3 +143,39 @@ func TestAcceptWakesTheRelay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []ingest.Status{ingest.Duplicate}, st)
 }
+
+// With max_in_flight, a relay starts no more events than workers have not yet taken up: a
+// burst waits in the inbox, and more are started as workers take events up (RecordEvent).
+func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
+	s := storetest.Open(t)
+	enqueue(t, s, 120)
+	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
+	bounded := opts
+	bounded.MaxInFlight = 30
+	bounded.BatchSize = 20
+	run(t, &inbox.Relay{Store: s, Starter: f, Options: bounded})
+	require.Eventually(t, func() bool { return f.count() >= 30 }, 5*time.Second, 20*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // time for a relay that ignored the bound to start more
+	assert.Equal(t, 30, f.count(), "started beyond max_in_flight while nothing was taken up")
+	assert.EqualValues(t, 90, waiting(t, s))
+
+	// A worker takes up 10 of them (RecordEvent on the existing row): 10 more may start.
+	var picked []string
+	rows, err := s.Pool().Query(t.Context(), `SELECT event_id FROM webhook_events WHERE NOT awaiting_start ORDER BY event_id LIMIT 10`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		picked = append(picked, id)
+	}
+	require.NoError(t, rows.Err())
+	for _, id := range picked {
+		res, err := s.RecordEvent(t.Context(), ev(id))
+		require.NoError(t, err)
+		assert.False(t, res.Inserted)
+	}
+	require.Eventually(t, func() bool { return f.count() >= 40 }, 5*time.Second, 20*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, 40, f.count())
+	assert.EqualValues(t, 80, waiting(t, s))
+}

@@ -50,6 +50,7 @@ type Metrics struct {
 	relayBatchErrors     prometheus.Counter
 	inboxInsertEvents    prometheus.Histogram
 	inboxInsertRequests  prometheus.Histogram
+	relayInFlight        prometheus.Gauge
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -99,8 +100,12 @@ func New() *Metrics {
 		Help:    "Webhook requests per inbox INSERT.",
 		Buckets: []float64{1, 2, 5, 10, 20, 50, 100},
 	})
+	m.relayInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mailhook_relay_in_flight",
+		Help: "Events the relays started that no worker has taken up yet, as this process's relay last counted (bounded by relay.max_in_flight).",
+	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
-		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests)
+		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight)
 	return m
 }
 
@@ -153,6 +158,14 @@ func (m *Metrics) InboxInsert(requests, events int) {
 	}
 	m.inboxInsertRequests.Observe(float64(requests))
 	m.inboxInsertEvents.Observe(float64(events))
+}
+
+// RelayInFlight records the relay's last count of started events not yet taken up.
+func (m *Metrics) RelayInFlight(n int) {
+	if m == nil {
+		return
+	}
+	m.relayInFlight.Set(float64(n))
 }
 
 // RelayBatchError records a relay batch that failed in PostgreSQL.

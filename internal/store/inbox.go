@@ -56,6 +56,13 @@ SET relay_attempts = relay_attempts + 1, relay_error = k.err
 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err)
 WHERE provider = k.p AND event_id = k.e AND awaiting_start`
 
+	// Started by a relay within the window and not yet taken up by a worker: the backlog
+	// the relays have handed to Temporal. The window lets a workflow that never runs (terminated
+	// before its first activity) stop counting.
+	qInFlight = `
+SELECT count(*) FROM webhook_events
+WHERE relayed_at IS NOT NULL AND picked_at IS NULL AND relayed_at > now() - $1 * interval '1 microsecond'`
+
 	qInboxDepth = `SELECT count(*), min(received_at) FROM webhook_events WHERE awaiting_start`
 
 	qNotifyInbox = `SELECT pg_notify('` + InboxChannel + `', '')`
@@ -213,6 +220,16 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx contex
 		return claimed, 0, fmt.Errorf("relay batch: %w", err)
 	}
 	return claimed, started, nil
+}
+
+// InFlight counts the events relays started within window whose workflow has not taken them up
+// yet (RecordEvent not run).
+func (s *Store) InFlight(ctx context.Context, window time.Duration) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, qInFlight, window.Microseconds()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("in flight: %w", err)
+	}
+	return n, nil
 }
 
 // MarkRelayed takes an event out of the inbox once its workflow is known to be started by

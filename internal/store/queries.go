@@ -10,10 +10,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING true`
 
+	// An existing row: the inbox wrote it, or an earlier run of this event did. Either way this
+	// run has now taken it up (picked_at, which the relay's in-flight count reads); the first
+	// time is kept.
 	qWebhookEventProcessed = `
-SELECT processed_at IS NOT NULL
-FROM webhook_events
-WHERE provider = $1 AND event_id = $2`
+UPDATE webhook_events
+SET picked_at = COALESCE(picked_at, now())
+WHERE provider = $1 AND event_id = $2
+RETURNING processed_at IS NOT NULL`
 
 	// COALESCE keeps the first processed_at: marking twice is not an error and must not move it.
 	qMarkProcessed = `
