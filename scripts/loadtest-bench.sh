@@ -28,6 +28,8 @@
 #   inbox-2000         the same at an open-loop 2,000 requests/s with 10% re-sends: latency
 #   inbox-burst        serve (worker + relay) in inbox mode + loadtest --events BURST: the burst
 #                      accepted, then drained by the relay and the worker, with the full verdict
+#   inbox-burst-small  the same with BURST_SMALL events, about as many as the e2e phase sends, so
+#                      the two drain rates compare at the same dev server size
 #
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
 # to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
@@ -50,6 +52,7 @@ MAX_LOAD=${MAX_LOAD:-1.5}
 QUIET_WAIT=${QUIET_WAIT:-900}
 DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-15m}
 BURST=${BURST:-50000}
+BURST_SMALL=${BURST_SMALL:-5000}
 BURST_DRAIN_TIMEOUT=${BURST_DRAIN_TIMEOUT:-120m}
 INBOX_RATE=${INBOX_RATE:-2000}
 PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
@@ -309,11 +312,13 @@ PY
 			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
-	inbox-burst)
+	inbox-burst | inbox-burst-small)
 		fresh_db "$DB"
 		MAILHOOK_ACCEPTANCE_MODE=inbox start_mailhook "$name" serve
+		local events=$BURST
+		[[ $name == inbox-burst-small ]] && events=$BURST_SMALL
 		# shellcheck disable=SC2046
-		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --events "$BURST" --duration 60m \
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --events "$events" --duration 60m \
 			--warmup 0s --drain-timeout "$BURST_DRAIN_TIMEOUT" --mailhook-pid "$MH_PID" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
@@ -419,7 +424,12 @@ ib = add("processed rate, overall (events/s)", "inbox-burst", lambda j: j["proce
 add("drain after the burst (s)", "inbox-burst", lambda j: j["drain_seconds"], "{:.0f}")
 add("peak RSS serve (MB)", "inbox-burst", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
 add("verdict passed (1=yes)", "inbox-burst", lambda j: 1 if j["passed"] else 0, "{:.0f}")
-for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "inbox-accept", "inbox-2000", "inbox-burst"]:
+add("events accepted", "inbox-burst-small", lambda j: j["events_accepted"], "{:.0f}")
+add("accept rate (events/s)", "inbox-burst-small", lambda j: j["events_accepted_per_sec"])
+add("5xx or no answer", "inbox-burst-small", five, "{:.0f}")
+ibs = add("processed rate, overall (events/s)", "inbox-burst-small", lambda j: j["processed_per_sec_overall"], "{:.2f}")
+add("verdict passed (1=yes)", "inbox-burst-small", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "inbox-accept", "inbox-2000", "inbox-burst", "inbox-burst-small"]:
     add("load average at start (1 min)", ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
 def f(v, fmt): return "—" if v is None else fmt.format(v)
 print("| phase | metric | median | runs |")
@@ -444,6 +454,7 @@ if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if
 ratio("inbox accept rate / pgbench INSERT rate", ia, pg, 0.4)
 if i99 is not None: print(f"- inbox accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 ratio("inbox burst processed rate / direct e2e processed rate", ib, e2, 0.9)
+ratio("inbox small burst processed rate / direct e2e processed rate (same size)", ibs, e2, 0.9)
 PY
 }
 
