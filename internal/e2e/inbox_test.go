@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
@@ -129,14 +130,10 @@ func TestInboxAcceptsWhileTemporalIsDownThenDrainsOnce(t *testing.T) {
 
 // countingStarter counts the starts each event's workflow got through the relays.
 type countingStarter struct {
-	next relayStarter
+	next inbox.Starter
 	mu   sync.Mutex
 	n    map[string]int
 	acc  map[ingest.Status]int
-}
-
-type relayStarter interface {
-	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
 }
 
 func (c *countingStarter) Start(ctx context.Context, in workflows.Input) (ingest.Status, error) {

@@ -113,13 +113,10 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Endpoints:      eps,
 		MaxBodyBytes:   s.Config.HTTP.MaxBodyBytes,
 		TrustedProxies: s.Config.HTTP.TrustedProxies,
-		Starter: &ingest.Starter{
-			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
-			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
-		},
-		Messages:     s.Store,
-		Suppressions: s.Store,
-		RetryAfter:   s.Config.Temporal.RetryAfter,
+		Starter:        s.starter(),
+		Messages:       s.Store,
+		Suppressions:   s.Store,
+		RetryAfter:     s.Config.Temporal.RetryAfter,
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -140,6 +137,15 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	return srv, nil
 }
 
+// starter starts ProcessWebhookEvent from this process's config; the handler (direct mode) and
+// the relay (inbox mode) start the same way.
+func (s *Service) starter() *ingest.Starter {
+	return &ingest.Starter{
+		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
+		Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
+	}
+}
+
 // InboxAcceptor is the process's inbox accept path (one per process: its Run goroutine
 // coalesces the NOTIFYs of every request).
 func (s *Service) InboxAcceptor() *inbox.Acceptor {
@@ -155,11 +161,8 @@ func (s *Service) InboxAcceptor() *inbox.Acceptor {
 func (s *Service) Relay() *inbox.Relay {
 	connCfg := s.Store.Pool().Config().ConnConfig
 	return &inbox.Relay{
-		Store: s.Store,
-		Starter: &ingest.Starter{
-			Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
-			Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
-		},
+		Store:   s.Store,
+		Starter: s.starter(),
 		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, connCfg.Copy()) },
 		Options: s.Config.Acceptance.Relay,
 		Metrics: s.Metrics,
