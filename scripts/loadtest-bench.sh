@@ -30,6 +30,9 @@
 #                      accepted, then drained by the relay and the worker, with the full verdict
 #   inbox-burst-small  the same with BURST_SMALL events, about as many as the e2e phase sends, so
 #                      the two drain rates compare at the same dev server size
+#   direct-burst       the same BURST in direct mode (serve starts each workflow in the handler):
+#                      the drain rate the inbox-burst phase is compared with
+#   direct-burst-small the same with BURST_SMALL events
 #
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
 # to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
@@ -312,11 +315,13 @@ PY
 			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
-	inbox-burst | inbox-burst-small)
+	inbox-burst | inbox-burst-small | direct-burst | direct-burst-small)
 		fresh_db "$DB"
-		MAILHOOK_ACCEPTANCE_MODE=inbox start_mailhook "$name" serve
+		local mode=inbox
+		[[ $name == direct-* ]] && mode=direct
+		MAILHOOK_ACCEPTANCE_MODE=$mode start_mailhook "$name" serve
 		local events=$BURST
-		[[ $name == inbox-burst-small ]] && events=$BURST_SMALL
+		[[ $name == *-small ]] && events=$BURST_SMALL
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --events "$events" --duration 60m \
 			--warmup 0s --drain-timeout "$BURST_DRAIN_TIMEOUT" --mailhook-pid "$MH_PID" \
@@ -429,7 +434,20 @@ add("accept rate (events/s)", "inbox-burst-small", lambda j: j["events_accepted_
 add("5xx or no answer", "inbox-burst-small", five, "{:.0f}")
 ibs = add("processed rate, overall (events/s)", "inbox-burst-small", lambda j: j["processed_per_sec_overall"], "{:.2f}")
 add("verdict passed (1=yes)", "inbox-burst-small", lambda j: 1 if j["passed"] else 0, "{:.0f}")
-for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "inbox-accept", "inbox-2000", "inbox-burst", "inbox-burst-small"]:
+add("events accepted", "direct-burst", lambda j: j["events_accepted"], "{:.0f}")
+add("accept rate (events/s)", "direct-burst", lambda j: j["events_accepted_per_sec"])
+add("accept p99 (ms)", "direct-burst", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]), "{:.2f}")
+add("5xx or no answer", "direct-burst", five, "{:.0f}")
+db = add("processed rate, overall (events/s)", "direct-burst", lambda j: j["processed_per_sec_overall"], "{:.2f}")
+add("drain after the burst (s)", "direct-burst", lambda j: j["drain_seconds"], "{:.0f}")
+add("peak RSS serve (MB)", "direct-burst", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
+add("verdict passed (1=yes)", "direct-burst", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+add("events accepted", "direct-burst-small", lambda j: j["events_accepted"], "{:.0f}")
+add("accept rate (events/s)", "direct-burst-small", lambda j: j["events_accepted_per_sec"])
+add("5xx or no answer", "direct-burst-small", five, "{:.0f}")
+dbs = add("processed rate, overall (events/s)", "direct-burst-small", lambda j: j["processed_per_sec_overall"], "{:.2f}")
+add("verdict passed (1=yes)", "direct-burst-small", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "inbox-accept", "inbox-2000", "inbox-burst", "inbox-burst-small", "direct-burst", "direct-burst-small"]:
     add("load average at start (1 min)", ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
 def f(v, fmt): return "—" if v is None else fmt.format(v)
 print("| phase | metric | median | runs |")
@@ -455,6 +473,8 @@ ratio("inbox accept rate / pgbench INSERT rate", ia, pg, 0.4)
 if i99 is not None: print(f"- inbox accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 ratio("inbox burst processed rate / direct e2e processed rate", ib, e2, 0.9)
 ratio("inbox small burst processed rate / direct e2e processed rate (same size)", ibs, e2, 0.9)
+ratio("inbox burst processed rate / direct-mode burst processed rate (same burst)", ib, db, 0.9)
+ratio("inbox small burst processed rate / direct-mode small burst processed rate", ibs, dbs, 0.9)
 PY
 }
 
