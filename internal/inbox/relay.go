@@ -158,9 +158,6 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}
 	return true
 }
 
-// errBatchAbandoned is the error of the events a batch did not try: its first starts all failed.
-var errBatchAbandoned = errors.New("not tried: the batch's first starts all failed (Temporal unavailable?)")
-
 // startAll starts the claimed events' workflows, at most Options.Concurrency at a time. A
 // duplicate start is a success: the workflow ID already ran or runs the event. When the first
 // Concurrency starts all fail, Temporal is most likely down: the rest of the batch is not tried,
@@ -188,7 +185,7 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 		sem <- struct{}{}
 		if abandoned() {
 			<-sem
-			errs[i] = errBatchAbandoned
+			errs[i] = store.ErrNotTried
 			continue
 		}
 		wg.Add(1)

@@ -174,11 +174,15 @@ func (s *Store) Inbox(ctx context.Context) (int64, time.Time, error) {
 	return n, *oldest, nil
 }
 
+// ErrNotTried is the start error of an event the relay claimed and did not try (its batch
+// gave up early): the row is left as it was, so relay_attempts counts real tries only.
+var ErrNotTried = errors.New("not tried")
+
 // RelayBatch claims up to limit of the oldest waiting events (rows other relays hold are
 // skipped), calls start with them while holding their row locks (start returns one error per
 // event: nil when its workflow is started, now or before), then takes the started ones out
-// of the inbox and records the error of the others, which stay for the next batch. It returns
-// how many were claimed and started. A crash before the commit releases the locks and leaves
+// of the inbox and records the error of the others (nothing for ErrNotTried), which stay for
+// the next batch. It returns how many were claimed and started. A crash before the commit releases the locks and leaves
 // every claimed row waiting: its workflow ID makes the next start a duplicate, not a re-run.
 func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx context.Context, evs []RecordedEvent) []error) (claimed, started int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -199,6 +203,9 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx contex
 		for i, ev := range evs {
 			if errs[i] == nil {
 				okP, okE = append(okP, ev.Provider), append(okE, ev.EventID)
+				continue
+			}
+			if errors.Is(errs[i], ErrNotTried) {
 				continue
 			}
 			badP, badE, badErr = append(badP, ev.Provider), append(badE, ev.EventID), append(badErr, errs[i].Error())

@@ -116,6 +116,34 @@ func TestRelayBatchTakesOldestFirstAndKeepsFailedRows(t *testing.T) {
 
 // While one relay holds a batch, another relay skips those rows instead of waiting for them or
 // starting them too.
+func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	_, err := s.Enqueue(ctx, []event.Event{
+		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
+		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
+	})
+	require.NoError(t, err)
+
+	claimed, started, err := s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+		errs := make([]error, len(evs))
+		for i, ev := range evs {
+			errs[i] = store.ErrNotTried
+			if ev.EventID == "evt_1" {
+				errs[i] = errors.New("temporal unavailable: connection refused")
+			}
+		}
+		return errs
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, claimed)
+	assert.Equal(t, 0, started)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_1' AND awaiting_start AND relay_attempts = 1 AND relay_error LIKE '%connection refused'`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND awaiting_start AND relay_attempts = 0 AND relay_error IS NULL`),
+		"a row the batch did not try keeps no attempt and no error")
+}
+
 func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
