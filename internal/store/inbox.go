@@ -182,8 +182,9 @@ var ErrNotTried = errors.New("not tried")
 // skipped), calls start with them while holding their row locks (start returns one error per
 // event: nil when its workflow is started, now or before), then takes the started ones out
 // of the inbox and records the error of the others (nothing for ErrNotTried), which stay for
-// the next batch. It returns how many were claimed and started. A crash before the commit releases the locks and leaves
-// every claimed row waiting: its workflow ID makes the next start a duplicate, not a re-run.
+// the next batch. It returns how many were claimed and started. A crash before the commit
+// releases the locks and leaves every claimed row waiting: its workflow ID makes the next
+// start a duplicate, not a re-run.
 func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx context.Context, evs []RecordedEvent) []error) (claimed, started int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, limit)
