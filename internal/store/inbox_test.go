@@ -114,8 +114,7 @@ func TestRelayBatchTakesOldestFirstAndKeepsFailedRows(t *testing.T) {
 	assert.True(t, oldest.IsZero())
 }
 
-// While one relay holds a batch, another relay skips those rows instead of waiting for them or
-// starting them too.
+// Rows a relay claimed but did not try (its batch gave up early) keep no attempt and no error.
 func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
@@ -144,6 +143,8 @@ func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 		"a row the batch did not try keeps no attempt and no error")
 }
 
+// While one relay holds a batch, another relay skips those rows instead of waiting for them or
+// starting them too.
 func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
