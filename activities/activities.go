@@ -37,6 +37,9 @@ const (
 	ErrTypeUnknownSink     = "UnknownSink"     // the sink was removed from the config
 	ErrTypeSinkUnavailable = "SinkUnavailable" // retryable: 5xx, 408, 429, network
 	ErrTypeNotApplied      = "NotApplicable"
+	// ErrTypeQuarantined: PostgreSQL refused the event's data, so every retry would fail the
+	// same way; the event is quarantined (GET /v1/quarantine) and the step fails for good.
+	ErrTypeQuarantined = "Quarantined"
 )
 
 // Store is the part of the store the activities use.
@@ -48,6 +51,7 @@ type Store interface {
 	MarkNotificationSent(ctx context.Context, id string) error
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
+	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
 }
 
 // Activities carries the dependencies of every activity.
@@ -92,7 +96,7 @@ func (a *Activities) logger(ctx context.Context, ev event.Event) *slog.Logger {
 func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.RecordResult, error) {
 	res, err := a.Store.RecordEvent(ctx, ev)
 	if err != nil {
-		return store.RecordResult{}, fmt.Errorf("record event %s: %w", ev.Key(), err)
+		return store.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
 	}
 	if res.AlreadyProcessed {
 		a.Metrics.EventProcessed(ev.Provider, "duplicate")
@@ -115,7 +119,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.App
 	}
 	res, err := a.Store.ApplyStatus(ctx, ev)
 	if err != nil {
-		return store.ApplyResult{}, fmt.Errorf("apply status %s: %w", ev.Key(), err)
+		return store.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
 	}
 	a.logger(ctx, ev).Info("status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
 		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)
@@ -171,7 +175,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body,
 	})
 	if err != nil {
-		return NotifyResult{}, fmt.Errorf("ensure notification %s: %w", id, err)
+		return NotifyResult{}, a.failed(ctx, ev, NotifyName, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
 	switch n.Status {
 	case store.NotificationSent:
@@ -241,7 +245,8 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 		}
 	}
 	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
-		return fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err)
+		return a.failed(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
+			fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err))
 	}
 	for _, f := range in.Failed {
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
@@ -250,6 +255,25 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 	a.logger(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}).Info("event processed",
 		"result", in.Result, "failed_notifications", len(in.Failed))
 	return nil
+}
+
+// failed returns a database step's error as the step should fail: as it is (Temporal retries
+// it, with backoff, until PostgreSQL is back), or, when PostgreSQL refused the event's data and
+// so would refuse every retry too, for good once the event is quarantined. An event that
+// cannot be quarantined now fails the step retryably, so the quarantine is tried again.
+func (a *Activities) failed(ctx context.Context, ev event.Event, step string, err error) error {
+	if !store.IsDataError(err) {
+		return err
+	}
+	log := a.logger(ctx, ev)
+	if qerr := a.Store.Quarantine(ctx, ev.Provider, ev.EventID, step, err.Error()); qerr != nil {
+		log.Warn("PostgreSQL refused the event's data and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
+		return err
+	}
+	a.Metrics.EventQuarantined(ev.Provider, step)
+	log.Warn("PostgreSQL refused the event's data; quarantined, not retried", "error", err)
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%s: PostgreSQL refused the event's data; quarantined (GET /v1/quarantine): %v", step, err), ErrTypeQuarantined, err)
 }
 
 func findSink(sinks []config.Sink, name string) (config.Sink, bool) {

@@ -26,10 +26,13 @@ type ReconcileStore interface {
 }
 
 // RedriveInput selects the events a redrive starts: recorded more than OlderThan ago and still
-// unprocessed, at most Limit of them (oldest first; zero means DefaultRedriveLimit).
+// unprocessed, at most Limit of them (oldest first; zero means DefaultRedriveLimit). Quarantined
+// events are left out, since they fail the same way until their cause is fixed; with
+// Quarantined, only they are started (after the fix).
 type RedriveInput struct {
-	OlderThan time.Duration `json:"older_than"`
-	Limit     int           `json:"limit,omitempty"`
+	OlderThan   time.Duration `json:"older_than"`
+	Limit       int           `json:"limit,omitempty"`
+	Quarantined bool          `json:"quarantined,omitempty"`
 }
 
 // DefaultRedriveLimit bounds one redrive; the next one takes the rest.

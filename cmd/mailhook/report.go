@@ -109,8 +109,9 @@ once more, under new notification ids.`,
 	replayCmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "wait this long for the replay to finish and print what it did (0: do not wait)")
 
 	var (
-		olderThan time.Duration
-		limit     int
+		olderThan   time.Duration
+		limit       int
+		quarantined bool
 	)
 	redriveCmd := &cobra.Command{
 		Use:   "redrive",
@@ -118,10 +119,15 @@ once more, under new notification ids.`,
 		Long: `Starts ProcessWebhookEvent (workflow ID <provider>:<event_id>) for every event recorded
 more than --older-than ago and still unprocessed, as the daily reconciliation does. An event
 whose workflow is still running is left alone (a duplicate start); one recorded before
-normalized events were stored is skipped.`,
+normalized events were stored is skipped. Quarantined events (mailhook quarantine list) are
+left out: with --quarantined, after their cause is fixed, only they are started, whatever
+their age unless --older-than is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if olderThan <= 0 {
+			if quarantined && !c.Flags().Changed("older-than") {
+				olderThan = 0
+			}
+			if olderThan < 0 || (olderThan == 0 && !quarantined) {
 				return errors.New("--older-than must be positive")
 			}
 			if limit < 1 || limit > activities.DefaultRedriveLimit {
@@ -132,7 +138,7 @@ normalized events were stored is skipped.`,
 				return err
 			}
 			defer svc.Close()
-			res, err := svc.Reconciler().Redrive(c.Context(), activities.RedriveInput{OlderThan: olderThan, Limit: limit})
+			res, err := svc.Reconciler().Redrive(c.Context(), activities.RedriveInput{OlderThan: olderThan, Limit: limit, Quarantined: quarantined})
 			if err != nil {
 				return err
 			}
@@ -147,8 +153,9 @@ normalized events were stored is skipped.`,
 	}
 	redriveCmd.Flags().DurationVar(&olderThan, "older-than", workflows.DefaultRedriveOlderThan, "only events recorded longer ago than this")
 	redriveCmd.Flags().IntVar(&limit, "limit", activities.DefaultRedriveLimit, "at most this many events, oldest first")
+	redriveCmd.Flags().BoolVar(&quarantined, "quarantined", false, "start the quarantined events instead (after fixing what stopped them)")
 
-	return []*cobra.Command{reportCmd, replayCmd, redriveCmd}
+	return []*cobra.Command{reportCmd, replayCmd, redriveCmd, quarantineCommand(load)}
 }
 
 // dial connects to the config's database and Temporal.

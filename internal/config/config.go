@@ -56,7 +56,7 @@ type Config struct {
 	HTTP     HTTP     `yaml:"http"`
 	Database Database `yaml:"database"`
 	Temporal Temporal `yaml:"temporal"`
-	// Acceptance chooses how a verified webhook is made durable before the 200 (see Acceptance).
+	// Acceptance tunes how a verified webhook is made durable before the 200 and started after.
 	Acceptance Acceptance `yaml:"acceptance"`
 	Notify     Notify     `yaml:"notify"`
 	Endpoints  []Endpoint `yaml:"endpoints"`
@@ -88,6 +88,10 @@ type HTTP struct {
 	// TrustedProxies (IPs or CIDRs) may set X-Forwarded-For; source-address allow-lists use the
 	// client address they name. Empty: the TCP peer is the client.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// MaxEventsPerRequest bounds the events one request (a provider's batch) may carry; a
+	// larger one gets 413 naming the limit. One request is one INSERT, answered well inside the
+	// write timeout.
+	MaxEventsPerRequest int `yaml:"max_events_per_request"`
 }
 
 // Database configures PostgreSQL.
@@ -111,33 +115,30 @@ type Temporal struct {
 	Codec  Codec  `yaml:"codec"`
 }
 
-// Acceptance modes.
-const (
-	// AcceptDirect: the handler starts the event's workflow and answers once the start returned.
-	AcceptDirect = "direct"
-	// AcceptInbox: the handler inserts the events into PostgreSQL's webhook_events and answers
-	// once the insert committed; the relay in every worker starts their workflows.
-	AcceptInbox = "inbox"
-)
-
-// Acceptance chooses the accept path. direct is the default; inbox accepts at database speed
-// and keeps answering 200 while Temporal is down (the events wait in the inbox).
+// Acceptance tunes the one acceptance path: every webhook's events are inserted into
+// PostgreSQL's webhook_events and answered from that insert; the accepting process then starts
+// their workflows, and the relay in every worker starts whatever it could not.
 type Acceptance struct {
-	Mode  string `yaml:"mode"`
-	Relay Relay  `yaml:"relay"`
+	// Mode is no longer a choice (it chose between starting in the handler and the inbox). A
+	// config or MAILHOOK_ACCEPTANCE_MODE that still sets it is accepted with a warning
+	// (Warnings) and ignored.
+	Mode string `yaml:"mode"`
+	// InsertTimeout bounds a webhook's wait for its insert; past it the answer is 503.
+	InsertTimeout time.Duration `yaml:"insert_timeout"`
+	Relay         Relay         `yaml:"relay"`
 }
 
-// Relay tunes the inbox relay that runs in every worker process. It runs in every mode, so
-// events accepted while a deployment used inbox mode are still started after it switched back.
+// Relay tunes the relay that runs in every worker process, and the start right after acceptance
+// in the accepting process (which uses Concurrency, MaxInFlight and MaxBackoff too).
 type Relay struct {
 	// BatchSize is how many waiting events one relay claims per transaction.
 	BatchSize int `yaml:"batch_size"`
 	// Concurrency bounds the workflow starts in flight per relay.
 	Concurrency int `yaml:"concurrency"`
-	// PollInterval is how often a relay looks for work without a notification (a NOTIFY is
-	// lost when the listener reconnects, or a row is left behind by a relay that crashed).
+	// PollInterval is how often a relay looks for events that are due.
 	PollInterval time.Duration `yaml:"poll_interval"`
-	// MaxBackoff caps the wait between batches while Temporal or PostgreSQL is failing.
+	// MaxBackoff caps the wait between batches while Temporal or PostgreSQL is failing, and
+	// the wait of one event whose start failed before it is tried again.
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// MaxInFlight bounds the events the relays have started whose workflow no worker has taken
 	// up yet (0: no bound). A burst then waits in the inbox, not in Temporal's task queues, and
@@ -183,7 +184,8 @@ func (s Sink) Wants(typ string) bool {
 // Defaults returns the configuration used when no file is given.
 func Defaults() Config {
 	return Config{
-		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second},
+		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second,
+			MaxEventsPerRequest: 1000},
 		Database: Database{
 			URL: envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable"),
 		},
@@ -195,8 +197,9 @@ func Defaults() Config {
 			RetryAfter:   30 * time.Second,
 		},
 		Acceptance: Acceptance{
-			Mode:  envOr("MAILHOOK_ACCEPTANCE_MODE", AcceptDirect),
-			Relay: Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
+			Mode:          os.Getenv(EnvAcceptanceMode),
+			InsertTimeout: 5 * time.Second,
+			Relay:         Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
 		},
 		Notify: Notify{
 			InitialInterval: time.Second,
@@ -236,6 +239,22 @@ func Load(path string) (Config, error) {
 	return cfg, nil
 }
 
+// EnvAcceptanceMode is the variable that used to choose the acceptance mode.
+const EnvAcceptanceMode = "MAILHOOK_ACCEPTANCE_MODE"
+
+// Warnings lists what the config still says that no longer has an effect, one line each, for
+// start-up to log.
+func (c Config) Warnings() []string {
+	var out []string
+	if c.Acceptance.Mode != "" {
+		out = append(out, fmt.Sprintf("acceptance.mode (or %s) is set to %q and ignored: there is one acceptance path now. "+
+			"Every webhook is inserted into PostgreSQL before its 200 and its workflow started right after; "+
+			"a relay in every worker starts what could not be started, and webhooks are accepted while Temporal is down. "+
+			"Remove the setting", EnvAcceptanceMode, c.Acceptance.Mode))
+	}
+	return out
+}
+
 // UsesDevAdminToken reports whether the admin API still accepts the built-in development token.
 func (c Config) UsesDevAdminToken() bool {
 	for _, t := range c.Admin.Tokens {
@@ -266,6 +285,9 @@ func (c Config) Validate() error {
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
 	}
+	if c.HTTP.MaxEventsPerRequest <= 0 {
+		return errors.New("config: http.max_events_per_request must be positive")
+	}
 	for i, p := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			return fmt.Errorf("config: http.trusted_proxies[%d] %q is not an IP or CIDR", i, p)
@@ -283,8 +305,8 @@ func (c Config) Validate() error {
 	if err := c.Temporal.validateRemote(); err != nil {
 		return err
 	}
-	if c.Acceptance.Mode != AcceptDirect && c.Acceptance.Mode != AcceptInbox {
-		return fmt.Errorf("config: acceptance.mode %q must be %q or %q", c.Acceptance.Mode, AcceptDirect, AcceptInbox)
+	if c.Acceptance.InsertTimeout <= 0 {
+		return errors.New("config: acceptance.insert_timeout must be positive")
 	}
 	if r := c.Acceptance.Relay; r.BatchSize <= 0 || r.Concurrency <= 0 || r.PollInterval <= 0 || r.MaxBackoff <= 0 {
 		return errors.New("config: acceptance.relay.batch_size, concurrency, poll_interval and max_backoff must be positive")

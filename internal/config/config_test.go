@@ -86,8 +86,9 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
 		"unknown key":      {`htp: {address: ":1"}`, "htp"},
 		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
-		"acceptance mode":  {`acceptance: {mode: queue}`, "acceptance.mode"},
-		"relay batch":      {`acceptance: {mode: inbox, relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
+		"relay batch":      {`acceptance: {relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
+		"insert timeout":   {`acceptance: {insert_timeout: 0s}`, "acceptance.insert_timeout"},
+		"max events":       {`http: {max_events_per_request: 0}`, "http.max_events_per_request"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -99,19 +100,32 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 	}
 }
 
-// Choosing inbox mode alone keeps the relay's defaults.
-func TestInboxModeKeepsRelayDefaults(t *testing.T) {
+// acceptance.mode is no longer a choice: a config (or the environment) that still sets it loads,
+// keeps every other setting, and gets one warning that says what changed; the defaults get none.
+func TestAcceptanceModeIsIgnoredWithAWarning(t *testing.T) {
+	if w := config.Defaults().Warnings(); len(w) != 0 {
+		t.Fatalf("defaults warn: %q", w)
+	}
 	cfg, err := config.Load(write(t, "acceptance:\n  mode: inbox\n  relay:\n    concurrency: 8\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.Defaults().Acceptance.Relay
 	want.Concurrency = 8
-	if cfg.Acceptance.Mode != config.AcceptInbox || cfg.Acceptance.Relay != want {
-		t.Fatalf("acceptance %+v, want inbox with %+v", cfg.Acceptance, want)
+	if cfg.Acceptance.Relay != want {
+		t.Fatalf("relay %+v, want %+v", cfg.Acceptance.Relay, want)
 	}
-	if d := config.Defaults().Acceptance.Mode; d != config.AcceptDirect && d != config.AcceptInbox {
-		t.Fatalf("default mode %q", d)
+	w := cfg.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "acceptance.mode") || !strings.Contains(w[0], "one acceptance path") {
+		t.Fatalf("warnings %q, want one naming acceptance.mode and the one path", w)
+	}
+	t.Setenv(config.EnvAcceptanceMode, "direct")
+	cfg, err = config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || !strings.Contains(w[0], config.EnvAcceptanceMode) {
+		t.Fatalf("warnings %q, want one naming %s", w, config.EnvAcceptanceMode)
 	}
 }
 

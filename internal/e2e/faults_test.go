@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -8,19 +9,24 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/testenv"
+	"github.com/mailhook/mailhook/workflows"
 )
 
-// TestTemporalDownGives503ThenAccepts: while Temporal is down, a webhook gets a prompt 503 with
-// Retry-After (the provider retries); once it is back, the same event is accepted and processed.
-func TestTemporalDownGives503ThenAccepts(t *testing.T) {
+// TestTemporalDownAcceptsThenDrainsOnce: a Temporal outage is invisible to the provider.
+// Webhooks sent while it is down get a prompt 200 (accepted, or duplicate for a re-send) once
+// their rows are committed, /readyz stays ready, the events wait in webhook_events with the
+// failed start's error on them, and once Temporal is back every one is processed and notified
+// exactly once.
+func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping integration test")
 	}
 	hostPort := testenv.FreeHostPort(t)
 	dbFile := filepath.Join(t.TempDir(), "temporal.db")
 	srv := testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: hostPort, DBFile: dbFile})
-	tc, err := client.NewLazyClient(client.Options{HostPort: hostPort, Namespace: "default", Logger: nil})
+	tc, err := client.NewLazyClient(client.Options{HostPort: hostPort, Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,50 +34,90 @@ func TestTemporalDownGives503ThenAccepts(t *testing.T) {
 	h := newHarness(t, harnessOptions{temporal: tc})
 
 	before := h.id("evt_before")
-	if code, resp := h.post(h.envelope(before, "email.sent", h.id("msg_down"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
+	if code, resp := h.post(h.envelope(before, "email.sent", h.id("msg_a"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("before outage: %d %v", code, resp)
 	}
 	h.waitProcessed(30*time.Second, before)
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND NOT awaiting_start AND relayed_at IS NOT NULL`, before); n != 1 {
+		t.Fatal("the start of the accepted event was not recorded")
+	}
+	if got := h.scrape(`mailhook_handoff_starts_total{result="started"}`); got != 1 {
+		t.Fatalf(`mailhook_handoff_starts_total{result="started"} = %v, want 1: the accepting process did not start it`, got)
+	}
 
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop temporal: %v", err)
 	}
-	during := h.id("evt_during")
-	body := h.envelope(during, "email.delivered", h.id("msg_down"), time.Now(), "")
-	start := time.Now()
-	resp, err := http.DefaultClient.Do(signedRequest(t, h.api.URL+"/webhooks/postscale", body))
-	if err != nil {
-		t.Fatal(err)
+	delivered, bounced := h.id("evt_delivered"), h.id("evt_bounced")
+	deliveredBody := h.envelope(delivered, "email.delivered", h.id("msg_a"), time.Now(), "")
+	bouncedBody := h.envelope(bounced, "email.bounced", h.id("msg_b"), time.Now(), `,"bounce":{"type":"hard"}`)
+	for _, c := range []struct {
+		name, body, want string
+	}{
+		{"new event", deliveredBody, "accepted"},
+		{"another new event", bouncedBody, "accepted"},
+		{"re-send of a waiting event", deliveredBody, "duplicate"},
+		{"re-send of a processed event", h.envelope(before, "email.sent", h.id("msg_a"), time.Now(), ""), "duplicate"},
+	} {
+		start := time.Now()
+		code, resp := h.post(c.body)
+		if code != http.StatusOK || resp["status"] != c.want {
+			t.Fatalf("%s during the outage: %d %v, want 200 %s", c.name, code, resp, c.want)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("%s took %s: the answer waited on Temporal", c.name, took)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("during outage: %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/readyz", nil)
+	if code, resp := h.do(req); code != http.StatusOK || resp["checks"].(map[string]any)["temporal"] == "ok" {
+		t.Fatalf("/readyz during the outage: %d %v, want 200 with the temporal check failing", code, resp)
 	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("503 took %s: the start is not bounded", took)
+	// The starts fail, back off and are tried again; the rows say why; nothing is processed.
+	waitFor(t, 30*time.Second, func() bool {
+		return h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts > 1 AND relay_error <> ''`) == 2
+	})
+	if got := h.scrape(`mailhook_inbox_events`); got != 2 {
+		t.Fatalf("mailhook_inbox_events = %v, want 2", got)
 	}
-	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, during); n != 0 {
-		t.Fatalf("an unaccepted event was stored")
+	if got := h.scrape(`mailhook_handoff_starts_total{result="error"}`) + h.scrape(`mailhook_relay_starts_total{result="error"}`); got < 3 {
+		t.Fatalf("failed starts counted %v, want at least 3", got)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`); n != 1 {
+		t.Fatalf("%d events processed during the outage, want only the one from before", n)
 	}
 
 	testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: hostPort, DBFile: dbFile})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, resp := h.post(body)
-		if code == 200 && resp["status"] == "accepted" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after restart: %d %v", code, resp)
-		}
-		time.Sleep(500 * time.Millisecond)
+	h.waitProcessed(90*time.Second, delivered, bounced)
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`); n != 0 {
+		t.Fatalf("%d events still in the inbox after the drain", n)
 	}
-	h.waitProcessed(60*time.Second, during)
-	if code, _ := h.post(body); code != 200 {
-		t.Fatalf("duplicate after restart: %d", code)
+	if got := h.scrape(`mailhook_inbox_events`); got != 0 {
+		t.Fatalf("mailhook_inbox_events = %v after the drain, want 0", got)
 	}
-	if n := len(h.sink.delivered()); n != 2 {
-		t.Fatalf("sink got %d notifications, want 2 (sent, delivered)", n)
+	if m := h.messageOf("postscale", h.id("msg_b")); m.Status != event.StatusBounced || m.BounceType != event.BounceHard {
+		t.Fatalf("msg_b %s/%s, want bounced/hard", m.Status, m.BounceType)
+	}
+	if m := h.messageOf("postscale", h.id("msg_a")); m.Status != event.StatusDelivered {
+		t.Fatalf("msg_a %s, want delivered", m.Status)
+	}
+	// sent, delivered, bounced: one notification each, no id twice.
+	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= 3 })
+	time.Sleep(300 * time.Millisecond)
+	ids := map[string]int{}
+	for _, d := range h.sink.delivered() {
+		ids[d.ID]++
+	}
+	if len(h.sink.delivered()) != 3 || len(ids) != 3 {
+		t.Fatalf("sink got %d notifications with %d ids, want 3 and 3", len(h.sink.delivered()), len(ids))
+	}
+	for _, id := range []string{delivered, bounced} {
+		var res workflows.Result
+		if err := h.svc.Temporal.GetWorkflow(context.Background(), "postscale:"+id, "").Get(context.Background(), &res); err != nil {
+			t.Fatalf("workflow postscale:%s: %v", id, err)
+		}
+		if res.Outcome != "moved" {
+			t.Fatalf("workflow postscale:%s outcome %q, want moved", id, res.Outcome)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,7 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -158,8 +162,10 @@ type harness struct {
 	sink   *receiver
 	worker worker.Worker
 	prefix string // makes event and message ids unique to the test
-	// stopRelay stops the inbox relay startWorker started (inbox harnesses only).
+	// stopRelay stops the relay startWorker started.
 	stopRelay func()
+	// starts counts the workflow starts this harness's process made, by workflow ID.
+	starts *startCounter
 }
 
 type harnessOptions struct {
@@ -168,9 +174,13 @@ type harnessOptions struct {
 	notifyTimeout time.Duration
 	dbURL         string            // share another harness's database
 	endpoints     []config.Endpoint // more endpoints besides "postscale"
-	// inbox runs acceptance.mode inbox: the handler inserts into PostgreSQL, and startWorker
-	// also starts a relay (stopWorker stops both).
-	inbox bool
+	// noHandoff leaves accepted events to the relays, as when the process that accepted them
+	// dies right after its answer.
+	noHandoff bool
+	// maxEventsPerRequest, when set, replaces http.max_events_per_request.
+	maxEventsPerRequest int
+	// sinkTypes, when set, replaces the types the sink "app" subscribes to.
+	sinkTypes []string
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -195,10 +205,13 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
-	if o.inbox {
-		cfg.Acceptance.Mode = config.AcceptInbox
-		cfg.Acceptance.Relay.PollInterval = 500 * time.Millisecond
-		cfg.Acceptance.Relay.MaxBackoff = time.Second
+	if o.sinkTypes != nil {
+		cfg.Sinks[0].Types = o.sinkTypes
+	}
+	cfg.Acceptance.Relay.PollInterval = 500 * time.Millisecond
+	cfg.Acceptance.Relay.MaxBackoff = time.Second
+	if o.maxEventsPerRequest > 0 {
+		cfg.HTTP.MaxEventsPerRequest = o.maxEventsPerRequest
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -211,20 +224,30 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	m := metrics.New()
 	m.RegisterBacklog(st.Backlog, testenv.Logger())
 	m.RegisterInbox(st.Inbox, testenv.Logger())
-	svc := &serve.Service{Config: cfg, Store: st, Temporal: o.temporal, Log: testenv.Logger(), Metrics: m}
+	m.RegisterQuarantine(st.QuarantineCount, testenv.Logger())
+	starts := &startCounter{n: map[string]int{}}
+	tc, err := client.NewClientFromExisting(o.temporal, client.Options{
+		Interceptors: []interceptor.ClientInterceptor{starts}, Logger: sdklog.NewStructuredLogger(testenv.Logger())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: testenv.Logger(), Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4)}
+	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4), starts: starts}
 	h.api = httptest.NewServer(api.Handler())
 	t.Cleanup(h.api.Close)
-	if o.inbox {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { svc.InboxAcceptor().Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	if o.noHandoff {
+		go func() { svc.Acceptor().Run(ctx); close(done) }()
+	} else {
+		go func() { svc.RunAcceptance(ctx); close(done) }()
 	}
+	t.Cleanup(func() { cancel(); <-done })
 	if !o.noWorker {
 		h.startWorker()
 	}
@@ -238,9 +261,7 @@ func (h *harness) startWorker() {
 	if err := h.worker.Start(); err != nil {
 		h.t.Fatalf("start worker: %v", err)
 	}
-	if h.cfg.Acceptance.Mode == config.AcceptInbox {
-		h.stopRelay = h.startRelay(h.svc.Relay())
-	}
+	h.stopRelay = h.startRelay(h.svc.Relay())
 }
 
 // startRelay runs r until the returned function is called; that function waits for it to stop.
@@ -358,7 +379,68 @@ func (h *harness) waitProcessed(timeout time.Duration, eventIDs ...string) {
 func (h *harness) waitWorkflow(workflowID string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return h.svc.Temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, nil)
+	return h.run(ctx, workflowID).Get(ctx, nil)
+}
+
+// run returns an event's workflow run once it exists: the 200 comes when the event is
+// recorded, and its workflow is started right after.
+func (h *harness) run(ctx context.Context, workflowID string) client.WorkflowRun {
+	h.t.Helper()
+	for {
+		_, err := h.svc.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+		var notFound *serviceerror.NotFound
+		if err == nil || !errors.As(err, &notFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			h.t.Fatalf("workflow %s was never started", workflowID)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return h.svc.Temporal.GetWorkflow(ctx, workflowID, "")
+}
+
+// startCounter counts the workflow starts made through the harness's Temporal client, by
+// workflow ID: what a duplicate costs Temporal, measured at the client.
+type startCounter struct {
+	interceptor.ClientInterceptorBase
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *startCounter) InterceptClient(next interceptor.ClientOutboundInterceptor) interceptor.ClientOutboundInterceptor {
+	return &countingOutbound{ClientOutboundInterceptorBase: interceptor.ClientOutboundInterceptorBase{Next: next}, c: c}
+}
+
+type countingOutbound struct {
+	interceptor.ClientOutboundInterceptorBase
+	c *startCounter
+}
+
+func (o *countingOutbound) ExecuteWorkflow(ctx context.Context, in *interceptor.ClientExecuteWorkflowInput) (client.WorkflowRun, error) {
+	o.c.mu.Lock()
+	o.c.n[in.Options.ID]++
+	o.c.mu.Unlock()
+	return o.Next.ExecuteWorkflow(ctx, in)
+}
+
+// of returns how many starts workflow id got.
+func (c *startCounter) of(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+// total returns how many starts were made.
+func (c *startCounter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := 0
+	for _, n := range c.n {
+		total += n
+	}
+	return total
 }
 
 func randomHex(n int) string {

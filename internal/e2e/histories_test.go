@@ -84,7 +84,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 		}
 		wfID := "postscale:" + sc.eventID
 		var res workflows.Result
-		if err := h.svc.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, &res); err != nil {
+		if err := h.run(ctx, wfID).Get(ctx, &res); err != nil {
 			t.Fatalf("%s: %v", sc.name, err)
 		}
 		if res.Outcome != sc.outcome {

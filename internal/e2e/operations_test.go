@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -37,26 +36,8 @@ func (h *harness) admin(method, path, body string) (int, map[string]any) {
 // server and the worker are rebuilt from the changed config before anything runs.
 func newHarnessWithSinkTypes(t *testing.T, o harnessOptions, types ...string) *harness {
 	t.Helper()
-	start := !o.noWorker
-	o.noWorker = true
-	h := newHarness(t, o)
-	sinks := make([]config.Sink, len(h.cfg.Sinks))
-	copy(sinks, h.cfg.Sinks)
-	sinks[0].Types = types
-	h.cfg.Sinks, h.svc.Config.Sinks = sinks, sinks
-	if err := h.svc.Config.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	api, err := h.svc.HTTPServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.api = httptest.NewServer(api.Handler())
-	t.Cleanup(h.api.Close)
-	if start {
-		h.startWorker()
-	}
-	return h
+	o.sinkTypes = types
+	return newHarness(t, o)
 }
 
 // withRecipient changes the recipient of a body built by h.envelope.
@@ -69,7 +50,7 @@ func (h *harness) result(workflowID string) workflows.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var res workflows.Result
-	if err := h.svc.Temporal.GetWorkflow(ctx, workflowID, "").Get(ctx, &res); err != nil {
+	if err := h.run(ctx, workflowID).Get(ctx, &res); err != nil {
 		h.t.Fatalf("workflow %s: %v", workflowID, err)
 	}
 	return res

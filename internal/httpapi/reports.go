@@ -93,10 +93,12 @@ func (s *Server) replay(c *gin.Context) {
 }
 
 // redriveRequest is the body of POST /v1/redrive (optional): older_than is a Go duration,
-// default 1h; limit bounds the events started (default and at most 1000).
+// default 1h (with quarantined, default 0); limit bounds the events started (default and at most
+// 1000); quarantined starts the quarantined events instead of the others.
 type redriveRequest struct {
-	OlderThan string `json:"older_than"`
-	Limit     int    `json:"limit"`
+	OlderThan   string `json:"older_than"`
+	Limit       int    `json:"limit"`
+	Quarantined bool   `json:"quarantined"`
 }
 
 // redrive starts processing for events recorded more than older_than ago and still unprocessed,
@@ -107,10 +109,13 @@ func (s *Server) redrive(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
 		return
 	}
-	in := activities.RedriveInput{OlderThan: workflows.DefaultRedriveOlderThan, Limit: req.Limit}
+	in := activities.RedriveInput{OlderThan: workflows.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
+	if req.Quarantined {
+		in.OlderThan = 0
+	}
 	if req.OlderThan != "" {
 		d, err := time.ParseDuration(req.OlderThan)
-		if err != nil || d <= 0 {
+		if err != nil || d < 0 || (d == 0 && !req.Quarantined) {
 			c.JSON(http.StatusBadRequest, gin.H{"error": `older_than must be a positive duration such as "1h" or "90m"`})
 			return
 		}
@@ -126,7 +131,7 @@ func (s *Server) redrive(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 		return
 	}
-	s.Log.Info("redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(),
+	s.Log.Info("redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
 		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
 	c.JSON(http.StatusOK, res)
 }

@@ -16,29 +16,21 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/mailhook/mailhook/internal/event"
-	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
-// Starter starts the workflow of one event.
-type Starter interface {
-	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
-}
-
-// Acceptor makes a request's events durable some other way than starting their workflows
-// (the PostgreSQL inbox): accepted or duplicate per event, or an error when nothing is durable.
+// Acceptor makes a request's events durable (internal/inbox): one verdict per event (accepted,
+// duplicate, or rejected with a reason), or an error when nothing can be said to be durable.
 type Acceptor interface {
-	Accept(ctx context.Context, evs []event.Event) ([]ingest.Status, error)
+	Accept(ctx context.Context, evs []event.Event) ([]inbox.Verdict, error)
 }
 
 // Messages reads a message's state and history.
@@ -66,25 +58,25 @@ type Endpoint struct {
 type Server struct {
 	Endpoints    map[string]Endpoint
 	MaxBodyBytes int64
-	Starter      Starter
-	// Inbox, when set (acceptance.mode: inbox), accepts the events instead of Starter.
-	Inbox        Acceptor
+	// MaxEventsPerRequest bounds the events one request may carry (a batch); more is a 413.
+	MaxEventsPerRequest int
+	// Acceptor records webhook events and operator corrections before they are answered.
+	Acceptor     Acceptor
 	Messages     Messages
 	Suppressions Suppressions
+	Quarantine   Quarantine
 	// Ready are the dependency checks of /readyz, by name.
 	Ready map[string]func(context.Context) error
-	// NotRequired names Ready checks that are reported but do not make /readyz fail: in inbox
-	// mode webhooks are accepted while Temporal is down, so a load balancer must keep sending.
+	// NotRequired names Ready checks that are reported but do not make /readyz fail: webhooks
+	// are accepted while Temporal is down, so a load balancer must keep sending.
 	NotRequired map[string]bool
 	// RetryAfter is sent with 503 so the provider backs off.
 	RetryAfter time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the client address (used by
 	// source-address allow-lists). Empty trusts none: the peer address is the client.
 	TrustedProxies []string
-	// MaxConcurrentStarts bounds the workflow starts of one batch request.
-	MaxConcurrentStarts int
-	Now                 func() time.Time
-	Log                 *slog.Logger
+	Now            func() time.Time
+	Log            *slog.Logger
 	// Metrics, when set, counts requests and serves GET /metrics.
 	Metrics *metrics.Metrics
 	// AdminTokens maps bearer token → actor name for the /v1 API. Empty refuses every request.
@@ -103,8 +95,8 @@ func (s *Server) Handler() http.Handler {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	if s.MaxConcurrentStarts <= 0 {
-		s.MaxConcurrentStarts = 16
+	if s.MaxEventsPerRequest <= 0 {
+		s.MaxEventsPerRequest = DefaultMaxEventsPerRequest
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -122,7 +114,8 @@ func (s *Server) Handler() http.Handler {
 	v1.GET("/suppressions", s.listSuppressions)
 	v1.GET("/suppressions/:address", s.getSuppression)
 	v1.DELETE("/suppressions/:address", s.liftSuppression)
-	s.reconcileRoutes(v1) // reports.go
+	v1.GET("/quarantine", s.listQuarantine) // quarantine.go
+	s.reconcileRoutes(v1)                   // reports.go
 	if s.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 	}
@@ -219,13 +212,12 @@ func (s *Server) webhook(c *gin.Context) {
 		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
 		return
 	}
-	// An event PostgreSQL cannot store would fail RecordEvent on every retry, for ever: refuse
-	// it now, while the sender can still be told.
-	for _, ev := range events {
-		if err := storable(ev); err != nil {
-			reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
-			return
-		}
+	// A bounded batch is one bounded INSERT, answered well inside the write timeout.
+	if len(events) > s.MaxEventsPerRequest {
+		reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "too many events in one request",
+			"reason": fmt.Sprintf("%d events, more than http.max_events_per_request (%d)", len(events), s.MaxEventsPerRequest),
+			"limit":  s.MaxEventsPerRequest}, "events", len(events))
+		return
 	}
 	if ep.Namespace != "" {
 		for i := range events {
@@ -233,67 +225,52 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 	}
 
-	statuses, err := s.accept(c.Request.Context(), events)
+	verdicts, err := s.Acceptor.Accept(c.Request.Context(), events)
 	ids := make([]string, len(events))
 	for i, ev := range events {
 		ids[i] = ev.EventID
-	}
-	if errors.Is(err, store.ErrNotStorable) {
-		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "event_ids", ids, "error", err)
-		return
 	}
 	if err != nil {
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
 		reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "event_ids", ids, "error", err)
 		return
 	}
-	if len(events) == 1 {
-		reply(http.StatusOK, string(statuses[0]), gin.H{"status": statuses[0]}, "event_id", events[0].EventID, "workflow_id", events[0].Key())
+	counts := map[inbox.Status]int{}
+	var rejected []gin.H
+	for i, v := range verdicts {
+		counts[v.Status]++
+		if v.Status == inbox.Rejected {
+			rejected = append(rejected, gin.H{"index": i, "reason": v.Reason})
+		}
+	}
+	s.Metrics.EventsRejected(providerName, counts[inbox.Rejected])
+	if counts[inbox.Rejected] == len(events) {
+		// Nothing of it can ever be stored: a retry would fail the same way.
+		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": verdicts[0].Reason},
+			"event_ids", ids, "error", verdicts[0].Reason)
 		return
 	}
-	counts := map[ingest.Status]int{}
-	for _, st := range statuses {
-		counts[st]++
-	}
-	overall := ingest.Duplicate
-	if counts[ingest.Accepted] > 0 {
-		overall = ingest.Accepted
-	}
-	reply(http.StatusOK, string(overall), gin.H{"status": overall, "accepted": counts[ingest.Accepted], "duplicate": counts[ingest.Duplicate]},
-		"event_ids", ids)
-}
-
-// accept makes the events durable: into the inbox when there is one, else by starting each
-// event's workflow.
-func (s *Server) accept(ctx context.Context, events []event.Event) ([]ingest.Status, error) {
-	if s.Inbox != nil {
-		return s.Inbox.Accept(ctx, events)
-	}
-	return s.startAll(ctx, events)
-}
-
-// startAll starts one workflow per event with bounded concurrency. It fails if any start failed:
-// the provider re-sends the whole request and the workflow IDs absorb the part that did start.
-func (s *Server) startAll(ctx context.Context, events []event.Event) ([]ingest.Status, error) {
 	if len(events) == 1 {
-		st, err := s.Starter.Start(ctx, workflows.Input{Event: events[0]})
-		return []ingest.Status{st}, err
+		reply(http.StatusOK, string(verdicts[0].Status), gin.H{"status": verdicts[0].Status}, "event_id", events[0].EventID, "workflow_id", events[0].Key())
+		return
 	}
-	statuses := make([]ingest.Status, len(events))
-	errs := make([]error, len(events))
-	sem := make(chan struct{}, s.MaxConcurrentStarts)
-	var wg sync.WaitGroup
-	for i := range events {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			statuses[i], errs[i] = s.Starter.Start(ctx, workflows.Input{Event: events[i]})
-		}()
+	// A batch answers 200 once its storable events are committed: the provider re-sends a
+	// batch whole, so a 4xx for one bad event would drop, or endlessly retry, the good ones.
+	overall := inbox.Duplicate
+	if counts[inbox.Accepted] > 0 {
+		overall = inbox.Accepted
 	}
-	wg.Wait()
-	return statuses, errors.Join(errs...)
+	answer := gin.H{"status": overall, "accepted": counts[inbox.Accepted], "duplicate": counts[inbox.Duplicate]}
+	attrs := []any{"event_ids", ids}
+	if len(rejected) > 0 {
+		answer["rejected"] = rejected
+		attrs = append(attrs, "rejected", rejected)
+	}
+	reply(http.StatusOK, string(overall), answer, attrs...)
 }
+
+// DefaultMaxEventsPerRequest is http.max_events_per_request's default.
+const DefaultMaxEventsPerRequest = 1000
 
 // requireToken admits a request with a configured bearer token and records its name as the
 // actor. Every token is compared, in constant time, so timing tells nothing about which matched.
@@ -414,16 +391,21 @@ func (s *Server) correct(c *gin.Context) {
 		// The store keeps microseconds; the workflow input carries the same instant.
 		OccurredAt: s.Now().UTC().Truncate(time.Microsecond), Raw: raw,
 	}
-	st, err := s.Starter.Start(ctx, workflows.Input{Event: ev})
-	if err != nil {
-		s.Log.Warn("correction: start workflow", "workflow_id", ev.Key(), "error", err)
+	// The correction is accepted like a webhook event: recorded first, then started.
+	verdicts, err := s.Acceptor.Accept(ctx, []event.Event{ev})
+	switch {
+	case err != nil:
+		s.Log.Warn("correction: record", "workflow_id", ev.Key(), "error", err)
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
+		return
+	case verdicts[0].Status == inbox.Rejected:
+		c.JSON(http.StatusBadRequest, gin.H{"error": "bad correction", "reason": verdicts[0].Reason})
 		return
 	}
 	s.Log.Info("correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
 		"status", req.Status, "reason", req.Reason, "event_id", ev.EventID, "workflow_id", ev.Key())
-	c.JSON(http.StatusAccepted, gin.H{"status": st, "event_id": ev.EventID, "workflow_id": ev.Key()})
+	c.JSON(http.StatusAccepted, gin.H{"status": verdicts[0].Status, "event_id": ev.EventID, "workflow_id": ev.Key()})
 }
 
 func randomHex(n int) string {
@@ -542,86 +524,3 @@ func reason(err error) string {
 
 // outcomeReadTimeout labels a webhook request whose body did not arrive within http.read_timeout.
 const outcomeReadTimeout = "read_timeout"
-
-// storable returns why PostgreSQL would refuse to store ev, or nil. Text columns refuse invalid
-// UTF-8 and NUL; the jsonb payload also refuses the escapes \u0000 and unpaired UTF-16
-// surrogates. encoding/json accepts all of these (it decodes them to U+FFFD), so a correctly
-// signed body carrying one would be accepted and then fail RecordEvent on every retry.
-//
-// Duplicate object keys are not refused: encoding/json and jsonb both keep the last value, so
-// the event id, the stored payload and the notifications agree on what the body says, and
-// only a holder of the signing secret can produce such a body at all.
-func storable(ev event.Event) error {
-	for _, f := range [...]struct{ name, v string }{
-		{"event id", ev.EventID}, {"type", ev.Type}, {"message id", ev.MessageID},
-		{"recipient", ev.Recipient}, {"bounce type", ev.BounceType},
-	} {
-		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("%s is not valid UTF-8", f.name)
-		}
-		if strings.IndexByte(f.v, 0) >= 0 {
-			return fmt.Errorf("%s contains NUL", f.name)
-		}
-	}
-	if !utf8.Valid(ev.Raw) {
-		return errors.New("payload is not valid UTF-8")
-	}
-	return jsonbEscapes(ev.Raw)
-}
-
-// jsonbEscapes checks the \u escapes of a JSON text the way PostgreSQL's jsonb input does: no
-// \u0000, and every high surrogate immediately followed by a low one. Outside strings a
-// backslash is a syntax error, so it need not track whether it is inside one.
-func jsonbEscapes(raw []byte) error {
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++ // the escaped character
-		if i >= len(raw) || raw[i] != 'u' {
-			continue
-		}
-		r, ok := hex4(raw, i+1)
-		if !ok {
-			continue // not a valid escape; the JSON parser has already refused it
-		}
-		i += 4
-		switch {
-		case r == 0:
-			return errors.New(`payload contains \u0000`)
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return errors.New("payload contains an unpaired UTF-16 surrogate escape")
-		case r >= 0xD800 && r <= 0xDBFF:
-			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
-				return errors.New("payload contains an unpaired UTF-16 surrogate escape")
-			}
-			lo, ok := hex4(raw, i+3)
-			if !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return errors.New("payload contains an unpaired UTF-16 surrogate escape")
-			}
-			i += 6
-		}
-	}
-	return nil
-}
-
-// hex4 decodes the four hex digits at raw[at:].
-func hex4(raw []byte, at int) (rune, bool) {
-	if at+4 > len(raw) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range raw[at : at+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}

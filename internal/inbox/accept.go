@@ -1,9 +1,11 @@
-// Package inbox is mailhook's high-throughput accept path (acceptance.mode: inbox): the webhook
-// handler inserts verified events into PostgreSQL's webhook_events and answers from the insert
-// alone, and a relay in every worker process starts their workflows afterwards. The durable
-// dedupe (the table's primary key) answers duplicates; the workflow ID provider:event_id still
-// makes every start idempotent, so relays that race, crash or overlap with a redrive never run an
-// event twice.
+// Package inbox is mailhook's one acceptance path. A verified webhook's events are checked
+// against what the store can keep (store.Storable), inserted into PostgreSQL's webhook_events
+// under their unique key (provider, event_id), and answered from that insert alone: accepted,
+// duplicate, or rejected with a reason. Nothing is answered 200 before its row is committed, and
+// a duplicate costs one index probe, never a Temporal call. The process that accepted the events
+// then starts their workflows at once (Handoff); a relay in every worker process starts whatever
+// it could not (Relay). The workflow ID provider:event_id makes every start idempotent, so a
+// handoff, relays and a redrive that overlap never run an event twice.
 package inbox
 
 import (
@@ -17,34 +19,58 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/event"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Store is the part of the store the accept side uses.
 type Store interface {
-	EnqueueRows(ctx context.Context, rows []store.InboxRow) ([]bool, error)
-	NotifyInbox(ctx context.Context) error
+	EnqueueRows(ctx context.Context, rows []store.InboxRow, hold time.Duration) ([]bool, error)
 }
 
-// Acceptor accepts events into the inbox and wakes the relays.
+// Status is what happened to one event of a request.
+type Status string
+
+const (
+	// Accepted: inserted now; its workflow is started next.
+	Accepted Status = "accepted"
+	// Duplicate: recorded before, by this request or an earlier one; nothing more happens.
+	Duplicate Status = "duplicate"
+	// Rejected: it can never be stored as it is (Verdict.Reason says why); nothing was written.
+	Rejected Status = "rejected"
+)
+
+// Verdict is one event's answer.
+type Verdict struct {
+	Status Status
+	// Reason, when Rejected, is a short reason safe to send back.
+	Reason string
+}
+
+// Offerer takes accepted events to start their workflows now (Handoff).
+type Offerer interface {
+	Offer(evs []event.Event)
+}
+
+// Acceptor makes events durable and answers for each.
 //
 // While Run runs, requests that arrive together share one INSERT (group commit): a few writer
 // goroutines each take every request waiting at that moment, up to MaxBatchEvents events, and
 // insert them with one statement in one transaction. Nothing waits for a batch to fill: a lone
 // request is inserted at once; under load the requests that queued behind a running insert go
-// in the next one. Each request still answers from its own rows, and a request's events are
-// never split across statements. Without Run, each request inserts on its own.
+// in the next one. Each request still answers from its own rows. When PostgreSQL refuses a
+// shared insert's data, the requests are inserted again one at a time, and a request's events
+// one at a time, so only the event PostgreSQL refuses is rejected. Without Run, each request
+// inserts on its own.
 type Acceptor struct {
 	Store Store
 	Log   *slog.Logger
-	// NotifyEvery is the shortest gap between two NOTIFYs (default 5 ms). A NOTIFY takes a
-	// database-wide lock at commit; sending one per request would serialize the accept path at
-	// high rates, so requests only poke a goroutine that sends one for all of them.
-	NotifyEvery time.Duration
+	// Handoff, when set, is given the events each insert accepted.
+	Handoff Offerer
+	// Hold is how long relays leave a new row to the Handoff before starting it themselves.
+	Hold time.Duration
 	// Timeout bounds a request's wait for its insert (default 5 s), so a hung database gives a
-	// prompt 503.
+	// prompt 503 well inside the HTTP write timeout.
 	Timeout time.Duration
 	// Writers is how many INSERTs may run at once (default 4), MaxBatchEvents how many events
 	// one of them takes at most (default 500; a larger request goes alone).
@@ -53,7 +79,6 @@ type Acceptor struct {
 	// Metrics, when set, observes each insert (events and requests per statement).
 	Metrics *metrics.Metrics
 
-	poke    chan struct{}
 	queue   chan *request
 	writing atomic.Bool // Run's writers take requests
 	inserts atomic.Int64
@@ -68,11 +93,14 @@ func (a *Acceptor) Stats() Stats { return Stats{Inserts: a.inserts.Load(), Reque
 
 type request struct {
 	rows []store.InboxRow
-	done chan result // buffered: the writer never blocks on a request that gave up
+	done chan []rowResult // buffered: the writer never blocks on a request that gave up
 }
 
-type result struct {
-	inserted []bool
+// rowResult is one row's insert: inserted or not (a duplicate), refused (its data), or err (the
+// insert could not run; nothing can be said).
+type rowResult struct {
+	inserted bool
+	refused  error
 	err      error
 }
 
@@ -81,22 +109,28 @@ func NewAcceptor(st Store, log *slog.Logger) *Acceptor {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Acceptor{Store: st, Log: log, NotifyEvery: 5 * time.Millisecond, Timeout: 5 * time.Second,
-		Writers: 4, MaxBatchEvents: 500, poke: make(chan struct{}, 1), queue: make(chan *request, 1024)}
+	return &Acceptor{Store: st, Log: log, Timeout: 5 * time.Second, Writers: 4, MaxBatchEvents: 500,
+		queue: make(chan *request, 1024)}
 }
 
-// Accept records the events and reports each as accepted (inserted now) or a duplicate
-// (recorded before). An error means nothing can be said to be durable: answer 503 (or 400 for
-// store.ErrNotStorable). A request that times out may still be inserted afterwards; its retry
-// is then a duplicate, as it should be.
-func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]ingest.Status, error) {
-	rows := make([]store.InboxRow, len(evs))
+// Accept checks and records the events and gives one verdict per event, in order. An error
+// means nothing can be said to be durable (PostgreSQL unavailable or slower than Timeout): answer
+// 503. A request that times out may still be inserted afterwards; its retry is then a
+// duplicate, as it should be.
+func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]Verdict, error) {
+	out := make([]Verdict, len(evs))
+	rows := make([]store.InboxRow, 0, len(evs))
+	at := make([]int, 0, len(evs)) // rows[j] is evs[at[j]]
 	for i, ev := range evs {
-		r, err := store.NewInboxRow(ev)
+		r, err := newRow(ev)
 		if err != nil {
-			return nil, fmt.Errorf("accept into inbox: %w", err)
+			out[i] = Verdict{Status: Rejected, Reason: reason(err)}
+			continue
 		}
-		rows[i] = r
+		rows, at = append(rows, r), append(at, i)
+	}
+	if len(rows) == 0 {
+		return out, nil
 	}
 	if a.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -104,82 +138,125 @@ func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]ingest.Stat
 		defer cancel()
 	}
 	var (
-		inserted []bool
-		err      error
+		results []rowResult
+		err     error
 	)
 	if a.writing.Load() {
-		inserted, err = a.viaWriters(ctx, rows)
+		results, err = a.viaWriters(ctx, rows)
 	} else {
-		inserted, err = a.Store.EnqueueRows(ctx, rows)
+		results = a.insert(ctx, [][]store.InboxRow{rows})[0]
 		a.counted(1, len(rows))
 	}
+	if err == nil {
+		for _, r := range results {
+			if r.err != nil {
+				err = r.err
+				break
+			}
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("accept into inbox: %w", err)
+		return nil, fmt.Errorf("accept: %w", err)
 	}
-	out := make([]ingest.Status, len(evs))
-	woke := false
-	for i, ins := range inserted {
-		out[i] = ingest.Duplicate
-		if ins {
-			out[i] = ingest.Accepted
-			woke = true
+	var accepted []event.Event
+	for j, r := range results {
+		i := at[j]
+		switch {
+		case r.refused != nil:
+			out[i] = Verdict{Status: Rejected, Reason: reason(r.refused)}
+		case r.inserted:
+			out[i] = Verdict{Status: Accepted}
+			accepted = append(accepted, evs[i])
+		default:
+			out[i] = Verdict{Status: Duplicate}
 		}
 	}
-	if woke {
-		select {
-		case a.poke <- struct{}{}:
-		default: // a NOTIFY is already due; it covers these rows too
-		}
+	if len(accepted) > 0 && a.Handoff != nil {
+		a.Handoff.Offer(accepted)
 	}
 	return out, nil
 }
 
-var errStopped = errors.New("inbox acceptor stopped")
+// newRow checks ev against what the store can keep and encodes it.
+func newRow(ev event.Event) (store.InboxRow, error) {
+	if err := store.Storable(ev); err != nil {
+		return store.InboxRow{}, err
+	}
+	return store.NewInboxRow(ev)
+}
 
-func (a *Acceptor) viaWriters(ctx context.Context, rows []store.InboxRow) ([]bool, error) {
-	req := &request{rows: rows, done: make(chan result, 1)}
+var errStopped = errors.New("acceptor stopped")
+
+func (a *Acceptor) viaWriters(ctx context.Context, rows []store.InboxRow) ([]rowResult, error) {
+	req := &request{rows: rows, done: make(chan []rowResult, 1)}
 	select {
 	case a.queue <- req:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for an inbox writer: %w", ctx.Err())
+		return nil, fmt.Errorf("wait for a writer: %w", ctx.Err())
 	}
 	select {
 	case res := <-req.done:
-		return res.inserted, res.err
+		return res, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for the inbox insert: %w", ctx.Err())
+		return nil, fmt.Errorf("wait for the insert: %w", ctx.Err())
 	}
 }
 
-// Run runs the insert writers and sends the NOTIFYs that Accept asks for, until ctx ends. A lost
-// NOTIFY (error, crash) only delays the events until the relays' next poll.
+// insert inserts the requests' rows with one statement and returns each request's results. When
+// PostgreSQL refuses the data, it inserts again one request at a time, and a request's rows one
+// at a time, so that only the refused row fails; a shared insert that fails otherwise fails
+// every request.
+func (a *Acceptor) insert(ctx context.Context, reqs [][]store.InboxRow) [][]rowResult {
+	var all []store.InboxRow
+	for _, r := range reqs {
+		all = append(all, r...)
+	}
+	inserted, err := a.Store.EnqueueRows(ctx, all, a.Hold)
+	out := make([][]rowResult, len(reqs))
+	if err == nil || !errors.Is(err, store.ErrNotStorable) || len(all) == 1 {
+		off := 0
+		for i, r := range reqs {
+			out[i] = make([]rowResult, len(r))
+			for j := range r {
+				switch {
+				case err == nil:
+					out[i][j].inserted = inserted[off+j]
+				case errors.Is(err, store.ErrNotStorable):
+					out[i][j].refused = err
+				default:
+					out[i][j].err = err
+				}
+			}
+			off += len(r)
+		}
+		return out
+	}
+	a.Log.Warn("PostgreSQL refused a shared insert's data; inserting its events one at a time",
+		"requests", len(reqs), "events", len(all), "error", err)
+	if len(reqs) == 1 {
+		for _, row := range reqs[0] {
+			out[0] = append(out[0], a.insert(ctx, [][]store.InboxRow{{row}})[0]...)
+			a.counted(0, 1)
+		}
+		return out
+	}
+	for i, r := range reqs {
+		out[i] = a.insert(ctx, [][]store.InboxRow{r})[0]
+		a.counted(0, len(r))
+	}
+	return out
+}
+
+// Run runs the insert writers until ctx ends.
 func (a *Acceptor) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range max(a.Writers, 1) {
 		wg.Go(func() { a.write(ctx) })
 	}
 	a.writing.Store(true) // from now on Accept goes through the writers
-	defer func() {
-		a.writing.Store(false)
-		wg.Wait()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.poke:
-		}
-		nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := a.Store.NotifyInbox(nctx); err != nil && ctx.Err() == nil {
-			a.Log.Warn("inbox notify failed; relays will find the events at their next poll", "error", err)
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(a.NotifyEvery):
-		}
-	}
+	<-ctx.Done()
+	a.writing.Store(false)
+	wg.Wait()
 }
 
 // write takes the requests waiting now (at least one) and inserts them with one statement.
@@ -204,24 +281,18 @@ func (a *Acceptor) write(ctx context.Context) {
 				break more
 			}
 		}
-		rows := make([]store.InboxRow, 0, n)
-		for _, r := range batch {
-			rows = append(rows, r.rows...)
+		reqs := make([][]store.InboxRow, len(batch))
+		for i, r := range batch {
+			reqs[i] = r.rows
 		}
 		// The requests may have given up already; the insert still completes on its own
 		// clock so that what it wrote is answered consistently to whoever still waits.
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(a.Timeout, 5*time.Second))
-		inserted, err := a.Store.EnqueueRows(ictx, rows)
+		results := a.insert(ictx, reqs)
 		cancel()
 		a.counted(len(batch), n)
-		off := 0
-		for _, r := range batch {
-			res := result{err: err}
-			if err == nil {
-				res.inserted = inserted[off : off+len(r.rows)]
-			}
-			off += len(r.rows)
-			r.done <- res
+		for i, r := range batch {
+			r.done <- results[i]
 		}
 	}
 }
@@ -238,9 +309,36 @@ func (a *Acceptor) failQueued() {
 	for {
 		select {
 		case r := <-a.queue:
-			r.done <- result{err: errStopped}
+			res := make([]rowResult, len(r.rows))
+			for i := range res {
+				res[i].err = errStopped
+			}
+			r.done <- res
 		default:
 			return
+		}
+	}
+}
+
+// reason is the short, safe part of an error for a sender: its innermost cause (the last one of
+// a joined or multiply-wrapped error).
+func reason(err error) string {
+	for {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			if len(errs) == 0 {
+				return err.Error()
+			}
+			err = errs[len(errs)-1]
+		case interface{ Unwrap() error }:
+			next := u.Unwrap()
+			if next == nil {
+				return err.Error()
+			}
+			err = next
+		default:
+			return err.Error()
 		}
 	}
 }

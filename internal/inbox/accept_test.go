@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -35,7 +35,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 
 	const n = 200
-	answers := make([][]ingest.Status, n)
+	answers := make([][]inbox.Verdict, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -48,9 +48,9 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	shared := 0
 	for i, st := range answers {
 		require.Len(t, st, 3)
-		assert.Equal(t, ingest.Accepted, st[0], "request %d: its own event", i)
-		assert.Equal(t, ingest.Duplicate, st[2], "request %d: its own event repeated", i)
-		if st[1] == ingest.Accepted {
+		assert.Equal(t, inbox.Accepted, st[0].Status, "request %d: its own event", i)
+		assert.Equal(t, inbox.Duplicate, st[2].Status, "request %d: its own event repeated", i)
+		if st[1].Status == inbox.Accepted {
 			shared++
 		}
 	}
@@ -64,25 +64,65 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	assert.Equal(t, n+1, rows)
 }
 
-// An event the inbox cannot store fails its own request with ErrNotStorable (a 400), before it
-// can share a statement with anyone else's events.
-func TestNotStorableFailsOnlyItsRequest(t *testing.T) {
+// An event that cannot be stored is rejected with a reason, alone: the rest of its request is
+// accepted (a provider re-sends a batch whole, so failing the batch would fail the good events).
+func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 	s := storetest.Open(t)
 	a := inbox.NewAcceptor(s, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runAcceptor(t, a)
 	bad := ev("evt_bad")
-	bad.Recipient = "a\u0000b@example.com"
-	_, err := a.Accept(t.Context(), []event.Event{ev("evt_ok_too"), bad})
-	require.ErrorIs(t, err, store.ErrNotStorable)
-	st, err := a.Accept(t.Context(), []event.Event{ev("evt_ok")})
+	bad.Raw = []byte(`{"n":1e1000000}`)
+	long := ev(strings.Repeat("e", 1100))
+	got, err := a.Accept(t.Context(), []event.Event{ev("evt_ok"), bad, long, ev("evt_ok_too")})
 	require.NoError(t, err)
-	assert.Equal(t, []ingest.Status{ingest.Accepted}, st)
-	var rows int
-	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM webhook_events`).Scan(&rows))
-	assert.Equal(t, 1, rows, "nothing of the refused request is stored")
+	require.Len(t, got, 4)
+	assert.Equal(t, inbox.Accepted, got[0].Status)
+	assert.Equal(t, inbox.Rejected, got[1].Status)
+	assert.Contains(t, got[1].Reason, "larger than PostgreSQL's numeric holds")
+	assert.Equal(t, inbox.Rejected, got[2].Status)
+	assert.Contains(t, got[2].Reason, "event id is 1100 bytes")
+	assert.Equal(t, inbox.Accepted, got[3].Status)
+	assert.Equal(t, 2, rows(t, s, `SELECT count(*) FROM webhook_events`))
+}
+
+// When PostgreSQL refuses one event of a shared INSERT (something Storable did not foresee; here
+// a CHECK constraint the test adds stands for it), only that event is rejected: every other
+// request of the same statement, and every other event of the same request, is accepted. Before
+// this, a signed event with 1e1000000 made about half of the valid requests sent alongside it
+// fail with 503.
+func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
+	s := storetest.Open(t)
+	_, err := s.Pool().Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id NOT LIKE 'poison%')`)
+	require.NoError(t, err)
+	a := inbox.NewAcceptor(s, nil)
+	a.Writers = 2
+	runAcceptor(t, a)
+
+	const n = 300
+	answers := make([][]inbox.Verdict, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			evs := []event.Event{ev(fmt.Sprintf("evt_%03d", i))}
+			if i%10 == 0 {
+				evs = append(evs, ev(fmt.Sprintf("poison_%03d", i)), ev(fmt.Sprintf("evt_%03d_b", i)))
+			}
+			answers[i], errs[i] = a.Accept(t.Context(), evs)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "request %d failed because of another", i)
+		assert.Equal(t, inbox.Accepted, answers[i][0].Status, "request %d", i)
+		if i%10 == 0 {
+			assert.Equal(t, inbox.Rejected, answers[i][1].Status, "request %d: the poison", i)
+			assert.Contains(t, answers[i][1].Reason, "poison")
+			assert.Equal(t, inbox.Accepted, answers[i][2].Status, "request %d: the event after the poison", i)
+		}
+	}
+	assert.Equal(t, n+n/10, rows(t, s, `SELECT count(*) FROM webhook_events`))
+	assert.Less(t, a.Stats().Inserts, int64(3*n), "the fallback ran for every request, not only the refused ones")
 }
 
 // Without Run (or after it stopped) each request inserts on its own.
@@ -91,7 +131,7 @@ func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	a := inbox.NewAcceptor(s, nil)
 	st, err := a.Accept(t.Context(), []event.Event{ev("evt_1"), ev("evt_1")})
 	require.NoError(t, err)
-	assert.Equal(t, []ingest.Status{ingest.Accepted, ingest.Duplicate}, st)
+	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}, {Status: inbox.Duplicate}}, st)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -101,5 +141,39 @@ func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	<-done
 	st, err = a.Accept(t.Context(), []event.Event{ev("evt_2")})
 	require.NoError(t, err)
-	assert.Equal(t, []ingest.Status{ingest.Accepted}, st)
+	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}}, st)
+}
+
+// PostgreSQL that does not answer within the acceptor's Timeout is an error (a 503), never an
+// answer: nothing may be called accepted that is not committed.
+func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
+	s := storetest.Open(t)
+	a := inbox.NewAcceptor(s, nil)
+	a.Timeout = 300 * time.Millisecond
+	runAcceptor(t, a)
+	tx, err := s.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(t.Context(), `LOCK TABLE webhook_events IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	_, err = a.Accept(t.Context(), []event.Event{ev("evt_locked")})
+	require.Error(t, err)
+	require.NoError(t, tx.Rollback(t.Context()))
+}
+
+// runAcceptor runs a's writers for the test, and gives Run a moment to take requests so that
+// the test's requests share inserts.
+func runAcceptor(t *testing.T, a *inbox.Acceptor) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(50 * time.Millisecond)
+}
+
+func rows(t *testing.T, s *store.Store, query string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.Pool().QueryRow(t.Context(), query).Scan(&n))
+	return n
 }

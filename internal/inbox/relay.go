@@ -3,13 +3,10 @@ package inbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgxlisten"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/ingest"
@@ -20,7 +17,7 @@ import (
 
 // RelayStore is the part of the store the relay uses.
 type RelayStore interface {
-	RelayBatch(ctx context.Context, limit int, start func(ctx context.Context, evs []store.RecordedEvent) []error) (claimed, started int, err error)
+	RelayBatch(ctx context.Context, limit int, b store.Backoff, start func(ctx context.Context, evs []store.RecordedEvent) []error) (claimed, settled int, err error)
 	InFlight(ctx context.Context, window time.Duration) (int, error)
 }
 
@@ -38,74 +35,48 @@ type Starter interface {
 	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
 }
 
-// Relay starts the workflows of the events waiting in the inbox, oldest first. Every worker
-// process runs one; they share the work through FOR UPDATE SKIP LOCKED.
+// Relay starts the workflows of the events waiting in the inbox that the process which accepted
+// them did not start (Handoff), in the order they became due: new rows after the Acceptor's
+// Hold, failed ones after their backoff. Every worker process runs one; they share the work
+// through FOR UPDATE SKIP LOCKED. It polls: every event it starts has already waited at least
+// the Hold, so a notification would buy nothing.
 type Relay struct {
 	Store   RelayStore
 	Starter Starter
-	// Connect opens the dedicated connection LISTEN needs (pgxlisten reconnects with it). Nil:
-	// the relay only polls.
-	Connect func(ctx context.Context) (*pgx.Conn, error)
 	Options config.Relay
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 }
 
-// errNoEvent is the start error of a row without a normalized event (it cannot happen for rows
-// the inbox wrote; it is reported rather than retried silently).
+// errNoEvent is the start error of a row without a normalized event (rows recorded before
+// migration 00003): there is nothing to start it from, so it is quarantined.
 var errNoEvent = errors.New("no normalized event stored: cannot start")
 
 // Run relays until ctx ends. It never gives up: while Temporal or PostgreSQL is down it backs off
 // up to Options.MaxBackoff and tries again, and the events wait in the table meanwhile.
 func (r *Relay) Run(ctx context.Context) {
-	log := r.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	if r.Connect != nil {
-		l := &pgxlisten.Listener{
-			Connect:        r.Connect,
-			ReconnectDelay: time.Second,
-			LogError: func(ctx context.Context, err error) {
-				if ctx.Err() == nil {
-					log.Warn("inbox listener; relay polls meanwhile", "error", err)
-				}
-			},
-		}
-		l.Handle(store.InboxChannel, wakeHandler(poke))
-		var listening sync.WaitGroup
-		listening.Go(func() { _ = l.Listen(ctx) })
-		defer listening.Wait()
-	}
-
+	log := r.log()
 	backoff := time.Duration(0)
 	for {
 		limit, err := r.room(ctx)
 		if err == nil && limit == 0 {
-			if !r.sleep(ctx, throttledPoll, nil, false) {
+			if !sleep(ctx, throttledPoll) {
 				return
 			}
 			continue
 		}
-		claimed, started := 0, 0
+		claimed, settled := 0, 0
 		if err == nil {
-			claimed, started, err = r.Store.RelayBatch(ctx, limit, r.startAll)
+			claimed, settled, err = r.Store.RelayBatch(ctx, limit, r.Backoff(), r.startAll)
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		var wait time.Duration
 		switch {
-		case err != nil || (claimed > 0 && started == 0):
+		case err != nil || (claimed > 0 && settled == 0):
 			// Nothing moved: PostgreSQL or Temporal is failing. Back off so a long outage is
-			// not a busy loop; the rows keep their order and wait.
+			// not a busy loop; the rows wait.
 			backoff = min(max(2*backoff, 100*time.Millisecond), r.Options.MaxBackoff)
 			wait = backoff
 			if err != nil {
@@ -116,15 +87,21 @@ func (r *Relay) Run(ctx context.Context) {
 			}
 		case claimed == limit:
 			backoff = 0
-			continue // more may be waiting
+			continue // more may be due
 		default:
 			backoff = 0
 			wait = r.Options.PollInterval
 		}
-		if !r.sleep(ctx, wait, wake, backoff > 0) {
+		if !sleep(ctx, wait) {
 			return
 		}
 	}
+}
+
+// Backoff is how long a row whose start failed waits before it is due again: a second after
+// its first failure, doubling, at most Options.MaxBackoff.
+func (r *Relay) Backoff() store.Backoff {
+	return store.Backoff{Initial: min(time.Second, r.Options.MaxBackoff), Max: r.Options.MaxBackoff}
 }
 
 // room is how many events the next batch may claim: BatchSize, less when starting that many
@@ -141,28 +118,24 @@ func (r *Relay) room(ctx context.Context) (int, error) {
 	return max(0, min(r.Options.BatchSize, r.Options.MaxInFlight-n)), nil
 }
 
-// sleep waits d, or until woken unless backingOff (a notification says a row arrived, not that
-// Temporal is back). It returns false when ctx ended.
-func (r *Relay) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}, backingOff bool) bool {
+// sleep waits d; it returns false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	if backingOff {
-		wake = nil
-	}
 	select {
 	case <-ctx.Done():
 		return false
-	case <-wake:
 	case <-timer.C:
+		return true
 	}
-	return true
 }
 
 // startAll starts the claimed events' workflows, at most Options.Concurrency at a time. A
-// duplicate start is a success: the workflow ID already ran or runs the event. When the first
-// Concurrency starts all fail, Temporal is most likely down: the rest of the batch is not tried,
-// so the relay backs off at once instead of waiting out a start timeout per event. One event
-// that always fails cannot trigger this while others succeed.
+// duplicate start is a success: the workflow ID already ran or runs the event. A start Temporal
+// refuses for good quarantines its event. When the first Concurrency starts all fail, Temporal
+// is most likely down: the rest of the batch is not tried, so the relay backs off at once
+// instead of waiting out a start timeout per event. One event that always fails cannot trigger
+// this while others succeed.
 func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error {
 	errs := make([]error, len(evs))
 	sem := make(chan struct{}, r.Options.Concurrency)
@@ -178,8 +151,8 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 	}
 	for i, rec := range evs {
 		if rec.Event == nil {
-			errs[i] = errNoEvent
-			r.Metrics.RelayStart(metrics.RelayError)
+			errs[i] = fmt.Errorf("%w: %w", store.ErrUnstartable, errNoEvent)
+			r.Metrics.RelayStart(metrics.StartRefused)
 			continue
 		}
 		sem <- struct{}{}
@@ -191,22 +164,20 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st, err := r.Starter.Start(ctx, workflows.Input{Event: *rec.Event})
+			result, err := startEvent(ctx, r.Starter, *rec.Event)
 			mu.Lock()
-			if err != nil {
+			if err != nil && !errors.Is(err, store.ErrUnstartable) {
 				failed++
 			} else {
 				worked++
 			}
 			mu.Unlock()
-			switch {
-			case err != nil:
-				errs[i] = err
-				r.Metrics.RelayStart(metrics.RelayError)
-			case st == ingest.Duplicate:
-				r.Metrics.RelayStart(metrics.RelayDuplicate)
-			default:
-				r.Metrics.RelayStart(metrics.RelayStarted)
+			errs[i] = err
+			r.Metrics.RelayStart(result)
+			if errors.Is(err, store.ErrUnstartable) {
+				r.Metrics.EventQuarantined(rec.Provider, store.StageStart)
+				r.log().Warn("Temporal refused the event's start for good; quarantined", "provider", rec.Provider,
+					"event_id", rec.EventID, "error", err)
 			}
 		}()
 	}
@@ -214,16 +185,9 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 	return errs
 }
 
-// wakeHandler pokes the relay on every notification, and once more after each (re)connect,
-// when notifications sent while the listener was away are lost.
-type wakeHandler func()
-
-func (w wakeHandler) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
-	w()
-	return nil
-}
-
-func (w wakeHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	w()
-	return nil
+func (r *Relay) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
 }

@@ -2,13 +2,11 @@ package inbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -49,7 +47,7 @@ func enqueue(t *testing.T, s *store.Store, n int) {
 		evs[i] = event.Event{Provider: "postscale", EventID: fmt.Sprintf("evt_%03d", i), Type: "email.delivered",
 			Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: fmt.Sprintf("msg_%03d", i)}
 	}
-	_, err := s.Enqueue(t.Context(), evs)
+	_, err := storetest.Enqueue(t.Context(), s, evs...)
 	require.NoError(t, err)
 }
 
@@ -102,46 +100,36 @@ func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 	assert.LessOrEqual(t, calls, 10*(2*opts.Concurrency), "starts per batch are not bounded while Temporal is down")
 }
 
-// One event that can never start does not hold up the others.
-func TestRelayKeepsGoingPastAnEventThatAlwaysFails(t *testing.T) {
+// Rows that keep failing to start never hold the head of the queue: as many failing rows as a
+// batch takes, first in line, do not stop the rows behind them (before, the relay claimed the
+// same failing rows every few seconds for ever and the rest waited with 0 attempts). A start
+// Temporal refuses for good quarantines its event.
+func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
 	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
-		if key == "postscale:evt_000" {
-			return "", errors.New("invalid argument")
+		var n int
+		_, _ = fmt.Sscanf(key, "postscale:evt_%d", &n)
+		switch {
+		case n < 5: // a whole batch of rows that fail every time, oldest of all
+			return "", fmt.Errorf("%w: deadline exceeded", ingest.ErrUnavailable)
+		case n < 8:
+			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", ingest.ErrRefused)
 		}
 		return ingest.Accepted, nil
 	}}
-	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
-	require.Eventually(t, func() bool { return waiting(t, s) == 1 }, 10*time.Second, 20*time.Millisecond)
-	var errText string
-	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT relay_error FROM webhook_events WHERE awaiting_start`).Scan(&errText))
-	assert.Equal(t, "invalid argument", errText)
-}
-
-// A NOTIFY from the accept side wakes an idle relay well before its poll interval.
-func TestAcceptWakesTheRelay(t *testing.T) {
-	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
-	slow := opts
-	slow.PollInterval = time.Minute
-	connCfg := s.Pool().Config().ConnConfig
-	r := &inbox.Relay{Store: s, Starter: f, Options: slow, Connect: func(ctx context.Context) (*pgx.Conn, error) {
-		return pgx.ConnectConfig(ctx, connCfg.Copy())
-	}}
-	run(t, r)
-	a := inbox.NewAcceptor(s, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go a.Run(ctx)
-	time.Sleep(500 * time.Millisecond) // the relay's first (empty) batch is done; it now waits
-	st, err := a.Accept(t.Context(), []event.Event{{Provider: "postscale", EventID: "evt_woken", Type: "email.sent", MessageID: "m"}})
-	require.NoError(t, err)
-	assert.Equal(t, []ingest.Status{ingest.Accepted}, st)
-	require.Eventually(t, func() bool { return f.count() == 1 }, 5*time.Second, 10*time.Millisecond, "the relay was not woken")
-	st, err = a.Accept(t.Context(), []event.Event{{Provider: "postscale", EventID: "evt_woken", Type: "email.sent", MessageID: "m"}})
-	require.NoError(t, err)
-	assert.Equal(t, []ingest.Status{ingest.Duplicate}, st)
+	head := opts
+	head.BatchSize = 5
+	head.MaxBackoff = time.Minute // a failed row waits: it must not be what the relay works on
+	run(t, &inbox.Relay{Store: s, Starter: f, Options: head})
+	require.Eventually(t, func() bool { return waiting(t, s) == 5 }, 20*time.Second, 20*time.Millisecond,
+		"the rows behind the failing head were not all started")
+	var attempts int
+	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT max(relay_attempts) FROM webhook_events WHERE awaiting_start`).Scan(&attempts))
+	assert.LessOrEqual(t, attempts, 4, "a failing row was retried without backing off")
+	assert.Equal(t, 3, rows(t, s, `SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL AND quarantine_stage = 'start'
+		AND NOT awaiting_start AND quarantine_error LIKE '%length exceeds limit'`))
+	assert.Equal(t, 112, rows(t, s, `SELECT count(*) FROM webhook_events WHERE relayed_at IS NOT NULL AND quarantined_at IS NULL`))
 }
 
 // With max_in_flight, a relay starts no more events than workers have not yet taken up: a

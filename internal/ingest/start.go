@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/workflows"
@@ -38,6 +41,11 @@ const (
 
 // ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
 var ErrUnavailable = errors.New("temporal unavailable")
+
+// ErrRefused wraps a start Temporal refused for good: the same start fails the same way however
+// often it is tried (a workflow id or search attribute over its limit, an input over the blob
+// size limit).
+var ErrRefused = errors.New("temporal refused the start")
 
 // Starter starts workflows for events.
 type Starter struct {
@@ -89,8 +97,8 @@ func Options(in workflows.Input, taskQueue string) client.StartWorkflowOptions {
 	}
 }
 
-// Start starts the event's workflow and reports accepted or duplicate. Any other failure wraps
-// ErrUnavailable: the provider should retry, and the workflow ID makes the retry safe.
+// Start starts the event's workflow and reports accepted or duplicate. A failure wraps
+// ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
 func (s *Starter) Start(ctx context.Context, in workflows.Input) (Status, error) {
 	Route(s.Sinks, &in)
 	if s.Timeout > 0 {
@@ -105,7 +113,28 @@ func (s *Starter) Start(ctx context.Context, in workflows.Input) (Status, error)
 	if IsAlreadyStarted(err) {
 		return Duplicate, nil
 	}
+	if isRefused(err) {
+		return "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, in.Event.Key(), err)
+	}
 	return "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, in.Event.Key(), err)
+}
+
+// isRefused reports whether Temporal refused a start because of the start itself: an invalid
+// argument (checked against a dev server: "WorkflowId length exceeds limit", "search attribute
+// MessageID value size 3002 exceeds size limit 2048", "Blob data size exceeds limit"), or a
+// request over the gRPC message limit, which the SDK does not retry either. A search attribute
+// the namespace does not know is also an invalid argument, but an operator fixes it by
+// registering the attribute, so it is retried like an outage.
+func isRefused(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		return !strings.Contains(invalid.Message, "no mapping defined for search attribute")
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.ResourceExhausted &&
+		strings.Contains(st.Message(), "larger than max") {
+		return true
+	}
+	return false
 }
 
 // IsAlreadyStarted reports whether a start failed because the workflow ID is taken (running, or

@@ -30,11 +30,19 @@ const (
 	Control          = "control" // a provider control message (SNS subscription confirmation)
 )
 
-// Relay start results (the result label of mailhook_relay_starts_total).
+// Start results (the result label of mailhook_relay_starts_total and
+// mailhook_handoff_starts_total).
 const (
-	RelayStarted   = "started"
-	RelayDuplicate = "duplicate" // the workflow ID already ran or runs the event
-	RelayError     = "error"     // the start failed; the event stays in the inbox
+	StartStarted   = "started"
+	StartDuplicate = "duplicate" // the workflow ID already ran or runs the event
+	StartError     = "error"     // the start failed; the event stays in the inbox
+	StartRefused   = "refused"   // Temporal refused it for good; the event is quarantined
+)
+
+// Reasons the handoff left an accepted event to the relays (mailhook_handoff_skipped_total).
+const (
+	SkippedQueueFull = "queue_full"
+	SkippedInFlight  = "max_in_flight"
 )
 
 // Metrics holds the collectors.
@@ -51,6 +59,10 @@ type Metrics struct {
 	inboxInsertEvents    prometheus.Histogram
 	inboxInsertRequests  prometheus.Histogram
 	relayInFlight        prometheus.Gauge
+	handoffStarts        *prometheus.CounterVec
+	handoffSkipped       *prometheus.CounterVec
+	quarantined          *prometheus.CounterVec
+	rejected             *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -83,8 +95,24 @@ func New() *Metrics {
 		}, []string{"sink"}),
 		relayStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_relay_starts_total",
-			Help: "Workflow starts by the inbox relay, by result (started, duplicate, error).",
+			Help: "Workflow starts by the inbox relay, by result (started, duplicate, error, refused).",
 		}, []string{"result"}),
+		handoffStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_handoff_starts_total",
+			Help: "Workflow starts made right after acceptance by the accepting process, by result (started, duplicate, error, refused).",
+		}, []string{"result"}),
+		handoffSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_handoff_skipped_total",
+			Help: "Accepted events the accepting process left to the relays instead of starting them, by reason (queue_full, max_in_flight).",
+		}, []string{"reason"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_events_quarantined_total",
+			Help: "Events put in quarantine (not processable as they are; GET /v1/quarantine), by provider and stage (start, or the database step).",
+		}, []string{"provider", "stage"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_webhook_events_rejected_total",
+			Help: "Events refused at acceptance because they cannot be stored as they are (the rest of their request is accepted), by provider.",
+		}, []string{"provider"}),
 		relayBatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailhook_relay_batch_errors_total",
 			Help: "Inbox relay batches that failed in PostgreSQL (claim or mark).",
@@ -105,7 +133,8 @@ func New() *Metrics {
 		Help: "Events the relays started that no worker has taken up yet, as this process's relay last counted (bounded by relay.max_in_flight).",
 	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
-		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight)
+		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight,
+		m.handoffStarts, m.handoffSkipped, m.quarantined, m.rejected)
 	return m
 }
 
@@ -151,6 +180,38 @@ func (m *Metrics) RelayStart(result string) {
 	m.relayStarts.WithLabelValues(result).Inc()
 }
 
+// HandoffStart records one workflow start made right after acceptance.
+func (m *Metrics) HandoffStart(result string) {
+	if m == nil {
+		return
+	}
+	m.handoffStarts.WithLabelValues(result).Inc()
+}
+
+// HandoffSkipped records an accepted event left to the relays.
+func (m *Metrics) HandoffSkipped(reason string) {
+	if m == nil {
+		return
+	}
+	m.handoffSkipped.WithLabelValues(reason).Inc()
+}
+
+// EventQuarantined records an event put in quarantine.
+func (m *Metrics) EventQuarantined(provider, stage string) {
+	if m == nil {
+		return
+	}
+	m.quarantined.WithLabelValues(provider, stage).Inc()
+}
+
+// EventsRejected records events refused at acceptance.
+func (m *Metrics) EventsRejected(provider string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.rejected.WithLabelValues(provider).Add(float64(n))
+}
+
 // InboxInsert records one inbox INSERT and what it carried.
 func (m *Metrics) InboxInsert(requests, events int) {
 	if m == nil {
@@ -193,8 +254,8 @@ func (m *Metrics) RegisterBacklog(b Backlog, log *slog.Logger) {
 	})
 }
 
-// RegisterInbox exposes the inbox (events accepted in inbox mode whose workflow the relay has
-// not started yet) as gauges computed at scrape time.
+// RegisterInbox exposes the inbox (events accepted whose workflow is not started yet) as gauges
+// computed at scrape time.
 func (m *Metrics) RegisterInbox(b Backlog, log *slog.Logger) {
 	if m == nil {
 		return
@@ -205,6 +266,40 @@ func (m *Metrics) RegisterInbox(b Backlog, log *slog.Logger) {
 		count: prometheus.NewDesc("mailhook_inbox_events",
 			"Events in the inbox whose workflow is not started yet.", nil, nil),
 	})
+}
+
+// Count reports a number read at scrape time.
+type Count func(ctx context.Context) (int64, error)
+
+// RegisterQuarantine exposes the number of quarantined events as a gauge computed at scrape
+// time (the alert MailhookEventsQuarantined reads it).
+func (m *Metrics) RegisterQuarantine(c Count, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	desc := prometheus.NewDesc("mailhook_quarantined_events",
+		"Events in quarantine: not processable as they are, not retried automatically (GET /v1/quarantine).", nil, nil)
+	m.Registry.MustRegister(&countCollector{count: c, log: log, desc: desc})
+}
+
+type countCollector struct {
+	count Count
+	log   *slog.Logger
+	desc  *prometheus.Desc
+}
+
+func (c *countCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.count(ctx)
+	if err != nil {
+		c.log.Warn("count metric", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }
 
 type backlogCollector struct {

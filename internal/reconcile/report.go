@@ -212,9 +212,9 @@ func (r Report) writeCSV(w io.Writer) error {
 				i64(d.Expected), i64(d.Difference), status(d)})
 		}
 	} else {
-		_ = cw.Write([]string{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start"})
+		_ = cw.Write([]string{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined"})
 		for _, c := range r.Counts {
-			_ = cw.Write([]string{c.Date, c.Provider, c.EventType, i64(c.Received), i64(c.Processed), i64(c.Unprocessed), i64(c.AwaitingStart)})
+			_ = cw.Write([]string{c.Date, c.Provider, c.EventType, i64(c.Received), i64(c.Processed), i64(c.Unprocessed), i64(c.AwaitingStart), i64(c.Quarantined)})
 		}
 	}
 	cw.Flush()
@@ -241,11 +241,11 @@ func (r Report) writeTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%+d\t%s\n", d.EventType, d.Received, d.Processed, d.Unprocessed, d.Expected, d.Difference, status(d))
 		}
 	} else {
-		fmt.Fprintln(tw, "PROVIDER\tEVENT TYPE\tRECEIVED\tPROCESSED\tUNPROCESSED\tAWAITING START")
+		fmt.Fprintln(tw, "PROVIDER\tEVENT TYPE\tRECEIVED\tPROCESSED\tUNPROCESSED\tAWAITING START\tQUARANTINED")
 		for _, c := range r.Counts {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", c.Provider, c.EventType, c.Received, c.Processed, c.Unprocessed, c.AwaitingStart)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", c.Provider, c.EventType, c.Received, c.Processed, c.Unprocessed, c.AwaitingStart, c.Quarantined)
 		}
-		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\n", r.Totals.Received, r.Totals.Processed, r.Totals.Unprocessed, r.Totals.AwaitingStart)
+		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\n", r.Totals.Received, r.Totals.Processed, r.Totals.Unprocessed, r.Totals.AwaitingStart, r.Totals.Quarantined)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

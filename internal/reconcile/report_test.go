@@ -104,8 +104,8 @@ func TestRunDailyReportFormats(t *testing.T) {
 	rows, err := csv.NewReader(&out).ReadAll()
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{
-		{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start"},
-		{"2026-11-28", "sendgrid", "delivered", "7", "7", "0", "0"},
+		{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined"},
+		{"2026-11-28", "sendgrid", "delivered", "7", "7", "0", "0", "0"},
 	}, rows)
 
 	out.Reset()

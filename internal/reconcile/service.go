@@ -28,11 +28,11 @@ type Store interface {
 	ReportSource
 	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
-	StuckEvents(ctx context.Context, olderThan time.Duration, limit int) ([]store.RecordedEvent, bool, error)
+	StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]store.RecordedEvent, bool, error)
 	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)
 	ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error)
 	DeleteReplay(ctx context.Context, provider, eventID string, n int) error
-	MarkRelayed(ctx context.Context, provider, eventID string) error
+	MarkRedriven(ctx context.Context, provider, eventID string) error
 }
 
 // Service runs reports, redrives and replays against one store and Temporal namespace.
@@ -75,9 +75,11 @@ func (s *Service) now() time.Time {
 
 // Redrive starts ProcessWebhookEvent for every event recorded more than in.OlderThan ago and
 // still unprocessed (oldest first, at most in.Limit), rebuilding each workflow input from the
-// stored normalized event. An event whose workflow is still open is a duplicate start and is
-// reported as running; one recorded before the normalized column existed is skipped. Only a
-// failure to list the events is an error; a failed start is reported per event.
+// stored normalized event: the events out of quarantine, or with in.Quarantined only the
+// quarantined ones (which leave the quarantine once started). An event whose workflow is still
+// open is a duplicate start and is reported as running; one recorded before the normalized
+// column existed is skipped. Only a failure to list the events is an error; a failed start is
+// reported per event.
 func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (activities.RedriveResult, error) {
 	if in.OlderThan < 0 {
 		return activities.RedriveResult{}, fmt.Errorf("redrive: older_than %s is negative", in.OlderThan)
@@ -86,7 +88,7 @@ func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (acti
 	if limit <= 0 {
 		limit = activities.DefaultRedriveLimit
 	}
-	stuck, more, err := s.Store.StuckEvents(ctx, in.OlderThan, limit)
+	stuck, more, err := s.Store.StuckEvents(ctx, in.OlderThan, limit, in.Quarantined)
 	if err != nil {
 		return activities.RedriveResult{}, fmt.Errorf("redrive: %w", err)
 	}
@@ -106,11 +108,11 @@ func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (acti
 			default:
 				o.Outcome = activities.RedriveStarted
 			}
-			// An inbox event the relay has not started yet is started now: take it out of the
-			// inbox so the relay does not try again (it would only get a duplicate).
+			// An event waiting for its start, or in quarantine, is started now: take it out of
+			// both so the relay does not try again (it would only get a duplicate).
 			if err == nil {
-				if merr := s.Store.MarkRelayed(ctx, rec.Provider, rec.EventID); merr != nil {
-					s.Log.Warn("redrive: could not take the event out of the inbox; the relay will find it started", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
+				if merr := s.Store.MarkRedriven(ctx, rec.Provider, rec.EventID); merr != nil {
+					s.Log.Warn("redrive: could not take the event out of the inbox or quarantine; a relay may start it again (a duplicate)", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
 				}
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -54,6 +53,7 @@ type Service struct {
 
 	closeMetrics func()
 	acceptor     *inbox.Acceptor
+	handoff      *inbox.Handoff
 }
 
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
@@ -77,6 +77,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	}
 	m.RegisterBacklog(st.Backlog, log)
 	m.RegisterInbox(st.Inbox, log)
+	m.RegisterQuarantine(st.QuarantineCount, log)
 	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
@@ -110,13 +111,15 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		return nil, err
 	}
 	srv := &httpapi.Server{
-		Endpoints:      eps,
-		MaxBodyBytes:   s.Config.HTTP.MaxBodyBytes,
-		TrustedProxies: s.Config.HTTP.TrustedProxies,
-		Starter:        s.starter(),
-		Messages:       s.Store,
-		Suppressions:   s.Store,
-		RetryAfter:     s.Config.Temporal.RetryAfter,
+		Endpoints:           eps,
+		MaxBodyBytes:        s.Config.HTTP.MaxBodyBytes,
+		MaxEventsPerRequest: s.Config.HTTP.MaxEventsPerRequest,
+		TrustedProxies:      s.Config.HTTP.TrustedProxies,
+		Acceptor:            s.Acceptor(),
+		Messages:            s.Store,
+		Suppressions:        s.Store,
+		Quarantine:          s.Store,
+		RetryAfter:          s.Config.Temporal.RetryAfter,
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -124,21 +127,19 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 				return err
 			},
 		},
+		// Webhooks are accepted while Temporal is down: a load balancer must keep sending.
+		NotRequired: map[string]bool{"temporal": true},
 		Log:         s.Log,
 		Metrics:     s.Metrics,
 		AdminTokens: adminTokens(s.Config.Admin),
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
 	}
-	if s.Config.Acceptance.Mode == config.AcceptInbox {
-		srv.Inbox = s.InboxAcceptor()
-		srv.NotRequired = map[string]bool{"temporal": true}
-	}
 	return srv, nil
 }
 
-// starter starts ProcessWebhookEvent from this process's config; the handler (direct mode) and
-// the relay (inbox mode) start the same way.
+// starter starts ProcessWebhookEvent from this process's config; the handoff, the relay and the
+// redrive start the same way.
 func (s *Service) starter() *ingest.Starter {
 	return &ingest.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
@@ -146,27 +147,44 @@ func (s *Service) starter() *ingest.Starter {
 	}
 }
 
-// InboxAcceptor is the process's inbox accept path (one per process: its Run goroutine
-// coalesces the NOTIFYs of every request).
-func (s *Service) InboxAcceptor() *inbox.Acceptor {
+// Acceptor is the process's acceptance path, with its handoff (one each per process: the
+// acceptor's writers share inserts among concurrent requests; run both with RunAcceptance).
+func (s *Service) Acceptor() *inbox.Acceptor {
 	if s.acceptor == nil {
+		r := s.Config.Acceptance.Relay
+		s.handoff = &inbox.Handoff{
+			Starter: s.starter(), Store: s.Store, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
+			Backoff: s.Relay().Backoff(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
+		}
 		s.acceptor = inbox.NewAcceptor(s.Store, s.Log)
 		s.acceptor.Metrics = s.Metrics
+		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
+		s.acceptor.Handoff = s.handoff
+		// The handoff's start of a new row takes at most start_timeout: relays wait a little
+		// longer before they start it themselves, so the two rarely start the same event.
+		s.acceptor.Hold = s.Config.Temporal.StartTimeout + time.Second
 	}
 	return s.acceptor
 }
 
-// Relay builds the inbox relay a worker process runs. It listens on its own connection, made
-// from the pool's settings.
+// RunAcceptance runs the acceptor's writers and the handoff until ctx ends. Stop it after the
+// HTTP server has drained, so that every accepted request still gets its answer.
+func (s *Service) RunAcceptance(ctx context.Context) {
+	a := s.Acceptor()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Run(ctx) })
+	wg.Go(func() { s.handoff.Run(ctx) })
+	wg.Wait()
+}
+
+// Relay builds the relay a worker process runs.
 func (s *Service) Relay() *inbox.Relay {
-	connCfg := s.Store.Pool().Config().ConnConfig
 	return &inbox.Relay{
 		Store:   s.Store,
 		Starter: s.starter(),
-		Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, connCfg.Copy()) },
 		Options: s.Config.Acceptance.Relay,
 		Metrics: s.Metrics,
-		Log:     s.Log.With("component", "inbox_relay"),
+		Log:     s.Log.With("component", "relay"),
 	}
 }
 
@@ -263,9 +281,10 @@ func NewHTTPServer(cfg config.Config, handler http.Handler) *http.Server {
 		Handler:           handler,
 		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
-		WriteTimeout:      cfg.HTTP.ReadTimeout + cfg.Temporal.StartTimeout + 5*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    MaxHeaderBytes,
+		// The answer waits at most for the insert (acceptance.insert_timeout), never for Temporal.
+		WriteTimeout:   cfg.HTTP.ReadTimeout + cfg.Acceptance.InsertTimeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: MaxHeaderBytes,
 	}
 }
 
@@ -278,6 +297,9 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	if cfg.UsesDevSecret() {
 		log.Warn("an endpoint uses the built-in development signing secret; set POSTSCALE_WEBHOOK_SECRET or a config file before exposing mailhook")
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 	svc, err := Dial(ctx, cfg, log, metrics.New())
 	if err != nil {
 		return err
@@ -289,18 +311,15 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		w  worker.Worker
 		bg sync.WaitGroup
 	)
-	// The relay and the NOTIFY sender stop after the HTTP server has drained, so a request
-	// accepted during shutdown still wakes a relay (or is found by the next poll).
+	// The acceptance path and the relay stop after the HTTP server has drained, so a request
+	// accepted during shutdown is still inserted and answered.
 	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { bgCancel(); bg.Wait() }()
-	if mode.HTTP && cfg.Acceptance.Mode == config.AcceptInbox {
-		a := svc.InboxAcceptor()
-		bg.Go(func() { a.Run(bgCtx) })
-		log.Info("acceptance mode inbox: webhooks are accepted into PostgreSQL; workers' relays start the workflows")
+	if mode.HTTP {
+		bg.Go(func() { svc.RunAcceptance(bgCtx) })
 	}
 	if mode.Worker {
-		// Every worker relays, in every mode: rows accepted while a deployment ran in inbox
-		// mode are still started after it switched back to direct.
+		// Every worker relays: it starts what the accepting processes could not.
 		r := svc.Relay()
 		bg.Go(func() { r.Run(bgCtx) })
 		w = svc.Worker()

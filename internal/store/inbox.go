@@ -8,17 +8,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailhook/mailhook/internal/event"
 )
-
-// InboxChannel is the LISTEN/NOTIFY channel that wakes the relays when events enter the inbox.
-const InboxChannel = "mailhook_inbox"
-
-// ErrNotStorable wraps an event the inbox cannot keep in a form the relay can start it from.
-var ErrNotStorable = errors.New("event cannot be stored")
 
 const (
 	// One statement per request, whatever the batch size: the arrays are unnested into rows,
@@ -27,20 +23,22 @@ const (
 	// missing from the result was already recorded (a duplicate), by this request or another.
 	qEnqueue = `
 INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload,
-                            normalized, awaiting_start)
-SELECT p, e, t, m, o, pl::jsonb, n::jsonb, true
+                            normalized, awaiting_start, next_attempt_at)
+SELECT p, e, t, m, o, pl::jsonb, n::jsonb, true, now() + $8 * interval '1 microsecond'
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
      AS u(p, e, t, m, o, pl, n)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING provider, event_id`
 
-	// SKIP LOCKED lets every relay take a different slice of the oldest waiting rows; the row
-	// locks last until the batch's transaction ends, so no other relay starts these meanwhile.
+	// SKIP LOCKED lets every relay take a different slice of the waiting rows that are due; the
+	// row locks last until the batch's transaction ends, so no other relay starts these
+	// meanwhile. Ordering by next_attempt_at puts a row whose start failed behind the rows that
+	// arrived meanwhile, so it never holds the head of the queue.
 	qClaimInbox = `
 SELECT ` + recordedColumns + `
 FROM webhook_events
-WHERE awaiting_start
-ORDER BY received_at
+WHERE awaiting_start AND next_attempt_at <= now()
+ORDER BY next_attempt_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
 
@@ -50,9 +48,21 @@ SET awaiting_start = false, relayed_at = now(), relay_attempts = relay_attempts 
 FROM unnest($1::text[], $2::text[]) AS k(p, e)
 WHERE provider = k.p AND event_id = k.e AND awaiting_start`
 
+	// The row waits Initial·2^attempts (at most Max) before a relay tries it again.
 	qMarkRelayFailed = `
 UPDATE webhook_events
-SET relay_attempts = relay_attempts + 1, relay_error = k.err
+SET relay_attempts = relay_attempts + 1, relay_error = k.err,
+    next_attempt_at = now() + LEAST($4::float8, $5::float8 * power(2, LEAST(relay_attempts, 30)))
+                              * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err)
+WHERE provider = k.p AND event_id = k.e AND awaiting_start`
+
+	// Temporal refused the start for good: out of the inbox and into quarantine, where only an
+	// operator's redrive runs it again.
+	qQuarantineStart = `
+UPDATE webhook_events
+SET awaiting_start = false, relay_attempts = relay_attempts + 1, relay_error = k.err,
+    quarantined_at = now(), quarantine_stage = '` + StageStart + `', quarantine_error = k.err
 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err)
 WHERE provider = k.p AND event_id = k.e AND awaiting_start`
 
@@ -64,8 +74,6 @@ SELECT count(*) FROM webhook_events
 WHERE relayed_at IS NOT NULL AND picked_at IS NULL AND relayed_at > now() - $1 * interval '1 microsecond'`
 
 	qInboxDepth = `SELECT count(*), min(received_at) FROM webhook_events WHERE awaiting_start`
-
-	qNotifyInbox = `SELECT pg_notify('` + InboxChannel + `', '')`
 )
 
 // InboxRow is one event as the inbox stores it, encoded ahead of the insert (by the request's
@@ -77,9 +85,14 @@ type InboxRow struct {
 	payload, normalized          string
 }
 
+var errNoNormalizedForm = errors.New("the event has no JSON form PostgreSQL can store")
+
+// Key returns the row's provider and event id.
+func (r InboxRow) Key() (provider, eventID string) { return r.provider, r.eventID }
+
 // NewInboxRow encodes ev for the inbox. It fails with ErrNotStorable when the event has no
 // normalized form (the relay starts the workflow from it, so without it the event could never
-// be processed; the HTTP layer refuses such events first, this is the backstop).
+// be processed; Storable refuses such events first, this is the backstop).
 func NewInboxRow(ev event.Event) (InboxRow, error) {
 	payload, err := eventPayload(ev)
 	if err != nil {
@@ -87,32 +100,20 @@ func NewInboxRow(ev event.Event) (InboxRow, error) {
 	}
 	norm, ok := normalizedEvent(ev).([]byte)
 	if !ok {
-		return InboxRow{}, fmt.Errorf("inbox row %s: %w: no normalized form", ev.Key(), ErrNotStorable)
+		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, errNoNormalizedForm)
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
 		payload: string(payload), normalized: string(norm)}, nil
 }
 
-// Enqueue records events in the inbox (acceptance.mode: inbox) with one statement; see
-// EnqueueRows.
-func (s *Store) Enqueue(ctx context.Context, evs []event.Event) ([]bool, error) {
-	rows := make([]InboxRow, len(evs))
-	for i, ev := range evs {
-		r, err := NewInboxRow(ev)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue: %w", err)
-		}
-		rows[i] = r
-	}
-	return s.EnqueueRows(ctx, rows)
-}
-
 // EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this
 // call inserted it (accepted) or found it already recorded (a duplicate). An id repeated within
 // rows counts as inserted once, at its first position. Once it returns without error the rows
-// are durable; the relay starts their workflows.
-func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow) ([]bool, error) {
+// are durable. Relays leave the new rows alone for hold, while the accepting process starts
+// them itself; after that a relay starts whatever is still waiting. An error wrapping
+// ErrNotStorable means PostgreSQL refused the data (IsDataError): the same rows fail again.
+func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Duration) ([]bool, error) {
 	n := len(in)
 	// Every statement inserts in (provider, event_id) order. Two statements holding the same
 	// keys in different orders would otherwise each wait for the other's uncommitted row, and
@@ -128,9 +129,9 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow) ([]bool, error) 
 		providers[i], ids[i], types[i], msgIDs[i] = r.provider, r.eventID, r.eventType, r.messageID
 		occurred[i], payloads[i], normalized[i] = r.occurredAt, r.payload, r.normalized
 	}
-	rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized)
+	rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds())
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d events: %w", n, err)
+		return nil, enqueueError(n, err)
 	}
 	inserted := make(map[[2]string]bool, n)
 	var p, e string
@@ -139,7 +140,7 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow) ([]bool, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d events: %w", n, err)
+		return nil, enqueueError(n, err)
 	}
 	out := make([]bool, n)
 	for i, r := range in {
@@ -150,12 +151,11 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow) ([]bool, error) 
 	return out, nil
 }
 
-// NotifyInbox wakes the relays listening on InboxChannel.
-func (s *Store) NotifyInbox(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, qNotifyInbox); err != nil {
-		return fmt.Errorf("notify inbox: %w", err)
+func enqueueError(n int, err error) error {
+	if IsDataError(err) {
+		return fmt.Errorf("enqueue %d events: %w: %w", n, ErrNotStorable, err)
 	}
-	return nil
+	return fmt.Errorf("enqueue %d events: %w", n, err)
 }
 
 // Inbox counts the events waiting for the relay and returns when the oldest was received (zero
@@ -178,14 +178,32 @@ func (s *Store) Inbox(ctx context.Context) (int64, time.Time, error) {
 // gave up early): the row is left as it was, so relay_attempts counts real tries only.
 var ErrNotTried = errors.New("not tried")
 
-// RelayBatch claims up to limit of the oldest waiting events (rows other relays hold are
+// ErrUnstartable wraps the start error of an event Temporal refused for good (an invalid
+// argument, a payload over its size limit): the event is quarantined instead of retried.
+var ErrUnstartable = errors.New("refused for good")
+
+// Quarantine stages: where an event was stopped.
+const (
+	StageStart = "start" // Temporal refused its workflow start
+)
+
+// Backoff is how long a row whose start failed waits before a relay tries it again: Initial
+// after the first failure, doubling with each, at most Max.
+type Backoff struct{ Initial, Max time.Duration }
+
+// StartOutcome is one event's start: Err nil when its workflow is started (now or before),
+// ErrNotTried, an error wrapping ErrUnstartable, or any other error (tried again later).
+type StartOutcome struct {
+	Provider, EventID string
+	Err               error
+}
+
+// RelayBatch claims up to limit of the waiting events that are due (rows other relays hold are
 // skipped), calls start with them while holding their row locks (start returns one error per
-// event: nil when its workflow is started, now or before), then takes the started ones out
-// of the inbox and records the error of the others (nothing for ErrNotTried), which stay for
-// the next batch. It returns how many were claimed and started. A crash before the commit
-// releases the locks and leaves every claimed row waiting: its workflow ID makes the next
-// start a duplicate, not a re-run.
-func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx context.Context, evs []RecordedEvent) []error) (claimed, started int, err error) {
+// event, see StartOutcome), then settles them as SettleStarts does, and returns how many were
+// claimed and how many of those left the inbox (started, or quarantined). A crash before the commit releases the locks and leaves every claimed row
+// waiting: its workflow ID makes the next start a duplicate, not a re-run.
+func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func(ctx context.Context, evs []RecordedEvent) []error) (claimed, settled int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, limit)
 		if err != nil {
@@ -200,34 +218,80 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, start func(ctx contex
 			return nil
 		}
 		errs := start(ctx, evs)
-		var okP, okE, badP, badE, badErr []string
+		out := make([]StartOutcome, len(evs))
 		for i, ev := range evs {
-			if errs[i] == nil {
-				okP, okE = append(okP, ev.Provider), append(okE, ev.EventID)
-				continue
-			}
-			if errors.Is(errs[i], ErrNotTried) {
-				continue
-			}
-			badP, badE, badErr = append(badP, ev.Provider), append(badE, ev.EventID), append(badErr, errs[i].Error())
+			out[i] = StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: errs[i]}
 		}
-		started = len(okP)
-		if len(okP) > 0 {
-			if _, err := tx.Exec(ctx, qMarkRelayed, okP, okE); err != nil {
-				return fmt.Errorf("mark relayed: %w", err)
-			}
-		}
-		if len(badP) > 0 {
-			if _, err := tx.Exec(ctx, qMarkRelayFailed, badP, badE, badErr); err != nil {
-				return fmt.Errorf("mark relay failed: %w", err)
-			}
-		}
-		return nil
+		settled, err = settleStarts(ctx, tx, out, b)
+		return err
 	})
 	if err != nil {
 		return claimed, 0, fmt.Errorf("relay batch: %w", err)
 	}
-	return claimed, started, nil
+	return claimed, settled, nil
+}
+
+// SettleStarts records the outcome of starts made outside a relay batch (by the process that
+// accepted the events): started rows leave the inbox, refused ones are quarantined, failed ones
+// back off. Rows no longer waiting (a relay or a redrive got there first) are left alone.
+func (s *Store) SettleStarts(ctx context.Context, out []StartOutcome, b Backoff) error {
+	if _, err := settleStarts(ctx, s.pool, out, b); err != nil {
+		return fmt.Errorf("settle starts: %w", err)
+	}
+	return nil
+}
+
+// execer is a transaction or the pool.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// settleStarts returns how many rows left the inbox (started or quarantined).
+func settleStarts(ctx context.Context, q execer, out []StartOutcome, b Backoff) (settled int, err error) {
+	var okP, okE, badP, badE, badErr, refP, refE, refErr []string
+	for _, o := range out {
+		switch {
+		case o.Err == nil:
+			okP, okE = append(okP, o.Provider), append(okE, o.EventID)
+		case errors.Is(o.Err, ErrNotTried):
+		case errors.Is(o.Err, ErrUnstartable):
+			refP, refE, refErr = append(refP, o.Provider), append(refE, o.EventID), append(refErr, truncateError(o.Err.Error()))
+		default:
+			badP, badE, badErr = append(badP, o.Provider), append(badE, o.EventID), append(badErr, truncateError(o.Err.Error()))
+		}
+	}
+	if len(okP) > 0 {
+		if _, err := q.Exec(ctx, qMarkRelayed, okP, okE); err != nil {
+			return 0, fmt.Errorf("mark started: %w", err)
+		}
+	}
+	if len(refP) > 0 {
+		if _, err := q.Exec(ctx, qQuarantineStart, refP, refE, refErr); err != nil {
+			return 0, fmt.Errorf("quarantine refused starts: %w", err)
+		}
+	}
+	if len(badP) > 0 {
+		if _, err := q.Exec(ctx, qMarkRelayFailed, badP, badE, badErr,
+			float64(b.Max.Microseconds()), float64(b.Initial.Microseconds())); err != nil {
+			return 0, fmt.Errorf("mark failed starts: %w", err)
+		}
+	}
+	return len(okP) + len(refP), nil
+}
+
+// maxErrorText bounds an error message kept on a row: the first error is what an operator needs,
+// and a wrapped one can repeat a large argument.
+const maxErrorText = 2000
+
+func truncateError(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // InFlight counts the events relays started within window whose workflow has not taken them up
@@ -238,13 +302,4 @@ func (s *Store) InFlight(ctx context.Context, window time.Duration) (int, error)
 		return 0, fmt.Errorf("in flight: %w", err)
 	}
 	return n, nil
-}
-
-// MarkRelayed takes an event out of the inbox once its workflow is known to be started by
-// something other than the relay (a redrive). An event not waiting is left as it is.
-func (s *Store) MarkRelayed(ctx context.Context, provider, eventID string) error {
-	if _, err := s.pool.Exec(ctx, qMarkRelayed, []string{provider}, []string{eventID}); err != nil {
-		return fmt.Errorf("mark relayed %s:%s: %w", provider, eventID, err)
-	}
-	return nil
 }

@@ -26,11 +26,11 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	b := statusEvent("evt_b", "msg_1", event.StatusDelivered, "", at(1))
 	noMsg := kindEvent("evt_c", "", event.KindUnknown, time.Time{})
 
-	got, err := s.Enqueue(ctx, []event.Event{a, b, a, noMsg})
+	got, err := storetest.Enqueue(ctx, s, a, b, a, noMsg)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, true, false, true}, got, "a repeated id counts once, at its first position")
 
-	got, err = s.Enqueue(ctx, []event.Event{b, statusEvent("evt_d", "msg_2", event.StatusAccepted, "", at(2))})
+	got, err = storetest.Enqueue(ctx, s, b, statusEvent("evt_d", "msg_2", event.StatusAccepted, "", at(2)))
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false, true}, got)
 
@@ -46,14 +46,69 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.RecordResult{}, res)
 
-	// A row RecordEvent wrote (direct mode) is not in the inbox; enqueueing it again is a duplicate.
+	// A row recorded before this path existed (RecordEvent wrote it from the workflow) is not in
+	// the inbox; enqueueing it again is a duplicate and leaves it as it is.
 	direct := statusEvent("evt_direct", "msg_3", event.StatusAccepted, "", at(3))
 	_, err = s.RecordEvent(ctx, direct)
 	require.NoError(t, err)
-	got, err = s.Enqueue(ctx, []event.Event{direct})
+	got, err = storetest.Enqueue(ctx, s, direct)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, got)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_direct' AND awaiting_start`))
+}
+
+// PostgreSQL refusing a row's data is reported as ErrNotStorable (the same rows fail again), so
+// the acceptor can isolate the bad row; nothing of the statement is written. A CHECK constraint
+// the test adds stands for data that Storable did not foresee.
+func TestEnqueueDataErrorIsNotStorable(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	_, err := s.Pool().Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id <> 'evt_bad')`)
+	require.NoError(t, err)
+	good := statusEvent("evt_good", "msg_1", event.StatusAccepted, "", at(0))
+	bad := statusEvent("evt_bad", "msg_1", event.StatusAccepted, "", at(0))
+	_, err = storetest.Enqueue(t.Context(), s, good, bad)
+	require.ErrorIs(t, err, store.ErrNotStorable)
+	assert.True(t, store.IsDataError(err))
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events`))
+}
+
+// Rows inserted with a hold are left to the accepting process: relays do not claim them until the
+// hold has passed. SettleStarts takes started rows out of the inbox, quarantines refused ones and
+// backs failed ones off, and leaves alone a row that is no longer waiting.
+func TestHoldAndSettleStarts(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	var rows []store.InboxRow
+	for _, id := range []string{"evt_ok", "evt_refused", "evt_failed", "evt_gone"} {
+		r, err := store.NewInboxRow(statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+		require.NoError(t, err)
+		rows = append(rows, r)
+	}
+	_, err := s.EnqueueRows(ctx, rows, time.Hour)
+	require.NoError(t, err)
+	claimed, _, err := s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []error {
+		t.Error("a relay claimed a row still on hold")
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 0, claimed)
+
+	_, err = s.Pool().Exec(ctx, `UPDATE webhook_events SET awaiting_start = false WHERE event_id = 'evt_gone'`)
+	require.NoError(t, err)
+	require.NoError(t, s.SettleStarts(ctx, []store.StartOutcome{
+		{Provider: provider, EventID: "evt_ok"},
+		{Provider: provider, EventID: "evt_refused", Err: fmt.Errorf("%w: WorkflowId length exceeds limit", store.ErrUnstartable)},
+		{Provider: provider, EventID: "evt_failed", Err: errors.New("temporal unavailable")},
+		{Provider: provider, EventID: "evt_gone", Err: errors.New("temporal unavailable")},
+	}, store.Backoff{Initial: time.Minute, Max: time.Minute}))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_ok' AND NOT awaiting_start AND relayed_at IS NOT NULL`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_refused' AND NOT awaiting_start
+		AND quarantined_at IS NOT NULL AND quarantine_stage = 'start' AND quarantine_error LIKE '%length exceeds limit'`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_failed' AND awaiting_start
+		AND relay_attempts = 1 AND next_attempt_at > now() + interval '50 seconds'`), "a failed start backs off")
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_gone' AND relay_attempts = 0 AND quarantined_at IS NULL`))
 }
 
 func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
@@ -61,22 +116,27 @@ func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
 	s := storetest.Open(t)
 	ev := statusEvent("evt_nul", "msg_1", event.StatusAccepted, "", at(0))
 	ev.Recipient = "a\u0000b@example.com"
-	_, err := s.Enqueue(t.Context(), []event.Event{ev})
+	_, err := storetest.Enqueue(t.Context(), s, ev)
 	require.ErrorIs(t, err, store.ErrNotStorable)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events`))
 }
 
-func TestRelayBatchTakesOldestFirstAndKeepsFailedRows(t *testing.T) {
+// backoff lets a failed row be due again at once, so a test can watch where it goes in the queue.
+var backoff = store.Backoff{}
+
+// The relay takes due rows oldest first; a row whose start failed goes behind the rows that were
+// already due, so it never holds the head of the queue, and is tried again after its backoff.
+func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
 	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5"} {
-		_, err := s.Enqueue(ctx, []event.Event{statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0))})
+		_, err := storetest.Enqueue(ctx, s, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
 		require.NoError(t, err)
 	}
 
 	var seen []string
-	claimed, started, err := s.RelayBatch(ctx, 3, func(_ context.Context, evs []store.RecordedEvent) []error {
+	claimed, started, err := s.RelayBatch(ctx, 3, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
 		errs := make([]error, len(evs))
 		for i, ev := range evs {
 			seen = append(seen, ev.EventID)
@@ -95,16 +155,17 @@ func TestRelayBatchTakesOldestFirstAndKeepsFailedRows(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND awaiting_start AND relay_attempts = 1 AND relay_error LIKE '%connection refused'`))
 	assert.Equal(t, 2, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id IN ('evt_1', 'evt_3') AND NOT awaiting_start AND relayed_at IS NOT NULL AND relay_error IS NULL`))
 
-	// The failed row is tried again, still first; a success clears its error.
+	// The failed row is tried again after the rows that were due before it; a success clears
+	// its error.
 	seen = nil
-	claimed, started, err = s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+	claimed, started, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
 		for _, ev := range evs {
 			seen = append(seen, ev.EventID)
 		}
 		return make([]error, len(evs))
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"evt_2", "evt_4", "evt_5"}, seen)
+	assert.Equal(t, []string{"evt_4", "evt_5", "evt_2"}, seen)
 	assert.Equal(t, 3, claimed)
 	assert.Equal(t, 3, started)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND NOT awaiting_start AND relay_attempts = 2 AND relay_error IS NULL`))
@@ -119,13 +180,13 @@ func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	_, err := s.Enqueue(ctx, []event.Event{
+	_, err := storetest.Enqueue(ctx, s,
 		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
 		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
-	})
+	)
 	require.NoError(t, err)
 
-	claimed, started, err := s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+	claimed, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
 		errs := make([]error, len(evs))
 		for i, ev := range evs {
 			errs[i] = store.ErrNotTried
@@ -153,13 +214,13 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4"} {
 		evs = append(evs, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
 	}
-	_, err := s.Enqueue(ctx, evs)
+	_, err := storetest.Enqueue(ctx, s, evs...)
 	require.NoError(t, err)
 
 	holding, release := make(chan []string, 1), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := s.RelayBatch(ctx, 2, func(_ context.Context, evs []store.RecordedEvent) []error {
+		_, _, err := s.RelayBatch(ctx, 2, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
 			holding <- []string{evs[0].EventID, evs[1].EventID}
 			<-release
 			return make([]error, len(evs))
@@ -168,7 +229,7 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	}()
 	first := <-holding
 	var second []string
-	_, started, err := s.RelayBatch(ctx, 10, func(_ context.Context, evs []store.RecordedEvent) []error {
+	_, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
 		for _, ev := range evs {
 			second = append(second, ev.EventID)
 		}
@@ -187,10 +248,10 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 func TestRelayBatchRolledBackLeavesRowsWaiting(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	_, err := s.Enqueue(t.Context(), []event.Event{statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0))})
+	_, err := storetest.Enqueue(t.Context(), s, statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
-	_, _, err = s.RelayBatch(ctx, 10, func(context.Context, []store.RecordedEvent) []error {
+	_, _, err = s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []error {
 		cancel() // the process is going away before the batch commits
 		return []error{nil}
 	})
@@ -202,19 +263,22 @@ func TestDailyCountsShowTheInbox(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	_, err := s.Enqueue(ctx, []event.Event{
+	_, err := storetest.Enqueue(ctx, s,
 		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
 		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
-	})
+		statusEvent("evt_3", "msg_3", event.StatusAccepted, "", at(0)),
+	)
 	require.NoError(t, err)
-	require.NoError(t, s.MarkRelayed(ctx, provider, "evt_1"))
+	require.NoError(t, s.MarkRedriven(ctx, provider, "evt_1"))
+	require.NoError(t, s.Quarantine(ctx, provider, "evt_3", "ApplyStatus", "index row size exceeds btree maximum"))
 	counts, err := s.SaveDailyCounts(ctx, time.Now())
 	require.NoError(t, err)
 	require.Len(t, counts, 1)
-	assert.EqualValues(t, 2, counts[0].Received)
-	assert.EqualValues(t, 2, counts[0].Unprocessed)
+	assert.EqualValues(t, 3, counts[0].Received)
+	assert.EqualValues(t, 3, counts[0].Unprocessed)
 	assert.EqualValues(t, 1, counts[0].AwaitingStart)
-	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE awaiting_start = 1`))
+	assert.EqualValues(t, 1, counts[0].Quarantined)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE awaiting_start = 1 AND quarantined = 1`))
 	assert.True(t, strings.HasPrefix(counts[0].EventType, "email.accepted"))
 }
 
@@ -238,7 +302,7 @@ func TestEnqueueOverlappingBatchesInOppositeOrderDoNotDeadlock(t *testing.T) {
 		var accepted atomic.Int64
 		for _, evs := range [][]event.Event{fwd, rev} {
 			wg.Go(func() {
-				got, err := s.Enqueue(ctx, evs)
+				got, err := storetest.Enqueue(ctx, s, evs...)
 				assert.NoError(t, err)
 				for _, ins := range got {
 					if ins {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +22,11 @@ type DailyCount struct {
 	Received    int64  `json:"received"`
 	Processed   int64  `json:"processed"`
 	Unprocessed int64  `json:"unprocessed"`
-	// AwaitingStart counts the unprocessed events still in the inbox (acceptance.mode: inbox):
-	// accepted, but the relay has not started their workflow yet.
+	// AwaitingStart counts the unprocessed events still in the inbox: accepted, but their
+	// workflow is not started yet.
 	AwaitingStart int64 `json:"awaiting_start"`
+	// Quarantined counts the events that cannot be processed as they are (GET /v1/quarantine).
+	Quarantined int64 `json:"quarantined"`
 }
 
 // DateLayout is the layout of a DailyCount's Date.
@@ -54,7 +55,7 @@ var ErrNotNormalized = errors.New("recorded without a normalized event (before m
 // provider's raw JSON and the event id, type and message id are stored as they are anyway.
 func normalizedEvent(ev event.Event) any {
 	b, err := json.Marshal(ev)
-	if err != nil || bytes.Contains(b, []byte(`\u0000`)) {
+	if err != nil || jsonbStorable(b) != nil {
 		return nil
 	}
 	return b
@@ -65,7 +66,7 @@ const (
 	// processed by now, whenever that was.
 	qDailyCounts = `
 SELECT provider, event_type, count(*), count(processed_at), count(*) - count(processed_at),
-       count(*) FILTER (WHERE awaiting_start)
+       count(*) FILTER (WHERE awaiting_start), count(quarantined_at)
 FROM webhook_events
 WHERE received_at >= $1 AND received_at < $2 AND ($3 = '' OR provider = $3)
 GROUP BY provider, event_type
@@ -73,29 +74,32 @@ ORDER BY provider, event_type`
 
 	qSaveDailyCounts = `
 WITH saved AS (
-    INSERT INTO daily_counts (date, provider, event_type, received, processed, unprocessed, awaiting_start)
+    INSERT INTO daily_counts (date, provider, event_type, received, processed, unprocessed, awaiting_start,
+                              quarantined)
     SELECT $3::date, provider, event_type, count(*), count(processed_at), count(*) - count(processed_at),
-           count(*) FILTER (WHERE awaiting_start)
+           count(*) FILTER (WHERE awaiting_start), count(quarantined_at)
     FROM webhook_events
     WHERE received_at >= $1 AND received_at < $2
     GROUP BY provider, event_type
     ON CONFLICT (date, provider, event_type) DO UPDATE
     SET received = EXCLUDED.received, processed = EXCLUDED.processed,
         unprocessed = EXCLUDED.unprocessed, awaiting_start = EXCLUDED.awaiting_start,
-        computed_at = now()
-    RETURNING provider, event_type, received, processed, unprocessed, awaiting_start
+        quarantined = EXCLUDED.quarantined, computed_at = now()
+    RETURNING provider, event_type, received, processed, unprocessed, awaiting_start, quarantined
 )
-SELECT provider, event_type, received, processed, unprocessed, awaiting_start FROM saved
+SELECT provider, event_type, received, processed, unprocessed, awaiting_start, quarantined FROM saved
 ORDER BY provider, event_type`
 
 	recordedColumns = `provider, event_id, event_type, received_at, processed_at, normalized`
 
 	// The database clock decides the age, as it set received_at. The partial index on
-	// unprocessed rows serves it.
+	// unprocessed rows serves it. $3 chooses the quarantined events or the others, never both:
+	// the daily redrive must not retry what is known to fail.
 	qStuckEvents = `
 SELECT ` + recordedColumns + `
 FROM webhook_events
 WHERE processed_at IS NULL AND received_at < now() - $1 * interval '1 microsecond'
+  AND (quarantined_at IS NOT NULL) = $3
 ORDER BY received_at, provider, event_id
 LIMIT $2`
 
@@ -157,7 +161,7 @@ func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
 	date := day.Format(DateLayout)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyCount, error) {
 		c := DailyCount{Date: date}
-		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed, &c.AwaitingStart)
+		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed, &c.AwaitingStart, &c.Quarantined)
 		return c, err
 	})
 	if err != nil {
@@ -170,9 +174,10 @@ func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
 }
 
 // StuckEvents returns up to limit events recorded more than olderThan ago (by the database
-// clock) and still not processed, oldest first, and whether there are more.
-func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit int) ([]RecordedEvent, bool, error) {
-	rows, err := s.pool.Query(ctx, qStuckEvents, olderThan.Microseconds(), limit+1)
+// clock) and still not processed, oldest first, and whether there are more: the quarantined
+// ones when quarantined is true, else the others.
+func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]RecordedEvent, bool, error) {
+	rows, err := s.pool.Query(ctx, qStuckEvents, olderThan.Microseconds(), limit+1, quarantined)
 	if err != nil {
 		return nil, false, fmt.Errorf("stuck events: %w", err)
 	}
@@ -256,6 +261,8 @@ type DailyTotals struct {
 	Unprocessed int64 `json:"unprocessed"`
 	// AwaitingStart is the part of Unprocessed still in the inbox.
 	AwaitingStart int64 `json:"awaiting_start"`
+	// Quarantined is the part of Unprocessed in quarantine.
+	Quarantined int64 `json:"quarantined"`
 }
 
 // SumCounts adds up counts.
@@ -266,6 +273,7 @@ func SumCounts(counts []DailyCount) DailyTotals {
 		t.Processed += c.Processed
 		t.Unprocessed += c.Unprocessed
 		t.AwaitingStart += c.AwaitingStart
+		t.Quarantined += c.Quarantined
 	}
 	return t
 }

@@ -136,8 +136,10 @@ func TestStuckEvents(t *testing.T) {
 	recordAt(t, s, ev("old2"), now.Add(-2*time.Hour), false)
 	recordAt(t, s, ev("old_done"), now.Add(-2*time.Hour), true)
 	recordAt(t, s, ev("recent"), now.Add(-10*time.Minute), false)
+	recordAt(t, s, ev("old_quarantined"), now.Add(-3*time.Hour), false)
+	require.NoError(t, s.Quarantine(t.Context(), provider, "old_quarantined", "ApplyStatus", "value too long"))
 
-	stuck, more, err := s.StuckEvents(t.Context(), time.Hour, 10)
+	stuck, more, err := s.StuckEvents(t.Context(), time.Hour, 10, false)
 	require.NoError(t, err)
 	assert.False(t, more)
 	require.Len(t, stuck, 2)
@@ -146,10 +148,23 @@ func TestStuckEvents(t *testing.T) {
 	require.NotNil(t, stuck[0].Event)
 	assert.Equal(t, "old1", stuck[0].Event.EventID)
 
-	stuck, more, err = s.StuckEvents(t.Context(), time.Hour, 1)
+	stuck, more, err = s.StuckEvents(t.Context(), time.Hour, 1, false)
 	require.NoError(t, err)
 	assert.True(t, more)
 	assert.Len(t, stuck, 1)
+
+	// The quarantined event is only listed when asked for; once redriven it leaves quarantine.
+	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
+	require.NoError(t, err)
+	require.Len(t, stuck, 1)
+	assert.Equal(t, "old_quarantined", stuck[0].EventID)
+	require.NoError(t, s.MarkRedriven(t.Context(), provider, "old_quarantined"))
+	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
+	require.NoError(t, err)
+	assert.Empty(t, stuck)
+	n, err := s.QuarantineCount(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }
 
 func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {

@@ -12,10 +12,6 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 )
 
-// MaxEventIDBytes bounds an event id. It becomes part of a Temporal workflow ID (limited to
-// 1000 bytes by default).
-const MaxEventIDBytes = 512
-
 // DefaultTypeField is where the event type is read when generic.type_field is not set.
 const DefaultTypeField = fieldmap.DefaultTypeField
 
@@ -107,9 +103,6 @@ func (a *Adapter) eventID(r provider.Request, obj map[string]any, where string) 
 		if id == "" {
 			return "", badRequest("%sevent id field %q is empty", where, a.eventIDField)
 		}
-	}
-	if len(id) > MaxEventIDBytes {
-		return "", badRequest("%sevent id is %d bytes, limit %d", where, len(id), MaxEventIDBytes)
 	}
 	return id, nil
 }

@@ -13,10 +13,6 @@ import (
 
 type object = jsonfield.Object
 
-// maxEventIDLen caps event-data.id (Mailgun's are 22 characters). The id becomes part of a
-// Temporal workflow ID, which has a length limit of its own.
-const maxEventIDLen = 256
-
 // badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
 // the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
 func badRequest(format string, args ...any) error {
@@ -65,9 +61,6 @@ func parse(body []byte) (event.Event, error) {
 	id, err := requiredString(data, "id")
 	if err != nil {
 		return event.Event{}, err
-	}
-	if len(id) > maxEventIDLen {
-		return event.Event{}, badRequest(`"event-data.id" is %d bytes, limit %d`, len(id), maxEventIDLen)
 	}
 	typ, err := requiredString(data, "event")
 	if err != nil {

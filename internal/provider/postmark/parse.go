@@ -12,10 +12,6 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
-// MaxEventIDBytes bounds an event id. The id becomes part of a Temporal workflow ID (limited to
-// 1000 bytes by default); a legitimate id, even a derived one, is far shorter.
-const MaxEventIDBytes = 512
-
 type mapping struct {
 	kind   event.Kind
 	status event.Status
@@ -196,9 +192,6 @@ func parse(body []byte) (event.Event, error) {
 		if ok {
 			ev.EventID = "bounce:" + id
 		}
-	}
-	if len(ev.EventID) > MaxEventIDBytes {
-		return event.Event{}, badRequest("event id is %d bytes, limit %d", len(ev.EventID), MaxEventIDBytes)
 	}
 
 	ev.Raw = json.RawMessage(bytes.Clone(body))

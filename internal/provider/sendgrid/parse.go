@@ -31,11 +31,6 @@ var types = map[string]typeInfo{
 	"group_unsubscribe": {event.KindUnsubscribed, event.StatusNone},
 }
 
-// maxEventIDLen caps sg_event_id ("a string up to 100 characters", SendGrid troubleshooting
-// docs). The id becomes part of a Temporal workflow ID, which has a length limit of its own: an
-// absurd id must fail as a bad request, not as an unstartable workflow retried for a day.
-const maxEventIDLen = 256
-
 // needsMessage reports whether events of kind k change a message and so cannot be applied
 // without knowing which one.
 func needsMessage(k event.Kind) bool {
@@ -97,9 +92,6 @@ func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
 	id, err := requiredString(o, i, "sg_event_id")
 	if err != nil {
 		return event.Event{}, err
-	}
-	if len(id) > maxEventIDLen {
-		return event.Event{}, badRequest("element %d: \"sg_event_id\" is %d bytes, limit %d", i, len(id), maxEventIDLen)
 	}
 	typ, err := requiredString(o, i, "event")
 	if err != nil {

@@ -475,7 +475,6 @@ func TestParseBadRequest(t *testing.T) {
 		"empty sg_event_id":           `[{"sg_event_id":"","event":"delivered"}]`,
 		"blank sg_event_id":           `[{"sg_event_id":"  ","event":"delivered"}]`,
 		"numeric sg_event_id":         `[{"sg_event_id":12345,"event":"delivered"}]`,
-		"absurdly long sg_event_id":   `[{"sg_event_id":"` + strings.Repeat("a", 300) + `","event":"delivered"}]`,
 		"missing event":               `[{"sg_event_id":"e1"}]`,
 		"numeric event":               `[{"sg_event_id":"e1","event":7}]`,
 		"second element without id":   `[{"sg_event_id":"e1","event":"delivered"},{"event":"open"}]`,
@@ -663,7 +662,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("accepted a body with no events")
 		}
 		for i, ev := range events {
-			if strings.TrimSpace(ev.EventID) == "" || len(ev.EventID) > maxEventIDLen {
+			if strings.TrimSpace(ev.EventID) == "" {
 				t.Fatalf("event %d: bad id %q", i, ev.EventID)
 			}
 			if ev.Provider != Name || ev.Kind == "" || ev.Type == "" {

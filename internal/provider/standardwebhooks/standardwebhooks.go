@@ -46,10 +46,6 @@ const (
 // (retries included) with the time of that attempt, so a legitimate request is never older.
 const DefaultTolerance = 5 * time.Minute
 
-// MaxEventIDBytes bounds the webhook id. It becomes part of a Temporal workflow ID (limited to
-// 1000 bytes by default); Svix ids are about 30.
-const MaxEventIDBytes = 512
-
 // ErrSourceNotAllowed means the request came from outside every network in allow_cidrs.
 var ErrSourceNotAllowed = errors.New("source address not allowed")
 
@@ -178,11 +174,8 @@ func (a *Adapter) Verify(r provider.Request) error {
 func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
 	id, _, _ := a.headers(r.Header)
 	id = strings.TrimSpace(id)
-	switch {
-	case id == "":
+	if id == "" {
 		return nil, badRequest(a.name, "no %s header", a.own.id)
-	case len(id) > MaxEventIDBytes:
-		return nil, badRequest(a.name, "%s is %d bytes, limit %d", a.own.id, len(id), MaxEventIDBytes)
 	}
 	var (
 		ev  event.Event

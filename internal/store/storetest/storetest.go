@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -145,4 +146,18 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// Enqueue inserts events into the inbox the way the acceptance path does, due for relays at
+// once (no hold), and reports per event whether it was inserted (false: a duplicate).
+func Enqueue(ctx context.Context, s *store.Store, evs ...event.Event) ([]bool, error) {
+	rows := make([]store.InboxRow, len(evs))
+	for i, ev := range evs {
+		r, err := store.NewInboxRow(ev)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = r
+	}
+	return s.EnqueueRows(ctx, rows, 0)
 }

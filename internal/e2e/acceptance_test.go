@@ -1,0 +1,393 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// sendgridHarness is a harness with a SendGrid endpoint besides postscale, and a post function
+// that signs a batch for it.
+func sendgridHarness(t *testing.T, o harnessOptions) (*harness, func(batch string) (int, map[string]any)) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.endpoints = append(o.endpoints, config.Endpoint{Name: "sendgrid", Provider: "sendgrid",
+		Settings: provider.Settings{Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}}})
+	h := newHarness(t, o)
+	return h, func(batch string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))
+		sendgrid.SignRequest(req, key, []byte(batch), time.Now())
+		return h.do(req)
+	}
+}
+
+// sendgridBatch is a batch of n delivered events of one message, ids prefix_0 … prefix_<n-1>.
+func sendgridBatch(prefix string, n int) string {
+	now := time.Now().Unix()
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"email":"u@example.com","event":"delivered","sg_event_id":"%s_%d","sg_message_id":"%s.f1","timestamp":%d}`,
+			prefix, i, prefix, now)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// countingStarter counts the starts each event's workflow got through the relays.
+type countingStarter struct {
+	next inbox.Starter
+	mu   sync.Mutex
+	n    map[string]int
+	acc  map[ingest.Status]int
+}
+
+func (c *countingStarter) Start(ctx context.Context, in workflows.Input) (ingest.Status, error) {
+	st, err := c.next.Start(ctx, in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[in.Event.Key()]++
+	if err == nil {
+		c.acc[st]++
+	}
+	return st, err
+}
+
+// TestBatchAndThreeRelaysStartEachEventOnce: a SendGrid batch is one insert (a repeated id inside
+// it counts once). When the process that accepted the events dies before starting them (no
+// handoff here), three relays draining the same inbox concurrently start every event's workflow
+// exactly once; the worker then processes and notifies each once.
+func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
+	h, postBatch := sendgridHarness(t, harnessOptions{noHandoff: true, noWorker: true})
+	now := time.Now().Truncate(time.Second)
+	sg := h.id("sg")
+	batch := fmt.Sprintf(`[{"email":"u@example.com","event":"processed","sg_event_id":"%s_1","sg_message_id":"%s.f1","timestamp":%d},`+
+		`{"email":"u@example.com","event":"delivered","sg_event_id":"%s_2","sg_message_id":"%s.f1","timestamp":%d},`+
+		`{"email":"u@example.com","event":"delivered","sg_event_id":"%s_2","sg_message_id":"%s.f1","timestamp":%d},`+
+		`{"email":"v@example.com","event":"bounce","type":"bounce","sg_event_id":"%s_3","sg_message_id":"%s_m2.f1","timestamp":%d}]`,
+		sg, sg, now.Unix(), sg, sg, now.Add(time.Second).Unix(), sg, sg, now.Add(time.Second).Unix(), sg, sg, now.Unix())
+	if code, resp := postBatch(batch); code != 200 || resp["accepted"] != float64(3) || resp["duplicate"] != float64(1) {
+		t.Fatalf("batch: %d %v, want accepted 3 and the repeated id a duplicate", code, resp)
+	}
+	if code, resp := postBatch(batch); code != 200 || resp["status"] != "duplicate" || resp["duplicate"] != float64(4) {
+		t.Fatalf("batch again: %d %v, want 4 duplicates", code, resp)
+	}
+	const n = 60
+	for i := range n {
+		id := h.id(fmt.Sprintf("evt_%02d", i))
+		if code, resp := h.post(h.envelope(id, "email.delivered", h.id(fmt.Sprintf("msg_%02d", i)), now, "")); code != 200 || resp["status"] != "accepted" {
+			t.Fatalf("event %d: %d %v", i, code, resp)
+		}
+	}
+	if got := h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`); got != n+3 {
+		t.Fatalf("%d events waiting, want %d", got, n+3)
+	}
+	// The relays leave a new row to the process that accepted it for a moment (the hold).
+	_, err := h.svc.Store.Pool().Exec(context.Background(), `UPDATE webhook_events SET next_attempt_at = now()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	counter := &countingStarter{n: map[string]int{}, acc: map[ingest.Status]int{}}
+	var stops []func()
+	for range 3 {
+		r := h.svc.Relay()
+		counter.next = r.Starter
+		r.Starter = counter
+		r.Options.BatchSize = 7 // several batches each, so the relays interleave
+		r.Options.Concurrency = 4
+		stops = append(stops, h.startRelay(r))
+	}
+	waitFor(t, 60*time.Second, func() bool { return h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`) == 0 })
+	for _, stop := range stops {
+		stop()
+	}
+	counter.mu.Lock()
+	for k, c := range counter.n {
+		if c != 1 {
+			t.Errorf("%s was started %d times by the relays, want 1", k, c)
+		}
+	}
+	if len(counter.n) != n+3 || counter.acc[ingest.Accepted] != n+3 {
+		t.Errorf("relays started %d events (%v), want %d accepted", len(counter.n), counter.acc, n+3)
+	}
+	counter.mu.Unlock()
+
+	h.startWorker()
+	waitFor(t, 120*time.Second, func() bool {
+		return h.query(`SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`) == n+3
+	})
+	// Every event moves its message once: one notification each, each id once.
+	waitFor(t, 30*time.Second, func() bool { return len(h.sink.delivered()) >= n+2 })
+	time.Sleep(300 * time.Millisecond)
+	ids := map[string]bool{}
+	for _, d := range h.sink.delivered() {
+		if ids[d.ID] {
+			t.Fatalf("notification %s delivered twice", d.ID)
+		}
+		ids[d.ID] = true
+	}
+	moves := h.query(`SELECT count(*) FROM message_events WHERE outcome = 'moved'`)
+	if len(ids) != moves {
+		t.Fatalf("sink got %d notifications for %d moves", len(ids), moves)
+	}
+	if m := h.messageOf("sendgrid", sg+"_m2"); m.Status != event.StatusBounced {
+		t.Fatalf("sendgrid bounce message: %s", m.Status)
+	}
+}
+
+// TestDuplicatesAreAnsweredWithoutTemporal: a re-send is answered "duplicate" from PostgreSQL's
+// unique key, whether its event is processed or still waiting, and costs Temporal nothing: the
+// only start of the event is the one right after its acceptance (counted at the Temporal
+// client).
+func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	id := h.id("evt_dup")
+	workflowID := "postscale:" + id
+	body := h.envelope(id, "email.delivered", h.id("msg_dup"), time.Now(), "")
+	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("first: %d %v", code, resp)
+	}
+	h.waitProcessed(30*time.Second, id)
+	for i := range 20 {
+		if code, resp := h.post(body); code != 200 || resp["status"] != "duplicate" {
+			t.Fatalf("re-send %d: %d %v", i, code, resp)
+		}
+	}
+	if n := h.starts.of(workflowID); n != 1 {
+		t.Fatalf("%s was started %d times, want once: duplicates reached Temporal", workflowID, n)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, id); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+	if got := h.scrape(`mailhook_webhook_requests_total{endpoint="postscale",outcome="duplicate",provider="postscale"}`); got != 20 {
+		t.Fatalf("duplicates counted %v, want 20", got)
+	}
+}
+
+// TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed reproduces the red-team list of
+// issue 12 against the HTTP API, with valid traffic from 4 senders alongside: a correctly signed
+// event holding a number jsonb cannot hold (it made half of the valid requests sent with it fail
+// with 503), event and message ids and a recipient longer than PostgreSQL's indexes or
+// Temporal's limits take (503 for ever, or 200 and then an activity retried for ever). Each is
+// answered 400 with a short reason and stores nothing; every valid request is answered 200 and
+// its event processed.
+func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	msg := h.id("msg_poison")
+	poisons := map[string]struct{ body, reason string }{
+		"number jsonb cannot hold": {h.envelope(h.id("evt_num"), "email.delivered", msg, time.Now(), `,"n":1e1000000`),
+			"larger than PostgreSQL's numeric holds"},
+		"1,500-byte event id": {h.envelope(strings.Repeat("e", 1500), "email.delivered", msg, time.Now(), ""),
+			"event id is 1500 bytes"},
+		"3,000-byte email_id": {h.envelope(h.id("evt_msg"), "email.delivered", strings.Repeat("m", 3000), time.Now(), ""),
+			"message id is 3000 bytes"},
+		"3 KB recipient of a hard bounce": {strings.Replace(h.envelope(h.id("evt_rcpt"), "email.bounced", msg, time.Now(), `,"bounce":{"type":"hard"}`),
+			`"to":"user@example.com"`, `"to":"`+strings.Repeat("r", 3000)+`@example.com"`, 1),
+			"recipient is 3012 bytes"},
+	}
+	// 4 valid senders, 40 requests each, while 2 senders post the poison over and over.
+	var (
+		valid, poison sync.WaitGroup
+		done          atomic.Bool
+		poisonSent    atomic.Int64
+		mu            sync.Mutex
+		accepted      []string
+		failed        []string
+	)
+	for sender := range 2 {
+		poison.Go(func() {
+			for !done.Load() {
+				for name, p := range poisons {
+					code, resp := h.post(p.body)
+					poisonSent.Add(1)
+					if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(resp["reason"]), p.reason) {
+						t.Errorf("%s (sender %d): %d %v, want 400 with a reason saying %q", name, sender, code, resp, p.reason)
+					}
+				}
+			}
+		})
+	}
+	for sender := range 4 {
+		valid.Go(func() {
+			for i := range 40 {
+				id := h.id(fmt.Sprintf("evt_valid_%d_%04d", sender, i))
+				code, resp := h.post(h.envelope(id, "email.opened", h.id(fmt.Sprintf("msg_valid_%d", sender)), time.Now(), ""))
+				mu.Lock()
+				if code == 200 && resp["status"] == "accepted" {
+					accepted = append(accepted, id)
+				} else {
+					failed = append(failed, fmt.Sprintf("%s: %d %v", id, code, resp))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	valid.Wait()
+	done.Store(true)
+	poison.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of 160 valid requests failed alongside the poison, e.g. %s", len(failed), failed[0])
+	}
+	t.Logf("160 valid requests accepted while %d poison requests were refused", poisonSent.Load())
+	h.waitProcessed(120*time.Second, accepted...)
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id NOT LIKE 'evt_valid_%'`); n != 0 {
+		t.Fatalf("%d refused events were stored", n)
+	}
+	if got := h.scrape(`mailhook_webhook_events_rejected_total{provider="postscale"}`); got != float64(poisonSent.Load()) {
+		t.Fatalf("rejected events counted %v, want %d", got, poisonSent.Load())
+	}
+}
+
+// TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch: a batch over
+// http.max_events_per_request is refused with 413 naming the limit (a 25,000-event batch once took
+// minutes and was cut off by the write timeout, so SendGrid would have re-sent it whole); a batch
+// at the limit is one insert, answered at once; a batch holding one unstorable event stores and
+// processes the others and names the refused one (SendGrid re-sends a batch whole on any
+// non-2xx, for 24 hours: a 4xx would have lost the good events with the bad).
+func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) {
+	h, postBatch := sendgridHarness(t, harnessOptions{maxEventsPerRequest: 200})
+
+	code, resp := postBatch(sendgridBatch(h.id("over"), 201))
+	if code != http.StatusRequestEntityTooLarge || resp["limit"] != float64(200) {
+		t.Fatalf("201 events: %d %v, want 413 naming the limit 200", code, resp)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id LIKE $1`, h.id("over")+"%"); n != 0 {
+		t.Fatalf("%d events of a refused batch were stored", n)
+	}
+	start := time.Now()
+	code, resp = postBatch(sendgridBatch(h.id("full"), 200))
+	took := time.Since(start)
+	if code != 200 || resp["accepted"] != float64(200) {
+		t.Fatalf("200 events: %d %v", code, resp)
+	}
+	t.Logf("a 200-event batch was answered in %s", took.Round(time.Millisecond))
+
+	bad := h.id("mixed")
+	batch := strings.Replace(sendgridBatch(bad, 3), `"sg_event_id":"`+bad+`_1"`, `"sg_event_id":"`+strings.Repeat("x", 1200)+`"`, 1)
+	code, resp = postBatch(batch)
+	rejected, _ := resp["rejected"].([]any)
+	if code != 200 || resp["accepted"] != float64(2) || len(rejected) != 1 {
+		t.Fatalf("batch with one unstorable event: %d %v, want 200 with 2 accepted and 1 rejected", code, resp)
+	}
+	if r := rejected[0].(map[string]any); r["index"] != float64(1) || !strings.Contains(fmt.Sprint(r["reason"]), "event id") {
+		t.Fatalf("rejected %v, want index 1 with a reason naming the event id", r)
+	}
+	h.waitProcessed2("sendgrid", 120*time.Second, bad+"_0", bad+"_2")
+}
+
+// waitProcessed2 is waitProcessed for another provider.
+func (h *harness) waitProcessed2(providerName string, timeout time.Duration, eventIDs ...string) {
+	h.t.Helper()
+	waitFor(h.t, timeout, func() bool {
+		return h.query(`SELECT count(*) FROM webhook_events WHERE provider = $1 AND event_id = ANY($2) AND processed_at IS NOT NULL`,
+			providerName, eventIDs) == len(eventIDs)
+	})
+}
+
+// TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix: when PostgreSQL refuses an
+// event's data in a workflow step (here a CHECK constraint the test adds stands for any data
+// error), the step is not retried for ever: the event is quarantined with the step and the
+// error, its workflow fails, GET /v1/quarantine lists it and the gauge counts it, and the daily
+// redrive leaves it alone. Once the cause is fixed, a redrive with quarantined=true runs it: it
+// is processed and notified once.
+func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := context.Background()
+	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
+		t.Fatal(err)
+	}
+	id, good := h.id("evt_q"), h.id("evt_fine")
+	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("post: %d %v", code, resp)
+	}
+	if code, _ := h.post(h.envelope(good, "email.delivered", h.id("msg_fine"), time.Now(), "")); code != 200 {
+		t.Fatalf("post good: %d", code)
+	}
+	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
+		t.Fatalf("workflow: %v, want it failed as quarantined", err)
+	}
+	h.waitProcessed(30*time.Second, good)
+	code, resp := h.admin(http.MethodGet, "/v1/quarantine", "")
+	events, _ := resp["events"].([]any)
+	if code != 200 || len(events) != 1 {
+		t.Fatalf("GET /v1/quarantine: %d %v, want the one event", code, resp)
+	}
+	q := events[0].(map[string]any)
+	if q["event_id"] != id || q["stage"] != "ApplyStatus" || !strings.Contains(fmt.Sprint(q["error"]), "refuse_poison") {
+		t.Fatalf("quarantined %v, want %s at ApplyStatus naming the constraint", q, id)
+	}
+	if got := h.scrape(`mailhook_quarantined_events`); got != 1 {
+		t.Fatalf("mailhook_quarantined_events = %v, want 1", got)
+	}
+	if got := h.scrape(`mailhook_events_quarantined_total{provider="postscale",stage="ApplyStatus"}`); got != 1 {
+		t.Fatalf("quarantines counted %v, want 1", got)
+	}
+	// The daily redrive (and a plain one) does not retry what is known to fail.
+	if code, resp := h.admin(http.MethodPost, "/v1/redrive", `{"older_than":"1ms"}`); code != 200 || resp["considered"] != float64(0) {
+		t.Fatalf("plain redrive: %d %v, want nothing considered", code, resp)
+	}
+
+	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages DROP CONSTRAINT refuse_poison`); err != nil {
+		t.Fatal(err)
+	}
+	if code, resp := h.admin(http.MethodPost, "/v1/redrive", `{"quarantined":true}`); code != 200 || resp["started"] != float64(1) {
+		t.Fatalf("redrive quarantined: %d %v, want 1 started", code, resp)
+	}
+	h.waitProcessed(60*time.Second, id)
+	if m := h.messageOf("postscale", "poison_"+h.prefix); m.Status != event.StatusDelivered {
+		t.Fatalf("message %s, want delivered", m.Status)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {
+		t.Fatalf("%d events still quarantined after the redrive", n)
+	}
+	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+}
+
+// TestInboundEmailTemporalRefusesIsQuarantinedNotRetried: a legitimate, signed inbound email near
+// the 1 MiB body limit whose workflow input Temporal refuses (JSON escapes < > & of the HTML,
+// doubling its size past Temporal's 2 MB blob limit) is answered 200 once stored (it used to be
+// 503 for ever, until the provider gave up and the mail was lost), and is quarantined at the
+// start instead of being retried; valid events keep flowing.
+func TestInboundEmailTemporalRefusesIsQuarantinedNotRetried(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	emailID := h.id("em_big")
+	html := strings.Repeat("<p>a&b</p>", 100_000) // 1,000,000 bytes; 3× that once JSON-escaped
+	body := `{"event":"email.received","timestamp":"2026-11-29T10:30:00Z","email_id":"` + emailID +
+		`","from":"customer@example.com","to":"support@app.example","subject":"Big","text":"hi","html":"` + html + `"}`
+	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("post: %d %v", code, resp)
+	}
+	key := "email.received:" + emailID
+	waitFor(t, 60*time.Second, func() bool {
+		return h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND quarantine_stage = 'start'`, key) == 1
+	})
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND NOT awaiting_start AND quarantine_error LIKE '%size exceeds limit%'`, key); n != 1 {
+		t.Fatalf("the event is not quarantined with Temporal's reason")
+	}
+	after := h.id("evt_after")
+	if code, _ := h.post(h.envelope(after, "email.delivered", h.id("msg_after"), time.Now(), "")); code != 200 {
+		t.Fatalf("post after: %d", code)
+	}
+	h.waitProcessed(30*time.Second, after)
+	if n := h.starts.of("postscale:" + key); n != 1 {
+		t.Fatalf("the refused start was made %d times, want once", n)
+	}
+}

@@ -1,0 +1,48 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Quarantine lists the events that cannot be processed as they are.
+type Quarantine interface {
+	ListQuarantine(ctx context.Context, f store.QuarantineFilter) ([]store.QuarantinedEvent, string, error)
+}
+
+// Paging of GET /v1/quarantine.
+const (
+	defaultQuarantineLimit = 100
+	maxQuarantineLimit     = 1000
+)
+
+// listQuarantine answers GET /v1/quarantine?provider=&limit=&after=: quarantined events, the
+// longest quarantined first, with the stage that refused each and why. Pass next_after as after
+// for the next page ("" on the last).
+func (s *Server) listQuarantine(c *gin.Context) {
+	f := store.QuarantineFilter{Provider: c.Query("provider"), After: c.Query("after"), Limit: defaultQuarantineLimit}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be a positive integer"})
+			return
+		}
+		f.Limit = min(n, maxQuarantineLimit)
+	}
+	list, next, err := s.Quarantine.ListQuarantine(c.Request.Context(), f)
+	switch {
+	case errors.Is(err, store.ErrBadCursor):
+		c.JSON(http.StatusBadRequest, gin.H{"error": "after is not a next_after this API returned"})
+	case err != nil:
+		s.Log.Error("list quarantine", "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+	default:
+		c.JSON(http.StatusOK, gin.H{"events": list, "next_after": next})
+	}
+}

@@ -1,0 +1,203 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/metrics"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// HandoffStore is the part of the store the handoff uses.
+type HandoffStore interface {
+	SettleStarts(ctx context.Context, out []store.StartOutcome, b store.Backoff) error
+	InFlight(ctx context.Context, window time.Duration) (int, error)
+}
+
+// Handoff starts the workflows of the events this process has just accepted, right after their
+// answer, so that an event normally reaches Temporal within milliseconds without its request
+// waiting for Temporal. It is best effort by design: whatever it cannot take (its queue is
+// full, the started-but-not-taken-up backlog is at max_in_flight, the process stops) or cannot
+// start (Temporal down) stays in the inbox, and a relay starts it once the Acceptor's Hold has
+// passed. Starts Temporal refuses for good quarantine the event.
+type Handoff struct {
+	Starter Starter
+	Store   HandoffStore
+	// Concurrency bounds the starts in flight (relay.concurrency).
+	Concurrency int
+	// MaxInFlight bounds, like the relays' bound, the events started whose workflow no worker
+	// has taken up yet (0: no bound). The count is read from the database every half second
+	// and counts this process's starts in between, so it is a soft bound.
+	MaxInFlight int
+	// QueueSize bounds the events waiting for a start slot (default 4 × Concurrency).
+	QueueSize int
+	// Backoff is how long a failed start waits before a relay tries it (relay timing).
+	Backoff store.Backoff
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+
+	queue   chan event.Event
+	running atomic.Bool
+	// The in-flight estimate is the last count read from the database, plus the starts this
+	// process settled since, plus the events it has taken and not settled yet.
+	counted atomic.Int64
+	pending atomic.Int64
+}
+
+// settleEvery bounds how long a start's outcome waits to be written with others.
+const settleEvery = 10 * time.Millisecond
+
+// Offer queues events for a start. It never blocks: an event it cannot take is left to the
+// relays.
+func (h *Handoff) Offer(evs []event.Event) {
+	if !h.running.Load() {
+		return
+	}
+	for _, ev := range evs {
+		if h.MaxInFlight > 0 && h.counted.Load()+h.pending.Load() >= int64(h.MaxInFlight) {
+			h.Metrics.HandoffSkipped(metrics.SkippedInFlight)
+			continue
+		}
+		h.pending.Add(1)
+		select {
+		case h.queue <- ev:
+		default:
+			h.pending.Add(-1)
+			h.Metrics.HandoffSkipped(metrics.SkippedQueueFull)
+		}
+	}
+}
+
+// Run starts offered events until ctx ends. Starts under way then finish (each is bounded by
+// temporal.start_timeout) and their outcomes are written; events still queued are left to the
+// relays.
+func (h *Handoff) Run(ctx context.Context) {
+	if h.Log == nil {
+		h.Log = slog.Default()
+	}
+	h.queue = make(chan event.Event, max(h.QueueSize, 4*h.Concurrency, 1))
+	outcomes := make(chan store.StartOutcome, cap(h.queue))
+	var workers, bg sync.WaitGroup
+	bg.Go(func() { h.settle(outcomes) })
+	if h.MaxInFlight > 0 {
+		bg.Go(func() { h.refreshInFlight(ctx) })
+	}
+	for range max(h.Concurrency, 1) {
+		workers.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev := <-h.queue:
+					outcomes <- h.start(context.WithoutCancel(ctx), ev)
+				}
+			}
+		})
+	}
+	h.running.Store(true)
+	<-ctx.Done()
+	h.running.Store(false)
+	workers.Wait()
+	close(outcomes)
+	bg.Wait()
+}
+
+func (h *Handoff) start(ctx context.Context, ev event.Event) store.StartOutcome {
+	result, err := startEvent(ctx, h.Starter, ev)
+	h.Metrics.HandoffStart(result)
+	if errors.Is(err, store.ErrUnstartable) {
+		h.Metrics.EventQuarantined(ev.Provider, store.StageStart)
+		h.Log.Warn("Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
+			"event_id", ev.EventID, "error", err)
+	}
+	return store.StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: err}
+}
+
+// settle writes the outcomes in batches: one UPDATE per kind for every start that finished
+// within settleEvery of the first. A lost write leaves the rows waiting; a relay then starts
+// them again, which Temporal answers as a duplicate.
+func (h *Handoff) settle(outcomes <-chan store.StartOutcome) {
+	var batch []store.StartOutcome
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := h.Store.SettleStarts(ctx, batch, h.Backoff); err != nil {
+			h.Log.Warn("could not record handed-off starts; relays will start the events again (duplicates)",
+				"events", len(batch), "error", err)
+		} else {
+			started := 0
+			for _, o := range batch {
+				if o.Err == nil {
+					started++
+				}
+			}
+			h.counted.Add(int64(started))
+		}
+		cancel()
+		h.pending.Add(-int64(len(batch)))
+		batch = batch[:0]
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case o, ok := <-outcomes:
+			if !ok {
+				flush()
+				return
+			}
+			if len(batch) == 0 {
+				timer.Reset(settleEvery)
+			}
+			batch = append(batch, o)
+			if len(batch) >= 256 {
+				timer.Stop()
+				flush()
+			}
+		case <-timer.C:
+			flush()
+		}
+	}
+}
+
+func (h *Handoff) refreshInFlight(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		n, err := h.Store.InFlight(ctx, InFlightWindow)
+		if err == nil {
+			h.counted.Store(int64(n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// startEvent starts ev's workflow and returns the metric result and the StartOutcome error: nil
+// when started now or before, wrapping store.ErrUnstartable when Temporal refused it for good.
+func startEvent(ctx context.Context, s Starter, ev event.Event) (string, error) {
+	st, err := s.Start(ctx, workflows.Input{Event: ev})
+	switch {
+	case errors.Is(err, ingest.ErrRefused):
+		return metrics.StartRefused, fmt.Errorf("%w: %w", store.ErrUnstartable, err)
+	case err != nil:
+		return metrics.StartError, err
+	case st == ingest.Duplicate:
+		return metrics.StartDuplicate, nil
+	default:
+		return metrics.StartStarted, nil
+	}
+}

@@ -1,0 +1,88 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// acceptWithHandoff runs an acceptor whose accepted events go to a handoff starting them with f.
+func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight int) *inbox.Acceptor {
+	h := &inbox.Handoff{Starter: f, Store: s, Concurrency: 4, MaxInFlight: maxInFlight,
+		Backoff: store.Backoff{Initial: time.Hour, Max: time.Hour}}
+	a := inbox.NewAcceptor(s, nil)
+	a.Handoff = h
+	a.Hold = time.Hour // no relay runs here; the hold shows in next_attempt_at
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	runAcceptor(t, a)
+	return a
+}
+
+// An accepted event is started right after its answer and leaves the inbox; a duplicate costs
+// no start at all; a start Temporal refuses for good quarantines the event; a start that fails
+// leaves the event waiting, backed off, for a relay.
+func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
+	s := storetest.Open(t)
+	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+		switch key {
+		case "postscale:evt_refused":
+			return "", fmt.Errorf("%w: Blob data size exceeds limit", ingest.ErrRefused)
+		case "postscale:evt_down":
+			return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+		}
+		return ingest.Accepted, nil
+	}}
+	a := acceptWithHandoff(t, s, f, 0)
+	got, err := a.Accept(t.Context(), []event.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
+	require.NoError(t, err)
+	for _, v := range got {
+		require.Equal(t, inbox.Accepted, v.Status)
+	}
+	require.Eventually(t, func() bool {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0 OR relayed_at IS NOT NULL`) == 3
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_ok' AND NOT awaiting_start AND relayed_at IS NOT NULL`))
+	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_refused' AND NOT awaiting_start
+		AND quarantine_stage = 'start' AND quarantine_error LIKE '%Blob data size exceeds limit'`))
+	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_down' AND awaiting_start
+		AND relay_error LIKE '%connection refused' AND next_attempt_at > now() + interval '50 minutes'`))
+
+	calls := f.count()
+	got, err = a.Accept(t.Context(), []event.Event{ev("evt_ok"), ev("evt_down")})
+	require.NoError(t, err)
+	assert.Equal(t, []inbox.Verdict{{Status: inbox.Duplicate}, {Status: inbox.Duplicate}}, got)
+	time.Sleep(100 * time.Millisecond) // a start would have been made by now (the first took less)
+	assert.Equal(t, calls, f.count(), "a duplicate cost a Temporal call")
+}
+
+// At max_in_flight (started events no worker has taken up) the handoff leaves new events to the
+// relays instead of starting them.
+func TestHandoffRespectsMaxInFlight(t *testing.T) {
+	s := storetest.Open(t)
+	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
+	a := acceptWithHandoff(t, s, f, 10)
+	for i := range 30 {
+		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relayed_at IS NOT NULL`) >= 10
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(time.Second) // the in-flight count is re-read every 500 ms
+	assert.Equal(t, 10, f.count(), "started beyond max_in_flight")
+	assert.Equal(t, 20, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`),
+		"the rest wait for a relay, untried")
+}
