@@ -46,6 +46,12 @@ type Handoff struct {
 
 	queue   chan event.Event
 	running atomic.Bool
+	// While Temporal fails every start, the handoff pauses (doubling, at most Backoff.Max) and
+	// leaves new events to the relays: each failed start costs a start timeout and a write.
+	mu          sync.Mutex
+	failing     int
+	pause       time.Duration
+	pausedUntil atomic.Int64 // unix nanoseconds
 	// The in-flight estimate is the last count read from the database, plus the starts this
 	// process settled since, plus the events it has taken and not settled yet.
 	counted atomic.Int64
@@ -59,6 +65,10 @@ const settleEvery = 10 * time.Millisecond
 // relays.
 func (h *Handoff) Offer(evs []event.Event) {
 	if !h.running.Load() {
+		return
+	}
+	if time.Now().UnixNano() < h.pausedUntil.Load() {
+		h.Metrics.HandoffSkipped(metrics.SkippedTemporalFailing)
 		return
 	}
 	for _, ev := range evs {
@@ -113,12 +123,32 @@ func (h *Handoff) Run(ctx context.Context) {
 func (h *Handoff) start(ctx context.Context, ev event.Event) store.StartOutcome {
 	result, err := startEvent(ctx, h.Starter, ev)
 	h.Metrics.HandoffStart(result)
+	h.breaker(result == metrics.StartError)
 	if errors.Is(err, store.ErrUnstartable) {
 		h.Metrics.EventQuarantined(ev.Provider, store.StageStart)
 		h.Log.Warn("Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
 			"event_id", ev.EventID, "error", err)
 	}
 	return store.StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: err}
+}
+
+// breaker pauses the handoff when Concurrency starts in a row failed (Temporal is down or
+// overloaded) and resets on any start Temporal answered.
+func (h *Handoff) breaker(failed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !failed {
+		h.failing, h.pause = 0, 0
+		return
+	}
+	h.failing++
+	if h.failing < max(h.Concurrency, 1) {
+		return
+	}
+	h.failing = 0
+	h.pause = min(max(2*h.pause, time.Second), max(h.Backoff.Max, time.Second))
+	h.pausedUntil.Store(time.Now().Add(h.pause).UnixNano())
+	h.Log.Warn("workflow starts keep failing; leaving accepted events to the relays for a while", "pause", h.pause.String())
 }
 
 // settle writes the outcomes in batches: one UPDATE per kind for every start that finished

@@ -86,3 +86,29 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 	assert.Equal(t, 20, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`),
 		"the rest wait for a relay, untried")
 }
+
+// While every start fails (Temporal down), the handoff stops trying after Concurrency failures
+// in a row and leaves new events to the relays for a while, instead of spending a start timeout
+// on each.
+func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
+	s := storetest.Open(t)
+	f := &fakeStarter{answer: func(string) (ingest.Status, error) {
+		return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+	}}
+	a := acceptWithHandoff(t, s, f, 0)
+	for i := range 4 { // Concurrency
+		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return f.count() == 4 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`) == 4
+	}, 10*time.Second, 10*time.Millisecond)
+	for i := 4; i < 20; i++ {
+		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		require.NoError(t, err)
+	}
+	time.Sleep(200 * time.Millisecond) // a start, had one been made, would have been by now
+	assert.Equal(t, 4, f.count(), "the handoff kept starting while every start failed")
+	assert.Equal(t, 16, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`))
+}

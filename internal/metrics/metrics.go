@@ -41,8 +41,9 @@ const (
 
 // Reasons the handoff left an accepted event to the relays (mailhook_handoff_skipped_total).
 const (
-	SkippedQueueFull = "queue_full"
-	SkippedInFlight  = "max_in_flight"
+	SkippedQueueFull       = "queue_full"
+	SkippedInFlight        = "max_in_flight"
+	SkippedTemporalFailing = "temporal_failing" // starts kept failing: paused for a while
 )
 
 // Metrics holds the collectors.
@@ -103,7 +104,7 @@ func New() *Metrics {
 		}, []string{"result"}),
 		handoffSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_handoff_skipped_total",
-			Help: "Accepted events the accepting process left to the relays instead of starting them, by reason (queue_full, max_in_flight).",
+			Help: "Accepted events the accepting process left to the relays instead of starting them, by reason (queue_full, max_in_flight, temporal_failing).",
 		}, []string{"reason"}),
 		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_events_quarantined_total",

@@ -42,29 +42,39 @@ ORDER BY next_attempt_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
 
+	// The settle statements below update only rows still waiting that no other transaction
+	// holds: a row a relay has claimed (locked) is the relay's to settle, and the process that
+	// accepted it must not wait for it. A relay's own locks do not block its own statements.
+	settleKeys = `
+SELECT w.provider, w.event_id, k.err
+FROM webhook_events w
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err) ON w.provider = k.p AND w.event_id = k.e
+WHERE w.awaiting_start
+FOR UPDATE OF w SKIP LOCKED`
+
 	qMarkRelayed = `
-UPDATE webhook_events
+UPDATE webhook_events w
 SET awaiting_start = false, relayed_at = now(), relay_attempts = relay_attempts + 1, relay_error = NULL
-FROM unnest($1::text[], $2::text[]) AS k(p, e)
-WHERE provider = k.p AND event_id = k.e AND awaiting_start`
+FROM (` + settleKeys + `) s
+WHERE w.provider = s.provider AND w.event_id = s.event_id`
 
 	// The row waits Initial·2^attempts (at most Max) before a relay tries it again.
 	qMarkRelayFailed = `
-UPDATE webhook_events
-SET relay_attempts = relay_attempts + 1, relay_error = k.err,
+UPDATE webhook_events w
+SET relay_attempts = relay_attempts + 1, relay_error = s.err,
     next_attempt_at = now() + LEAST($4::float8, $5::float8 * power(2, LEAST(relay_attempts, 30)))
                               * interval '1 microsecond'
-FROM unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err)
-WHERE provider = k.p AND event_id = k.e AND awaiting_start`
+FROM (` + settleKeys + `) s
+WHERE w.provider = s.provider AND w.event_id = s.event_id`
 
 	// Temporal refused the start for good: out of the inbox and into quarantine, where only an
 	// operator's redrive runs it again.
 	qQuarantineStart = `
-UPDATE webhook_events
-SET awaiting_start = false, relay_attempts = relay_attempts + 1, relay_error = k.err,
-    quarantined_at = now(), quarantine_stage = '` + StageStart + `', quarantine_error = k.err
-FROM unnest($1::text[], $2::text[], $3::text[]) AS k(p, e, err)
-WHERE provider = k.p AND event_id = k.e AND awaiting_start`
+UPDATE webhook_events w
+SET awaiting_start = false, relay_attempts = relay_attempts + 1, relay_error = s.err,
+    quarantined_at = now(), quarantine_stage = '` + StageStart + `', quarantine_error = s.err
+FROM (` + settleKeys + `) s
+WHERE w.provider = s.provider AND w.event_id = s.event_id`
 
 	// Started by a relay within the window and not yet taken up by a worker: the backlog
 	// the relays have handed to Temporal. The window lets a workflow that never runs (terminated
@@ -261,7 +271,7 @@ func settleStarts(ctx context.Context, q execer, out []StartOutcome, b Backoff) 
 		}
 	}
 	if len(okP) > 0 {
-		if _, err := q.Exec(ctx, qMarkRelayed, okP, okE); err != nil {
+		if _, err := q.Exec(ctx, qMarkRelayed, okP, okE, make([]string, len(okP))); err != nil {
 			return 0, fmt.Errorf("mark started: %w", err)
 		}
 	}

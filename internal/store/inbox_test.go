@@ -315,3 +315,29 @@ func TestEnqueueOverlappingBatchesInOppositeOrderDoNotDeadlock(t *testing.T) {
 		require.EqualValues(t, 8, accepted.Load(), "round %d: each event accepted by exactly one of the two", i)
 	}
 }
+
+// SettleStarts never waits for a row another transaction holds (a relay that claimed it settles
+// it itself): it returns at once and leaves the row as the holder will leave it.
+func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	_, err := storetest.Enqueue(ctx, s,
+		statusEvent("evt_held", "msg_1", event.StatusAccepted, "", at(0)),
+		statusEvent("evt_free", "msg_2", event.StatusAccepted, "", at(0)))
+	require.NoError(t, err)
+	tx, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM webhook_events WHERE event_id = 'evt_held' FOR UPDATE`)
+	require.NoError(t, err)
+
+	settleCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, s.SettleStarts(settleCtx, []store.StartOutcome{
+		{Provider: provider, EventID: "evt_held"}, {Provider: provider, EventID: "evt_free"},
+	}, backoff), "SettleStarts waited for the held row")
+	require.NoError(t, tx.Rollback(ctx))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_held' AND awaiting_start`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_free' AND NOT awaiting_start`))
+}
