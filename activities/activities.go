@@ -37,8 +37,9 @@ const (
 	ErrTypeUnknownSink     = "UnknownSink"     // the sink was removed from the config
 	ErrTypeSinkUnavailable = "SinkUnavailable" // retryable: 5xx, 408, 429, network
 	ErrTypeNotApplied      = "NotApplicable"
-	// ErrTypeQuarantined: PostgreSQL refused the event's data, so every retry would fail the
-	// same way; the event is quarantined (GET /v1/quarantine) and the step fails for good.
+	// ErrTypeQuarantined: the event cannot be processed as it is (PostgreSQL refused its data,
+	// or it cannot be applied), so every retry would fail the same way; the event is
+	// quarantined (GET /v1/quarantine) and the step fails for good.
 	ErrTypeQuarantined = "Quarantined"
 )
 
@@ -52,6 +53,8 @@ type Store interface {
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
+	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev event.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
+	StoredEvent(ctx context.Context, provider, eventID string) (event.Event, store.ApplyResult, bool, error)
 }
 
 // Activities carries the dependencies of every activity.
@@ -258,22 +261,26 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 }
 
 // failed returns a database step's error as the step should fail: as it is (Temporal retries
-// it, with backoff, until PostgreSQL is back), or, when PostgreSQL refused the event's data and
-// so would refuse every retry too, for good once the event is quarantined. An event that
-// cannot be quarantined now fails the step retryably, so the quarantine is tried again.
+// it, with backoff, until PostgreSQL is back), or, when the event cannot be processed as it is
+// (PostgreSQL refused its data, or it cannot be applied) and so would fail every retry too, for
+// good once the event is quarantined. An event that cannot be quarantined now fails the step
+// retryably, so the quarantine is tried again. An event with no row fails it for good.
 func (a *Activities) failed(ctx context.Context, ev event.Event, step string, err error) error {
-	if !store.IsDataError(err) {
+	if errors.Is(err, store.ErrNotFound) {
+		return notRecorded(err)
+	}
+	if !unprocessable(err) {
 		return err
 	}
 	log := a.logger(ctx, ev)
 	if qerr := a.Store.Quarantine(ctx, ev.Provider, ev.EventID, step, err.Error()); qerr != nil {
-		log.Warn("PostgreSQL refused the event's data and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
+		log.Warn("the event cannot be processed as it is and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
 		return err
 	}
 	a.Metrics.EventQuarantined(ev.Provider, step)
-	log.Warn("PostgreSQL refused the event's data; quarantined, not retried", "error", err)
+	log.Warn("the event cannot be processed as it is; quarantined, not retried", "error", err)
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("%s: PostgreSQL refused the event's data; quarantined (GET /v1/quarantine): %v", step, err), ErrTypeQuarantined, err)
+		fmt.Sprintf("%s: the event cannot be processed as it is; quarantined (GET /v1/quarantine): %v", step, err), ErrTypeQuarantined, err)
 }
 
 func findSink(sinks []config.Sink, name string) (config.Sink, bool) {
@@ -379,4 +386,6 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: ApplyStatusName})
 	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
 	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
+	r.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: ProcessName})
+	r.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: SendNotificationName})
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// ProcessWebhookEventName is the registered workflow type.
+// ProcessWebhookEventName is the workflow type events were processed by before ProcessEvent: it
+// carried the whole event in its input and ran every step as a regular activity. Kept, with its
+// activities, for runs started before an upgrade; nothing starts it any more.
 const ProcessWebhookEventName = "ProcessWebhookEvent"
 
 // Input is one verified, parsed event plus the sinks subscribed when it was accepted. Routing is
@@ -105,6 +107,8 @@ type Processor struct {
 
 // Register registers the workflow under its stable name.
 func (p *Processor) Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(p.ProcessEvent, workflow.RegisterOptions{Name: ProcessEventName})
+	// Still registered for the runs it started before ProcessEvent replaced it.
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
 	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: DailyReconcileName})
 }
@@ -216,21 +220,9 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) ([]NotificationResult, []activities.FailedNotification) {
 	futures := make([]workflow.Future, len(ns))
 	for i, n := range ns {
-		typ, sink := n.Type, n.Sink
-		opts := workflow.ActivityOptions{
-			ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
-			StartToCloseTimeout:    p.Notify.AttemptTimeout + 10*time.Second,
-			Summary:                fmt.Sprintf("%s → %s", typ, sink),
-			RetryPolicy: &temporal.RetryPolicy{
-				InitialInterval:        p.Notify.InitialInterval,
-				BackoffCoefficient:     2,
-				MaximumInterval:        p.Notify.MaxInterval,
-				NonRetryableErrorTypes: []string{activities.ErrTypeSinkRejected, activities.ErrTypeUnknownSink},
-			},
-		}
 		in := base
-		in.Sink, in.Type = sink, typ
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.NotifyName, in)
+		in.Sink, in.Type = n.Sink, n.Type
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)), activities.NotifyName, in)
 	}
 	results := make([]NotificationResult, len(ns))
 	var failed []activities.FailedNotification
@@ -252,6 +244,22 @@ func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base acti
 		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: out.AlreadySent}
 	}
 	return results, failed
+}
+
+// notifyOptions are a notification activity's options: the durable retry policy (notify.*), and
+// a summary naming the type and the sink in the UI.
+func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
+		StartToCloseTimeout:    p.Notify.AttemptTimeout + 10*time.Second,
+		Summary:                fmt.Sprintf("%s → %s", typ, sink),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        p.Notify.InitialInterval,
+			BackoffCoefficient:     2,
+			MaximumInterval:        p.Notify.MaxInterval,
+			NonRetryableErrorTypes: []string{activities.ErrTypeSinkRejected, activities.ErrTypeUnknownSink},
+		},
+	}
 }
 
 // failureMessage says why a notification ended without success, in the words an operator

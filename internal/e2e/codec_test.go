@@ -255,12 +255,15 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 		t.Fatalf("decode response %s: %v", raw, err)
 	}
 	dp := decoded.GetPayloads()[0]
-	if string(dp.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON || !bytes.Contains(dp.GetData(), []byte(recipient)) {
+	if string(dp.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON || !bytes.Contains(dp.GetData(), []byte(msgID)) {
 		t.Fatalf("decoded payload: %s", dp)
 	}
-	var input workflows.Input
-	if err := converter.GetDefaultDataConverter().FromPayload(dp, &input); err != nil || input.Event.Recipient != recipient || input.Event.EventID != evID {
-		t.Fatalf("decoded input: %+v, %v", input.Event, err)
+	var input workflows.EventRef
+	if err := converter.GetDefaultDataConverter().FromPayload(dp, &input); err != nil || input.EventID != evID || input.MessageID != msgID {
+		t.Fatalf("decoded input: %+v, %v", input, err)
+	}
+	if bytes.Contains(dp.GetData(), []byte(recipient)) {
+		t.Fatalf("the workflow input holds the recipient: %s", dp.GetData())
 	}
 
 	// The Temporal CLI reads the history through the endpoint with --codec-auth, as the README
@@ -272,7 +275,7 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	out, err := exec.Command(cli, "workflow", "show", "--address", sharedSrv.FrontendHostPort(), "--namespace", "default",
 		"--workflow-id", bounceWF, "--output", "json",
 		"--codec-endpoint", h.api.URL+"/codec", "--codec-auth", "Bearer "+adminToken).CombinedOutput()
-	if err != nil || !payloadDataContains(string(out), recipient) {
+	if err != nil || !payloadDataContains(string(out), msgID) {
 		t.Fatalf("temporal workflow show through the codec endpoint: %v\n%s", err, out)
 	}
 }

@@ -25,7 +25,7 @@ import (
 // points it at workflows/testdata/histories; otherwise they go to a temporary folder.
 const HistoryDirEnv = "MAILHOOK_HISTORY_DIR"
 
-// TestRecordScenarioHistories runs every representative ProcessWebhookEvent scenario against
+// TestRecordScenarioHistories runs every representative ProcessEvent scenario against
 // the dev server, checks each ended as intended, exports its history in the Temporal CLI's
 // `workflow show --output json` format, and replays it. The replay test in workflows/ replays
 // the checked-in copies against every later version of the code.
@@ -108,14 +108,14 @@ func TestRecordScenarioHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Duplicate: a run for an event that is already processed (as after Temporal's retention
-	// passed) ends at RecordEvent. Started directly, under another ID, to record that path.
-	in := workflows.Input{Event: event.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
-		Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: msg, OccurredAt: base.Add(time.Minute), Raw: []byte(`{}`)}}
-	ingest.Route(h.cfg.Sinks, &in)
+	// Duplicate: a run for an event that is already processed (a redrive racing the run, or a
+	// start after Temporal's retention passed) ends at its first step. Started directly, under
+	// another ID, to record that path.
+	in := ingest.Ref(h.cfg.Sinks, event.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
+		Kind: event.KindStatus, MessageID: msg})
 	opts := ingest.Options(in, h.cfg.Temporal.TaskQueue)
 	opts.ID = "history-duplicate:" + ids["delivered"]
-	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, workflows.ProcessWebhookEventName, in)
+	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, workflows.ProcessEventName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	}
 	files = append(files, writeHistory(t, h.svc.Temporal, dir, "duplicate", opts.ID))
 
-	// A replay with renotify (Input.Replay and Input.Renotify): the processed event runs again
+	// A replay with renotify (EventRef.Replay and Renotify): the processed event runs again
 	// past the duplicate short-circuit, and its notification is sent once more under the
 	// replay's id.
 	{
@@ -141,7 +141,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 		files = append(files, writeHistory(t, h.svc.Temporal, dir, "replay-renotify", replayWF))
 	}
 
-	// The suppression.added path (GetVersion "suppression-notify" = 1) and a correction, on a
+	// The suppression.added path and a correction, on a
 	// harness whose sink also wants suppression.added. Its own database: the complaint above
 	// already suppressed the recipient there.
 	h2 := newHarnessWithSinkTypes(t, harnessOptions{notifyTimeout: 3 * time.Second}, config.TypeStatusChanged, config.TypeSuppressionAdded)

@@ -13,7 +13,6 @@ import (
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // HandoffStore is the part of the store the handoff uses.
@@ -219,7 +218,7 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 // startEvent starts ev's workflow and returns the metric result and the StartOutcome error: nil
 // when started now or before, wrapping store.ErrUnstartable when Temporal refused it for good.
 func startEvent(ctx context.Context, s Starter, ev event.Event) (string, error) {
-	st, err := s.Start(ctx, workflows.Input{Event: ev})
+	st, err := s.Start(ctx, ev)
 	switch {
 	case errors.Is(err, ingest.ErrRefused):
 		return metrics.StartRefused, fmt.Errorf("%w: %w", store.ErrUnstartable, err)

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // RelayStore is the part of the store the relay uses.
@@ -32,7 +32,7 @@ const throttledPoll = 200 * time.Millisecond
 
 // Starter starts one event's workflow (ingest.Starter).
 type Starter interface {
-	Start(ctx context.Context, in workflows.Input) (ingest.Status, error)
+	Start(ctx context.Context, ev event.Event) (ingest.Status, error)
 }
 
 // Relay starts the workflows of the events waiting in the inbox that the process which accepted

@@ -16,7 +16,6 @@ import (
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // fakeStarter stands in for Temporal's start call: these tests are about what the relay does
@@ -27,11 +26,11 @@ type fakeStarter struct {
 	answer func(key string) (ingest.Status, error)
 }
 
-func (f *fakeStarter) Start(_ context.Context, in workflows.Input) (ingest.Status, error) {
+func (f *fakeStarter) Start(_ context.Context, ev event.Event) (ingest.Status, error) {
 	f.mu.Lock()
-	f.calls = append(f.calls, in.Event.Key())
+	f.calls = append(f.calls, ev.Key())
 	f.mu.Unlock()
-	return f.answer(in.Event.Key())
+	return f.answer(ev.Key())
 }
 
 func (f *fakeStarter) count() int {

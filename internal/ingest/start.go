@@ -1,5 +1,5 @@
-// Package ingest starts ProcessWebhookEvent for accepted events. The workflow ID provider:event_id
-// is the first dedupe: a second start for the same event is reported as a duplicate, never as
+// Package ingest starts ProcessEvent for recorded events. The workflow ID provider:event_id makes
+// every start idempotent: a second start for the same event is reported as a duplicate, never as
 // an error.
 package ingest
 
@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -55,43 +57,38 @@ type Starter struct {
 	// prompt 503 rather than a hung request.
 	Timeout time.Duration
 	Sinks   []config.Sink
+	// Eager asks Temporal to hand the run's first workflow task straight back to a worker of
+	// this process (the same client) with the start's answer, saving a poll round trip. It
+	// only takes effect where the process runs a worker on the task queue.
+	Eager bool
 }
 
-// Route fills the sinks subscribed to each notification type.
-func Route(sinks []config.Sink, in *workflows.Input) {
-	in.StatusSinks, in.InboundSinks, in.SuppressionSinks = nil, nil, nil
-	for _, s := range sinks {
-		if s.Wants(config.TypeStatusChanged) {
-			in.StatusSinks = append(in.StatusSinks, s.Name)
-		}
-		if s.Wants(config.TypeEmailReceived) {
-			in.InboundSinks = append(in.InboundSinks, s.Name)
-		}
-		if s.Wants(config.TypeSuppressionAdded) {
-			in.SuppressionSinks = append(in.SuppressionSinks, s.Name)
-		}
-	}
+// Ref is the workflow input of ev: its reference, routed to the sinks that want its
+// notifications.
+func Ref(sinks []config.Sink, ev event.Event) workflows.EventRef {
+	ref := workflows.RefOf(ev)
+	ref.Routing = activities.Route(sinks)
+	return ref
 }
 
 // Options are the start options for an event's workflow.
-func Options(in workflows.Input, taskQueue string) client.StartWorkflowOptions {
-	ev := in.Event
-	summary := fmt.Sprintf("%s %s", ev.Provider, ev.Type)
-	if ev.MessageID != "" {
-		summary += " for " + ev.MessageID
+func Options(ref workflows.EventRef, taskQueue string) client.StartWorkflowOptions {
+	summary := fmt.Sprintf("%s %s", ref.Provider, ref.Type)
+	if ref.MessageID != "" {
+		summary += " for " + ref.MessageID
 	}
 	return client.StartWorkflowOptions{
-		ID:        ev.Key(),
+		ID:        ref.Key(),
 		TaskQueue: taskQueue,
-		// A provider's retry re-runs an event whose earlier run failed, timed out or was
-		// terminated; a completed run makes the retry a duplicate.
+		// A run that failed, timed out or was terminated can be started again (a redrive); a
+		// completed run makes every later start a duplicate.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		// Without this the SDK silently returns the existing run and a duplicate looks accepted.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			ProviderKey.ValueSet(ev.Provider),
-			EventTypeKey.ValueSet(ev.Type),
-			MessageIDKey.ValueSet(ev.MessageID),
+			ProviderKey.ValueSet(ref.Provider),
+			EventTypeKey.ValueSet(ref.Type),
+			MessageIDKey.ValueSet(ref.MessageID),
 		),
 		StaticSummary: summary,
 	}
@@ -99,14 +96,16 @@ func Options(in workflows.Input, taskQueue string) client.StartWorkflowOptions {
 
 // Start starts the event's workflow and reports accepted or duplicate. A failure wraps
 // ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
-func (s *Starter) Start(ctx context.Context, in workflows.Input) (Status, error) {
-	Route(s.Sinks, &in)
+func (s *Starter) Start(ctx context.Context, ev event.Event) (Status, error) {
+	ref := Ref(s.Sinks, ev)
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
-	_, err := s.Client.ExecuteWorkflow(ctx, Options(in, s.TaskQueue), workflows.ProcessWebhookEventName, in)
+	opts := Options(ref, s.TaskQueue)
+	opts.EnableEagerStart = s.Eager
+	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.ProcessEventName, ref)
 	if err == nil {
 		return Accepted, nil
 	}
@@ -114,9 +113,9 @@ func (s *Starter) Start(ctx context.Context, in workflows.Input) (Status, error)
 		return Duplicate, nil
 	}
 	if isRefused(err) {
-		return "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, in.Event.Key(), err)
+		return "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, ref.Key(), err)
 	}
-	return "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, in.Event.Key(), err)
+	return "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, ref.Key(), err)
 }
 
 // isRefused reports whether Temporal refused a start because of the start itself: an invalid

@@ -99,7 +99,7 @@ func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (acti
 		case rec.Event == nil:
 			o.Outcome, o.Error = activities.RedriveSkipped, store.ErrNotNormalized.Error()
 		default:
-			st, err := s.Starter.Start(ctx, workflows.Input{Event: *rec.Event})
+			st, err := s.Starter.Start(ctx, *rec.Event)
 			switch {
 			case err != nil:
 				o.Outcome, o.Error = activities.RedriveFailed, err.Error()
@@ -171,8 +171,8 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: %w", err)
 		}
-		in := workflows.Input{Event: *rec.Event, Replay: n, Renotify: renotify}
-		ingest.Route(s.Starter.Sinks, &in)
+		in := ingest.Ref(s.Starter.Sinks, *rec.Event)
+		in.Replay, in.Renotify = n, renotify
 		opts := ingest.Options(in, s.Starter.TaskQueue)
 		opts.ID = ReplayWorkflowID(provider, eventID, n)
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
@@ -181,7 +181,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		if s.Starter.Timeout > 0 {
 			startCtx, cancel = context.WithTimeout(ctx, s.Starter.Timeout)
 		}
-		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, workflows.ProcessWebhookEventName, in)
+		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, workflows.ProcessEventName, in)
 		cancel()
 		if err == nil {
 			s.Log.Info("replay started", "actor", actor, "provider", provider, "event_id", eventID,

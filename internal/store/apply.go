@@ -75,7 +75,19 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 			_ = tx.Rollback(ctx)
 		}
 	}()
+	if res, err = applyWithin(ctx, tx, ev); err != nil {
+		return ApplyResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ApplyResult{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
 
+// applyWithin applies ev to its message inside tx: the message row, the suppression and the
+// message_events outcome. It returns errLostRace when another attempt of the event recorded its
+// outcome first; tx must then be rolled back.
+func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, error) {
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
@@ -132,15 +144,21 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("record outcome: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return ApplyResult{}, fmt.Errorf("commit: %w", err)
-	}
 	return res, nil
 }
 
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.
 func (s *Store) recordedOutcome(ctx context.Context, ev event.Event) (res ApplyResult, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, qRecordedOutcome, ev.Provider, ev.EventID).Scan(
+	return recordedOutcome(ctx, s.pool, ev.Provider, ev.EventID)
+}
+
+// querier is a transaction or the pool.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func recordedOutcome(ctx context.Context, q querier, provider, eventID string) (res ApplyResult, ok bool, err error) {
+	err = q.QueryRow(ctx, qRecordedOutcome, provider, eventID).Scan(
 		&res.Outcome, &res.From, &res.To, &res.BounceType, &res.Recipient, &res.Version, &res.Suppressed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ApplyResult{}, false, nil

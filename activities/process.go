@@ -1,0 +1,178 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Activity names of ProcessEvent (ProcessWebhookEvent's RecordEvent, ApplyStatus and Notify stay
+// registered for the runs it started; MarkProcessed serves both).
+const (
+	ProcessName          = "Process"
+	SendNotificationName = "SendNotification"
+)
+
+// ErrTypeNotRecorded: the event has no row (it was never recorded, or retention removed it).
+const ErrTypeNotRecorded = "NotRecorded"
+
+// Routing names the sinks an event's notifications go to, by type, as decided when its workflow
+// started (so the workflow stays deterministic and the UI shows where it will notify).
+type Routing struct {
+	StatusSinks      []string `json:"status_sinks,omitempty"`
+	InboundSinks     []string `json:"inbound_sinks,omitempty"`
+	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
+}
+
+// Route lists, for each notification type an event can cause, the sinks that want it.
+func Route(sinks []config.Sink) Routing {
+	var r Routing
+	for _, s := range sinks {
+		if s.Wants(config.TypeStatusChanged) {
+			r.StatusSinks = append(r.StatusSinks, s.Name)
+		}
+		if s.Wants(config.TypeEmailReceived) {
+			r.InboundSinks = append(r.InboundSinks, s.Name)
+		}
+		if s.Wants(config.TypeSuppressionAdded) {
+			r.SuppressionSinks = append(r.SuppressionSinks, s.Name)
+		}
+	}
+	return r
+}
+
+// Notification is one (type, sink) to notify.
+type Notification struct {
+	Type string
+	Sink string
+}
+
+// Notifications lists, in order, what an event's outcome is notified as: message.status_changed
+// when it moved its message, suppression.added when it newly suppressed its recipient,
+// email.received for inbound mail. It is pure: the Process step uses it to tell whether the
+// event is done, and the workflow to schedule the notifications.
+func Notifications(r Routing, kind event.Kind, outcome store.Outcome, suppressed bool) []Notification {
+	var out []Notification
+	add := func(typ string, sinks []string) {
+		for _, s := range sinks {
+			out = append(out, Notification{Type: typ, Sink: s})
+		}
+	}
+	if outcome == store.OutcomeMoved {
+		add(config.TypeStatusChanged, r.StatusSinks)
+	}
+	if suppressed {
+		add(config.TypeSuppressionAdded, r.SuppressionSinks)
+	}
+	if kind == event.KindInbound {
+		add(config.TypeEmailReceived, r.InboundSinks)
+	}
+	return out
+}
+
+// ProcessInput is the Process step's input: the event's key, whether this is a replay, and the
+// routing.
+type ProcessInput struct {
+	Provider string `json:"provider"`
+	EventID  string `json:"event_id"`
+	Replay   bool   `json:"replay,omitempty"`
+	Routing
+}
+
+// ProcessOutput is what the Process step did, as the workflow history keeps it: outcomes and
+// versions, never an address or a payload.
+type ProcessOutput struct {
+	// Duplicate: already processed earlier; nothing was done.
+	Duplicate bool       `json:"duplicate,omitempty"`
+	Kind      event.Kind `json:"kind,omitempty"`
+	// Applied: the event applies to a message; the fields below are its recorded outcome.
+	Applied    bool          `json:"applied,omitempty"`
+	Outcome    store.Outcome `json:"outcome,omitempty"`
+	From       event.Status  `json:"from,omitempty"`
+	To         event.Status  `json:"to,omitempty"`
+	Version    int64         `json:"version,omitempty"`
+	Suppressed bool          `json:"suppressed,omitempty"`
+	// Processed: nothing is to be notified, and the event was marked processed in the same
+	// transaction: the run is over.
+	Processed bool `json:"processed,omitempty"`
+}
+
+// Process takes up a recorded event and, in one transaction, applies it to its message and,
+// when nothing is to be notified, marks it processed. Run as a local activity it costs the
+// workflow no activity task of its own.
+func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
+	key := event.Event{Provider: in.Provider, EventID: in.EventID}
+	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay,
+		func(ev event.Event, r store.ApplyResult, applied bool) bool {
+			return len(Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
+		})
+	if err != nil {
+		return ProcessOutput{}, a.failed(ctx, key, ProcessName, err)
+	}
+	out := ProcessOutput{Duplicate: res.Duplicate, Kind: res.Event.Kind, Applied: res.Applied, Processed: res.Processed}
+	if res.Applied {
+		out.Outcome, out.From, out.To = res.Apply.Outcome, res.Apply.From, res.Apply.To
+		out.Version, out.Suppressed = res.Apply.Version, res.Apply.Suppressed
+	}
+	switch {
+	case out.Duplicate:
+		a.Metrics.EventProcessed(in.Provider, "duplicate")
+	case out.Processed:
+		a.Metrics.EventProcessed(in.Provider, processedResult(out))
+	}
+	a.logger(ctx, key).Info("event processed step", "type", res.Event.Type, "message_id", res.Event.MessageID,
+		"duplicate", out.Duplicate, "outcome", out.Outcome, "from", out.From, "to", out.To,
+		"version", out.Version, "suppressed", out.Suppressed, "done", out.Processed)
+	return out, nil
+}
+
+// processedResult names a finished event for the events-processed metric.
+func processedResult(out ProcessOutput) string {
+	switch {
+	case out.Applied:
+		return string(out.Outcome)
+	case out.Kind == event.KindInbound:
+		return "inbound"
+	default:
+		return "unknown_type"
+	}
+}
+
+// SendInput names one notification of ProcessEvent: the event by its key (its body is built
+// from the stored event and outcome, not carried in the history) and the sink and type.
+type SendInput struct {
+	Provider string `json:"provider"`
+	EventID  string `json:"event_id"`
+	Sink     string `json:"sink"`
+	Type     string `json:"type"`
+	// NotificationEventID, when set, replaces EventID in the notification's key (a replay with
+	// --renotify).
+	NotificationEventID string `json:"notification_event_id,omitempty"`
+}
+
+// SendNotification delivers one notification to one sink, as Notify does, building its body from
+// what PostgreSQL holds of the event.
+func (a *Activities) SendNotification(ctx context.Context, in SendInput) (NotifyResult, error) {
+	key := event.Event{Provider: in.Provider, EventID: in.EventID}
+	ev, res, _, err := a.Store.StoredEvent(ctx, in.Provider, in.EventID)
+	if err != nil {
+		return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
+	}
+	return a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res, NotificationEventID: in.NotificationEventID})
+}
+
+// unprocessable reports whether err says the event cannot be processed as it is, whatever the
+// database's state: it is quarantined rather than retried.
+func unprocessable(err error) bool {
+	return errors.Is(err, store.ErrNotApplicable) || errors.Is(err, store.ErrNotNormalized) || store.IsDataError(err)
+}
+
+// notRecorded is the final error of a step whose event has no row.
+func notRecorded(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotRecorded, err)
+}

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/event"
+)
+
+// ErrNotApplicable wraps an event whose data cannot be applied to a message as it is (a status
+// event without a message id, a correction to an unknown status): it fails the same way on every
+// try, so it is quarantined.
+var ErrNotApplicable = errors.New("event cannot be applied")
+
+// ProcessResult is what Process did with an event, in one transaction.
+type ProcessResult struct {
+	// Duplicate: the event was already processed (and this is not a replay): nothing was done.
+	Duplicate bool
+	// Event is the stored event (the claim the workflow's input only refers to).
+	Event event.Event
+	// Applied: the event applies to a message; Apply is its recorded outcome.
+	Applied bool
+	Apply   ApplyResult
+	// Processed: nothing was to be notified, so the event was marked processed in the same
+	// transaction.
+	Processed bool
+}
+
+const (
+	// Locks the event's row for the transaction: attempts of one event (and its replays) run
+	// one after the other. picked_at says a worker has taken the event up (the relays' in-flight
+	// count reads it); the first time is kept. A run taking its event up proves the start
+	// happened, so the row leaves the inbox here too: the start's own record may not have been
+	// written yet (it skips a row this transaction holds), and a relay must not start it again.
+	qTakeUp = `
+UPDATE webhook_events
+SET picked_at = COALESCE(picked_at, now()), awaiting_start = false,
+    relayed_at = COALESCE(relayed_at, now())
+WHERE provider = $1 AND event_id = $2
+RETURNING normalized, processed_at IS NOT NULL`
+
+	qMarkProcessedIn = `
+UPDATE webhook_events
+SET processed_at = COALESCE(processed_at, now())
+WHERE provider = $1 AND event_id = $2`
+
+	qStoredEvent = `SELECT normalized FROM webhook_events WHERE provider = $1 AND event_id = $2`
+)
+
+// Process takes up a recorded event and, in one transaction, applies it to its message (for the
+// kinds that apply: status, correction, engagement, unsubscribe) and, when notify reports that
+// nothing is to be notified of the outcome, marks it processed. A retry after a commit finds the
+// recorded outcome and returns it again (or Duplicate, once processed). An event already
+// processed is a Duplicate unless replay is set. Errors wrap ErrNotFound (no such event),
+// ErrNotNormalized (recorded before normalized events were kept), ErrNotApplicable, or a
+// PostgreSQL error (IsDataError tells whether retrying can help).
+func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev event.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
+	var out ProcessResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = ProcessResult{}
+		var (
+			normalized []byte
+			processed  bool
+		)
+		err := tx.QueryRow(ctx, qTakeUp, provider, eventID).Scan(&normalized, &processed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("take up: %w", err)
+		}
+		if processed && !replay {
+			out.Duplicate = true
+			return nil
+		}
+		if normalized == nil {
+			return ErrNotNormalized
+		}
+		if err := json.Unmarshal(normalized, &out.Event); err != nil {
+			return fmt.Errorf("%w: decode the stored event: %w", ErrNotApplicable, err)
+		}
+		ev := out.Event
+		switch ev.Kind {
+		case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+			if err := applicable(ev); err != nil {
+				return err
+			}
+			// Decided on the stored precision (see applyStatus).
+			ev.OccurredAt = ev.OccurredAt.Truncate(time.Microsecond)
+			res, ok, err := recordedOutcome(ctx, tx, provider, eventID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if res, err = applyWithin(ctx, tx, ev); err != nil {
+					return fmt.Errorf("apply: %w", err)
+				}
+			}
+			out.Applied, out.Apply = true, res
+		}
+		if notify(out.Event, out.Apply, out.Applied) {
+			return nil
+		}
+		if !processed { // a replay of a processed event keeps its first processed_at
+			if _, err := tx.Exec(ctx, qMarkProcessedIn, provider, eventID); err != nil {
+				return fmt.Errorf("mark processed: %w", err)
+			}
+		}
+		out.Processed = true
+		return nil
+	})
+	if err != nil {
+		return ProcessResult{}, fmt.Errorf("process %s:%s: %w", provider, eventID, err)
+	}
+	return out, nil
+}
+
+// applicable says why ev cannot be applied to a message, or nil.
+func applicable(ev event.Event) error {
+	switch {
+	case ev.MessageID == "":
+		return fmt.Errorf("%w: a %s event without a message id", ErrNotApplicable, ev.Kind)
+	case ev.Kind == event.KindCorrection && !ev.Status.Known():
+		return fmt.Errorf("%w: correction to unknown status %q", ErrNotApplicable, ev.Status)
+	}
+	return nil
+}
+
+// StoredEvent returns the recorded event and, when it was applied to a message, its recorded
+// outcome (applied false otherwise): what a notification of it is built from.
+func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev event.Event, res ApplyResult, applied bool, err error) {
+	var normalized []byte
+	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(&normalized)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = ErrNotFound
+	case err == nil && normalized == nil:
+		err = ErrNotNormalized
+	case err == nil:
+		err = json.Unmarshal(normalized, &ev)
+	}
+	if err == nil {
+		res, applied, err = recordedOutcome(ctx, s.pool, provider, eventID)
+	}
+	if err != nil {
+		return event.Event{}, ApplyResult{}, false, fmt.Errorf("stored event %s:%s: %w", provider, eventID, err)
+	}
+	return ev, res, applied, nil
+}

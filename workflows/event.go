@@ -1,0 +1,160 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// ProcessEventName is the workflow type every event is processed by. ProcessWebhookEvent, the
+// type before it, stays registered so that its runs still open at an upgrade finish on the new
+// workers (docs/OPERATIONS.md, "Changing workflow code").
+const ProcessEventName = "ProcessEvent"
+
+// EventRef is ProcessEvent's input: the event's key and the few small fields an operator reads in
+// the Temporal UI, the routing decided when it was accepted, and the replay number. The event
+// itself (payload, addresses, an inbound mail's body) stays in PostgreSQL, where it was stored
+// before the workflow started; the steps read it from there. A 1 MiB inbound email and a
+// 200-byte open cost the same history.
+type EventRef struct {
+	Provider  string     `json:"provider"`
+	EventID   string     `json:"event_id"`
+	Type      string     `json:"type"`
+	Kind      event.Kind `json:"kind"`
+	MessageID string     `json:"message_id,omitempty"`
+	activities.Routing
+	// Replay, when positive, makes this run the operator's replay number n of a processed event
+	// (workflow ID provider:event_id:replay:<n>): it runs every step again. Renotify keys its
+	// notifications by event_id+":replay:"+n, so every sink that wants them gets them again.
+	Replay   int  `json:"replay,omitempty"`
+	Renotify bool `json:"renotify,omitempty"`
+}
+
+// RefOf is the reference to a recorded event, with no routing.
+func RefOf(ev event.Event) EventRef {
+	return EventRef{Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, Kind: ev.Kind, MessageID: ev.MessageID}
+}
+
+// Key is the event's durable key and workflow ID: provider:event_id.
+func (r EventRef) Key() string { return r.Provider + ":" + r.EventID }
+
+// notificationEventID is the event id the run's notifications are keyed by (see Renotify).
+func (r EventRef) notificationEventID() string {
+	if r.Replay > 0 && r.Renotify {
+		return ReplayNotificationEventID(r.EventID, r.Replay)
+	}
+	return r.EventID
+}
+
+// dbLocal runs a database step as a local activity, inside the workflow task: no activity task,
+// no schedule/start/complete events, one marker. Its retries back off; once they are spent
+// (PostgreSQL down or slow for several seconds) the step goes on as a regular activity.
+var dbLocal = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    5 * time.Second,
+	ScheduleToCloseTimeout: 20 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    2 * time.Second,
+		MaximumAttempts:    4,
+	},
+}
+
+// dbStep runs a database step (Process, MarkProcessed) as a local activity and, when that keeps
+// failing, as a regular activity with dbActivity's retries: those back off up to a minute, never
+// give up (giving up would lose an accepted event), and show in the Temporal UI and in
+// `temporal workflow describe` as a pending activity with its attempt count and last error, which
+// a local activity's retries do not. A step that fails for good (the event is quarantined, or
+// has no row) fails the run at once.
+func dbStep(ctx workflow.Context, name string, in, out any) error {
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, dbLocal), name, in).Get(ctx, out)
+	if err == nil || final(err) {
+		return err
+	}
+	workflow.GetLogger(ctx).Warn("database step keeps failing as a local activity; continuing as a regular activity", "step", name, "error", err)
+	opts := dbActivity
+	opts.Summary = name + " (retrying)"
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, in).Get(ctx, out)
+}
+
+// final reports whether a step's error ends the run instead of being retried.
+func final(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
+}
+
+// ProcessEvent processes one recorded event in as few workflow tasks as it can:
+//
+//   - Process (local): takes the event up and, in one transaction, applies it to its message
+//     and, when nothing is to be notified (stale events, opens, clicks, duplicates, unknown
+//     types), marks it processed: such a run ends in its first workflow task;
+//   - SendNotification (regular activity, one per sink and type, concurrently): the durable
+//     retries of a sink that is down (notify.*), shown in the UI as pending while they last;
+//   - MarkProcessed (local): records the notifications that failed for good and processed_at.
+func (p *Processor) ProcessEvent(ctx workflow.Context, in EventRef) (Result, error) {
+	var pr activities.ProcessOutput
+	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
+	if err := dbStep(ctx, activities.ProcessName, pin, &pr); err != nil {
+		return Result{}, fmt.Errorf("process: %w", err)
+	}
+	if pr.Duplicate {
+		return Result{Outcome: OutcomeDuplicate}, nil
+	}
+	res := Result{Outcome: OutcomeUnknownType}
+	switch {
+	case pr.Applied:
+		res = Result{Outcome: string(pr.Outcome), From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
+	case pr.Kind == event.KindInbound:
+		res.Outcome = OutcomeInbound
+	}
+	if pr.Processed {
+		return res, nil
+	}
+
+	var failed []activities.FailedNotification
+	res.Notifications, failed = p.send(ctx, in, activities.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
+	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Result: res.Outcome}
+	if err := dbStep(ctx, activities.MarkProcessedName, mark, nil); err != nil {
+		return Result{}, fmt.Errorf("mark processed: %w", err)
+	}
+	return res, nil
+}
+
+// send delivers every notification concurrently, so one slow sink does not delay the others,
+// and waits for all of them: a sink that gives up is reported, not fatal. Activities are
+// scheduled in the order of ns.
+func (p *Processor) send(ctx workflow.Context, in EventRef, ns []activities.Notification) ([]NotificationResult, []activities.FailedNotification) {
+	keyID := in.notificationEventID()
+	futures := make([]workflow.Future, len(ns))
+	for i, n := range ns {
+		send := activities.SendInput{Provider: in.Provider, EventID: in.EventID, Sink: n.Sink, Type: n.Type}
+		if keyID != in.EventID {
+			send.NotificationEventID = keyID
+		}
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)),
+			activities.SendNotificationName, send)
+	}
+	results := make([]NotificationResult, len(ns))
+	var failed []activities.FailedNotification
+	for i, f := range futures {
+		n := ns[i]
+		id := store.NotificationID(in.Provider, keyID, n.Sink, n.Type)
+		var out activities.NotifyResult
+		if err := f.Get(ctx, &out); err != nil {
+			msg := failureMessage(err)
+			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
+			results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationFailed, Error: msg}
+			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
+			continue
+		}
+		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: out.AlreadySent}
+	}
+	return results, failed
+}

@@ -1,0 +1,194 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+// newEventEnv is newEnv with ProcessEvent's activities registered too.
+func newEventEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	env := newEnv(t)
+	a := &activities.Activities{}
+	env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
+	env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
+	return env
+}
+
+func ref() workflows.EventRef {
+	return workflows.EventRef{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: event.KindStatus, MessageID: "msg_1",
+		Routing: activities.Routing{StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}}
+}
+
+func runEvent(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.EventRef) workflows.Result {
+	t.Helper()
+	env.ExecuteWorkflow(workflows.ProcessEventName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.Result
+	require.NoError(t, env.GetWorkflowResult(&res))
+	return res
+}
+
+func processInput(in workflows.EventRef) activities.ProcessInput {
+	return activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
+}
+
+// An event whose outcome notifies no one (stale, counted, unknown type, duplicate) is done after
+// the Process step, which marked it processed in its own transaction: no notification, no
+// MarkProcessed.
+func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		out  activities.ProcessOutput
+		want string
+	}{
+		{"stale", activities.ProcessOutput{Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
+		{"counted", activities.ProcessOutput{Kind: event.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, "counted"},
+		{"unknown type", activities.ProcessOutput{Kind: event.KindUnknown, Processed: true}, workflows.OutcomeUnknownType},
+		{"duplicate", activities.ProcessOutput{Duplicate: true}, workflows.OutcomeDuplicate},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newEventEnv(t)
+			env.OnActivity(activities.ProcessName, mock.Anything, processInput(ref())).Return(c.out, nil).Once()
+			res := runEvent(t, env, ref())
+			require.Equal(t, c.want, res.Outcome)
+			require.Empty(t, res.Notifications)
+			env.AssertNotCalled(t, activities.SendNotificationName, mock.Anything, mock.Anything)
+			env.AssertNotCalled(t, activities.MarkProcessedName, mock.Anything, mock.Anything)
+		})
+	}
+}
+
+// A moved event that also suppressed its recipient notifies status_changed to every status sink
+// and suppression.added to every suppression sink, by key only, then marks the event processed.
+func TestProcessEventMovedAndSuppressedNotifiesEachSinkThenMarksProcessed(t *testing.T) {
+	env := newEventEnv(t)
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
+		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
+	for _, n := range []activities.SendInput{
+		{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged},
+		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: config.TypeStatusChanged},
+		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: config.TypeSuppressionAdded},
+	} {
+		env.OnActivity(activities.SendNotificationName, mock.Anything, n).Return(activities.NotifyResult{}, nil).Once()
+	}
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
+	res := runEvent(t, env, ref())
+	require.Equal(t, "moved", res.Outcome)
+	require.True(t, res.Suppressed)
+	require.Len(t, res.Notifications, 3)
+	for _, n := range res.Notifications {
+		require.Equal(t, store.NotificationSent, n.Status)
+		require.Equal(t, store.NotificationID("postscale", "evt_1", n.Sink, n.Type), n.ID)
+	}
+}
+
+func TestProcessEventInboundNotifiesInboundSinks(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.EventID, in.Type, in.Kind = "email.received:inb_1", "email.received", event.KindInbound
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{Kind: event.KindInbound}, nil).Once()
+	env.OnActivity(activities.SendNotificationName, mock.Anything,
+		activities.SendInput{Provider: "postscale", EventID: in.EventID, Sink: "inbox", Type: config.TypeEmailReceived}).Return(activities.NotifyResult{}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := runEvent(t, env, in)
+	require.Equal(t, workflows.OutcomeInbound, res.Outcome)
+	require.Len(t, res.Notifications, 1)
+}
+
+// A sink that refuses for good is recorded as failed, and the event still ends processed.
+func TestProcessEventRejectedNotificationIsRecordedAndEventProcessed(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
+		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
+		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected, errors.New("400"))).Once()
+	id := store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged)
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(m activities.MarkProcessedInput) bool {
+		return len(m.Failed) == 1 && m.Failed[0].ID == id
+	})).Return(nil).Once()
+	res := runEvent(t, env, in)
+	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+}
+
+// A replay with renotify keys its notifications by the replay, so they are sent once more.
+func TestProcessEventReplayRenotifiesUnderReplayIDs(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.StatusSinks, in.SuppressionSinks, in.Replay, in.Renotify = []string{"app"}, nil, 2, true
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.MatchedBy(func(p activities.ProcessInput) bool { return p.Replay })).
+		Return(activities.ProcessOutput{Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	key := workflows.ReplayNotificationEventID("evt_1", 2)
+	env.OnActivity(activities.SendNotificationName, mock.Anything,
+		activities.SendInput{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged, NotificationEventID: key}).Return(activities.NotifyResult{}, nil).Once()
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := runEvent(t, env, in)
+	require.Equal(t, store.NotificationID("postscale", key, "app", config.TypeStatusChanged), res.Notifications[0].ID)
+}
+
+// A database step that keeps failing as a local activity (PostgreSQL down) goes on as a regular
+// activity, which retries until it succeeds; the run then completes normally.
+func TestProcessEventFallsBackToARegularActivityWhileTheDatabaseFails(t *testing.T) {
+	env := newEventEnv(t)
+	calls := 0
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(func(context.Context, activities.ProcessInput) (activities.ProcessOutput, error) {
+		calls++
+		if calls <= 6 { // the 4 local attempts, then 2 of the regular activity's
+			return activities.ProcessOutput{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+		}
+		return activities.ProcessOutput{Kind: event.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, nil
+	})
+	res := runEvent(t, env, ref())
+	require.Equal(t, "counted", res.Outcome)
+	require.Equal(t, 7, calls)
+}
+
+// A step that fails for good (the event quarantined) ends the run failed, without the fallback.
+func TestProcessEventQuarantinedFailsTheRun(t *testing.T) {
+	env := newEventEnv(t)
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{},
+		temporal.NewNonRetryableApplicationError("Process: quarantined", activities.ErrTypeQuarantined, nil)).Once()
+	env.ExecuteWorkflow(workflows.ProcessEventName, ref())
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	found := false
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var appErr *temporal.ApplicationError
+		if errors.As(e, &appErr) && appErr.Type() == activities.ErrTypeQuarantined {
+			found = true
+			break
+		}
+	}
+	require.True(t, found, "the run's failure does not carry the Quarantined error: %v", err)
+	env.AssertNumberOfCalls(t, activities.ProcessName, 1)
+}
+
+// Notifications is the one rule the Process step and the workflow share.
+func TestNotifications(t *testing.T) {
+	r := activities.Routing{StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}
+	require.Empty(t, activities.Notifications(r, event.KindStatus, store.OutcomeStale, false))
+	require.Empty(t, activities.Notifications(r, event.KindOpened, store.OutcomeCounted, false))
+	require.Equal(t, []activities.Notification{{Type: config.TypeSuppressionAdded, Sink: "crm"}},
+		activities.Notifications(r, event.KindStatus, store.OutcomeStale, true), "a stale hard bounce still suppresses")
+	require.Equal(t, []activities.Notification{{Type: config.TypeStatusChanged, Sink: "app"}, {Type: config.TypeSuppressionAdded, Sink: "crm"}},
+		activities.Notifications(r, event.KindStatus, store.OutcomeMoved, true))
+	require.Equal(t, []activities.Notification{{Type: config.TypeEmailReceived, Sink: "inbox"}},
+		activities.Notifications(r, event.KindInbound, "", false))
+	require.Empty(t, activities.Notifications(activities.Routing{}, event.KindStatus, store.OutcomeMoved, true), "no sink wants it")
+}
