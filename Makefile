@@ -40,12 +40,14 @@ run:
 	echo
 	exec $(BIN) serve
 
-# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI,
-# docker-compose or promtool cannot be had.
+# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI, the real Temporal
+# server, docker-compose or promtool cannot be had.
 test: vet fmt-check
 	@scripts/ensure-postgres.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
+	# The real Temporal server one e2e test runs against: built once, cached outside the repo.
+	echo "==> real Temporal server: $$(scripts/temporal-server.sh build)"
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh

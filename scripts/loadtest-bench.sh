@@ -39,6 +39,7 @@
 # Side by side with an earlier tree: BASE_REF=<commit> builds that commit's mailhook into
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
 # it; the load generator is always this tree's. The summary puts the two next to each other.
+# NAME+eager runs NAME with temporal.eager_start on.
 #
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
 # to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
@@ -76,6 +77,9 @@ MH=$WORK/mh
 MH_BASE=$WORK/mh-base
 BASE_REF=${BASE_REF:-}
 MHBIN=$MH # the mailhook of the phase running (MH, or MH_BASE for NAME@base)
+CONFIG_BASE=$WORK/config-base.yaml
+MHCONFIG=$WORK/config.yaml # the config of the phase running
+EAGER=false                # NAME+eager: temporal.eager_start on
 CONFIG=$WORK/config.yaml
 TOKEN=bench-admin-token-0123456789
 PS_SECRET=whsec_bench_postscale_secret
@@ -154,6 +158,7 @@ temporal:
   address: 127.0.0.1:$TEMPORAL_PORT
   namespace: default
   task_queue: mailhook-bench
+  eager_start: \${MAILHOOK_EAGER_START:-false}
 endpoints:
   - {name: postscale, provider: postscale, secrets: ["$PS_SECRET"]}
   - {name: sendgrid, provider: sendgrid, secrets: ["$(cat "$WORK/sg.pub")"]}
@@ -166,6 +171,8 @@ admin:
   tokens:
     - {name: bench, token: $TOKEN}
 EOF
+	# The base tree may not know the newer keys (its config is strict).
+	sed '/eager_start/d' "$CONFIG" >"$CONFIG_BASE"
 	log "fresh database $DB"
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 	"$MH" migrate --config "$CONFIG" 2>"$WORK/migrate.log"
@@ -220,7 +227,7 @@ start_temporal() {
 start_mailhook() {
 	local label=$1
 	shift
-	"$MHBIN" "$@" --config "$CONFIG" 2>"$WORK/$label.log" &
+	MAILHOOK_EAGER_START=$EAGER "$MHBIN" "$@" --config "$MHCONFIG" 2>"$WORK/$label.log" &
 	MH_PID=$!
 	STARTED+=("$MH_PID")
 	for _ in $(seq 100); do
@@ -260,16 +267,18 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 		--sendgrid-key "$WORK/sg.pem" --sink-listen "127.0.0.1:$SINK_PORT" --sink-secret "$(cat "$WORK/sink.secret")" \
 		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
 		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
-		--json "$out.json" "$@" >"$out.txt" 2>&1
+		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" "$@" >"$out.txt" 2>&1
 }
 
-phase() { # phase <run> <name>[@base]
+phase() { # phase <run> <name>[@base|+eager]
 	local run=$1 name=${2%@base} out="$RESULTS/run$1-$2"
-	MHBIN=$MH
+	name=${name%+eager}
+	MHBIN=$MH MHCONFIG=$CONFIG EAGER=false
 	if [[ $2 == *@base ]]; then
 		[[ -x $MH_BASE ]] || die "phase $2 needs BASE_REF"
-		MHBIN=$MH_BASE
+		MHBIN=$MH_BASE MHCONFIG=$CONFIG_BASE
 	fi
+	[[ $2 == *+eager ]] && EAGER=true
 	[[ $FRESH == phase ]] && start_temporal
 	wait_quiet
 	log "run $run: $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -300,7 +309,7 @@ phase() { # phase <run> <name>[@base]
 		local lt=$!
 		# The worker starts once the send phase is over: it drains, unmeasured.
 		sleep $(($(secs "$DURATION") + 1))
-		"$MHBIN" worker --config "$CONFIG" 2>"$WORK/$name-worker.log" &
+		"$MHBIN" worker --config "$MHCONFIG" 2>"$WORK/$name-worker.log" &
 		local wk=$!
 		STARTED+=("$wk")
 		wait "$lt" || rc=$?
@@ -428,11 +437,11 @@ def one(metric, phase, get, fmt):
 def add(metric, phase, get, fmt="{:.1f}"):
     """A row for phase, and one for phase@base right after it when that ran (BASE_REF)."""
     med = one(metric, phase, get, fmt)
-    if phase + "@base" in runs:
-        one(metric, phase + "@base", get, fmt)
+    for other in (phase + "+eager", phase + "@base"):
+        if other in runs:
+            one(metric, other, get, fmt)
     return med
-def per_event(op):
-    return lambda j: j["temporal_ops"][op] / j["events_accepted"]
+
 bs = add("start rate (starts/s)", "baseline-start", lambda j: j["starts_per_sec"])
 bs99 = add("start p99 (ms)", "baseline-start", lambda j: ms(j["start_latency"]["p99_ns"]))
 add("start p50 (ms)", "baseline-start", lambda j: ms(j["start_latency"]["p50_ns"]))
@@ -469,9 +478,12 @@ add("Temporal client calls per duplicate", "mixed", lambda j: j["dup_probe"]["cl
 rss = add("peak RSS serve (MB)", "mixed", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
 add("verdict passed (1=yes)", "mixed", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 for ph in ["e2e", "mixed"]:
-    add("StartWorkflowExecution per accepted event", ph, per_event("StartWorkflowExecution"), "{:.2f}")
-    add("RespondWorkflowTaskCompleted per accepted event", ph, per_event("RespondWorkflowTaskCompleted"), "{:.2f}")
-    add("RespondActivityTaskCompleted per accepted event", ph, per_event("RespondActivityTaskCompleted"), "{:.2f}")
+    add("starts per accepted event", ph, lambda j: j["per_event"]["starts"], "{:.2f}")
+    add("workflow tasks per accepted event", ph, lambda j: j["per_event"]["workflow_tasks"], "{:.2f}")
+    add("activity tasks per accepted event", ph, lambda j: j["per_event"]["activity_tasks"], "{:.2f}")
+    add("notifications per accepted event", ph, lambda j: j["notifications"]["expected"] / j["events_accepted"], "{:.2f}")
+    add("history bytes per run (sample mean)", ph, lambda j: j["per_event"]["history_bytes"], "{:.0f}")
+    add("history bytes, largest sampled run", ph, lambda j: j["per_event"]["history_bytes_max"], "{:.0f}")
 add("verdict passed (1=yes)", "e2e", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 add("verdict passed (1=yes)", "accept", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 pg = add("INSERT … ON CONFLICT rate (rows/s)", "pgbench", lambda j: j["inserts_per_sec"])

@@ -108,6 +108,10 @@ type Temporal struct {
 	StartTimeout time.Duration `yaml:"start_timeout"`
 	// RetryAfter is the Retry-After a 503 suggests to the provider.
 	RetryAfter time.Duration `yaml:"retry_after"`
+	// EagerStart asks Temporal, with each start made by a process that also runs the worker
+	// (serve with both), to hand the run's first workflow task straight back to that worker,
+	// saving a poll round trip. It has no effect in an HTTP-only process.
+	EagerStart bool `yaml:"eager_start"`
 	// TLS, APIKey (a Temporal Cloud API key; implies TLS) and Codec (payload encryption): see
 	// temporal_remote.go.
 	TLS    TLS    `yaml:"tls"`

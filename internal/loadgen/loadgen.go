@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -80,6 +81,12 @@ type Options struct {
 	DupProbe            int
 	DupProbeConcurrency int
 	MetricsURL          string
+
+	// TemporalAddress, when set, is where the run's workflow histories are sampled (HistorySample
+	// of them) for their size and shape.
+	TemporalAddress   string
+	TemporalNamespace string
+	HistorySample     int
 
 	MailhookPID int
 	CPU         []CPUTarget
@@ -256,6 +263,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.EventSends = int(n)
 			rep.StartsPerEventSend = rep.TemporalOps["StartWorkflowExecution"] / float64(n)
 		}
+		rep.PerEvent = perEventCalls(rep.TemporalOps, len(accepted))
+	}
+	if rep.PerEvent != nil && o.TemporalAddress != "" && !o.NoDrain {
+		ids := make([]string, len(accepted))
+		for i, ev := range accepted {
+			ids[i] = ev.Provider + ":" + ev.EventID
+		}
+		sampleHistories(ctx, o.TemporalAddress, o.TemporalNamespace, ids, o.HistorySample, o.Seed, rep.PerEvent)
 	}
 	if o.DupProbe > 0 {
 		probes := r.dupProbe(ctx, v)
@@ -306,6 +321,12 @@ func (o *Options) validate() error {
 	}
 	if mu, err := url.Parse(o.MetricsURL); err != nil || requireLoopbackHost(mu.Hostname()) != nil {
 		return fmt.Errorf("--metrics-url %q must be a loopback http URL", o.MetricsURL)
+	}
+	if o.TemporalAddress != "" {
+		host, _, err := net.SplitHostPort(o.TemporalAddress)
+		if err != nil || requireLoopbackHost(host) != nil {
+			return fmt.Errorf("--temporal-address %q must be a loopback host:port", o.TemporalAddress)
+		}
 	}
 	if o.Weights[Postscale] > 0 && o.PostscaleSecret == "" {
 		return errors.New("--postscale-secret is required when Postscale gets a share of the requests")

@@ -54,6 +54,7 @@ type Report struct {
 
 	TemporalOps        map[string]float64 `json:"temporal_ops,omitempty"`
 	StartsPerEventSend float64            `json:"starts_per_event_send"`
+	PerEvent           *PerEvent          `json:"per_event,omitempty"`
 	// DupProbe is the probe with DupProbeConcurrency senders; DupProbeSequential one at a time.
 	DupProbe           *ProbeReport `json:"dup_probe,omitempty"`
 	DupProbeSequential *ProbeReport `json:"dup_probe_sequential,omitempty"`
@@ -158,6 +159,17 @@ func (r *Report) print(w io.Writer) {
 	if len(r.TemporalOps) > 0 {
 		p("== Temporal calls by mailhook's process during the run: %s", kvf(r.TemporalOps))
 		p("  StartWorkflowExecution per event carried by an answered request: %.3f (%d event sends)", r.StartsPerEventSend, r.EventSends)
+	}
+	if pe := r.PerEvent; pe != nil {
+		p("== Temporal work per accepted event: %.2f starts, %.2f workflow tasks, %.2f activity tasks (mailhook's counters)",
+			pe.Starts, pe.WorkflowTasks, pe.ActivityTasks)
+		if pe.HistorySampled > 0 {
+			p("  history of %d sampled runs: %.0f bytes on average (largest %d), %.1f events, %.2f workflow tasks, %.2f activity tasks",
+				pe.HistorySampled, pe.HistoryBytes, pe.HistoryBytesMax, pe.HistoryEvents, pe.HistoryWFTasks, pe.HistoryActivityTask)
+		}
+		if pe.HistoryError != "" {
+			p("  history sample: %s", pe.HistoryError)
+		}
 	}
 	for _, pr := range []*ProbeReport{r.DupProbeSequential, r.DupProbe} {
 		if pr == nil {

@@ -143,7 +143,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 func (s *Service) starter() *ingest.Starter {
 	return &ingest.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
-		Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks,
+		Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks, Eager: s.Config.Temporal.EagerStart,
 	}
 }
 

@@ -1,0 +1,93 @@
+package testenv
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RealServer is a Temporal server v1.29.1 with PostgreSQL persistence and visibility, started by
+// scripts/temporal-server.sh: what users run, where the dev server hides the cost of regular
+// activities and a database's latency.
+type RealServer struct {
+	Address string
+	state   string
+	port    string
+	script  string
+}
+
+// StartRealServer starts a real Temporal server for the test on fresh databases (built first and
+// cached outside the repository if the cache is empty, which takes minutes; `make test` builds
+// it before the tests run) and stops it when the test ends. A server that cannot be had fails
+// the test, or skips it under -short.
+func StartRealServer(t testing.TB) *RealServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the real Temporal server test")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "temporal-server.sh")
+	port, err := membershipSafePort()
+	Need(t, "a port for a real Temporal server", err)
+	s := &RealServer{state: t.TempDir(), port: port, script: script}
+	start := time.Now()
+	out, err := s.run("start")
+	Need(t, "a real Temporal server (scripts/temporal-server.sh start)", errWithOutput(err, out))
+	s.Address = strings.TrimSpace(lastLine(out))
+	t.Cleanup(func() { _, _ = s.run("stop") })
+	t.Logf("real Temporal server on %s ready in %s", s.Address, time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+func (s *RealServer) run(cmd string) (string, error) {
+	c := exec.Command(s.script, cmd)
+	c.Env = append(os.Environ(), "TEMPORAL_SERVER_PORT="+s.port, "TEMPORAL_SERVER_STATE="+s.state)
+	out, err := c.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out) + string(ee.Stderr), err
+	}
+	return string(out), err
+}
+
+// membershipSafePort finds a frontend port whose three neighbours (history, matching, worker)
+// and membership ports (+100..+103) are free and below 32768, where the server stores them.
+func membershipSafePort() (string, error) {
+	for range 50 {
+		p := 20000 + rand.IntN(12000)
+		ok := true
+		for _, q := range []int{p, p + 1, p + 2, p + 3, p + 100, p + 101, p + 102, p + 103} {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return fmt.Sprint(p), nil
+		}
+	}
+	return "", fmt.Errorf("no free port range below 32768 after 50 tries")
+}
+
+func errWithOutput(err error, out string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w\n%s", err, out)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
