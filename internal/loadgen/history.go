@@ -20,7 +20,7 @@ type PerEvent struct {
 	ActivityTasks float64 `json:"activity_tasks"`
 
 	HistorySampled      int     `json:"history_sampled,omitempty"`
-	HistoryBytes        float64 `json:"history_bytes,omitempty"`  // mean protobuf size of a run's events
+	HistoryBytes        float64 `json:"history_bytes,omitempty"` // mean protobuf size of a run's events
 	HistoryBytesMax     int     `json:"history_bytes_max,omitempty"`
 	HistoryEvents       float64 `json:"history_events,omitempty"` // mean events per run
 	HistoryWFTasks      float64 `json:"history_workflow_tasks,omitempty"`
