@@ -21,7 +21,11 @@
 #   baseline-local-all mailhook loadtest baseline --mode complete --local all (not in the default PHASES)
 #   mixed              mailhook serve + loadtest with SendGrid batches, 20% duplicates (half of
 #                      them concurrent), and a 500-request duplicate probe
-#   outage             TEMPORAL=server only: the mixed traffic for OUTAGE_LOAD (3m), with the
+#   fixed              the mixed traffic until FIXED_EVENTS (3,000) new events were sent, no
+#                      probe: every tree processes the same work, so processed rates compare
+#                      (under the 50-sender load a faster accept path otherwise accepts far more)
+#   outage             TEMPORAL=server only: the mixed traffic at OUTAGE_RATE requests/s for
+#                      OUTAGE_LOAD (3m), with the
 #                      Temporal server stopped from 30 s in for OUTAGE (2m) and then restarted on
 #                      its databases; the verdict checks that every event was processed once
 #
@@ -66,7 +70,9 @@ BURST_SMALL=${BURST_SMALL:-5000}
 BURST_DRAIN_TIMEOUT=${BURST_DRAIN_TIMEOUT:-120m}
 INBOX_RATE=${INBOX_RATE:-2000}
 OUTAGE=${OUTAGE:-120}
+FIXED_EVENTS=${FIXED_EVENTS:-3000}
 OUTAGE_LOAD=${OUTAGE_LOAD:-180s}
+OUTAGE_RATE=${OUTAGE_RATE:-30} # requests/s, open loop: about 60 events/s, what the drain can follow
 PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
 # FRESH=phase starts a new in-memory dev server before every phase (no phase inherits another's
 # history); FRESH=run (default) one per run.
@@ -287,7 +293,7 @@ phase() { # phase <run> <name>[@base|+eager]
 	# Every mailhook phase starts on an empty database: the relay in a worker would otherwise
 	# start the rows an earlier phase left waiting, inside this phase's measurement.
 	case $name in
-	accept | e2e | mixed | outage) fresh_db "$DB" ;;
+	accept | e2e | mixed | fixed | outage) fresh_db "$DB" ;;
 	esac
 	case $name in
 	baseline-start | baseline-complete | baseline-local | baseline-local-all)
@@ -389,10 +395,18 @@ PY
 		local outage=$!
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
-			--max-batch 10 --duration "$OUTAGE_LOAD" --mailhook-pid "$MH_PID" || rc=$?
+			--max-batch 10 --duration "$OUTAGE_LOAD" --rate "$OUTAGE_RATE" --mailhook-pid "$MH_PID" || rc=$?
 		wait "$outage" || true
 		TEMPORAL_PID=$(cat "$WORK/temporal-server/server.pid")
 		STARTED+=("$TEMPORAL_PID")
+		stop_pid "$MH_PID"
+		;;
+	fixed)
+		start_mailhook "$name" serve
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
+			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" \
+			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
 	mixed)
@@ -434,6 +448,14 @@ def one(metric, phase, get, fmt):
     med = statistics.median(got) if got else None
     rows.append((metric, phase, med, vals, fmt))
     return med
+def median_of(phase, get):
+    got = []
+    for j in runs.get(phase, {}).values():
+        try:
+            got.append(get(j))
+        except (KeyError, TypeError, ZeroDivisionError):
+            pass
+    return statistics.median(got) if got else None
 def add(metric, phase, get, fmt="{:.1f}"):
     """A row for phase, and one for phase@base right after it when that ran (BASE_REF)."""
     med = one(metric, phase, get, fmt)
@@ -516,6 +538,16 @@ def burst(phase, full):
         add("peak RSS serve (MB)", phase, lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
     add("verdict passed (1=yes)", phase, lambda j: 1 if j["passed"] else 0, "{:.0f}")
     return rate
+fx = add("processed rate, overall (events/s)", "fixed", lambda j: j["processed_per_sec_overall"], "{:.2f}")
+add("events accepted", "fixed", lambda j: j["events_accepted"], "{:.0f}")
+add("end to end p50 (ms)", "fixed", lambda j: ms(j["end_to_end"]["p50_ns"]), "{:.0f}")
+add("starts per accepted event", "fixed", lambda j: j["per_event"]["starts"], "{:.2f}")
+add("workflow tasks per accepted event", "fixed", lambda j: j["per_event"]["workflow_tasks"], "{:.2f}")
+add("activity tasks per accepted event", "fixed", lambda j: j["per_event"]["activity_tasks"], "{:.2f}")
+add("notifications per accepted event", "fixed", lambda j: j["notifications"]["expected"] / j["events_accepted"], "{:.2f}")
+add("history bytes per run (sample mean)", "fixed", lambda j: j["per_event"]["history_bytes"], "{:.0f}")
+add("history bytes, largest sampled run", "fixed", lambda j: j["per_event"]["history_bytes_max"], "{:.0f}")
+add("verdict passed (1=yes)", "fixed", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 add("events accepted", "outage", lambda j: j["events_accepted"], "{:.0f}")
 add("5xx or no answer", "outage", five, "{:.0f}")
 add("accept p99, postscale (ms)", "outage", lambda j: ms(j["latency"]["postscale/accepted"]["p99_ns"]))
@@ -524,7 +556,7 @@ add("drain after the load (s)", "outage", lambda j: j["drain_seconds"], "{:.0f}"
 add("verdict passed (1=yes)", "outage", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 ib = burst("burst", True)
 ibs = burst("burst-small", False)
-for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "pgbench", "accept-nodrain", "accept-2000", "burst", "burst-small"]:
+for ph in ["baseline-start", "accept", "baseline-complete", "e2e", "baseline-local", "baseline-local-all", "mixed", "fixed", "pgbench", "accept-nodrain", "accept-2000", "burst", "burst-small"]:
     add("load average at start (1 min)", ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
 def f(v, fmt): return "—" if v is None else fmt.format(v)
 print("| phase | metric | median | runs |")
@@ -547,6 +579,10 @@ if dp1 is not None: print(f"- duplicate p99, idle probe 1 at a time: {dp1:.1f} m
 if dp is not None: print(f"- duplicate p99, idle probe 10 at once: {dp:.1f} ms (goal ≤ 50) → {'met' if dp <= 50 else 'NOT met'}")
 if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if rss <= 150 else 'NOT met'}")
 ratio("accept rate (no drain) / pgbench INSERT rate", ia, pg, 0.4)
+rate = lambda j: j["processed_per_sec_overall"]
+ratio("fixed: processed rate / the same work on BASE_REF", fx, median_of("fixed@base", rate), 3.0)
+ratio("fixed: processed rate / baseline --local all", fx, ba, 0.8)
+ratio("fixed+eager: processed rate / without eager start", median_of("fixed+eager", rate), fx, 1.0)
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 )
+
+// DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
+const DefaultMaxConns = 16
 
 // ErrNotFound is returned (wrapped) when the requested row does not exist.
 var ErrNotFound = errors.New("not found")
@@ -31,6 +35,12 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open store: parse database url: %w", err)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		// pgx's default (4, or the number of CPUs) is shared here by the accept path's writers,
+		// the handoff, the relay and, in `serve`, every activity of the worker: requests queued
+		// for a connection, not for PostgreSQL. pool_max_conns in the URL overrides this.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
