@@ -142,6 +142,9 @@ type NotifyInput struct {
 	NotificationEventID string `json:"notification_event_id,omitempty"`
 	// Data is the notification's data for types not built from an event (report.daily).
 	Data json.RawMessage `json:"data,omitempty"`
+	// PriorAttempts counts attempts made before this activity (a first attempt as a local
+	// activity), so the attempts metric counts them all.
+	PriorAttempts int `json:"prior_attempts,omitempty"`
 }
 
 // notificationEventID is the event id the notification is keyed by.
@@ -196,7 +199,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.Info("notification sent")
-		a.Metrics.NotificationAttempt(sink.Name, "sent", true, int(activity.GetInfo(ctx).Attempt))
+		a.Metrics.NotificationAttempt(sink.Name, "sent", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{ID: n.ID}, nil
 	}
 	if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
@@ -208,7 +211,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		log.Warn("sink rejected notification; not retrying", "status", de.StatusCode)
-		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, int(activity.GetInfo(ctx).Attempt))
+		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
 	}

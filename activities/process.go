@@ -153,6 +153,8 @@ type SendInput struct {
 	// NotificationEventID, when set, replaces EventID in the notification's key (a replay with
 	// --renotify).
 	NotificationEventID string `json:"notification_event_id,omitempty"`
+	// PriorAttempts counts the attempts made before this one (the first, as a local activity).
+	PriorAttempts int `json:"prior_attempts,omitempty"`
 }
 
 // SendNotification delivers one notification to one sink, as Notify does, building its body from
@@ -163,7 +165,8 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
 	}
-	return a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res, NotificationEventID: in.NotificationEventID})
+	return a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res,
+		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts})
 }
 
 // unprocessable reports whether err says the event cannot be processed as it is, whatever the

@@ -95,8 +95,9 @@ func final(err error) bool {
 //   - Process (local): takes the event up and, in one transaction, applies it to its message
 //     and, when nothing is to be notified (stale events, opens, clicks, duplicates, unknown
 //     types), marks it processed: such a run ends in its first workflow task;
-//   - SendNotification (regular activity, one per sink and type, concurrently): the durable
-//     retries of a sink that is down (notify.*), shown in the UI as pending while they last;
+//   - SendNotification (one per sink and type, concurrently): a first attempt as a local
+//     activity, so a sink that answers costs nothing more; a sink that fails goes on as a
+//     regular activity with the durable retries (notify.*), shown in the UI as pending;
 //   - MarkProcessed (local): records the notifications that failed for good and processed_at.
 func (p *Processor) ProcessEvent(ctx workflow.Context, in EventRef) (Result, error) {
 	var pr activities.ProcessOutput
@@ -128,33 +129,78 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in EventRef) (Result, err
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
-// and waits for all of them: a sink that gives up is reported, not fatal. Activities are
-// scheduled in the order of ns.
+// and waits for all of them: a sink that gives up is reported, not fatal.
 func (p *Processor) send(ctx workflow.Context, in EventRef, ns []activities.Notification) ([]NotificationResult, []activities.FailedNotification) {
 	keyID := in.notificationEventID()
-	futures := make([]workflow.Future, len(ns))
+	type sent struct {
+		out activities.NotifyResult
+		err error
+	}
+	done := make([]workflow.Future, len(ns))
 	for i, n := range ns {
-		send := activities.SendInput{Provider: in.Provider, EventID: in.EventID, Sink: n.Sink, Type: n.Type}
+		input := activities.SendInput{Provider: in.Provider, EventID: in.EventID, Sink: n.Sink, Type: n.Type}
 		if keyID != in.EventID {
-			send.NotificationEventID = keyID
+			input.NotificationEventID = keyID
 		}
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)),
-			activities.SendNotificationName, send)
+		f, set := workflow.NewFuture(ctx)
+		done[i] = f
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			out, err := p.sendOne(ctx, input)
+			set.Set(sent{out: out, err: err}, nil)
+		})
 	}
 	results := make([]NotificationResult, len(ns))
 	var failed []activities.FailedNotification
-	for i, f := range futures {
+	for i, f := range done {
 		n := ns[i]
 		id := store.NotificationID(in.Provider, keyID, n.Sink, n.Type)
-		var out activities.NotifyResult
-		if err := f.Get(ctx, &out); err != nil {
-			msg := failureMessage(err)
+		var r sent
+		_ = f.Get(ctx, &r)
+		if r.err != nil {
+			msg := failureMessage(r.err)
 			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
 			results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationFailed, Error: msg}
 			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
 			continue
 		}
-		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: out.AlreadySent}
+		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: r.out.AlreadySent}
 	}
 	return results, failed
+}
+
+// sendOne makes a notification's first attempt as a local activity, inside the workflow task:
+// most sinks answer at once, and then the notification costs no activity task. A first attempt
+// that fails and may be retried goes on as a regular activity with the durable retry policy
+// (notify.*: backing off up to max_interval, giving up after give_up_after), which shows in the
+// UI as pending with its attempts and last error; the sink's Retry-After is waited for first. A
+// sink that refuses for good (a 4xx) ends it at once, as before.
+func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (activities.NotifyResult, error) {
+	var out activities.NotifyResult
+	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: p.Notify.AttemptTimeout + 5*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             fmt.Sprintf("%s → %s", in.Type, in.Sink),
+	})
+	err := workflow.ExecuteLocalActivity(local, activities.SendNotificationName, in).Get(ctx, &out)
+	if err == nil || final(err) {
+		return out, err
+	}
+	if d := retryAfter(err); d > 0 {
+		if serr := workflow.Sleep(ctx, min(d, p.Notify.MaxInterval)); serr != nil {
+			return out, serr
+		}
+	}
+	in.PriorAttempts = 1
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(in.Type, in.Sink)),
+		activities.SendNotificationName, in).Get(ctx, &out)
+	return out, err
+}
+
+// retryAfter is the delay a failed attempt asked for (a sink's Retry-After), or zero.
+func retryAfter(err error) time.Duration {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.NextRetryDelay()
+	}
+	return 0
 }

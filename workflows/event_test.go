@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -191,4 +192,32 @@ func TestNotifications(t *testing.T) {
 	require.Equal(t, []activities.Notification{{Type: config.TypeEmailReceived, Sink: "inbox"}},
 		activities.Notifications(r, event.KindInbound, "", false))
 	require.Empty(t, activities.Notifications(activities.Routing{}, event.KindStatus, store.OutcomeMoved, true), "no sink wants it")
+}
+
+// A notification's first attempt runs locally; when it fails and may be retried (a sink that is
+// down), the notification goes on as a regular activity with the durable retry policy, counting
+// the first attempt, after waiting out the sink's Retry-After.
+func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
+		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	var inputs []activities.SendInput
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, s activities.SendInput) (activities.NotifyResult, error) {
+		inputs = append(inputs, s)
+		if len(inputs) == 1 {
+			return activities.NotifyResult{}, temporal.NewApplicationErrorWithOptions("sink app: 503", activities.ErrTypeSinkUnavailable,
+				temporal.ApplicationErrorOptions{NextRetryDelay: 30 * time.Second})
+		}
+		return activities.NotifyResult{ID: "ntf"}, nil
+	})
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	start := env.Now()
+	res := runEvent(t, env, in)
+	require.Equal(t, store.NotificationSent, res.Notifications[0].Status)
+	require.Len(t, inputs, 2)
+	require.Zero(t, inputs[0].PriorAttempts)
+	require.Equal(t, 1, inputs[1].PriorAttempts, "the regular activity counts the local attempt")
+	require.GreaterOrEqual(t, env.Now().Sub(start), 30*time.Second, "the sink's Retry-After was not waited for")
 }
