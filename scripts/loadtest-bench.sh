@@ -40,9 +40,10 @@
 #                      drained, with the full verdict
 #   burst-small        the same with BURST_SMALL events, about as many as the e2e phase sends
 #
-# Side by side with an earlier tree: BASE_REF=<commit> builds that commit's mailhook into
+# Side by side with earlier trees: BASE_REF=<commit> builds that commit's mailhook into
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
-# it; the load generator is always this tree's. The summary puts the two next to each other.
+# it; PREV_REF and NAME@prev likewise (a second tree). The load generator is always this tree's.
+# The summary puts them next to each other.
 # NAME+eager runs NAME with temporal.eager_start on.
 #
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
@@ -82,6 +83,8 @@ TEMPORAL_CLI=${TEMPORAL_CLI:-$(go env GOPATH)/bin/temporal}
 MH=$WORK/mh
 MH_BASE=$WORK/mh-base
 BASE_REF=${BASE_REF:-}
+MH_PREV=$WORK/mh-prev
+PREV_REF=${PREV_REF:-}
 MHBIN=$MH # the mailhook of the phase running (MH, or MH_BASE for NAME@base)
 CONFIG_BASE=$WORK/config-base.yaml
 MHCONFIG=$WORK/config.yaml # the config of the phase running
@@ -140,14 +143,16 @@ setup() {
 	mkdir -p "$WORK" "$RESULTS"
 	log "go build -o $MH ./cmd/mailhook"
 	(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook)
-	if [[ -n $BASE_REF ]]; then
-		log "go build -o $MH_BASE ./cmd/mailhook at $BASE_REF"
-		rm -rf "$WORK/base-src"
-		git -C "$ROOT" worktree add --detach "$WORK/base-src" "$BASE_REF" >/dev/null 2>&1 ||
-			die "git worktree add $BASE_REF failed"
-		(cd "$WORK/base-src" && go build -o "$MH_BASE" ./cmd/mailhook)
-		git -C "$ROOT" worktree remove --force "$WORK/base-src"
-	fi
+	build_ref() { # build_ref <ref> <output>
+		log "go build -o $2 ./cmd/mailhook at $1"
+		rm -rf "$WORK/ref-src"
+		git -C "$ROOT" worktree add --detach "$WORK/ref-src" "$1" >/dev/null 2>&1 ||
+			die "git worktree add $1 failed"
+		(cd "$WORK/ref-src" && go build -o "$2" ./cmd/mailhook)
+		git -C "$ROOT" worktree remove --force "$WORK/ref-src"
+	}
+	[[ -z $BASE_REF ]] || build_ref "$BASE_REF" "$MH_BASE"
+	[[ -z $PREV_REF ]] || build_ref "$PREV_REF" "$MH_PREV"
 	[[ -x $TEMPORAL_CLI ]] || die "no Temporal CLI at $TEMPORAL_CLI (set TEMPORAL_CLI)"
 	[[ $TEMPORAL == dev || $TEMPORAL == server ]] || die "TEMPORAL=$TEMPORAL: want dev or server"
 	for p in $TEMPORAL_PORT $HTTP_PORT $SINK_PORT; do
@@ -190,6 +195,7 @@ EOF
 		"$TEMPORAL_CLI" --version
 		echo "temporal: $TEMPORAL"
 		[[ -z $BASE_REF ]] || echo "base: $BASE_REF ($(git -C "$ROOT" rev-parse --short "$BASE_REF"))"
+		[[ -z $PREV_REF ]] || echo "prev: $PREV_REF ($(git -C "$ROOT" rev-parse --short "$PREV_REF"))"
 		psql "$PG/postgres" -tAc 'SELECT version()'
 		uname -sr
 		echo "runs from ${START_RUN:-1}: FRESH=$FRESH PHASES=$PHASES DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY"
@@ -276,14 +282,20 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" "$@" >"$out.txt" 2>&1
 }
 
-phase() { # phase <run> <name>[@base|+eager]
-	local run=$1 name=${2%@base} out="$RESULTS/run$1-$2"
-	name=${name%+eager}
+phase() { # phase <run> <name>[@base|@prev][+eager]
+	local run=$1 name=${2%+eager} out="$RESULTS/run$1-$2"
 	MHBIN=$MH MHCONFIG=$CONFIG EAGER=false
-	if [[ $2 == *@base ]]; then
+	case $name in
+	*@base)
 		[[ -x $MH_BASE ]] || die "phase $2 needs BASE_REF"
 		MHBIN=$MH_BASE MHCONFIG=$CONFIG_BASE
-	fi
+		;;
+	*@prev)
+		[[ -x $MH_PREV ]] || die "phase $2 needs PREV_REF"
+		MHBIN=$MH_PREV
+		;;
+	esac
+	name=${name%@*}
 	[[ $2 == *+eager ]] && EAGER=true
 	[[ $FRESH == phase ]] && start_temporal
 	wait_quiet
@@ -583,6 +595,9 @@ rate = lambda j: j["processed_per_sec_overall"]
 ratio("fixed: processed rate / the same work on BASE_REF", fx, median_of("fixed@base", rate), 3.0)
 ratio("fixed: processed rate / baseline --local all", fx, ba, 0.8)
 ratio("fixed+eager: processed rate / without eager start", median_of("fixed+eager", rate), fx, 1.0)
+ratio("fixed+eager: processed rate / the same work on BASE_REF", median_of("fixed+eager", rate), median_of("fixed@base", rate), 3.0)
+ratio("fixed+eager: processed rate / baseline --local all", median_of("fixed+eager", rate), ba, 0.8)
+ratio("fixed: processed rate / the same work on PREV_REF", fx, median_of("fixed@prev", rate), 1.0)
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY
 }
