@@ -299,7 +299,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 	[[ $2 == *+eager ]] && EAGER=true
 	[[ $FRESH == phase ]] && start_temporal
 	wait_quiet
-	log "run $run: $name (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+	log "run $run: $2 (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 	snapshot_top "$out.top"
 	local rc=0
 	# Every mailhook phase starts on an empty database: the relay in a worker would otherwise
