@@ -469,9 +469,9 @@ def median_of(phase, get):
             pass
     return statistics.median(got) if got else None
 def add(metric, phase, get, fmt="{:.1f}"):
-    """A row for phase, and one for phase@base right after it when that ran (BASE_REF)."""
+    """A row for phase, and right after it one for each variant that ran (+eager, @prev, @base)."""
     med = one(metric, phase, get, fmt)
-    for other in (phase + "+eager", phase + "@base"):
+    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base"):
         if other in runs:
             one(metric, other, get, fmt)
     return med
