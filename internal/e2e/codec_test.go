@@ -333,20 +333,32 @@ func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
 	if enc := string(startedInput(t, hist).GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
 		t.Fatalf("input recorded before the codec has encoding %q", enc)
 	}
-	// What the codec worker wrote afterwards (activity inputs, the result) is encrypted.
+	// What the codec worker wrote afterwards (local activity markers, activity inputs, the
+	// result) is encrypted.
 	var encrypted int
+	check := func(what string, ps []*commonpb.Payload) {
+		for _, p := range ps {
+			if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != codec.EncodingEncrypted {
+				t.Fatalf("%s written by the codec worker has encoding %q", what, enc)
+			}
+			encrypted++
+		}
+	}
 	for _, ev := range hist {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			for _, p := range a.GetInput().GetPayloads() {
-				if string(p.GetMetadata()[converter.MetadataEncoding]) != codec.EncodingEncrypted {
-					t.Fatalf("activity %s input not encrypted", a.GetActivityType().GetName())
-				}
-				encrypted++
+			check("activity "+a.GetActivityType().GetName()+" input", a.GetInput().GetPayloads())
+		}
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil {
+			for name, d := range m.GetDetails() {
+				check("marker "+m.GetMarkerName()+" "+name, d.GetPayloads())
 			}
+		}
+		if c := ev.GetWorkflowExecutionCompletedEventAttributes(); c != nil {
+			check("result", c.GetResult().GetPayloads())
 		}
 	}
 	if encrypted == 0 {
-		t.Fatal("no activity inputs in the history")
+		t.Fatal("the codec worker wrote no payloads to the history")
 	}
 }
 

@@ -99,7 +99,9 @@ func TestProcReaders(t *testing.T) {
 	for time.Since(s1.At) < 50*time.Millisecond {
 	}
 	s2 := SampleCPU(targets)
-	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || (len(targets) > 1 && u["mine"] < u["me"]) || u["machine"] <= 0 {
+	// A user's processes include this one, but the two are read at slightly different instants
+	// in clock ticks, so "mine" is only required to be measurable, not at least "me".
+	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || (len(targets) > 1 && u["mine"] <= 0) || u["machine"] <= 0 {
 		t.Errorf("%v", u)
 	}
 }
