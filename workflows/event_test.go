@@ -118,13 +118,16 @@ func TestProcessEventRejectedNotificationIsRecordedAndEventProcessed(t *testing.
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
 		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
-		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected, errors.New("400"))).Once()
+		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected,
+			errors.New("notify: sink responded 400 Bad Request: unknown field"))).Once()
 	id := store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged)
+	// The row keeps the sink's answer (the cause), not the wrapper that names the sink.
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(m activities.MarkProcessedInput) bool {
-		return len(m.Failed) == 1 && m.Failed[0].ID == id
+		return len(m.Failed) == 1 && m.Failed[0].ID == id && m.Failed[0].Error == "notify: sink responded 400 Bad Request: unknown field"
 	})).Return(nil).Once()
 	res := runEvent(t, env, in)
 	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+	require.Equal(t, "notify: sink responded 400 Bad Request: unknown field", res.Notifications[0].Error)
 }
 
 // A replay with renotify keys its notifications by the replay, so they are sent once more.

@@ -266,9 +266,19 @@ func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
 // needs: whether retries ran out (the give-up window passed) and the sink's last answer.
 func failureMessage(err error) string {
 	last := err.Error()
+	// The innermost application error is the real cause (the sink's answer, the bad secret);
+	// the ones around it only say which notification it was, which the row already says.
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		last = appErr.Message()
+		for cause := appErr.Unwrap(); cause != nil; {
+			var inner *temporal.ApplicationError
+			if !errors.As(cause, &inner) {
+				last = cause.Error()
+				break
+			}
+			last, cause = inner.Message(), inner.Unwrap()
+		}
 	}
 	var timeoutErr *temporal.TimeoutError
 	if errors.As(err, &timeoutErr) {

@@ -110,7 +110,7 @@ func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 	require.Equal(t, "moved", res.Outcome)
 	require.Len(t, res.Notifications, 1)
 	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
-	require.Contains(t, res.Notifications[0].Error, "rejected")
+	require.Equal(t, "400 Bad Request", res.Notifications[0].Error, "the cause, not the wrapper naming the sink")
 	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
 }
 

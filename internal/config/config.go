@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/signature"
 )
 
 // Notification types a sink can subscribe to.
@@ -259,7 +261,34 @@ func (c Config) Warnings() []string {
 			"a relay in every worker starts what could not be started, and webhooks are accepted while Temporal is down. "+
 			"Remove the setting", EnvAcceptanceMode, c.Acceptance.Mode))
 	}
+	for i, e := range c.Endpoints {
+		if bodyOnlyHMAC(e) && e.Generic.AllowUnsignedReplay {
+			out = append(out, fmt.Sprintf("endpoints[%d].generic.allow_unsigned_replay (endpoint %q) is true: its HMAC covers only the body, "+
+				"so anyone who captures one request can replay it for ever. With generic.event_id_header a replay under a new id is a new event "+
+				"(opens and clicks counted again; an unsubscribe, bounce or complaint suppresses the address again after an operator lifted it); "+
+				"with generic.event_id_field it is absorbed as a duplicate only while that event is still stored. "+
+				"Use generic.signed: timestamp_body if the sender can sign a timestamp, and restrict allow_cidrs to its addresses", i, e.Name))
+		}
+	}
 	return out
+}
+
+// hmacProvider is hmac.Name. config does not import adapters: importing one registers it.
+const hmacProvider = "hmac"
+
+// bodyOnlyHMAC reports whether an endpoint's signature covers no timestamp, so nothing in it
+// expires. Only "hmac" can be configured so: Standard Webhooks always signs id and timestamp, and
+// the fixed providers bound replays themselves. Signed is read as hmac.New reads it ("" and
+// "body" in any case); an invalid value is left to hmac.New to name.
+func bodyOnlyHMAC(e Endpoint) bool {
+	if e.Provider != hmacProvider || e.Generic == nil {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(e.Generic.Signed)) {
+	case "", "body":
+		return true
+	}
+	return false
 }
 
 // UsesDevAdminToken reports whether the admin API still accepts the built-in development token.
@@ -325,6 +354,19 @@ func (c Config) Validate() error {
 		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")
 	}
 	seen := map[string]bool{}
+	// Events, messages, dedupe and signature nonces are keyed by event namespace
+	// (provider.EventNamespace), so a namespace must belong to one provider. Each registered
+	// provider owns its own name even with no endpoint configured: an endpoint of it added later
+	// would find a generic endpoint's rows under that name. Several endpoints of one fixed provider
+	// (two Mailgun accounts) share its namespace on purpose, as they always have.
+	type owner struct {
+		provider string
+		endpoint int // -1: the registered provider itself
+	}
+	namespaces := map[string]owner{}
+	for _, n := range provider.Names() {
+		namespaces[n] = owner{provider: n, endpoint: -1}
+	}
 	for i, e := range c.Endpoints {
 		key := fmt.Sprintf("endpoints[%d]", i)
 		if e.Name == "" || strings.ContainsAny(e.Name, "/ ") {
@@ -345,8 +387,31 @@ func (c Config) Validate() error {
 		if e.Tolerance < 0 {
 			return fmt.Errorf("config: %s.tolerance must not be negative", key)
 		}
+		// Checked before provider.New, which refuses the same settings but can only name the
+		// provider key.
+		if bodyOnlyHMAC(e) && !e.Generic.AllowUnsignedReplay {
+			signed := strconv.Quote(e.Generic.Signed)
+			if e.Generic.Signed == "" {
+				signed = `unset (so "body")`
+			}
+			return fmt.Errorf("config: %s.generic.signed (endpoint %q) is %s, which signs no timestamp: a captured request verifies for ever and can be replayed "+
+				"(under a new event_id_header it is a new event); use signed: timestamp_body if the sender signs a timestamp, "+
+				"or set generic.allow_unsigned_replay: true to accept the risk", key, e.Name, signed)
+		}
 		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
+		}
+		ns := provider.EventNamespace(e.Provider, e.Name)
+		switch o, taken := namespaces[ns]; {
+		case taken && o.provider != e.Provider && o.endpoint < 0:
+			return fmt.Errorf("config: %s.name (endpoint %q) is the name of provider %q: %s endpoints key their events and messages by endpoint name, "+
+				"so this one's would share the namespace %q with provider %q's (event dedupe, messages, daily counts); rename the endpoint",
+				key, e.Name, o.provider, e.Provider, ns, o.provider)
+		case taken && o.provider != e.Provider:
+			return fmt.Errorf("config: %s.name (endpoint %q): its events are keyed under %q, as are those of endpoints[%d] (provider %q); rename one",
+				key, e.Name, ns, o.endpoint, o.provider)
+		case !taken:
+			namespaces[ns] = owner{provider: e.Provider, endpoint: i}
 		}
 	}
 	for i, t := range c.Admin.Tokens {
@@ -373,6 +438,12 @@ func (c Config) Validate() error {
 		}
 		if strings.TrimSpace(s.Secret) == "" {
 			return fmt.Errorf("config: %s.secret (sink %q) is empty", key, s.Name)
+		}
+		// Notifications are signed with signature.SignStandard, which decodes the secret this
+		// way; one it cannot decode would fail every delivery until notify.give_up_after.
+		// StandardKey's errors never quote the secret.
+		if _, err := signature.StandardKey(s.Secret); err != nil {
+			return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
 		}
 		if len(s.Types) == 0 {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,10 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
+	_ "github.com/mailhook/mailhook/internal/provider/hmac"
+	_ "github.com/mailhook/mailhook/internal/provider/mailgun"
 	_ "github.com/mailhook/mailhook/internal/provider/postscale"
+	_ "github.com/mailhook/mailhook/internal/provider/standardwebhooks"
 )
 
 func write(t *testing.T, body string) string {
@@ -82,7 +86,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"empty secrets":    {`endpoints: [{name: x, provider: postscale, secrets: []}]`, "endpoints[0].secrets"},
 		"blank secret":     {`endpoints: [{name: x, provider: postscale, secrets: [""]}]`, "endpoints[0].secrets[0]"},
 		"bad sink url":     {`sinks: [{name: a, url: "not a url", secret: s, types: [email.received]}]`, "sinks[0].url"},
-		"sink type":        {`sinks: [{name: a, url: "http://x", secret: s, types: [email.sent]}]`, "sinks[0].types[0]"},
+		"sink type":        {`sinks: [{name: a, url: "http://x", secret: whsec_c2luaw==, types: [email.sent]}]`, "sinks[0].types[0]"},
 		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
 		"unknown key":      {`htp: {address: ":1"}`, "htp"},
 		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
@@ -195,8 +199,145 @@ sinks:
 	if len(cfg.SinksFor(config.TypeStatusChanged)) != 0 {
 		t.Fatal("ops does not want status changes")
 	}
-	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: s, types: [suppression.removed]}]`))
+	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: whsec_c2luaw==, types: [suppression.removed]}]`))
 	if err == nil || !strings.Contains(err.Error(), "sinks[0].types[0]") || !strings.Contains(err.Error(), config.TypeSuppressionAdded) {
 		t.Fatalf("error %v; want it to name the key and list the known types", err)
+	}
+}
+
+// hmacEndpoint is one "hmac" endpoint whose generic block ends with extra (lines indented for
+// it). The event id is a header, the case where a replay counts again.
+func hmacEndpoint(name, extra string) string {
+	return `
+  - name: ` + name + `
+    provider: hmac
+    secrets: [acme-signing-key]
+    generic:
+      signature_header: X-Acme-Signature
+      event_id_header: X-Acme-Delivery
+      message_id_field: message.id
+      status_map: {open: opened, unsubscribe: unsubscribed}` + extra
+}
+
+const (
+	signedTimestamp = `
+      signed: timestamp_body
+      timestamp_header: X-Acme-Timestamp
+      separator: "."`
+	replayAccepted = `
+      allow_unsigned_replay: true`
+	mailgunEndpoint = `
+  - name: %s
+    provider: mailgun
+    secrets: [mailgun-signing-key]`
+	standardEndpoint = `
+  - name: %s
+    provider: standard-webhooks
+    secrets: [whsec_c2lnbmluZy1rZXk=]
+    generic:
+      message_id_field: data.id%s`
+)
+
+// Issue 17: what a hostile review got through the config. Each refusal is one line naming the
+// key, and says why.
+func TestHardenedConfigRefusals(t *testing.T) {
+	tests := map[string]struct {
+		yaml string
+		want []string
+	}{
+		"hmac signing the body by default": {"endpoints:" + hmacEndpoint("acme", ""),
+			[]string{`endpoints[0].generic.signed (endpoint "acme") is unset (so "body")`, "replayed", "allow_unsigned_replay"}},
+		"hmac signing the body explicitly": {"endpoints:" + hmacEndpoint("acme", "\n      signed: body"),
+			[]string{`endpoints[0].generic.signed (endpoint "acme") is "body"`, "allow_unsigned_replay"}},
+		// Read as hmac.New reads it: otherwise the adapter's own refusal would name only
+		// endpoints[0].provider.
+		"hmac signing the body, spelled BODY": {"endpoints:" + hmacEndpoint("acme", "\n      signed: \" BODY \""),
+			[]string{`endpoints[0].generic.signed (endpoint "acme") is " BODY "`}},
+		"allow_unsigned_replay false": {"endpoints:" + hmacEndpoint("acme", "\n      allow_unsigned_replay: false"),
+			[]string{`endpoints[0].generic.signed (endpoint "acme")`}},
+		"second endpoint signing the body": {"endpoints:" + hmacEndpoint("acme", signedTimestamp) + hmacEndpoint("globex", ""),
+			[]string{`endpoints[1].generic.signed (endpoint "globex")`}},
+		"allow_unsigned_replay with a signed timestamp": {"endpoints:" + hmacEndpoint("acme", signedTimestamp+replayAccepted),
+			[]string{`endpoints[0].provider (endpoint "acme")`, "generic.allow_unsigned_replay applies only with generic.signed: body"}},
+		"allow_unsigned_replay on standard-webhooks": {"endpoints:" + fmt.Sprintf(standardEndpoint, "acme", replayAccepted),
+			[]string{`endpoints[0].provider (endpoint "acme")`, "generic.allow_unsigned_replay does not apply"}},
+		"hmac endpoint named mailgun": {"endpoints:" + hmacEndpoint("mailgun", signedTimestamp),
+			[]string{`endpoints[0].name (endpoint "mailgun") is the name of provider "mailgun"`, "rename"}},
+		"hmac endpoint named mailgun next to a mailgun endpoint": {"endpoints:" + fmt.Sprintf(mailgunEndpoint, "mg") + hmacEndpoint("mailgun", signedTimestamp),
+			[]string{`endpoints[1].name (endpoint "mailgun") is the name of provider "mailgun"`}},
+		"hmac endpoint named mailgun, allowed replays": {"endpoints:" + hmacEndpoint("mailgun", replayAccepted),
+			[]string{`endpoints[0].name (endpoint "mailgun")`}},
+		"standard-webhooks endpoint named postscale": {"endpoints:" + fmt.Sprintf(standardEndpoint, "postscale", ""),
+			[]string{`endpoints[0].name (endpoint "postscale") is the name of provider "postscale"`}},
+		"generic endpoint named after the other generic provider": {"endpoints:" + fmt.Sprintf(standardEndpoint, "hmac", ""),
+			[]string{`endpoints[0].name (endpoint "hmac") is the name of provider "hmac"`}},
+		"sink secret not base64": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: "whsec_c2luaw!!hunter2", types: [email.received]}]`,
+			[]string{`sinks[0].secret (sink "badsecret") does not decode`, "whsec_<base64>"}},
+		"sink secret prefix only": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: whsec_, types: [email.received]}]`,
+			[]string{`sinks[0].secret (sink "badsecret") does not decode`}},
+		"sink secret not Standard Webhooks": {`sinks: [{name: ok, url: "https://a.example", secret: whsec_c2luaw==, types: [email.received]}, {name: badsecret, url: "https://app.example/hooks", secret: "hunter2-plain-password", types: [email.received]}]`,
+			[]string{`sinks[1].secret (sink "badsecret") does not decode`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(write(t, tc.yaml))
+			if err == nil {
+				t.Fatal("loaded; want it refused")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("error spans lines: %q", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Fatalf("error %q\ndoes not say %q", msg, w)
+				}
+			}
+			for _, secret := range []string{"hunter2", "acme-signing-key", "mailgun-signing-key"} {
+				if strings.Contains(msg, secret) {
+					t.Fatalf("error %q echoes a secret", msg)
+				}
+			}
+		})
+	}
+}
+
+// The forms issue 17 keeps: a signed timestamp, a body-only signature whose risk is accepted
+// (with its warning), several endpoints of one fixed provider, an endpoint named after its own
+// generic provider, and sink secrets that decode with or without the whsec_ prefix.
+func TestHardenedConfigAccepts(t *testing.T) {
+	tests := map[string]struct {
+		yaml string
+		// warn names the endpoints that must be warned about, in order.
+		warn []string
+	}{
+		"hmac with a signed timestamp": {yaml: "endpoints:" + hmacEndpoint("acme", signedTimestamp)},
+		"hmac body-only, replay accepted": {yaml: "endpoints:" + hmacEndpoint("acme", signedTimestamp) + hmacEndpoint("globex", replayAccepted) +
+			hmacEndpoint("initech", "\n      signed: body"+replayAccepted),
+			warn: []string{`endpoints[1].generic.allow_unsigned_replay (endpoint "globex")`, `endpoints[2].generic.allow_unsigned_replay (endpoint "initech")`}},
+		"two mailgun endpoints":      {yaml: "endpoints:" + fmt.Sprintf(mailgunEndpoint, "mailgun") + fmt.Sprintf(mailgunEndpoint, "mailgun-eu")},
+		"hmac endpoint named hmac":   {yaml: "endpoints:" + hmacEndpoint("hmac", signedTimestamp)},
+		"standard-webhooks endpoint": {yaml: "endpoints:" + fmt.Sprintf(standardEndpoint, "acme", "")},
+		"sink secrets": {yaml: `sinks:
+  - {name: prefixed, url: "https://app.example/a", secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, types: [email.received]}
+  - {name: bare, url: "https://app.example/b", secret: MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, types: [email.received]}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := config.Load(write(t, tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := cfg.Warnings()
+			if len(w) != len(tc.warn) {
+				t.Fatalf("warnings %q, want %d", w, len(tc.warn))
+			}
+			for i, want := range tc.warn {
+				if !strings.HasPrefix(w[i], want) || !strings.Contains(w[i], "replay it for ever") || !strings.Contains(w[i], "signed: timestamp_body") {
+					t.Fatalf("warning %q, want it to start %q and say the risk and the fix", w[i], want)
+				}
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -181,6 +182,9 @@ type harnessOptions struct {
 	maxEventsPerRequest int
 	// sinkTypes, when set, replaces the types the sink "app" subscribes to.
 	sinkTypes []string
+	// logs, when set, receives every log line of the process (mailhook's own and the Temporal
+	// SDK's, the worker's activity failures included) at debug level.
+	logs io.Writer
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -221,18 +225,22 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	logger := testenv.Logger()
+	if o.logs != nil {
+		logger = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	m := metrics.New()
-	m.RegisterBacklog(st.Backlog, testenv.Logger())
-	m.RegisterInbox(st.Inbox, testenv.Logger())
-	m.RegisterQuarantine(st.QuarantineCount, testenv.Logger())
+	m.RegisterBacklog(st.Backlog, logger)
+	m.RegisterInbox(st.Inbox, logger)
+	m.RegisterQuarantine(st.QuarantineCount, logger)
 	starts := &startCounter{n: map[string]int{}}
 	tc, err := client.NewClientFromExisting(o.temporal, client.Options{
-		Interceptors: []interceptor.ClientInterceptor{starts}, Logger: sdklog.NewStructuredLogger(testenv.Logger())})
+		Interceptors: []interceptor.ClientInterceptor{starts}, Logger: sdklog.NewStructuredLogger(logger)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: testenv.Logger(), Metrics: m}
+	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +337,7 @@ func (h *harness) messageOf(providerName, id string) store.Message {
 
 func (h *harness) messageAt(providerName, id string) (int, store.Message) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/"+providerName+"/"+id, nil)
+	req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/"+url.PathEscape(providerName)+"/"+url.PathEscape(id), nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

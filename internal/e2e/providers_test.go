@@ -107,7 +107,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 		"ses":               {TopicARNs: []string{"arn:aws:sns:us-east-1:123456789012:ses-events"}},
 		"resend":            {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
 		"standard-webhooks": {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Generic: generic},
-		"hmac": {Secrets: []string{"k"}, Generic: &provider.Generic{SignatureHeader: "X-Signature",
+		"hmac": {Secrets: []string{"k"}, Generic: &provider.Generic{SignatureHeader: "X-Signature", AllowUnsignedReplay: true,
 			EventIDField: "id", MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}},
 	}
 	var endpoints []config.Endpoint
@@ -140,7 +140,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 // may use the same ids; their events and messages are keyed by endpoint name, so they never
 // dedupe against each other.
 func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
-	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", EventIDField: "id",
+	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", AllowUnsignedReplay: true, EventIDField: "id",
 		TypeField: "event", MessageIDField: "message.id", StatusMap: map[string]string{"delivered": "delivered"}}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
 		{Name: "acme", Provider: "hmac", Settings: provider.Settings{Secrets: []string{"acme-key"}, Generic: g}},

@@ -72,7 +72,7 @@ func (s *Server) replay(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
 		return
 	}
-	prov, eventID, actor := c.Param("provider"), c.Param("event_id"), c.GetString(actorKey)
+	prov, eventID, actor := param(c, "provider"), param(c, "event_id"), c.GetString(actorKey)
 	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/redact"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -43,6 +45,11 @@ type Suppressions interface {
 	ListSuppressions(ctx context.Context, f store.SuppressionFilter) ([]store.Suppression, error)
 	GetSuppression(ctx context.Context, address string) (store.Suppression, error)
 	LiftSuppression(ctx context.Context, address, liftedBy, liftReason string) (store.SuppressionLift, error)
+}
+
+// Nonces binds a provider's single-use signature values to events (store.BindNonce).
+type Nonces interface {
+	BindNonce(ctx context.Context, provider, nonce, eventID string, expires time.Time) (string, error)
 }
 
 // Endpoint is a configured webhook URL with its adapter.
@@ -65,6 +72,8 @@ type Server struct {
 	Messages     Messages
 	Suppressions Suppressions
 	Quarantine   Quarantine
+	// Nonces refuses a captured signature reused for another event (provider.NonceBinder).
+	Nonces Nonces
 	// Ready are the dependency checks of /readyz, by name.
 	Ready map[string]func(context.Context) error
 	// NotRequired names Ready checks that are reported but do not make /readyz fail: webhooks
@@ -98,8 +107,20 @@ func (s *Server) Handler() http.Handler {
 	if s.MaxEventsPerRequest <= 0 {
 		s.MaxEventsPerRequest = DefaultMaxEventsPerRequest
 	}
+	for _, ep := range s.Endpoints {
+		if _, ok := ep.Adapter.(provider.NonceBinder); ok && s.Nonces == nil {
+			// Without the binding a captured signature signs any event: never serve that.
+			panic(fmt.Sprintf("endpoint %s: provider %s needs Server.Nonces", ep.Name, ep.Provider))
+		}
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// Message ids and addresses may hold "/" (both are the provider's or the sender's text):
+	// routed on the escaped path, "%2F" stays inside its segment. gin would unescape values as
+	// query text ("+" becomes a space, and a+b@example.com another address), so param does it
+	// as path text.
+	r.UseRawPath = true
+	r.UnescapePathValues = false
 	if err := r.SetTrustedProxies(s.TrustedProxies); err != nil {
 		// Config validation parses these first; a bad one here is a programming error.
 		panic(fmt.Sprintf("trusted proxies %v: %v", s.TrustedProxies, err))
@@ -120,12 +141,27 @@ func (s *Server) Handler() http.Handler {
 		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 	}
 	s.mountCodec(r)
-	return r
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// gin routes on RawPath only when it is set, which net/url does only when the client's
+		// escaping differs from the default: always route on the escaped form, so every param
+		// arrives escaped, once.
+		req.URL.RawPath = req.URL.EscapedPath()
+		r.ServeHTTP(w, req)
+	})
+}
+
+// param is a path parameter, unescaped as path text.
+func param(c *gin.Context, name string) string {
+	v := c.Param(name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }
 
 func (s *Server) webhook(c *gin.Context) {
 	start := s.Now()
-	name := c.Param("endpoint")
+	name := param(c, "endpoint")
 	log := s.Log.With("endpoint", name, "delivery_id", c.GetHeader("X-Postscale-Delivery-ID"))
 	providerName := ""
 	reply := func(code int, outcome string, body gin.H, attrs ...any) {
@@ -224,6 +260,23 @@ func (s *Server) webhook(c *gin.Context) {
 			events[i].Provider = ep.Namespace
 		}
 	}
+	if nb, ok := ep.Adapter.(provider.NonceBinder); ok {
+		if n, ok := nb.Nonce(preq); ok {
+			// Bound before the insert: a retry after a failed insert carries the same token
+			// and event id, so it still passes.
+			bound, err := s.Nonces.BindNonce(c.Request.Context(), events[0].Provider, n.Value, events[0].EventID, n.Expires.Add(nonceClockSkew))
+			if err != nil {
+				c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+				reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
+				return
+			}
+			if bound != events[0].EventID {
+				reply(reject(http.StatusUnauthorized), metrics.ReplayedSignature, gin.H{"error": "invalid signature",
+					"reason": "signature already used for another event"}, "event_id", events[0].EventID)
+				return
+			}
+		}
+	}
 
 	verdicts, err := s.Acceptor.Accept(c.Request.Context(), events)
 	ids := make([]string, len(events))
@@ -268,6 +321,10 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	reply(http.StatusOK, string(overall), answer, attrs...)
 }
+
+// nonceClockSkew keeps a signature token bound a little past its expiry by this process's
+// clock: the database, which expires the binding, may run ahead of it.
+const nonceClockSkew = 5 * time.Minute
 
 // DefaultMaxEventsPerRequest is http.max_events_per_request's default.
 const DefaultMaxEventsPerRequest = 1000
@@ -318,12 +375,12 @@ func (s *Server) readyz(c *gin.Context) {
 }
 
 func (s *Server) message(c *gin.Context) {
-	m, err := s.Messages.GetMessage(c.Request.Context(), c.Param("provider"), c.Param("message_id"))
+	m, err := s.Messages.GetMessage(c.Request.Context(), param(c, "provider"), param(c, "message_id"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
 	case err != nil:
-		s.Log.Error("get message", "provider", c.Param("provider"), "message_id", c.Param("message_id"), "error", err)
+		s.Log.Error("get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
 		c.JSON(http.StatusOK, m)
@@ -355,7 +412,7 @@ type correctionRequest struct {
 // It answers 202 once Temporal has the event; the workflow applies and notifies it.
 func (s *Server) correct(c *gin.Context) {
 	ctx := c.Request.Context()
-	prov, messageID, actor := c.Param("provider"), c.Param("message_id"), c.GetString(actorKey)
+	prov, messageID, actor := param(c, "provider"), param(c, "message_id"), c.GetString(actorKey)
 	var req correctionRequest
 	if err := decodeBody(c, &req); err != nil {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
@@ -456,7 +513,7 @@ func (s *Server) listSuppressions(c *gin.Context) {
 }
 
 func (s *Server) getSuppression(c *gin.Context) {
-	sup, err := s.Suppressions.GetSuppression(c.Request.Context(), c.Param("address"))
+	sup, err := s.Suppressions.GetSuppression(c.Request.Context(), param(c, "address"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
@@ -486,7 +543,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		return
 	}
 	actor := c.GetString(actorKey)
-	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), c.Param("address"), actor, req.Reason)
+	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), actor, req.Reason)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
@@ -494,7 +551,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		s.Log.Error("lift suppression", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
-		s.Log.Info("suppression lifted", "actor", actor, "address", lift.Address, "reason", lift.Reason, "lift_reason", lift.LiftReason)
+		s.Log.Info("suppression lifted", "actor", actor, "address", redact.Address(lift.Address), "reason", lift.Reason, "lift_reason", lift.LiftReason)
 		c.JSON(http.StatusOK, lift)
 	}
 }

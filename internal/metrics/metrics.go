@@ -23,11 +23,14 @@ const (
 	Accepted         = "accepted"
 	Duplicate        = "duplicate"
 	InvalidSignature = "invalid_signature"
-	BadRequest       = "bad_request"
-	TooLarge         = "too_large"
-	UnknownEndpoint  = "unknown_endpoint"
-	Unavailable      = "unavailable"
-	Control          = "control" // a provider control message (SNS subscription confirmation)
+	// ReplayedSignature is a valid signature reused for another event (a captured Mailgun
+	// signature block).
+	ReplayedSignature = "replayed_signature"
+	BadRequest        = "bad_request"
+	TooLarge          = "too_large"
+	UnknownEndpoint   = "unknown_endpoint"
+	Unavailable       = "unavailable"
+	Control           = "control" // a provider control message (SNS subscription confirmation)
 )
 
 // Start results (the result label of mailhook_relay_starts_total and

@@ -52,6 +52,10 @@ type Generic struct {
 	Signed          string `yaml:"signed"`
 	TimestampHeader string `yaml:"timestamp_header"`
 	Separator       string `yaml:"separator"`
+	// AllowUnsignedReplay accepts a body-only signature (Signed "body"), which has no
+	// timestamp to expire: a captured request verifies for ever. Without it such an endpoint is
+	// refused; with it start-up warns (config.Warnings). Only for senders that sign nothing else.
+	AllowUnsignedReplay bool `yaml:"allow_unsigned_replay"`
 	// Event mapping.
 	EventIDField    string `yaml:"event_id_field"`
 	EventIDHeader   string `yaml:"event_id_header"` // used when the id is a header (one event per request)
@@ -91,6 +95,23 @@ type Adapter interface {
 // the request is answered 200 with the returned status and no workflow starts.
 type Controller interface {
 	Control(r Request) (handled bool, status string, err error)
+}
+
+// Nonce is a single-use value a provider signs without signing the event itself (Mailgun signs
+// a timestamp and a token, not event-data).
+type Nonce struct {
+	Value string
+	// Expires is when the signature stops verifying (its timestamp plus the tolerance): the
+	// binding need not outlive it.
+	Expires time.Time
+}
+
+// NonceBinder is implemented by adapters whose signature does not cover the event: a captured
+// signature would sign any event until it expires. The handler binds the nonce to the first
+// event id it arrives with and refuses it with any other (a retry of the event still passes).
+// Nonce runs after a successful Verify.
+type NonceBinder interface {
+	Nonce(r Request) (Nonce, bool)
 }
 
 // Rejecter is implemented by adapters whose provider stops retrying on a specific status

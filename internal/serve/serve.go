@@ -119,6 +119,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Messages:            s.Store,
 		Suppressions:        s.Store,
 		Quarantine:          s.Store,
+		Nonces:              s.Store,
 		RetryAfter:          s.Config.Temporal.RetryAfter,
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
@@ -174,7 +175,37 @@ func (s *Service) RunAcceptance(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Run(ctx) })
 	wg.Go(func() { s.handoff.Run(ctx) })
+	wg.Go(func() { s.purgeNonces(ctx) })
 	wg.Wait()
+}
+
+// nonceMargin keeps a binding a while past its signature's expiry, for clocks that disagree.
+const (
+	nonceMargin       = 10 * time.Minute
+	noncePurgeEvery   = 10 * time.Minute
+	noncePurgeTimeout = time.Minute
+)
+
+// purgeNonces deletes signature-token bindings that can no longer matter (their signatures no
+// longer verify); several processes doing it at once only delete nothing twice.
+func (s *Service) purgeNonces(ctx context.Context) {
+	t := time.NewTicker(noncePurgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, noncePurgeTimeout)
+		n, err := s.Store.PurgeNonces(pctx, time.Now().Add(-nonceMargin))
+		cancel()
+		if err != nil {
+			s.Log.Warn("purge signature tokens", "error", err)
+		} else if n > 0 {
+			s.Log.Debug("purged signature tokens", "rows", n)
+		}
+	}
 }
 
 // Relay builds the relay a worker process runs.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/precedence"
+	"github.com/mailhook/mailhook/internal/redact"
 )
 
 // errLostRace means a concurrent attempt of the same event committed its outcome first.
@@ -126,7 +127,7 @@ func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, e
 		}
 		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
 			ev.MessageID, seenAt).Scan(&res.Suppressed); err != nil {
-			return ApplyResult{}, fmt.Errorf("suppress %s: %w", address, err)
+			return ApplyResult{}, fmt.Errorf("suppress %s: %w", redact.Address(address), err)
 		}
 	}
 

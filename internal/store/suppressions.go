@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/redact"
 )
 
 // SuppressionOf says whether ev suppresses its recipient and why: a hard bounce, a complaint or
@@ -58,7 +59,7 @@ func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression
 	address = NormalizeAddress(address)
 	sup, err := scanSuppression(s.pool.QueryRow(ctx, qGetSuppression, address))
 	if err != nil {
-		return Suppression{}, fmt.Errorf("get suppression %s: %w", address, err)
+		return Suppression{}, fmt.Errorf("get suppression %s: %w", redact.Address(address), err)
 	}
 	return sup, nil
 }
@@ -103,7 +104,7 @@ func (s *Store) LiftSuppression(ctx context.Context, address, liftedBy, liftReas
 		).Scan(&lift.ID, &lift.LiftedAt)
 	})
 	if err != nil {
-		return SuppressionLift{}, fmt.Errorf("lift suppression %s: %w", address, err)
+		return SuppressionLift{}, fmt.Errorf("lift suppression %s: %w", redact.Address(address), err)
 	}
 	return lift, nil
 }

@@ -121,8 +121,17 @@ func New(s provider.Settings) (provider.Adapter, error) {
 			return nil, errors.New("hmac: generic.separator applies only with generic.signed: timestamp_body")
 		case s.Tolerance != 0:
 			return nil, errors.New("hmac: tolerance applies only with generic.signed: timestamp_body (a body-only signature has no timestamp)")
+		case !g.AllowUnsignedReplay:
+			// Nothing in the signature expires, so a captured request verifies for ever; under a
+			// fresh event_id_header it is a new event. config.Validate refuses this first, naming
+			// the key; New refuses too so that no adapter built around Validate accepts it silently.
+			return nil, errors.New("hmac: generic.signed body signs no timestamp, so a captured request can be replayed for ever: " +
+				"use generic.signed: timestamp_body, or set generic.allow_unsigned_replay: true to accept that")
 		}
 	case SignedTimestampBody:
+		if g.AllowUnsignedReplay {
+			return nil, errors.New("hmac: generic.allow_unsigned_replay applies only with generic.signed: body (timestamp_body already bounds replays by tolerance)")
+		}
 		if a.timestampHeader, err = headerName("generic.timestamp_header", g.TimestampHeader); err != nil {
 			return nil, err
 		}

@@ -36,16 +36,18 @@ const (
 )
 
 // testGeneric is the mapping the fixtures are written for: GitHub-style "sha256=<hex>" over the
-// body, event id in the body.
+// body, event id in the body. A body-only signature is refused unless its replay risk is
+// accepted, so it is here.
 func testGeneric() *provider.Generic {
 	return &provider.Generic{
-		SignatureHeader: sigHdr,
-		SignaturePrefix: "sha256=",
-		EventIDField:    "id",
-		TypeField:       "event",
-		MessageIDField:  "message.id",
-		RecipientField:  "message.recipient",
-		OccurredAtField: "created",
+		SignatureHeader:     sigHdr,
+		SignaturePrefix:     "sha256=",
+		AllowUnsignedReplay: true,
+		EventIDField:        "id",
+		TypeField:           "event",
+		MessageIDField:      "message.id",
+		RecipientField:      "message.recipient",
+		OccurredAtField:     "created",
 		StatusMap: map[string]string{
 			"processed": "accepted", "deferred": "deferred", "delivered": "delivered", "dropped": "failed",
 			"bounce": "bounced", "spamreport": "complained", "open": "opened", "click": "clicked",
@@ -60,6 +62,7 @@ func timestamped() *provider.Generic {
 	g.SignaturePrefix = ""
 	g.Algorithm, g.Encoding, g.Signed = "sha512", "base64", SignedTimestampBody
 	g.TimestampHeader, g.Separator = tsHdr, "."
+	g.AllowUnsignedReplay = false
 	return g
 }
 
@@ -134,6 +137,9 @@ func TestNewRejectsBadSettings(t *testing.T) {
 		{"timestamp_header with body", provider.Settings{Secrets: []string{testKey}, Generic: g(testGeneric, func(x *provider.Generic) { x.TimestampHeader = tsHdr })}, "generic.timestamp_header"},
 		{"separator with body", provider.Settings{Secrets: []string{testKey}, Generic: g(testGeneric, func(x *provider.Generic) { x.Separator = "." })}, "generic.separator"},
 		{"tolerance with body", provider.Settings{Secrets: []string{testKey}, Tolerance: time.Minute, Generic: testGeneric()}, "tolerance"},
+		{"default body without allow_unsigned_replay", provider.Settings{Secrets: []string{testKey}, Generic: g(testGeneric, func(x *provider.Generic) { x.AllowUnsignedReplay = false })}, "generic.allow_unsigned_replay"},
+		{"body without allow_unsigned_replay", provider.Settings{Secrets: []string{testKey}, Generic: g(testGeneric, func(x *provider.Generic) { x.Signed, x.AllowUnsignedReplay = " Body ", false })}, "generic.allow_unsigned_replay"},
+		{"allow_unsigned_replay with timestamp_body", provider.Settings{Secrets: []string{testKey}, Generic: g(timestamped, func(x *provider.Generic) { x.AllowUnsignedReplay = true })}, "generic.allow_unsigned_replay applies only"},
 		{"timestamp_body without header", provider.Settings{Secrets: []string{testKey}, Generic: g(timestamped, func(x *provider.Generic) { x.TimestampHeader = "" })}, "generic.timestamp_header is required"},
 		{"bad timestamp_header", provider.Settings{Secrets: []string{testKey}, Generic: g(timestamped, func(x *provider.Generic) { x.TimestampHeader = "X(ts)" })}, "generic.timestamp_header"},
 		{"negative tolerance", provider.Settings{Secrets: []string{testKey}, Tolerance: -time.Second, Generic: timestamped()}, "tolerance"},
@@ -174,6 +180,7 @@ func TestNewAcceptsVariants(t *testing.T) {
 		"default type field":                func(x *provider.Generic) { x.TypeField = "" },
 		"no status map":                     func(x *provider.Generic) { x.StatusMap = nil },
 		"timestamp without separator":       func(x *provider.Generic) { *x = *timestamped(); x.Separator = "" },
+		"explicit body, replay accepted":    func(x *provider.Generic) { x.Signed = "body" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := testGeneric()

@@ -53,8 +53,9 @@ type Adapter struct {
 }
 
 var (
-	_ provider.Adapter  = (*Adapter)(nil)
-	_ provider.Rejecter = (*Adapter)(nil)
+	_ provider.Adapter     = (*Adapter)(nil)
+	_ provider.Rejecter    = (*Adapter)(nil)
+	_ provider.NonceBinder = (*Adapter)(nil)
 )
 
 // New builds an adapter. Settings.Secrets are HTTP webhook signing keys; several are allowed
@@ -169,6 +170,23 @@ func (a *Adapter) verify(body []byte, now time.Time) error {
 		}
 	}
 	return fmt.Errorf("%w: %d signature(s) checked against %d key(s)", signature.ErrNoMatchingSignature, n, len(a.keys))
+}
+
+// Nonce implements provider.NonceBinder: the signature covers the timestamp and the token, not
+// event-data, so the token is bound to the event it first signed until the signature expires.
+func (a *Adapter) Nonce(r provider.Request) (provider.Nonce, bool) {
+	var top struct {
+		Signature *sigBlock `json:"signature"`
+	}
+	if json.Unmarshal(r.Body, &top) != nil || top.Signature == nil || top.Signature.Token == nil {
+		return provider.Nonce{}, false
+	}
+	ts, ok := timestampText(top.Signature.Timestamp)
+	if !ok {
+		return provider.Nonce{}, false
+	}
+	unix, _ := signature.ParseUnix(ts)
+	return provider.Nonce{Value: *top.Signature.Token, Expires: time.Unix(unix, 0).Add(a.tolerance)}, true
 }
 
 // timestampText returns the signed timestamp's text. Mailgun sends it as a JSON string of digits;

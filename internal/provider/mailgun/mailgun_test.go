@@ -625,3 +625,20 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// The token is what a captured block would reuse; its binding lasts as long as the signature
+// verifies (signed timestamp plus tolerance).
+func TestNonceIsTheTokenUntilTheSignatureExpires(t *testing.T) {
+	a, err := New(provider.Settings{Secrets: []string{"k"}, Tolerance: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := SignedBody("k", "1770146798", "tok_abc", []byte(`{"id":"e1","event":"delivered"}`))
+	n, ok := a.(provider.NonceBinder).Nonce(provider.Request{Body: body})
+	if !ok || n.Value != "tok_abc" || !n.Expires.Equal(time.Unix(1770146798, 0).Add(time.Hour)) {
+		t.Fatalf("nonce %+v %v", n, ok)
+	}
+	if _, ok := a.(provider.NonceBinder).Nonce(provider.Request{Body: []byte(`{"event-data":{}}`)}); ok {
+		t.Fatal("a body without a signature block has a nonce")
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // DefaultCertHostPattern matches the regional SNS endpoints that serve signing certificates and
@@ -37,6 +39,37 @@ const (
 	// on a delivery after 15 s, so fetching a certificate must take well under that.
 	DefaultHTTPTimeout = 10 * time.Second
 )
+
+// Limits on how often an unauthenticated request can make Mailhook call out. Anyone who knows an
+// allow-listed TopicArn can name any .pem path on an SNS host as SigningCertURL, and the
+// certificate has to be fetched before the signature can be checked (issue 17).
+const (
+	// FailedCertTTL is how long a failed fetch is remembered per URL, so repeating a failing
+	// URL does not make Mailhook fetch it again. It is kept well under the 20 s SNS waits
+	// after a failed attempt before retrying (default HTTP/S delivery policy: 3 retries, then
+	// the message is dropped). The attempt fails when Mailhook answers 503, right after the
+	// failure is recorded, so the record has expired when the retry arrives: a brief outage of
+	// the certificate host must not also fail every retry of a genuine message. Distinct URLs
+	// are not slowed by this at all; the fetch limit below bounds the overall rate.
+	FailedCertTTL = 10 * time.Second
+	// maxFailedCerts bounds the remembered failures. With the fetch limit, at most
+	// CertFetchBurst + FailedCertTTL×CertFetchRate (15) of them are live at once; the bound only
+	// matters if those constants change.
+	maxFailedCerts = 64
+	// CertFetchBurst and CertFetchRate bound the outbound fetches of certificates that are not
+	// cached, per adapter (token bucket). SNS signs with one certificate per region at a time,
+	// so a fresh process needs one fetch per region it receives from (a burst of a few) and then
+	// a new one only when AWS rotates a certificate. One per second stays far above that need
+	// while capping what forged requests can make Mailhook send at 60 a minute per endpoint.
+	// Cached certificates do not use the budget, so the steady state keeps verifying while it
+	// is exhausted.
+	CertFetchBurst = 5
+	CertFetchRate  = rate.Limit(1) // fetches per second, refilled continuously
+)
+
+// errFetchLimited is wrapped, together with ErrCertUnavailable, when a fetch is refused because
+// CertFetchRate is exhausted: the message may be genuine, so it is answered 503 and SNS retries.
+var errFetchLimited = fmt.Errorf("outbound certificate fetches are limited to %g per second (burst %d)", float64(CertFetchRate), CertFetchBurst)
 
 // hostMatcher compiles a configured pattern so that it must match the whole host name: an
 // unanchored "sns\.us-east-1\.amazonaws\.com" would otherwise also accept
@@ -77,26 +110,33 @@ func (a *Adapter) checkURL(raw string, cert bool) (*url.URL, error) {
 }
 
 // certificate returns the signing certificate at rawURL (already checked), from the cache or
-// fetched. A cached certificate that is no longer valid at now is fetched again once, in case
-// SNS replaced it at the same URL.
+// fetched; a URL whose fetch failed within FailedCertTTL, or a fetch beyond CertFetchRate, fails
+// without calling out. A cached certificate that is no longer valid at now is fetched again
+// once, in case SNS replaced it at the same URL.
 func (a *Adapter) certificate(ctx context.Context, rawURL string, now time.Time) (*x509.Certificate, error) {
-	cert, cached, err := a.certs.get(ctx, rawURL, a.fetchCert)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkCert(cert, now); err != nil {
-		if !cached {
-			return nil, err
-		}
-		a.certs.remove(rawURL)
-		if cert, _, err = a.certs.get(ctx, rawURL, a.fetchCert); err != nil {
+	// The validity check is part of the fetch so that a certificate that is unusable on
+	// arrival (an old, expired one still served at its URL) is remembered as a failed fetch
+	// rather than cached; cached, it would be removed and fetched again on every request.
+	fetch := func(ctx context.Context, u string) (*x509.Certificate, error) {
+		cert, err := a.fetchCert(ctx, u)
+		if err != nil {
 			return nil, err
 		}
 		if err := checkCert(cert, now); err != nil {
 			return nil, err
 		}
+		return cert, nil
 	}
-	return cert, nil
+	cert, cached, err := a.certs.get(ctx, rawURL, fetch)
+	if err != nil {
+		return nil, err
+	}
+	if !cached || checkCert(cert, now) == nil {
+		return cert, nil
+	}
+	a.certs.remove(rawURL)
+	cert, _, err = a.certs.get(ctx, rawURL, fetch)
+	return cert, err
 }
 
 // checkCert accepts a certificate valid at now, holding an RSA key usable for signatures.
@@ -162,14 +202,19 @@ func parseCertPEM(data []byte) (*x509.Certificate, error) {
 	}
 }
 
-// certCache holds certificates by URL, at most max of them (the oldest is evicted first). Calls
-// for a URL that is being fetched wait for that fetch instead of starting another.
+// certCache holds certificates by URL, at most max of them (the oldest is evicted first), and
+// remembers failed fetches for FailedCertTTL. Calls for a URL that is being fetched wait for that
+// fetch instead of starting another; a fetch that does start must get a token from limit.
 type certCache struct {
 	mu       sync.Mutex
 	max      int
 	entries  map[string]*x509.Certificate
 	order    []string // insertion order, for eviction
 	inflight map[string]*certCall
+	failures map[string]certFailure
+	limit    *rate.Limiter // used under mu with c.now, so tests need no sleep
+	// now is the clock for failures and the limiter; tests replace it to avoid sleeping.
+	now func() time.Time
 }
 
 type certCall struct {
@@ -178,8 +223,22 @@ type certCall struct {
 	err  error
 }
 
+// certFailure is a failed fetch: err keeps its class (ErrCertUnavailable or ErrCertificate), so
+// a request served from it gets the same answer (503 or 401) as the one that fetched.
+type certFailure struct {
+	err   error
+	until time.Time
+}
+
 func newCertCache(max int) *certCache {
-	return &certCache{max: max, entries: map[string]*x509.Certificate{}, inflight: map[string]*certCall{}}
+	return &certCache{
+		max:      max,
+		entries:  map[string]*x509.Certificate{},
+		inflight: map[string]*certCall{},
+		failures: map[string]certFailure{},
+		limit:    rate.NewLimiter(CertFetchRate, CertFetchBurst),
+		now:      time.Now,
+	}
 }
 
 // get returns the certificate for key, calling fetch on a miss; cached reports a hit.
@@ -188,6 +247,14 @@ func (c *certCache) get(ctx context.Context, key string, fetch func(context.Cont
 	if cert, ok := c.entries[key]; ok {
 		c.mu.Unlock()
 		return cert, true, nil
+	}
+	now := c.now()
+	if f, ok := c.failures[key]; ok {
+		if now.Before(f.until) {
+			c.mu.Unlock()
+			return nil, false, fmt.Errorf("%w (remembered failure, not fetched again for %s)", f.err, f.until.Sub(now).Round(time.Millisecond))
+		}
+		delete(c.failures, key)
 	}
 	if call, ok := c.inflight[key]; ok {
 		c.mu.Unlock()
@@ -198,6 +265,12 @@ func (c *certCache) get(ctx context.Context, key string, fetch func(context.Cont
 			return nil, false, fmt.Errorf("%w: %v", ErrCertUnavailable, ctx.Err())
 		}
 	}
+	// Refusals are not remembered as failures: the URL may be genuine, and SNS's retry should
+	// get the next free token rather than a stored refusal.
+	if !c.limit.AllowN(now, 1) {
+		c.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %w", ErrCertUnavailable, errFetchLimited)
+	}
 	call := &certCall{done: make(chan struct{})}
 	c.inflight[key] = call
 	c.mu.Unlock()
@@ -206,12 +279,39 @@ func (c *certCache) get(ctx context.Context, key string, fetch func(context.Cont
 
 	c.mu.Lock()
 	delete(c.inflight, key)
-	if call.err == nil {
+	switch {
+	case call.err == nil:
 		c.putLocked(key, call.cert)
+	case ctx.Err() == nil:
+		// A fetch cut short by its own caller going away says nothing about the URL, so only
+		// the others are remembered.
+		c.rememberLocked(key, call.err, c.now())
 	}
 	c.mu.Unlock()
 	close(call.done)
 	return call.cert, false, call.err
+}
+
+// rememberLocked records a failed fetch, dropping expired records first and then, if still
+// full, the one closest to expiry.
+func (c *certCache) rememberLocked(key string, err error, now time.Time) {
+	if _, ok := c.failures[key]; !ok && len(c.failures) >= maxFailedCerts {
+		var victim string
+		var soonest time.Time
+		for k, f := range c.failures {
+			if !now.Before(f.until) {
+				delete(c.failures, k)
+				continue
+			}
+			if victim == "" || f.until.Before(soonest) {
+				victim, soonest = k, f.until
+			}
+		}
+		if len(c.failures) >= maxFailedCerts {
+			delete(c.failures, victim)
+		}
+	}
+	c.failures[key] = certFailure{err: err, until: now.Add(FailedCertTTL)}
 }
 
 // put stores a certificate (tests inject one to run offline).
@@ -230,6 +330,7 @@ func (c *certCache) putLocked(key string, cert *x509.Certificate) {
 		c.order = append(c.order, key)
 	}
 	c.entries[key] = cert
+	delete(c.failures, key)
 }
 
 func (c *certCache) remove(key string) {

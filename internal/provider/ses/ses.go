@@ -68,8 +68,9 @@ var (
 	ErrCertificate      = errors.New("signing certificate is not acceptable")
 	ErrSignature        = errors.New("signature does not match")
 	// ErrCertUnavailable means the certificate could not be fetched for a reason a retry may
-	// fix (network, timeout, 5xx). It does not wrap provider.ErrUnauthorized: answering 4xx
-	// would make SNS drop the message for good, so it is worth a 503 instead.
+	// fix (network, timeout, 5xx, or Mailhook's own limit on outbound fetches, CertFetchRate).
+	// It does not wrap provider.ErrUnauthorized: answering 4xx would make SNS drop the message
+	// for good, so it is worth a 503 instead.
 	ErrCertUnavailable = errors.New("signing certificate could not be fetched")
 )
 

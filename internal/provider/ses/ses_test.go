@@ -439,7 +439,7 @@ func TestVerifyTransientCertFailureIsNotUnauthorized(t *testing.T) {
 		t.Fatalf("dead server: err = %v, want ErrCertUnavailable without ErrUnauthorized", err)
 	}
 	if a.certs.len() != 0 {
-		t.Fatal("a failed fetch was cached")
+		t.Fatal("a failed fetch was cached as a certificate")
 	}
 }
 

@@ -26,6 +26,9 @@ func newMapping(name string, g *provider.Generic) (*fieldmap.Mapping, error) {
 				return nil, fmt.Errorf("%s: generic.%s does not apply: Standard Webhooks fixes the signature scheme", name, f.key)
 			}
 		}
+		if g.AllowUnsignedReplay {
+			return nil, fmt.Errorf("%s: generic.allow_unsigned_replay does not apply: Standard Webhooks always signs the id and a timestamp", name)
+		}
 		if g.EventIDField != "" || g.EventIDHeader != "" {
 			return nil, fmt.Errorf("%s: generic.event_id_field and generic.event_id_header do not apply: the event id is the webhook-id header", name)
 		}
