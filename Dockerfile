@@ -11,7 +11,10 @@ ENV CGO_ENABLED=0 \
 COPY go.mod go.sum ./
 RUN go mod download && go mod verify
 COPY . .
-RUN go build -trimpath -ldflags="-s -w" -o /out/mailhook ./cmd/mailhook
+# The version `mailhook version` and mailhook_build_info report (the build has no .git).
+ARG MAILHOOK_VERSION=dev
+RUN go build -trimpath -ldflags="-s -w -X github.com/mailhook/mailhook/internal/buildinfo.version=${MAILHOOK_VERSION}" \
+    -o /out/mailhook ./cmd/mailhook
 
 # Static binary on distroless: CA certificates and tzdata, no shell.
 FROM gcr.io/distroless/static-debian12:nonroot

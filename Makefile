@@ -15,14 +15,17 @@ SHELL := bash
 GO ?= go
 BIN := bin/mailhook
 CMD := ./cmd/mailhook
+# Stamped into `mailhook version` and mailhook_build_info.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/mailhook/mailhook/internal/buildinfo.version=$(VERSION)
 # Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
 GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
 
-.PHONY: build run test test-short record-histories fmt fmt-check vet compose-check alerts-check \
+.PHONY: build run test test-short record-histories fmt fmt-check tidy-check vet compose-check alerts-check \
 	temporal-cli temporal-dev temporal-stop postgres clean clean-dev
 
 build:
-	$(GO) build -o $(BIN) $(CMD)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
 
 run:
 	@TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
@@ -30,19 +33,25 @@ run:
 	scripts/dev-temporal.sh
 	scripts/ensure-postgres.sh
 	echo "==> go build -o $(BIN) $(CMD)"
-	$(GO) build -o $(BIN) $(CMD)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
+	export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml
 	echo "==> $(BIN) migrate"
 	$(BIN) migrate
+	# The dev sink prints every notification (verified) in this terminal; it stops with serve.
+	$(BIN) dev-sink &
+	sink=$$!
+	trap 'kill $$sink 2>/dev/null' EXIT
 	echo
-	echo "Webhook URL:  http://127.0.0.1:8000/webhooks/postscale"
+	echo "Webhook URL:  http://127.0.0.1:8000/webhooks/postscale   (config: $$MAILHOOK_CONFIG)"
 	echo "Temporal UI:  http://127.0.0.1:8233"
-	echo "Simulate:     $(BIN) simulate --url http://127.0.0.1:8000"
+	echo "Admin API:    curl -H 'Authorization: Bearer dev-admin-token' http://127.0.0.1:8000/v1/suppressions"
+	echo "Simulate:     $(BIN) simulate   (in another terminal; the notifications print here)"
 	echo
-	exec $(BIN) serve
+	$(BIN) serve
 
 # Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI, the real Temporal
 # server, docker-compose or promtool cannot be had.
-test: vet fmt-check
+test: vet fmt-check tidy-check
 	@scripts/ensure-postgres.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
@@ -69,6 +78,15 @@ test-short:
 
 vet:
 	$(GO) vet ./...
+
+# go.mod and go.sum say exactly what the code imports (direct vs indirect included).
+tidy-check:
+	@if ! diff="$$($(GO) mod tidy -diff 2>&1)"; then
+		echo "go.mod/go.sum are not tidy (run 'go mod tidy'):" >&2
+		echo "$$diff" >&2
+		exit 1
+	fi
+	echo "go mod tidy: ok"
 
 fmt:
 	$(GO_FILES) | xargs -0 -r gofmt -w

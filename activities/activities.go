@@ -104,7 +104,7 @@ func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.Rec
 	if res.AlreadyProcessed {
 		a.Metrics.EventProcessed(ev.Provider, "duplicate")
 	}
-	a.logger(ctx, ev).Info("event recorded", "type", ev.Type, "message_id", ev.MessageID,
+	a.logger(ctx, ev).InfoContext(ctx, "event recorded", "type", ev.Type, "message_id", ev.MessageID,
 		"inserted", res.Inserted, "already_processed", res.AlreadyProcessed)
 	return res, nil
 }
@@ -124,7 +124,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.App
 	if err != nil {
 		return store.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
 	}
-	a.logger(ctx, ev).Info("status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
+	a.logger(ctx, ev).InfoContext(ctx, "status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
 		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)
 	return res, nil
 }
@@ -198,24 +198,24 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
-		log.Info("notification sent")
+		log.InfoContext(ctx, "notification sent")
 		a.Metrics.NotificationAttempt(sink.Name, "sent", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{ID: n.ID}, nil
 	}
 	if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
-		log.Warn("could not record notification attempt", "error", err)
+		log.WarnContext(ctx, "could not record notification attempt", "error", err)
 	}
 	var de *notify.DeliveryError
 	if errors.As(sendErr, &de) && !de.Retryable {
 		if err := a.Store.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
-		log.Warn("sink rejected notification; not retrying", "status", de.StatusCode)
+		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", de.StatusCode)
 		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
 	}
-	log.Warn("notification attempt failed; will retry", "error", sendErr)
+	log.WarnContext(ctx, "notification attempt failed; will retry", "error", sendErr)
 	a.Metrics.NotificationAttempt(sink.Name, "retrying", false, 0)
 	opts := temporal.ApplicationErrorOptions{Cause: sendErr}
 	if de != nil && de.RetryAfter > 0 {
@@ -258,7 +258,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
 	}
 	a.Metrics.EventProcessed(in.Provider, in.Result)
-	a.logger(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}).Info("event processed",
+	a.logger(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}).InfoContext(ctx, "event processed",
 		"result", in.Result, "failed_notifications", len(in.Failed))
 	return nil
 }
@@ -277,11 +277,11 @@ func (a *Activities) failed(ctx context.Context, ev event.Event, step string, er
 	}
 	log := a.logger(ctx, ev)
 	if qerr := a.Store.Quarantine(ctx, ev.Provider, ev.EventID, step, err.Error()); qerr != nil {
-		log.Warn("the event cannot be processed as it is and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
+		log.WarnContext(ctx, "the event cannot be processed as it is and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
 		return err
 	}
 	a.Metrics.EventQuarantined(ev.Provider, step)
-	log.Warn("the event cannot be processed as it is; quarantined, not retried", "error", err)
+	log.WarnContext(ctx, "the event cannot be processed as it is; quarantined, not retried", "error", err)
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("%s: the event cannot be processed as it is; quarantined (GET /v1/quarantine): %v", step, err), ErrTypeQuarantined, err)
 }

@@ -125,7 +125,7 @@ func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutpu
 	case out.Processed:
 		a.Metrics.EventProcessed(in.Provider, processedResult(out))
 	}
-	a.logger(ctx, key).Info("event processed step", "type", res.Event.Type, "message_id", res.Event.MessageID,
+	a.logger(ctx, key).InfoContext(ctx, "event processed step", "type", res.Event.Type, "message_id", res.Event.MessageID,
 		"duplicate", out.Duplicate, "outcome", out.Outcome, "from", out.From, "to", out.To,
 		"version", out.Version, "suppressed", out.Suppressed, "done", out.Processed)
 	return out, nil

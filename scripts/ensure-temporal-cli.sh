@@ -9,7 +9,7 @@
 #   2. $(go env GOPATH)/bin/temporal, if it is v1.5.1 (per `--version` or
 #      the module version in `go version -m`).
 #   3. Otherwise `go install github.com/temporalio/cli/cmd/temporal@v1.5.1`
-#      into $(go env GOPATH)/bin (~5 minutes on 2 cores). The binary lives
+#      into $(go env GOPATH)/bin (5-20 minutes on 2 cores). The binary lives
 #      outside the repository and is never committed.
 #
 # v1.5.1 is the newest CLI that can be `go install`ed: later versions carry
@@ -79,12 +79,21 @@ fi
 if [[ -e $bin ]]; then
 	log "${bin} exists but is not v${TEMPORAL_CLI_VERSION} ($("$bin" --version 2>&1 | head -1 || true)); rebuilding"
 fi
-log "building Temporal CLI v${TEMPORAL_CLI_VERSION} into ${bindir} (this takes ~5 minutes on 2 cores)"
+log "building Temporal CLI v${TEMPORAL_CLI_VERSION} into ${bindir}: 5 to 20 minutes on 2 cores, longer on a busy machine; progress every minute"
 start=$SECONDS
+# go install is silent while it compiles: say that it is still going, and for how long.
+(
+	while sleep 60; do
+		log "still building the Temporal CLI ($(((SECONDS - start) / 60)) min so far)"
+	done
+) &
+ticker=$!
+trap 'kill $ticker 2>/dev/null || true' EXIT
 if ! (cd / && GOBIN=$bindir go install "${TEMPORAL_CLI_MODULE}@v${TEMPORAL_CLI_VERSION}") >&2; then
 	die "go install ${TEMPORAL_CLI_MODULE}@v${TEMPORAL_CLI_VERSION} failed (needs the Go module proxy or a warm module cache)"
 fi
+kill $ticker 2>/dev/null || true
 has_version "$bin" ||
 	die "built ${bin} but it does not report version ${TEMPORAL_CLI_VERSION}: $("$bin" --version 2>&1 | head -1 || true)"
-log "built ${bin} in $((SECONDS - start))s"
+log "built ${bin} in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
 printf '%s\n' "$bin"

@@ -3,51 +3,129 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mailhook/mailhook/internal/buildinfo"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/devsink"
 	"github.com/mailhook/mailhook/internal/loadgen"
 	"github.com/mailhook/mailhook/internal/loadgen/baseline"
+	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/simulate"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
+// Exit codes (README "Commands"): scripts and orchestrators tell a bad invocation or config,
+// which no restart fixes, from a failure at run time, and a reconciliation that found a
+// difference from both.
+const (
+	exitFailure    = 1
+	exitUsage      = 2
+	exitDifference = 3
+)
+
+// usageError is a bad command line or config.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case errors.Is(err, reconcile.ErrMismatch):
+		return exitDifference
+	case errors.As(err, &u):
+		return exitUsage
+	}
+	return exitFailure
+}
+
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	level := new(slog.LevelVar) // info until the config says otherwise
+	// trace_id and span_id on every line logged with a traced context (internal/telemetry).
+	log := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	slog.SetDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := root(log).ExecuteContext(ctx); err != nil {
+	if err := root(log, level).ExecuteContext(ctx); err != nil {
 		// One clear line, e.g. "config: endpoints[0].secrets (endpoint "postscale") is empty".
 		fmt.Fprintln(os.Stderr, "mailhook:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
-func root(log *slog.Logger) *cobra.Command {
+// envHelp lists the environment every command that loads the config reads, then extra lines.
+func envHelp(extra ...string) string {
+	return envVars + strings.Join(extra, "") + exitCodes
+}
+
+const envVars = `
+
+Environment (a config file, --config or $MAILHOOK_CONFIG, may set the same and more; ${VAR}
+in the file expands from the environment):
+  MAILHOOK_CONFIG           the YAML config file
+  DATABASE_URL              PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable)
+  TEMPORAL_ADDRESS          Temporal frontend host:port (default 127.0.0.1:7233)
+  TEMPORAL_NAMESPACE        Temporal namespace (default "default")
+  POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
+  MAILHOOK_ADMIN_TOKEN      bearer token of the /v1 API when the config lists none (default: a development token)
+  MAILHOOK_LOG_LEVEL        debug, info, warn or error (overrides log.level)
+  OTEL_EXPORTER_OTLP_ENDPOINT  turns tracing on (OTLP/gRPC collector); OTEL_SERVICE_NAME,
+                            OTEL_TRACES_SAMPLER and the other standard OTEL_* variables apply`
+
+const exitCodes = `
+
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation difference.`
+
+func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
-	load := func() (config.Config, error) { return config.Load(configPath) }
+	load := func() (config.Config, error) {
+		cfg, err := config.Load(configPath)
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		level.Set(cfg.Log.SlogLevel())
+		return cfg, nil
+	}
 
 	cmd := &cobra.Command{
 		Use:           "mailhook",
 		Short:         "Receive email-provider webhooks and process each event exactly once on Temporal",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An unknown subcommand is a usage error (exit 2), not the help and 0.
+		Args: func(c *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.PersistentFlags().StringVar(&configPath, "config", os.Getenv("MAILHOOK_CONFIG"), "YAML config file (default: $MAILHOOK_CONFIG; none = built-in defaults)")
 
 	var runHTTP, runWorker bool
 	serveCmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve webhooks over HTTP and run the Temporal worker",
+		Long: `Serves the webhook endpoints (/webhooks/<endpoint>), the admin API (/v1), /healthz, /readyz
+and /metrics on http.address (default :8000), and runs the Temporal worker and its relay in the
+same process. --worker=false serves HTTP only (scale the two apart); ` + "`mailhook worker`" + ` runs only
+the worker. Migrate the database first (mailhook migrate).` + envHelp(),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := load()
 			if err != nil {
@@ -62,6 +140,11 @@ func root(log *slog.Logger) *cobra.Command {
 	workerCmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run only the Temporal worker",
+		Long: `Runs the Temporal worker (workflows and activities on temporal.task_queue) and the relay that
+starts accepted events the HTTP processes could not. It serves no API; with
+$MAILHOOK_METRICS_ADDRESS (e.g. :9090) it serves /metrics and /healthz there. worker.* in the
+config tunes concurrency, pollers and stop_timeout.` + envHelp(`
+  MAILHOOK_METRICS_ADDRESS  where a worker-only process serves /metrics and /healthz`),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := load()
 			if err != nil {
@@ -74,6 +157,8 @@ func root(log *slog.Logger) *cobra.Command {
 	migrateCmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply database migrations",
+		Long: `Applies the embedded SQL migrations (goose) to database.url, under a PostgreSQL lock so two
+processes may run it at once. Run it before serve or worker, and after every upgrade.` + envHelp(),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := load()
 			if err != nil {
@@ -119,7 +204,67 @@ func root(log *slog.Logger) *cobra.Command {
 	loadCmd := loadgen.Command()
 	loadCmd.AddCommand(baseline.Command())
 
-	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd)
+	var sinkAddr, sinkSecret string
+	devSinkCmd := &cobra.Command{
+		Use:   "dev-sink",
+		Short: "Receive mailhook's notifications on this machine, verify their signatures and print them",
+		Long: `A notification receiver for development: it verifies each notification's Standard Webhooks
+signature with --secret, as your own receiver must, and prints its type, id and data. ` + "`make run`" + `
+starts it and points deploy/mailhook.dev.yaml's sink "dev" at it, so ` + "`mailhook simulate`" + ` ends in
+printed notifications. Not for production: it keeps nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", sinkAddr)
+			if err != nil {
+				return fmt.Errorf("dev-sink: listen on %s: %w", sinkAddr, err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "dev-sink: receiving notifications at http://%s/ (signature checked with the dev sink secret)\n", ln.Addr())
+			srv := &http.Server{Handler: &devsink.Handler{Secret: sinkSecret, Out: c.OutOrStdout(), Log: log}, ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				<-c.Context().Done()
+				_ = srv.Close()
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("dev-sink: %w", err)
+			}
+			return nil
+		},
+	}
+	devSinkCmd.Flags().StringVar(&sinkAddr, "address", "127.0.0.1:8001", "where to listen")
+	devSinkCmd.Flags().StringVar(&sinkSecret, "secret", config.DevSinkSecret, "the sink's secret (whsec_<base64>), as in the sink's config")
+
+	versionCmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, VCS revision and Go version of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			bi := buildinfo.Read()
+			_, err := fmt.Fprintf(c.OutOrStdout(), "mailhook %s (revision %s, %s)\n", bi.Version, bi.Revision, bi.GoVersion)
+			return err
+		},
+	}
+
+	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
+	wrapArgs(cmd)
 	return cmd
+}
+
+// wrapArgs makes every command's argument errors usage errors (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if args := c.Args; args != nil {
+		c.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				var u usageError
+				if errors.As(err, &u) {
+					return err
+				}
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
 }

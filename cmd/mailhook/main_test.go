@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mailhook/mailhook/internal/reconcile"
 )
 
 // Bad config stops start-up before anything connects, with one line naming the key.
@@ -15,11 +19,42 @@ func TestBadConfigStopsStartupNamingTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"serve", "worker", "migrate"} {
-		c := root(slog.New(slog.DiscardHandler))
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
 		c.SetArgs([]string{cmd, "--config", p})
 		err := c.Execute()
 		if err == nil || !strings.Contains(err.Error(), "endpoints[0].secrets") || strings.Contains(err.Error(), "\n") {
 			t.Fatalf("%s: error %v, want one line naming endpoints[0].secrets", cmd, err)
 		}
+		if code := exitCode(err); code != exitUsage {
+			t.Fatalf("%s with a bad config exits %d, want %d", cmd, code, exitUsage)
+		}
+	}
+}
+
+// Exit codes tell a bad invocation (2) from a failure at run time (1) and a reconciliation
+// difference (3).
+func TestExitCodes(t *testing.T) {
+	run := func(args ...string) error {
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(args)
+		c.SetOut(io.Discard)
+		c.SetErr(io.Discard)
+		return c.Execute()
+	}
+	if err := run("version"); err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	for _, args := range [][]string{{"no-such-command"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"}} {
+		if code := exitCode(run(args...)); code != exitUsage {
+			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
+		}
+	}
+	// Nothing listens on port 1: a failure at run time, which a retry may fix.
+	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:1/mailhook?sslmode=disable&connect_timeout=2")
+	if err := run("migrate"); err == nil || exitCode(err) != exitFailure {
+		t.Errorf("migrate without a database: %v (exit %d), want exit %d", err, exitCode(err), exitFailure)
+	}
+	if code := exitCode(fmt.Errorf("report: %w", reconcile.ErrMismatch)); code != exitDifference {
+		t.Errorf("a reconciliation difference exits %d, want %d", code, exitDifference)
 	}
 }

@@ -33,10 +33,10 @@ so nothing retries it. Fix the cause, then run it again with mailhook redrive --
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
-				return fmt.Errorf("--format %q: want table or json", format)
+				return usageError{fmt.Errorf("--format %q: want table or json", format)}
 			}
 			if limit < 1 {
-				return fmt.Errorf("--limit must be positive")
+				return usageError{fmt.Errorf("--limit must be positive")}
 			}
 			cfg, err := load()
 			if err != nil {

@@ -40,7 +40,7 @@ differs by more than --tolerance.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := ro.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			cfg, err := load()
 			if err != nil {
@@ -78,7 +78,7 @@ once more, under new notification ids.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if prov == "" || eventID == "" {
-				return errors.New("--provider and --event-id are required")
+				return usageError{errors.New("--provider and --event-id are required")}
 			}
 			svc, err := dial(c, load, quiet)
 			if err != nil {
@@ -116,7 +116,7 @@ once more, under new notification ids.`,
 	redriveCmd := &cobra.Command{
 		Use:   "redrive",
 		Short: "Start processing for events recorded but still unprocessed",
-		Long: `Starts ProcessWebhookEvent (workflow ID <provider>:<event_id>) for every event recorded
+		Long: `Starts ProcessEvent (workflow ID <provider>:<event_id>) for every event recorded
 more than --older-than ago and still unprocessed, as the daily reconciliation does. An event
 whose workflow is still running is left alone (a duplicate start); one recorded before
 normalized events were stored is skipped. Quarantined events (mailhook quarantine list) are
@@ -128,10 +128,10 @@ their age unless --older-than is given.`,
 				olderThan = 0
 			}
 			if olderThan < 0 || (olderThan == 0 && !quarantined) {
-				return errors.New("--older-than must be positive")
+				return usageError{errors.New("--older-than must be positive")}
 			}
 			if limit < 1 || limit > activities.DefaultRedriveLimit {
-				return fmt.Errorf("--limit must be between 1 and %d", activities.DefaultRedriveLimit)
+				return usageError{fmt.Errorf("--limit must be between 1 and %d", activities.DefaultRedriveLimit)}
 			}
 			svc, err := dial(c, load, quiet)
 			if err != nil {

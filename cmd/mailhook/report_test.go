@@ -21,11 +21,14 @@ func TestReconcileCommandsRefuseBadArguments(t *testing.T) {
 		{[]string{"report", "daily", "--date", "yesterday"}, "YYYY-MM-DD"},
 		{[]string{"report", "daily", "--format", "xml"}, "unknown --format"},
 	} {
-		cmd := root(slog.New(slog.DiscardHandler))
+		cmd := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
 		cmd.SetArgs(c.args)
 		err := cmd.Execute()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+		if code := exitCode(err); code != exitUsage {
+			t.Errorf("%v exits %d, want %d (usage)", c.args, code, exitUsage)
 		}
 	}
 }

@@ -48,6 +48,10 @@ func knownNotificationType(t string) bool {
 // names one, so a first run's `mailhook simulate` can read messages back. Start-up warns.
 const DevAdminToken = "dev-admin-token"
 
+// DevSinkSecret is the secret of the development sink (`mailhook dev-sink`,
+// deploy/mailhook.dev.yaml): public, like the other development values, so never for production.
+const DevSinkSecret = "whsec_bWFpbGhvb2stZGV2LXNpbmstbG9jYWwtb25seQ=="
+
 // DevPostscaleSecret is the signing secret of the default endpoint when neither a config file
 // nor POSTSCALE_WEBHOOK_SECRET names one. It exists so `make run` and `mailhook simulate` work
 // with no setup; start-up logs a warning whenever it is in use.
@@ -64,6 +68,10 @@ type Config struct {
 	Endpoints  []Endpoint `yaml:"endpoints"`
 	Sinks      []Sink     `yaml:"sinks"`
 	Admin      Admin      `yaml:"admin"`
+	Log        Log        `yaml:"log"`    // process.go
+	Worker     Worker     `yaml:"worker"` // process.go
+	// Telemetry turns on OpenTelemetry tracing (telemetry.go); off by default.
+	Telemetry Telemetry `yaml:"telemetry"`
 }
 
 // Admin protects the /v1 API. Webhook endpoints are authenticated by their signatures alone.
@@ -81,7 +89,11 @@ type AdminToken struct {
 
 // HTTP configures the webhook listener.
 type HTTP struct {
-	Address      string `yaml:"address"`
+	Address string `yaml:"address"`
+	// AdminAddress, when set, serves /v1, /readyz, /metrics and /codec on a second listener
+	// (e.g. 127.0.0.1:8081, or an internal interface), and Address only the webhooks and
+	// /healthz: the internet-facing port then exposes nothing but what providers call.
+	AdminAddress string `yaml:"admin_address"`
 	MaxBodyBytes int64  `yaml:"max_body_bytes"`
 	// ReadTimeout bounds a whole request read, so a slow body cannot hold a connection open.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
@@ -205,6 +217,7 @@ func Defaults() Config {
 			RetryAfter:   30 * time.Second,
 			EagerStart:   true,
 		},
+		Log: Log{Level: normalizeLevel(envOr(EnvLogLevel, "info"))},
 		Acceptance: Acceptance{
 			Mode:          os.Getenv(EnvAcceptanceMode),
 			InsertTimeout: 5 * time.Second,
@@ -242,6 +255,7 @@ func Load(path string) (Config, error) {
 	if len(cfg.Admin.Tokens) == 0 {
 		cfg.Admin.Tokens = []AdminToken{{Name: "admin", Token: envOr("MAILHOOK_ADMIN_TOKEN", DevAdminToken)}}
 	}
+	cfg.applyProcessDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -318,6 +332,9 @@ func (c Config) Validate() error {
 	if c.HTTP.Address == "" {
 		return errors.New("config: http.address is empty")
 	}
+	if c.HTTP.AdminAddress != "" && c.HTTP.AdminAddress == c.HTTP.Address {
+		return errors.New("config: http.admin_address must differ from http.address (leave it empty to serve everything on one)")
+	}
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
 	}
@@ -339,6 +356,12 @@ func (c Config) Validate() error {
 		return errors.New("config: temporal.start_timeout must be positive")
 	}
 	if err := c.Temporal.validateRemote(); err != nil {
+		return err
+	}
+	if err := c.validateProcess(); err != nil {
+		return err
+	}
+	if err := c.Telemetry.validate(); err != nil {
 		return err
 	}
 	if c.Acceptance.InsertTimeout <= 0 {

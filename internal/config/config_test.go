@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,18 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 	if len(cfg.Sinks) != 1 || len(cfg.Endpoints) != 1 || cfg.Notify.GiveUpAfter != 72*time.Hour {
 		t.Fatalf("example config: %+v", cfg)
+	}
+}
+
+// The development config (make run) loads with no environment, and its sink is the dev sink's.
+func TestDevConfigLoadsWithTheDevSink(t *testing.T) {
+	cfg, err := config.Load("../../deploy/mailhook.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 1 || cfg.Sinks[0].Secret != config.DevSinkSecret || cfg.Sinks[0].URL != "http://127.0.0.1:8001/" ||
+		!cfg.UsesDevAdminToken() || !cfg.UsesDevSecret() {
+		t.Fatalf("dev config: %+v", cfg)
 	}
 }
 
@@ -339,5 +352,39 @@ func TestHardenedConfigAccepts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLogLevelAndWorkerOptions(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/c.yaml"
+	if err := os.WriteFile(path, []byte("log:\n  level: DEBUG\nworker:\n  max_concurrent_activities: 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Log.SlogLevel() != slog.LevelDebug || cfg.Worker.MaxConcurrentActivities != 8 ||
+		cfg.Worker.StopTimeout != cfg.Notify.AttemptTimeout+5*time.Second {
+		t.Fatalf("log %+v worker %+v", cfg.Log, cfg.Worker)
+	}
+	t.Setenv(config.EnvLogLevel, "warn")
+	if cfg, err = config.Load(path); err != nil || cfg.Log.SlogLevel() != slog.LevelWarn {
+		t.Fatalf("%s does not override log.level: %+v %v", config.EnvLogLevel, cfg.Log, err)
+	}
+	for body, want := range map[string]string{
+		"log:\n  level: loud\n":                      "log.level",
+		"worker:\n  max_concurrent_activities: -1\n": "worker.max_concurrent_activities",
+		"worker:\n  workflow_task_pollers: 1\n":      "worker.workflow_task_pollers",
+		"worker:\n  stop_timeout: -1s\n":             "worker.stop_timeout",
+	} {
+		t.Setenv(config.EnvLogLevel, "")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %s", body, err, want)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -30,6 +31,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -38,6 +40,7 @@ import (
 	"github.com/mailhook/mailhook/internal/signature"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -80,6 +83,7 @@ type delivery struct {
 	ID     string
 	Status int
 	Body   map[string]any
+	Header http.Header
 }
 
 // receiver is the team's downstream system: it verifies every notification's signature and
@@ -131,7 +135,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	status := r.respond(id, attempt)
-	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed})
+	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Header: req.Header.Clone()})
 	r.mu.Unlock()
 	w.WriteHeader(status)
 }
@@ -185,12 +189,19 @@ type harnessOptions struct {
 	// logs, when set, receives every log line of the process (mailhook's own and the Temporal
 	// SDK's, the worker's activity failures included) at debug level.
 	logs io.Writer
+	// tracerProvider, when set, is installed (telemetry.Install) for the harness's life before
+	// anything is built, so the HTTP API, the Temporal client and worker, pgx and the sinks'
+	// transport are all traced into it.
+	tracerProvider trace.TracerProvider
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
 	if o.temporal == nil {
 		o.temporal = sharedTemporal(t)
+	}
+	if o.tracerProvider != nil {
+		t.Cleanup(telemetry.Install(o.tracerProvider)) // registered first: runs last
 	}
 	dbURL := o.dbURL
 	if dbURL == "" {
@@ -227,15 +238,19 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(st.Close)
 	logger := testenv.Logger()
 	if o.logs != nil {
-		logger = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		logger = slog.New(telemetry.NewLogHandler(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	}
 	m := metrics.New()
 	m.RegisterBacklog(st.Backlog, logger)
 	m.RegisterInbox(st.Inbox, logger)
 	m.RegisterQuarantine(st.QuarantineCount, logger)
 	starts := &startCounter{n: map[string]int{}}
+	tracing, err := telemetry.TemporalInterceptors() // none unless tracerProvider is set
+	if err != nil {
+		t.Fatal(err)
+	}
 	tc, err := client.NewClientFromExisting(o.temporal, client.Options{
-		Interceptors: []interceptor.ClientInterceptor{starts}, Logger: sdklog.NewStructuredLogger(logger)})
+		Interceptors: append([]interceptor.ClientInterceptor{starts}, tracing...), Logger: sdklog.NewStructuredLogger(logger)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +261,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4), starts: starts}
-	h.api = httptest.NewServer(api.Handler())
+	// Every answer is held to the OpenAPI document (internal/httpapi/openapi.json).
+	h.api = httptest.NewServer(openapitest.Validate(t, api.Handler()))
 	t.Cleanup(h.api.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/signature"
 )
@@ -52,7 +53,7 @@ func newHostileServer(t *testing.T, h *harness) *hostileServer {
 		t.Fatal(err)
 	}
 	hs := &hostileServer{cfg: cfg, reads: map[string]int64{}}
-	inner := api.Handler()
+	inner := openapitest.Validate(t, api.Handler())
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.Header.Get(hostileCaseHeader)
 		if name == "" {

@@ -54,7 +54,7 @@ func (s *Server) mountCodec(r *gin.Engine) {
 		g.POST(op, s.requireToken, func(c *gin.Context) {
 			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxCodecBody)
 			// Who read what: decoding shows addresses and mail bodies.
-			s.Log.Info("codec", "op", strings.TrimPrefix(op, "/"), "actor", c.GetString(actorKey),
+			s.Log.InfoContext(c.Request.Context(), "codec", "op", strings.TrimPrefix(op, "/"), "actor", c.GetString(actorKey),
 				"namespace", c.GetHeader("X-Namespace"), "origin", c.GetHeader("Origin"), "bytes", c.Request.ContentLength)
 			h.ServeHTTP(c.Writer, c.Request)
 		})

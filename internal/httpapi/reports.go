@@ -43,7 +43,7 @@ func (s *Server) dailyReport(c *gin.Context) {
 	case errors.Is(err, reconcile.ErrBadDate):
 		c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
 	case err != nil:
-		s.Log.Error("daily report", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "daily report", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
 		c.JSON(http.StatusOK, rep)
@@ -80,11 +80,11 @@ func (s *Server) replay(c *gin.Context) {
 	case errors.Is(err, store.ErrNotNormalized):
 		c.JSON(http.StatusConflict, gin.H{"error": "event was recorded before replays were possible (no normalized event); it cannot be replayed"})
 	case err != nil:
-		level := s.Log.Error
+		level := s.Log.ErrorContext
 		if errors.Is(err, ingest.ErrUnavailable) {
-			level = s.Log.Warn
+			level = s.Log.WarnContext
 		}
-		level("replay", "provider", prov, "event_id", eventID, "error", err)
+		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
 	default:
@@ -127,11 +127,11 @@ func (s *Server) redrive(c *gin.Context) {
 	}
 	res, err := s.Reconciler.Redrive(c.Request.Context(), in)
 	if err != nil {
-		s.Log.Error("redrive", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "redrive", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 		return
 	}
-	s.Log.Info("redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
+	s.Log.InfoContext(c.Request.Context(), "redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
 		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
 	c.JSON(http.StatusOK, res)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/redact"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
 // Acceptor makes a request's events durable (internal/inbox): one verdict per event (accepted,
@@ -96,8 +97,25 @@ type Server struct {
 	Codec *CodecEndpoint
 }
 
-// Handler builds the gin engine.
-func (s *Server) Handler() http.Handler {
+// Which routes an engine serves: one listener serves both; with http.admin_address the public
+// one serves the webhooks and the admin one the rest.
+const (
+	routesPublic = 1 << iota // /webhooks, /healthz
+	routesAdmin              // /healthz, /readyz, /metrics, /v1, /codec
+	routesAll    = routesPublic | routesAdmin
+)
+
+// Handler builds the engine with every route, for one listener.
+func (s *Server) Handler() http.Handler { return s.handler(routesAll) }
+
+// PublicHandler serves only what providers call (webhooks) and /healthz: the listener exposed to
+// the internet when http.admin_address puts the rest on another one.
+func (s *Server) PublicHandler() http.Handler { return s.handler(routesPublic) }
+
+// AdminHandler serves the admin API, /readyz, /metrics and the codec, with /healthz.
+func (s *Server) AdminHandler() http.Handler { return s.handler(routesAdmin) }
+
+func (s *Server) handler(routes int) http.Handler {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
@@ -125,22 +143,30 @@ func (s *Server) Handler() http.Handler {
 		// Config validation parses these first; a bad one here is a programming error.
 		panic(fmt.Sprintf("trusted proxies %v: %v", s.TrustedProxies, err))
 	}
+	// Tracing first (nothing when off), so a recovered panic is its span's 500.
+	r.Use(telemetry.GinMiddleware()...)
 	r.Use(gin.Recovery())
-	r.POST("/webhooks/:endpoint", s.webhook)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.readyz)
-	v1 := r.Group("/v1", s.requireToken)
-	v1.GET("/messages/:provider/:message_id", s.message)
-	v1.POST("/messages/:provider/:message_id/corrections", s.correct)
-	v1.GET("/suppressions", s.listSuppressions)
-	v1.GET("/suppressions/:address", s.getSuppression)
-	v1.DELETE("/suppressions/:address", s.liftSuppression)
-	v1.GET("/quarantine", s.listQuarantine) // quarantine.go
-	s.reconcileRoutes(v1)                   // reports.go
-	if s.Metrics != nil {
-		r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
+	if routes&routesPublic != 0 {
+		r.POST("/webhooks/:endpoint", s.webhook)
 	}
-	s.mountCodec(r)
+	if routes&routesAdmin != 0 {
+		r.GET("/readyz", s.readyz)
+		// Outside the token group: the document is public (openapi.go).
+		r.GET(OpenAPIPath, serveOpenAPI)
+		v1 := r.Group("/v1", s.requireToken)
+		v1.GET("/messages/:provider/:message_id", s.message)
+		v1.POST("/messages/:provider/:message_id/corrections", s.correct)
+		v1.GET("/suppressions", s.listSuppressions)
+		v1.GET("/suppressions/:address", s.getSuppression)
+		v1.DELETE("/suppressions/:address", s.liftSuppression)
+		v1.GET("/quarantine", s.listQuarantine) // quarantine.go
+		s.reconcileRoutes(v1)                   // reports.go
+		if s.Metrics != nil {
+			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
+		}
+		s.mountCodec(r)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// gin routes on RawPath only when it is set, which net/url does only when the client's
 		// escaping differs from the default: always route on the escaped form, so every param
@@ -359,7 +385,9 @@ func (s *Server) readyz(c *gin.Context) {
 	ok := true
 	for name, check := range s.Ready {
 		if err := check(ctx); err != nil {
-			checks[name] = err.Error()
+			// Anyone can ask /readyz: the error (addresses, driver text) goes to the log only.
+			s.Log.WarnContext(ctx, "readiness check failed", "check", name, "error", err)
+			checks[name] = "failed"
 			if !s.NotRequired[name] {
 				ok = false
 			}
@@ -380,7 +408,7 @@ func (s *Server) message(c *gin.Context) {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
 	case err != nil:
-		s.Log.Error("get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
 		c.JSON(http.StatusOK, m)
@@ -433,7 +461,7 @@ func (s *Server) correct(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
 		return
 	case err != nil:
-		s.Log.Error("correction: get message", "provider", prov, "message_id", messageID, "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "correction: get message", "provider", prov, "message_id", messageID, "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 		return
 	}
@@ -452,7 +480,7 @@ func (s *Server) correct(c *gin.Context) {
 	verdicts, err := s.Acceptor.Accept(ctx, []event.Event{ev})
 	switch {
 	case err != nil:
-		s.Log.Warn("correction: record", "workflow_id", ev.Key(), "error", err)
+		s.Log.WarnContext(c.Request.Context(), "correction: record", "workflow_id", ev.Key(), "error", err)
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
 		return
@@ -460,7 +488,7 @@ func (s *Server) correct(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad correction", "reason": verdicts[0].Reason})
 		return
 	}
-	s.Log.Info("correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
+	s.Log.InfoContext(c.Request.Context(), "correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
 		"status", req.Status, "reason", req.Reason, "event_id", ev.EventID, "workflow_id", ev.Key())
 	c.JSON(http.StatusAccepted, gin.H{"status": verdicts[0].Status, "event_id": ev.EventID, "workflow_id": ev.Key()})
 }
@@ -497,7 +525,7 @@ func (s *Server) listSuppressions(c *gin.Context) {
 	f.Limit++ // one more tells whether there is a next page
 	list, err := s.Suppressions.ListSuppressions(c.Request.Context(), f)
 	if err != nil {
-		s.Log.Error("list suppressions", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "list suppressions", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 		return
 	}
@@ -518,7 +546,7 @@ func (s *Server) getSuppression(c *gin.Context) {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
 	case err != nil:
-		s.Log.Error("get suppression", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "get suppression", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
 		c.JSON(http.StatusOK, sup)
@@ -548,10 +576,10 @@ func (s *Server) liftSuppression(c *gin.Context) {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
 	case err != nil:
-		s.Log.Error("lift suppression", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
-		s.Log.Info("suppression lifted", "actor", actor, "address", redact.Address(lift.Address), "reason", lift.Reason, "lift_reason", lift.LiftReason)
+		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address), "reason", lift.Reason, "lift_reason", lift.LiftReason)
 		c.JSON(http.StatusOK, lift)
 	}
 }

@@ -47,9 +47,10 @@ type Verdict struct {
 	Reason string
 }
 
-// Offerer takes accepted events to start their workflows now (Handoff).
+// Offerer takes accepted events to start their workflows now (Handoff). ctx is the accepting
+// request's, for its trace; the starts outlive it.
 type Offerer interface {
-	Offer(evs []event.Event)
+	Offer(ctx context.Context, evs []event.Event)
 }
 
 // Acceptor makes events durable and answers for each.
@@ -172,7 +173,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]Verdict, er
 		}
 	}
 	if len(accepted) > 0 && a.Handoff != nil {
-		a.Handoff.Offer(accepted)
+		a.Handoff.Offer(ctx, accepted)
 	}
 	return out, nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
@@ -43,7 +45,7 @@ type Handoff struct {
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 
-	queue   chan event.Event
+	queue   chan offered
 	running atomic.Bool
 	// While Temporal fails every start, the handoff pauses (doubling, at most Backoff.Max) and
 	// leaves new events to the relays: each failed start costs a start timeout and a write.
@@ -60,9 +62,17 @@ type Handoff struct {
 // settleEvery bounds how long a start's outcome waits to be written with others.
 const settleEvery = 10 * time.Millisecond
 
+// offered is a queued event and the span context of the request that accepted it: the start
+// happens after the answer, and continues the request's trace (internal/telemetry).
+type offered struct {
+	ev   event.Event
+	span trace.SpanContext
+}
+
 // Offer queues events for a start. It never blocks: an event it cannot take is left to the
-// relays.
-func (h *Handoff) Offer(evs []event.Event) {
+// relays. Of ctx (the accepting request's) only the span context is kept.
+func (h *Handoff) Offer(ctx context.Context, evs []event.Event) {
+	span := trace.SpanContextFromContext(ctx)
 	if !h.running.Load() {
 		return
 	}
@@ -77,7 +87,7 @@ func (h *Handoff) Offer(evs []event.Event) {
 		}
 		h.pending.Add(1)
 		select {
-		case h.queue <- ev:
+		case h.queue <- offered{ev: ev, span: span}:
 		default:
 			h.pending.Add(-1)
 			h.Metrics.HandoffSkipped(metrics.SkippedQueueFull)
@@ -92,7 +102,7 @@ func (h *Handoff) Run(ctx context.Context) {
 	if h.Log == nil {
 		h.Log = slog.Default()
 	}
-	h.queue = make(chan event.Event, max(h.QueueSize, 4*h.Concurrency, 1))
+	h.queue = make(chan offered, max(h.QueueSize, 4*h.Concurrency, 1))
 	outcomes := make(chan store.StartOutcome, cap(h.queue))
 	var workers, bg sync.WaitGroup
 	bg.Go(func() { h.settle(outcomes) })
@@ -105,8 +115,8 @@ func (h *Handoff) Run(ctx context.Context) {
 				select {
 				case <-ctx.Done():
 					return
-				case ev := <-h.queue:
-					outcomes <- h.start(context.WithoutCancel(ctx), ev)
+				case o := <-h.queue:
+					outcomes <- h.start(trace.ContextWithSpanContext(context.WithoutCancel(ctx), o.span), o.ev)
 				}
 			}
 		})
@@ -125,7 +135,7 @@ func (h *Handoff) start(ctx context.Context, ev event.Event) store.StartOutcome 
 	h.breaker(result == metrics.StartError)
 	if errors.Is(err, store.ErrUnstartable) {
 		h.Metrics.EventQuarantined(ev.Provider, store.StageStart)
-		h.Log.Warn("Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
+		h.Log.WarnContext(ctx, "Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
 			"event_id", ev.EventID, "error", err)
 	}
 	return store.StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: err}

@@ -29,6 +29,7 @@ import (
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/temporalconn"
 	"github.com/mailhook/mailhook/workflows"
 
@@ -139,7 +140,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	return srv, nil
 }
 
-// starter starts ProcessWebhookEvent from this process's config; the handoff, the relay and the
+// starter starts ProcessEvent from this process's config; the handoff, the relay and the
 // redrive start the same way.
 func (s *Service) starter() *ingest.Starter {
 	return &ingest.Starter{
@@ -229,12 +230,21 @@ func adminTokens(a config.Admin) map[string]string {
 
 // Worker builds the Temporal worker with the workflow and activities registered.
 func (s *Service) Worker() worker.Worker {
-	w := worker.New(s.Temporal, s.Config.Temporal.TaskQueue, worker.Options{})
+	wc := s.Config.Worker
+	w := worker.New(s.Temporal, s.Config.Temporal.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize:      wc.MaxConcurrentActivities,
+		MaxConcurrentLocalActivityExecutionSize: wc.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskExecutionSize:  wc.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskPollers:        wc.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        wc.ActivityTaskPollers,
+		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
+		WorkerStopTimeout: wc.StopTimeout,
+	})
 	(&workflows.Processor{Notify: workflows.PolicyFromConfig(s.Config.Notify)}).Register(w)
 	(&activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
-		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout}},
+		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
 		RetryAfterCap: s.Config.Notify.MaxInterval,
 		Metrics:       s.Metrics,
 	}).Register(w)
@@ -331,13 +341,26 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	// Tracing (telemetry.*, OTEL_*), when configured, before anything is instrumented; flushed
+	// last, after the worker and the connections have stopped.
+	stopTracing, err := telemetry.Setup(ctx, cfg.Telemetry, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flush traces", "error", err)
+		}
+	}()
 	svc, err := Dial(ctx, cfg, log, metrics.New())
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 4) // the worker and up to three listeners
 	var (
 		w  worker.Worker
 		bg sync.WaitGroup
@@ -360,23 +383,39 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 			}
 		}()
 	}
-	var srv *http.Server
+	var servers []*http.Server
+	listen := func(name, addr string, h http.Handler) error {
+		srv := NewHTTPServer(cfg, h)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (%s): %w", addr, name, err)
+		}
+		log.Info(name+" listening", "address", ln.Addr().String())
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+		return nil
+	}
 	if mode.HTTP {
 		api, err := svc.HTTPServer()
 		if err != nil {
 			return err
 		}
-		srv = NewHTTPServer(cfg, api.Handler())
-		ln, err := net.Listen("tcp", cfg.HTTP.Address)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTP.Address, err)
-		}
-		log.Info("http listening", "address", ln.Addr().String())
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("http server: %w", err)
+		if cfg.HTTP.AdminAddress == "" {
+			if err := listen("http", cfg.HTTP.Address, api.Handler()); err != nil {
+				return err
 			}
-		}()
+		} else {
+			if err := listen("http", cfg.HTTP.Address, api.PublicHandler()); err != nil {
+				return err
+			}
+			if err := listen("admin http", cfg.HTTP.AdminAddress, api.AdminHandler()); err != nil {
+				return err
+			}
+		}
 	} else if addr := mode.metricsAddress(); addr != "" && svc.Metrics != nil {
 		// A worker-only process counts the notification and event metrics (the activities run
 		// here) but has no API server to show them: serve /metrics and /healthz on their own.
@@ -386,17 +425,9 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"status":"ok"}`))
 		})
-		srv = NewHTTPServer(cfg, mux)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (metrics): %w", addr, err)
+		if err := listen("metrics", addr, mux); err != nil {
+			return err
 		}
-		log.Info("metrics listening", "address", ln.Addr().String())
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("metrics server: %w", err)
-			}
-		}()
 	}
 
 	var runErr error
@@ -405,13 +436,18 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		log.Info("shutting down")
 	case runErr = <-errc:
 	}
-	if srv != nil {
-		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-		if err := srv.Shutdown(shutCtx); err != nil {
-			log.Warn("http shutdown", "error", err)
-		}
-		cancel()
+	// The listeners drain together, within one shutdown_timeout.
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	var drain sync.WaitGroup
+	for _, srv := range servers {
+		drain.Go(func() {
+			if err := srv.Shutdown(shutCtx); err != nil {
+				log.Warn("http shutdown", "error", err)
+			}
+		})
 	}
+	drain.Wait()
+	cancel()
 	bgCancel()
 	bg.Wait()
 	if w != nil {

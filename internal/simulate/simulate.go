@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -90,7 +91,12 @@ func Run(ctx context.Context, o Options) error {
 			for _, e := range m.Events {
 				fmt.Fprintf(o.Out, "  %-16s %-9s %-8s moved=%v\n", e.Type, e.Status, e.Outcome, e.Moved)
 			}
-			fmt.Fprintf(o.Out, "\nSee it at %s\nIn the Temporal UI, filter by MessageID = %q.\n", url, messageID)
+			// The API needs the bearer token, so a bare link would answer 401 in a browser.
+			token := "$MAILHOOK_ADMIN_TOKEN"
+			if o.Token == config.DevAdminToken {
+				token = o.Token // public anyway; printed so the command works as pasted
+			}
+			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H 'Authorization: Bearer %s' %s\nIn the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", token, url, messageID)
 			return nil
 		}
 		if time.Now().After(deadline) {

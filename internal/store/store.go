@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
 // DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
@@ -41,6 +42,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		// the handoff, the relay and, in `serve`, every activity of the worker: requests queued
 		// for a connection, not for PostgreSQL. pool_max_conns in the URL overrides this.
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if t := telemetry.PgxTracer(); t != nil {
+		cfg.ConnConfig.Tracer = t // spans inside a traced request or activity (tracing on only)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

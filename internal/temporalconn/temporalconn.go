@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/codec"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
 // ClientOptions builds the options every mailhook process (HTTP server and worker) connects
@@ -38,6 +39,12 @@ func ClientOptions(cfg config.Temporal, logger sdklog.Logger, metricsHandler cli
 		// system roots when temporal.tls is not enabled, so the key never travels in plaintext.
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.APIKey)
 	}
+	// Tracing (internal/telemetry), when on: the worker built on the client inherits it.
+	tracing, err := telemetry.TemporalInterceptors()
+	if err != nil {
+		return client.Options{}, err
+	}
+	opts.Interceptors = tracing
 	c, err := Codec(cfg)
 	if err != nil {
 		return client.Options{}, err

@@ -1,0 +1,43 @@
+package devsink
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/notify"
+)
+
+const secret = "whsec_ZGV2LXNpbmstdGVzdC1zZWNyZXQ="
+
+// A notification signed by mailhook's own sender is printed; a retry is marked; a wrong secret
+// is refused with 401, which mailhook records as the sink's rejection.
+func TestPrintsVerifiedNotificationsAndRefusesBadSignatures(t *testing.T) {
+	var out bytes.Buffer
+	srv := httptest.NewServer(&Handler{Secret: secret, Out: &out})
+	defer srv.Close()
+	body := []byte(`{"type":"message.status_changed","data":{"message_id":"msg_1","status":"bounced"}}`)
+	s := &notify.Sender{}
+	for range 2 {
+		if err := s.Send(t.Context(), srv.URL, secret, "ntf_1", body, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := out.String()
+	if strings.Count(got, "notification message.status_changed  id ntf_1  signature ok") != 2 ||
+		!strings.Contains(got, `"status": "bounced"`) || strings.Count(got, "a retry") != 1 {
+		t.Fatalf("printed:\n%s", got)
+	}
+	err := s.Send(t.Context(), srv.URL, "whsec_b3RoZXItc2VjcmV0", "ntf_2", body, time.Now())
+	var de *notify.DeliveryError
+	if !errors.As(err, &de) || de.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if strings.Contains(out.String(), "ntf_2") {
+		t.Fatal("printed a notification with a bad signature")
+	}
+}

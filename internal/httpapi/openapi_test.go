@@ -1,0 +1,531 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/httpapi"
+	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
+	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
+)
+
+const contractToken = "contract-test-admin-token"
+
+func TestOpenAPIDocumentLoadsAndValidates(t *testing.T) {
+	ctx := context.Background()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(httpapi.OpenAPIDocument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(ctx, openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" || !doc.IsOpenAPI31OrLater() {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	ids := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.OperationID == "" || ids[op.OperationID] {
+				t.Errorf("%s %s: operationId %q missing or repeated", method, path, op.OperationID)
+			}
+			ids[op.OperationID] = true
+			public := op.Security != nil && len(*op.Security) == 0
+			if strings.HasPrefix(path, "/v1/") && !public && op.Responses.Status(http.StatusUnauthorized) == nil {
+				t.Errorf("%s %s needs the token but documents no 401", method, path)
+			}
+			if !strings.HasPrefix(path, "/v1/") && !public {
+				t.Errorf("%s %s is outside /v1 but documented as needing the admin token", method, path)
+			}
+		}
+	}
+}
+
+func TestOpenAPIDocumentIsServedWithoutToken(t *testing.T) {
+	f := newContractFixture(t)
+	req := httptest.NewRequest(http.MethodGet, httpapi.OpenAPIPath, nil)
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET %s without a token: %d %s", httpapi.OpenAPIPath, rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	if !bytes.Equal(rec.Body.Bytes(), httpapi.OpenAPIDocument()) {
+		t.Error("the served document is not the embedded one")
+	}
+}
+
+// TestEveryRouteAnswersAsDocumented drives every documented operation through the real handlers
+// (over fake stores) into each status the document lists, and holds each answer to the document
+// (openapitest.Validate). The end-to-end tests do the same against PostgreSQL and Temporal, for
+// the answers they reach.
+func TestEveryRouteAnswersAsDocumented(t *testing.T) {
+	f := newContractFixture(t)
+	token := map[string]string{"Authorization": "Bearer " + contractToken}
+	cases := []struct {
+		method, target string
+		header         map[string]string
+		body           string
+		bodyReader     io.Reader // instead of body, sent with an unknown length
+		want           int
+	}{
+		// Health and the document.
+		{method: "GET", target: "/healthz", want: 200},
+		{method: "GET", target: "/readyz", want: 200},
+		{method: "GET", target: "/readyz", header: map[string]string{"X-Fail": "postgres"}, want: 503},
+		{method: "GET", target: "/v1/openapi.json", want: 200},
+
+		// Webhooks.
+		{method: "POST", target: "/webhooks/plain", body: "events:e1", want: 200},
+		{method: "POST", target: "/webhooks/plain", body: "events:dup1", want: 200},
+		{method: "POST", target: "/webhooks/plain", body: "events:e1,dup2,bad3", want: 200},
+		{method: "POST", target: "/webhooks/plain", body: "events:dup1,dup2", want: 200},
+		{method: "POST", target: "/webhooks/sns", body: "control:ok", want: 200},
+		{method: "POST", target: "/webhooks/sns", body: "control:bad", want: 400},
+		{method: "POST", target: "/webhooks/sns", body: "control:down", want: 503},
+		{method: "POST", target: "/webhooks/plain", body: "garbage", want: 400},
+		{method: "POST", target: "/webhooks/plain", body: "events:", want: 400},
+		{method: "POST", target: "/webhooks/plain", body: "events:bad1", want: 400},
+		{method: "POST", target: "/webhooks/plain", bodyReader: errReader{errors.New("connection reset")}, want: 400},
+		{method: "POST", target: "/webhooks/plain", body: "unsigned", want: 401},
+		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "used"}, body: "events:e2", want: 406},
+		{method: "POST", target: "/webhooks/nonce", body: "unsigned", want: 406},
+		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "fresh"}, body: "events:e3", want: 200},
+		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "down"}, body: "events:e4", want: 503},
+		{method: "POST", target: "/webhooks/unknown", body: "events:e1", want: 404},
+		{method: "POST", target: "/webhooks/plain", bodyReader: errReader{os.ErrDeadlineExceeded}, want: 408},
+		{method: "POST", target: "/webhooks/plain", body: strings.Repeat("x", 2048), want: 413},
+		{method: "POST", target: "/webhooks/plain", bodyReader: strings.NewReader(strings.Repeat("x", 2048)), want: 413},
+		{method: "POST", target: "/webhooks/plain", body: "events:e1,e2,e3,e4", want: 413},
+		{method: "POST", target: "/webhooks/plain", body: "verify-later", want: 503},
+		{method: "POST", target: "/webhooks/plain", body: "events:down1", want: 503},
+
+		// Messages and corrections.
+		{method: "GET", target: "/v1/messages/postscale/msg_1", header: token, want: 200},
+		{method: "GET", target: "/v1/messages/postscale/a%2Fb+c", header: token, want: 200},
+		{method: "GET", target: "/v1/messages/postscale/fresh", header: token, want: 200},
+		{method: "GET", target: "/v1/messages/postscale/missing", header: token, want: 404},
+		{method: "GET", target: "/v1/messages/postscale/down", header: token, want: 503},
+		{method: "POST", target: "/v1/messages/postscale/msg_1/corrections", header: token, body: `{"status":"delivered","reason":"wrong DSN"}`, want: 202},
+		{method: "POST", target: "/v1/messages/postscale/msg_1/corrections", header: token, body: `{"state":"delivered"}`, want: 400},
+		{method: "POST", target: "/v1/messages/postscale/msg_1/corrections", header: token, body: `{"status":"lost","reason":"x"}`, want: 400},
+		{method: "POST", target: "/v1/messages/postscale/msg_1/corrections", header: token, body: `{"status":"delivered","reason":" "}`, want: 400},
+		{method: "POST", target: "/v1/messages/postscale/reject-me/corrections", header: token, body: `{"status":"delivered","reason":"x"}`, want: 400},
+		{method: "POST", target: "/v1/messages/postscale/missing/corrections", header: token, body: `{"status":"delivered","reason":"x"}`, want: 404},
+		{method: "POST", target: "/v1/messages/postscale/down/corrections", header: token, body: `{"status":"delivered","reason":"x"}`, want: 503},
+		{method: "POST", target: "/v1/messages/postscale/accept-down/corrections", header: token, body: `{"status":"delivered","reason":"x"}`, want: 503},
+
+		// Suppressions.
+		{method: "GET", target: "/v1/suppressions", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions?reason=hard_bounce&limit=1", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions?after=zzz", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions?reason=bored", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions?limit=0", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions?after=down", header: token, want: 503},
+		{method: "GET", target: "/v1/suppressions/a%2Bb%40example.com", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions/missing@example.com", header: token, want: 404},
+		{method: "GET", target: "/v1/suppressions/down@example.com", header: token, want: 503},
+		{method: "DELETE", target: "/v1/suppressions/user@example.com", header: token, body: `{"reason":"asked to be mailed"}`, want: 200},
+		{method: "DELETE", target: "/v1/suppressions/user@example.com", header: token, body: `{}`, want: 400},
+		{method: "DELETE", target: "/v1/suppressions/user@example.com", header: token, body: `not json`, want: 400},
+		{method: "DELETE", target: "/v1/suppressions/missing@example.com", header: token, body: `{"reason":"x"}`, want: 404},
+		{method: "DELETE", target: "/v1/suppressions/down@example.com", header: token, body: `{"reason":"x"}`, want: 503},
+
+		// Quarantine, report, replay, redrive.
+		{method: "GET", target: "/v1/quarantine", header: token, want: 200},
+		{method: "GET", target: "/v1/quarantine?provider=empty", header: token, want: 200},
+		{method: "GET", target: "/v1/quarantine?limit=x", header: token, want: 400},
+		{method: "GET", target: "/v1/quarantine?after=bad", header: token, want: 400},
+		{method: "GET", target: "/v1/quarantine?provider=down", header: token, want: 503},
+		{method: "GET", target: "/v1/reports/daily", header: token, want: 200},
+		{method: "GET", target: "/v1/reports/daily?date=2026-01-02&provider=postscale", header: token, want: 200},
+		{method: "GET", target: "/v1/reports/daily?date=yesterday", header: token, want: 400},
+		{method: "GET", target: "/v1/reports/daily?provider=down", header: token, want: 503},
+		{method: "POST", target: "/v1/events/postscale/evt_1/replay", header: token, want: 202},
+		{method: "POST", target: "/v1/events/postscale/waited/replay", header: token, body: `{"renotify":true}`, want: 202},
+		{method: "POST", target: "/v1/events/postscale/evt_1/replay", header: token, body: `{"renotfy":true}`, want: 400},
+		{method: "POST", target: "/v1/events/postscale/missing/replay", header: token, want: 404},
+		{method: "POST", target: "/v1/events/postscale/old/replay", header: token, want: 409},
+		{method: "POST", target: "/v1/events/postscale/down/replay", header: token, want: 503},
+		{method: "POST", target: "/v1/redrive", header: token, want: 200},
+		{method: "POST", target: "/v1/redrive", header: token, body: `{"older_than":"0s","quarantined":true,"limit":1}`, want: 200},
+		{method: "POST", target: "/v1/redrive", header: token, body: `{"older_than":"soon"}`, want: 400},
+		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":1001}`, want: 400},
+		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":13}`, want: 503},
+	}
+	for _, c := range cases {
+		var body io.Reader = strings.NewReader(c.body)
+		if c.bodyReader != nil {
+			body = c.bodyReader
+		}
+		req := httptest.NewRequest(c.method, c.target, body)
+		if c.bodyReader != nil {
+			req.ContentLength = -1
+		}
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		status, raw := f.do(req)
+		if status != c.want {
+			t.Errorf("%s %s: %d, want %d: %s", c.method, c.target, status, c.want, raw)
+		}
+	}
+
+	// Every operation the token guards answers 401 without it (the handler never runs).
+	doc, _, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Security != nil && len(*op.Security) == 0 {
+				continue
+			}
+			target := strings.NewReplacer("{provider}", "postscale", "{message_id}", "msg_1", "{address}", "user@example.com", "{event_id}", "evt_1").Replace(path)
+			for _, header := range []string{"", "Bearer wrong-token", "Basic " + contractToken} {
+				req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
+				if header != "" {
+					req.Header.Set("Authorization", header)
+				}
+				if status, raw := f.do(req); status != http.StatusUnauthorized {
+					t.Errorf("%s %s with Authorization %q: %d, want 401: %s", method, target, header, status, raw)
+				}
+			}
+		}
+	}
+
+	// Every documented answer was seen, but those no test can bring about here.
+	unreachable := map[string]string{
+		"receiveWebhook 431": "answered by net/http before the handler runs",
+		"correctMessage 500": "encoding a correction cannot fail",
+	}
+	var missing []string
+	for path, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for code := range op.Responses.Map() {
+				key := op.OperationID + " " + code
+				if !f.seen[key] && unreachable[key] == "" {
+					missing = append(missing, key)
+				}
+			}
+		}
+		_ = path
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("documented answers no case produced: %v", missing)
+	}
+}
+
+// contractFixture is a Server over fake dependencies, wrapped in openapitest.Validate.
+type contractFixture struct {
+	handler http.Handler
+	seen    map[string]bool // "operationId status" answered
+}
+
+func newContractFixture(t *testing.T) *contractFixture {
+	t.Helper()
+	fake := &fakeBackend{}
+	s := &httpapi.Server{
+		Endpoints: map[string]httpapi.Endpoint{
+			"plain": {Name: "plain", Provider: "plain", Adapter: fakeAdapter{}},
+			"sns":   {Name: "sns", Provider: "sns", Adapter: fakeControlAdapter{}},
+			"nonce": {Name: "nonce", Provider: "nonce", Adapter: fakeNonceAdapter{}},
+		},
+		MaxBodyBytes:        1024,
+		MaxEventsPerRequest: 3,
+		Acceptor:            fake,
+		Messages:            fake,
+		Suppressions:        fake,
+		Quarantine:          fake,
+		Nonces:              fake,
+		Reconciler:          fake,
+		Ready: map[string]func(context.Context) error{
+			"postgres": func(context.Context) error { return fake.readiness("postgres") },
+			"temporal": func(context.Context) error { return fake.readiness("temporal") },
+		},
+		NotRequired: map[string]bool{"temporal": true},
+		RetryAfter:  5 * time.Second,
+		AdminTokens: map[string]string{contractToken: "contract"},
+		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	inner := s.Handler()
+	// X-Fail names the readiness check to fail for this request.
+	withFail := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fake.fail.Store(r.Header.Get("X-Fail"))
+		inner.ServeHTTP(w, r)
+	})
+	return &contractFixture{handler: openapitest.Validate(t, withFail), seen: map[string]bool{}}
+}
+
+// do sends req through the validating handler and records which documented answer it got.
+func (f *contractFixture) do(req *http.Request) (int, string) {
+	_, router, err := openapitest.Load()
+	if err != nil {
+		panic(err)
+	}
+	route, _, findErr := router.FindRoute(req)
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, req)
+	if findErr == nil {
+		f.seen[fmt.Sprintf("%s %d", route.Operation.OperationID, rec.Code)] = true
+	}
+	return rec.Code, rec.Body.String()
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// fakeAdapter: "unsigned" fails verification, "verify-later" cannot be verified now, and
+// "events:<id>,<id>" carries those events; anything else is malformed.
+type fakeAdapter struct{}
+
+func (fakeAdapter) Verify(r provider.Request) error {
+	switch string(r.Body) {
+	case "unsigned":
+		return fmt.Errorf("fake: %w: no signature", provider.ErrUnauthorized)
+	case "verify-later":
+		return errors.New("fake: certificate unreachable")
+	}
+	return nil
+}
+
+func (fakeAdapter) Parse(r provider.Request) ([]event.Event, error) {
+	ids, ok := strings.CutPrefix(string(r.Body), "events:")
+	if !ok {
+		return nil, fmt.Errorf("fake: %w: not an event", provider.ErrBadRequest)
+	}
+	var evs []event.Event
+	for _, id := range strings.Split(ids, ",") {
+		if id == "" {
+			continue
+		}
+		evs = append(evs, event.Event{Provider: "fake", EventID: id, Type: "delivered", Kind: event.KindStatus,
+			Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)})
+	}
+	return evs, nil
+}
+
+// fakeControlAdapter answers "control:ok", "control:bad" and "control:down" as SES does its
+// SNS control messages.
+type fakeControlAdapter struct{ fakeAdapter }
+
+func (fakeControlAdapter) Control(r provider.Request) (bool, string, error) {
+	switch string(r.Body) {
+	case "control:ok":
+		return true, "subscribed", nil
+	case "control:bad":
+		return false, "", fmt.Errorf("fake: %w: unknown message type", provider.ErrBadRequest)
+	case "control:down":
+		return false, "", errors.New("fake: SubscribeURL unreachable")
+	}
+	return false, "", nil
+}
+
+// fakeNonceAdapter refuses with 406 and binds the X-Nonce header, as Mailgun does its token.
+type fakeNonceAdapter struct{ fakeAdapter }
+
+func (fakeNonceAdapter) RejectStatus() int { return http.StatusNotAcceptable }
+
+func (fakeNonceAdapter) Nonce(r provider.Request) (provider.Nonce, bool) {
+	n := r.Header.Get("X-Nonce")
+	return provider.Nonce{Value: n, Expires: time.Now().Add(time.Hour)}, n != ""
+}
+
+// fakeBackend stands in for PostgreSQL and Temporal. Names say what happens: "missing" is not
+// found, "down" is unavailable.
+type fakeBackend struct {
+	fail atomic.Value // string: the readiness check to fail
+}
+
+var errDown = errors.New("fake: unavailable")
+
+func (b *fakeBackend) readiness(name string) error {
+	if v, _ := b.fail.Load().(string); v == name {
+		return errDown
+	}
+	return nil
+}
+
+func (b *fakeBackend) Accept(_ context.Context, evs []event.Event) ([]inbox.Verdict, error) {
+	out := make([]inbox.Verdict, len(evs))
+	for i, ev := range evs {
+		switch {
+		case strings.HasPrefix(ev.EventID, "down"), ev.MessageID == "accept-down":
+			return nil, errDown
+		case strings.HasPrefix(ev.EventID, "dup"):
+			out[i] = inbox.Verdict{Status: inbox.Duplicate}
+		case strings.HasPrefix(ev.EventID, "bad"), ev.MessageID == "reject-me":
+			out[i] = inbox.Verdict{Status: inbox.Rejected, Reason: "message_id longer than 255 bytes"}
+		default:
+			out[i] = inbox.Verdict{Status: inbox.Accepted}
+		}
+	}
+	return out, nil
+}
+
+func (b *fakeBackend) BindNonce(_ context.Context, _, nonce, eventID string, _ time.Time) (string, error) {
+	switch nonce {
+	case "down":
+		return "", errDown
+	case "used":
+		return "another-event", nil
+	}
+	return eventID, nil
+}
+
+var (
+	t0 = time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
+	t1 = t0.Add(time.Minute)
+)
+
+func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Message, error) {
+	switch id {
+	case "missing":
+		return store.Message{}, fmt.Errorf("get message: %w", store.ErrNotFound)
+	case "down":
+		return store.Message{}, errDown
+	case "fresh": // only an open seen so far: no status yet
+		return store.Message{Provider: prov, MessageID: id, Opens: 1, FirstOpenedAt: &t0, CreatedAt: t0, UpdatedAt: t0,
+			Events: []store.MessageEvent{{EventID: "o1", Type: "opened", OccurredAt: t0, ReceivedAt: t0, Outcome: store.OutcomeCounted}}}, nil
+	}
+	return store.Message{
+		Provider: prov, MessageID: id, Status: event.StatusDelivered, BounceType: "soft", Recipient: "user@example.com",
+		Version: 3, Unsubscribed: true, UnsubscribedAt: &t1, Opens: 2, Clicks: 1, FirstOpenedAt: &t0, FirstClickedAt: &t1,
+		CorrectedAt: &t1, CreatedAt: t0, UpdatedAt: t1,
+		Events: []store.MessageEvent{
+			{EventID: "e1", Type: "bounced", Status: event.StatusBounced, OccurredAt: t0, ReceivedAt: t0,
+				Outcome: store.OutcomeMoved, Moved: true, From: event.StatusAccepted, To: event.StatusBounced, Version: 2, Suppressed: true},
+			{EventID: "correction-1", Type: event.CorrectionType, Status: event.StatusDelivered, OccurredAt: t1, ReceivedAt: t1,
+				Outcome: store.OutcomeMoved, Moved: true, From: event.StatusBounced, To: event.StatusDelivered, Version: 3,
+				Actor: "ops", Note: "wrong DSN"},
+		},
+	}, nil
+}
+
+func suppression(addr string) store.Suppression {
+	return store.Suppression{Address: addr, Reason: store.ReasonHardBounce, Provider: "postscale", EventID: "e1",
+		MessageID: "msg_1", FirstSeen: t0, LastSeen: t1, TimesSeen: 2}
+}
+
+func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFilter) ([]store.Suppression, error) {
+	switch f.After {
+	case "down":
+		return nil, errDown
+	case "zzz":
+		return nil, nil
+	}
+	var out []store.Suppression
+	for i := range min(f.Limit, 3) {
+		out = append(out, suppression(fmt.Sprintf("user%d@example.com", i)))
+	}
+	return out, nil
+}
+
+func (b *fakeBackend) GetSuppression(_ context.Context, addr string) (store.Suppression, error) {
+	switch addr {
+	case "missing@example.com":
+		return store.Suppression{}, store.ErrNotFound
+	case "down@example.com":
+		return store.Suppression{}, errDown
+	}
+	return suppression(addr), nil
+}
+
+func (b *fakeBackend) LiftSuppression(_ context.Context, addr, by, why string) (store.SuppressionLift, error) {
+	sup, err := b.GetSuppression(context.Background(), addr)
+	if err != nil {
+		return store.SuppressionLift{}, err
+	}
+	return store.SuppressionLift{ID: 7, Address: sup.Address, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
+		MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen, TimesSeen: sup.TimesSeen,
+		LiftedBy: by, LiftReason: why, LiftedAt: t1}, nil
+}
+
+func (b *fakeBackend) ListQuarantine(_ context.Context, f store.QuarantineFilter) ([]store.QuarantinedEvent, string, error) {
+	switch {
+	case f.After == "bad":
+		return nil, "", fmt.Errorf("list quarantine: %w", store.ErrBadCursor)
+	case f.Provider == "down":
+		return nil, "", errDown
+	case f.Provider == "empty":
+		return []store.QuarantinedEvent{}, "", nil
+	}
+	return []store.QuarantinedEvent{
+		{Provider: "postscale", EventID: "e1", EventType: "delivered", MessageID: "msg_1", ReceivedAt: t0, QuarantinedAt: t1, Stage: "ApplyStatus", Error: "value too long"},
+		{Provider: "postscale", EventID: "e2", EventType: "opened", ReceivedAt: t0, QuarantinedAt: t1, Stage: "start", Error: "workflow id too long"},
+	}, "cursor", nil
+}
+
+func (b *fakeBackend) DailyReport(_ context.Context, date, prov string) (reconcile.Report, error) {
+	switch {
+	case date == "yesterday":
+		return reconcile.Report{}, fmt.Errorf("%w: %q", reconcile.ErrBadDate, date)
+	case prov == "down":
+		return reconcile.Report{}, errDown
+	}
+	counts := []store.DailyCount{{Date: "2026-01-02", Provider: "postscale", EventType: "delivered", Received: 3, Processed: 1, Unprocessed: 2, AwaitingStart: 1, Quarantined: 1}}
+	return reconcile.Report{Date: "2026-01-02", Provider: prov, Counts: counts, Totals: store.SumCounts(counts)}, nil
+}
+
+func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify bool, _ string) (reconcile.ReplayResult, error) {
+	switch eventID {
+	case "missing":
+		return reconcile.ReplayResult{}, fmt.Errorf("%w: %w", reconcile.ErrCannotReplay, store.ErrNotFound)
+	case "old":
+		return reconcile.ReplayResult{}, fmt.Errorf("%w: %w", reconcile.ErrCannotReplay, store.ErrNotNormalized)
+	case "down":
+		return reconcile.ReplayResult{}, errDown
+	}
+	res := reconcile.ReplayResult{Provider: prov, EventID: eventID, Replay: 1, WorkflowID: reconcile.ReplayWorkflowID(prov, eventID, 1),
+		RunID: "run-1", Renotify: renotify}
+	if eventID == "waited" {
+		res.Result = &workflows.Result{Outcome: "moved", From: event.StatusAccepted, To: event.StatusDelivered, Version: 2,
+			Notifications: []workflows.NotificationResult{{Sink: "app", Type: "status_changed", ID: "n1", Status: "sent", AlreadySent: true}}}
+	}
+	return res, nil
+}
+
+func (b *fakeBackend) Redrive(_ context.Context, in activities.RedriveInput) (activities.RedriveResult, error) {
+	if in.Limit == 13 {
+		return activities.RedriveResult{}, errDown
+	}
+	res := activities.RedriveResult{OlderThan: in.OlderThan.String()}
+	if in.Quarantined {
+		return res, nil // nothing quarantined: no events at all
+	}
+	for i, o := range []string{activities.RedriveStarted, activities.RedriveRunning, activities.RedriveSkipped, activities.RedriveFailed} {
+		out := activities.RedriveOutcome{Provider: "postscale", EventID: fmt.Sprint("e", i), EventType: "delivered", ReceivedAt: t0, Outcome: o}
+		if o == activities.RedriveFailed {
+			out.Error = "temporal unavailable"
+		}
+		res.Add(out)
+	}
+	res.More = true
+	return res, nil
+}
