@@ -53,8 +53,11 @@ type Service struct {
 	Metrics *metrics.Metrics
 
 	closeMetrics func()
-	acceptor     *inbox.Acceptor
-	handoff      *inbox.Handoff
+	// Built once (acceptOnce): RunAcceptance, in its own goroutine, and HTTPServer both ask for
+	// them, and two of each would leave the handler's handoff never running.
+	acceptOnce sync.Once
+	acceptor   *inbox.Acceptor
+	handoff    *inbox.Handoff
 }
 
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
@@ -64,6 +67,8 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	st.SetSuppressionScopes(cfg.Suppression.Scopes)
+	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	sdkMetrics, closeMetrics := m.TemporalHandler()
 	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
 	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)
@@ -152,7 +157,7 @@ func (s *Service) starter() *ingest.Starter {
 // Acceptor is the process's acceptance path, with its handoff (one each per process: the
 // acceptor's writers share inserts among concurrent requests; run both with RunAcceptance).
 func (s *Service) Acceptor() *inbox.Acceptor {
-	if s.acceptor == nil {
+	s.acceptOnce.Do(func() {
 		r := s.Config.Acceptance.Relay
 		s.handoff = &inbox.Handoff{
 			Starter: s.starter(), Store: s.Store, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
@@ -165,7 +170,7 @@ func (s *Service) Acceptor() *inbox.Acceptor {
 		// The handoff's start of a new row takes at most start_timeout: relays wait a little
 		// longer before they start it themselves, so the two rarely start the same event.
 		s.acceptor.Hold = s.Config.Temporal.StartTimeout + time.Second
-	}
+	})
 	return s.acceptor
 }
 
@@ -247,6 +252,8 @@ func (s *Service) Worker() worker.Worker {
 		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
 		RetryAfterCap: s.Config.Notify.MaxInterval,
 		Metrics:       s.Metrics,
+		// The same mapping Dial gave the store, so suppression.added names the scope applied.
+		SuppressionScopes: s.Config.Suppression.Scopes,
 	}).Register(w)
 	s.Reconciler().Activities().Register(w)
 	return w
