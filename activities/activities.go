@@ -69,6 +69,9 @@ type Activities struct {
 	// Metrics may be nil. Activities run at least once, so a counter can over-count by the
 	// rare retry of an attempt whose result was lost; it never under-counts.
 	Metrics *metrics.Metrics
+	// SuppressionScopes is config suppression.scopes, as the store applies it
+	// (store.SetSuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
+	SuppressionScopes map[string]string
 }
 
 // MaxRetryAfter is the longest Retry-After a sink may ask for.
@@ -145,6 +148,9 @@ type NotifyInput struct {
 	// PriorAttempts counts attempts made before this activity (a first attempt as a local
 	// activity), so the attempts metric counts them all.
 	PriorAttempts int `json:"prior_attempts,omitempty"`
+	// SuppressionScopes is what Body derives suppression.added's scope from. Notify sets it from
+	// its config: it is never part of a workflow's history.
+	SuppressionScopes map[string]string `json:"-"`
 }
 
 // notificationEventID is the event id the notification is keyed by.
@@ -173,6 +179,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	ev := in.Event
 	keyID := in.notificationEventID()
 	id := store.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
+	in.SuppressionScopes = a.SuppressionScopes
 	body, err := Body(id, in, a.now())
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
@@ -302,11 +309,17 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 	var data any
 	switch in.Type {
 	case config.TypeStatusChanged:
-		data = StatusChanged{
+		sc := StatusChanged{
 			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Apply.Recipient, ev.Recipient),
 			Status: in.Apply.To, PreviousStatus: in.Apply.From, BounceType: in.Apply.BounceType,
 			Version: in.Apply.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
 		}
+		// A move is made by the message's new deciding event, so this event's details are the
+		// ones the message now shows.
+		if sc.Status == event.StatusBounced || sc.Status == event.StatusFailed {
+			sc.Bounce = store.BounceOf(ev)
+		}
+		data = sc
 	case config.TypeEmailReceived:
 		data = EmailReceived{
 			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
@@ -315,12 +328,12 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 	case config.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
 		// recipient it recorded), so the notification names the address that was suppressed.
-		address, reason, ok := store.SuppressionOf(ev, in.Apply.Recipient)
+		address, reason, scope, ok := store.AddedSuppression(ev, in.Apply.Recipient, in.SuppressionScopes)
 		if !ok {
 			return nil, fmt.Errorf("event %s suppresses no address", ev.Key())
 		}
 		data = SuppressionAdded{
-			Address: address, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
+			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
 		}
 	case config.TypeReportDaily:
 		if len(in.Data) == 0 {
@@ -354,6 +367,10 @@ type StatusChanged struct {
 	EventID        string       `json:"event_id"`
 	EventType      string       `json:"event_type"`
 	OccurredAt     time.Time    `json:"occurred_at"`
+
+	// Bounce is why the message bounced or failed, as the provider said (absent when it did
+	// not, and for every other status).
+	Bounce *event.Bounce `json:"bounce,omitempty"`
 }
 
 // EmailReceived is the data of email.received: the provider's inbound payload as it came.
@@ -369,8 +386,10 @@ type EmailReceived struct {
 // SuppressionAdded is the data of suppression.added: an address newly suppressed, and the event
 // that did it.
 type SuppressionAdded struct {
-	Address   string `json:"address"`
-	Reason    string `json:"reason"` // hard_bounce, complaint or unsubscribe
+	Address string `json:"address"`
+	// Scope is "global" (every kind of mail) or the configured scope of the event's stream.
+	Scope     string `json:"scope"`
+	Reason    string `json:"reason"` // hard_bounce, complaint, unsubscribe or soft_bounce_threshold
 	Provider  string `json:"provider"`
 	EventID   string `json:"event_id"`
 	MessageID string `json:"message_id"`

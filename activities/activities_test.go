@@ -24,7 +24,16 @@ func TestSuppressionAddedBody(t *testing.T) {
 	body, err := activities.Body("ntf_x", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_x","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
-		"data":{"address":"user@example.com","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
+		"data":{"address":"user@example.com","scope":"global","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
+
+	// From a stream config maps to a scope, the unsubscribe suppressed in that scope only, and
+	// the notification says so.
+	in.Event.Stream, in.SuppressionScopes = "broadcast", map[string]string{"broadcast": "marketing"}
+	body, err = activities.Body("ntf_x", in, now)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"ntf_x","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
+		"data":{"address":"user@example.com","scope":"marketing","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
+	in.Event.Stream, in.SuppressionScopes = "", nil
 
 	in.Event.Kind = event.KindOpened
 	_, err = activities.Body("ntf_x", in, now)
@@ -46,4 +55,62 @@ func TestCorrectionStatusChangedBody(t *testing.T) {
 	assert.Equal(t, event.StatusBounced, env.Data.PreviousStatus)
 	assert.Equal(t, int64(3), env.Data.Version)
 	assert.Equal(t, event.CorrectionType, env.Data.EventType)
+}
+
+func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	b := &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 <user@example.com>: Recipient address rejected", Category: "unknown_user"}
+	ev := event.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: event.KindStatus,
+		Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
+		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Bounce: b}
+	in := activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev,
+		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced,
+			BounceType: event.BounceHard, Recipient: "user@example.com", Version: 2}}
+	body, err := activities.Body("ntf_b", in, now)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"ntf_b","type":"message.status_changed","created_at":"2026-11-29T10:00:00Z",
+		"data":{"provider":"postscale","message_id":"msg_1","recipient":"user@example.com","status":"bounced",
+		"previous_status":"delivered","bounce_type":"hard","version":2,"event_id":"evt_b","event_type":"email.bounced",
+		"occurred_at":"2026-11-29T09:00:00Z",
+		"bounce":{"smtp_code":550,"enhanced_code":"5.1.1","diagnostic":"550 5.1.1 <user@example.com>: Recipient address rejected","category":"unknown_user"}}}`,
+		string(body))
+
+	// A failure carries it too.
+	in.Event.Status, in.Event.Type, in.Apply.To, in.Apply.BounceType = event.StatusFailed, "email.failed", event.StatusFailed, ""
+	body, err = activities.Body("ntf_f", in, now)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"bounce":{"smtp_code":550`)
+
+	// Details on an event that moved to another status are not a bounce's.
+	in.Event.Status, in.Apply.To = event.StatusDelivered, event.StatusDelivered
+	body, err = activities.Body("ntf_d", in, now)
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), `"bounce"`)
+
+	// A bounce whose provider said nothing has no bounce object.
+	in.Event.Status, in.Apply.To, in.Event.Bounce = event.StatusBounced, event.StatusBounced, nil
+	body, err = activities.Body("ntf_n", in, now)
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), `"bounce"`)
+}
+
+func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	// A soft bounce suppresses only by reaching the threshold: that is the reason named.
+	ev := event.Event{Provider: "postscale", EventID: "evt_s3", Type: "email.bounced", Kind: event.KindStatus,
+		Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "msg_3", Recipient: "Soft@Example.com",
+		Stream: "marketing"}
+	in := activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev,
+		Apply:             store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceSoft, Suppressed: true},
+		SuppressionScopes: map[string]string{"marketing": "marketing"}}
+	body, err := activities.Body("ntf_s", in, now)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"id":"ntf_s","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
+		"data":{"address":"soft@example.com","scope":"global","reason":"soft_bounce_threshold","provider":"postscale",
+		"event_id":"evt_s3","message_id":"msg_3"}}`, string(body))
+
+	// The same routing the Process step uses: a suppressing soft bounce is notified.
+	r := activities.Route([]config.Sink{{Name: "ops", Types: []string{config.TypeSuppressionAdded}}})
+	assert.Equal(t, []activities.Notification{{Type: config.TypeSuppressionAdded, Sink: "ops"}},
+		activities.Notifications(r, ev.Kind, store.OutcomeStale, true))
 }

@@ -68,8 +68,10 @@ type Config struct {
 	Endpoints  []Endpoint `yaml:"endpoints"`
 	Sinks      []Sink     `yaml:"sinks"`
 	Admin      Admin      `yaml:"admin"`
-	Log        Log        `yaml:"log"`    // process.go
-	Worker     Worker     `yaml:"worker"` // process.go
+	Log        Log        `yaml:"log"` // process.go
+	// Suppression: soft-bounce escalation and scopes (suppression.go).
+	Suppression Suppression `yaml:"suppression"`
+	Worker      Worker      `yaml:"worker"` // process.go
 	// Telemetry turns on OpenTelemetry tracing (telemetry.go); off by default.
 	Telemetry Telemetry `yaml:"telemetry"`
 }
@@ -359,6 +361,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateProcess(); err != nil {
+		return err
+	}
+	if err := c.Suppression.validate(); err != nil {
 		return err
 	}
 	if err := c.Telemetry.validate(); err != nil {

@@ -131,6 +131,11 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	if code, resp := admin(http.MethodGet, addrPath, ""); code != http.StatusOK || resp["address"] != recipient {
 		t.Fatalf("GET %s: %d %v", addrPath, code, resp)
 	}
+	// The check a sender makes before every send carries the address in the query.
+	checkPath := "/v1/suppressions/check?" + url.Values{"address": {recipient}, "scope": {"marketing"}}.Encode()
+	if code, resp := admin(http.MethodGet, checkPath, ""); code != http.StatusOK || resp["suppressed"] != true || resp["address"] != recipient {
+		t.Fatalf("GET %s: %d %v", checkPath, code, resp)
+	}
 	if code, resp := admin(http.MethodPost, "/v1/messages/postscale/"+url.PathEscape(msgID)+"/corrections",
 		`{"status":"delivered","reason":"the bounce was the sender's misconfiguration"}`); code != http.StatusAccepted {
 		t.Fatalf("correction of %q: %d %v", msgID, code, resp)

@@ -193,6 +193,10 @@ type harnessOptions struct {
 	// anything is built, so the HTTP API, the Temporal client and worker, pgx and the sinks'
 	// transport are all traced into it.
 	tracerProvider trace.TracerProvider
+	// suppressionScopes, when set, is config suppression.scopes (stream → scope).
+	suppressionScopes map[string]string
+	// softBounce is config suppression.soft_bounce (zero: off).
+	softBounce config.SoftBounce
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -228,6 +232,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.maxEventsPerRequest > 0 {
 		cfg.HTTP.MaxEventsPerRequest = o.maxEventsPerRequest
 	}
+	cfg.Suppression.Scopes = o.suppressionScopes
+	cfg.Suppression.SoftBounce = o.softBounce
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +242,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	st.SetSuppressionScopes(cfg.Suppression.Scopes) // as serve.Dial does
+	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	logger := testenv.Logger()
 	if o.logs != nil {
 		logger = slog.New(telemetry.NewLogHandler(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

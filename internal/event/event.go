@@ -82,9 +82,34 @@ type Event struct {
 	MessageID  string    `json:"message_id,omitempty"` // the provider's message key
 	Recipient  string    `json:"recipient,omitempty"`
 	OccurredAt time.Time `json:"occurred_at"`
+	// Bounce is what the provider said about why a message bounced or failed (the SMTP reply,
+	// the enhanced status code, the remote server's text) and mailhook's category for it
+	// (internal/bounce). Nil when the event is not a bounce or the provider said nothing.
+	Bounce *Bounce `json:"bounce,omitempty"`
+	// Stream is the provider's stream, tag or category the message was sent under (Postmark's
+	// MessageStream, …), as the provider names it; config maps it to a suppression scope.
+	Stream string `json:"stream,omitempty"`
 	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
 	Raw json.RawMessage `json:"raw"`
 }
+
+// Bounce details, normalized across providers.
+type Bounce struct {
+	// SMTPCode is the remote server's reply code (550, 421, …), 0 when unknown.
+	SMTPCode int `json:"smtp_code,omitempty"`
+	// EnhancedCode is the RFC 3463 status code class.subject.detail (5.1.1, 4.2.2, …).
+	EnhancedCode string `json:"enhanced_code,omitempty"`
+	// Diagnostic is the remote server's or the provider's text, truncated to MaxDiagnosticBytes.
+	Diagnostic string `json:"diagnostic,omitempty"`
+	// Category is one of the bounce categories (internal/bounce): unknown_user, mailbox_full,
+	// domain_invalid, policy_block, spam_block, content_rejected, auth_failure, too_large,
+	// temporary_failure, undetermined.
+	Category string `json:"category,omitempty"`
+}
+
+// MaxDiagnosticBytes bounds a stored diagnostic: enough for any SMTP reply text, short of the
+// multi-kilobyte DSN bodies some providers pass through.
+const MaxDiagnosticBytes = 1000
 
 // Key is the durable dedupe key and the Temporal workflow ID: provider:event_id.
 func (e Event) Key() string { return e.Provider + ":" + e.EventID }

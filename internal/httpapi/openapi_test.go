@@ -154,6 +154,18 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "DELETE", target: "/v1/suppressions/user@example.com", header: token, body: `not json`, want: 400},
 		{method: "DELETE", target: "/v1/suppressions/missing@example.com", header: token, body: `{"reason":"x"}`, want: 404},
 		{method: "DELETE", target: "/v1/suppressions/down@example.com", header: token, body: `{"reason":"x"}`, want: 503},
+		{method: "GET", target: "/v1/suppressions?scope=marketing", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions?scope=global&reason=unsubscribe", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions?scope=Marketing", header: token, want: 400},
+		{method: "DELETE", target: "/v1/suppressions/user@example.com?scope=marketing", header: token, body: `{"reason":"asked to be mailed"}`, want: 200},
+		{method: "DELETE", target: "/v1/suppressions/user@example.com?scope=no%20such", header: token, body: `{"reason":"x"}`, want: 400},
+		{method: "GET", target: "/v1/suppressions/check?address=user@example.com", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions/check?address=a+b@example.com&scope=marketing", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions/check?address=nobody@example.com&scope=global", header: token, want: 200},
+		{method: "GET", target: "/v1/suppressions/check", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions/check?address=user@example.com&scope=../x", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions/check?address=down@example.com", header: token, want: 503},
+		{method: "GET", target: "/v1/suppressions/checker@example.com", header: token, want: 200},
 
 		// Quarantine, report, replay, redrive.
 		{method: "GET", target: "/v1/quarantine", header: token, want: 200},
@@ -429,8 +441,8 @@ func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Mess
 }
 
 func suppression(addr string) store.Suppression {
-	return store.Suppression{Address: addr, Reason: store.ReasonHardBounce, Provider: "postscale", EventID: "e1",
-		MessageID: "msg_1", FirstSeen: t0, LastSeen: t1, TimesSeen: 2}
+	return store.Suppression{Address: addr, Scope: store.GlobalScope, Reason: store.ReasonHardBounce, Provider: "postscale",
+		EventID: "e1", MessageID: "msg_1", FirstSeen: t0, LastSeen: t1, TimesSeen: 2}
 }
 
 func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFilter) ([]store.Suppression, error) {
@@ -442,27 +454,50 @@ func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFil
 	}
 	var out []store.Suppression
 	for i := range min(f.Limit, 3) {
-		out = append(out, suppression(fmt.Sprintf("user%d@example.com", i)))
+		sup := suppression(fmt.Sprintf("user%d@example.com", i))
+		if f.Scope != "" {
+			sup.Scope = f.Scope
+		}
+		out = append(out, sup)
+		if i == 0 && f.Scope == "" {
+			// The first address is also suppressed in a scope: two rows, one address.
+			sup.Scope, sup.Reason = "marketing", store.ReasonUnsubscribe
+			out = append(out, sup)
+		}
 	}
 	return out, nil
 }
 
-func (b *fakeBackend) GetSuppression(_ context.Context, addr string) (store.Suppression, error) {
+func (b *fakeBackend) AddressSuppressions(_ context.Context, addr string) ([]store.Suppression, error) {
 	switch addr {
 	case "missing@example.com":
-		return store.Suppression{}, store.ErrNotFound
+		return nil, store.ErrNotFound
 	case "down@example.com":
-		return store.Suppression{}, errDown
+		return nil, errDown
 	}
-	return suppression(addr), nil
+	scoped := suppression(addr)
+	scoped.Scope, scoped.Reason = "marketing", store.ReasonUnsubscribe
+	return []store.Suppression{suppression(addr), scoped}, nil
 }
 
-func (b *fakeBackend) LiftSuppression(_ context.Context, addr, by, why string) (store.SuppressionLift, error) {
-	sup, err := b.GetSuppression(context.Background(), addr)
+func (b *fakeBackend) CheckSuppression(_ context.Context, addr, scope string) (store.SuppressionCheck, error) {
+	res := store.SuppressionCheck{Address: addr, Scope: scope, Reasons: []string{}}
+	switch addr {
+	case "down@example.com":
+		return store.SuppressionCheck{}, errDown
+	case "user@example.com", "a+b@example.com":
+		res.Suppressed, res.Reasons = true, []string{store.ReasonHardBounce}
+	}
+	return res, nil
+}
+
+func (b *fakeBackend) LiftSuppression(_ context.Context, addr, scope, by, why string) (store.SuppressionLift, error) {
+	sups, err := b.AddressSuppressions(context.Background(), addr)
 	if err != nil {
 		return store.SuppressionLift{}, err
 	}
-	return store.SuppressionLift{ID: 7, Address: sup.Address, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
+	sup := sups[0]
+	return store.SuppressionLift{ID: 7, Address: sup.Address, Scope: scope, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
 		MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen, TimesSeen: sup.TimesSeen,
 		LiftedBy: by, LiftReason: why, LiftedAt: t1}, nil
 }

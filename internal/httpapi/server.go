@@ -41,11 +41,12 @@ type Messages interface {
 	GetMessage(ctx context.Context, provider, messageID string) (store.Message, error)
 }
 
-// Suppressions reads and lifts suppressed addresses.
+// Suppressions reads, checks and lifts suppressed addresses, per scope.
 type Suppressions interface {
 	ListSuppressions(ctx context.Context, f store.SuppressionFilter) ([]store.Suppression, error)
-	GetSuppression(ctx context.Context, address string) (store.Suppression, error)
-	LiftSuppression(ctx context.Context, address, liftedBy, liftReason string) (store.SuppressionLift, error)
+	AddressSuppressions(ctx context.Context, address string) ([]store.Suppression, error)
+	CheckSuppression(ctx context.Context, address, scope string) (store.SuppressionCheck, error)
+	LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (store.SuppressionLift, error)
 }
 
 // Nonces binds a provider's single-use signature values to events (store.BindNonce).
@@ -158,6 +159,9 @@ func (s *Server) handler(routes int) http.Handler {
 		v1.GET("/messages/:provider/:message_id", s.message)
 		v1.POST("/messages/:provider/:message_id/corrections", s.correct)
 		v1.GET("/suppressions", s.listSuppressions)
+		// gin routes the static segment before the parameter, and falls back to :address for
+		// an address that merely starts with "check" (check@…, checker@…).
+		v1.GET("/suppressions/check", s.checkSuppression)
 		v1.GET("/suppressions/:address", s.getSuppression)
 		v1.DELETE("/suppressions/:address", s.liftSuppression)
 		v1.GET("/quarantine", s.listQuarantine) // quarantine.go
@@ -506,11 +510,17 @@ const (
 )
 
 // listSuppressions pages through suppressions in address order: ?after= is the last address
-// of the previous page (next_after), ?reason= keeps one reason, ?limit= is at most 1000.
+// of the previous page (next_after), ?reason= keeps one reason, ?scope= one scope, ?limit= is at
+// most 1000 addresses. An address suppressed in several scopes has a row per scope, all in the
+// same page, so an address cursor never skips a row.
 func (s *Server) listSuppressions(c *gin.Context) {
-	f := store.SuppressionFilter{Reason: c.Query("reason"), After: c.Query("after"), Limit: defaultSuppressionLimit}
+	f := store.SuppressionFilter{Reason: c.Query("reason"), Scope: c.Query("scope"), After: c.Query("after"), Limit: defaultSuppressionLimit}
 	if f.Reason != "" && !store.KnownSuppressionReason(f.Reason) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown reason %q", f.Reason), "known": store.SuppressionReasons})
+		return
+	}
+	if f.Scope != "" && !store.ValidScope(f.Scope) {
+		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(f.Scope)})
 		return
 	}
 	if l := c.Query("limit"); l != "" {
@@ -522,26 +532,50 @@ func (s *Server) listSuppressions(c *gin.Context) {
 		f.Limit = min(n, maxSuppressionLimit)
 	}
 	limit := f.Limit
-	f.Limit++ // one more tells whether there is a next page
+	f.Limit++ // one address more tells whether there is a next page
 	list, err := s.Suppressions.ListSuppressions(c.Request.Context(), f)
 	if err != nil {
 		s.Log.ErrorContext(c.Request.Context(), "list suppressions", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 		return
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		next = list[limit-1].Address
-	}
+	list, next := firstAddresses(list, limit)
 	if list == nil {
 		list = []store.Suppression{}
 	}
 	c.JSON(http.StatusOK, gin.H{"suppressions": list, "next_after": next})
 }
 
+// firstAddresses keeps the rows of the first n addresses of list (in address order) and returns
+// the last kept address as the next page's cursor when list goes on past them, "" otherwise.
+func firstAddresses(list []store.Suppression, n int) ([]store.Suppression, string) {
+	seen := 0
+	for i, sup := range list {
+		if i == 0 || sup.Address != list[i-1].Address {
+			seen++
+		}
+		if seen > n {
+			return list[:i], list[i-1].Address
+		}
+	}
+	return list, ""
+}
+
+func badScope(scope string) string {
+	return fmt.Sprintf("scope %q: want %q or a scope name (1-63 lower-case letters, digits, _ or -)", scope, store.GlobalScope)
+}
+
+// addressSuppressions is GET /v1/suppressions/:address. The top-level fields are the
+// suppression that matters most (the global one, else the first scope's) as the answer had
+// them before scopes, so a client that reads one suppression still reads a true "suppressed".
+type addressSuppressions struct {
+	store.Suppression
+	// Suppressions is every scope's row, the global one first.
+	Suppressions []store.Suppression `json:"suppressions"`
+}
+
 func (s *Server) getSuppression(c *gin.Context) {
-	sup, err := s.Suppressions.GetSuppression(c.Request.Context(), param(c, "address"))
+	sups, err := s.Suppressions.AddressSuppressions(c.Request.Context(), param(c, "address"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
@@ -549,8 +583,52 @@ func (s *Server) getSuppression(c *gin.Context) {
 		s.Log.ErrorContext(c.Request.Context(), "get suppression", "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
-		c.JSON(http.StatusOK, sup)
+		c.JSON(http.StatusOK, addressSuppressions{Suppression: sups[0], Suppressions: sups})
 	}
+}
+
+// checkSuppression answers whether mail of ?scope= (default global) may go to ?address=. A
+// sender asks before every send, so it is one indexed read and logs nothing but failures; the
+// address travels in the query, which neither the logs nor the traces record.
+func (s *Server) checkSuppression(c *gin.Context) {
+	address := store.NormalizeAddress(queryAsPath(c, "address"))
+	scope := c.Query("scope")
+	if scope == "" {
+		scope = store.GlobalScope
+	}
+	switch {
+	case address == "":
+		c.JSON(http.StatusBadRequest, gin.H{"error": "address is required"})
+		return
+	case !store.ValidScope(scope):
+		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(scope)})
+		return
+	}
+	res, err := s.Suppressions.CheckSuppression(c.Request.Context(), address, scope)
+	if err != nil {
+		// err names the address redacted (store).
+		s.Log.ErrorContext(c.Request.Context(), "check suppression", "scope", scope, "error", err)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+// queryAsPath is the first value of query parameter name, unescaped as path text: a "+" stays a
+// plus. gin's c.Query reads "+" as a space, and a sender that puts user+tag@example.com in the
+// query unencoded would be told that "user tag@example.com", never suppressed, may be mailed.
+func queryAsPath(c *gin.Context, name string) string {
+	for kv := range strings.SplitSeq(c.Request.URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			continue
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			return u
+		}
+		return v
+	}
+	return ""
 }
 
 // liftRequest is the body of DELETE /v1/suppressions/:address.
@@ -558,8 +636,18 @@ type liftRequest struct {
 	Reason string `json:"reason"`
 }
 
-// liftSuppression removes an address from the suppressions and records who lifted it and why.
+// liftSuppression removes an address's suppression in one scope (?scope=, default global) and
+// records who lifted it and why. The address's other scopes keep theirs: lifting a marketing
+// opt-out must not lift a hard bounce.
 func (s *Server) liftSuppression(c *gin.Context) {
+	scope := c.Query("scope")
+	if scope == "" {
+		scope = store.GlobalScope
+	}
+	if !store.ValidScope(scope) {
+		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(scope)})
+		return
+	}
 	var req liftRequest
 	if err := decodeBody(c, &req); err != nil {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
@@ -571,15 +659,16 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		return
 	}
 	actor := c.GetString(actorKey)
-	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), actor, req.Reason)
+	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), scope, actor, req.Reason)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
+		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("address is not suppressed in scope %q", scope)})
 	case err != nil:
-		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "scope", scope, "error", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
 	default:
-		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address), "reason", lift.Reason, "lift_reason", lift.LiftReason)
+		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
+			"scope", lift.Scope, "reason", lift.Reason, "lift_reason", lift.LiftReason)
 		c.JSON(http.StatusOK, lift)
 	}
 }

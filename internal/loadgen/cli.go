@@ -115,7 +115,7 @@ It exits non-zero when a check fails. Loopback addresses only.`,
 	keygen.Flags().StringVar(&out, "out", "", "file to write the private key to (PEM, PKCS#8, mode 0600)")
 	keygen.Flags().BoolVar(&force, "force", false, "overwrite an existing file")
 	_ = keygen.MarkFlagRequired("out")
-	cmd.AddCommand(keygen)
+	cmd.AddCommand(keygen, suppressionCheckCommand())
 	return cmd
 }
 

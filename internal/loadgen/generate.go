@@ -293,7 +293,7 @@ func postscaleEnvelope(ev *Event) []byte {
 	fmt.Fprintf(&extra, `,%q:%q`, t.at, at)
 	switch ev.Action {
 	case Bounced:
-		fmt.Fprintf(&extra, `,"bounce_type":%q,"diagnostic":"550 5.1.1 user unknown"`, ev.BounceType)
+		fmt.Fprintf(&extra, `,"bounce_type":%q,"diagnostic":%q`, ev.BounceType, bounceReply(ev.BounceType))
 	case Clicked:
 		extra.WriteString(`,"link":"https://app.loadtest.example/welcome"`)
 	case Deferred:
@@ -301,6 +301,16 @@ func postscaleEnvelope(ev *Event) []byte {
 	}
 	return fmt.Appendf(nil, `{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@app.loadtest.example","to":%q,"subject":"Your receipt"%s}}`,
 		ev.EventID, t.typ, at, ev.MessageID, ev.Recipient, extra.String())
+}
+
+// bounceReply is a remote server's reply that agrees with the bounce type: mailhook derives the
+// type from the code when one is given (internal/bounce), so a soft bounce carrying a 5.1.1
+// would be counted hard.
+func bounceReply(bounceType string) string {
+	if bounceType == event.BounceSoft {
+		return "452 4.2.2 mailbox full"
+	}
+	return "550 5.1.1 user unknown"
 }
 
 func postscaleInbound(emailID string, at time.Time) []byte {
@@ -319,11 +329,11 @@ func sendgridElement(ev *Event) []byte {
 	var extra strings.Builder
 	switch ev.Action {
 	case Bounced:
-		typ := "bounce" // hard
+		typ, status := "bounce", "5.1.1" // hard
 		if ev.BounceType == event.BounceSoft {
-			typ = "blocked"
+			typ, status = "blocked", "4.2.2"
 		}
-		fmt.Fprintf(&extra, `,"type":%q,"reason":"550 5.1.1 user unknown","status":"5.1.1"`, typ)
+		fmt.Fprintf(&extra, `,"type":%q,"reason":%q,"status":%q`, typ, bounceReply(ev.BounceType), status)
 	case Dropped:
 		extra.WriteString(`,"reason":"Bounced Address"`)
 	case Deferred:

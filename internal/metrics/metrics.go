@@ -80,8 +80,8 @@ func New() *Metrics {
 	bi := buildinfo.Read()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "mailhook_build_info",
-		Help:        "The running build: version, VCS revision and Go version (value 1).",
-		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+		Help:        "The running build: version, VCS commit and Go version (value 1).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Revision, "go": bi.GoVersion},
 	})
 	build.Set(1)
 	reg.MustRegister(build)

@@ -2,12 +2,14 @@ package reconcile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +23,7 @@ import (
 // ReportSource counts a day's events.
 type ReportSource interface {
 	DailyCounts(ctx context.Context, day time.Time, provider string) ([]store.DailyCount, error)
+	DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]store.BounceCategoryCount, error)
 }
 
 // Report is the daily report: per provider and event type, the events received on one UTC day,
@@ -31,6 +34,11 @@ type Report struct {
 	Provider string             `json:"provider,omitempty"`
 	Counts   []store.DailyCount `json:"counts"`
 	Totals   store.DailyTotals  `json:"totals"`
+	// BounceCategories counts the day's bounces and failures by bounce category (those whose
+	// provider said why); absent when there were none.
+	BounceCategories map[string]int64 `json:"bounce_categories,omitempty"`
+	// Bounces is BounceCategories per provider and event type, for the CSV's column.
+	Bounces []store.BounceCategoryCount `json:"-"`
 	// Expected, Tolerance and Mismatches are set by Compare.
 	Expected   []Diff `json:"expected,omitempty"`
 	Tolerance  int64  `json:"tolerance,omitempty"`
@@ -79,7 +87,19 @@ func BuildReport(ctx context.Context, src ReportSource, date, provider string, n
 	if err != nil {
 		return Report{}, err
 	}
-	return Report{Date: day.Format(store.DateLayout), Provider: provider, Counts: counts, Totals: store.SumCounts(counts)}, nil
+	bounces, err := src.DailyBounceCategories(ctx, day, provider)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Date: day.Format(store.DateLayout), Provider: provider, Counts: counts, Totals: store.SumCounts(counts),
+		Bounces: bounces}
+	for _, b := range bounces {
+		if rep.BounceCategories == nil {
+			rep.BounceCategories = map[string]int64{}
+		}
+		rep.BounceCategories[b.Category] += b.Count
+	}
+	return rep, nil
 }
 
 // ParseExpected reads a provider dashboard's export: CSV with columns event_type and count.
@@ -212,9 +232,12 @@ func (r Report) writeCSV(w io.Writer) error {
 				i64(d.Expected), i64(d.Difference), status(d)})
 		}
 	} else {
-		_ = cw.Write([]string{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined"})
+		// One more column rather than a second table: the file stays one table a spreadsheet
+		// or a CSV reader takes as it is.
+		_ = cw.Write([]string{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined", "bounce_categories"})
 		for _, c := range r.Counts {
-			_ = cw.Write([]string{c.Date, c.Provider, c.EventType, i64(c.Received), i64(c.Processed), i64(c.Unprocessed), i64(c.AwaitingStart), i64(c.Quarantined)})
+			_ = cw.Write([]string{c.Date, c.Provider, c.EventType, i64(c.Received), i64(c.Processed), i64(c.Unprocessed), i64(c.AwaitingStart), i64(c.Quarantined),
+				r.categoriesOf(c.Provider, c.EventType)})
 		}
 	}
 	cw.Flush()
@@ -250,10 +273,47 @@ func (r Report) writeTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeCategories(w); err != nil {
+		return err
+	}
 	if r.Expected != nil {
 		fmt.Fprintf(w, "\n%d of %d event types differ from the expected counts by more than %d\n", r.Mismatches, len(r.Expected), r.Tolerance)
 	}
 	return nil
+}
+
+// writeCategories writes BounceCategories as a table of its own, the most frequent first.
+func (r Report) writeCategories(w io.Writer) error {
+	if len(r.BounceCategories) == 0 {
+		return nil
+	}
+	cats := slices.Collect(maps.Keys(r.BounceCategories))
+	slices.SortFunc(cats, func(a, b string) int {
+		if c := cmp.Compare(r.BounceCategories[b], r.BounceCategories[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BOUNCE CATEGORY\tBOUNCES")
+	for _, c := range cats {
+		fmt.Fprintf(tw, "%s\t%d\n", c, r.BounceCategories[c])
+	}
+	return tw.Flush()
+}
+
+// categoriesOf is the CSV's bounce_categories cell of one provider and event type:
+// category=count pairs joined by ';', in category order, or "" when none bounced.
+func (r Report) categoriesOf(provider, eventType string) string {
+	var parts []string
+	for _, b := range r.Bounces {
+		if b.Provider == provider && b.EventType == eventType {
+			parts = append(parts, b.Category+"="+strconv.FormatInt(b.Count, 10))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ";")
 }
 
 // ReportOptions are `mailhook report daily`'s flags.

@@ -20,8 +20,19 @@ import (
 
 type fakeSource struct {
 	counts       []store.DailyCount
+	bounces      []store.BounceCategoryCount
 	day          time.Time
 	providerSeen string
+}
+
+func (f *fakeSource) DailyBounceCategories(_ context.Context, _ time.Time, provider string) ([]store.BounceCategoryCount, error) {
+	var out []store.BounceCategoryCount
+	for _, b := range f.bounces {
+		if provider == "" || b.Provider == provider {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeSource) DailyCounts(_ context.Context, day time.Time, provider string) ([]store.DailyCount, error) {
@@ -104,8 +115,8 @@ func TestRunDailyReportFormats(t *testing.T) {
 	rows, err := csv.NewReader(&out).ReadAll()
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{
-		{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined"},
-		{"2026-11-28", "sendgrid", "delivered", "7", "7", "0", "0", "0"},
+		{"date", "provider", "event_type", "received", "processed", "unprocessed", "awaiting_start", "quarantined", "bounce_categories"},
+		{"2026-11-28", "sendgrid", "delivered", "7", "7", "0", "0", "0", ""},
 	}, rows)
 
 	out.Reset()
@@ -151,4 +162,66 @@ func TestRunDailyReportRefusesBadInput(t *testing.T) {
 	assert.ErrorIs(t, reconcile.RunDailyReport(t.Context(), source(), reconcile.ReportOptions{Date: "28.11.2026"}, &out), reconcile.ErrBadDate)
 	assert.Error(t, reconcile.RunDailyReport(t.Context(), source(), reconcile.ReportOptions{Format: "xml"}, &out))
 	assert.Error(t, reconcile.RunDailyReport(t.Context(), source(), reconcile.ReportOptions{Tolerance: -1}, &out))
+}
+
+func TestReportCountsBounceCategories(t *testing.T) {
+	src := source()
+	src.bounces = []store.BounceCategoryCount{
+		{Provider: "postscale", EventType: "email.bounced", Category: "unknown_user", Count: 2},
+		{Provider: "postscale", EventType: "email.bounced", Category: "mailbox_full", Count: 1},
+		{Provider: "postscale", EventType: "email.failed", Category: "unknown_user", Count: 1},
+		{Provider: "sendgrid", EventType: "bounce", Category: "spam_block", Count: 4},
+	}
+	src.counts = append(src.counts, store.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.failed", Received: 1, Processed: 1})
+
+	// JSON: the day's counts per category, summed over providers and types.
+	var out bytes.Buffer
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Format: "json"}, &out))
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Equal(t, map[string]any{"unknown_user": 3.0, "mailbox_full": 1.0, "spam_block": 4.0}, rep["bounce_categories"])
+
+	// One provider: its categories only.
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Provider: "postscale", Format: "json"}, &out))
+	var one reconcile.Report
+	require.NoError(t, json.Unmarshal(out.Bytes(), &one))
+	assert.Equal(t, map[string]int64{"unknown_user": 3, "mailbox_full": 1}, one.BounceCategories)
+
+	// Table: a section of its own, the most frequent first.
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28"}, &out))
+	assert.Regexp(t, `(?s)BOUNCE CATEGORY\s+BOUNCES\s+spam_block\s+4\s+unknown_user\s+3\s+mailbox_full\s+1\s*$`, out.String())
+
+	// CSV: still one table, the categories of each provider and type in a last column.
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Provider: "postscale", Format: "csv"}, &out))
+	rows, err := csv.NewReader(&out).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	assert.Equal(t, "bounce_categories", rows[0][8])
+	assert.Equal(t, []string{"2026-11-28", "postscale", "email.bounced", "3", "3", "0", "0", "0", "mailbox_full=1;unknown_user=2"}, rows[1])
+	assert.Equal(t, "", rows[2][8], "email.delivered: no bounces")
+	assert.Equal(t, "unknown_user=1", rows[3][8])
+
+	// The comparison with a dashboard's export is what it was: the same columns, and the exit
+	// status decided by the event types alone.
+	out.Reset()
+	opts := reconcile.ReportOptions{Date: "2026-11-28", Provider: "postscale", Format: "csv",
+		Expected: writeFile(t, "event_type,count\nemail.delivered,100\nemail.bounced,3\nemail.failed,1\n")}
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, opts, &out))
+	rows, err = csv.NewReader(&out).ReadAll()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"date", "provider", "event_type", "received", "processed", "unprocessed", "expected", "difference", "status"}, rows[0])
+	out.Reset()
+	opts.Format = "table"
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, opts, &out))
+	assert.Contains(t, out.String(), "0 of 3 event types differ")
+	assert.Contains(t, out.String(), "BOUNCE CATEGORY")
+
+	// A day without categorized bounces has no bounce_categories at all.
+	src.bounces = nil
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Format: "json"}, &out))
+	assert.NotContains(t, out.String(), "bounce_categories")
 }

@@ -76,7 +76,7 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if res, err = applyWithin(ctx, tx, ev); err != nil {
+	if res, err = s.applyWithin(ctx, tx, ev); err != nil {
 		return ApplyResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -88,7 +88,7 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 // applyWithin applies ev to its message inside tx: the message row, the suppression and the
 // message_events outcome. It returns errLostRace when another attempt of the event recorded its
 // outcome first; tx must then be rolled back.
-func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, error) {
+func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, error) {
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
@@ -97,6 +97,7 @@ func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, e
 		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
 		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
 		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
+		&cur.Bounce.SMTPCode, &cur.Bounce.EnhancedCode, &cur.Bounce.Diagnostic, &cur.Bounce.Category,
 	); err != nil {
 		return ApplyResult{}, fmt.Errorf("lock message: %w", err)
 	}
@@ -111,6 +112,7 @@ func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, e
 			next.OrderRank, next.OrderOccurredAt, next.OrderEventID, next.Version,
 			next.Unsubscribed, next.UnsubscribedAt,
 			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt, next.CorrectedAt,
+			next.Bounce.SMTPCode, next.Bounce.EnhancedCode, next.Bounce.Diagnostic, next.Bounce.Category,
 		); err != nil {
 			return ApplyResult{}, fmt.Errorf("update message: %w", err)
 		}
@@ -120,22 +122,32 @@ func applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, e
 	// the address is bad. The message_events insert below gates this per event: a second
 	// attempt of the same event loses that race and its transaction, this upsert included,
 	// rolls back.
-	if address, reason, ok := SuppressionOf(ev, next.Recipient); ok {
+	if address, reason, scope, ok := SuppressionOf(ev, next.Recipient, s.scopes); ok {
 		seenAt := ev.OccurredAt
 		if seenAt.IsZero() {
 			seenAt = time.Now()
 		}
 		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
-			ev.MessageID, seenAt).Scan(&res.Suppressed); err != nil {
-			return ApplyResult{}, fmt.Errorf("suppress %s: %w", redact.Address(address), err)
+			ev.MessageID, seenAt, storedScope(scope)).Scan(&res.Suppressed); err != nil {
+			return ApplyResult{}, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
 		}
 	}
 
+	// A soft bounce suppresses nothing on its own; enough of them for one address do
+	// (config suppression.soft_bounce). Gated per event by the insert below, as the upsert is.
+	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	res.Suppressed = res.Suppressed || softSuppressed
+
 	actor, note := correctionBy(ev)
+	bounce := bounceOf(ev)
 	var inserted bool
 	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
 		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),
 		string(res.To), res.BounceType, res.Recipient, res.Version, actor, note, res.Suppressed,
+		bounce.SMTPCode, bounce.EnhancedCode, bounce.Diagnostic, bounce.Category,
 	).Scan(&inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another attempt of this event committed while this one waited for the message lock.
@@ -186,6 +198,9 @@ type messageRow struct {
 	FirstOpenedAt   *time.Time
 	FirstClickedAt  *time.Time
 	CorrectedAt     *time.Time
+	// Bounce is the deciding event's bounce details (zero: none), set and cleared with
+	// BounceType so status and details always describe the same event.
+	Bounce event.Bounce
 }
 
 func (m messageRow) state() precedence.State {
@@ -228,6 +243,7 @@ func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow,
 			next.OrderOccurredAt = nullTime(r.Next.Key.OccurredAt)
 			next.OrderEventID = r.Next.Key.EventID
 			next.CorrectedAt = nullTime(r.Next.CorrectedAt)
+			next.Bounce = bounceOf(ev)
 			changed = true
 		}
 	case event.KindOpened:

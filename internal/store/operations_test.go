@@ -51,10 +51,13 @@ func TestSuppressionOf(t *testing.T) {
 		{"a correction never suppresses", correctionEvent("c", "m", event.StatusComplained, at(1), "ops", "x"), "to@example.com", "", ""},
 	}
 	for _, tc := range tests {
-		addr, reason, ok := store.SuppressionOf(tc.ev, tc.recipient)
+		addr, reason, scope, ok := store.SuppressionOf(tc.ev, tc.recipient, nil)
 		assert.Equal(t, tc.wantAddr != "", ok, tc.name)
 		assert.Equal(t, tc.wantAddr, addr, tc.name)
 		assert.Equal(t, tc.wantReason, reason, tc.name)
+		if ok {
+			assert.Equal(t, store.GlobalScope, scope, "%s: without scopes everything is global", tc.name)
+		}
 	}
 }
 
@@ -186,10 +189,11 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	_, err := s.ApplyStatus(ctx, hardBounce("e_1", "msg_1", "lift@example.com", at(1)))
 	require.NoError(t, err)
 
-	lift, err := s.LiftSuppression(ctx, "Lift@Example.com", "ops", "mailbox fixed, confirmed by phone")
+	lift, err := s.LiftSuppression(ctx, "Lift@Example.com", "", "ops", "mailbox fixed, confirmed by phone")
 	require.NoError(t, err)
 	assert.NotZero(t, lift.ID)
 	assert.Equal(t, "lift@example.com", lift.Address)
+	assert.Equal(t, store.GlobalScope, lift.Scope, "no scope given: the global row")
 	assert.Equal(t, store.ReasonHardBounce, lift.Reason)
 	assert.Equal(t, "e_1", lift.EventID)
 	assert.Equal(t, "ops", lift.LiftedBy)
@@ -198,7 +202,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 
 	_, err = s.GetSuppression(ctx, "lift@example.com")
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.LiftSuppression(ctx, "lift@example.com", "ops", "again")
+	_, err = s.LiftSuppression(ctx, "lift@example.com", store.GlobalScope, "ops", "again")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	var by, why, reason string

@@ -97,7 +97,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 				return err
 			}
 			if !ok {
-				if res, err = applyWithin(ctx, tx, ev); err != nil {
+				if res, err = s.applyWithin(ctx, tx, ev); err != nil {
 					return fmt.Errorf("apply: %w", err)
 				}
 			}

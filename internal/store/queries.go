@@ -41,7 +41,7 @@ ON CONFLICT (provider, message_id) DO NOTHING`
 	qLockMessage = `
 SELECT status, bounce_type, recipient, order_rank, order_occurred_at, order_event_id, version,
        unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at,
-       corrected_at
+       corrected_at, smtp_code, enhanced_code, diagnostic, bounce_category
 FROM messages
 WHERE provider = $1 AND message_id = $2
 FOR UPDATE`
@@ -52,27 +52,32 @@ SET status = $3, bounce_type = $4, recipient = $5,
     order_rank = $6, order_occurred_at = $7, order_event_id = $8, version = $9,
     unsubscribed = $10, unsubscribed_at = $11,
     opens = $12, clicks = $13, first_opened_at = $14, first_clicked_at = $15,
-    corrected_at = $16, updated_at = now()
+    corrected_at = $16,
+    smtp_code = $17, enhanced_code = $18, diagnostic = $19, bounce_category = $20,
+    updated_at = now()
 WHERE provider = $1 AND message_id = $2`
 
 	qInsertMessageEvent = `
 INSERT INTO message_events (provider, event_id, message_id, event_type, status, occurred_at,
                             outcome, from_status, to_status, bounce_type, recipient, version,
-                            actor, note, suppressed)
-VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                            actor, note, suppressed,
+                            smtp_code, enhanced_code, diagnostic, bounce_category)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+        $16, $17, $18, $19)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING true`
 
 	qGetMessage = `
 SELECT provider, message_id, status, bounce_type, recipient, version, unsubscribed,
        unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at, corrected_at,
-       created_at, updated_at
+       created_at, updated_at, smtp_code, enhanced_code, diagnostic, bounce_category
 FROM messages
 WHERE provider = $1 AND message_id = $2`
 
 	qMessageHistory = `
 SELECT event_id, event_type, COALESCE(status, ''), occurred_at, received_at, outcome,
-       from_status, to_status, version, actor, note, suppressed
+       from_status, to_status, version, actor, note, suppressed,
+       smtp_code, enhanced_code, diagnostic, bounce_category
 FROM message_events
 WHERE provider = $1 AND message_id = $2
 ORDER BY received_at, event_id`
@@ -125,41 +130,63 @@ WHERE id = $1 AND status <> 'sent'`
 
 	// Runs inside ApplyStatus's transaction, after the message lock and before the outcome is
 	// recorded, so a lost race rolls it back with everything else. xmax = 0 only for a row this
-	// statement inserted: the event added the address. An existing row keeps the event that
-	// first suppressed it; later events widen the seen window and count.
+	// statement inserted: the event added the address to the scope ($7, '' = global). An
+	// existing row keeps the event that first suppressed it; later events widen the seen window
+	// and count. Each scope's row stands alone: a global row does not absorb a scoped event, so
+	// lifting the global row later still leaves the opt-out of that scope.
 	qUpsertSuppression = `
-INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen)
-VALUES ($1, $2, $3, $4, $5, $6, $6)
-ON CONFLICT (address) DO UPDATE
+INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen, scope)
+VALUES ($1, $2, $3, $4, $5, $6, $6, $7)
+ON CONFLICT (address, scope) DO UPDATE
 SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
     last_seen  = GREATEST(suppressions.last_seen, EXCLUDED.last_seen),
     times_seen = suppressions.times_seen + 1,
     updated_at = now()
 RETURNING xmax = 0`
 
-	suppressionColumns = `address, reason, provider, event_id, message_id, first_seen, last_seen, times_seen`
+	suppressionColumns = `address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen`
 
-	qGetSuppression = `
+	// Global ('') sorts first: the row that matters most for the address leads.
+	qAddressSuppressions = `
 SELECT ` + suppressionColumns + `
 FROM suppressions
-WHERE address = $1`
+WHERE address = $1
+ORDER BY scope`
 
-	// Keyset paging by address; $2 = '' means every reason.
+	// The check a sender makes before every send: one probe of the (address, scope) primary key
+	// for at most two rows, the global one and the asked scope's ($2 = '' asks global only).
+	qCheckSuppression = `
+SELECT scope, reason
+FROM suppressions
+WHERE address = $1 AND scope IN ('', $2)
+ORDER BY scope`
+
+	// Keyset paging by address, whole addresses per page: page picks the next $2 addresses with
+	// a row that passes the filter, the outer query returns those rows. %[1]s is the filter
+	// (listSuppressionsSQL): a filter not asked for is left out of the SQL rather than disabled
+	// by an OR on its parameter, so a cached generic plan can still use (reason, address) or
+	// (scope, address) to find a small reason's or scope's rows among millions.
 	qListSuppressions = `
+WITH page AS (
+    SELECT DISTINCT address
+    FROM suppressions
+    WHERE address > $1%[1]s
+    ORDER BY address
+    LIMIT $2
+)
 SELECT ` + suppressionColumns + `
-FROM suppressions
-WHERE address > $1 AND ($2 = '' OR reason = $2)
-ORDER BY address
-LIMIT $3`
+FROM suppressions JOIN page USING (address)
+WHERE true%[1]s
+ORDER BY address, scope`
 
 	qDeleteSuppression = `
 DELETE FROM suppressions
-WHERE address = $1
+WHERE address = $1 AND scope = $2
 RETURNING ` + suppressionColumns
 
 	qInsertSuppressionLift = `
-INSERT INTO suppression_lifts (address, reason, provider, event_id, message_id, first_seen,
+INSERT INTO suppression_lifts (address, scope, reason, provider, event_id, message_id, first_seen,
                                last_seen, times_seen, lifted_by, lift_reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING id, lifted_at`
 )

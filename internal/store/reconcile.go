@@ -118,7 +118,49 @@ WHERE provider = $1 AND event_id = $2
 RETURNING n`
 
 	qDeleteReplay = `DELETE FROM replays WHERE provider = $1 AND event_id = $2 AND n = $3`
+
+	// The categorized bounces among the events received in [$1, $2), as qDailyCounts counts
+	// them. An event is applied after it is received, so its message_events row is at or after
+	// $1: that bound lets the partial index on categorized rows (migration 00007) find the
+	// bounces without probing message_events for every event of the day.
+	qDailyBounceCategories = `
+SELECT w.provider, w.event_type, m.bounce_category, count(*)
+FROM message_events m
+JOIN webhook_events w ON w.provider = m.provider AND w.event_id = m.event_id
+WHERE m.bounce_category <> '' AND m.received_at >= $1
+  AND w.received_at >= $1 AND w.received_at < $2 AND ($3 = '' OR w.provider = $3)
+GROUP BY w.provider, w.event_type, m.bounce_category
+ORDER BY w.provider, w.event_type, m.bounce_category`
 )
+
+// BounceCategoryCount is how many of one day's events of one provider and type bounced or
+// failed with one bounce category.
+type BounceCategoryCount struct {
+	Provider  string `json:"provider"`
+	EventType string `json:"event_type"`
+	Category  string `json:"category"`
+	Count     int64  `json:"count"`
+}
+
+// DailyBounceCategories counts, per provider, event type and bounce category, the bounces and
+// failures received on day's UTC day that carried a category (the day and events DailyCounts
+// counts; an event not applied yet has no category to count). provider "" means every provider.
+func (s *Store) DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]BounceCategoryCount, error) {
+	start, end := utcDay(day)
+	rows, err := s.pool.Query(ctx, qDailyBounceCategories, start, end, provider)
+	if err != nil {
+		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(DateLayout), err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BounceCategoryCount, error) {
+		var c BounceCategoryCount
+		err := row.Scan(&c.Provider, &c.EventType, &c.Category, &c.Count)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(DateLayout), err)
+	}
+	return out, nil
+}
 
 // utcDay is the [start, end) of day's UTC calendar day.
 func utcDay(day time.Time) (time.Time, time.Time) {

@@ -77,6 +77,9 @@ func storable(ev event.Event) error {
 			return fmt.Errorf("%s is %d bytes, more than %d", f.name, len(f.v), f.max)
 		}
 	}
+	if err := storableBounce(ev.Bounce); err != nil {
+		return err
+	}
 	if !ev.OccurredAt.IsZero() {
 		// The normalized event is JSON, and encoding/json writes years 0 to 9999 only;
 		// timestamptz would also refuse far beyond that.

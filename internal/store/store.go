@@ -28,6 +28,10 @@ var ErrNotFound = errors.New("not found")
 // Store is mailhook's database. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// scopes maps an event's stream to its suppression scope (SetSuppressionScopes).
+	scopes map[string]string
+	// softBounce is the soft-bounce escalation policy (SetSoftBounce); zero: off.
+	softBounce SoftBounce
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
@@ -148,11 +152,15 @@ func (s *Store) GetMessage(ctx context.Context, provider, messageID string) (Mes
 }
 
 func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Message, error) {
-	var m Message
+	var (
+		m      Message
+		bounce event.Bounce
+	)
 	err := tx.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
 		&m.Provider, &m.MessageID, &m.Status, &m.BounceType, &m.Recipient, &m.Version,
 		&m.Unsubscribed, &m.UnsubscribedAt, &m.Opens, &m.Clicks, &m.FirstOpenedAt,
 		&m.FirstClickedAt, &m.CorrectedAt, &m.CreatedAt, &m.UpdatedAt,
+		&bounce.SMTPCode, &bounce.EnhancedCode, &bounce.Diagnostic, &bounce.Category,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Message{}, ErrNotFound
@@ -160,6 +168,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 	if err != nil {
 		return Message{}, err
 	}
+	m.Bounce = bounceDetails(bounce)
 	rows, err := tx.Query(ctx, qMessageHistory, provider, messageID)
 	if err != nil {
 		return Message{}, fmt.Errorf("history: %w", err)
@@ -170,12 +179,15 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 		var (
 			e          MessageEvent
 			occurredAt *time.Time
+			bounce     event.Bounce
 		)
 		if err := rows.Scan(&e.EventID, &e.Type, &e.Status, &occurredAt, &e.ReceivedAt,
-			&e.Outcome, &e.From, &e.To, &e.Version, &e.Actor, &e.Note, &e.Suppressed); err != nil {
+			&e.Outcome, &e.From, &e.To, &e.Version, &e.Actor, &e.Note, &e.Suppressed,
+			&bounce.SMTPCode, &bounce.EnhancedCode, &bounce.Diagnostic, &bounce.Category); err != nil {
 			rows.Close()
 			return Message{}, fmt.Errorf("history: %w", err)
 		}
+		e.Bounce = bounceDetails(bounce)
 		if occurredAt != nil {
 			e.OccurredAt = *occurredAt
 		}

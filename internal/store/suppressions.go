@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -12,30 +14,79 @@ import (
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
-// SuppressionOf says whether ev suppresses its recipient and why: a hard bounce, a complaint or
-// an unsubscribe. The address is the event's recipient, or else recipient (the message's,
-// after the event), trimmed and lower-cased; an event with neither suppresses nothing.
-// Corrections never suppress: they are an operator's word about one message, not a signal
-// from the recipient's mailbox.
-func SuppressionOf(ev event.Event, recipient string) (address, reason string, ok bool) {
+// GlobalScope is the scope that covers every kind of mail: what a hard bounce always suppresses.
+// The API and Go name it "global"; the suppressions table stores it as the empty string
+// (migration 00008).
+const GlobalScope = "global"
+
+// scopeName is config suppression.scopes' rule for a scope, repeated here because the API takes
+// scope names from requests and the table's CHECK constraint enforces the same.
+var scopeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidScope reports whether s may name a scope in a request: GlobalScope or a well-formed name.
+// A well-formed name that no stream maps to is valid: it has no rows, and only global ones count
+// for it.
+func ValidScope(s string) bool { return scopeName.MatchString(s) }
+
+// storedScope is the suppressions.scope value of an API scope: empty for global.
+func storedScope(scope string) string {
+	if scope == GlobalScope {
+		return ""
+	}
+	return scope
+}
+
+// apiScope is the API name of a stored scope.
+func apiScope(stored string) string {
+	if stored == "" {
+		return GlobalScope
+	}
+	return stored
+}
+
+// SetSuppressionScopes sets which streams suppress in a scope of their own (config
+// suppression.scopes: stream → scope). Call it before the store is used: it is read without a
+// lock by every ApplyStatus.
+func (s *Store) SetSuppressionScopes(scopes map[string]string) {
+	s.scopes = maps.Clone(scopes)
+}
+
+// SuppressionOf says whether ev suppresses its recipient, why and in which scope: a hard bounce
+// always globally, a complaint or an unsubscribe in the scope its stream maps to (scopes: config
+// suppression.scopes), else globally. A recipient who opts out of one stream opted out of that
+// kind of mail only; a hard bounce says the mailbox is dead for every kind. The address is the
+// event's recipient, or else recipient (the message's, after the event), trimmed and
+// lower-cased; an event with neither suppresses nothing. Corrections never suppress: they are
+// an operator's word about one message, not a signal from the recipient's mailbox.
+func SuppressionOf(ev event.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
+	scope = GlobalScope
 	switch {
 	case ev.Kind == event.KindStatus && ev.Status == event.StatusBounced && ev.BounceType == event.BounceHard:
 		reason = ReasonHardBounce
 	case ev.Kind == event.KindStatus && ev.Status == event.StatusComplained:
 		reason = ReasonComplaint
+		scope = scopeOfStream(ev.Stream, scopes)
 	case ev.Kind == event.KindUnsubscribed:
 		reason = ReasonUnsubscribe
+		scope = scopeOfStream(ev.Stream, scopes)
 	default:
-		return "", "", false
+		return "", "", "", false
 	}
 	address = NormalizeAddress(ev.Recipient)
 	if address == "" {
 		address = NormalizeAddress(recipient)
 	}
 	if address == "" {
-		return "", "", false
+		return "", "", "", false
 	}
-	return address, reason, true
+	return address, reason, scope, true
+}
+
+func scopeOfStream(stream string, scopes map[string]string) string {
+	if sc, ok := scopes[stream]; ok && stream != "" && sc != "" {
+		return sc
+	}
+	return GlobalScope
 }
 
 // NormalizeAddress is the suppressions key of an address: trimmed and lower-cased.
@@ -53,24 +104,95 @@ func KnownSuppressionReason(r string) bool {
 	return false
 }
 
-// GetSuppression returns the suppression of an address (normalized first); the error wraps
-// ErrNotFound when the address is not suppressed.
-func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
+// AddressSuppressions returns every scope's suppression of an address (normalized first), the
+// global one first, then by scope name. The error wraps ErrNotFound when the address is not
+// suppressed in any scope.
+func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
 	address = NormalizeAddress(address)
-	sup, err := scanSuppression(s.pool.QueryRow(ctx, qGetSuppression, address))
-	if err != nil {
-		return Suppression{}, fmt.Errorf("get suppression %s: %w", redact.Address(address), err)
+	rows, err := s.pool.Query(ctx, qAddressSuppressions, address)
+	if err == nil {
+		var sups []Suppression
+		sups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
+			return scanSuppression(row)
+		})
+		if err == nil && len(sups) == 0 {
+			err = ErrNotFound
+		}
+		if err == nil {
+			return sups, nil
+		}
 	}
-	return sup, nil
+	return nil, fmt.Errorf("get suppressions of %s: %w", redact.Address(address), err)
 }
 
-// ListSuppressions returns up to f.Limit suppressions with an address after f.After, in address
-// order, optionally of one reason only.
+// GetSuppression returns the suppression of an address that matters most: its global one, or
+// else its first scope's (AddressSuppressions lists them all). The error wraps ErrNotFound when
+// the address is not suppressed in any scope.
+func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
+	sups, err := s.AddressSuppressions(ctx, address)
+	if err != nil {
+		return Suppression{}, err
+	}
+	return sups[0], nil
+}
+
+// SuppressionCheck answers whether mail of one scope may be sent to an address.
+type SuppressionCheck struct {
+	Address string `json:"address"`
+	Scope   string `json:"scope"`
+	// Suppressed: the address has a global row or a row of Scope.
+	Suppressed bool `json:"suppressed"`
+	// Reasons are the matching rows' reasons, the global row's first, each once; empty when
+	// not suppressed.
+	Reasons []string `json:"reasons"`
+}
+
+// CheckSuppression says whether the address (normalized first) is suppressed for mail of scope
+// (GlobalScope or a scope name): it is when it has a global row or a row of that scope. It is
+// the check a sender makes before every send, so it is one indexed read and nothing else.
+func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
+	address = NormalizeAddress(address)
+	if scope == "" {
+		scope = GlobalScope
+	}
+	if address == "" || !ValidScope(scope) {
+		return SuppressionCheck{}, fmt.Errorf("check suppression: address %q, scope %q: %w",
+			redact.Address(address), scope, ErrInvalidSuppressionQuery)
+	}
+	out := SuppressionCheck{Address: address, Scope: scope, Reasons: []string{}}
+	rows, err := s.pool.Query(ctx, qCheckSuppression, address, storedScope(scope))
+	if err != nil {
+		return SuppressionCheck{}, fmt.Errorf("check suppression %s in %s: %w", redact.Address(address), scope, err)
+	}
+	var storedSc, reason string
+	_, err = pgx.ForEachRow(rows, []any{&storedSc, &reason}, func() error {
+		out.Suppressed = true
+		if len(out.Reasons) == 0 || out.Reasons[0] != reason {
+			out.Reasons = append(out.Reasons, reason)
+		}
+		return nil
+	})
+	if err != nil {
+		return SuppressionCheck{}, fmt.Errorf("check suppression %s in %s: %w", redact.Address(address), scope, err)
+	}
+	return out, nil
+}
+
+// ErrInvalidSuppressionQuery is returned (wrapped) for an empty address or a malformed scope.
+var ErrInvalidSuppressionQuery = errors.New("invalid address or scope")
+
+// ListSuppressions returns the suppressions of up to f.Limit addresses after f.After, in address
+// then scope order, optionally of one reason or one scope only. An address's rows are never
+// split between pages, so a page may hold more rows than f.Limit.
 func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Suppression, error) {
 	if f.Limit < 1 {
 		return nil, errors.New("list suppressions: limit must be at least 1")
 	}
-	rows, err := s.pool.Query(ctx, qListSuppressions, NormalizeAddress(f.After), f.Reason, f.Limit)
+	if f.Scope != "" && !ValidScope(f.Scope) {
+		return nil, fmt.Errorf("list suppressions: scope %q: %w", f.Scope, ErrInvalidSuppressionQuery)
+	}
+	sql, args := listSuppressionsSQL(f)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list suppressions: %w", err)
 	}
@@ -83,35 +205,54 @@ func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Su
 	return out, nil
 }
 
-// LiftSuppression removes an address from the suppressions and writes the audit row (the
-// suppression as it was, who lifted it and why) in the same transaction. The error wraps
-// ErrNotFound when the address is not suppressed; then nothing is written.
-func (s *Store) LiftSuppression(ctx context.Context, address, liftedBy, liftReason string) (SuppressionLift, error) {
+// listSuppressionsSQL is qListSuppressions with the filters f asks for, and its arguments.
+func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
+	args := []any{NormalizeAddress(f.After), f.Limit}
+	var filter strings.Builder
+	if f.Reason != "" {
+		args = append(args, f.Reason)
+		fmt.Fprintf(&filter, " AND reason = $%d", len(args))
+	}
+	if f.Scope != "" {
+		args = append(args, storedScope(f.Scope))
+		fmt.Fprintf(&filter, " AND scope = $%d", len(args))
+	}
+	return fmt.Sprintf(qListSuppressions, filter.String()), args
+}
+
+// LiftSuppression removes an address's suppression in one scope (GlobalScope or a scope name;
+// "" means global) and writes the audit row (the suppression as it was, who lifted it and why)
+// in the same transaction. The address's other scopes keep theirs. The error wraps ErrNotFound
+// when the address is not suppressed in that scope; then nothing is written.
+func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = NormalizeAddress(address)
+	if scope == "" {
+		scope = GlobalScope
+	}
 	var lift SuppressionLift
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		sup, err := scanSuppression(tx.QueryRow(ctx, qDeleteSuppression, address))
+		sup, err := scanSuppression(tx.QueryRow(ctx, qDeleteSuppression, address, storedScope(scope)))
 		if err != nil {
 			return err
 		}
 		lift = SuppressionLift{
-			Address: sup.Address, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
+			Address: sup.Address, Scope: sup.Scope, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
 			MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen,
 			TimesSeen: sup.TimesSeen, LiftedBy: liftedBy, LiftReason: liftReason,
 		}
-		return tx.QueryRow(ctx, qInsertSuppressionLift, sup.Address, sup.Reason, sup.Provider,
+		return tx.QueryRow(ctx, qInsertSuppressionLift, sup.Address, storedScope(sup.Scope), sup.Reason, sup.Provider,
 			sup.EventID, sup.MessageID, sup.FirstSeen, sup.LastSeen, sup.TimesSeen, liftedBy, liftReason,
 		).Scan(&lift.ID, &lift.LiftedAt)
 	})
 	if err != nil {
-		return SuppressionLift{}, fmt.Errorf("lift suppression %s: %w", redact.Address(address), err)
+		return SuppressionLift{}, fmt.Errorf("lift suppression %s in %s: %w", redact.Address(address), scope, err)
 	}
 	return lift, nil
 }
 
 func scanSuppression(row pgx.Row) (Suppression, error) {
 	var sup Suppression
-	err := row.Scan(&sup.Address, &sup.Reason, &sup.Provider, &sup.EventID, &sup.MessageID,
+	err := row.Scan(&sup.Address, &sup.Scope, &sup.Reason, &sup.Provider, &sup.EventID, &sup.MessageID,
 		&sup.FirstSeen, &sup.LastSeen, &sup.TimesSeen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Suppression{}, ErrNotFound
@@ -119,5 +260,6 @@ func scanSuppression(row pgx.Row) (Suppression, error) {
 	if err != nil {
 		return Suppression{}, err
 	}
+	sup.Scope = apiScope(sup.Scope)
 	return sup, nil
 }

@@ -57,6 +57,7 @@ type Message struct {
 	FirstOpenedAt  *time.Time     `json:"first_opened_at,omitempty"`
 	FirstClickedAt *time.Time     `json:"first_clicked_at,omitempty"`
 	CorrectedAt    *time.Time     `json:"corrected_at,omitempty"` // the latest operator correction
+	Bounce         *event.Bounce  `json:"bounce,omitempty"`       // the details of the event that set the status
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	Events         []MessageEvent `json:"events"`
@@ -79,6 +80,8 @@ type MessageEvent struct {
 	Note  string `json:"note,omitempty"`
 	// Suppressed: this event added the recipient to the suppressions.
 	Suppressed bool `json:"suppressed,omitempty"`
+	// Bounce is this bounce's or failure's own details, whether or not it set the status.
+	Bounce *event.Bounce `json:"bounce,omitempty"`
 }
 
 // Notification states.
@@ -109,14 +112,20 @@ const (
 	ReasonHardBounce  = "hard_bounce"
 	ReasonComplaint   = "complaint"
 	ReasonUnsubscribe = "unsubscribe"
+	// ReasonSoftBounceThreshold: the address soft-bounced suppression.soft_bounce.count times
+	// within its window (softbounce.go).
+	ReasonSoftBounceThreshold = "soft_bounce_threshold"
 )
 
 // SuppressionReasons lists every suppression reason.
-var SuppressionReasons = []string{ReasonHardBounce, ReasonComplaint, ReasonUnsubscribe}
+var SuppressionReasons = []string{ReasonHardBounce, ReasonComplaint, ReasonUnsubscribe, ReasonSoftBounceThreshold}
 
-// Suppression is an address mail must not be sent to, with the event that first put it there.
+// Suppression is an address mail must not be sent to, in one scope, with the event that first
+// put it there.
 type Suppression struct {
-	Address   string    `json:"address"`
+	Address string `json:"address"`
+	// Scope is GlobalScope (every kind of mail) or a configured scope (suppression.scopes).
+	Scope     string    `json:"scope"`
 	Reason    string    `json:"reason"`
 	Provider  string    `json:"provider"`
 	EventID   string    `json:"event_id"`
@@ -126,13 +135,16 @@ type Suppression struct {
 	TimesSeen int64     `json:"times_seen"`
 }
 
-// SuppressionFilter selects a page of suppressions, ordered by address.
+// SuppressionFilter selects a page of suppressions, ordered by address then scope.
 type SuppressionFilter struct {
 	// Reason, when set, keeps only that reason.
 	Reason string
+	// Scope, when set, keeps only that scope (GlobalScope or a scope name).
+	Scope string
 	// After is the keyset cursor: only addresses greater than it.
 	After string
-	// Limit is the page size (at least 1).
+	// Limit is the page size in addresses (at least 1): every scope's row of an address is in
+	// the same page, so After, an address, never splits one.
 	Limit int
 }
 
@@ -140,6 +152,7 @@ type SuppressionFilter struct {
 type SuppressionLift struct {
 	ID         int64     `json:"id"`
 	Address    string    `json:"address"`
+	Scope      string    `json:"scope"`
 	Reason     string    `json:"reason"`
 	Provider   string    `json:"provider"`
 	EventID    string    `json:"event_id"`

@@ -26,6 +26,46 @@ func OptionalString(o Object, key string) string {
 	return strings.TrimSpace(s)
 }
 
+// FirstString returns a string value trimmed, or the first non-blank string of an array of
+// them (SendGrid's category, Mailgun's tags, Resend's diagnosticCode); "" for anything else.
+// Only the top level of an array is looked into.
+func FirstString(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	for _, item := range list {
+		if json.Unmarshal(item, &s) == nil && strings.TrimSpace(s) != "" {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+// Int reads a whole number sent as a JSON number or a numeric string (Mailgun sends a reply code
+// as 550 or "550"); 0 for anything else or anything beyond ±1e9.
+func Int(raw json.RawMessage) int {
+	s := strings.TrimSpace(string(raw))
+	if len(s) >= 2 && s[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			return 0
+		}
+		s = strings.TrimSpace(s)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n > 1e9 || n < -1e9 {
+		return 0
+	}
+	return n
+}
+
 // IsNull reports whether a raw value is JSON null.
 func IsNull(raw json.RawMessage) bool {
 	return strings.TrimSpace(string(raw)) == "null"

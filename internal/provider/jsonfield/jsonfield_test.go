@@ -36,3 +36,20 @@ func TestFields(t *testing.T) {
 		t.Error("Epoch")
 	}
 }
+
+func TestFirstStringAndInt(t *testing.T) {
+	for raw, want := range map[string]string{
+		`" cat facts "`: "cat facts", `["", " a ", "b"]`: "a", `[1, "b"]`: "b", `[]`: "", `5`: "", `{"a":"b"}`: "", `null`: "", ``: "", `[["a"]]`: "",
+	} {
+		if got := FirstString(json.RawMessage(raw)); got != want {
+			t.Errorf("FirstString(%s) = %q, want %q", raw, got, want)
+		}
+	}
+	for raw, want := range map[string]int{
+		`550`: 550, `"550"`: 550, `" 452 "`: 452, `550.5`: 0, `"x"`: 0, `null`: 0, ``: 0, `99999999999`: 0, `-3`: -3,
+	} {
+		if got := Int(json.RawMessage(raw)); got != want {
+			t.Errorf("Int(%s) = %d, want %d", raw, got, want)
+		}
+	}
+}

@@ -257,19 +257,35 @@ func TestParseFixtures(t *testing.T) {
 		{"subaccount_delivered", event.Event{EventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y", Type: "delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
 			MessageID: "20260203202000.4c1b0e9f2a3d5e77@tenant.example.com", Recipient: "customer@example.net", OccurredAt: at(1770149999, 874512000)}},
 		{"failed_permanent", event.Event{EventID: "G9Bn5sL3TqKfP8dX2vWc1A", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "20180812214658.1.0DF563D0B3597700@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534110422, 389832000)}},
+			BounceType: event.BounceHard, MessageID: "20180812214658.1.0DF563D0B3597700@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534110422, 389832000),
+			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user",
+				Diagnostic: "5.1.1 The email account that you tried to reach does not exist. Please try 5.1.1 double-checking the recipient's email address for typos"}}},
+		// Permanent, so Mailgun says hard; X.2.2 is a persistent transient failure (RFC 3463): soft.
+		{"failed_permanent_over_quota", event.Event{EventID: "Kq4mZ8wT2nRb6yHc0vXe3A", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
+			BounceType: event.BounceSoft, MessageID: "20180812214820.1.5C9E2D1A7F3B4E60@example.org", Recipient: "full@example.com", OccurredAt: at(1534110500, 124512000),
+			Bounce: &event.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
+				Diagnostic: "5.2.2 The email account that you tried to reach is over quota. Please direct the recipient to 5.2.2 https://support.google.com/mail/?p=OverQuotaTemp"},
+			Stream: "welcome"}},
+		// espblock is soft (the adapter's mapping) and a block list is about the sender: it stays soft.
+		{"failed_permanent_espblock", event.Event{EventID: "Hs7pX1cV5bN9mQ3wE6rT0y", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
+			BounceType: event.BounceSoft, MessageID: "20180812215000.1.8B2F6A0C4D9E1357@example.org", Recipient: "reader@example.net", OccurredAt: at(1534110600, 551203000),
+			Bounce: &event.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
+				Diagnostic: "5.7.1 Service unavailable; Client host [209.61.151.200] blocked using zen.spamhaus.org"},
+			Stream: "newsletter"}},
 		{"failed_temporary", event.Event{EventID: "Ub2y5mEXR3e-RvHfOpOq4w", Type: "failed", Kind: event.KindStatus, Status: event.StatusDeferred,
 			MessageID: "20180812214638.1.4A7D468E9BC18C5D@example.org", Recipient: "undeliverable@nomx.example.com", OccurredAt: at(1534111899, 659519000)}},
 		// Not attempted: the address is on a suppression list. A drop, not a bounce.
 		{"failed_suppress_bounce", event.Event{EventID: "aWxC3dYhQ2mN8pZr5tVu7g", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed,
-			MessageID: "20180812215501.1.7E2C33B9F0A14C52@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534112101, 75643000)}},
+			MessageID: "20180812215501.1.7E2C33B9F0A14C52@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534112101, 75643000),
+			Bounce: &event.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
 		// rejected carries no recipient field.
 		{"rejected", event.Event{EventID: "vXk9fL2pR7sT1uW3yZ5b8c", Type: "rejected", Kind: event.KindStatus, Status: event.StatusFailed,
-			MessageID: "20180622220256.1.B31A451A2E5422BB@sandbox55887.mailgun.org", OccurredAt: at(1529704976, 104692000)}},
+			MessageID: "20180622220256.1.B31A451A2E5422BB@sandbox55887.mailgun.org", OccurredAt: at(1529704976, 104692000),
+			Bounce: &event.Bounce{Diagnostic: "Sandbox subdomains are for test purposes only.", Category: "undetermined"}}},
 		{"opened", event.Event{EventID: "Ase7i2zsRYeDXztHGENqRA", Type: "opened", Kind: event.KindOpened,
-			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000)}},
+			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000), Stream: "welcome"}},
 		{"clicked", event.Event{EventID: "Ase7i2zsRYeDXztHGENqRB", Type: "clicked", Kind: event.KindClicked,
-			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109655, 312881000)}},
+			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109655, 312881000), Stream: "welcome"}},
 		// Without message headers the click cannot be applied: recorded as unknown.
 		{"clicked_without_message", event.Event{EventID: "kM3nQ5rS7tU9vW1xY3zA5b", Type: "clicked", Kind: event.KindUnknown,
 			Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000)}},
@@ -281,9 +297,11 @@ func TestParseFixtures(t *testing.T) {
 			MessageID: "CAEj3xk8QtGQG+7dWz1m2fj@mail.example.net", OccurredAt: at(1534113307, 207281000)}},
 		// Legacy names, and a message-id in angle brackets (stripped).
 		{"legacy_dropped", event.Event{EventID: "P8qR0sT2uV4wX6yZ8aB0cD", Type: "dropped", Kind: event.KindStatus, Status: event.StatusFailed,
-			MessageID: "20160421180324.70521.79375.96884DDB@example.com", Recipient: "bounce@example.com", OccurredAt: at(1461261330, 0)}},
+			MessageID: "20160421180324.70521.79375.96884DDB@example.com", Recipient: "bounce@example.com", OccurredAt: at(1461261330, 0),
+			Bounce: &event.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
 		{"legacy_bounced", event.Event{EventID: "Q9rS1tU3vW5xY7zA9bC1dE", Type: "bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "20160421175529.19495.89030.B3AE3728@example.com", Recipient: "noreply@example.com", OccurredAt: at(1461261331, 0)}},
+			BounceType: event.BounceHard, MessageID: "20160421175529.19495.89030.B3AE3728@example.com", Recipient: "noreply@example.com", OccurredAt: at(1461261331, 0),
+			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user", Diagnostic: "550 5.1.1 The email account that you tried to reach does not exist."}}},
 	}
 
 	seen := map[string]bool{}
@@ -395,9 +413,11 @@ func TestParseAccepts(t *testing.T) {
 		"severity in capitals": {wrap(`{"id":"c","event":"failed","severity":"Permanent",` + msg + `}`),
 			event.Event{EventID: "c", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: "m@x"}},
 		"permanent, retries expired": {wrap(`{"id":"c2","event":"failed","severity":"permanent","reason":"old",` + msg + `}`),
-			event.Event{EventID: "c2", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x"}},
+			event.Event{EventID: "c2", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x",
+				Bounce: &event.Bounce{Category: "temporary_failure"}}},
 		"permanent, ESP block": {wrap(`{"id":"c3","event":"failed","severity":"permanent","reason":"espblock",` + msg + `}`),
-			event.Event{EventID: "c3", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x"}},
+			event.Event{EventID: "c3", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x",
+				Bounce: &event.Bounce{Category: "policy_block"}}},
 		"permanent, suppressed complaint": {wrap(`{"id":"c4","event":"failed","severity":"permanent","reason":"suppress-complaint",` + msg + `}`),
 			event.Event{EventID: "c4", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "m@x"}},
 		"list event": {wrap(`{"id":"d","event":"list_member_uploaded","timestamp":"1534109600.5"}`),
@@ -582,6 +602,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if ev.BounceType != "" && ev.Status != event.StatusBounced {
 			t.Fatalf("bounce type on %s", ev.Status)
+		}
+		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {
 			t.Fatal("Raw is not part of the body")

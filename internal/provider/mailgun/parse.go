@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
@@ -72,12 +73,15 @@ func parse(body []byte) (event.Event, error) {
 	ev.MessageID = messageID(data)
 	ev.Recipient = jsonfield.OptionalString(data, "recipient")
 	ev.OccurredAt = jsonfield.Epoch(data, "timestamp")
+	// A message carries up to three tags; the first one names its stream.
+	ev.Stream = bounce.StreamName(jsonfield.FirstString(data["tags"]))
 	// An event that changes a message but does not say which one cannot be applied. Answering 406
 	// would make Mailgun drop it without a trace, so it is recorded as unknown instead: kept with
 	// its raw JSON, changing nothing.
 	if ev.MessageID == "" && needsMessage(ev.Kind) {
 		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
 	}
+	bounce.Apply(&ev, bounceInput(data, ev.Status))
 	ev.Raw = raw
 	return ev, nil
 }
@@ -128,6 +132,43 @@ func classify(typ string, data object) (event.Kind, event.Status, string) {
 		return event.KindStatus, event.StatusBounced, event.BounceHard
 	}
 	return event.KindUnknown, event.StatusNone, ""
+}
+
+// bounceInput reads a failure's details: delivery-status.code (the reply code, or Mailgun's
+// own 605 and 498), delivery-status.enhanced-code, and the server's text in
+// delivery-status.message, else Mailgun's delivery-status.description; reason and severity
+// are Mailgun's verdict. Legacy (v2) events carry code and error or description at the top
+// level, a rejected event reject.reason. An event classified failed never reached a server
+// (rejected, suppress-*, internal): its text is Mailgun's and read for nothing.
+func bounceInput(data object, status event.Status) bounce.Input {
+	in := bounce.Input{
+		ProviderReasons: []string{jsonfield.OptionalString(data, "reason"), jsonfield.OptionalString(data, "severity")},
+		Dropped:         status == event.StatusFailed,
+	}
+	if ds, ok := nestedObject(data, "delivery-status"); ok {
+		in.SMTPCode = jsonfield.Int(ds["code"])
+		in.EnhancedCode = jsonfield.OptionalString(ds, "enhanced-code")
+		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(ds, "message"), jsonfield.OptionalString(ds, "description"))
+	}
+	if in.SMTPCode == 0 {
+		in.SMTPCode = jsonfield.Int(data["code"])
+	}
+	if in.Diagnostic == "" {
+		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(data, "error"), jsonfield.OptionalString(data, "description"))
+	}
+	if rej, ok := nestedObject(data, "reject"); ok && in.Diagnostic == "" {
+		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(rej, "reason"), jsonfield.OptionalString(rej, "description"))
+	}
+	return in
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // messageID reads event-data.message.headers.message-id. Webhooks carry it bare

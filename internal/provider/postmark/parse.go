@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
 )
@@ -194,8 +195,36 @@ func parse(body []byte) (event.Event, error) {
 		}
 	}
 
+	ev.Stream = bounce.StreamName(lenientString(top, "MessageStream"))
+	if recordType == "Bounce" {
+		bounce.Apply(&ev, bounceInput(top, ev.Status))
+	}
+
 	ev.Raw = json.RawMessage(bytes.Clone(body))
 	return ev, nil
+}
+
+// bounceInput reads a Bounce record's details: Details is the remote server's reply as Postmark
+// relays it ("smtp;550 5.1.1 …") and Type Postmark's classification. Description is left out:
+// it is Postmark's fixed text for the Type ("… (ex: unknown user, mailbox not found)"), and
+// its keywords would say more than the bounce did. SMTPApiError and TemplateRenderingFailed
+// were never sent, so their Details are Postmark's and read for nothing.
+func bounceInput(top object, status event.Status) bounce.Input {
+	return bounce.Input{
+		Diagnostic:      lenientString(top, "Details"),
+		ProviderReasons: []string{lenientString(top, "Type")},
+		Dropped:         status == event.StatusFailed,
+	}
+}
+
+// lenientString returns the trimmed string at key, "" when it is absent or not a string: these
+// fields were read for nothing before, so a malformed one must not start failing requests.
+func lenientString(o object, key string) string {
+	var s string
+	if json.Unmarshal(o[key], &s) != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
 }
 
 // bounceID returns the record's "ID" as decimal digits, reporting false when it is absent or

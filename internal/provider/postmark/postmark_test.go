@@ -191,27 +191,47 @@ func TestParseFixtures(t *testing.T) {
 	)
 	bounceEvent := func(n int, typ string, kind event.Kind, status event.Status, bt string) event.Event {
 		return event.Event{EventID: "bounce:" + itoa(4323372036854775807-int64(n)), Type: "Bounce:" + typ, Kind: kind, Status: status,
-			BounceType: bt, MessageID: msg, Recipient: john, OccurredAt: ts(bounce)}
+			BounceType: bt, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}
+	}
+	// details adds what internal/bounce makes of the record's Details and Type.
+	details := func(ev event.Event, smtp int, code, category, diag string) event.Event {
+		ev.Bounce = &event.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
+		return ev
 	}
 	tests := []struct {
 		file string
 		want event.Event
 	}{
 		{"delivery", event.Event{EventID: "Delivery:" + msg + ":" + john + ":" + bounce, Type: "Delivery", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: msg, Recipient: john, OccurredAt: ts(bounce)}},
-		{"bounce_hard", bounceEvent(0, "HardBounce", event.KindStatus, event.StatusBounced, event.BounceHard)},
-		{"bounce_bad_email_address", bounceEvent(1, "BadEmailAddress", event.KindStatus, event.StatusBounced, event.BounceHard)},
-		{"bounce_manually_deactivated", bounceEvent(2, "ManuallyDeactivated", event.KindStatus, event.StatusBounced, event.BounceHard)},
-		{"bounce_soft", bounceEvent(3, "SoftBounce", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_transient", bounceEvent(4, "Transient", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_dns_error", bounceEvent(5, "DnsError", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_spam_notification", bounceEvent(6, "SpamNotification", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_virus_notification", bounceEvent(7, "VirusNotification", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_dmarc_policy", bounceEvent(8, "DMARCPolicy", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_blocked", bounceEvent(9, "Blocked", event.KindStatus, event.StatusBounced, event.BounceSoft)},
-		{"bounce_unknown", bounceEvent(10, "Unknown", event.KindStatus, event.StatusBounced, "")},
-		{"bounce_smtp_api_error", bounceEvent(11, "SMTPApiError", event.KindStatus, event.StatusFailed, "")},
-		{"bounce_template_rendering_failed", bounceEvent(12, "TemplateRenderingFailed", event.KindStatus, event.StatusFailed, "")},
+			Status: event.StatusDelivered, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
+		{"bounce_hard", details(bounceEvent(0, "HardBounce", event.KindStatus, event.StatusBounced, event.BounceHard),
+			550, "5.1.1", "unknown_user", "smtp;550 5.1.1 The email account that you tried to reach does not exist.")},
+		{"bounce_bad_email_address", details(bounceEvent(1, "BadEmailAddress", event.KindStatus, event.StatusBounced, event.BounceHard),
+			0, "", "unknown_user", "Invalid email address")},
+		{"bounce_manually_deactivated", details(bounceEvent(2, "ManuallyDeactivated", event.KindStatus, event.StatusBounced, event.BounceHard),
+			0, "", "undetermined", "Manually deactivated by admin")},
+		{"bounce_soft", details(bounceEvent(3, "SoftBounce", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			452, "4.2.2", "mailbox_full", "smtp;452 4.2.2 The email account that you tried to reach is over quota.")},
+		{"bounce_transient", details(bounceEvent(4, "Transient", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			421, "4.4.2", "temporary_failure", "smtp;421 4.4.2 Connection timed out")},
+		{"bounce_dns_error", details(bounceEvent(5, "DnsError", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			0, "", "temporary_failure", "DNS lookup failed")},
+		{"bounce_spam_notification", details(bounceEvent(6, "SpamNotification", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			550, "5.7.1", "spam_block", "smtp;550 5.7.1 Message rejected as spam")},
+		{"bounce_virus_notification", details(bounceEvent(7, "VirusNotification", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			0, "", "content_rejected", "Virus detected")},
+		{"bounce_dmarc_policy", details(bounceEvent(8, "DMARCPolicy", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			550, "5.7.26", "auth_failure", "smtp;550 5.7.26 Unauthenticated email is not accepted due to domain's DMARC policy")},
+		// Postmark's soft stays: a 5.7.1 block refuses the sender, not the address.
+		{"bounce_blocked", details(bounceEvent(9, "Blocked", event.KindStatus, event.StatusBounced, event.BounceSoft),
+			554, "5.7.1", "policy_block", "smtp;554 5.7.1 Service unavailable; client host blocked")},
+		{"bounce_unknown", details(bounceEvent(10, "Unknown", event.KindStatus, event.StatusBounced, ""),
+			0, "", "undetermined", "Unparseable bounce")},
+		// Never sent: Postmark's own text, read for nothing.
+		{"bounce_smtp_api_error", details(bounceEvent(11, "SMTPApiError", event.KindStatus, event.StatusFailed, ""),
+			0, "", "undetermined", "Invalid recipient header")},
+		{"bounce_template_rendering_failed", details(bounceEvent(12, "TemplateRenderingFailed", event.KindStatus, event.StatusFailed, ""),
+			0, "", "undetermined", "Missing template variable")},
 		{"bounce_spam_complaint_type", bounceEvent(13, "SpamComplaint", event.KindStatus, event.StatusComplained, "")},
 		{"bounce_unsubscribe", bounceEvent(14, "Unsubscribe", event.KindUnsubscribed, event.StatusNone, "")},
 		{"bounce_auto_responder", bounceEvent(15, "AutoResponder", event.KindUnknown, event.StatusNone, "")},
@@ -225,26 +245,27 @@ func TestParseFixtures(t *testing.T) {
 		{"bounce_without_id", event.Event{
 			EventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
 			Type:    "Bounce:HardBounce", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceHard,
-			MessageID: "a94dfe84-8ab9-43cf-8a1c-ac234c296e25", Recipient: "jane@example.com", OccurredAt: ts("2014-08-01T17:28:10.2735393Z")}},
+			MessageID: "a94dfe84-8ab9-43cf-8a1c-ac234c296e25", Recipient: "jane@example.com", OccurredAt: ts("2014-08-01T17:28:10.2735393Z"),
+			Bounce: &event.Bounce{Diagnostic: "test bounce", Category: "undetermined"}}},
 		{"spam_complaint", event.Event{EventID: "bounce:42", Type: "SpamComplaint", Kind: event.KindStatus, Status: event.StatusComplained,
-			MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts(bounce)}},
+			MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
 		{"open", event.Event{EventID: "Open:" + msg + ":" + john + ":" + bounce, Type: "Open", Kind: event.KindOpened,
-			MessageID: msg, Recipient: john, OccurredAt: ts(bounce)}},
+			MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
 		{"click", event.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
-			Kind: event.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z")}},
+			Kind: event.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
 		{"subscription_change_suppressed", event.Event{
 			EventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
-			Kind: event.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z")}},
+			Kind: event.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
 		{"subscription_change_reactivated", event.Event{
 			EventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
-			Kind: event.KindUnknown, Recipient: john, OccurredAt: ts("2020-02-03T08:00:00Z")}},
+			Kind: event.KindUnknown, Recipient: john, OccurredAt: ts("2020-02-03T08:00:00Z"), Stream: "broadcast"}},
 		{"subscription_change_manual_no_message", event.Event{
 			EventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
-			Kind: event.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z")}},
+			Kind: event.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
 		{"unknown_record_type", event.Event{
 			EventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
 			Kind: event.KindUnknown, MessageID: "11111111-2222-3333-4444-555555555555", Recipient: "support@example.com",
-			OccurredAt: ts("2021-03-04T05:06:07Z")}},
+			OccurredAt: ts("2021-03-04T05:06:07Z"), Stream: "inbound"}},
 	}
 
 	seen := map[string]bool{}
@@ -511,6 +532,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if needsMessage(ev.Kind) && ev.MessageID == "" {
 			t.Fatalf("%s event without message id", ev.Kind)
+		}
+		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !bytes.Equal(ev.Raw, body) {
 			t.Fatal("Raw differs from body")

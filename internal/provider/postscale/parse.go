@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type typeInfo struct {
@@ -126,6 +128,7 @@ func parse(body []byte) (event.Event, error) {
 	ev.Recipient = recipient(fields["to"], true)
 	if ev.Status == event.StatusBounced {
 		ev.BounceType = bounceType(fields)
+		bounce.Apply(&ev, bounceInput(fields))
 	}
 
 	// A flat inbound event's own received_at is less authoritative than its timestamp: the
@@ -243,6 +246,49 @@ func bounceType(fields object) string {
 		}
 	}
 	return ""
+}
+
+// bounceInput reads a bounce's details. Postscale documents none of its bounce fields, so, as
+// for bounceType, the likely spellings are tried: the text in diagnostic (what mailhook's own
+// simulator and load generator send) or reason, at the top of data or in a "bounce" object,
+// a reply code in code or smtp_code, an enhanced code in enhanced_code or status. Any code is
+// also read from the text.
+func bounceInput(fields object) bounce.Input {
+	in := bounce.Input{
+		Diagnostic:   firstNonEmpty(optionalString(fields, "diagnostic"), optionalString(fields, "reason")),
+		SMTPCode:     firstCode(fields["smtp_code"]),
+		EnhancedCode: optionalString(fields, "enhanced_code"),
+		ProviderReasons: []string{
+			optionalString(fields, "bounce_type"), optionalString(fields, "type"),
+		},
+	}
+	var b object
+	if raw, ok := fields["bounce"]; ok && json.Unmarshal(raw, &b) == nil && b != nil {
+		in.Diagnostic = firstNonEmpty(in.Diagnostic, optionalString(b, "diagnostic"), optionalString(b, "message"), optionalString(b, "reason"))
+		in.SMTPCode = firstCode(fields["smtp_code"], b["code"], b["smtp_code"])
+		in.EnhancedCode = firstNonEmpty(in.EnhancedCode, optionalString(b, "enhanced_code"), optionalString(b, "status"))
+		in.ProviderReasons = append(in.ProviderReasons, optionalString(b, "type"), optionalString(b, "bounce_type"))
+	}
+	return in
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// firstCode is the first of raws that is a whole number (a JSON number or a numeric string).
+func firstCode(raws ...json.RawMessage) int {
+	for _, raw := range raws {
+		if n := jsonfield.Int(raw); n != 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 func timeField(o object, key string) time.Time {

@@ -162,9 +162,11 @@ func TestParseFixtures(t *testing.T) {
 		{"email_deferred", event.Event{EventID: "evt_def1", Type: "email.deferred", Kind: event.KindStatus, Status: event.StatusDeferred,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:31:00.25Z")}},
 		{"email_bounced_hard", event.Event{EventID: "evt_bh1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:32:00Z")}},
+			BounceType: event.BounceHard, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:32:00Z"),
+			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 user unknown", Category: "unknown_user"}}},
 		{"email_bounced_soft", event.Event{EventID: "evt_bs1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:33:00Z")}},
+			BounceType: event.BounceSoft, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:33:00Z"),
+			Bounce: &event.Bounce{SMTPCode: 452, Category: "temporary_failure"}}},
 		// bounced_at does not parse, so created_at is used.
 		{"email_bounced_untyped", event.Event{EventID: "evt_bu1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z")}},
@@ -379,6 +381,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if needsMessage(ev.Kind) && ev.MessageID == "" {
 			t.Fatalf("%s event without message id", ev.Kind)
+		}
+		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !bytes.Equal(ev.Raw, body) {
 			t.Fatal("Raw differs from body")

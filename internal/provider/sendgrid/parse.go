@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
@@ -105,6 +106,7 @@ func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
 	ev.MessageID = messageKey(jsonfield.OptionalString(o, "sg_message_id"))
 	ev.Recipient = jsonfield.OptionalString(o, "email")
 	ev.OccurredAt = jsonfield.Epoch(o, "timestamp")
+	ev.Stream = bounce.StreamName(jsonfield.FirstString(o["category"]))
 	if ev.Status == event.StatusBounced {
 		ev.BounceType = bounceType(o)
 	}
@@ -114,6 +116,7 @@ func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
 	if ev.MessageID == "" && needsMessage(ev.Kind) {
 		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
 	}
+	bounce.Apply(&ev, bounceInput(o, ev.Status))
 	ev.Raw = raw
 	return ev, nil
 }
@@ -128,6 +131,7 @@ func messageKey(sgMessageID string) string {
 // bounceType reads "type" (bounce = hard, blocked = soft) and falls back to
 // bounce_classification, whose values SendGrid documents as Invalid Address, Technical, Content,
 // Reputation, Frequency/Volume, Mailbox Unavailable and Unclassified.
+// This is SendGrid's word; bounce.Apply replaces it where the server's code contradicts it.
 func bounceType(o object) string {
 	switch strings.ToLower(jsonfield.OptionalString(o, "type")) {
 	case "bounce":
@@ -142,6 +146,23 @@ func bounceType(o object) string {
 		return event.BounceSoft
 	}
 	return ""
+}
+
+// bounceInput reads a bounce's or a drop's details: status is the enhanced code (often only
+// 5.0.0), reason the remote server's reply ("550 5.1.1 …"), bounce_classification and type
+// SendGrid's own verdict. A drop ("dropped") was never sent: its reason ("Bounced Address",
+// "Recipient List over Package Quota") is SendGrid's, so it is kept as the diagnostic but read
+// for nothing.
+func bounceInput(o object, status event.Status) bounce.Input {
+	return bounce.Input{
+		EnhancedCode: jsonfield.OptionalString(o, "status"),
+		Diagnostic:   jsonfield.OptionalString(o, "reason"),
+		ProviderReasons: []string{
+			jsonfield.OptionalString(o, "bounce_classification"),
+			jsonfield.OptionalString(o, "type"),
+		},
+		Dropped: status == event.StatusFailed,
+	}
 }
 
 // requiredString returns the non-blank string at key, or a bad-request error naming the element

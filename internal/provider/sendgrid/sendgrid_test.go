@@ -108,7 +108,7 @@ func TestPublishedVector(t *testing.T) {
 	}
 	want := event.Event{Provider: Name, EventID: "ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", Type: "dropped",
 		Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "LRzXl_NHStOGhQ4kofSm_A", Recipient: "hello@world.com",
-		OccurredAt: ts("2020-09-14T19:41:32Z")}
+		OccurredAt: ts("2020-09-14T19:41:32Z"), Bounce: &event.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}}
 	got := events[0]
 	if !json.Valid(got.Raw) || !bytes.Contains([]byte(vectorBody), got.Raw) || got.Raw[0] != '{' {
 		t.Errorf("Raw %q is not the element", got.Raw)
@@ -325,43 +325,64 @@ func TestParseFixtures(t *testing.T) {
 	const docMsg = "14c5d75ce93" // sg_message_id "14c5d75ce93.dfd.64b469.filter0001…" up to the first '.'
 	at := ts("2017-12-15T00:59:29Z")
 	modern := "LRzXl_NHStOGhQ4kofSm_A"
+	const cat = "cat facts" // the documented examples' category
+	unknownRecipient := &event.Bounce{SMTPCode: 500, EnhancedCode: "5.0.0", Diagnostic: "500 unknown recipient", Category: "unknown_user"}
 	tests := []struct {
 		file string
 		want []event.Event
 	}{
 		{"processed", []event.Event{{EventID: "rbtnWrG1DVDGGGFHFyun0A==", Type: "processed", Kind: event.KindStatus,
-			Status: event.StatusAccepted, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusAccepted, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		// The documented example has a leading space in sg_message_id.
 		{"deferred", []event.Event{{EventID: "t7LEShmowp86DTdUW8M-GQ==", Type: "deferred", Kind: event.KindStatus,
-			Status: event.StatusDeferred, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusDeferred, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"delivered", []event.Event{{EventID: "rWVYmVk90MjZJ9iohOBa3w==", Type: "delivered", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusDelivered, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"bounce_hard", []event.Event{{EventID: "6g4ZI7SA-xmRDv57GoPIPw==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
-		// "type":"blocked" wins over the classification.
+			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: unknownRecipient, Stream: cat}}},
+		// "type":"blocked" says soft, but the server's 5xx "unknown recipient" says the address is
+		// bad: the code wins (internal/bounce).
 		{"bounce_blocked", []event.Event{{EventID: "Yl9CLrGM2jx0rZDNvyWdhQ==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: unknownRecipient, Stream: cat}}},
+		// A blocked type with a block-list reply stays soft: it is about the sender, not the address.
+		{"bounce_blocked_reputation", []event.Event{{EventID: "UmVwdXRhdGlvbkJsb2NrLTEwMDk5NDkxOQ", Type: "bounce", Kind: event.KindStatus,
+			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &event.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
+				Diagnostic: "554 5.7.1 Service unavailable; Client host [168.1.1.1] blocked using zen.spamhaus.org"},
+			Stream: "newsletter"}}},
+		// type "bounce" says hard, but X.2.2 is a persistent transient failure (RFC 3463): soft.
+		{"bounce_over_quota", []event.Event{{EventID: "T3ZlclF1b3RhLTEwMDk5NDkxOQ", Type: "bounce", Kind: event.KindStatus,
+			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &event.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
+				Diagnostic: "552-5.2.2 The email account that you tried to reach is over quota. Please direct the recipient to https://support.google.com/mail/?p=OverQuotaTemp"}}}},
 		{"bounce_classification_only", []event.Event{{EventID: "cTd7l5dFRq6qJ8aFtjK6Ew==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &event.Bounce{SMTPCode: 421, EnhancedCode: "4.7.0", Category: "temporary_failure", Diagnostic: "421 4.7.0 Try again later, closing connection"},
+			Stream: cat}}},
+		// No type: the bounce type comes from the code.
 		{"bounce_untyped", []event.Event{{EventID: "v6O9jhM3RwKqTlC0cBHmVw==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, MessageID: docMsg, Recipient: "example@test.com", OccurredAt: at}}},
+			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "example@test.com", OccurredAt: at,
+			Bounce: unknownRecipient, Stream: cat}}},
 		// A delayed bounce carries no sg_message_id: recorded, applied to nothing.
 		{"bounce_async_no_message_id", []event.Event{{EventID: "QXN5bmNCb3VuY2UtMTAwOTk0OTE5", Type: "bounce", Kind: event.KindUnknown,
 			Recipient: "alex@example.com", OccurredAt: ts("2017-12-15T01:00:00Z")}}},
 		{"dropped", []event.Event{{EventID: "zmzJhfJgAfUSOW80yEbPyw==", Type: "dropped", Kind: event.KindStatus,
-			Status: event.StatusFailed, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			Status: event.StatusFailed, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &event.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}, Stream: cat}}},
 		{"spamreport", []event.Event{{EventID: "37nvH5QBz858KGVYCM4uOA==", Type: "spamreport", Kind: event.KindStatus,
 			Status: event.StatusComplained, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
 		{"open", []event.Event{{EventID: "FOTFFO0ecsBE-zxFXfs6WA==", Type: "open", Kind: event.KindOpened,
-			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"click", []event.Event{{EventID: "sendgrid_internal_event_id", Type: "click", Kind: event.KindClicked,
-			MessageID: "sendgrid_internal_message_id", Recipient: "email@example.com", OccurredAt: ts("2009-08-11T00:00:00Z")}}},
+			MessageID: "sendgrid_internal_message_id", Recipient: "email@example.com", OccurredAt: ts("2009-08-11T00:00:00Z"), Stream: "category1"}}},
 		{"unsubscribe", []event.Event{{EventID: "zz_BjPgU_5pS-J8vlfB1sg==", Type: "unsubscribe", Kind: event.KindUnsubscribed,
-			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"group_unsubscribe", []event.Event{{EventID: "ahSCB7xYcXFb-hEaawsPRw==", Type: "group_unsubscribe", Kind: event.KindUnsubscribed,
-			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"group_resubscribe", []event.Event{{EventID: "w_u0vJhLT-OFfprar5N93g==", Type: "group_resubscribe", Kind: event.KindUnknown,
-			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		{"account_status_change", []event.Event{{EventID: "MjEzNTg5OTcyOC10ZXJtaW5hdGUtMTcwNzg1MTUzMQ", Type: "account_status_change",
 			Kind: event.KindUnknown, OccurredAt: ts("2024-02-28T17:47:08Z")}}},
 		{"batch_modern", []event.Event{
@@ -676,6 +697,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if ev.BounceType != "" && ev.Status != event.StatusBounced {
 				t.Fatalf("event %d: bounce type on %s", i, ev.Status)
+			}
+			if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+				t.Fatalf("event %d: bounce details on %s", i, ev.Status)
 			}
 			if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {
 				t.Fatalf("event %d: Raw is not an element of the body", i)

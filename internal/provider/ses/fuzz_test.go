@@ -108,6 +108,9 @@ func checkParsed(t *testing.T, events []event.Event, err error) {
 		if ev.BounceType != "" && ev.Status != event.StatusBounced {
 			t.Fatalf("bounce type on a %s event", ev.Status)
 		}
+		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			t.Fatalf("bounce details on a %s event", ev.Status)
+		}
 		if !json.Valid(ev.Raw) {
 			t.Fatal("Raw is not JSON")
 		}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 // fan says which recipients an SES event concerns.
@@ -148,6 +150,7 @@ func parse(body []byte) ([]event.Event, error) {
 		Status:     info.status,
 		MessageID:  mailID,
 		OccurredAt: at,
+		Stream:     configurationSet(mailObj),
 		Raw:        raw,
 	}
 	if info.kind != event.KindStatus {
@@ -156,7 +159,13 @@ func parse(body []byte) ([]event.Event, error) {
 	if base.Status == event.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}
+	// Each bounced recipient has its own status and diagnosticCode: its event gets its own.
+	var dsn map[string]object
+	if typ == "Bounce" {
+		dsn = bouncedRecipients(detail[info.list])
+	}
 	if len(rcpts) == 0 {
+		bounce.Apply(&base, bounceInput(typ, detail, nil))
 		return []event.Event{base}, nil
 	}
 	events := make([]event.Event, 0, len(rcpts))
@@ -169,9 +178,60 @@ func parse(body []byte) ([]event.Event, error) {
 		if perRecipient && mailID != "" {
 			ev.MessageID = mailID + ":" + rc.key
 		}
+		bounce.Apply(&ev, bounceInput(typ, detail, dsn[rc.key]))
 		events = append(events, ev)
 	}
 	return events, nil
+}
+
+// bounceInput reads what SES says about a failure. A Bounce: the recipient's own DSN fields
+// (status, the enhanced code; diagnosticCode, the remote server's reply as "smtp; 550 …"),
+// then bounceSubType and bounceType. A Reject (SES found a virus) or a Rendering Failure never
+// left SES: reason or errorMessage is kept, and only Reject's reason ("Bad content") is read.
+func bounceInput(typ string, detail, rcpt object) bounce.Input {
+	switch typ {
+	case "Bounce":
+		return bounce.Input{
+			EnhancedCode:    optionalString(rcpt, "status"),
+			Diagnostic:      optionalString(rcpt, "diagnosticCode"),
+			ProviderReasons: []string{optionalString(detail, "bounceSubType"), optionalString(detail, "bounceType")},
+		}
+	case "Reject":
+		reason := optionalString(detail, "reason")
+		return bounce.Input{Diagnostic: reason, ProviderReasons: []string{reason}, Dropped: true}
+	case "Rendering Failure":
+		return bounce.Input{Diagnostic: optionalString(detail, "errorMessage"), Dropped: true}
+	}
+	return bounce.Input{}
+}
+
+// bouncedRecipients maps each bouncedRecipients entry by its address, keyed as recipient.key;
+// the first entry of an address wins, as in recipients.
+func bouncedRecipients(raw json.RawMessage) map[string]object {
+	var items []json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &items) != nil {
+		return nil
+	}
+	out := make(map[string]object, len(items))
+	for _, item := range items {
+		var o object
+		if json.Unmarshal(item, &o) != nil {
+			continue
+		}
+		rc, ok := normalize(optionalString(o, "emailAddress"))
+		if _, seen := out[rc.key]; ok && !seen {
+			out[rc.key] = o
+		}
+	}
+	return out
+}
+
+// configurationSet is the SES configuration set the mail was sent through, which SES adds to
+// mail.tags as "ses:configuration-set" when it publishes events. A configuration set is what
+// SES has for a stream: its own event destinations, IP pool and suppression settings. Identity
+// notifications carry no tags, so their Stream is "".
+func configurationSet(mailObj object) string {
+	return bounce.StreamName(jsonfield.FirstString(objectField(mailObj, "tags")["ses:configuration-set"]))
 }
 
 // bounceType maps SES bounceType: Permanent is hard; Transient and Undetermined are soft

@@ -39,6 +39,8 @@ type want struct {
 	MessageID  string
 	Recipient  string
 	OccurredAt time.Time
+	Stream     string
+	Bounce     event.Bounce // the zero value: no details
 }
 
 func status(typ string, st event.Status, msgID, rcpt, at string) want {
@@ -51,28 +53,44 @@ func kind(typ string, k event.Kind, msgID, rcpt, at string) want {
 
 func bounced(w want, bt string) want { w.BounceType = bt; return w }
 
+// configSet is the configuration set of AWS's event publishing examples (mail.tags).
+func configSet(w want) want { return streamed(w, "ConfigSet") }
+
+func streamed(w want, stream string) want { w.Stream = stream; return w }
+
+func details(w want, smtp int, code, category, diag string) want {
+	w.Bounce = event.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
+	return w
+}
+
 func withIDs(w want, eventID, msgID string) want { w.EventID, w.MessageID = eventID, msgID; return w }
 
 // fixtureWant holds the expectation of every testdata/*.json; a fixture without one fails.
 var fixtureWant = map[string][]want{
 	// Event publishing (eventType), AWS's documented examples.
-	"event_bounce.json":    {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceHard)},
-	"event_complaint.json": {status("Complaint", event.StatusComplained, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z")},
-	"event_delivery.json":  {status("Delivery", event.StatusDelivered, exampleID, "recipient@example.com", "2016-10-19T23:21:04.133Z")},
+	"event_bounce.json": {configSet(details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceHard),
+		550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 user unknown"))},
+	"event_complaint.json": {configSet(status("Complaint", event.StatusComplained, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"))},
+	"event_delivery.json":  {configSet(status("Delivery", event.StatusDelivered, exampleID, "recipient@example.com", "2016-10-19T23:21:04.133Z"))},
 	// Send has no timestamp of its own: mail.timestamp.
-	"event_send.json": {status("Send", event.StatusAccepted, exampleID, "recipient@example.com", "2016-10-14T05:02:16.645Z")},
-	// AWS's Reject example lists sender@example.com as the destination.
-	"event_reject.json":            {status("Reject", event.StatusFailed, exampleID, "sender@example.com", "2016-10-14T17:38:15.211Z")},
-	"event_open.json":              {kind("Open", event.KindOpened, exampleID, "recipient@example.com", "2017-08-09T22:00:19.652Z")},
-	"event_click.json":             {kind("Click", event.KindClicked, exampleID, "recipient@example.com", "2017-08-09T23:51:25.570Z")},
-	"event_rendering_failure.json": {status("Rendering Failure", event.StatusFailed, exampleID, "recipient@example.com", "2018-01-22T18:43:06.197Z")},
-	"event_delivery_delay.json":    {status("DeliveryDelay", event.StatusDeferred, exampleID, "recipient@example.com", "2020-06-16T00:25:40.095Z")},
-	"event_subscription.json":      {kind("Subscription", event.KindUnsubscribed, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
+	"event_send.json": {configSet(status("Send", event.StatusAccepted, exampleID, "recipient@example.com", "2016-10-14T05:02:16.645Z"))},
+	// AWS's Reject example lists sender@example.com as the destination. SES rejects a message
+	// with a virus: "Bad content".
+	"event_reject.json": {configSet(details(status("Reject", event.StatusFailed, exampleID, "sender@example.com", "2016-10-14T17:38:15.211Z"),
+		0, "", "content_rejected", "Bad content"))},
+	"event_open.json":  {configSet(kind("Open", event.KindOpened, exampleID, "recipient@example.com", "2017-08-09T22:00:19.652Z"))},
+	"event_click.json": {configSet(kind("Click", event.KindClicked, exampleID, "recipient@example.com", "2017-08-09T23:51:25.570Z"))},
+	"event_rendering_failure.json": {configSet(details(status("Rendering Failure", event.StatusFailed, exampleID, "recipient@example.com", "2018-01-22T18:43:06.197Z"),
+		0, "", "undetermined", "Attribute 'attributeName' is not present in the rendering data."))},
+	"event_delivery_delay.json": {configSet(status("DeliveryDelay", event.StatusDeferred, exampleID, "recipient@example.com", "2020-06-16T00:25:40.095Z"))},
+	"event_subscription.json":   {configSet(kind("Subscription", event.KindUnsubscribed, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z"))},
 
 	// Identity notifications (notificationType). These mails had three destinations, so each
 	// recipient has its own message key.
-	"notification_bounce_dsn.json": {bounced(status("Bounce", event.StatusBounced,
-		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard)},
+	"notification_bounce_dsn.json": {details(bounced(status("Bounce", event.StatusBounced,
+		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+		550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>... User")},
+	// Permanent/General and no DSN: nothing names a cause, so no details.
 	"notification_bounce_no_dsn.json": {
 		withIDs(bounced(status("Bounce", event.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
 			snsID+":jane@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
@@ -87,7 +105,20 @@ var fixtureWant = map[string][]want{
 	"notification_subscription_succeeded.json": {kind("AmazonSnsSubscriptionSucceeded", event.KindUnknown, "", "", snsStamp)},
 
 	// Derived variants.
-	"derived_bounce_transient.json":    {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft)},
+	"derived_bounce_transient.json": {details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft),
+		452, "4.2.2", "mailbox_full", "smtp; 452 4.2.2 mailbox full")},
+	// A Transient bounce with a 5xx reply that is not about the address keeps SES's soft.
+	"derived_bounce_too_large.json": {details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft),
+		552, "5.3.4", "too_large", "smtp; 552 5.3.4 Message size exceeds fixed maximum message size")},
+	// Each recipient's event has its own DSN; the configuration set is the stream.
+	"derived_bounce_per_recipient.json": {
+		withIDs(details(bounced(streamed(status("Bounce", event.StatusBounced, "", "jane@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), event.BounceHard),
+			550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>: Recipient address rejected: User unknown in virtual mailbox table"),
+			snsID+":jane@example.com", exampleID+":jane@example.com"),
+		withIDs(details(bounced(streamed(status("Bounce", event.StatusBounced, "", "richard@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), event.BounceHard),
+			554, "5.7.1", "spam_block", "smtp; 554 5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org"),
+			snsID+":richard@example.com", exampleID+":richard@example.com"),
+	},
 	"derived_bounce_undetermined.json": {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft)},
 	"derived_send_multi_destination.json": {
 		withIDs(status("Send", event.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":jane@example.com", exampleID+":jane@example.com"),
@@ -153,7 +184,10 @@ func checkEvents(t *testing.T, events []event.Event, wants []want, body []byte) 
 	}
 	keys := map[string]bool{}
 	for i, ev := range events {
-		got := want{ev.EventID, ev.Type, ev.Kind, ev.Status, ev.BounceType, ev.MessageID, ev.Recipient, ev.OccurredAt}
+		got := want{ev.EventID, ev.Type, ev.Kind, ev.Status, ev.BounceType, ev.MessageID, ev.Recipient, ev.OccurredAt, ev.Stream, event.Bounce{}}
+		if ev.Bounce != nil {
+			got.Bounce = *ev.Bounce
+		}
 		if got != wants[i] {
 			t.Errorf("event %d:\n got %+v\nwant %+v", i, got, wants[i])
 		}

@@ -50,17 +50,26 @@ func TestParseFixtures(t *testing.T) {
 		{"resend_email_delivered_delayed_typo", event.Event{Type: "email.delivered_delayed", Kind: event.KindStatus, Status: event.StatusDeferred,
 			MessageID: email, Recipient: "someone@example.com", OccurredAt: ts("2024-02-22T23:46:00Z")}},
 		{"resend_email_bounced_permanent", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z")}},
+			BounceType: event.BounceHard, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
+			Bounce: &event.Bounce{Category: "unknown_user",
+				Diagnostic: "The recipient's email address is on the suppression list because it has a recent history of producing hard bounces."}}},
 		{"resend_email_bounced_transient", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:50:00Z")}},
+			BounceType: event.BounceSoft, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:50:00Z"),
+			Bounce: &event.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Category: "mailbox_full",
+				Diagnostic: "smtp; 452 4.2.2 The email account that you tried to reach is over quota."}}},
 		{"resend_email_bounced_undetermined", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:55:00Z")}},
+			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:55:00Z"),
+			Bounce: &event.Bounce{Category: "undetermined",
+				Diagnostic: "The recipient's email provider sent a bounce message that did not contain enough information."}}},
 		{"resend_email_complained", event.Event{Type: "email.complained", Kind: event.KindStatus, Status: event.StatusComplained,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
 		{"resend_email_failed", event.Event{Type: "email.failed", Kind: event.KindStatus, Status: event.StatusFailed,
-			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z")}},
+			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
+			Bounce: &event.Bounce{Category: "undetermined", Diagnostic: "reached_daily_quota"}}},
 		{"resend_email_suppressed", event.Event{Type: "email.suppressed", Kind: event.KindStatus, Status: event.StatusFailed,
-			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z")}},
+			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
+			Bounce: &event.Bounce{Category: "undetermined",
+				Diagnostic: "Resend has suppressed sending to this address because it is on the account-level suppression list. This does not count toward your bounce rate metric"}}},
 		{"resend_email_opened", event.Event{Type: "email.opened", Kind: event.KindOpened,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
 		{"resend_email_clicked", event.Event{Type: "email.clicked", Kind: event.KindClicked,
@@ -356,6 +365,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if needsMessage(ev.Kind) && ev.MessageID == "" {
 				t.Fatalf("%s event without message id", ev.Kind)
+			}
+			if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+				t.Fatalf("bounce details on %s", ev.Status)
 			}
 			if !bytes.Equal(ev.Raw, body) || !json.Valid(ev.Raw) {
 				t.Fatal("Raw is not the body, or not JSON")

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type target struct {
@@ -105,6 +107,7 @@ func parseResend(body []byte) (event.Event, error) {
 	if ev.Status == event.StatusBounced {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
+	bounce.Apply(&ev, resendBounceInput(ev.Type, data))
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := stringField(top, "created_at", "created_at")
 	ev.OccurredAt = parseRFC3339(created)
@@ -130,6 +133,45 @@ func resendBounceType(raw json.RawMessage) string {
 		return event.BounceHard
 	case "transient", "temporary", "soft":
 		return event.BounceSoft
+	}
+	return ""
+}
+
+// resendBounceInput reads data.bounce of email.bounced, which relays SES's: diagnosticCode (a
+// list of "smtp; 550 …" replies, the first one used), message (Resend's sentence for the
+// subType, used when there is no reply), subType and type. email.failed (failed.reason, e.g.
+// "reached_daily_quota") and email.suppressed (suppressed.message and type) never reached a
+// server: their words are Resend's, kept and read for nothing.
+func resendBounceInput(typ string, data object) bounce.Input {
+	var o object
+	switch typ {
+	case "email.bounced":
+		if json.Unmarshal(data["bounce"], &o) != nil {
+			return bounce.Input{}
+		}
+		return bounce.Input{
+			Diagnostic:      firstNonEmpty(jsonfield.FirstString(o["diagnosticCode"]), jsonfield.FirstString(o["message"])),
+			ProviderReasons: []string{jsonfield.FirstString(o["subType"]), jsonfield.FirstString(o["type"])},
+		}
+	case "email.failed":
+		if json.Unmarshal(data["failed"], &o) != nil {
+			return bounce.Input{}
+		}
+		return bounce.Input{Diagnostic: jsonfield.FirstString(o["reason"]), Dropped: true}
+	case "email.suppressed":
+		if json.Unmarshal(data["suppressed"], &o) != nil {
+			return bounce.Input{}
+		}
+		return bounce.Input{Diagnostic: jsonfield.FirstString(o["message"]), ProviderReasons: []string{jsonfield.FirstString(o["type"])}, Dropped: true}
+	}
+	return bounce.Input{}
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
 	}
 	return ""
 }
