@@ -197,6 +197,13 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	// What Temporal stores: no event of either run (inputs, activity inputs and results, the
 	// result, summaries) holds the address or the mail text.
 	bounceWF, inboundWF := "postscale:"+evID, "postscale:email.received:"+emailID
+	// The rows are marked processed inside the run's one workflow task: the history holds its
+	// markers only once that task completed, so wait for the runs to close.
+	for _, wf := range []string{bounceWF, inboundWF} {
+		if err := h.waitWorkflow(wf); err != nil {
+			t.Fatalf("%s: %v", wf, err)
+		}
+	}
 	bounceHist := history(t, plain, bounceWF)
 	assertNoPlaintext(t, bounceHist, recipient, "jane.doe")
 	assertNoPlaintext(t, history(t, plain, inboundWF), sender, mailText)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -15,16 +16,27 @@ import (
 func historyBytes(t *testing.T, h *harness, workflowID string) int {
 	t.Helper()
 	size := 0
-	for _, ev := range history(t, h.svc.Temporal, workflowID) {
+	for _, ev := range closedHistory(t, h, workflowID) {
 		size += proto.Size(ev)
 	}
 	return size
 }
 
+// closedHistory waits for the run to close and returns its history: an event is processed (its
+// row marked) inside the run's workflow task, before that task's completion is recorded, so a
+// history read right after the row changes can be incomplete.
+func closedHistory(t *testing.T, h *harness, workflowID string) []*historypb.HistoryEvent {
+	t.Helper()
+	if err := h.waitWorkflow(workflowID); err != nil {
+		t.Fatalf("%s: %v", workflowID, err)
+	}
+	return history(t, h.svc.Temporal, workflowID)
+}
+
 // shape counts a run's workflow tasks and activity tasks.
 func shape(t *testing.T, h *harness, workflowID string) (workflowTasks, activityTasks, events int) {
 	t.Helper()
-	evs := history(t, h.svc.Temporal, workflowID)
+	evs := closedHistory(t, h, workflowID)
 	for _, ev := range evs {
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:

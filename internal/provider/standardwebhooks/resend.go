@@ -103,7 +103,8 @@ func parseResend(body []byte) (event.Event, error) {
 	if ev.MessageID == "" && needsMessage(ev.Kind) {
 		return event.Event{}, badRequest(NameResend, "%s event has no data.email_id", ev.Type)
 	}
-	ev.Recipient = firstAddress(data["to"])
+	// "to" is a string or an array of them; the first is the recipient.
+	ev.Recipient = jsonfield.FirstString(data["to"])
 	if ev.Status == event.StatusBounced {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
@@ -188,28 +189,6 @@ func stringField(o object, key, path string) (string, error) {
 		return "", badRequest(NameResend, "%q is not a string", path)
 	}
 	return strings.TrimSpace(s), nil
-}
-
-// firstAddress takes the first recipient from "to", a string or an array of strings. Arrays
-// are looked into one level only, so a deeply nested hostile value costs one decode.
-func firstAddress(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return strings.TrimSpace(s)
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) != nil {
-		return ""
-	}
-	for _, item := range list {
-		if json.Unmarshal(item, &s) == nil && strings.TrimSpace(s) != "" {
-			return strings.TrimSpace(s)
-		}
-	}
-	return ""
 }
 
 func isNull(raw json.RawMessage) bool {
