@@ -247,7 +247,25 @@ printed notifications. Not for production: it keeps nothing.`,
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
 	wrapArgs(cmd)
+	// Every command that loads the config reads the same environment; its help says so.
+	for _, c := range cmd.Commands() {
+		for _, sub := range append([]*cobra.Command{c}, c.Commands()...) {
+			if loadsConfig[sub.CommandPath()] && !strings.Contains(sub.Long, "\nEnvironment") {
+				if sub.Long == "" {
+					sub.Long = sub.Short + "."
+				}
+				sub.Long += envHelp()
+			}
+		}
+	}
 	return cmd
+}
+
+// loadsConfig names the commands that read the config (and so the environment) besides serve,
+// worker and migrate, whose help is written out in full.
+var loadsConfig = map[string]bool{
+	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
+	"mailhook replay": true, "mailhook redrive": true,
 }
 
 // wrapArgs makes every command's argument errors usage errors (exit 2).

@@ -58,3 +58,25 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("a reconciliation difference exits %d, want %d", code, exitDifference)
 	}
 }
+
+// Every command that loads the config lists the environment it reads and the exit codes.
+func TestHelpListsTheEnvironment(t *testing.T) {
+	cmds := [][]string{{"serve"}, {"worker"}, {"migrate"}}
+	for path := range loadsConfig {
+		cmds = append(cmds, strings.Fields(path)[1:])
+	}
+	for _, args := range cmds {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append(args, "--help"))
+		c.SetOut(&out)
+		if err := c.Execute(); err != nil {
+			t.Fatalf("%v --help: %v", args, err)
+		}
+		for _, want := range []string{"DATABASE_URL", "MAILHOOK_LOG_LEVEL", "Exit codes"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v --help does not mention %s", args, want)
+			}
+		}
+	}
+}
