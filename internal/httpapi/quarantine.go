@@ -41,7 +41,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "after is not a next_after this API returned"})
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "list quarantine", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 	default:
 		c.JSON(http.StatusOK, gin.H{"events": list, "next_after": next})
 	}

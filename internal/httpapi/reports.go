@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -44,7 +43,7 @@ func (s *Server) dailyReport(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "daily report", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 	default:
 		c.JSON(http.StatusOK, rep)
 	}
@@ -85,8 +84,7 @@ func (s *Server) replay(c *gin.Context) {
 			level = s.Log.WarnContext
 		}
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)
-		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
+		s.unavailable(c)
 	default:
 		c.JSON(http.StatusAccepted, res)
 	}
@@ -128,7 +126,7 @@ func (s *Server) redrive(c *gin.Context) {
 	res, err := s.Reconciler.Redrive(c.Request.Context(), in)
 	if err != nil {
 		s.Log.ErrorContext(c.Request.Context(), "redrive", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 		return
 	}
 	s.Log.InfoContext(c.Request.Context(), "redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,

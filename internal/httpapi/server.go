@@ -180,6 +180,21 @@ func (s *Server) handler(routes int) http.Handler {
 	})
 }
 
+// unavailableBody answers every 503 that a retry may fix (PostgreSQL or Temporal unavailable).
+var unavailableBody = gin.H{"error": "temporarily unavailable, retry later"}
+
+// retryLater sets Retry-After: every 503 says when to come back, so providers and the callers
+// of /v1 back off instead of hammering a database that is down.
+func (s *Server) retryLater(c *gin.Context) {
+	c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+}
+
+// unavailable answers 503 with Retry-After; the handler logs the cause.
+func (s *Server) unavailable(c *gin.Context) {
+	s.retryLater(c)
+	c.JSON(http.StatusServiceUnavailable, unavailableBody)
+}
+
 // param is a path parameter, unescaped as path text.
 func param(c *gin.Context, name string) string {
 	v := c.Param(name)
@@ -248,7 +263,7 @@ func (s *Server) webhook(c *gin.Context) {
 		if !errors.Is(err, provider.ErrUnauthorized) {
 			// Verification could not be completed (e.g. the SNS signing certificate could not
 			// be fetched): a retry may succeed, and providers drop events on a 4xx.
-			c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+			s.retryLater(c)
 			reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "could not verify now, retry later"}, "error", err)
 			return
 		}
@@ -262,8 +277,8 @@ func (s *Server) webhook(c *gin.Context) {
 			reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad control message", "reason": reason(err)}, "error", err)
 			return
 		case err != nil:
-			c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-			reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
+			s.retryLater(c)
+			reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "error", err)
 			return
 		case handled:
 			reply(http.StatusOK, metrics.Control, gin.H{"status": status}, "control", status)
@@ -296,8 +311,8 @@ func (s *Server) webhook(c *gin.Context) {
 			// and event id, so it still passes.
 			bound, err := s.Nonces.BindNonce(c.Request.Context(), events[0].Provider, n.Value, events[0].EventID, n.Expires.Add(nonceClockSkew))
 			if err != nil {
-				c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-				reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "error", err)
+				s.retryLater(c)
+				reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "error", err)
 				return
 			}
 			if bound != events[0].EventID {
@@ -314,8 +329,8 @@ func (s *Server) webhook(c *gin.Context) {
 		ids[i] = ev.EventID
 	}
 	if err != nil {
-		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-		reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "temporarily unavailable, retry later"}, "event_ids", ids, "error", err)
+		s.retryLater(c)
+		reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "event_ids", ids, "error", err)
 		return
 	}
 	counts := map[inbox.Status]int{}
@@ -413,7 +428,7 @@ func (s *Server) message(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 	default:
 		c.JSON(http.StatusOK, m)
 	}
@@ -466,7 +481,7 @@ func (s *Server) correct(c *gin.Context) {
 		return
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "correction: get message", "provider", prov, "message_id", messageID, "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 		return
 	}
 	raw, err := json.Marshal(event.Correction{Status: req.Status, Reason: req.Reason, Actor: actor})
@@ -485,8 +500,7 @@ func (s *Server) correct(c *gin.Context) {
 	switch {
 	case err != nil:
 		s.Log.WarnContext(c.Request.Context(), "correction: record", "workflow_id", ev.Key(), "error", err)
-		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable, retry later"})
+		s.unavailable(c)
 		return
 	case verdicts[0].Status == inbox.Rejected:
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad correction", "reason": verdicts[0].Reason})
@@ -536,7 +550,7 @@ func (s *Server) listSuppressions(c *gin.Context) {
 	list, err := s.Suppressions.ListSuppressions(c.Request.Context(), f)
 	if err != nil {
 		s.Log.ErrorContext(c.Request.Context(), "list suppressions", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 		return
 	}
 	list, next := firstAddresses(list, limit)
@@ -581,7 +595,7 @@ func (s *Server) getSuppression(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get suppression", "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 	default:
 		c.JSON(http.StatusOK, addressSuppressions{Suppression: sups[0], Suppressions: sups})
 	}
@@ -608,7 +622,7 @@ func (s *Server) checkSuppression(c *gin.Context) {
 	if err != nil {
 		// err names the address redacted (store).
 		s.Log.ErrorContext(c.Request.Context(), "check suppression", "scope", scope, "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 		return
 	}
 	c.JSON(http.StatusOK, res)
@@ -665,7 +679,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("address is not suppressed in scope %q", scope)})
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "scope", scope, "error", err)
-		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "temporarily unavailable"})
+		s.unavailable(c)
 	default:
 		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
 			"scope", lift.Scope, "reason", lift.Reason, "lift_reason", lift.LiftReason)
