@@ -47,18 +47,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_quiet() {
-	local waited=0
-	while awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }'; do
-		if ((waited >= QUIET_WAIT)); then
-			log "load average still $(cut -d' ' -f1 /proc/loadavg) after ${QUIET_WAIT}s; measuring anyway (recorded)"
-			return
-		fi
-		((waited == 0)) && log "load average $(cut -d' ' -f1 /proc/loadavg) > $MAX_LOAD; waiting (other work on the machine)"
-		sleep 15
-		waited=$((waited + 15))
-	done
-}
+# shellcheck source=scripts/bench-quiet.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-quiet.sh"
 
 mkdir -p "$WORK"
 MH=$WORK/mailhook
