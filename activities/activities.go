@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
@@ -45,16 +45,16 @@ const (
 
 // Store is the part of the store the activities use.
 type Store interface {
-	RecordEvent(ctx context.Context, ev event.Event) (store.RecordResult, error)
-	ApplyStatus(ctx context.Context, ev event.Event) (store.ApplyResult, error)
+	RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error)
+	ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error)
 	EnsureNotification(ctx context.Context, n store.Notification) (store.Notification, error)
 	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
 	MarkNotificationSent(ctx context.Context, id string) error
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
-	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev event.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
-	StoredEvent(ctx context.Context, provider, eventID string) (event.Event, store.ApplyResult, bool, error)
+	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
+	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, store.ApplyResult, bool, error)
 }
 
 // Activities carries the dependencies of every activity.
@@ -91,7 +91,7 @@ func (a *Activities) now() time.Time {
 
 // logger carries, on every line, what an operator greps for: the workflow, the activity and
 // its attempt, and the event's provider and id.
-func (a *Activities) logger(ctx context.Context, ev event.Event) *slog.Logger {
+func (a *Activities) logger(ctx context.Context, ev domain.Event) *slog.Logger {
 	info := activity.GetInfo(ctx)
 	return slog.Default().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name,
 		"attempt", info.Attempt, "provider", ev.Provider, "event_id", ev.EventID)
@@ -99,7 +99,7 @@ func (a *Activities) logger(ctx context.Context, ev event.Event) *slog.Logger {
 
 // RecordEvent writes the event under its unique key. A row that exists and is processed makes
 // the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
-func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.RecordResult, error) {
+func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error) {
 	res, err := a.Store.RecordEvent(ctx, ev)
 	if err != nil {
 		return store.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
@@ -114,12 +114,12 @@ func (a *Activities) RecordEvent(ctx context.Context, ev event.Event) (store.Rec
 
 // ApplyStatus applies the event to its message under precedence rules and returns the recorded
 // outcome (the same one on every retry).
-func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.ApplyResult, error) {
+func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error) {
 	if ev.MessageID == "" {
 		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplied, nil)
 	}
-	if ev.Kind == event.KindCorrection && !ev.Status.Known() {
+	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
 		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplied, nil)
 	}
@@ -136,7 +136,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev event.Event) (store.App
 type NotifyInput struct {
 	Sink  string            `json:"sink"`
 	Type  string            `json:"type"`
-	Event event.Event       `json:"event"`
+	Event domain.Event      `json:"event"`
 	Apply store.ApplyResult `json:"apply,omitempty"`
 	// NotificationEventID, when set, replaces Event.EventID in the notification's key (its id
 	// and its notifications row): a replay with --renotify sends under
@@ -258,14 +258,14 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 		}
 	}
 	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
-		return a.failed(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
+		return a.failed(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
 			fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err))
 	}
 	for _, f := range in.Failed {
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
 	}
 	a.Metrics.EventProcessed(in.Provider, in.Result)
-	a.logger(ctx, event.Event{Provider: in.Provider, EventID: in.EventID}).InfoContext(ctx, "event processed",
+	a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}).InfoContext(ctx, "event processed",
 		"result", in.Result, "failed_notifications", len(in.Failed))
 	return nil
 }
@@ -275,7 +275,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 // (PostgreSQL refused its data, or it cannot be applied) and so would fail every retry too, for
 // good once the event is quarantined. An event that cannot be quarantined now fails the step
 // retryably, so the quarantine is tried again. An event with no row fails it for good.
-func (a *Activities) failed(ctx context.Context, ev event.Event, step string, err error) error {
+func (a *Activities) failed(ctx context.Context, ev domain.Event, step string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return notRecorded(err)
 	}
@@ -316,7 +316,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 		}
 		// A move is made by the message's new deciding event, so this event's details are the
 		// ones the message now shows.
-		if sc.Status == event.StatusBounced || sc.Status == event.StatusFailed {
+		if sc.Status == domain.StatusBounced || sc.Status == domain.StatusFailed {
 			sc.Bounce = store.BounceOf(ev)
 		}
 		data = sc
@@ -357,20 +357,20 @@ type Envelope struct {
 // StatusChanged is the data of message.status_changed. Version increases with every change, so
 // a receiver that gets updates out of order keeps the highest.
 type StatusChanged struct {
-	Provider       string       `json:"provider"`
-	MessageID      string       `json:"message_id"`
-	Recipient      string       `json:"recipient,omitempty"`
-	Status         event.Status `json:"status"`
-	PreviousStatus event.Status `json:"previous_status"`
-	BounceType     string       `json:"bounce_type,omitempty"`
-	Version        int64        `json:"version"`
-	EventID        string       `json:"event_id"`
-	EventType      string       `json:"event_type"`
-	OccurredAt     time.Time    `json:"occurred_at"`
+	Provider       string        `json:"provider"`
+	MessageID      string        `json:"message_id"`
+	Recipient      string        `json:"recipient,omitempty"`
+	Status         domain.Status `json:"status"`
+	PreviousStatus domain.Status `json:"previous_status"`
+	BounceType     string        `json:"bounce_type,omitempty"`
+	Version        int64         `json:"version"`
+	EventID        string        `json:"event_id"`
+	EventType      string        `json:"event_type"`
+	OccurredAt     time.Time     `json:"occurred_at"`
 
 	// Bounce is why the message bounced or failed, as the provider said (absent when it did
 	// not, and for every other status).
-	Bounce *event.Bounce `json:"bounce,omitempty"`
+	Bounce *domain.Bounce `json:"bounce,omitempty"`
 }
 
 // EmailReceived is the data of email.received: the provider's inbound payload as it came.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -18,7 +18,7 @@ func TestSuppressionAddedBody(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	// An unsubscribe that names no recipient: the address is the one the message recorded,
 	// exactly as ApplyStatus chose it.
-	ev := event.Event{Provider: "postscale", EventID: "evt_u", Type: "email.unsubscribed", Kind: event.KindUnsubscribed, MessageID: "msg_1"}
+	ev := domain.Event{Provider: "postscale", EventID: "evt_u", Type: "email.unsubscribed", Kind: domain.KindUnsubscribed, MessageID: "msg_1"}
 	in := activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev,
 		Apply: store.ApplyResult{Outcome: store.OutcomeFlagged, Recipient: "User@Example.com", Suppressed: true}}
 	body, err := activities.Body("ntf_x", in, now)
@@ -35,37 +35,37 @@ func TestSuppressionAddedBody(t *testing.T) {
 		"data":{"address":"user@example.com","scope":"marketing","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
 	in.Event.Stream, in.SuppressionScopes = "", nil
 
-	in.Event.Kind = event.KindOpened
+	in.Event.Kind = domain.KindOpened
 	_, err = activities.Body("ntf_x", in, now)
 	assert.Error(t, err, "an event that suppresses nothing has no suppression.added body")
 }
 
 func TestCorrectionStatusChangedBody(t *testing.T) {
-	ev := event.Event{Provider: "postscale", EventID: "correction-ab", Type: event.CorrectionType, Kind: event.KindCorrection,
-		Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
+	ev := domain.Event{Provider: "postscale", EventID: "correction-ab", Type: domain.CorrectionType, Kind: domain.KindCorrection,
+		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
 	in := activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusBounced, To: event.StatusDelivered, Recipient: "u@example.com", Version: 3}}
+		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "u@example.com", Version: 3}}
 	body, err := activities.Body("ntf_y", in, time.Now())
 	require.NoError(t, err)
 	var env struct {
 		Data activities.StatusChanged `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal(body, &env))
-	assert.Equal(t, event.StatusDelivered, env.Data.Status)
-	assert.Equal(t, event.StatusBounced, env.Data.PreviousStatus)
+	assert.Equal(t, domain.StatusDelivered, env.Data.Status)
+	assert.Equal(t, domain.StatusBounced, env.Data.PreviousStatus)
 	assert.Equal(t, int64(3), env.Data.Version)
-	assert.Equal(t, event.CorrectionType, env.Data.EventType)
+	assert.Equal(t, domain.CorrectionType, env.Data.EventType)
 }
 
 func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	b := &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 <user@example.com>: Recipient address rejected", Category: "unknown_user"}
-	ev := event.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: event.KindStatus,
-		Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
+	b := &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 <user@example.com>: Recipient address rejected", Category: "unknown_user"}
+	ev := domain.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: domain.KindStatus,
+		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
 		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Bounce: b}
 	in := activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced,
-			BounceType: event.BounceHard, Recipient: "user@example.com", Version: 2}}
+		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
+			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2}}
 	body, err := activities.Body("ntf_b", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_b","type":"message.status_changed","created_at":"2026-11-29T10:00:00Z",
@@ -76,19 +76,19 @@ func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 		string(body))
 
 	// A failure carries it too.
-	in.Event.Status, in.Event.Type, in.Apply.To, in.Apply.BounceType = event.StatusFailed, "email.failed", event.StatusFailed, ""
+	in.Event.Status, in.Event.Type, in.Apply.To, in.Apply.BounceType = domain.StatusFailed, "email.failed", domain.StatusFailed, ""
 	body, err = activities.Body("ntf_f", in, now)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `"bounce":{"smtp_code":550`)
 
 	// Details on an event that moved to another status are not a bounce's.
-	in.Event.Status, in.Apply.To = event.StatusDelivered, event.StatusDelivered
+	in.Event.Status, in.Apply.To = domain.StatusDelivered, domain.StatusDelivered
 	body, err = activities.Body("ntf_d", in, now)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), `"bounce"`)
 
 	// A bounce whose provider said nothing has no bounce object.
-	in.Event.Status, in.Apply.To, in.Event.Bounce = event.StatusBounced, event.StatusBounced, nil
+	in.Event.Status, in.Apply.To, in.Event.Bounce = domain.StatusBounced, domain.StatusBounced, nil
 	body, err = activities.Body("ntf_n", in, now)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), `"bounce"`)
@@ -97,11 +97,11 @@ func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	// A soft bounce suppresses only by reaching the threshold: that is the reason named.
-	ev := event.Event{Provider: "postscale", EventID: "evt_s3", Type: "email.bounced", Kind: event.KindStatus,
-		Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "msg_3", Recipient: "Soft@Example.com",
+	ev := domain.Event{Provider: "postscale", EventID: "evt_s3", Type: "email.bounced", Kind: domain.KindStatus,
+		Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: "msg_3", Recipient: "Soft@Example.com",
 		Stream: "marketing"}
 	in := activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev,
-		Apply:             store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceSoft, Suppressed: true},
+		Apply:             store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceSoft, Suppressed: true},
 		SuppressionScopes: map[string]string{"marketing": "marketing"}}
 	body, err := activities.Body("ntf_s", in, now)
 	require.NoError(t, err)

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -56,7 +56,7 @@ type Notification struct {
 // when it moved its message, suppression.added when it newly suppressed its recipient,
 // email.received for inbound mail. It is pure: the Process step uses it to tell whether the
 // event is done, and the workflow to schedule the notifications.
-func Notifications(r Routing, kind event.Kind, outcome store.Outcome, suppressed bool) []Notification {
+func Notifications(r Routing, kind domain.Kind, outcome store.Outcome, suppressed bool) []Notification {
 	var out []Notification
 	add := func(typ string, sinks []string) {
 		for _, s := range sinks {
@@ -69,7 +69,7 @@ func Notifications(r Routing, kind event.Kind, outcome store.Outcome, suppressed
 	if suppressed {
 		add(config.TypeSuppressionAdded, r.SuppressionSinks)
 	}
-	if kind == event.KindInbound {
+	if kind == domain.KindInbound {
 		add(config.TypeEmailReceived, r.InboundSinks)
 	}
 	return out
@@ -88,13 +88,13 @@ type ProcessInput struct {
 // versions, never an address or a payload.
 type ProcessOutput struct {
 	// Duplicate: already processed earlier; nothing was done.
-	Duplicate bool       `json:"duplicate,omitempty"`
-	Kind      event.Kind `json:"kind,omitempty"`
+	Duplicate bool        `json:"duplicate,omitempty"`
+	Kind      domain.Kind `json:"kind,omitempty"`
 	// Applied: the event applies to a message; the fields below are its recorded outcome.
 	Applied    bool          `json:"applied,omitempty"`
 	Outcome    store.Outcome `json:"outcome,omitempty"`
-	From       event.Status  `json:"from,omitempty"`
-	To         event.Status  `json:"to,omitempty"`
+	From       domain.Status `json:"from,omitempty"`
+	To         domain.Status `json:"to,omitempty"`
 	Version    int64         `json:"version,omitempty"`
 	Suppressed bool          `json:"suppressed,omitempty"`
 	// Processed: nothing is to be notified, and the event was marked processed in the same
@@ -106,9 +106,9 @@ type ProcessOutput struct {
 // when nothing is to be notified, marks it processed. Run as a local activity it costs the
 // workflow no activity task of its own.
 func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
-	key := event.Event{Provider: in.Provider, EventID: in.EventID}
+	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay,
-		func(ev event.Event, r store.ApplyResult, applied bool) bool {
+		func(ev domain.Event, r store.ApplyResult, applied bool) bool {
 			return len(Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
 		})
 	if err != nil {
@@ -136,7 +136,7 @@ func processedResult(out ProcessOutput) string {
 	switch {
 	case out.Applied:
 		return string(out.Outcome)
-	case out.Kind == event.KindInbound:
+	case out.Kind == domain.KindInbound:
 		return "inbound"
 	default:
 		return "unknown_type"
@@ -160,7 +160,7 @@ type SendInput struct {
 // SendNotification delivers one notification to one sink, as Notify does, building its body from
 // what PostgreSQL holds of the event.
 func (a *Activities) SendNotification(ctx context.Context, in SendInput) (NotifyResult, error) {
-	key := event.Event{Provider: in.Provider, EventID: in.EventID}
+	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	ev, res, _, err := a.Store.StoredEvent(ctx, in.Provider, in.EventID)
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)

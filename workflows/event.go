@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -24,11 +24,11 @@ const ProcessEventName = "ProcessEvent"
 // before the workflow started; the steps read it from there. A 1 MiB inbound email and a
 // 200-byte open cost the same history.
 type EventRef struct {
-	Provider  string     `json:"provider"`
-	EventID   string     `json:"event_id"`
-	Type      string     `json:"type"`
-	Kind      event.Kind `json:"kind"`
-	MessageID string     `json:"message_id,omitempty"`
+	Provider  string      `json:"provider"`
+	EventID   string      `json:"event_id"`
+	Type      string      `json:"type"`
+	Kind      domain.Kind `json:"kind"`
+	MessageID string      `json:"message_id,omitempty"`
 	activities.Routing
 	// Replay, when positive, makes this run the operator's replay number n of a processed event
 	// (workflow ID provider:event_id:replay:<n>): it runs every step again. Renotify keys its
@@ -38,7 +38,7 @@ type EventRef struct {
 }
 
 // RefOf is the reference to a recorded event, with no routing.
-func RefOf(ev event.Event) EventRef {
+func RefOf(ev domain.Event) EventRef {
 	return EventRef{Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, Kind: ev.Kind, MessageID: ev.MessageID}
 }
 
@@ -112,7 +112,7 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in EventRef) (Result, err
 	switch {
 	case pr.Applied:
 		res = Result{Outcome: string(pr.Outcome), From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
-	case pr.Kind == event.KindInbound:
+	case pr.Kind == domain.KindInbound:
 		res.Outcome = OutcomeInbound
 	}
 	if pr.Processed {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -29,7 +29,7 @@ func newEventEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 }
 
 func ref() workflows.EventRef {
-	return workflows.EventRef{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: event.KindStatus, MessageID: "msg_1",
+	return workflows.EventRef{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus, MessageID: "msg_1",
 		Routing: activities.Routing{StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}}
 }
 
@@ -56,9 +56,9 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 		out  activities.ProcessOutput
 		want string
 	}{
-		{"stale", activities.ProcessOutput{Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
-		{"counted", activities.ProcessOutput{Kind: event.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, "counted"},
-		{"unknown type", activities.ProcessOutput{Kind: event.KindUnknown, Processed: true}, workflows.OutcomeUnknownType},
+		{"stale", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
+		{"counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, "counted"},
+		{"unknown type", activities.ProcessOutput{Kind: domain.KindUnknown, Processed: true}, workflows.OutcomeUnknownType},
 		{"duplicate", activities.ProcessOutput{Duplicate: true}, workflows.OutcomeDuplicate},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 func TestProcessEventMovedAndSuppressedNotifiesEachSinkThenMarksProcessed(t *testing.T) {
 	env := newEventEnv(t)
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
 	for _, n := range []activities.SendInput{
 		{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged},
 		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: config.TypeStatusChanged},
@@ -100,8 +100,8 @@ func TestProcessEventMovedAndSuppressedNotifiesEachSinkThenMarksProcessed(t *tes
 func TestProcessEventInboundNotifiesInboundSinks(t *testing.T) {
 	env := newEventEnv(t)
 	in := ref()
-	in.EventID, in.Type, in.Kind = "email.received:inb_1", "email.received", event.KindInbound
-	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{Kind: event.KindInbound}, nil).Once()
+	in.EventID, in.Type, in.Kind = "email.received:inb_1", "email.received", domain.KindInbound
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{Kind: domain.KindInbound}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything,
 		activities.SendInput{Provider: "postscale", EventID: in.EventID, Sink: "inbox", Type: config.TypeEmailReceived}).Return(activities.NotifyResult{}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
@@ -116,7 +116,7 @@ func TestProcessEventRejectedNotificationIsRecordedAndEventProcessed(t *testing.
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected,
 			errors.New("notify: sink responded 400 Bad Request: unknown field"))).Once()
@@ -136,7 +136,7 @@ func TestProcessEventReplayRenotifiesUnderReplayIDs(t *testing.T) {
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks, in.Replay, in.Renotify = []string{"app"}, nil, 2, true
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.MatchedBy(func(p activities.ProcessInput) bool { return p.Replay })).
-		Return(activities.ProcessOutput{Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Return(activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	key := workflows.ReplayNotificationEventID("evt_1", 2)
 	env.OnActivity(activities.SendNotificationName, mock.Anything,
 		activities.SendInput{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged, NotificationEventID: key}).Return(activities.NotifyResult{}, nil).Once()
@@ -155,7 +155,7 @@ func TestProcessEventFallsBackToARegularActivityWhileTheDatabaseFails(t *testing
 		if calls <= 6 { // the 4 local attempts, then 2 of the regular activity's
 			return activities.ProcessOutput{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
 		}
-		return activities.ProcessOutput{Kind: event.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, nil
+		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, nil
 	})
 	res := runEvent(t, env, ref())
 	require.Equal(t, "counted", res.Outcome)
@@ -186,15 +186,15 @@ func TestProcessEventQuarantinedFailsTheRun(t *testing.T) {
 // Notifications is the one rule the Process step and the workflow share.
 func TestNotifications(t *testing.T) {
 	r := activities.Routing{StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}
-	require.Empty(t, activities.Notifications(r, event.KindStatus, store.OutcomeStale, false))
-	require.Empty(t, activities.Notifications(r, event.KindOpened, store.OutcomeCounted, false))
+	require.Empty(t, activities.Notifications(r, domain.KindStatus, store.OutcomeStale, false))
+	require.Empty(t, activities.Notifications(r, domain.KindOpened, store.OutcomeCounted, false))
 	require.Equal(t, []activities.Notification{{Type: config.TypeSuppressionAdded, Sink: "crm"}},
-		activities.Notifications(r, event.KindStatus, store.OutcomeStale, true), "a stale hard bounce still suppresses")
+		activities.Notifications(r, domain.KindStatus, store.OutcomeStale, true), "a stale hard bounce still suppresses")
 	require.Equal(t, []activities.Notification{{Type: config.TypeStatusChanged, Sink: "app"}, {Type: config.TypeSuppressionAdded, Sink: "crm"}},
-		activities.Notifications(r, event.KindStatus, store.OutcomeMoved, true))
+		activities.Notifications(r, domain.KindStatus, store.OutcomeMoved, true))
 	require.Equal(t, []activities.Notification{{Type: config.TypeEmailReceived, Sink: "inbox"}},
-		activities.Notifications(r, event.KindInbound, "", false))
-	require.Empty(t, activities.Notifications(activities.Routing{}, event.KindStatus, store.OutcomeMoved, true), "no sink wants it")
+		activities.Notifications(r, domain.KindInbound, "", false))
+	require.Empty(t, activities.Notifications(activities.Routing{}, domain.KindStatus, store.OutcomeMoved, true), "no sink wants it")
 }
 
 // A notification's first attempt runs locally; when it fails and may be retried (a sink that is
@@ -205,7 +205,7 @@ func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: event.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	var inputs []activities.SendInput
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, s activities.SendInput) (activities.NotifyResult, error) {
 		inputs = append(inputs, s)

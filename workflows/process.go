@@ -14,7 +14,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -26,9 +26,9 @@ const ProcessWebhookEventName = "ProcessWebhookEvent"
 // Input is one verified, parsed event plus the sinks subscribed when it was accepted. Routing is
 // decided at start so the workflow stays deterministic and the UI shows where it will notify.
 type Input struct {
-	Event        event.Event `json:"event"`
-	StatusSinks  []string    `json:"status_sinks,omitempty"`
-	InboundSinks []string    `json:"inbound_sinks,omitempty"`
+	Event        domain.Event `json:"event"`
+	StatusSinks  []string     `json:"status_sinks,omitempty"`
+	InboundSinks []string     `json:"inbound_sinks,omitempty"`
 	// SuppressionSinks want suppression.added. Runs started before it existed have none, and an
 	// Input without it runs exactly as before.
 	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
@@ -67,8 +67,8 @@ const (
 // Result is what the run did; the Temporal UI shows it as the workflow result.
 type Result struct {
 	Outcome       string               `json:"outcome"`
-	From          event.Status         `json:"from,omitempty"`
-	To            event.Status         `json:"to,omitempty"`
+	From          domain.Status        `json:"from,omitempty"`
+	To            domain.Status        `json:"to,omitempty"`
 	Version       int64                `json:"version,omitempty"`
 	Suppressed    bool                 `json:"suppressed,omitempty"` // the event newly suppressed its recipient
 	Notifications []NotificationResult `json:"notifications,omitempty"`
@@ -168,12 +168,12 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 		notify  []notification
 		applied store.ApplyResult
 	)
-	switch ev.Kind {
+	switch {
 	// KindCorrection takes the same path as KindStatus (ApplyStatus, then status_changed if it
 	// moved). It needs no workflow.GetVersion: the kind is new, so no history recorded before it
 	// existed holds a correction event, and every old run still takes exactly the branch it
 	// took when it was recorded.
-	case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+	case ev.Kind.AppliesToMessage():
 		if err := workflow.ExecuteActivity(dbCtx, activities.ApplyStatusName, ev).Get(ctx, &applied); err != nil {
 			return Result{}, fmt.Errorf("apply status: %w", err)
 		}
@@ -191,7 +191,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 			workflow.GetVersion(ctx, SuppressionNotifyChange, workflow.DefaultVersion, 1) == 1 {
 			notify = append(notify, notificationsOf(config.TypeSuppressionAdded, in.SuppressionSinks)...)
 		}
-	case event.KindInbound:
+	case ev.Kind == domain.KindInbound:
 		res = Result{Outcome: OutcomeInbound}
 		notify = notificationsOf(config.TypeEmailReceived, in.InboundSinks)
 	default:

@@ -18,7 +18,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -39,9 +39,9 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func delivered() event.Event {
-	return event.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: event.KindStatus,
-		Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000000, 0).UTC(), Raw: []byte(`{"id":"evt_1"}`)}
+func delivered() domain.Event {
+	return domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000000, 0).UTC(), Raw: []byte(`{"id":"evt_1"}`)}
 }
 
 func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.Input) workflows.Result {
@@ -68,7 +68,7 @@ func TestStaleEventSendsNothing(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).
-		Return(store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusBounced, To: event.StatusBounced, Version: 3}, nil).Once()
+		Return(store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, Version: 3}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "stale"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, "stale", res.Outcome)
@@ -78,7 +78,7 @@ func TestStaleEventSendsNothing(t *testing.T) {
 
 func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusAccepted, To: event.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	for _, sink := range []string{"app", "crm"} {
@@ -97,7 +97,7 @@ func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 
 func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusNone, To: event.StatusDelivered, Version: 1}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered, Version: 1}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
@@ -116,7 +116,7 @@ func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 
 func TestNotifyRetriesTransientFailures(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusDelivered, Version: 1}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusDelivered, Version: 1}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil)
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil)
 	calls := 0
@@ -135,7 +135,7 @@ func TestNotifyRetriesTransientFailures(t *testing.T) {
 
 func TestInboundNotifiesInboundSinks(t *testing.T) {
 	env := newEnv(t)
-	ev := event.Event{Provider: "postscale", EventID: "email.received:inb_1", Type: "email.received", Kind: event.KindInbound, MessageID: "inb_1", Raw: []byte(`{"event":"email.received"}`)}
+	ev := domain.Event{Provider: "postscale", EventID: "email.received:inb_1", Type: "email.received", Kind: domain.KindInbound, MessageID: "inb_1", Raw: []byte(`{"event":"email.received"}`)}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "inbox", Type: config.TypeEmailReceived, Event: ev}).
 		Return(activities.NotifyResult{ID: "n"}, nil).Once()
@@ -147,7 +147,7 @@ func TestInboundNotifiesInboundSinks(t *testing.T) {
 
 func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
 	env := newEnv(t)
-	ev := event.Event{Provider: "postscale", EventID: "evt_9", Type: "email.teleported", Kind: event.KindUnknown, MessageID: "msg_1"}
+	ev := domain.Event{Provider: "postscale", EventID: "evt_9", Type: "email.teleported", Kind: domain.KindUnknown, MessageID: "msg_1"}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}})
@@ -156,15 +156,15 @@ func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
 }
 
-func hardBounce() event.Event {
-	return event.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-		BounceType: event.BounceHard, MessageID: "msg_1", Recipient: "user@example.com", OccurredAt: time.Unix(1700000100, 0).UTC(), Raw: []byte(`{"id":"evt_b"}`)}
+func hardBounce() domain.Event {
+	return domain.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com", OccurredAt: time.Unix(1700000100, 0).UTC(), Raw: []byte(`{"id":"evt_b"}`)}
 }
 
 func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard,
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard,
 		Recipient: "user@example.com", Version: 2, Suppressed: true}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
@@ -192,7 +192,7 @@ func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusComplained, To: event.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
+	applied := store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusComplained, To: domain.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev, Apply: applied}).
@@ -209,7 +209,7 @@ func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2, Suppressed: true}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
@@ -227,7 +227,7 @@ func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceHard, Version: 1, Suppressed: true}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
@@ -242,7 +242,7 @@ func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 func TestNotSuppressedSendsNoSuppressionNotification(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: event.StatusBounced, BounceType: event.BounceHard, Version: 1}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
@@ -256,10 +256,10 @@ func TestNotSuppressedSendsNoSuppressionNotification(t *testing.T) {
 
 func TestCorrectionAppliesAndNotifiesLikeAStatusEvent(t *testing.T) {
 	env := newEnv(t)
-	ev := event.Event{Provider: "postscale", EventID: "correction-0a1b", Type: event.CorrectionType, Kind: event.KindCorrection,
-		Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000200, 0).UTC(),
+	ev := domain.Event{Provider: "postscale", EventID: "correction-0a1b", Type: domain.CorrectionType, Kind: domain.KindCorrection,
+		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000200, 0).UTC(),
 		Raw: []byte(`{"status":"delivered","reason":"wrong DSN","actor":"ops"}`)}
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusBounced, To: event.StatusDelivered, Version: 3}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3}
 	env.OnActivity(activities.RecordEventName, mock.Anything, ev).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).

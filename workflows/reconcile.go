@@ -10,7 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -133,7 +133,7 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput)
 		q := *p
 		q.Notify.GiveUpAfter = min(q.Notify.GiveUpAfter, maxReportGiveUp)
 		base := activities.NotifyInput{
-			Event: event.Event{Provider: ReportProvider, EventID: "report:" + date, Type: config.TypeReportDaily},
+			Event: domain.Event{Provider: ReportProvider, EventID: "report:" + date, Type: config.TypeReportDaily},
 			Data:  data,
 		}
 		var failed []activities.FailedNotification

@@ -17,7 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -170,7 +170,7 @@ func TestDailyReconcileRefusesABadDate(t *testing.T) {
 // ids, so a sink that got one is not sent it again (the Notify activity finds the sent row).
 func TestReplayOfProcessedEventRunsAgainUnderTheSameNotificationIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusAccepted, To: event.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: delivered(), Apply: applied}).
@@ -185,7 +185,7 @@ func TestReplayOfProcessedEventRunsAgainUnderTheSameNotificationIDs(t *testing.T
 
 func TestReplayRenotifySendsUnderReplayIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusAccepted, To: event.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: delivered(), Apply: applied,

@@ -1,6 +1,6 @@
 // Package bounce turns what a provider says about a bounce or a failed delivery (the SMTP reply
 // code, the RFC 3463 enhanced status code, the remote server's text, the provider's own
-// classification) into event.Bounce: the same details for every provider and one category from a
+// classification) into domain.Bounce: the same details for every provider and one category from a
 // fixed list, plus a hard/soft bounce type that does not contradict the remote server.
 //
 // It is pure: no I/O, no configuration, no clock. docs/PROVIDERS.md ("Bounce classification")
@@ -10,7 +10,7 @@ package bounce
 import (
 	"strings"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Categories. Each says why a message bounced, not whether to retry: BounceType says that.
@@ -58,7 +58,7 @@ type Input struct {
 	// Diagnostic is the remote server's reply or the DSN's Diagnostic-Code, as the provider
 	// passed it on ("smtp; 550 5.1.1 <x@example.com>: Recipient address rejected").
 	Diagnostic string
-	// ProviderBounceType is the provider's own hard or soft (event.BounceHard, event.BounceSoft)
+	// ProviderBounceType is the provider's own hard or soft (domain.BounceHard, domain.BounceSoft)
 	// or "". Apply defaults it to the event's BounceType.
 	ProviderBounceType string
 	// ProviderReasons are the provider's own classification strings, most specific first (SES
@@ -87,7 +87,7 @@ func (in Input) empty() bool {
 type Result struct {
 	// Bounce holds the codes actually found (0 and "" when none), the cleaned and truncated
 	// diagnostic, and the category.
-	Bounce event.Bounce
+	Bounce domain.Bounce
 	// BounceType is hard, soft or "" (see bounceType).
 	BounceType string
 	// Rule is the step that decided Bounce.Category.
@@ -97,9 +97,9 @@ type Result struct {
 // Classify normalizes in. The category comes from, in order: the enhanced code; keywords of
 // the diagnostic; the basic reply code; the provider's classification; a class-4 code
 // (temporary_failure); else undetermined. It reads only the cleaned, truncated diagnostic, so
-// a stored event.Bounce classifies the same way again.
+// a stored domain.Bounce classifies the same way again.
 func Classify(in Input) Result {
-	b := event.Bounce{Diagnostic: CleanDiagnostic(in.Diagnostic)}
+	b := domain.Bounce{Diagnostic: CleanDiagnostic(in.Diagnostic)}
 	if in.Dropped {
 		cat, rule := providerCategory(in.ProviderReasons)
 		b.Category = cat
@@ -164,31 +164,31 @@ func replyClass(smtp int, code enhanced) int {
 func bounceType(class int, category, provider string) string {
 	switch class {
 	case 4:
-		return event.BounceSoft
+		return domain.BounceSoft
 	case 5:
 		switch category {
 		case UnknownUser, DomainInvalid:
-			return event.BounceHard
+			return domain.BounceHard
 		case MailboxFull, TemporaryFailure:
-			return event.BounceSoft
+			return domain.BounceSoft
 		}
 		if provider != "" {
 			return provider
 		}
 		if category == Undetermined {
-			return event.BounceHard
+			return domain.BounceHard
 		}
-		return event.BounceSoft
+		return domain.BounceSoft
 	}
 	return provider
 }
 
 func normalType(t string) string {
 	switch strings.ToLower(strings.TrimSpace(t)) {
-	case event.BounceHard:
-		return event.BounceHard
-	case event.BounceSoft:
-		return event.BounceSoft
+	case domain.BounceHard:
+		return domain.BounceHard
+	case domain.BounceSoft:
+		return domain.BounceSoft
 	}
 	return ""
 }
@@ -197,8 +197,8 @@ func normalType(t string) string {
 // ev.BounceType with Classify's. in.ProviderBounceType defaults to ev.BounceType, the type the
 // adapter mapped from the provider's own words. Other events, and an Input with nothing in it
 // (see empty), are left as they are: a nil Bounce means the provider said nothing.
-func Apply(ev *event.Event, in Input) {
-	if ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+func Apply(ev *domain.Event, in Input) {
+	if ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 		return
 	}
 	if in.empty() {
@@ -209,7 +209,7 @@ func Apply(ev *event.Event, in Input) {
 	}
 	r := Classify(in)
 	ev.Bounce = &r.Bounce
-	if ev.Status == event.StatusBounced {
+	if ev.Status == domain.StatusBounced {
 		ev.BounceType = r.BounceType
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 const (
-	hard = event.BounceHard
-	soft = event.BounceSoft
+	hard = domain.BounceHard
+	soft = domain.BounceSoft
 )
 
 func TestClassify(t *testing.T) {
@@ -225,7 +225,7 @@ func TestCleanDiagnostic(t *testing.T) {
 	// Cut on a character boundary, never over the limit, never mid-rune.
 	for _, s := range []string{strings.Repeat("a", 5000), strings.Repeat("é", 5000), "x" + strings.Repeat("✓", 5000), strings.Repeat("a ", 5000)} {
 		got := CleanDiagnostic(s)
-		if len(got) > event.MaxDiagnosticBytes || len(got) < event.MaxDiagnosticBytes-3 || !utf8.ValidString(got) || strings.HasSuffix(got, " ") {
+		if len(got) > domain.MaxDiagnosticBytes || len(got) < domain.MaxDiagnosticBytes-3 || !utf8.ValidString(got) || strings.HasSuffix(got, " ") {
 			t.Errorf("CleanDiagnostic of %d bytes: %d bytes, valid %v", len(s), len(got), utf8.ValidString(got))
 		}
 	}
@@ -253,19 +253,19 @@ func TestApply(t *testing.T) {
 	in := Input{Diagnostic: "550 5.1.1 user unknown"}
 	for _, tt := range []struct {
 		name       string
-		ev         event.Event
+		ev         domain.Event
 		in         Input
 		bounce     bool
 		bounceType string
 	}{
-		{"bounced: details and the derived type", event.Event{Status: event.StatusBounced, BounceType: soft}, in, true, hard},
-		{"failed: details, no type", event.Event{Status: event.StatusFailed}, in, true, ""},
-		{"deferred: untouched", event.Event{Status: event.StatusDeferred}, in, false, ""},
-		{"complained: untouched", event.Event{Status: event.StatusComplained}, in, false, ""},
-		{"nothing said: no details, type kept", event.Event{Status: event.StatusBounced, BounceType: hard}, Input{ProviderReasons: []string{" "}}, false, hard},
-		{"a reason that names nothing says nothing", event.Event{Status: event.StatusBounced, BounceType: hard}, Input{ProviderReasons: []string{"General", "Permanent"}}, false, hard},
-		{"a reason that names a category", event.Event{Status: event.StatusBounced, BounceType: soft}, Input{ProviderReasons: []string{"MailboxFull"}}, true, soft},
-		{"the event's type is the provider's", event.Event{Status: event.StatusBounced, BounceType: hard}, Input{Diagnostic: "no code here"}, true, hard},
+		{"bounced: details and the derived type", domain.Event{Status: domain.StatusBounced, BounceType: soft}, in, true, hard},
+		{"failed: details, no type", domain.Event{Status: domain.StatusFailed}, in, true, ""},
+		{"deferred: untouched", domain.Event{Status: domain.StatusDeferred}, in, false, ""},
+		{"complained: untouched", domain.Event{Status: domain.StatusComplained}, in, false, ""},
+		{"nothing said: no details, type kept", domain.Event{Status: domain.StatusBounced, BounceType: hard}, Input{ProviderReasons: []string{" "}}, false, hard},
+		{"a reason that names nothing says nothing", domain.Event{Status: domain.StatusBounced, BounceType: hard}, Input{ProviderReasons: []string{"General", "Permanent"}}, false, hard},
+		{"a reason that names a category", domain.Event{Status: domain.StatusBounced, BounceType: soft}, Input{ProviderReasons: []string{"MailboxFull"}}, true, soft},
+		{"the event's type is the provider's", domain.Event{Status: domain.StatusBounced, BounceType: hard}, Input{Diagnostic: "no code here"}, true, hard},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := tt.ev
@@ -306,7 +306,7 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, smtp int, code, diag, typ, reason string, dropped bool) {
 		r := Classify(Input{SMTPCode: smtp, EnhancedCode: code, Diagnostic: diag, ProviderBounceType: typ, ProviderReasons: []string{reason}, Dropped: dropped})
 		b := r.Bounce
-		if len(b.Diagnostic) > event.MaxDiagnosticBytes || !utf8.ValidString(b.Diagnostic) || strings.ContainsRune(b.Diagnostic, 0) {
+		if len(b.Diagnostic) > domain.MaxDiagnosticBytes || !utf8.ValidString(b.Diagnostic) || strings.ContainsRune(b.Diagnostic, 0) {
 			t.Fatalf("diagnostic %q not storable", b.Diagnostic)
 		}
 		if !slices.Contains(Categories, b.Category) {

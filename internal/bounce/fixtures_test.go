@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/hmac"
 	"github.com/mailhook/mailhook/internal/provider/mailgun"
@@ -26,8 +26,8 @@ import (
 type outcome struct{ category, bounceType string }
 
 const (
-	hard = event.BounceHard
-	soft = event.BounceSoft
+	hard = domain.BounceHard
+	soft = domain.BounceSoft
 )
 
 // fixtureOutcomes lists every provider fixture that parses to a bounced or failed event,
@@ -184,7 +184,7 @@ func TestProviderFixtureCategories(t *testing.T) {
 			}
 			var got []outcome
 			for _, ev := range events {
-				if ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+				if ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 					continue
 				}
 				o := outcome{bounceType: ev.BounceType}

@@ -6,13 +6,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // CleanDiagnostic makes provider text storable and bounded: invalid UTF-8 and control
 // characters (NUL among them: PostgreSQL text refuses it) are dropped, runs of white space
 // (the line breaks of a multi-line reply) become one space, and the result is cut to
-// event.MaxDiagnosticBytes on a character boundary.
+// domain.MaxDiagnosticBytes on a character boundary.
 func CleanDiagnostic(s string) string {
 	var b strings.Builder
 	space := false
@@ -32,7 +32,7 @@ func CleanDiagnostic(s string) string {
 		if space {
 			n++
 		}
-		if b.Len()+n > event.MaxDiagnosticBytes {
+		if b.Len()+n > domain.MaxDiagnosticBytes {
 			break
 		}
 		if space {
@@ -102,7 +102,7 @@ func textCategory(diag string) string {
 	return ""
 }
 
-// StreamName cleans a provider's stream, tag or category name for event.Stream: trimmed, and
+// StreamName cleans a provider's stream, tag or category name for domain.Stream: trimmed, and
 // "" when it is no name at all (control characters, or longer than MaxStreamBytes), so a
 // malformed value falls back to the global suppression scope instead of failing the event.
 func StreamName(s string) string {

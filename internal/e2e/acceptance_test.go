@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -58,7 +58,7 @@ type countingStarter struct {
 	acc  map[ingest.Status]int
 }
 
-func (c *countingStarter) Start(ctx context.Context, ev event.Event) (ingest.Status, error) {
+func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (ingest.Status, error) {
 	st, err := c.next.Start(ctx, ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,7 +147,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 	if len(ids) != moves {
 		t.Fatalf("sink got %d notifications for %d moves", len(ids), moves)
 	}
-	if m := h.messageOf("sendgrid", sg+"_m2"); m.Status != event.StatusBounced {
+	if m := h.messageOf("sendgrid", sg+"_m2"); m.Status != domain.StatusBounced {
 		t.Fatalf("sendgrid bounce message: %s", m.Status)
 	}
 }
@@ -351,7 +351,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 		t.Fatalf("redrive quarantined: %d %v, want 1 started", code, resp)
 	}
 	h.waitProcessed(60*time.Second, id)
-	if m := h.messageOf("postscale", "poison_"+h.prefix); m.Status != event.StatusDelivered {
+	if m := h.messageOf("postscale", "poison_"+h.prefix); m.Status != domain.StatusDelivered {
 		t.Fatalf("message %s, want delivered", m.Status)
 	}
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/testenv"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -94,10 +94,10 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	if got := h.scrape(`mailhook_inbox_events`); got != 0 {
 		t.Fatalf("mailhook_inbox_events = %v after the drain, want 0", got)
 	}
-	if m := h.messageOf("postscale", h.id("msg_b")); m.Status != event.StatusBounced || m.BounceType != event.BounceHard {
+	if m := h.messageOf("postscale", h.id("msg_b")); m.Status != domain.StatusBounced || m.BounceType != domain.BounceHard {
 		t.Fatalf("msg_b %s/%s, want bounced/hard", m.Status, m.BounceType)
 	}
-	if m := h.messageOf("postscale", h.id("msg_a")); m.Status != event.StatusDelivered {
+	if m := h.messageOf("postscale", h.id("msg_a")); m.Status != domain.StatusDelivered {
 		t.Fatalf("msg_a %s, want delivered", m.Status)
 	}
 	// sent, delivered, bounced: one notification each, no id twice.

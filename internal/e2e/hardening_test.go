@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/mailgun"
 )
@@ -69,7 +69,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'mailgun'`); n != 2 {
 		t.Fatalf("%d mailgun events stored, want the real delivery and the open", n)
 	}
-	if m := h.messageOf("mailgun", msgID); m.Status != event.StatusDelivered {
+	if m := h.messageOf("mailgun", msgID); m.Status != domain.StatusDelivered {
 		t.Fatalf("message status %q after forged events, want delivered", m.Status)
 	}
 	if n := h.query(`SELECT count(*) FROM suppressions WHERE address = $1`, recipient); n != 0 {
@@ -118,7 +118,7 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	h.waitProcessed(30*time.Second, evID)
 	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
 
-	if m := h.messageOf("postscale", msgID); m.Status != event.StatusBounced || m.MessageID != msgID || m.Recipient != recipient {
+	if m := h.messageOf("postscale", msgID); m.Status != domain.StatusBounced || m.MessageID != msgID || m.Recipient != recipient {
 		t.Fatalf("GET message %q: %+v", msgID, m)
 	}
 	admin := func(method, path, body string) (int, map[string]any) {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
@@ -111,8 +111,8 @@ func TestRecordScenarioHistories(t *testing.T) {
 	// Duplicate: a run for an event that is already processed (a redrive racing the run, or a
 	// start after Temporal's retention passed) ends at its first step. Started directly, under
 	// another ID, to record that path.
-	in := ingest.Ref(h.cfg.Sinks, event.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
-		Kind: event.KindStatus, MessageID: msg})
+	in := ingest.Ref(h.cfg.Sinks, domain.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
+		Kind: domain.KindStatus, MessageID: msg})
 	opts := ingest.Options(in, h.cfg.Temporal.TaskQueue)
 	opts.ID = "history-duplicate:" + ids["delivered"]
 	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, workflows.ProcessEventName, in)
@@ -159,7 +159,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	if code != http.StatusAccepted || correctionWF == "" {
 		t.Fatalf("correction: %d %v", code, resp)
 	}
-	if res := h2.result(correctionWF); res.Outcome != "moved" || res.To != event.StatusDelivered || len(res.Notifications) != 1 {
+	if res := h2.result(correctionWF); res.Outcome != "moved" || res.To != domain.StatusDelivered || len(res.Notifications) != 1 {
 		t.Fatalf("correction: %+v, want moved to delivered, notified", res)
 	}
 	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -102,7 +102,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d", name, code, resp, c.want)
 		}
 	}
-	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_type = $1`, event.CorrectionType); n != 0 {
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_type = $1`, domain.CorrectionType); n != 0 {
 		t.Fatalf("refused corrections recorded %d events", n)
 	}
 
@@ -113,7 +113,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 		t.Fatalf("correction: %d %v, want 202 accepted with event and workflow ids", code, resp)
 	}
 	res := h.result("postscale:" + evID)
-	if res.Outcome != string(store.OutcomeMoved) || res.From != event.StatusBounced || res.To != event.StatusDelivered || res.Version != 3 {
+	if res.Outcome != string(store.OutcomeMoved) || res.From != domain.StatusBounced || res.To != domain.StatusDelivered || res.Version != 3 {
 		t.Fatalf("correction result %+v, want moved bounced → delivered, version 3", res)
 	}
 
@@ -122,7 +122,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 	prev := got[1].Body["data"].(map[string]any)
 	data := got[2].Body["data"].(map[string]any)
 	if got[2].Body["type"] != config.TypeStatusChanged || data["status"] != "delivered" || data["previous_status"] != "bounced" ||
-		data["event_type"] != event.CorrectionType || data["event_id"] != evID || data["bounce_type"] != nil {
+		data["event_type"] != domain.CorrectionType || data["event_id"] != evID || data["bounce_type"] != nil {
 		t.Fatalf("correction notification %v", got[2].Body)
 	}
 	if data["version"].(float64) <= prev["version"].(float64) {
@@ -132,7 +132,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 	check := func(wantEvents int) store.Message {
 		t.Helper()
 		code, m := h.message(msg)
-		if code != 200 || m.Status != event.StatusDelivered || m.BounceType != "" || m.Version != 3 || m.CorrectedAt == nil {
+		if code != 200 || m.Status != domain.StatusDelivered || m.BounceType != "" || m.Version != 3 || m.CorrectedAt == nil {
 			t.Fatalf("message %d %+v, want delivered, no bounce type, version 3, corrected", code, m)
 		}
 		if len(m.Events) != wantEvents {
@@ -147,8 +147,8 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 			fix = &m.Events[i]
 		}
 	}
-	if fix == nil || fix.Actor != "e2e-operator" || fix.Note != why || !fix.Moved || fix.From != event.StatusBounced ||
-		fix.To != event.StatusDelivered || fix.Type != event.CorrectionType || fix.Status != event.StatusDelivered {
+	if fix == nil || fix.Actor != "e2e-operator" || fix.Note != why || !fix.Moved || fix.From != domain.StatusBounced ||
+		fix.To != domain.StatusDelivered || fix.Type != domain.CorrectionType || fix.Status != domain.StatusDelivered {
 		t.Fatalf("correction in history: %+v", fix)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -107,7 +107,7 @@ func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET message: %d", code)
 	}
-	if m.Status != event.StatusBounced || m.BounceType != "hard" || m.Version != 2 || m.Opens != 1 || m.Recipient != "user@example.com" {
+	if m.Status != domain.StatusBounced || m.BounceType != "hard" || m.Version != 2 || m.Opens != 1 || m.Recipient != "user@example.com" {
 		t.Fatalf("message = %+v, want bounced/hard, version 2, 1 open", m)
 	}
 	if len(m.Events) != 5 {
@@ -287,7 +287,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 	if len(ns) != 1 || ns[0].Status != store.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
 		t.Fatalf("notification rows %+v, want one failed row saying it gave up", ns)
 	}
-	if code, m := h.message(h.id("msg_giveup")); code != 200 || m.Status != event.StatusComplained {
+	if code, m := h.message(h.id("msg_giveup")); code != 200 || m.Status != domain.StatusComplained {
 		t.Fatalf("message %d %+v: the status must not depend on the sink", code, m)
 	}
 }

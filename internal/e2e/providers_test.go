@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 	"github.com/mailhook/mailhook/internal/provider/ses"
@@ -71,7 +71,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	}
 	ps := h.messageOf("postscale", shared)
 	sg := h.messageOf("sendgrid", shared)
-	if ps.Status != event.StatusDelivered || sg.Status != event.StatusBounced || sg.BounceType != event.BounceHard {
+	if ps.Status != domain.StatusDelivered || sg.Status != domain.StatusBounced || sg.BounceType != domain.BounceHard {
 		t.Fatalf("postscale message %s, sendgrid message %s/%s: each must be tracked under its own provider", ps.Status, sg.Status, sg.BounceType)
 	}
 	// One notification per status move: postscale's delivered, sendgrid's bounce, and
@@ -161,7 +161,7 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 		return h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID) == 2
 	})
 	for _, ep := range []string{"acme", "globex"} {
-		if m := h.messageOf(ep, msgID); m.Status != event.StatusDelivered {
+		if m := h.messageOf(ep, msgID); m.Status != domain.StatusDelivered {
 			t.Fatalf("%s message status %q", ep, m.Status)
 		}
 	}

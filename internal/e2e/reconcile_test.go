@@ -17,7 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
@@ -26,10 +26,10 @@ import (
 // recInsert records an event directly in webhook_events, received `ago` before now, as if its
 // workflow had been lost: normalized as RecordEvent writes it (or NULL, as for rows recorded
 // before the column existed), processed or not, and no workflow running.
-func (h *harness) recInsert(eventID, typ, messageID string, receivedAt time.Time, withNormalized, processed bool) event.Event {
+func (h *harness) recInsert(eventID, typ, messageID string, receivedAt time.Time, withNormalized, processed bool) domain.Event {
 	h.t.Helper()
-	ev := event.Event{Provider: "postscale", EventID: eventID, Type: typ, Kind: event.KindStatus,
-		Status: event.StatusDelivered, MessageID: messageID, Recipient: "user@example.com",
+	ev := domain.Event{Provider: "postscale", EventID: eventID, Type: typ, Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: messageID, Recipient: "user@example.com",
 		OccurredAt: receivedAt.Add(-time.Minute).UTC().Truncate(time.Second)}
 	ev.Raw = json.RawMessage(h.envelope(eventID, typ, messageID, ev.OccurredAt, ""))
 	var normalized any

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -19,13 +19,13 @@ import (
 // acceptStreamEvent records an event carrying a provider stream, as an adapter that reports one
 // would produce it, through the same acceptance path as a webhook (Postscale's envelope has no
 // stream).
-func (h *harness) acceptStreamEvent(ev event.Event) {
+func (h *harness) acceptStreamEvent(ev domain.Event) {
 	h.t.Helper()
 	ev.Provider, ev.Type, ev.Raw = "postscale", "email."+string(ev.Kind), json.RawMessage(`{}`)
-	if ev.Kind == event.KindStatus {
+	if ev.Kind == domain.KindStatus {
 		ev.Type = "email." + string(ev.Status)
 	}
-	verdicts, err := h.svc.Acceptor().Accept(context.Background(), []event.Event{ev})
+	verdicts, err := h.svc.Acceptor().Accept(context.Background(), []domain.Event{ev})
 	if err != nil || verdicts[0].Status != inbox.Accepted {
 		h.t.Fatalf("accept %s: %v %+v", ev.EventID, err, verdicts)
 	}
@@ -42,9 +42,9 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	at := time.Now().Add(-time.Hour).Truncate(time.Second)
 	const jane, bob = "jane+news@example.com", "bob@example.com"
 	unsub, complaint, bounce := h.id("evt_scope_unsub"), h.id("evt_scope_complaint"), h.id("evt_scope_bounce")
-	h.acceptStreamEvent(event.Event{EventID: unsub, Kind: event.KindUnsubscribed, MessageID: h.id("msg_scope_1"),
+	h.acceptStreamEvent(domain.Event{EventID: unsub, Kind: domain.KindUnsubscribed, MessageID: h.id("msg_scope_1"),
 		Recipient: "Jane+News@Example.com", Stream: "broadcast", OccurredAt: at})
-	h.acceptStreamEvent(event.Event{EventID: complaint, Kind: event.KindStatus, Status: event.StatusComplained,
+	h.acceptStreamEvent(domain.Event{EventID: complaint, Kind: domain.KindStatus, Status: domain.StatusComplained,
 		MessageID: h.id("msg_scope_2"), Recipient: jane, Stream: "outbound", OccurredAt: at})
 	if code, resp := h.post(withRecipient(h.envelope(bounce, "email.bounced", h.id("msg_scope_3"), at, `,"bounce_type":"hard"`), bob)); code != 200 {
 		t.Fatalf("post bounce: %d %v", code, resp)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -90,7 +90,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	for _, p := range posts {
 		data := byEvent[p.event]
-		if data == nil || data["status"] != "bounced" || data["bounce_type"] != event.BounceSoft {
+		if data == nil || data["status"] != "bounced" || data["bounce_type"] != domain.BounceSoft {
 			t.Fatalf("status notification of %s: %v", p.event, data)
 		}
 		if got := decodeBounce(t, data["bounce"]); !reflect.DeepEqual(got, details[p.event]) {
@@ -157,7 +157,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 // carries are written into the stored event as the classifier would derive them, before the
 // worker processes it: what this test checks is what happens to the details, not how a
 // provider's fields become them (internal/bounce and the adapters' tests do).
-func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*event.Bounce {
+func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*domain.Bounce {
 	h.t.Helper()
 	ctx := context.Background()
 	fallback := `{"smtp_code":452,"enhanced_code":"4.2.2","diagnostic":"452 4.2.2 <soft@example.com>: Mailbox full, try again later","category":"mailbox_full"}`
@@ -165,7 +165,7 @@ func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*event.Boun
 		WHERE provider = 'postscale' AND event_id = ANY($1) AND normalized->'bounce' IS NULL`, eventIDs, fallback); err != nil {
 		h.t.Fatal(err)
 	}
-	out := map[string]*event.Bounce{}
+	out := map[string]*domain.Bounce{}
 	rows, err := h.svc.Store.Pool().Query(ctx, `SELECT event_id, normalized->'bounce' FROM webhook_events
 		WHERE provider = 'postscale' AND event_id = ANY($1)`, eventIDs)
 	if err != nil {
@@ -180,8 +180,8 @@ func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*event.Boun
 		if err := rows.Scan(&id, &raw); err != nil {
 			h.t.Fatal(err)
 		}
-		var b event.Bounce
-		if err := json.Unmarshal(raw, &b); err != nil || b == (event.Bounce{}) {
+		var b domain.Bounce
+		if err := json.Unmarshal(raw, &b); err != nil || b == (domain.Bounce{}) {
 			h.t.Fatalf("event %s: stored bounce %s (%v)", id, raw, err)
 		}
 		out[id] = &b
@@ -195,7 +195,7 @@ func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*event.Boun
 	return out
 }
 
-func decodeBounce(t *testing.T, v any) *event.Bounce {
+func decodeBounce(t *testing.T, v any) *domain.Bounce {
 	t.Helper()
 	if v == nil {
 		return nil
@@ -204,7 +204,7 @@ func decodeBounce(t *testing.T, v any) *event.Bounce {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b event.Bounce
+	var b domain.Bounce
 	if err := json.Unmarshal(raw, &b); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
@@ -44,11 +44,11 @@ func TestOpenAPIDescribesBounceDetails(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	b := &event.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Diagnostic: "452 4.2.2 Mailbox full", Category: "mailbox_full"}
-	msg := store.Message{Provider: "postscale", MessageID: "msg_1", Status: event.StatusBounced, BounceType: event.BounceSoft,
+	b := &domain.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Diagnostic: "452 4.2.2 Mailbox full", Category: "mailbox_full"}
+	msg := store.Message{Provider: "postscale", MessageID: "msg_1", Status: domain.StatusBounced, BounceType: domain.BounceSoft,
 		Version: 1, Bounce: b, CreatedAt: now, UpdatedAt: now, Events: []store.MessageEvent{{
-			EventID: "evt_1", Type: "email.bounced", Status: event.StatusBounced, OccurredAt: now, ReceivedAt: now,
-			Outcome: store.OutcomeMoved, Moved: true, To: event.StatusBounced, Version: 1, Suppressed: true, Bounce: b,
+			EventID: "evt_1", Type: "email.bounced", Status: domain.StatusBounced, OccurredAt: now, ReceivedAt: now,
+			Outcome: store.OutcomeMoved, Moved: true, To: domain.StatusBounced, Version: 1, Suppressed: true, Bounce: b,
 		}}}
 	rep := reconcile.Report{Date: "2026-11-28", Counts: []store.DailyCount{}, BounceCategories: map[string]int64{"mailbox_full": 1, "unknown_user": 2}}
 	for name, v := range map[string]any{"Message": msg, "Report": rep} {

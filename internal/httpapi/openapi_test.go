@@ -20,7 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/inbox"
@@ -327,18 +327,18 @@ func (fakeAdapter) Verify(r provider.Request) error {
 	return nil
 }
 
-func (fakeAdapter) Parse(r provider.Request) ([]event.Event, error) {
+func (fakeAdapter) Parse(r provider.Request) ([]domain.Event, error) {
 	ids, ok := strings.CutPrefix(string(r.Body), "events:")
 	if !ok {
 		return nil, fmt.Errorf("fake: %w: not an event", provider.ErrBadRequest)
 	}
-	var evs []event.Event
+	var evs []domain.Event
 	for _, id := range strings.Split(ids, ",") {
 		if id == "" {
 			continue
 		}
-		evs = append(evs, event.Event{Provider: "fake", EventID: id, Type: "delivered", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)})
+		evs = append(evs, domain.Event{Provider: "fake", EventID: id, Type: "delivered", Kind: domain.KindStatus,
+			Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)})
 	}
 	return evs, nil
 }
@@ -384,7 +384,7 @@ func (b *fakeBackend) readiness(name string) error {
 	return nil
 }
 
-func (b *fakeBackend) Accept(_ context.Context, evs []event.Event) ([]inbox.Verdict, error) {
+func (b *fakeBackend) Accept(_ context.Context, evs []domain.Event) ([]inbox.Verdict, error) {
 	out := make([]inbox.Verdict, len(evs))
 	for i, ev := range evs {
 		switch {
@@ -427,14 +427,14 @@ func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Mess
 			Events: []store.MessageEvent{{EventID: "o1", Type: "opened", OccurredAt: t0, ReceivedAt: t0, Outcome: store.OutcomeCounted}}}, nil
 	}
 	return store.Message{
-		Provider: prov, MessageID: id, Status: event.StatusDelivered, BounceType: "soft", Recipient: "user@example.com",
+		Provider: prov, MessageID: id, Status: domain.StatusDelivered, BounceType: "soft", Recipient: "user@example.com",
 		Version: 3, Unsubscribed: true, UnsubscribedAt: &t1, Opens: 2, Clicks: 1, FirstOpenedAt: &t0, FirstClickedAt: &t1,
 		CorrectedAt: &t1, CreatedAt: t0, UpdatedAt: t1,
 		Events: []store.MessageEvent{
-			{EventID: "e1", Type: "bounced", Status: event.StatusBounced, OccurredAt: t0, ReceivedAt: t0,
-				Outcome: store.OutcomeMoved, Moved: true, From: event.StatusAccepted, To: event.StatusBounced, Version: 2, Suppressed: true},
-			{EventID: "correction-1", Type: event.CorrectionType, Status: event.StatusDelivered, OccurredAt: t1, ReceivedAt: t1,
-				Outcome: store.OutcomeMoved, Moved: true, From: event.StatusBounced, To: event.StatusDelivered, Version: 3,
+			{EventID: "e1", Type: "bounced", Status: domain.StatusBounced, OccurredAt: t0, ReceivedAt: t0,
+				Outcome: store.OutcomeMoved, Moved: true, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 2, Suppressed: true},
+			{EventID: "correction-1", Type: domain.CorrectionType, Status: domain.StatusDelivered, OccurredAt: t1, ReceivedAt: t1,
+				Outcome: store.OutcomeMoved, Moved: true, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3,
 				Actor: "ops", Note: "wrong DSN"},
 		},
 	}, nil
@@ -540,7 +540,7 @@ func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify b
 	res := reconcile.ReplayResult{Provider: prov, EventID: eventID, Replay: 1, WorkflowID: reconcile.ReplayWorkflowID(prov, eventID, 1),
 		RunID: "run-1", Renotify: renotify}
 	if eventID == "waited" {
-		res.Result = &workflows.Result{Outcome: "moved", From: event.StatusAccepted, To: event.StatusDelivered, Version: 2,
+		res.Result = &workflows.Result{Outcome: "moved", From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2,
 			Notifications: []workflows.NotificationResult{{Sink: "app", Type: "status_changed", ID: "n1", Status: "sent", AlreadySent: true}}}
 	}
 	return res, nil

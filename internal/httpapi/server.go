@@ -21,7 +21,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -33,7 +33,7 @@ import (
 // Acceptor makes a request's events durable (internal/inbox): one verdict per event (accepted,
 // duplicate, or rejected with a reason), or an error when nothing can be said to be durable.
 type Acceptor interface {
-	Accept(ctx context.Context, evs []event.Event) ([]inbox.Verdict, error)
+	Accept(ctx context.Context, evs []domain.Event) ([]inbox.Verdict, error)
 }
 
 // Messages reads a message's state and history.
@@ -450,8 +450,8 @@ func decodeBody(c *gin.Context, v any) error {
 
 // correctionRequest is the body of POST /v1/messages/:provider/:message_id/corrections.
 type correctionRequest struct {
-	Status event.Status `json:"status"`
-	Reason string       `json:"reason"`
+	Status domain.Status `json:"status"`
+	Reason string        `json:"reason"`
 }
 
 // correct starts a correction: an operator event, processed by the same workflow as provider
@@ -467,7 +467,7 @@ func (s *Server) correct(c *gin.Context) {
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	if !req.Status.Known() {
-		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown status %q", req.Status), "known": event.Statuses})
+		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown status %q", req.Status), "known": domain.Statuses})
 		return
 	}
 	if req.Reason == "" {
@@ -484,19 +484,19 @@ func (s *Server) correct(c *gin.Context) {
 		s.unavailable(c)
 		return
 	}
-	raw, err := json.Marshal(event.Correction{Status: req.Status, Reason: req.Reason, Actor: actor})
+	raw, err := json.Marshal(domain.Correction{Status: req.Status, Reason: req.Reason, Actor: actor})
 	if err != nil {
 		c.JSON(http.StatusInternalServerError, gin.H{"error": "encode correction"})
 		return
 	}
-	ev := event.Event{
-		Provider: prov, EventID: "correction-" + randomHex(16), Type: event.CorrectionType,
-		Kind: event.KindCorrection, Status: req.Status, MessageID: messageID,
+	ev := domain.Event{
+		Provider: prov, EventID: "correction-" + randomHex(16), Type: domain.CorrectionType,
+		Kind: domain.KindCorrection, Status: req.Status, MessageID: messageID,
 		// The store keeps microseconds; the workflow input carries the same instant.
 		OccurredAt: s.Now().UTC().Truncate(time.Microsecond), Raw: raw,
 	}
 	// The correction is accepted like a webhook event: recorded first, then started.
-	verdicts, err := s.Acceptor.Accept(ctx, []event.Event{ev})
+	verdicts, err := s.Acceptor.Accept(ctx, []domain.Event{ev})
 	switch {
 	case err != nil:
 		s.Log.WarnContext(c.Request.Context(), "correction: record", "workflow_id", ev.Key(), "error", err)

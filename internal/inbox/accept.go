@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -50,7 +50,7 @@ type Verdict struct {
 // Offerer takes accepted events to start their workflows now (Handoff). ctx is the accepting
 // request's, for its trace; the starts outlive it.
 type Offerer interface {
-	Offer(ctx context.Context, evs []event.Event)
+	Offer(ctx context.Context, evs []domain.Event)
 }
 
 // Acceptor makes events durable and answers for each.
@@ -118,7 +118,7 @@ func NewAcceptor(st Store, log *slog.Logger) *Acceptor {
 // means nothing can be said to be durable (PostgreSQL unavailable or slower than Timeout): answer
 // 503. A request that times out may still be inserted afterwards; its retry is then a
 // duplicate, as it should be.
-func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]Verdict, error) {
+func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, error) {
 	out := make([]Verdict, len(evs))
 	rows := make([]store.InboxRow, 0, len(evs))
 	at := make([]int, 0, len(evs)) // rows[j] is evs[at[j]]
@@ -159,7 +159,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]Verdict, er
 	if err != nil {
 		return nil, fmt.Errorf("accept: %w", err)
 	}
-	var accepted []event.Event
+	var accepted []domain.Event
 	for j, r := range results {
 		i := at[j]
 		switch {
@@ -179,7 +179,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []event.Event) ([]Verdict, er
 }
 
 // newRow checks ev against what the store can keep and encodes it.
-func newRow(ev event.Event) (store.InboxRow, error) {
+func newRow(ev domain.Event) (store.InboxRow, error) {
 	if err := store.Storable(ev); err != nil {
 		return store.InboxRow{}, err
 	}

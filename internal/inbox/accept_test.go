@@ -11,15 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
-func ev(id string) event.Event {
-	return event.Event{Provider: "postscale", EventID: id, Type: "email.delivered", Kind: event.KindStatus,
-		Status: event.StatusDelivered, MessageID: "msg_" + id}
+func ev(id string) domain.Event {
+	return domain.Event{Provider: "postscale", EventID: id, Type: "email.delivered", Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: "msg_" + id}
 }
 
 // Concurrent requests share INSERTs, and each still gets its own answer: every event accepted
@@ -39,7 +39,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			st, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%03d", i)), ev("evt_shared"), ev(fmt.Sprintf("evt_%03d", i))})
+			st, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%03d", i)), ev("evt_shared"), ev(fmt.Sprintf("evt_%03d", i))})
 			require.NoError(t, err)
 			answers[i] = st
 		})
@@ -73,7 +73,7 @@ func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 	bad := ev("evt_bad")
 	bad.Raw = []byte(`{"n":1e1000000}`)
 	long := ev(strings.Repeat("e", 1100))
-	got, err := a.Accept(t.Context(), []event.Event{ev("evt_ok"), bad, long, ev("evt_ok_too")})
+	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), bad, long, ev("evt_ok_too")})
 	require.NoError(t, err)
 	require.Len(t, got, 4)
 	assert.Equal(t, inbox.Accepted, got[0].Status)
@@ -104,7 +104,7 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			evs := []event.Event{ev(fmt.Sprintf("evt_%03d", i))}
+			evs := []domain.Event{ev(fmt.Sprintf("evt_%03d", i))}
 			if i%10 == 0 {
 				evs = append(evs, ev(fmt.Sprintf("poison_%03d", i)), ev(fmt.Sprintf("evt_%03d_b", i)))
 			}
@@ -129,7 +129,7 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	s := storetest.Open(t)
 	a := inbox.NewAcceptor(s, nil)
-	st, err := a.Accept(t.Context(), []event.Event{ev("evt_1"), ev("evt_1")})
+	st, err := a.Accept(t.Context(), []domain.Event{ev("evt_1"), ev("evt_1")})
 	require.NoError(t, err)
 	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}, {Status: inbox.Duplicate}}, st)
 
@@ -139,7 +139,7 @@ func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	<-done
-	st, err = a.Accept(t.Context(), []event.Event{ev("evt_2")})
+	st, err = a.Accept(t.Context(), []domain.Event{ev("evt_2")})
 	require.NoError(t, err)
 	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}}, st)
 }
@@ -156,7 +156,7 @@ func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(t.Context(), `LOCK TABLE webhook_events IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	_, err = a.Accept(t.Context(), []event.Event{ev("evt_locked")})
+	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_locked")})
 	require.Error(t, err)
 	require.NoError(t, tx.Rollback(t.Context()))
 }

@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
@@ -65,13 +65,13 @@ const settleEvery = 10 * time.Millisecond
 // offered is a queued event and the span context of the request that accepted it: the start
 // happens after the answer, and continues the request's trace (internal/telemetry).
 type offered struct {
-	ev   event.Event
+	ev   domain.Event
 	span trace.SpanContext
 }
 
 // Offer queues events for a start. It never blocks: an event it cannot take is left to the
 // relays. Of ctx (the accepting request's) only the span context is kept.
-func (h *Handoff) Offer(ctx context.Context, evs []event.Event) {
+func (h *Handoff) Offer(ctx context.Context, evs []domain.Event) {
 	span := trace.SpanContextFromContext(ctx)
 	if !h.running.Load() {
 		return
@@ -129,7 +129,7 @@ func (h *Handoff) Run(ctx context.Context) {
 	bg.Wait()
 }
 
-func (h *Handoff) start(ctx context.Context, ev event.Event) store.StartOutcome {
+func (h *Handoff) start(ctx context.Context, ev domain.Event) store.StartOutcome {
 	result, err := startEvent(ctx, h.Starter, ev)
 	h.Metrics.HandoffStart(result)
 	h.breaker(result == metrics.StartError)
@@ -227,7 +227,7 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 
 // startEvent starts ev's workflow and returns the metric result and the StartOutcome error: nil
 // when started now or before, wrapping store.ErrUnstartable when Temporal refused it for good.
-func startEvent(ctx context.Context, s Starter, ev event.Event) (string, error) {
+func startEvent(ctx context.Context, s Starter, ev domain.Event) (string, error) {
 	st, err := s.Start(ctx, ev)
 	switch {
 	case errors.Is(err, ingest.ErrRefused):

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
@@ -46,7 +46,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 		return ingest.Accepted, nil
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
-	got, err := a.Accept(t.Context(), []event.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
+	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
 	require.NoError(t, err)
 	for _, v := range got {
 		require.Equal(t, inbox.Accepted, v.Status)
@@ -61,7 +61,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 		AND relay_error LIKE '%connection refused' AND next_attempt_at > now() + interval '50 minutes'`))
 
 	calls := f.count()
-	got, err = a.Accept(t.Context(), []event.Event{ev("evt_ok"), ev("evt_down")})
+	got, err = a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_down")})
 	require.NoError(t, err)
 	assert.Equal(t, []inbox.Verdict{{Status: inbox.Duplicate}, {Status: inbox.Duplicate}}, got)
 	time.Sleep(100 * time.Millisecond) // a start would have been made by now (the first took less)
@@ -75,7 +75,7 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
 	a := acceptWithHandoff(t, s, f, 10)
 	for i := range 30 {
-		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
@@ -97,7 +97,7 @@ func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	for i := range 4 { // Concurrency
-		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return f.count() == 4 }, 10*time.Second, 10*time.Millisecond)
@@ -105,7 +105,7 @@ func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`) == 4
 	}, 10*time.Second, 10*time.Millisecond)
 	for i := 4; i < 20; i++ {
-		_, err := a.Accept(t.Context(), []event.Event{ev(fmt.Sprintf("evt_%02d", i))})
+		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
 	time.Sleep(200 * time.Millisecond) // a start, had one been made, would have been by now

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
@@ -32,7 +32,7 @@ const throttledPoll = 200 * time.Millisecond
 
 // Starter starts one event's workflow (ingest.Starter).
 type Starter interface {
-	Start(ctx context.Context, ev event.Event) (ingest.Status, error)
+	Start(ctx context.Context, ev domain.Event) (ingest.Status, error)
 }
 
 // Relay starts the workflows of the events waiting in the inbox that the process which accepted

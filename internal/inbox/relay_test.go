@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
@@ -26,7 +26,7 @@ type fakeStarter struct {
 	answer func(key string) (ingest.Status, error)
 }
 
-func (f *fakeStarter) Start(_ context.Context, ev event.Event) (ingest.Status, error) {
+func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (ingest.Status, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, ev.Key())
 	f.mu.Unlock()
@@ -41,10 +41,10 @@ func (f *fakeStarter) count() int {
 
 func enqueue(t *testing.T, s *store.Store, n int) {
 	t.Helper()
-	evs := make([]event.Event, n)
+	evs := make([]domain.Event, n)
 	for i := range evs {
-		evs[i] = event.Event{Provider: "postscale", EventID: fmt.Sprintf("evt_%03d", i), Type: "email.delivered",
-			Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: fmt.Sprintf("msg_%03d", i)}
+		evs[i] = domain.Event{Provider: "postscale", EventID: fmt.Sprintf("evt_%03d", i), Type: "email.delivered",
+			Kind: domain.KindStatus, Status: domain.StatusDelivered, MessageID: fmt.Sprintf("msg_%03d", i)}
 	}
 	_, err := storetest.Enqueue(t.Context(), s, evs...)
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -65,7 +65,7 @@ type Starter struct {
 
 // Ref is the workflow input of ev: its reference, routed to the sinks that want its
 // notifications.
-func Ref(sinks []config.Sink, ev event.Event) workflows.EventRef {
+func Ref(sinks []config.Sink, ev domain.Event) workflows.EventRef {
 	ref := workflows.RefOf(ev)
 	ref.Routing = activities.Route(sinks)
 	return ref
@@ -96,7 +96,7 @@ func Options(ref workflows.EventRef, taskQueue string) client.StartWorkflowOptio
 
 // Start starts the event's workflow and reports accepted or duplicate. A failure wraps
 // ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
-func (s *Starter) Start(ctx context.Context, ev event.Event) (Status, error) {
+func (s *Starter) Start(ctx context.Context, ev domain.Event) (Status, error) {
 	ref := Ref(s.Sinks, ev)
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 )
 
@@ -49,22 +49,22 @@ func (a Action) String() string { return actionNames[a] }
 // (docs/ARCHITECTURE.md, "Status precedence"), or StatusNone for non-status actions. It is
 // written down here independently of the provider parsers, so a parser that mis-maps a type
 // fails the verdict instead of defining it.
-func (a Action) Status() event.Status {
+func (a Action) Status() domain.Status {
 	switch a {
 	case Sent:
-		return event.StatusAccepted
+		return domain.StatusAccepted
 	case Deferred:
-		return event.StatusDeferred
+		return domain.StatusDeferred
 	case Delivered:
-		return event.StatusDelivered
+		return domain.StatusDelivered
 	case Bounced:
-		return event.StatusBounced
+		return domain.StatusBounced
 	case Dropped:
-		return event.StatusFailed
+		return domain.StatusFailed
 	case Complained:
-		return event.StatusComplained
+		return domain.StatusComplained
 	}
-	return event.StatusNone
+	return domain.StatusNone
 }
 
 // Event is one generated provider event.
@@ -120,9 +120,9 @@ type template struct {
 var templates = []template{
 	{name: "delivered", weight: 40, steps: []step{{a: Sent}, {a: Delivered, at: 2 * time.Second}, {a: Opened, at: time.Minute, p: 0.5}, {a: Clicked, at: 2 * time.Minute, p: 0.2}}},
 	{name: "deferred-delivered", weight: 10, steps: []step{{a: Sent}, {a: Deferred, at: 5 * time.Second}, {a: Delivered, at: 65 * time.Second}}},
-	{name: "hard-bounce", weight: 10, steps: []step{{a: Sent}, {a: Bounced, at: 3 * time.Second, bounce: event.BounceHard}}},
-	{name: "deferred-soft-bounce", weight: 5, steps: []step{{a: Sent}, {a: Deferred, at: 5 * time.Second}, {a: Bounced, at: 4 * time.Hour, bounce: event.BounceSoft}}},
-	{name: "late-dsn", weight: 10, steps: []step{{a: Sent}, {a: Delivered, at: 2 * time.Second}, {a: Bounced, at: 10 * time.Minute, bounce: event.BounceHard}}},
+	{name: "hard-bounce", weight: 10, steps: []step{{a: Sent}, {a: Bounced, at: 3 * time.Second, bounce: domain.BounceHard}}},
+	{name: "deferred-soft-bounce", weight: 5, steps: []step{{a: Sent}, {a: Deferred, at: 5 * time.Second}, {a: Bounced, at: 4 * time.Hour, bounce: domain.BounceSoft}}},
+	{name: "late-dsn", weight: 10, steps: []step{{a: Sent}, {a: Delivered, at: 2 * time.Second}, {a: Bounced, at: 10 * time.Minute, bounce: domain.BounceHard}}},
 	{name: "complaint", weight: 5, steps: []step{{a: Sent}, {a: Delivered, at: 2 * time.Second}, {a: Opened, at: 5 * time.Minute, p: 0.5}, {a: Complained, at: time.Hour}}},
 	{name: "unsubscribe", weight: 5, steps: []step{{a: Sent}, {a: Delivered, at: 2 * time.Second}, {a: Opened, at: time.Minute}, {a: Unsubscribed, at: 3 * time.Minute}}},
 	{name: "dropped", weight: 3, providers: SendGrid, steps: []step{{a: Sent}, {a: Dropped, at: time.Second}}},
@@ -307,7 +307,7 @@ func postscaleEnvelope(ev *Event) []byte {
 // type from the code when one is given (internal/bounce), so a soft bounce carrying a 5.1.1
 // would be counted hard.
 func bounceReply(bounceType string) string {
-	if bounceType == event.BounceSoft {
+	if bounceType == domain.BounceSoft {
 		return "452 4.2.2 mailbox full"
 	}
 	return "550 5.1.1 user unknown"
@@ -330,7 +330,7 @@ func sendgridElement(ev *Event) []byte {
 	switch ev.Action {
 	case Bounced:
 		typ, status := "bounce", "5.1.1" // hard
-		if ev.BounceType == event.BounceSoft {
+		if ev.BounceType == domain.BounceSoft {
 			typ, status = "blocked", "4.2.2"
 		}
 		fmt.Fprintf(&extra, `,"type":%q,"reason":%q,"status":%q`, typ, bounceReply(ev.BounceType), status)
@@ -365,7 +365,7 @@ func SendGridBatch(events []*Event) []byte {
 
 // Expected is the state a message must end in, given the events mailhook accepted for it.
 type Expected struct {
-	Status       event.Status
+	Status       domain.Status
 	BounceType   string
 	Opens        int64
 	Clicks       int64
@@ -375,21 +375,21 @@ type Expected struct {
 	History int
 }
 
-// NeutralEvent is the event.Event mailhook's precedence fold sees for ev, built from the
+// NeutralEvent is the domain.Event mailhook's precedence fold sees for ev, built from the
 // generator's own model (not from the parsers under test).
-func NeutralEvent(ev *Event) event.Event {
-	kind := event.KindStatus
+func NeutralEvent(ev *Event) domain.Event {
+	kind := domain.KindStatus
 	switch ev.Action {
 	case Opened:
-		kind = event.KindOpened
+		kind = domain.KindOpened
 	case Clicked:
-		kind = event.KindClicked
+		kind = domain.KindClicked
 	case Unsubscribed:
-		kind = event.KindUnsubscribed
+		kind = domain.KindUnsubscribed
 	case Inbound:
-		kind = event.KindInbound
+		kind = domain.KindInbound
 	}
-	return event.Event{
+	return domain.Event{
 		Provider: ev.Provider, EventID: ev.EventID, Kind: kind, Status: ev.Action.Status(),
 		BounceType: ev.BounceType, MessageID: ev.MessageID, Recipient: ev.Recipient, OccurredAt: ev.OccurredAt,
 	}

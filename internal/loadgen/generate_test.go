@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
@@ -167,7 +167,7 @@ func TestBodiesParseAsModelled(t *testing.T) {
 	}
 }
 
-func compareParsed(t *testing.T, ev *Event, got event.Event) {
+func compareParsed(t *testing.T, ev *Event, got domain.Event) {
 	t.Helper()
 	want := NeutralEvent(ev)
 	if got.Provider != want.Provider || got.EventID != want.EventID || got.Kind != want.Kind ||
@@ -183,8 +183,8 @@ func TestExpectedOf(t *testing.T) {
 		return &Event{Provider: Postscale, EventID: id, MessageID: "m", Action: a, OccurredAt: at.Add(off), BounceType: bounce}
 	}
 	sent, delivered := mk("e1", Sent, 0, ""), mk("e2", Delivered, 2*time.Second, "")
-	hard := mk("e3", Bounced, 10*time.Minute, event.BounceHard)
-	soft := mk("e4", Bounced, time.Hour, event.BounceSoft)
+	hard := mk("e3", Bounced, 10*time.Minute, domain.BounceHard)
+	soft := mk("e4", Bounced, time.Hour, domain.BounceSoft)
 	deferred := mk("e5", Deferred, time.Second, "")
 	complained := mk("e6", Complained, time.Minute, "")
 	dropped := mk("e7", Dropped, 10*time.Minute, "")
@@ -196,15 +196,15 @@ func TestExpectedOf(t *testing.T) {
 		events []*Event
 		want   Expected
 	}{
-		{"delivered", []*Event{sent, delivered}, Expected{Status: event.StatusDelivered, History: 2}},
-		{"late hard bounce beats delivered", []*Event{sent, delivered, hard}, Expected{Status: event.StatusBounced, BounceType: event.BounceHard, History: 3}},
-		{"deferred then soft bounce", []*Event{sent, deferred, soft}, Expected{Status: event.StatusBounced, BounceType: event.BounceSoft, History: 3}},
-		{"complaint beats a later bounce", []*Event{hard, complained, sent}, Expected{Status: event.StatusComplained, History: 3}},
+		{"delivered", []*Event{sent, delivered}, Expected{Status: domain.StatusDelivered, History: 2}},
+		{"late hard bounce beats delivered", []*Event{sent, delivered, hard}, Expected{Status: domain.StatusBounced, BounceType: domain.BounceHard, History: 3}},
+		{"deferred then soft bounce", []*Event{sent, deferred, soft}, Expected{Status: domain.StatusBounced, BounceType: domain.BounceSoft, History: 3}},
+		{"complaint beats a later bounce", []*Event{hard, complained, sent}, Expected{Status: domain.StatusComplained, History: 3}},
 		// failed and bounced share a rank: the later occurred_at wins.
-		{"later of failed and bounced", []*Event{soft, dropped}, Expected{Status: event.StatusBounced, BounceType: event.BounceSoft, History: 2}},
+		{"later of failed and bounced", []*Event{soft, dropped}, Expected{Status: domain.StatusBounced, BounceType: domain.BounceSoft, History: 2}},
 		{"engagement counted once per id", []*Event{sent, open1, open1, open2, click, delivered, click},
-			Expected{Status: event.StatusDelivered, Opens: 2, Clicks: 1, History: 5}},
-		{"unsubscribe flags", []*Event{delivered, unsub}, Expected{Status: event.StatusDelivered, Unsubscribed: true, History: 2}},
+			Expected{Status: domain.StatusDelivered, Opens: 2, Clicks: 1, History: 5}},
+		{"unsubscribe flags", []*Event{delivered, unsub}, Expected{Status: domain.StatusDelivered, Unsubscribed: true, History: 2}},
 		{"engagement only", []*Event{open1}, Expected{Opens: 1, History: 1}},
 	}
 	for _, c := range cases {
@@ -235,7 +235,7 @@ func TestExpectedOfGeneratedLifecycles(t *testing.T) {
 		// only moves up in rank over time.
 		var last *Event
 		for _, ev := range l.Events {
-			if ev.Action.Status() != event.StatusNone {
+			if ev.Action.Status() != domain.StatusNone {
 				last = ev
 			}
 		}
@@ -348,9 +348,9 @@ func TestSendGridBatch(t *testing.T) {
 }
 
 func TestActionStatusMapping(t *testing.T) {
-	want := map[Action]event.Status{Sent: event.StatusAccepted, Deferred: event.StatusDeferred, Delivered: event.StatusDelivered,
-		Bounced: event.StatusBounced, Dropped: event.StatusFailed, Complained: event.StatusComplained,
-		Opened: event.StatusNone, Clicked: event.StatusNone, Unsubscribed: event.StatusNone, Inbound: event.StatusNone}
+	want := map[Action]domain.Status{Sent: domain.StatusAccepted, Deferred: domain.StatusDeferred, Delivered: domain.StatusDelivered,
+		Bounced: domain.StatusBounced, Dropped: domain.StatusFailed, Complained: domain.StatusComplained,
+		Opened: domain.StatusNone, Clicked: domain.StatusNone, Unsubscribed: domain.StatusNone, Inbound: domain.StatusNone}
 	for a, s := range want {
 		if a.Status() != s {
 			t.Errorf("%s → %q, want %q", a, a.Status(), s)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // typeStatusChanged is the notification type of a status change (the sink contract).
@@ -319,7 +319,7 @@ func (r *runner) verify(ctx context.Context, pool *pgxpool.Pool, rep *Report, v 
 
 	// Message states against the fold, and notifications against versions.
 	var wrong, versionGaps []string
-	counts := map[event.Status]int{}
+	counts := map[domain.Status]int{}
 	for k, evs := range byMsg {
 		m, ok := got[k]
 		if !ok {

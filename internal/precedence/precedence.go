@@ -5,22 +5,22 @@ package precedence
 import (
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Rank orders statuses: a message only moves to a higher (rank, occurred_at, event_id).
 // failed and bounced share a rank: both are terminal delivery failures, and the later one wins.
-func Rank(s event.Status) int {
+func Rank(s domain.Status) int {
 	switch s {
-	case event.StatusAccepted:
+	case domain.StatusAccepted:
 		return 10
-	case event.StatusDeferred:
+	case domain.StatusDeferred:
 		return 20
-	case event.StatusDelivered:
+	case domain.StatusDelivered:
 		return 30
-	case event.StatusFailed, event.StatusBounced:
+	case domain.StatusFailed, domain.StatusBounced:
 		return 40
-	case event.StatusComplained:
+	case domain.StatusComplained:
 		return 50
 	default:
 		return 0
@@ -35,7 +35,7 @@ type Key struct {
 }
 
 // KeyOf returns the order key of a status event.
-func KeyOf(ev event.Event) Key {
+func KeyOf(ev domain.Event) Key {
 	return Key{Rank: Rank(ev.Status), OccurredAt: ev.OccurredAt.UTC(), EventID: ev.EventID}
 }
 
@@ -52,9 +52,9 @@ func (a Key) Less(b Key) bool {
 
 // State is the part of a message that precedence governs.
 type State struct {
-	Status     event.Status `json:"status"`
-	BounceType string       `json:"bounce_type,omitempty"`
-	Key        Key          `json:"key"`
+	Status     domain.Status `json:"status"`
+	BounceType string        `json:"bounce_type,omitempty"`
+	Key        Key           `json:"key"`
 	// Version counts visible changes (status or bounce type), so a receiver can order updates.
 	Version int64 `json:"version"`
 	// CorrectedAt is the time of the latest operator correction applied (zero: none). A
@@ -75,12 +75,12 @@ type Result struct {
 // event with the greatest order key, so the end state does not depend on arrival order. An
 // event whose key is not greater is stale and changes nothing.
 //
-// A correction (event.KindCorrection) is an operator's word and wins over precedence: see
+// A correction (domain.KindCorrection) is an operator's word and wins over precedence: see
 // applyCorrection. After one, a status event that occurred at or before the correction is stale
 // (a provider's retry of an old bounce cannot undo it); events that occurred after it follow
 // the normal precedence, with the correction as the deciding event.
-func Apply(cur State, ev event.Event) Result {
-	if ev.Kind == event.KindCorrection {
+func Apply(cur State, ev domain.Event) Result {
+	if ev.Kind == domain.KindCorrection {
 		return applyCorrection(cur, ev)
 	}
 	k := KeyOf(ev)
@@ -101,7 +101,7 @@ func Apply(cur State, ev event.Event) Result {
 // cleared, the correction becomes the deciding event and CorrectedAt its time. Only a
 // correction that is not later than the latest one already applied is stale, so when two
 // corrections race the later one (in time) wins in either arrival order.
-func applyCorrection(cur State, ev event.Event) Result {
+func applyCorrection(cur State, ev domain.Event) Result {
 	k := KeyOf(ev)
 	if k.Rank == 0 || (!cur.CorrectedAt.IsZero() && !k.OccurredAt.After(cur.CorrectedAt)) {
 		return Result{Next: cur}

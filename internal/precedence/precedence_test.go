@@ -4,40 +4,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 )
 
 var t0 = time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 
-func ev(id string, s event.Status, at time.Duration, bounce string) event.Event {
-	return event.Event{EventID: id, Kind: event.KindStatus, Status: s, OccurredAt: t0.Add(at), BounceType: bounce}
+func ev(id string, s domain.Status, at time.Duration, bounce string) domain.Event {
+	return domain.Event{EventID: id, Kind: domain.KindStatus, Status: s, OccurredAt: t0.Add(at), BounceType: bounce}
 }
 
 func TestApply(t *testing.T) {
-	delivered := precedence.State{Status: event.StatusDelivered, Key: precedence.KeyOf(ev("d", event.StatusDelivered, time.Minute, "")), Version: 2}
-	bouncedSoft := precedence.State{Status: event.StatusBounced, BounceType: "soft", Key: precedence.KeyOf(ev("b", event.StatusBounced, time.Hour, "soft")), Version: 3}
+	delivered := precedence.State{Status: domain.StatusDelivered, Key: precedence.KeyOf(ev("d", domain.StatusDelivered, time.Minute, "")), Version: 2}
+	bouncedSoft := precedence.State{Status: domain.StatusBounced, BounceType: "soft", Key: precedence.KeyOf(ev("b", domain.StatusBounced, time.Hour, "soft")), Version: 3}
 	tests := []struct {
 		name               string
 		cur                precedence.State
-		in                 event.Event
-		wantStatus         event.Status
+		in                 domain.Event
+		wantStatus         domain.Status
 		wantMoved, wantAdv bool
 		wantVersion        int64
 	}{
-		{"first event moves from nothing", precedence.State{}, ev("a", event.StatusAccepted, 0, ""), event.StatusAccepted, true, true, 1},
-		{"higher rank moves", delivered, ev("b", event.StatusBounced, 2*time.Minute, "hard"), event.StatusBounced, true, true, 3},
-		{"late bounce after delivered is the supported correction", delivered, ev("b", event.StatusBounced, -time.Hour, ""), event.StatusBounced, true, true, 3},
-		{"lower rank is stale even if newer", delivered, ev("x", event.StatusDeferred, time.Hour, ""), event.StatusDelivered, false, false, 2},
-		{"accepted after delivered is stale", delivered, ev("s", event.StatusAccepted, 2*time.Hour, ""), event.StatusDelivered, false, false, 2},
-		{"same rank later time advances without a visible change", delivered, ev("d2", event.StatusDelivered, 2*time.Minute, ""), event.StatusDelivered, false, true, 2},
-		{"same rank earlier time is stale", delivered, ev("d0", event.StatusDelivered, 0, ""), event.StatusDelivered, false, false, 2},
-		{"same event again is stale", delivered, ev("d", event.StatusDelivered, time.Minute, ""), event.StatusDelivered, false, false, 2},
-		{"equal rank and time: greater event id wins", delivered, ev("e", event.StatusDelivered, time.Minute, ""), event.StatusDelivered, false, true, 2},
-		{"failed after bounced (same rank, later) moves", bouncedSoft, ev("f", event.StatusFailed, 2*time.Hour, ""), event.StatusFailed, true, true, 4},
-		{"bounce type change is a visible move", bouncedSoft, ev("b2", event.StatusBounced, 2*time.Hour, "hard"), event.StatusBounced, true, true, 4},
-		{"complaint beats everything", bouncedSoft, ev("c", event.StatusComplained, -24*time.Hour, ""), event.StatusComplained, true, true, 4},
-		{"an event with no status never moves", delivered, event.Event{EventID: "z", Kind: event.KindOpened, OccurredAt: t0.Add(time.Hour)}, event.StatusDelivered, false, false, 2},
+		{"first event moves from nothing", precedence.State{}, ev("a", domain.StatusAccepted, 0, ""), domain.StatusAccepted, true, true, 1},
+		{"higher rank moves", delivered, ev("b", domain.StatusBounced, 2*time.Minute, "hard"), domain.StatusBounced, true, true, 3},
+		{"late bounce after delivered is the supported correction", delivered, ev("b", domain.StatusBounced, -time.Hour, ""), domain.StatusBounced, true, true, 3},
+		{"lower rank is stale even if newer", delivered, ev("x", domain.StatusDeferred, time.Hour, ""), domain.StatusDelivered, false, false, 2},
+		{"accepted after delivered is stale", delivered, ev("s", domain.StatusAccepted, 2*time.Hour, ""), domain.StatusDelivered, false, false, 2},
+		{"same rank later time advances without a visible change", delivered, ev("d2", domain.StatusDelivered, 2*time.Minute, ""), domain.StatusDelivered, false, true, 2},
+		{"same rank earlier time is stale", delivered, ev("d0", domain.StatusDelivered, 0, ""), domain.StatusDelivered, false, false, 2},
+		{"same event again is stale", delivered, ev("d", domain.StatusDelivered, time.Minute, ""), domain.StatusDelivered, false, false, 2},
+		{"equal rank and time: greater event id wins", delivered, ev("e", domain.StatusDelivered, time.Minute, ""), domain.StatusDelivered, false, true, 2},
+		{"failed after bounced (same rank, later) moves", bouncedSoft, ev("f", domain.StatusFailed, 2*time.Hour, ""), domain.StatusFailed, true, true, 4},
+		{"bounce type change is a visible move", bouncedSoft, ev("b2", domain.StatusBounced, 2*time.Hour, "hard"), domain.StatusBounced, true, true, 4},
+		{"complaint beats everything", bouncedSoft, ev("c", domain.StatusComplained, -24*time.Hour, ""), domain.StatusComplained, true, true, 4},
+		{"an event with no status never moves", delivered, domain.Event{EventID: "z", Kind: domain.KindOpened, OccurredAt: t0.Add(time.Hour)}, domain.StatusDelivered, false, false, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,16 +53,16 @@ func TestApply(t *testing.T) {
 	}
 }
 
-func correction(id string, s event.Status, at time.Duration) event.Event {
-	return event.Event{EventID: id, Kind: event.KindCorrection, Type: event.CorrectionType, Status: s, OccurredAt: t0.Add(at)}
+func correction(id string, s domain.Status, at time.Duration) domain.Event {
+	return domain.Event{EventID: id, Kind: domain.KindCorrection, Type: domain.CorrectionType, Status: s, OccurredAt: t0.Add(at)}
 }
 
 func TestCorrection(t *testing.T) {
-	bouncedHard := precedence.State{Status: event.StatusBounced, BounceType: "hard", Key: precedence.KeyOf(ev("b", event.StatusBounced, time.Hour, "hard")), Version: 2}
-	fix := correction("correction-1", event.StatusDelivered, 2*time.Hour)
+	bouncedHard := precedence.State{Status: domain.StatusBounced, BounceType: "hard", Key: precedence.KeyOf(ev("b", domain.StatusBounced, time.Hour, "hard")), Version: 2}
+	fix := correction("correction-1", domain.StatusDelivered, 2*time.Hour)
 
 	r := precedence.Apply(bouncedHard, fix)
-	if !r.Moved || !r.Advanced || r.Next.Status != event.StatusDelivered || r.Next.BounceType != "" || r.Next.Version != 3 {
+	if !r.Moved || !r.Advanced || r.Next.Status != domain.StatusDelivered || r.Next.BounceType != "" || r.Next.Version != 3 {
 		t.Fatalf("correction of a bounce: %+v", r)
 	}
 	if r.Next.Key != precedence.KeyOf(fix) || !r.Next.CorrectedAt.Equal(fix.OccurredAt) {
@@ -73,25 +73,25 @@ func TestCorrection(t *testing.T) {
 	tests := []struct {
 		name               string
 		cur                precedence.State
-		in                 event.Event
-		wantStatus         event.Status
+		in                 domain.Event
+		wantStatus         domain.Status
 		wantBounce         string
 		wantMoved, wantAdv bool
 		wantVersion        int64
 	}{
-		{"a correction wins over a higher rank", bouncedHard, fix, event.StatusDelivered, "", true, true, 3},
-		{"a correction even when its time is before the deciding event", bouncedHard, correction("correction-0", event.StatusDelivered, 0), event.StatusDelivered, "", true, true, 3},
-		{"a correction to the same status only clears the bounce type", bouncedHard, correction("correction-2", event.StatusBounced, 2*time.Hour), event.StatusBounced, "", true, true, 3},
-		{"a correction that changes nothing visible advances", corrected, correction("correction-3", event.StatusDelivered, 3*time.Hour), event.StatusDelivered, "", false, true, 3},
-		{"a correction on a fresh message", precedence.State{}, fix, event.StatusDelivered, "", true, true, 1},
-		{"an older correction after a newer one is stale", corrected, correction("correction-0", event.StatusBounced, time.Hour), event.StatusDelivered, "", false, false, 3},
-		{"a correction to an unknown status is stale", bouncedHard, correction("correction-x", "lost", 2*time.Hour), event.StatusBounced, "hard", false, false, 2},
-		{"the old bounce again (new id, same time) is stale", corrected, ev("b-retry", event.StatusBounced, time.Hour, "hard"), event.StatusDelivered, "", false, false, 3},
-		{"a complaint from before the correction is stale", corrected, ev("c0", event.StatusComplained, time.Hour+time.Minute, ""), event.StatusDelivered, "", false, false, 3},
-		{"an event at exactly the correction time is stale", corrected, ev("b-tie", event.StatusBounced, 2*time.Hour, "hard"), event.StatusDelivered, "", false, false, 3},
-		{"a bounce after the correction moves", corrected, ev("b2", event.StatusBounced, 3*time.Hour, "hard"), event.StatusBounced, "hard", true, true, 4},
-		{"a delivered after the correction advances", corrected, ev("d2", event.StatusDelivered, 3*time.Hour, ""), event.StatusDelivered, "", false, true, 3},
-		{"a lower rank after the correction is stale by rank", corrected, ev("s2", event.StatusAccepted, 3*time.Hour, ""), event.StatusDelivered, "", false, false, 3},
+		{"a correction wins over a higher rank", bouncedHard, fix, domain.StatusDelivered, "", true, true, 3},
+		{"a correction even when its time is before the deciding event", bouncedHard, correction("correction-0", domain.StatusDelivered, 0), domain.StatusDelivered, "", true, true, 3},
+		{"a correction to the same status only clears the bounce type", bouncedHard, correction("correction-2", domain.StatusBounced, 2*time.Hour), domain.StatusBounced, "", true, true, 3},
+		{"a correction that changes nothing visible advances", corrected, correction("correction-3", domain.StatusDelivered, 3*time.Hour), domain.StatusDelivered, "", false, true, 3},
+		{"a correction on a fresh message", precedence.State{}, fix, domain.StatusDelivered, "", true, true, 1},
+		{"an older correction after a newer one is stale", corrected, correction("correction-0", domain.StatusBounced, time.Hour), domain.StatusDelivered, "", false, false, 3},
+		{"a correction to an unknown status is stale", bouncedHard, correction("correction-x", "lost", 2*time.Hour), domain.StatusBounced, "hard", false, false, 2},
+		{"the old bounce again (new id, same time) is stale", corrected, ev("b-retry", domain.StatusBounced, time.Hour, "hard"), domain.StatusDelivered, "", false, false, 3},
+		{"a complaint from before the correction is stale", corrected, ev("c0", domain.StatusComplained, time.Hour+time.Minute, ""), domain.StatusDelivered, "", false, false, 3},
+		{"an event at exactly the correction time is stale", corrected, ev("b-tie", domain.StatusBounced, 2*time.Hour, "hard"), domain.StatusDelivered, "", false, false, 3},
+		{"a bounce after the correction moves", corrected, ev("b2", domain.StatusBounced, 3*time.Hour, "hard"), domain.StatusBounced, "hard", true, true, 4},
+		{"a delivered after the correction advances", corrected, ev("d2", domain.StatusDelivered, 3*time.Hour, ""), domain.StatusDelivered, "", false, true, 3},
+		{"a lower rank after the correction is stale by rank", corrected, ev("s2", domain.StatusAccepted, 3*time.Hour, ""), domain.StatusDelivered, "", false, false, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestCorrection(t *testing.T) {
 			if !r.Advanced && r.Next != tc.cur {
 				t.Fatalf("a stale event changed the state: %+v → %+v", tc.cur, r.Next)
 			}
-			if r.Advanced && tc.in.Kind != event.KindCorrection && !r.Next.CorrectedAt.Equal(tc.cur.CorrectedAt) {
+			if r.Advanced && tc.in.Kind != domain.KindCorrection && !r.Next.CorrectedAt.Equal(tc.cur.CorrectedAt) {
 				t.Fatalf("a provider event moved corrected_at: %+v → %+v", tc.cur, r.Next)
 			}
 		})
@@ -114,16 +114,16 @@ func TestCorrection(t *testing.T) {
 // that occurred before it are stale in any order, and those after it fold as usual.
 func TestCorrectionThenEveryArrivalOrderOfLaterEvents(t *testing.T) {
 	s := precedence.State{}
-	for _, e := range []event.Event{ev("d", event.StatusDelivered, 0, ""), ev("b", event.StatusBounced, time.Minute, "hard")} {
+	for _, e := range []domain.Event{ev("d", domain.StatusDelivered, 0, ""), ev("b", domain.StatusBounced, time.Minute, "hard")} {
 		s = precedence.Apply(s, e).Next
 	}
-	s = precedence.Apply(s, correction("correction-1", event.StatusDelivered, time.Hour)).Next
-	events := []event.Event{
-		ev("b", event.StatusBounced, time.Minute, "hard"),   // the provider's retry
-		ev("c", event.StatusComplained, 30*time.Minute, ""), // before the correction
-		ev("d2", event.StatusDelivered, 2*time.Hour, ""),    // after: advances
-		ev("f", event.StatusFailed, 3*time.Hour, ""),        // after: wins
-		ev("a", event.StatusAccepted, 4*time.Hour, ""),      // after, but lower rank
+	s = precedence.Apply(s, correction("correction-1", domain.StatusDelivered, time.Hour)).Next
+	events := []domain.Event{
+		ev("b", domain.StatusBounced, time.Minute, "hard"),   // the provider's retry
+		ev("c", domain.StatusComplained, 30*time.Minute, ""), // before the correction
+		ev("d2", domain.StatusDelivered, 2*time.Hour, ""),    // after: advances
+		ev("f", domain.StatusFailed, 3*time.Hour, ""),        // after: wins
+		ev("a", domain.StatusAccepted, 4*time.Hour, ""),      // after, but lower rank
 	}
 	var want *precedence.State
 	permute(len(events), func(idx []int) {
@@ -140,19 +140,19 @@ func TestCorrectionThenEveryArrivalOrderOfLaterEvents(t *testing.T) {
 			t.Fatalf("order %v ended %+v, another order ended %+v", idx, cur, *want)
 		}
 	})
-	if want.Status != event.StatusFailed || want.Key.EventID != "f" || !want.CorrectedAt.Equal(t0.Add(time.Hour)) {
+	if want.Status != domain.StatusFailed || want.Key.EventID != "f" || !want.CorrectedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("end state %+v, want failed decided by f, corrected_at kept", *want)
 	}
 }
 
 func TestRanks(t *testing.T) {
-	order := []event.Status{event.StatusAccepted, event.StatusDeferred, event.StatusDelivered, event.StatusBounced, event.StatusComplained}
+	order := []domain.Status{domain.StatusAccepted, domain.StatusDeferred, domain.StatusDelivered, domain.StatusBounced, domain.StatusComplained}
 	for i := 1; i < len(order); i++ {
 		if precedence.Rank(order[i-1]) >= precedence.Rank(order[i]) {
 			t.Fatalf("rank(%s) must be below rank(%s)", order[i-1], order[i])
 		}
 	}
-	if precedence.Rank(event.StatusFailed) != precedence.Rank(event.StatusBounced) {
+	if precedence.Rank(domain.StatusFailed) != precedence.Rank(domain.StatusBounced) {
 		t.Fatal("failed and bounced must share a rank")
 	}
 }
@@ -161,13 +161,13 @@ func TestRanks(t *testing.T) {
 // every arrival order, with duplicates mixed in, ends in the same status, bounce type and key,
 // and the version counts exactly the moves of that order.
 func TestEveryPermutationEndsTheSame(t *testing.T) {
-	events := []event.Event{
-		ev("e1", event.StatusAccepted, 0, ""),
-		ev("e2", event.StatusDeferred, time.Second, ""),
-		ev("e3", event.StatusDelivered, 2*time.Second, ""),
-		ev("e4", event.StatusBounced, 10*time.Minute, "soft"),
-		ev("e5", event.StatusFailed, 10*time.Minute, ""), // same rank and time as e4: id decides
-		ev("e6", event.StatusDelivered, 2*time.Second, ""),
+	events := []domain.Event{
+		ev("e1", domain.StatusAccepted, 0, ""),
+		ev("e2", domain.StatusDeferred, time.Second, ""),
+		ev("e3", domain.StatusDelivered, 2*time.Second, ""),
+		ev("e4", domain.StatusBounced, 10*time.Minute, "soft"),
+		ev("e5", domain.StatusFailed, 10*time.Minute, ""), // same rank and time as e4: id decides
+		ev("e6", domain.StatusDelivered, 2*time.Second, ""),
 	}
 	var want *precedence.State
 	n := 0
@@ -175,7 +175,7 @@ func TestEveryPermutationEndsTheSame(t *testing.T) {
 		n++
 		var s precedence.State
 		moves := int64(0)
-		seq := make([]event.Event, 0, len(idx)+2)
+		seq := make([]domain.Event, 0, len(idx)+2)
 		for _, i := range idx {
 			seq = append(seq, events[i])
 		}
@@ -204,7 +204,7 @@ func TestEveryPermutationEndsTheSame(t *testing.T) {
 			t.Fatalf("order %v ended %+v, another order ended %+v", idx, end, *want)
 		}
 	})
-	if want.Status != event.StatusFailed || want.Key.EventID != "e5" {
+	if want.Status != domain.StatusFailed || want.Key.EventID != "e5" {
 		t.Fatalf("end state %+v, want failed decided by e5", *want)
 	}
 	if n != 720 {
@@ -233,9 +233,9 @@ func permute(n int, visit func([]int)) {
 }
 
 func BenchmarkApplyFold(b *testing.B) {
-	events := []event.Event{
-		ev("e3", event.StatusDelivered, 2*time.Second, ""), ev("e1", event.StatusAccepted, 0, ""),
-		ev("e4", event.StatusBounced, time.Minute, "hard"), ev("e2", event.StatusDeferred, time.Second, ""),
+	events := []domain.Event{
+		ev("e3", domain.StatusDelivered, 2*time.Second, ""), ev("e1", domain.StatusAccepted, 0, ""),
+		ev("e4", domain.StatusBounced, time.Minute, "hard"), ev("e2", domain.StatusDeferred, time.Second, ""),
 	}
 	b.ReportAllocs()
 	for b.Loop() {

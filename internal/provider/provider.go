@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Settings is the per-endpoint configuration an adapter is built from. Each provider uses the
@@ -87,7 +87,7 @@ type Adapter interface {
 	Verify(r Request) error
 	// Parse turns a verified body into normalized events. It returns an error wrapping
 	// ErrBadRequest when the body can never be accepted.
-	Parse(r Request) ([]event.Event, error)
+	Parse(r Request) ([]domain.Event, error)
 }
 
 // Controller is implemented by adapters whose provider also sends control messages that are not

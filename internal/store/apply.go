@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 	"github.com/mailhook/mailhook/internal/redact"
 )
@@ -22,7 +22,7 @@ var errLostRace = errors.New("outcome recorded concurrently")
 // adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
 // event_id): once an outcome is committed, every later call returns that outcome unchanged, so
 // a retried activity reports (and notifies) exactly what the first attempt decided.
-func (s *Store) ApplyStatus(ctx context.Context, ev event.Event) (ApplyResult, error) {
+func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event) (ApplyResult, error) {
 	res, err := s.applyStatus(ctx, ev)
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
@@ -30,19 +30,17 @@ func (s *Store) ApplyStatus(ctx context.Context, ev event.Event) (ApplyResult, e
 	return res, nil
 }
 
-func (s *Store) applyStatus(ctx context.Context, ev event.Event) (ApplyResult, error) {
+func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (ApplyResult, error) {
 	switch {
 	case ev.Provider == "" || ev.EventID == "":
 		return ApplyResult{}, errors.New("event has no provider or event id")
 	case ev.MessageID == "":
 		return ApplyResult{}, errors.New("event has no message id")
 	}
-	switch ev.Kind {
-	case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-	default:
+	if !ev.Kind.AppliesToMessage() {
 		return ApplyResult{}, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
 	}
-	if ev.Kind == event.KindCorrection && !ev.Status.Known() {
+	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
 		return ApplyResult{}, fmt.Errorf("correction to unknown status %q", ev.Status)
 	}
 	// PostgreSQL keeps microseconds. Deciding precedence on the stored precision makes an
@@ -65,7 +63,7 @@ func (s *Store) applyStatus(ctx context.Context, ev event.Event) (ApplyResult, e
 	return res, err
 }
 
-func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult, err error) {
+func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res ApplyResult, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return ApplyResult{}, err
@@ -88,7 +86,7 @@ func (s *Store) applyInTx(ctx context.Context, ev event.Event) (res ApplyResult,
 // applyWithin applies ev to its message inside tx: the message row, the suppression and the
 // message_events outcome. It returns errLostRace when another attempt of the event recorded its
 // outcome first; tx must then be rolled back.
-func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (ApplyResult, error) {
+func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (ApplyResult, error) {
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
@@ -161,7 +159,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev event.Event) (App
 }
 
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.
-func (s *Store) recordedOutcome(ctx context.Context, ev event.Event) (res ApplyResult, ok bool, err error) {
+func (s *Store) recordedOutcome(ctx context.Context, ev domain.Event) (res ApplyResult, ok bool, err error) {
 	return recordedOutcome(ctx, s.pool, ev.Provider, ev.EventID)
 }
 
@@ -184,7 +182,7 @@ func recordedOutcome(ctx context.Context, q querier, provider, eventID string) (
 
 // messageRow is the mutable part of a messages row.
 type messageRow struct {
-	Status          event.Status
+	Status          domain.Status
 	BounceType      string
 	Recipient       string
 	OrderRank       int
@@ -200,7 +198,7 @@ type messageRow struct {
 	CorrectedAt     *time.Time
 	// Bounce is the deciding event's bounce details (zero: none), set and cleared with
 	// BounceType so status and details always describe the same event.
-	Bounce event.Bounce
+	Bounce domain.Bounce
 }
 
 func (m messageRow) state() precedence.State {
@@ -218,14 +216,14 @@ func (m messageRow) state() precedence.State {
 // applyEvent computes the message row after ev and the outcome to record. It is pure so the
 // decision can be tested without a database; now stands in for an engagement event that
 // carries no time. changed reports whether the row must be written.
-func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow, res ApplyResult, changed bool, err error) {
+func applyEvent(cur messageRow, ev domain.Event, now time.Time) (next messageRow, res ApplyResult, changed bool, err error) {
 	next = cur
 	seenAt := ev.OccurredAt
 	if seenAt.IsZero() {
 		seenAt = now
 	}
 	switch ev.Kind {
-	case event.KindStatus, event.KindCorrection:
+	case domain.KindStatus, domain.KindCorrection:
 		r := precedence.Apply(cur.state(), ev)
 		switch {
 		case r.Moved:
@@ -246,15 +244,15 @@ func applyEvent(cur messageRow, ev event.Event, now time.Time) (next messageRow,
 			next.Bounce = bounceOf(ev)
 			changed = true
 		}
-	case event.KindOpened:
+	case domain.KindOpened:
 		next.Opens++
 		next.FirstOpenedAt = earliest(cur.FirstOpenedAt, seenAt)
 		res.Outcome, changed = OutcomeCounted, true
-	case event.KindClicked:
+	case domain.KindClicked:
 		next.Clicks++
 		next.FirstClickedAt = earliest(cur.FirstClickedAt, seenAt)
 		res.Outcome, changed = OutcomeCounted, true
-	case event.KindUnsubscribed:
+	case domain.KindUnsubscribed:
 		next.Unsubscribed = true
 		next.UnsubscribedAt = earliest(cur.UnsubscribedAt, seenAt)
 		res.Outcome, changed = OutcomeFlagged, true
@@ -285,11 +283,11 @@ func earliest(stored *time.Time, t time.Time) *time.Time {
 
 // correctionBy returns who made a correction and why, from its Raw JSON; empty for every other
 // event. A Raw that does not decode leaves them empty: the correction still applies.
-func correctionBy(ev event.Event) (actor, note string) {
-	if ev.Kind != event.KindCorrection {
+func correctionBy(ev domain.Event) (actor, note string) {
+	if ev.Kind != domain.KindCorrection {
 		return "", ""
 	}
-	var c event.Correction
+	var c domain.Correction
 	if err := json.Unmarshal(ev.Raw, &c); err != nil {
 		return "", ""
 	}

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // MaxEnhancedCodeBytes bounds an enhanced status code: RFC 3463's longest, 5.999.999, is 9.
@@ -17,19 +17,19 @@ const MaxEnhancedCodeBytes = 16
 // bounceOf is the bounce details ApplyStatus keeps of ev: those of a bounce or a failure (the
 // zero Bounce for every other event, and for one whose provider said nothing). A deferral's
 // reply says why mail is late, not why it failed, and must not count as a bounce category.
-func bounceOf(ev event.Event) event.Bounce {
-	if ev.Kind != event.KindStatus || ev.Bounce == nil {
-		return event.Bounce{}
+func bounceOf(ev domain.Event) domain.Bounce {
+	if ev.Kind != domain.KindStatus || ev.Bounce == nil {
+		return domain.Bounce{}
 	}
-	if ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
-		return event.Bounce{}
+	if ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
+		return domain.Bounce{}
 	}
 	return *ev.Bounce
 }
 
 // bounceDetails is b as the API shows it: nil when there are none.
-func bounceDetails(b event.Bounce) *event.Bounce {
-	if b == (event.Bounce{}) {
+func bounceDetails(b domain.Bounce) *domain.Bounce {
+	if b == (domain.Bounce{}) {
 		return nil
 	}
 	return &b
@@ -37,7 +37,7 @@ func bounceDetails(b event.Bounce) *event.Bounce {
 
 // storableBounce says why b cannot be stored, or nil: what PostgreSQL's text and int columns
 // would refuse, and a category outside BounceCategories.
-func storableBounce(b *event.Bounce) error {
+func storableBounce(b *domain.Bounce) error {
 	if b == nil {
 		return nil
 	}
@@ -50,7 +50,7 @@ func storableBounce(b *event.Bounce) error {
 		max     int
 	}{
 		{"bounce enhanced code", b.EnhancedCode, MaxEnhancedCodeBytes},
-		{"bounce diagnostic", b.Diagnostic, event.MaxDiagnosticBytes},
+		{"bounce diagnostic", b.Diagnostic, domain.MaxDiagnosticBytes},
 	} {
 		if !utf8.ValidString(f.v) {
 			return fmt.Errorf("%s is not valid UTF-8", f.name)
@@ -72,4 +72,4 @@ func storableBounce(b *event.Bounce) error {
 
 // BounceOf is the bounce details ApplyStatus keeps of ev (those of a bounce or a failure that
 // carries any), nil otherwise: what a message.status_changed to bounced or failed shows.
-func BounceOf(ev event.Event) *event.Bounce { return bounceDetails(bounceOf(ev)) }
+func BounceOf(ev domain.Event) *domain.Bounce { return bounceDetails(bounceOf(ev)) }

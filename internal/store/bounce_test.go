@@ -11,22 +11,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
-func bounceEvent(id, msg, recipient, bounceType string, occurred time.Time, b *event.Bounce) event.Event {
-	ev := statusEvent(id, msg, event.StatusBounced, bounceType, occurred)
+func bounceEvent(id, msg, recipient, bounceType string, occurred time.Time, b *domain.Bounce) domain.Event {
+	ev := statusEvent(id, msg, domain.StatusBounced, bounceType, occurred)
 	ev.Recipient = recipient
 	ev.Bounce = b
 	return ev
 }
 
 var (
-	mailboxFull = &event.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Diagnostic: "452 4.2.2 Mailbox full", Category: "mailbox_full"}
-	unknownUser = &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 No such user", Category: "unknown_user"}
-	spamBlock   = &event.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Diagnostic: "554 5.7.1 Message rejected as spam", Category: "spam_block"}
+	mailboxFull = &domain.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Diagnostic: "452 4.2.2 Mailbox full", Category: "mailbox_full"}
+	unknownUser = &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 No such user", Category: "unknown_user"}
+	spamBlock   = &domain.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Diagnostic: "554 5.7.1 Message rejected as spam", Category: "spam_block"}
 )
 
 // The message shows the details of the event that decided its status, whatever the arrival
@@ -36,33 +36,33 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 
-	soft := bounceEvent("evt_bd_soft", "msg_bd", "to@example.com", event.BounceSoft, at(10), mailboxFull)
-	hard := bounceEvent("evt_bd_hard", "msg_bd", "to@example.com", event.BounceHard, at(20), unknownUser)
-	failed := statusEvent("evt_bd_failed", "msg_bd", event.StatusFailed, "", at(5))
+	soft := bounceEvent("evt_bd_soft", "msg_bd", "to@example.com", domain.BounceSoft, at(10), mailboxFull)
+	hard := bounceEvent("evt_bd_hard", "msg_bd", "to@example.com", domain.BounceHard, at(20), unknownUser)
+	failed := statusEvent("evt_bd_failed", "msg_bd", domain.StatusFailed, "", at(5))
 	failed.Bounce = spamBlock
-	delivered := statusEvent("evt_bd_delivered", "msg_bd", event.StatusDelivered, "", at(1))
+	delivered := statusEvent("evt_bd_delivered", "msg_bd", domain.StatusDelivered, "", at(1))
 	delivered.Bounce = mailboxFull // a provider's text on a delivery is no bounce
 
-	for _, ev := range []event.Event{hard, delivered, soft, failed} {
+	for _, ev := range []domain.Event{hard, delivered, soft, failed} {
 		_, err := s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 	}
 	m, err := s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
-	assert.Equal(t, event.StatusBounced, m.Status)
-	assert.Equal(t, event.BounceHard, m.BounceType)
+	assert.Equal(t, domain.StatusBounced, m.Status)
+	assert.Equal(t, domain.BounceHard, m.BounceType)
 	assert.Equal(t, unknownUser, m.Bounce, "the latest bounce in provider time decided, though it arrived first")
-	got := map[string]*event.Bounce{}
+	got := map[string]*domain.Bounce{}
 	for _, e := range m.Events {
 		got[e.EventID] = e.Bounce
 	}
-	assert.Equal(t, map[string]*event.Bounce{
+	assert.Equal(t, map[string]*domain.Bounce{
 		"evt_bd_hard": unknownUser, "evt_bd_delivered": nil, "evt_bd_soft": mailboxFull, "evt_bd_failed": spamBlock,
 	}, got, "each bounce and failure keeps its own details, stale ones too")
 
 	// The same events in another order end in the same state.
 	s2 := storetest.Open(t)
-	for _, ev := range []event.Event{soft, failed, delivered, hard} {
+	for _, ev := range []domain.Event{soft, failed, delivered, hard} {
 		_, err := s2.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 	}
@@ -71,7 +71,7 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	assert.Equal(t, m.Bounce, m2.Bounce)
 
 	// A later bounce without details clears them: status and details describe one event.
-	bare := bounceEvent("evt_bd_bare", "msg_bd", "to@example.com", event.BounceHard, at(30), nil)
+	bare := bounceEvent("evt_bd_bare", "msg_bd", "to@example.com", domain.BounceHard, at(30), nil)
 	res, err := s.ApplyStatus(ctx, bare)
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeAdvanced, res.Outcome)
@@ -80,35 +80,35 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	assert.Nil(t, m.Bounce)
 
 	// A correction to delivered shows no bounce either.
-	late := bounceEvent("evt_bd_late", "msg_bd", "to@example.com", event.BounceHard, at(40), unknownUser)
+	late := bounceEvent("evt_bd_late", "msg_bd", "to@example.com", domain.BounceHard, at(40), unknownUser)
 	_, err = s.ApplyStatus(ctx, late)
 	require.NoError(t, err)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, unknownUser, m.Bounce)
-	corr := event.Event{Provider: provider, EventID: "correction-bd", Type: event.CorrectionType, Kind: event.KindCorrection,
-		Status: event.StatusDelivered, MessageID: "msg_bd", OccurredAt: at(50), Raw: []byte(`{"status":"delivered","reason":"x","actor":"ops"}`)}
+	corr := domain.Event{Provider: provider, EventID: "correction-bd", Type: domain.CorrectionType, Kind: domain.KindCorrection,
+		Status: domain.StatusDelivered, MessageID: "msg_bd", OccurredAt: at(50), Raw: []byte(`{"status":"delivered","reason":"x","actor":"ops"}`)}
 	_, err = s.ApplyStatus(ctx, corr)
 	require.NoError(t, err)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
-	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Nil(t, m.Bounce)
 }
 
 func TestStorableBounce(t *testing.T) {
-	ok := statusEvent("evt_sb", "msg_sb", event.StatusBounced, event.BounceHard, at(0))
-	ok.Bounce = &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: strings.Repeat("é", event.MaxDiagnosticBytes/2), Category: "unknown_user"}
+	ok := statusEvent("evt_sb", "msg_sb", domain.StatusBounced, domain.BounceHard, at(0))
+	ok.Bounce = &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: strings.Repeat("é", domain.MaxDiagnosticBytes/2), Category: "unknown_user"}
 	require.NoError(t, store.Storable(ok))
-	ok.Bounce = &event.Bounce{Diagnostic: "no code, no category"}
+	ok.Bounce = &domain.Bounce{Diagnostic: "no code, no category"}
 	require.NoError(t, store.Storable(ok))
 	for _, c := range bounce.Categories {
-		ok.Bounce = &event.Bounce{Category: c}
+		ok.Bounce = &domain.Bounce{Category: c}
 		require.NoError(t, store.Storable(ok), c)
 	}
 
-	for name, b := range map[string]event.Bounce{
-		"diagnostic too long":       {Diagnostic: strings.Repeat("x", event.MaxDiagnosticBytes+1)},
+	for name, b := range map[string]domain.Bounce{
+		"diagnostic too long":       {Diagnostic: strings.Repeat("x", domain.MaxDiagnosticBytes+1)},
 		"diagnostic NUL":            {Diagnostic: "550\x00"},
 		"diagnostic invalid UTF-8":  {Diagnostic: "550 \xff"},
 		"enhanced code too long":    {EnhancedCode: strings.Repeat("5.1", 10)},
@@ -132,7 +132,7 @@ func softBounces(t *testing.T, s *store.Store, prefix, address string, from time
 	var out []store.ApplyResult
 	for i := range n {
 		ev := bounceEvent(fmt.Sprintf("%s_%d", prefix, i), fmt.Sprintf("msg_%s_%d", prefix, i), address,
-			event.BounceSoft, from.Add(time.Duration(i)*step), mailboxFull)
+			domain.BounceSoft, from.Add(time.Duration(i)*step), mailboxFull)
 		res, err := s.ApplyStatus(t.Context(), ev)
 		require.NoError(t, err)
 		out = append(out, res)
@@ -168,7 +168,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.True(t, m.Events[0].Suppressed)
 
 	// A retry reports what the first attempt did.
-	again, err := s.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", event.BounceSoft, at(0).Add(3*time.Hour), mailboxFull))
+	again, err := s.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", domain.BounceSoft, at(0).Add(3*time.Hour), mailboxFull))
 	require.NoError(t, err)
 	assert.True(t, again.Suppressed)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_b_0'`))
@@ -180,13 +180,13 @@ func TestSoftBounceEscalation(t *testing.T) {
 	}
 	// A late delivery that lands between two bounces completes a set within 24h, though it is
 	// not the latest of them.
-	late := bounceEvent("sb_w_late", "msg_sb_w_late", "wide@example.com", event.BounceSoft, at(0).Add(20*time.Hour), mailboxFull)
+	late := bounceEvent("sb_w_late", "msg_sb_w_late", "wide@example.com", domain.BounceSoft, at(0).Add(20*time.Hour), mailboxFull)
 	r, err := s.ApplyStatus(ctx, late)
 	require.NoError(t, err)
 	assert.True(t, r.Suppressed)
 
 	// A hard bounce's suppression stays what it is: the threshold only counts on it.
-	_, err = s.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", event.BounceHard, at(0), unknownUser))
+	_, err = s.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", domain.BounceHard, at(0), unknownUser))
 	require.NoError(t, err)
 	res = softBounces(t, s, "sb_hs", "hard@example.com", at(1), time.Minute, 3)
 	assert.False(t, res[2].Suppressed, "already suppressed")
@@ -196,7 +196,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.Equal(t, int64(2), sup.TimesSeen)
 
 	// A soft bounce with no recipient anywhere counts for nobody.
-	noone := bounceEvent("sb_none", "msg_sb_none", "", event.BounceSoft, at(0), nil)
+	noone := bounceEvent("sb_none", "msg_sb_none", "", domain.BounceSoft, at(0), nil)
 	_, err = s.ApplyStatus(ctx, noone)
 	require.NoError(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_none'`))
@@ -246,14 +246,14 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	s.SetSoftBounce(store.SoftBounce{Count: count, Within: time.Hour})
 	ctx := t.Context()
 
-	evs := make([]event.Event, n)
+	evs := make([]domain.Event, n)
 	for i := range evs {
 		// Different spellings of one address: one suppressions key.
 		addr := "Busy@Example.com"
 		if i%2 == 1 {
 			addr = " busy@example.COM"
 		}
-		evs[i] = bounceEvent(fmt.Sprintf("cc_%d", i), fmt.Sprintf("msg_cc_%d", i), addr, event.BounceSoft, at(i), mailboxFull)
+		evs[i] = bounceEvent(fmt.Sprintf("cc_%d", i), fmt.Sprintf("msg_cc_%d", i), addr, domain.BounceSoft, at(i), mailboxFull)
 		_, err := s.RecordEvent(ctx, evs[i])
 		require.NoError(t, err)
 	}
@@ -268,7 +268,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 			// notify says a suppression.added is due when the event suppressed, as the activity's
 			// callback does: such an event stays unprocessed until it is sent.
 			results[i], errs[i] = s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ event.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+				func(_ domain.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
 		})
 	}
 	close(start)
@@ -296,7 +296,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	for i := range evs {
 		wg.Go(func() {
 			r, err := s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ event.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+				func(_ domain.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
 			if assert.NoError(t, err) && !results[i].Processed {
 				assert.Equal(t, results[i].Apply, r.Apply)
 			}
@@ -325,25 +325,25 @@ func TestDailyBounceCategories(t *testing.T) {
 	today := time.Now().UTC()
 	yesterday := today.AddDate(0, 0, -1)
 
-	apply := func(ev event.Event, receivedAt time.Time) {
+	apply := func(ev domain.Event, receivedAt time.Time) {
 		t.Helper()
 		recordAt(t, s, ev, receivedAt, false)
 		_, err := s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 	}
-	apply(bounceEvent("dc_1", "msg_dc_1", "a@example.com", event.BounceHard, at(0), unknownUser), today)
-	apply(bounceEvent("dc_2", "msg_dc_2", "b@example.com", event.BounceHard, at(0), unknownUser), today)
-	apply(bounceEvent("dc_3", "msg_dc_3", "c@example.com", event.BounceSoft, at(0), mailboxFull), today)
-	apply(bounceEvent("dc_4", "msg_dc_4", "d@example.com", event.BounceHard, at(0), nil), today)                          // no details
-	apply(bounceEvent("dc_5", "msg_dc_5", "e@example.com", event.BounceHard, at(0), &event.Bounce{SMTPCode: 550}), today) // no category
-	failed := statusEvent("dc_6", "msg_dc_6", event.StatusFailed, "", at(0))
+	apply(bounceEvent("dc_1", "msg_dc_1", "a@example.com", domain.BounceHard, at(0), unknownUser), today)
+	apply(bounceEvent("dc_2", "msg_dc_2", "b@example.com", domain.BounceHard, at(0), unknownUser), today)
+	apply(bounceEvent("dc_3", "msg_dc_3", "c@example.com", domain.BounceSoft, at(0), mailboxFull), today)
+	apply(bounceEvent("dc_4", "msg_dc_4", "d@example.com", domain.BounceHard, at(0), nil), today)                           // no details
+	apply(bounceEvent("dc_5", "msg_dc_5", "e@example.com", domain.BounceHard, at(0), &domain.Bounce{SMTPCode: 550}), today) // no category
+	failed := statusEvent("dc_6", "msg_dc_6", domain.StatusFailed, "", at(0))
 	failed.Bounce = spamBlock
 	apply(failed, today)
-	other := bounceEvent("dc_7", "msg_dc_7", "f@example.com", event.BounceHard, at(0), unknownUser)
+	other := bounceEvent("dc_7", "msg_dc_7", "f@example.com", domain.BounceHard, at(0), unknownUser)
 	other.Provider = "sendgrid"
 	apply(other, today)
 	// Received yesterday, applied today: yesterday's, as the day's counts have it.
-	apply(bounceEvent("dc_8", "msg_dc_8", "g@example.com", event.BounceHard, at(0), unknownUser), yesterday)
+	apply(bounceEvent("dc_8", "msg_dc_8", "g@example.com", domain.BounceHard, at(0), unknownUser), yesterday)
 
 	got, err := s.DailyBounceCategories(ctx, today, "")
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 const (
@@ -103,7 +103,7 @@ func (r InboxRow) Key() (provider, eventID string) { return r.provider, r.eventI
 // NewInboxRow encodes ev for the inbox. It fails with ErrNotStorable when the event has no
 // normalized form (the relay starts the workflow from it, so without it the event could never
 // be processed; Storable refuses such events first, this is the backstop).
-func NewInboxRow(ev event.Event) (InboxRow, error) {
+func NewInboxRow(ev domain.Event) (InboxRow, error) {
 	payload, err := eventPayload(ev)
 	if err != nil {
 		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, err)

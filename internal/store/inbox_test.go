@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -22,15 +22,15 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	a := statusEvent("evt_a", "msg_1", event.StatusAccepted, "", at(0))
-	b := statusEvent("evt_b", "msg_1", event.StatusDelivered, "", at(1))
-	noMsg := kindEvent("evt_c", "", event.KindUnknown, time.Time{})
+	a := statusEvent("evt_a", "msg_1", domain.StatusAccepted, "", at(0))
+	b := statusEvent("evt_b", "msg_1", domain.StatusDelivered, "", at(1))
+	noMsg := kindEvent("evt_c", "", domain.KindUnknown, time.Time{})
 
 	got, err := storetest.Enqueue(ctx, s, a, b, a, noMsg)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, true, false, true}, got, "a repeated id counts once, at its first position")
 
-	got, err = storetest.Enqueue(ctx, s, b, statusEvent("evt_d", "msg_2", event.StatusAccepted, "", at(2)))
+	got, err = storetest.Enqueue(ctx, s, b, statusEvent("evt_d", "msg_2", domain.StatusAccepted, "", at(2)))
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false, true}, got)
 
@@ -48,7 +48,7 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 
 	// A row recorded before this path existed (RecordEvent wrote it from the workflow) is not in
 	// the inbox; enqueueing it again is a duplicate and leaves it as it is.
-	direct := statusEvent("evt_direct", "msg_3", event.StatusAccepted, "", at(3))
+	direct := statusEvent("evt_direct", "msg_3", domain.StatusAccepted, "", at(3))
 	_, err = s.RecordEvent(ctx, direct)
 	require.NoError(t, err)
 	got, err = storetest.Enqueue(ctx, s, direct)
@@ -65,8 +65,8 @@ func TestEnqueueDataErrorIsNotStorable(t *testing.T) {
 	s := storetest.Open(t)
 	_, err := s.Pool().Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id <> 'evt_bad')`)
 	require.NoError(t, err)
-	good := statusEvent("evt_good", "msg_1", event.StatusAccepted, "", at(0))
-	bad := statusEvent("evt_bad", "msg_1", event.StatusAccepted, "", at(0))
+	good := statusEvent("evt_good", "msg_1", domain.StatusAccepted, "", at(0))
+	bad := statusEvent("evt_bad", "msg_1", domain.StatusAccepted, "", at(0))
 	_, err = storetest.Enqueue(t.Context(), s, good, bad)
 	require.ErrorIs(t, err, store.ErrNotStorable)
 	assert.True(t, store.IsDataError(err))
@@ -82,7 +82,7 @@ func TestHoldAndSettleStarts(t *testing.T) {
 	ctx := t.Context()
 	var rows []store.InboxRow
 	for _, id := range []string{"evt_ok", "evt_refused", "evt_failed", "evt_gone"} {
-		r, err := store.NewInboxRow(statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+		r, err := store.NewInboxRow(statusEvent(id, "msg_"+id, domain.StatusAccepted, "", at(0)))
 		require.NoError(t, err)
 		rows = append(rows, r)
 	}
@@ -114,7 +114,7 @@ func TestHoldAndSettleStarts(t *testing.T) {
 func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	ev := statusEvent("evt_nul", "msg_1", event.StatusAccepted, "", at(0))
+	ev := statusEvent("evt_nul", "msg_1", domain.StatusAccepted, "", at(0))
 	ev.Recipient = "a\u0000b@example.com"
 	_, err := storetest.Enqueue(t.Context(), s, ev)
 	require.ErrorIs(t, err, store.ErrNotStorable)
@@ -131,7 +131,7 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4", "evt_5"} {
-		_, err := storetest.Enqueue(ctx, s, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+		_, err := storetest.Enqueue(ctx, s, statusEvent(id, "msg_"+id, domain.StatusAccepted, "", at(0)))
 		require.NoError(t, err)
 	}
 
@@ -181,8 +181,8 @@ func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	_, err := storetest.Enqueue(ctx, s,
-		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
-		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
+		statusEvent("evt_1", "msg_1", domain.StatusAccepted, "", at(0)),
+		statusEvent("evt_2", "msg_2", domain.StatusAccepted, "", at(0)),
 	)
 	require.NoError(t, err)
 
@@ -210,9 +210,9 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	var evs []event.Event
+	var evs []domain.Event
 	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_4"} {
-		evs = append(evs, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+		evs = append(evs, statusEvent(id, "msg_"+id, domain.StatusAccepted, "", at(0)))
 	}
 	_, err := storetest.Enqueue(ctx, s, evs...)
 	require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 func TestRelayBatchRolledBackLeavesRowsWaiting(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	_, err := storetest.Enqueue(t.Context(), s, statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)))
+	_, err := storetest.Enqueue(t.Context(), s, statusEvent("evt_1", "msg_1", domain.StatusAccepted, "", at(0)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	_, _, err = s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []error {
@@ -264,9 +264,9 @@ func TestDailyCountsShowTheInbox(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	_, err := storetest.Enqueue(ctx, s,
-		statusEvent("evt_1", "msg_1", event.StatusAccepted, "", at(0)),
-		statusEvent("evt_2", "msg_2", event.StatusAccepted, "", at(0)),
-		statusEvent("evt_3", "msg_3", event.StatusAccepted, "", at(0)),
+		statusEvent("evt_1", "msg_1", domain.StatusAccepted, "", at(0)),
+		statusEvent("evt_2", "msg_2", domain.StatusAccepted, "", at(0)),
+		statusEvent("evt_3", "msg_3", domain.StatusAccepted, "", at(0)),
 	)
 	require.NoError(t, err)
 	require.NoError(t, s.MarkRedriven(ctx, provider, "evt_1"))
@@ -290,17 +290,17 @@ func TestEnqueueOverlappingBatchesInOppositeOrderDoNotDeadlock(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	for i := range 200 {
-		var fwd []event.Event
+		var fwd []domain.Event
 		for j := range 8 {
-			fwd = append(fwd, statusEvent(fmt.Sprintf("evt_%d_%d", i, j), "msg_1", event.StatusAccepted, "", at(0)))
+			fwd = append(fwd, statusEvent(fmt.Sprintf("evt_%d_%d", i, j), "msg_1", domain.StatusAccepted, "", at(0)))
 		}
-		rev := make([]event.Event, len(fwd))
+		rev := make([]domain.Event, len(fwd))
 		for j := range fwd {
 			rev[j] = fwd[len(fwd)-1-j]
 		}
 		var wg sync.WaitGroup
 		var accepted atomic.Int64
-		for _, evs := range [][]event.Event{fwd, rev} {
+		for _, evs := range [][]domain.Event{fwd, rev} {
 			wg.Go(func() {
 				got, err := storetest.Enqueue(ctx, s, evs...)
 				assert.NoError(t, err)
@@ -323,8 +323,8 @@ func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	_, err := storetest.Enqueue(ctx, s,
-		statusEvent("evt_held", "msg_1", event.StatusAccepted, "", at(0)),
-		statusEvent("evt_free", "msg_2", event.StatusAccepted, "", at(0)))
+		statusEvent("evt_held", "msg_1", domain.StatusAccepted, "", at(0)),
+		statusEvent("evt_free", "msg_2", domain.StatusAccepted, "", at(0)))
 	require.NoError(t, err)
 	tx, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)

@@ -10,45 +10,45 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
-func hardBounce(id, msg, to string, occurred time.Time) event.Event {
-	ev := statusEvent(id, msg, event.StatusBounced, event.BounceHard, occurred)
+func hardBounce(id, msg, to string, occurred time.Time) domain.Event {
+	ev := statusEvent(id, msg, domain.StatusBounced, domain.BounceHard, occurred)
 	ev.Recipient = to
 	return ev
 }
 
-func correctionEvent(id, msg string, st event.Status, occurred time.Time, actor, reason string) event.Event {
-	raw, _ := json.Marshal(event.Correction{Status: st, Reason: reason, Actor: actor})
-	return event.Event{
-		Provider: provider, EventID: id, Type: event.CorrectionType, Kind: event.KindCorrection,
+func correctionEvent(id, msg string, st domain.Status, occurred time.Time, actor, reason string) domain.Event {
+	raw, _ := json.Marshal(domain.Correction{Status: st, Reason: reason, Actor: actor})
+	return domain.Event{
+		Provider: provider, EventID: id, Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: st, MessageID: msg, OccurredAt: occurred, Raw: raw,
 	}
 }
 
 func TestSuppressionOf(t *testing.T) {
 	t.Parallel()
-	soft := statusEvent("e", "m", event.StatusBounced, event.BounceSoft, at(1))
-	unsub := kindEvent("e", "m", event.KindUnsubscribed, at(1))
+	soft := statusEvent("e", "m", domain.StatusBounced, domain.BounceSoft, at(1))
+	unsub := kindEvent("e", "m", domain.KindUnsubscribed, at(1))
 	tests := []struct {
 		name       string
-		ev         event.Event
+		ev         domain.Event
 		recipient  string
 		wantAddr   string
 		wantReason string
 	}{
 		{"hard bounce, lower-cased", hardBounce("e", "m", " User@Example.COM ", at(1)), "", "user@example.com", store.ReasonHardBounce},
-		{"complaint", statusEvent("e", "m", event.StatusComplained, "", at(1)), "", "to@example.com", store.ReasonComplaint},
+		{"complaint", statusEvent("e", "m", domain.StatusComplained, "", at(1)), "", "to@example.com", store.ReasonComplaint},
 		{"unsubscribe without a recipient uses the message's", unsub, "Msg@Example.com", "msg@example.com", store.ReasonUnsubscribe},
 		{"the event's recipient wins over the message's", hardBounce("e", "m", "a@example.com", at(1)), "b@example.com", "a@example.com", store.ReasonHardBounce},
 		{"soft bounce", soft, "", "", ""},
-		{"bounce without a type", statusEvent("e", "m", event.StatusBounced, "", at(1)), "", "", ""},
-		{"failed", statusEvent("e", "m", event.StatusFailed, "", at(1)), "", "", ""},
-		{"no address anywhere", kindEvent("e", "m", event.KindUnsubscribed, at(1)), "", "", ""},
-		{"a correction never suppresses", correctionEvent("c", "m", event.StatusComplained, at(1), "ops", "x"), "to@example.com", "", ""},
+		{"bounce without a type", statusEvent("e", "m", domain.StatusBounced, "", at(1)), "", "", ""},
+		{"failed", statusEvent("e", "m", domain.StatusFailed, "", at(1)), "", "", ""},
+		{"no address anywhere", kindEvent("e", "m", domain.KindUnsubscribed, at(1)), "", "", ""},
+		{"a correction never suppresses", correctionEvent("c", "m", domain.StatusComplained, at(1), "ops", "x"), "to@example.com", "", ""},
 	}
 	for _, tc := range tests {
 		addr, reason, scope, ok := store.SuppressionOf(tc.ev, tc.recipient, nil)
@@ -81,7 +81,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	assert.False(t, res.Suppressed, "already suppressed")
 
 	for _, retry := range []struct {
-		ev   event.Event
+		ev   domain.Event
 		want bool
 	}{{first, true}, {second, false}, {first, true}} {
 		res, err := s.ApplyStatus(ctx, retry.ev)
@@ -102,7 +102,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	assert.True(t, sup.LastSeen.Equal(at(10)))
 
 	// A complaint for the same address counts too, and keeps the first reason.
-	complaint := statusEvent("e_complaint", "msg_3", event.StatusComplained, "", at(20))
+	complaint := statusEvent("e_complaint", "msg_3", domain.StatusComplained, "", at(20))
 	complaint.Recipient = "user@example.com"
 	res, err = s.ApplyStatus(ctx, complaint)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestStaleHardBounceStillSuppresses(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	// failed later at the same rank decides; the earlier hard bounce is stale for the message.
-	_, err := s.ApplyStatus(ctx, statusEvent("e_failed", "msg_1", event.StatusFailed, "", at(20)))
+	_, err := s.ApplyStatus(ctx, statusEvent("e_failed", "msg_1", domain.StatusFailed, "", at(20)))
 	require.NoError(t, err)
 	res, err := s.ApplyStatus(ctx, hardBounce("e_bounce", "msg_1", "late@example.com", at(10)))
 	require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestSuppressionConcurrentEvents(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	var evs []event.Event
+	var evs []domain.Event
 	for i := range 5 {
 		evs = append(evs, hardBounce(fmt.Sprintf("e_%d", i), fmt.Sprintf("msg_%d", i%2), "busy@example.com", at(i)))
 	}
@@ -226,7 +226,7 @@ func TestListSuppressionsPaging(t *testing.T) {
 	for i, addr := range []string{"d@example.com", "a@example.com", "c@example.com", "b@example.com", "e@example.com"} {
 		ev := hardBounce(fmt.Sprintf("e_%d", i), fmt.Sprintf("msg_%d", i), addr, at(i))
 		if i%2 == 1 {
-			ev = statusEvent(ev.EventID, ev.MessageID, event.StatusComplained, "", at(i))
+			ev = statusEvent(ev.EventID, ev.MessageID, domain.StatusComplained, "", at(i))
 			ev.Recipient = addr
 		}
 		_, err := s.ApplyStatus(ctx, ev)
@@ -262,41 +262,41 @@ func TestApplyCorrection(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	const msg = "msg_fix"
-	bounce := statusEvent("e_bounce", msg, event.StatusBounced, event.BounceHard, at(20))
-	for _, ev := range []event.Event{statusEvent("e_delivered", msg, event.StatusDelivered, "", at(10)), bounce} {
+	bounce := statusEvent("e_bounce", msg, domain.StatusBounced, domain.BounceHard, at(20))
+	for _, ev := range []domain.Event{statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(10)), bounce} {
 		_, err := s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 	}
 
 	// Nanoseconds on purpose: the store decides on microseconds, like everything it stores.
 	fixAt := at(60).Add(1500 * time.Nanosecond)
-	fix := correctionEvent("correction-1", msg, event.StatusDelivered, fixAt, "ops", "the DSN was for another message")
+	fix := correctionEvent("correction-1", msg, domain.StatusDelivered, fixAt, "ops", "the DSN was for another message")
 	res, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)
-	want := store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusBounced, To: event.StatusDelivered, Recipient: "to@example.com", Version: 3}
+	want := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
 	assert.Equal(t, want, res, "a correction moves backwards, clears the bounce type, never suppresses")
 	again, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)
 	assert.Equal(t, res, again, "a retried correction reports the first outcome")
 
 	// The provider re-sends the bounce under a new id (same DSN, same time): stale.
-	res, err = s.ApplyStatus(ctx, statusEvent("e_bounce_resent", msg, event.StatusBounced, event.BounceHard, at(20)))
+	res, err = s.ApplyStatus(ctx, statusEvent("e_bounce_resent", msg, domain.StatusBounced, domain.BounceHard, at(20)))
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeStale, res.Outcome)
-	assert.Equal(t, event.StatusDelivered, res.To)
+	assert.Equal(t, domain.StatusDelivered, res.To)
 	// A retry of the original bounce event returns what it did then.
 	res, err = s.ApplyStatus(ctx, bounce)
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeMoved, res.Outcome)
-	assert.Equal(t, event.StatusBounced, res.To)
+	assert.Equal(t, domain.StatusBounced, res.To)
 	// An older correction processed late loses to the newer one.
-	res, err = s.ApplyStatus(ctx, correctionEvent("correction-0", msg, event.StatusBounced, at(30), "ops", "older"))
+	res, err = s.ApplyStatus(ctx, correctionEvent("correction-0", msg, domain.StatusBounced, at(30), "ops", "older"))
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeStale, res.Outcome)
 
 	m, err := s.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
-	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Empty(t, m.BounceType)
 	assert.Equal(t, int64(3), m.Version)
 	require.NotNil(t, m.CorrectedAt)
@@ -306,16 +306,16 @@ func TestApplyCorrection(t *testing.T) {
 		byID[e.EventID] = e
 	}
 	c := byID["correction-1"]
-	assert.Equal(t, event.CorrectionType, c.Type)
+	assert.Equal(t, domain.CorrectionType, c.Type)
 	assert.Equal(t, "ops", c.Actor)
 	assert.Equal(t, "the DSN was for another message", c.Note)
 	assert.True(t, c.Moved)
-	assert.Equal(t, event.StatusBounced, c.From)
-	assert.Equal(t, event.StatusDelivered, c.To)
+	assert.Equal(t, domain.StatusBounced, c.From)
+	assert.Equal(t, domain.StatusDelivered, c.To)
 	assert.Empty(t, byID["e_bounce"].Actor, "provider events have no actor")
 
 	// An event after the correction follows normal precedence.
-	res, err = s.ApplyStatus(ctx, statusEvent("e_complaint", msg, event.StatusComplained, "", at(90)))
+	res, err = s.ApplyStatus(ctx, statusEvent("e_complaint", msg, domain.StatusComplained, "", at(90)))
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeMoved, res.Outcome)
 	assert.Equal(t, int64(4), res.Version)

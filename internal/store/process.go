@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // ErrNotApplicable wraps an event whose data cannot be applied to a message as it is (a status
@@ -22,7 +22,7 @@ type ProcessResult struct {
 	// Duplicate: the event was already processed (and this is not a replay): nothing was done.
 	Duplicate bool
 	// Event is the stored event (the claim the workflow's input only refers to).
-	Event event.Event
+	Event domain.Event
 	// Applied: the event applies to a message; Apply is its recorded outcome.
 	Applied bool
 	Apply   ApplyResult
@@ -59,7 +59,7 @@ WHERE provider = $1 AND event_id = $2`
 // processed is a Duplicate unless replay is set. Errors wrap ErrNotFound (no such event),
 // ErrNotNormalized (recorded before normalized events were kept), ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
-func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev event.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
+func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
 	var out ProcessResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = ProcessResult{}
@@ -85,8 +85,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 			return fmt.Errorf("%w: decode the stored event: %w", ErrNotApplicable, err)
 		}
 		ev := out.Event
-		switch ev.Kind {
-		case event.KindStatus, event.KindCorrection, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
+		if ev.Kind.AppliesToMessage() {
 			if err := applicable(ev); err != nil {
 				return err
 			}
@@ -121,11 +120,11 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 }
 
 // applicable says why ev cannot be applied to a message, or nil.
-func applicable(ev event.Event) error {
+func applicable(ev domain.Event) error {
 	switch {
 	case ev.MessageID == "":
 		return fmt.Errorf("%w: a %s event without a message id", ErrNotApplicable, ev.Kind)
-	case ev.Kind == event.KindCorrection && !ev.Status.Known():
+	case ev.Kind == domain.KindCorrection && !ev.Status.Known():
 		return fmt.Errorf("%w: correction to unknown status %q", ErrNotApplicable, ev.Status)
 	}
 	return nil
@@ -133,7 +132,7 @@ func applicable(ev event.Event) error {
 
 // StoredEvent returns the recorded event and, when it was applied to a message, its recorded
 // outcome (applied false otherwise): what a notification of it is built from.
-func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev event.Event, res ApplyResult, applied bool, err error) {
+func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res ApplyResult, applied bool, err error) {
 	var normalized []byte
 	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(&normalized)
 	switch {
@@ -148,7 +147,7 @@ func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev e
 		res, applied, err = recordedOutcome(ctx, s.pool, provider, eventID)
 	}
 	if err != nil {
-		return event.Event{}, ApplyResult{}, false, fmt.Errorf("stored event %s:%s: %w", provider, eventID, err)
+		return domain.Event{}, ApplyResult{}, false, fmt.Errorf("stored event %s:%s: %w", provider, eventID, err)
 	}
 	return ev, res, applied, nil
 }

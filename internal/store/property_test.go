@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -24,19 +24,19 @@ func TestApplyStatusOrderIndependent(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 
-	evs := []event.Event{
-		statusEvent("e1", "", event.StatusAccepted, "", at(1)),
-		statusEvent("e2", "", event.StatusDeferred, "", at(2)),
-		statusEvent("e3", "", event.StatusDelivered, "", at(2)),
-		statusEvent("e4", "", event.StatusFailed, "", at(3)),
-		statusEvent("e5", "", event.StatusBounced, event.BounceHard, at(3)),
-		statusEvent("e6", "", event.StatusDelivered, "", at(4)),
+	evs := []domain.Event{
+		statusEvent("e1", "", domain.StatusAccepted, "", at(1)),
+		statusEvent("e2", "", domain.StatusDeferred, "", at(2)),
+		statusEvent("e3", "", domain.StatusDelivered, "", at(2)),
+		statusEvent("e4", "", domain.StatusFailed, "", at(3)),
+		statusEvent("e5", "", domain.StatusBounced, domain.BounceHard, at(3)),
+		statusEvent("e6", "", domain.StatusDelivered, "", at(4)),
 	}
 	var want precedence.State
 	for _, ev := range evs {
 		want = precedence.Apply(want, ev).Next
 	}
-	require.Equal(t, event.StatusBounced, want.Status, "the fixture should end in the tie-broken bounce")
+	require.Equal(t, domain.StatusBounced, want.Status, "the fixture should end in the tie-broken bounce")
 
 	perms := permutations(len(evs))
 	jobs := make(chan int)
@@ -58,7 +58,7 @@ func TestApplyStatusOrderIndependent(t *testing.T) {
 	wg.Wait()
 }
 
-func checkPermutation(t *testing.T, s *store.Store, evs []event.Event, perm []int, n int, want precedence.State) {
+func checkPermutation(t *testing.T, s *store.Store, evs []domain.Event, perm []int, n int, want precedence.State) {
 	ctx := t.Context()
 	// Event ids share a per-permutation prefix so they stay unique in the database while
 	// comparing among themselves exactly as the unprefixed ids do.
@@ -69,7 +69,7 @@ func checkPermutation(t *testing.T, s *store.Store, evs []event.Event, perm []in
 		fold  precedence.State
 		first = map[string]store.ApplyResult{}
 	)
-	apply := func(ev event.Event) {
+	apply := func(ev domain.Event) {
 		ev.EventID = prefix + ev.EventID
 		ev.MessageID = msg
 		got, err := s.ApplyStatus(ctx, ev)
@@ -113,7 +113,7 @@ func checkPermutation(t *testing.T, s *store.Store, evs []event.Event, perm []in
 	if !assert.NoError(t, err) {
 		return
 	}
-	assert.Equal(t, want.Status, event.Status(status), "permutation %v", perm)
+	assert.Equal(t, want.Status, domain.Status(status), "permutation %v", perm)
 	assert.Equal(t, want.BounceType, bounce, "permutation %v", perm)
 	assert.Equal(t, want.Key.Rank, rank, "permutation %v", perm)
 	if assert.NotNil(t, orderAt, "permutation %v", perm) {

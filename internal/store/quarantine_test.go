@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -18,7 +18,7 @@ func TestQuarantineListsPagesAndCounts(t *testing.T) {
 	s := openStore(t)
 	ctx := t.Context()
 	for _, id := range []string{"evt_1", "evt_2", "evt_3", "evt_ok"} {
-		_, err := storetest.Enqueue(ctx, s, statusEvent(id, "msg_"+id, event.StatusAccepted, "", at(0)))
+		_, err := storetest.Enqueue(ctx, s, statusEvent(id, "msg_"+id, domain.StatusAccepted, "", at(0)))
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"evt_2", "evt_1", "evt_3"} {

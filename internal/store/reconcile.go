@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // DailyCount is one (UTC day, provider, event type) line of the daily reconciliation: the events
@@ -41,7 +41,7 @@ type RecordedEvent struct {
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
 	// Event is the normalized event RecordEvent stored; nil for rows recorded before the
 	// normalized column existed, which cannot be processed again.
-	Event *event.Event `json:"-"`
+	Event *domain.Event `json:"-"`
 }
 
 // ErrNotNormalized is returned (wrapped) for an event recorded before webhook_events.normalized
@@ -53,7 +53,7 @@ var ErrNotNormalized = errors.New("recorded without a normalized event (before m
 // every retry), so anything jsonb would refuse is stored as NULL instead: \u0000 can only come
 // from a field no text column holds already (the recipient, the bounce type), since the
 // provider's raw JSON and the event id, type and message id are stored as they are anyway.
-func normalizedEvent(ev event.Event) any {
+func normalizedEvent(ev domain.Event) any {
 	b, err := json.Marshal(ev)
 	if err != nil || jsonbStorable(b) != nil {
 		return nil
@@ -254,7 +254,7 @@ func scanRecorded(row pgx.Row) (RecordedEvent, error) {
 		return RecordedEvent{}, err
 	}
 	if normalized != nil {
-		var ev event.Event
+		var ev domain.Event
 		if err := json.Unmarshal(normalized, &ev); err != nil {
 			return RecordedEvent{}, fmt.Errorf("decode normalized event %s:%s: %w", r.Provider, r.EventID, err)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -23,7 +23,7 @@ func openStore(t *testing.T) *store.Store {
 }
 
 // recordAt records ev and moves its received_at to at.
-func recordAt(t *testing.T, s *store.Store, ev event.Event, at time.Time, processed bool) {
+func recordAt(t *testing.T, s *store.Store, ev domain.Event, at time.Time, processed bool) {
 	t.Helper()
 	_, err := s.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
@@ -37,7 +37,7 @@ func recordAt(t *testing.T, s *store.Store, ev event.Event, at time.Time, proces
 func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	ev := statusEvent("evt_n1", "msg_n", event.StatusBounced, event.BounceHard, at(0).Add(123456789*time.Nanosecond))
+	ev := statusEvent("evt_n1", "msg_n", domain.StatusBounced, domain.BounceHard, at(0).Add(123456789*time.Nanosecond))
 	_, err := s.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
 
@@ -69,7 +69,7 @@ func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 func TestRecordEventWithUnstorableNormalizedFieldStillRecords(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	ev := statusEvent("evt_nul", "msg_nul", event.StatusDelivered, "", at(0))
+	ev := statusEvent("evt_nul", "msg_nul", domain.StatusDelivered, "", at(0))
 	ev.Recipient = "a\x00@example.com"
 	res, err := s.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
@@ -83,8 +83,8 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	day := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-	ev := func(prov, id, typ string) event.Event {
-		return event.Event{Provider: prov, EventID: id, Type: typ, Kind: event.KindStatus, Raw: json.RawMessage(`{}`)}
+	ev := func(prov, id, typ string) domain.Event {
+		return domain.Event{Provider: prov, EventID: id, Type: typ, Kind: domain.KindStatus, Raw: json.RawMessage(`{}`)}
 	}
 	recordAt(t, s, ev("postscale", "e1", "email.delivered"), day, true)                                     // first instant of the day
 	recordAt(t, s, ev("postscale", "e2", "email.delivered"), day.Add(24*time.Hour-time.Microsecond), false) // last instant
@@ -129,8 +129,8 @@ func TestStuckEvents(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	now := time.Now()
-	ev := func(id string) event.Event {
-		return event.Event{Provider: provider, EventID: id, Type: "email.sent", Kind: event.KindStatus, Raw: json.RawMessage(`{}`)}
+	ev := func(id string) domain.Event {
+		return domain.Event{Provider: provider, EventID: id, Type: "email.sent", Kind: domain.KindStatus, Raw: json.RawMessage(`{}`)}
 	}
 	recordAt(t, s, ev("old1"), now.Add(-3*time.Hour), false)
 	recordAt(t, s, ev("old2"), now.Add(-2*time.Hour), false)
@@ -170,9 +170,9 @@ func TestStuckEvents(t *testing.T) {
 func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	_, err := s.RecordEvent(t.Context(), statusEvent("evt_r", "msg_r", event.StatusDelivered, "", at(0)))
+	_, err := s.RecordEvent(t.Context(), statusEvent("evt_r", "msg_r", domain.StatusDelivered, "", at(0)))
 	require.NoError(t, err)
-	_, err = s.RecordEvent(t.Context(), statusEvent("evt_other", "msg_r", event.StatusDelivered, "", at(0)))
+	_, err = s.RecordEvent(t.Context(), statusEvent("evt_other", "msg_r", domain.StatusDelivered, "", at(0)))
 	require.NoError(t, err)
 
 	prefix := provider + ":evt_r:replay:"

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // When suppressing fails, the error (logged by the worker and kept by Temporal as the activity's
@@ -22,7 +22,7 @@ BEGIN RAISE EXCEPTION 'suppressions are read-only today'; END $$;
 CREATE TRIGGER refuse BEFORE INSERT ON suppressions FOR EACH ROW EXECUTE FUNCTION refuse_suppression();`)
 	require.NoError(t, err)
 
-	ev := statusEvent("evt_bounce", "msg_1", event.StatusBounced, event.BounceHard, at(0))
+	ev := statusEvent("evt_bounce", "msg_1", domain.StatusBounced, domain.BounceHard, at(0))
 	ev.Recipient = "Jane.Doe+private@example.com"
 	_, err = s.ApplyStatus(ctx, ev)
 	require.Error(t, err)

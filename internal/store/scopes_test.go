@@ -12,14 +12,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
 var testScopes = map[string]string{"broadcast": "marketing", "digest": "marketing", "outbound": "transactional", "legacy": "global"}
 
-func streamEvent(id, msg string, kind event.Kind, st event.Status, bounce, stream, to string, occurred time.Time) event.Event {
+func streamEvent(id, msg string, kind domain.Kind, st domain.Status, bounce, stream, to string, occurred time.Time) domain.Event {
 	ev := kindEvent(id, msg, kind, occurred)
 	ev.Status, ev.BounceType, ev.Stream, ev.Recipient = st, bounce, stream, to
 	return ev
@@ -30,16 +30,16 @@ func TestSuppressionOfScopes(t *testing.T) {
 	const to = "u@example.com"
 	tests := []struct {
 		name      string
-		ev        event.Event
+		ev        domain.Event
 		wantScope string
 	}{
-		{"unsubscribe from a mapped stream", streamEvent("e", "m", event.KindUnsubscribed, "", "", "broadcast", to, at(1)), "marketing"},
-		{"complaint from a mapped stream", streamEvent("e", "m", event.KindStatus, event.StatusComplained, "", "outbound", to, at(1)), "transactional"},
-		{"hard bounce from a mapped stream is global", streamEvent("e", "m", event.KindStatus, event.StatusBounced, event.BounceHard, "broadcast", to, at(1)), store.GlobalScope},
-		{"unsubscribe from an unmapped stream", streamEvent("e", "m", event.KindUnsubscribed, "", "", "other", to, at(1)), store.GlobalScope},
-		{"unsubscribe without a stream", streamEvent("e", "m", event.KindUnsubscribed, "", "", "", to, at(1)), store.GlobalScope},
-		{"a stream mapped to global", streamEvent("e", "m", event.KindUnsubscribed, "", "", "legacy", to, at(1)), store.GlobalScope},
-		{"stream names are exact", streamEvent("e", "m", event.KindUnsubscribed, "", "", "Broadcast", to, at(1)), store.GlobalScope},
+		{"unsubscribe from a mapped stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "broadcast", to, at(1)), "marketing"},
+		{"complaint from a mapped stream", streamEvent("e", "m", domain.KindStatus, domain.StatusComplained, "", "outbound", to, at(1)), "transactional"},
+		{"hard bounce from a mapped stream is global", streamEvent("e", "m", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(1)), store.GlobalScope},
+		{"unsubscribe from an unmapped stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "other", to, at(1)), store.GlobalScope},
+		{"unsubscribe without a stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "", to, at(1)), store.GlobalScope},
+		{"a stream mapped to global", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "legacy", to, at(1)), store.GlobalScope},
+		{"stream names are exact", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "Broadcast", to, at(1)), store.GlobalScope},
 	}
 	for _, tc := range tests {
 		addr, _, scope, ok := store.SuppressionOf(tc.ev, "", testScopes)
@@ -47,7 +47,7 @@ func TestSuppressionOfScopes(t *testing.T) {
 		assert.Equal(t, to, addr, tc.name)
 		assert.Equal(t, tc.wantScope, scope, tc.name)
 	}
-	_, _, _, ok := store.SuppressionOf(streamEvent("e", "m", event.KindStatus, event.StatusBounced, event.BounceSoft, "broadcast", to, at(1)), "", testScopes)
+	_, _, _, ok := store.SuppressionOf(streamEvent("e", "m", domain.KindStatus, domain.StatusBounced, domain.BounceSoft, "broadcast", to, at(1)), "", testScopes)
 	assert.False(t, ok, "a soft bounce suppresses nothing by itself, scoped or not")
 }
 
@@ -60,7 +60,7 @@ func TestScopedSuppressions(t *testing.T) {
 	ctx := t.Context()
 	const to = "user+news@example.com"
 
-	res, err := s.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", event.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)))
+	res, err := s.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", domain.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)))
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed)
 	check := func(scope string) store.SuppressionCheck {
@@ -77,12 +77,12 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.False(t, check("newsletter").Suppressed, "a scope no stream maps to has only the global rows")
 
 	// Another marketing stream's complaint counts on the same row.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", event.KindStatus, event.StatusComplained, "", "digest", to, at(2)))
+	res, err = s.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", domain.KindStatus, domain.StatusComplained, "", "digest", to, at(2)))
 	require.NoError(t, err)
 	assert.False(t, res.Suppressed, "already suppressed in marketing")
 
 	// A hard bounce, even on the marketing stream, is global: a new row beside the scoped one.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", event.KindStatus, event.StatusBounced, event.BounceHard, "broadcast", to, at(3)))
+	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)))
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "the global row is new")
 	assert.Equal(t, []string{store.ReasonHardBounce}, check("transactional").Reasons)
@@ -147,10 +147,10 @@ func TestListSuppressionsPagesWholeAddresses(t *testing.T) {
 	s.SetSuppressionScopes(testScopes)
 	ctx := t.Context()
 	for i, addr := range []string{"c@example.com", "a@example.com", "b@example.com"} {
-		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), event.KindStatus, event.StatusBounced, event.BounceHard, "", addr, at(i)))
+		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)))
 		require.NoError(t, err)
 		if addr != "b@example.com" {
-			_, err = s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), event.KindUnsubscribed, "", "", "broadcast", addr, at(i)))
+			_, err = s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), domain.KindUnsubscribed, "", "", "broadcast", addr, at(i)))
 			require.NoError(t, err)
 		}
 	}
@@ -211,7 +211,7 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	c, err := s.CheckSuppression(ctx, "old7@example.com", "marketing")
 	require.NoError(t, err)
 	assert.True(t, c.Suppressed, "an old suppression is global: it stops every kind of mail")
-	res, err := s.ApplyStatus(ctx, streamEvent("e_new", "m_new", event.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)))
+	res, err := s.ApplyStatus(ctx, streamEvent("e_new", "m_new", domain.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)))
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "a scoped row beside the old global one")
 	_, err = s.Pool().Exec(ctx, `INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen, scope)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
@@ -28,8 +28,8 @@ func (s *Store) SetSoftBounce(p SoftBounce) { s.softBounce = p }
 // SoftBounceOf says whether ev is a soft bounce that counts towards its recipient's threshold,
 // and the address it counts for: the event's recipient, or else recipient (the message's),
 // normalized as a suppressions key.
-func SoftBounceOf(ev event.Event, recipient string) (address string, ok bool) {
-	if ev.Kind != event.KindStatus || ev.Status != event.StatusBounced || ev.BounceType != event.BounceSoft {
+func SoftBounceOf(ev domain.Event, recipient string) (address string, ok bool) {
+	if ev.Kind != domain.KindStatus || ev.Status != domain.StatusBounced || ev.BounceType != domain.BounceSoft {
 		return "", false
 	}
 	address = NormalizeAddress(ev.Recipient)
@@ -45,7 +45,7 @@ func SoftBounceOf(ev event.Event, recipient string) (address string, ok bool) {
 // storing it twice: a soft bounce suppresses only by reaching the threshold, and the
 // threshold's count is gone by the time a notification is built. ok is false for an event that
 // cannot have suppressed anything.
-func AddedSuppression(ev event.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
+func AddedSuppression(ev domain.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
 	if address, reason, scope, ok = SuppressionOf(ev, recipient, scopes); ok {
 		return address, reason, scope, true
 	}
@@ -107,7 +107,7 @@ WHERE address = $1 AND occurred_at < $2::timestamptz - 2 * $3::bigint * interval
 // in the apply transaction, before the message_events gate, so a lost race rolls it back with
 // everything else. suppressed reports that this event added the suppression: only the first
 // bounce at the threshold does, later ones count in times_seen as any other suppressing event.
-func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev event.Event, recipient string) (suppressed bool, err error) {
+func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string) (suppressed bool, err error) {
 	p := s.softBounce
 	if !p.on() {
 		return false, nil

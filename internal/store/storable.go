@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // ErrNotStorable wraps an event that PostgreSQL or Temporal would refuse as it is: it can never
@@ -45,14 +45,14 @@ const (
 // Storable returns nil when ev can be recorded, started and applied, or an error wrapping
 // ErrNotStorable whose innermost message is a short reason for the sender. It is the one place
 // the edge asks; the store's own inserts are the backstop for anything it misses.
-func Storable(ev event.Event) error {
+func Storable(ev domain.Event) error {
 	if err := storable(ev); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotStorable, err)
 	}
 	return nil
 }
 
-func storable(ev event.Event) error {
+func storable(ev domain.Event) error {
 	if ev.EventID == "" {
 		return errors.New("event id is empty")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -19,50 +19,50 @@ import (
 // they accept passes. The red-team cases of issue 12 are here: a number jsonb cannot hold, ids
 // and addresses over the limits.
 func TestStorable(t *testing.T) {
-	ok := func() event.Event {
-		return event.Event{Provider: "postscale", EventID: "evt_1", Type: "email.bounced", MessageID: "msg_1",
+	ok := func() domain.Event {
+		return domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.bounced", MessageID: "msg_1",
 			Recipient: "user@example.com", BounceType: "hard", OccurredAt: time.Now(), Raw: json.RawMessage(`{"a":1}`)}
 	}
 	tests := []struct {
 		name   string
-		edit   func(*event.Event)
+		edit   func(*domain.Event)
 		refuse string // substring of the reason, "" = storable
 	}{
 		{name: "plain"},
-		{name: "escapes jsonb stores", edit: func(e *event.Event) {
+		{name: "escapes jsonb stores", edit: func(e *domain.Event) {
 			e.Raw = json.RawMessage(`{"a":"caf\u00e9 \ud83d\ude00 \uD83D\uDE00 \u0001 \\u0000 \\\\ud800"}`)
 		}},
-		{name: `\u0000`, edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\u0000"}`) }, refuse: `\u0000`},
-		{name: `escaped backslash then \u0000`, edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\\\u0000"}`) }, refuse: `\u0000`},
-		{name: "lone high surrogate", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\ud800"}`) }, refuse: "surrogate"},
-		{name: "high surrogate then text", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\ud800x"}`) }, refuse: "surrogate"},
-		{name: "two high surrogates", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\ud800\ud800"}`) }, refuse: "surrogate"},
-		{name: "lone low surrogate", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"\udc00"}`) }, refuse: "surrogate"},
-		{name: "surrogate in a key", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"\udc00":1}`) }, refuse: "surrogate"},
-		{name: "invalid UTF-8 payload", edit: func(e *event.Event) { e.Raw = json.RawMessage("{\"a\":\"caf\xe9\"}") }, refuse: "UTF-8"},
-		{name: "NUL in id", edit: func(e *event.Event) { e.EventID = "evt\x00" }, refuse: "NUL"},
-		{name: "invalid UTF-8 id", edit: func(e *event.Event) { e.EventID = "evt\xff" }, refuse: "UTF-8"},
-		{name: "empty id", edit: func(e *event.Event) { e.EventID = "" }, refuse: "empty"},
-		{name: "id at the limit", edit: func(e *event.Event) { e.EventID = strings.Repeat("e", store.MaxEventIDBytes) }},
-		{name: "1.1 KB event id", edit: func(e *event.Event) { e.EventID = strings.Repeat("e", 1100) }, refuse: "event id is 1100 bytes"},
-		{name: "3 KB message id", edit: func(e *event.Event) { e.MessageID = strings.Repeat("m", 3000) }, refuse: "message id is 3000 bytes"},
-		{name: "3 KB recipient", edit: func(e *event.Event) { e.Recipient = strings.Repeat("r", 3000) + "@example.com" }, refuse: "recipient"},
-		{name: "recipient at the limit", edit: func(e *event.Event) { e.Recipient = strings.Repeat("r", store.MaxRecipientBytes) }},
-		{name: "long type", edit: func(e *event.Event) { e.Type = strings.Repeat("t", 300) }, refuse: "type"},
-		{name: "year 10000", edit: func(e *event.Event) { e.OccurredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, refuse: "year"},
-		{name: "year 9999", edit: func(e *event.Event) { e.OccurredAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC) }},
-		{name: "1e1000000", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"n":1e1000000}`) }, refuse: "larger than"},
-		{name: "number in an array", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"n":[1,2,-1e131072]}`) }, refuse: "larger than"},
-		{name: "too many decimals", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"n":1e-16384}`) }, refuse: "digits after"},
-		{name: "huge exponent of zero", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"n":0e99999999999}`) }, refuse: "overflows"},
-		{name: "numbers jsonb holds", edit: func(e *event.Event) {
+		{name: `\u0000`, edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\u0000"}`) }, refuse: `\u0000`},
+		{name: `escaped backslash then \u0000`, edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\\\u0000"}`) }, refuse: `\u0000`},
+		{name: "lone high surrogate", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\ud800"}`) }, refuse: "surrogate"},
+		{name: "high surrogate then text", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\ud800x"}`) }, refuse: "surrogate"},
+		{name: "two high surrogates", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\ud800\ud800"}`) }, refuse: "surrogate"},
+		{name: "lone low surrogate", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"\udc00"}`) }, refuse: "surrogate"},
+		{name: "surrogate in a key", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"\udc00":1}`) }, refuse: "surrogate"},
+		{name: "invalid UTF-8 payload", edit: func(e *domain.Event) { e.Raw = json.RawMessage("{\"a\":\"caf\xe9\"}") }, refuse: "UTF-8"},
+		{name: "NUL in id", edit: func(e *domain.Event) { e.EventID = "evt\x00" }, refuse: "NUL"},
+		{name: "invalid UTF-8 id", edit: func(e *domain.Event) { e.EventID = "evt\xff" }, refuse: "UTF-8"},
+		{name: "empty id", edit: func(e *domain.Event) { e.EventID = "" }, refuse: "empty"},
+		{name: "id at the limit", edit: func(e *domain.Event) { e.EventID = strings.Repeat("e", store.MaxEventIDBytes) }},
+		{name: "1.1 KB event id", edit: func(e *domain.Event) { e.EventID = strings.Repeat("e", 1100) }, refuse: "event id is 1100 bytes"},
+		{name: "3 KB message id", edit: func(e *domain.Event) { e.MessageID = strings.Repeat("m", 3000) }, refuse: "message id is 3000 bytes"},
+		{name: "3 KB recipient", edit: func(e *domain.Event) { e.Recipient = strings.Repeat("r", 3000) + "@example.com" }, refuse: "recipient"},
+		{name: "recipient at the limit", edit: func(e *domain.Event) { e.Recipient = strings.Repeat("r", store.MaxRecipientBytes) }},
+		{name: "long type", edit: func(e *domain.Event) { e.Type = strings.Repeat("t", 300) }, refuse: "type"},
+		{name: "year 10000", edit: func(e *domain.Event) { e.OccurredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, refuse: "year"},
+		{name: "year 9999", edit: func(e *domain.Event) { e.OccurredAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC) }},
+		{name: "1e1000000", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"n":1e1000000}`) }, refuse: "larger than"},
+		{name: "number in an array", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"n":[1,2,-1e131072]}`) }, refuse: "larger than"},
+		{name: "too many decimals", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"n":1e-16384}`) }, refuse: "digits after"},
+		{name: "huge exponent of zero", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"n":0e99999999999}`) }, refuse: "overflows"},
+		{name: "numbers jsonb holds", edit: func(e *domain.Event) {
 			e.Raw = json.RawMessage(`{"a":1e131071,"b":-1e-16383,"c":0e1000000,"d":0.00001e131076,"e":[0,-0.5,12.25e2]}`)
 		}},
-		{name: "digits inside strings are not numbers", edit: func(e *event.Event) { e.Raw = json.RawMessage(`{"a":"1e1000000"}`) }},
-		{name: "deep nesting", edit: func(e *event.Event) {
+		{name: "digits inside strings are not numbers", edit: func(e *domain.Event) { e.Raw = json.RawMessage(`{"a":"1e1000000"}`) }},
+		{name: "deep nesting", edit: func(e *domain.Event) {
 			e.Raw = json.RawMessage(strings.Repeat("[", store.MaxJSONDepth+1) + strings.Repeat("]", store.MaxJSONDepth+1))
 		}, refuse: "nests deeper"},
-		{name: "nesting at the limit", edit: func(e *event.Event) {
+		{name: "nesting at the limit", edit: func(e *domain.Event) {
 			e.Raw = json.RawMessage(strings.Repeat("[", store.MaxJSONDepth) + strings.Repeat("]", store.MaxJSONDepth))
 		}},
 	}
@@ -138,7 +138,7 @@ func TestStorableAgreesWithPostgreSQL(t *testing.T) {
 			raw = `{"s":"` + b.String() + `"}`
 		}
 		require.True(t, json.Valid([]byte(raw)), raw)
-		ours := store.Storable(event.Event{Provider: "p", EventID: "e", Raw: json.RawMessage(raw)})
+		ours := store.Storable(domain.Event{Provider: "p", EventID: "e", Raw: json.RawMessage(raw)})
 		_, pgErr := s.Pool().Exec(t.Context(), `SELECT $1::text::jsonb`, raw)
 		if (ours == nil) != (pgErr == nil) {
 			short := raw

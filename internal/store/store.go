@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -79,7 +79,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // RecordEvent durably records a received event, once per (provider, event_id). A duplicate
 // delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
 // first delivery finished.
-func (s *Store) RecordEvent(ctx context.Context, ev event.Event) (RecordResult, error) {
+func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult, error) {
 	payload, err := eventPayload(ev)
 	if err != nil {
 		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
@@ -108,7 +108,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev event.Event) (RecordResult, 
 
 // eventPayload is what webhook_events keeps of the event: the provider's own JSON, or, when an
 // adapter had none, the normalized event so the row still says what was received.
-func eventPayload(ev event.Event) (json.RawMessage, error) {
+func eventPayload(ev domain.Event) (json.RawMessage, error) {
 	raw := bytes.TrimSpace(ev.Raw)
 	if len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		return raw, nil
@@ -154,7 +154,7 @@ func (s *Store) GetMessage(ctx context.Context, provider, messageID string) (Mes
 func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Message, error) {
 	var (
 		m      Message
-		bounce event.Bounce
+		bounce domain.Bounce
 	)
 	err := tx.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
 		&m.Provider, &m.MessageID, &m.Status, &m.BounceType, &m.Recipient, &m.Version,
@@ -179,7 +179,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 		var (
 			e          MessageEvent
 			occurredAt *time.Time
-			bounce     event.Bounce
+			bounce     domain.Bounce
 		)
 		if err := rows.Scan(&e.EventID, &e.Type, &e.Status, &occurredAt, &e.ReceivedAt,
 			&e.Outcome, &e.From, &e.To, &e.Version, &e.Actor, &e.Note, &e.Suppressed,

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 func TestNotificationIDIsStable(t *testing.T) {
@@ -28,14 +28,14 @@ func TestNotificationIDIsStable(t *testing.T) {
 
 func TestEventPayload(t *testing.T) {
 	raw := json.RawMessage(`{"type":"email.delivered","data":{"id":"m1"}}`)
-	got, err := eventPayload(event.Event{Raw: raw})
+	got, err := eventPayload(domain.Event{Raw: raw})
 	require.NoError(t, err)
 	assert.JSONEq(t, string(raw), string(got))
 
-	ev := event.Event{Provider: "resend", EventID: "e1", Type: "email.sent", Raw: json.RawMessage(" null ")}
+	ev := domain.Event{Provider: "resend", EventID: "e1", Type: "email.sent", Raw: json.RawMessage(" null ")}
 	got, err = eventPayload(ev)
 	require.NoError(t, err)
-	var back event.Event
+	var back domain.Event
 	require.NoError(t, json.Unmarshal(got, &back))
 	assert.Equal(t, "e1", back.EventID)
 	assert.Equal(t, "email.sent", back.Type)
@@ -46,33 +46,33 @@ func TestApplyEventEngagementKeepsEarliestTime(t *testing.T) {
 	t0 := t1.Add(-time.Hour)
 	now := t1.Add(time.Hour)
 
-	row := messageRow{Status: event.StatusDelivered, Version: 1}
-	next, res, changed, err := applyEvent(row, event.Event{Kind: event.KindOpened, OccurredAt: t1}, now)
+	row := messageRow{Status: domain.StatusDelivered, Version: 1}
+	next, res, changed, err := applyEvent(row, domain.Event{Kind: domain.KindOpened, OccurredAt: t1}, now)
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Equal(t, OutcomeCounted, res.Outcome)
-	assert.Equal(t, event.StatusDelivered, res.From)
-	assert.Equal(t, event.StatusDelivered, res.To)
+	assert.Equal(t, domain.StatusDelivered, res.From)
+	assert.Equal(t, domain.StatusDelivered, res.To)
 	assert.Equal(t, int64(1), res.Version)
 	assert.Equal(t, int64(1), next.Opens)
 	assert.True(t, next.FirstOpenedAt.Equal(t1))
 
 	// An older open arriving late moves "first opened" back.
-	next, _, _, err = applyEvent(next, event.Event{Kind: event.KindOpened, OccurredAt: t0}, now)
+	next, _, _, err = applyEvent(next, domain.Event{Kind: domain.KindOpened, OccurredAt: t0}, now)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), next.Opens)
 	assert.True(t, next.FirstOpenedAt.Equal(t0))
 
 	// No provider time: fall back to now, which is later, so t0 stays.
-	next, _, _, err = applyEvent(next, event.Event{Kind: event.KindOpened}, now)
+	next, _, _, err = applyEvent(next, domain.Event{Kind: domain.KindOpened}, now)
 	require.NoError(t, err)
 	assert.True(t, next.FirstOpenedAt.Equal(t0))
 }
 
 func TestApplyEventStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
 	at := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	row := messageRow{Status: event.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
-	old := event.Event{Kind: event.KindStatus, EventID: "a", Status: event.StatusAccepted, OccurredAt: at}
+	row := messageRow{Status: domain.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
+	old := domain.Event{Kind: domain.KindStatus, EventID: "a", Status: domain.StatusAccepted, OccurredAt: at}
 
 	_, res, changed, err := applyEvent(row, old, at)
 	require.NoError(t, err)
@@ -89,8 +89,8 @@ func TestApplyEventStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
 }
 
 func TestApplyEventRejectsOtherKinds(t *testing.T) {
-	for _, k := range []event.Kind{event.KindInbound, event.KindUnknown, ""} {
-		_, _, _, err := applyEvent(messageRow{}, event.Event{Kind: k}, time.Now())
+	for _, k := range []domain.Kind{domain.KindInbound, domain.KindUnknown, ""} {
+		_, _, _, err := applyEvent(messageRow{}, domain.Event{Kind: k}, time.Now())
 		assert.Error(t, err, "kind %q", k)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -24,12 +24,12 @@ var base = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func at(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
 
-func statusEvent(id, msg string, st event.Status, bounce string, occurred time.Time) event.Event {
-	return event.Event{
+func statusEvent(id, msg string, st domain.Status, bounce string, occurred time.Time) domain.Event {
+	return domain.Event{
 		Provider:   provider,
 		EventID:    id,
 		Type:       "email." + string(st),
-		Kind:       event.KindStatus,
+		Kind:       domain.KindStatus,
 		Status:     st,
 		BounceType: bounce,
 		MessageID:  msg,
@@ -39,8 +39,8 @@ func statusEvent(id, msg string, st event.Status, bounce string, occurred time.T
 	}
 }
 
-func kindEvent(id, msg string, kind event.Kind, occurred time.Time) event.Event {
-	return event.Event{
+func kindEvent(id, msg string, kind domain.Kind, occurred time.Time) domain.Event {
+	return domain.Event{
 		Provider: provider, EventID: id, Type: "email." + string(kind), Kind: kind,
 		MessageID: msg, OccurredAt: occurred,
 	}
@@ -111,7 +111,7 @@ func TestRecordEvent(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	ev := statusEvent("evt_1", "msg_1", event.StatusDelivered, "", at(0))
+	ev := statusEvent("evt_1", "msg_1", domain.StatusDelivered, "", at(0))
 
 	res, err := s.RecordEvent(ctx, ev)
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestRecordEventWithoutRawOrMessage(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	ev := event.Event{Provider: provider, EventID: "evt_inbound", Type: "email.received", Kind: event.KindInbound}
+	ev := domain.Event{Provider: provider, EventID: "evt_inbound", Type: "email.received", Kind: domain.KindInbound}
 
 	res, err := s.RecordEvent(ctx, ev)
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestRecordEventWithoutRawOrMessage(t *testing.T) {
 func TestRecordEventConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	ev := statusEvent("evt_dup", "msg_1", event.StatusDelivered, "", at(0))
+	ev := statusEvent("evt_dup", "msg_1", domain.StatusDelivered, "", at(0))
 
 	const n = 20
 	results := make([]store.RecordResult, n)
@@ -216,12 +216,12 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	delivered := statusEvent("evt_delivered", "msg_1", event.StatusDelivered, "", at(10))
+	delivered := statusEvent("evt_delivered", "msg_1", domain.StatusDelivered, "", at(10))
 
 	first, err := s.ApplyStatus(ctx, delivered)
 	require.NoError(t, err)
 	want := store.ApplyResult{
-		Outcome: store.OutcomeMoved, From: event.StatusNone, To: event.StatusDelivered,
+		Outcome: store.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
 		Recipient: "to@example.com", Version: 1,
 	}
 	assert.Equal(t, want, first)
@@ -231,7 +231,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	assert.Equal(t, first, retry)
 
 	// The message moves on; a late retry of the first event still reports what it did then.
-	bounced := statusEvent("evt_bounced", "msg_1", event.StatusBounced, event.BounceHard, at(20))
+	bounced := statusEvent("evt_bounced", "msg_1", domain.StatusBounced, domain.BounceHard, at(20))
 	_, err = s.ApplyStatus(ctx, bounced)
 	require.NoError(t, err)
 	retry, err = s.ApplyStatus(ctx, delivered)
@@ -240,7 +240,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 
 	m, err := s.GetMessage(ctx, provider, "msg_1")
 	require.NoError(t, err)
-	assert.Equal(t, event.StatusBounced, m.Status)
+	assert.Equal(t, domain.StatusBounced, m.Status)
 	assert.Equal(t, int64(2), m.Version)
 	assert.Len(t, m.Events, 2, "a retry adds no history")
 }
@@ -249,8 +249,8 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	opened := kindEvent("evt_open", "msg_1", event.KindOpened, at(5))
-	delivered := statusEvent("evt_delivered", "msg_1", event.StatusDelivered, "", at(1))
+	opened := kindEvent("evt_open", "msg_1", domain.KindOpened, at(5))
+	delivered := statusEvent("evt_delivered", "msg_1", domain.StatusDelivered, "", at(1))
 
 	const n = 10
 	results := make([]store.ApplyResult, 2*n)
@@ -276,13 +276,13 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 	}
 	assert.Equal(t, store.OutcomeCounted, results[0].Outcome)
 	assert.Equal(t, store.ApplyResult{
-		Outcome: store.OutcomeMoved, To: event.StatusDelivered, Recipient: "to@example.com", Version: 1,
+		Outcome: store.OutcomeMoved, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 1,
 	}, results[1])
 
 	m, err := s.GetMessage(ctx, provider, "msg_1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), m.Opens)
-	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Equal(t, int64(1), m.Version)
 	assert.Len(t, m.Events, 2)
 }
@@ -295,24 +295,24 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 
 	// Provider order: accepted(1) deferred(2) delivered(3) bounced(4); arrival order differs.
 	steps := []struct {
-		ev   event.Event
+		ev   domain.Event
 		want store.ApplyResult
 	}{
 		{
-			statusEvent("e_delivered", msg, event.StatusDelivered, "", at(3)),
-			store.ApplyResult{Outcome: store.OutcomeMoved, From: "", To: event.StatusDelivered, Version: 1},
+			statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(3)),
+			store.ApplyResult{Outcome: store.OutcomeMoved, From: "", To: domain.StatusDelivered, Version: 1},
 		},
 		{
-			statusEvent("e_accepted", msg, event.StatusAccepted, "", at(1)),
-			store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusDelivered, To: event.StatusDelivered, Version: 1},
+			statusEvent("e_accepted", msg, domain.StatusAccepted, "", at(1)),
+			store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 1},
 		},
 		{
-			statusEvent("e_bounced", msg, event.StatusBounced, event.BounceHard, at(4)),
-			store.ApplyResult{Outcome: store.OutcomeMoved, From: event.StatusDelivered, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2, Suppressed: true},
+			statusEvent("e_bounced", msg, domain.StatusBounced, domain.BounceHard, at(4)),
+			store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true},
 		},
 		{
-			statusEvent("e_deferred", msg, event.StatusDeferred, "", at(2)),
-			store.ApplyResult{Outcome: store.OutcomeStale, From: event.StatusBounced, To: event.StatusBounced, BounceType: event.BounceHard, Version: 2},
+			statusEvent("e_deferred", msg, domain.StatusDeferred, "", at(2)),
+			store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2},
 		},
 	}
 	for _, step := range steps {
@@ -326,8 +326,8 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, provider, m.Provider)
 	assert.Equal(t, msg, m.MessageID)
-	assert.Equal(t, event.StatusBounced, m.Status)
-	assert.Equal(t, event.BounceHard, m.BounceType)
+	assert.Equal(t, domain.StatusBounced, m.Status)
+	assert.Equal(t, domain.BounceHard, m.BounceType)
 	assert.Equal(t, "to@example.com", m.Recipient)
 	assert.Equal(t, int64(2), m.Version)
 	assert.False(t, m.CreatedAt.IsZero())
@@ -341,11 +341,11 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 	assert.True(t, ids["e_bounced"].Moved)
 	assert.Equal(t, store.OutcomeStale, ids["e_deferred"].Outcome)
 	assert.False(t, ids["e_deferred"].Moved)
-	assert.Equal(t, event.StatusDeferred, ids["e_deferred"].Status)
+	assert.Equal(t, domain.StatusDeferred, ids["e_deferred"].Status)
 	assert.Equal(t, "email.deferred", ids["e_deferred"].Type)
 	assert.True(t, ids["e_deferred"].OccurredAt.Equal(at(2)))
-	assert.Equal(t, event.StatusDelivered, ids["e_bounced"].From)
-	assert.Equal(t, event.StatusBounced, ids["e_bounced"].To)
+	assert.Equal(t, domain.StatusDelivered, ids["e_bounced"].From)
+	assert.Equal(t, domain.StatusBounced, ids["e_bounced"].To)
 	assert.Equal(t, int64(2), ids["e_bounced"].Version)
 }
 
@@ -355,10 +355,10 @@ func TestApplyStatusSubMicrosecondTimesFoldInAnyOrder(t *testing.T) {
 	ctx := t.Context()
 	// PostgreSQL stores microseconds: the two events tie on time there, so the event id must
 	// decide in both arrival orders, as it would if the key never left memory.
-	a := statusEvent("e_b", "", event.StatusFailed, "", base.Add(700*time.Nanosecond))
-	b := statusEvent("e_a", "", event.StatusBounced, event.BounceSoft, base.Add(300*time.Nanosecond))
+	a := statusEvent("e_b", "", domain.StatusFailed, "", base.Add(700*time.Nanosecond))
+	b := statusEvent("e_a", "", domain.StatusBounced, domain.BounceSoft, base.Add(300*time.Nanosecond))
 	var finals []store.Message
-	for i, order := range [][]event.Event{{a, b}, {b, a}} {
+	for i, order := range [][]domain.Event{{a, b}, {b, a}} {
 		msg := fmt.Sprintf("msg_%d", i)
 		for _, ev := range order {
 			ev.MessageID = msg
@@ -370,7 +370,7 @@ func TestApplyStatusSubMicrosecondTimesFoldInAnyOrder(t *testing.T) {
 		require.NoError(t, err)
 		finals = append(finals, m)
 	}
-	assert.Equal(t, event.StatusFailed, finals[0].Status)
+	assert.Equal(t, domain.StatusFailed, finals[0].Status)
 	assert.Equal(t, finals[0].Status, finals[1].Status)
 	assert.Equal(t, finals[0].BounceType, finals[1].BounceType)
 }
@@ -381,25 +381,25 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	ctx := t.Context()
 	const msg = "msg_engaged"
 
-	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, event.StatusDelivered, "", at(1)))
+	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(1)))
 	require.NoError(t, err)
 
-	open2 := kindEvent("e_open_2", msg, event.KindOpened, at(30))
-	open1 := kindEvent("e_open_1", msg, event.KindOpened, at(20))
-	click := kindEvent("e_click", msg, event.KindClicked, at(40))
-	unsub := kindEvent("e_unsub", msg, event.KindUnsubscribed, at(50))
-	for _, ev := range []event.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
+	open2 := kindEvent("e_open_2", msg, domain.KindOpened, at(30))
+	open1 := kindEvent("e_open_1", msg, domain.KindOpened, at(20))
+	click := kindEvent("e_click", msg, domain.KindClicked, at(40))
+	unsub := kindEvent("e_unsub", msg, domain.KindUnsubscribed, at(50))
+	for _, ev := range []domain.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
 		res, err := s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 		want := store.OutcomeCounted
-		if ev.Kind == event.KindUnsubscribed {
+		if ev.Kind == domain.KindUnsubscribed {
 			want = store.OutcomeFlagged
 		}
 		assert.Equal(t, store.ApplyResult{
-			Outcome: want, From: event.StatusDelivered, To: event.StatusDelivered,
+			Outcome: want, From: domain.StatusDelivered, To: domain.StatusDelivered,
 			Recipient: "to@example.com", Version: 1,
 			// The unsubscribe suppresses the message's recipient; its retry reports the same.
-			Suppressed: ev.Kind == event.KindUnsubscribed,
+			Suppressed: ev.Kind == domain.KindUnsubscribed,
 		}, res, ev.EventID)
 	}
 
@@ -414,7 +414,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	assert.True(t, m.Unsubscribed)
 	require.NotNil(t, m.UnsubscribedAt)
 	assert.True(t, m.UnsubscribedAt.Equal(at(50)))
-	assert.Equal(t, event.StatusDelivered, m.Status)
+	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Equal(t, int64(1), m.Version, "engagement never moves the version")
 	assert.Len(t, m.Events, 5)
 }
@@ -424,11 +424,11 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	// Opens can arrive before the delivery event; the message is created without a status.
-	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", event.KindOpened, at(9)))
+	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)))
 	require.NoError(t, err)
 	assert.Equal(t, store.ApplyResult{Outcome: store.OutcomeCounted}, res)
 
-	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", event.StatusDelivered, "", at(1)))
+	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)))
 	require.NoError(t, err)
 	assert.Equal(t, store.OutcomeMoved, res.Outcome)
 	assert.Equal(t, "to@example.com", res.Recipient, "the recipient is learnt from a later event")
@@ -437,11 +437,11 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 func TestApplyStatusRejectsOtherKinds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	for _, kind := range []event.Kind{event.KindInbound, event.KindUnknown} {
+	for _, kind := range []domain.Kind{domain.KindInbound, domain.KindUnknown} {
 		_, err := s.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)))
 		assert.Error(t, err, kind)
 	}
-	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", event.StatusDelivered, "", at(1)))
+	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", domain.StatusDelivered, "", at(1)))
 	assert.Error(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM messages`))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM message_events`))
@@ -452,18 +452,18 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	const msg = "msg_busy"
-	evs := []event.Event{
-		statusEvent("e01", msg, event.StatusAccepted, "", at(1)),
-		statusEvent("e02", msg, event.StatusDeferred, "", at(2)),
-		statusEvent("e03", msg, event.StatusDeferred, "", at(3)),
-		statusEvent("e04", msg, event.StatusDelivered, "", at(4)),
-		statusEvent("e05", msg, event.StatusBounced, event.BounceSoft, at(5)),
-		statusEvent("e06", msg, event.StatusFailed, "", at(5)),
-		statusEvent("e07", msg, event.StatusComplained, "", at(6)),
-		statusEvent("e08", msg, event.StatusDelivered, "", at(9)),
-		kindEvent("e09", msg, event.KindOpened, at(7)),
-		kindEvent("e10", msg, event.KindClicked, at(8)),
-		kindEvent("e11", msg, event.KindOpened, at(8)),
+	evs := []domain.Event{
+		statusEvent("e01", msg, domain.StatusAccepted, "", at(1)),
+		statusEvent("e02", msg, domain.StatusDeferred, "", at(2)),
+		statusEvent("e03", msg, domain.StatusDeferred, "", at(3)),
+		statusEvent("e04", msg, domain.StatusDelivered, "", at(4)),
+		statusEvent("e05", msg, domain.StatusBounced, domain.BounceSoft, at(5)),
+		statusEvent("e06", msg, domain.StatusFailed, "", at(5)),
+		statusEvent("e07", msg, domain.StatusComplained, "", at(6)),
+		statusEvent("e08", msg, domain.StatusDelivered, "", at(9)),
+		kindEvent("e09", msg, domain.KindOpened, at(7)),
+		kindEvent("e10", msg, domain.KindClicked, at(8)),
+		kindEvent("e11", msg, domain.KindOpened, at(8)),
 	}
 	results := make([]store.ApplyResult, len(evs))
 	errs := make([]error, len(evs))
@@ -488,7 +488,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 	}
 	m, err := s.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
-	assert.Equal(t, event.StatusComplained, m.Status)
+	assert.Equal(t, domain.StatusComplained, m.Status)
 	assert.Equal(t, "", m.BounceType)
 	// Each visible change bumps the version once, whatever the interleaving.
 	assert.Equal(t, int64(len(moved)), m.Version)

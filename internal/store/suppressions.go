@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
@@ -58,15 +58,15 @@ func (s *Store) SetSuppressionScopes(scopes map[string]string) {
 // event's recipient, or else recipient (the message's, after the event), trimmed and
 // lower-cased; an event with neither suppresses nothing. Corrections never suppress: they are
 // an operator's word about one message, not a signal from the recipient's mailbox.
-func SuppressionOf(ev event.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
+func SuppressionOf(ev domain.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
 	scope = GlobalScope
 	switch {
-	case ev.Kind == event.KindStatus && ev.Status == event.StatusBounced && ev.BounceType == event.BounceHard:
+	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusBounced && ev.BounceType == domain.BounceHard:
 		reason = ReasonHardBounce
-	case ev.Kind == event.KindStatus && ev.Status == event.StatusComplained:
+	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusComplained:
 		reason = ReasonComplaint
 		scope = scopeOfStream(ev.Stream, scopes)
-	case ev.Kind == event.KindUnsubscribed:
+	case ev.Kind == domain.KindUnsubscribed:
 		reason = ReasonUnsubscribe
 		scope = scopeOfStream(ev.Stream, scopes)
 	default:

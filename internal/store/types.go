@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // RecordResult is what RecordEvent found.
@@ -29,11 +29,11 @@ const (
 // ApplyResult is the recorded outcome of applying one event to its message. A retry of
 // ApplyStatus returns the outcome recorded by the first committed attempt.
 type ApplyResult struct {
-	Outcome    Outcome      `json:"outcome"`
-	From       event.Status `json:"from"`
-	To         event.Status `json:"to"`
-	BounceType string       `json:"bounce_type,omitempty"`
-	Recipient  string       `json:"recipient,omitempty"`
+	Outcome    Outcome       `json:"outcome"`
+	From       domain.Status `json:"from"`
+	To         domain.Status `json:"to"`
+	BounceType string        `json:"bounce_type,omitempty"`
+	Recipient  string        `json:"recipient,omitempty"`
 	// Version is the message's version after this event (unchanged unless moved).
 	Version int64 `json:"version"`
 	// Suppressed: this event added its recipient to the suppressions (false when the address
@@ -46,7 +46,7 @@ type ApplyResult struct {
 type Message struct {
 	Provider       string         `json:"provider"`
 	MessageID      string         `json:"message_id"`
-	Status         event.Status   `json:"status"`
+	Status         domain.Status  `json:"status"`
 	BounceType     string         `json:"bounce_type,omitempty"`
 	Recipient      string         `json:"recipient,omitempty"`
 	Version        int64          `json:"version"`
@@ -57,7 +57,7 @@ type Message struct {
 	FirstOpenedAt  *time.Time     `json:"first_opened_at,omitempty"`
 	FirstClickedAt *time.Time     `json:"first_clicked_at,omitempty"`
 	CorrectedAt    *time.Time     `json:"corrected_at,omitempty"` // the latest operator correction
-	Bounce         *event.Bounce  `json:"bounce,omitempty"`       // the details of the event that set the status
+	Bounce         *domain.Bounce `json:"bounce,omitempty"`       // the details of the event that set the status
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	Events         []MessageEvent `json:"events"`
@@ -65,23 +65,23 @@ type Message struct {
 
 // MessageEvent is one entry of a message's history.
 type MessageEvent struct {
-	EventID    string       `json:"event_id"`
-	Type       string       `json:"type"`
-	Status     event.Status `json:"status,omitempty"`
-	OccurredAt time.Time    `json:"occurred_at"`
-	ReceivedAt time.Time    `json:"received_at"`
-	Outcome    Outcome      `json:"outcome"`
-	Moved      bool         `json:"moved"`
-	From       event.Status `json:"from,omitempty"`
-	To         event.Status `json:"to,omitempty"`
-	Version    int64        `json:"version"`
+	EventID    string        `json:"event_id"`
+	Type       string        `json:"type"`
+	Status     domain.Status `json:"status,omitempty"`
+	OccurredAt time.Time     `json:"occurred_at"`
+	ReceivedAt time.Time     `json:"received_at"`
+	Outcome    Outcome       `json:"outcome"`
+	Moved      bool          `json:"moved"`
+	From       domain.Status `json:"from,omitempty"`
+	To         domain.Status `json:"to,omitempty"`
+	Version    int64         `json:"version"`
 	// Actor and Note say who made a correction (the admin token's name) and why.
 	Actor string `json:"actor,omitempty"`
 	Note  string `json:"note,omitempty"`
 	// Suppressed: this event added the recipient to the suppressions.
 	Suppressed bool `json:"suppressed,omitempty"`
 	// Bounce is this bounce's or failure's own details, whether or not it set the status.
-	Bounce *event.Bounce `json:"bounce,omitempty"`
+	Bounce *domain.Bounce `json:"bounce,omitempty"`
 }
 
 // Notification states.

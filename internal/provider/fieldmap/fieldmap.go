@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
@@ -28,22 +28,22 @@ func BadRequest(name, format string, args ...any) error {
 }
 
 type target struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 }
 
 // statusTargets are the values generic.status_map may map a type to.
 var statusTargets = map[string]target{
-	"accepted":     {event.KindStatus, event.StatusAccepted},
-	"deferred":     {event.KindStatus, event.StatusDeferred},
-	"delivered":    {event.KindStatus, event.StatusDelivered},
-	"failed":       {event.KindStatus, event.StatusFailed},
-	"bounced":      {event.KindStatus, event.StatusBounced},
-	"complained":   {event.KindStatus, event.StatusComplained},
-	"opened":       {event.KindOpened, event.StatusNone},
-	"clicked":      {event.KindClicked, event.StatusNone},
-	"unsubscribed": {event.KindUnsubscribed, event.StatusNone},
-	"inbound":      {event.KindInbound, event.StatusNone},
+	"accepted":     {domain.KindStatus, domain.StatusAccepted},
+	"deferred":     {domain.KindStatus, domain.StatusDeferred},
+	"delivered":    {domain.KindStatus, domain.StatusDelivered},
+	"failed":       {domain.KindStatus, domain.StatusFailed},
+	"bounced":      {domain.KindStatus, domain.StatusBounced},
+	"complained":   {domain.KindStatus, domain.StatusComplained},
+	"opened":       {domain.KindOpened, domain.StatusNone},
+	"clicked":      {domain.KindClicked, domain.StatusNone},
+	"unsubscribed": {domain.KindUnsubscribed, domain.StatusNone},
+	"inbound":      {domain.KindInbound, domain.StatusNone},
 }
 
 func targetNames() string {
@@ -53,16 +53,6 @@ func targetNames() string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-// NeedsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func NeedsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
 }
 
 // Path is a parsed dotted field path: "data.email_id" is {"data", "email_id"}. A segment of
@@ -172,30 +162,30 @@ func New(name string, g *provider.Generic) (*Mapping, error) {
 
 // Map maps one decoded object; where prefixes reasons (e.g. "element 3: " in a batch). The
 // caller sets Provider, EventID and Raw.
-func (m *Mapping) Map(name string, obj map[string]any, where string) (event.Event, error) {
+func (m *Mapping) Map(name string, obj map[string]any, where string) (domain.Event, error) {
 	raw, ok := m.typeField.Lookup(obj)
 	if !ok {
-		return event.Event{}, BadRequest(name, "%smissing type field %q", where, m.typeField)
+		return domain.Event{}, BadRequest(name, "%smissing type field %q", where, m.typeField)
 	}
 	typ, ok := Scalar(raw)
 	switch {
 	case !ok:
-		return event.Event{}, BadRequest(name, "%stype field %q is not a string", where, m.typeField)
+		return domain.Event{}, BadRequest(name, "%stype field %q is not a string", where, m.typeField)
 	case typ == "":
-		return event.Event{}, BadRequest(name, "%stype field %q is empty", where, m.typeField)
+		return domain.Event{}, BadRequest(name, "%stype field %q is empty", where, m.typeField)
 	}
-	ev := event.Event{Type: typ, Kind: event.KindUnknown}
+	ev := domain.Event{Type: typ, Kind: domain.KindUnknown}
 	if t, ok := m.status[typ]; ok {
 		ev.Kind, ev.Status = t.kind, t.status
 	}
 	if raw, ok := m.messageID.Lookup(obj); ok {
 		if ev.MessageID, ok = Scalar(raw); !ok {
-			return event.Event{}, BadRequest(name, "%smessage id field %q is not a string", where, m.messageID)
+			return domain.Event{}, BadRequest(name, "%smessage id field %q is not a string", where, m.messageID)
 		}
 	}
-	if ev.MessageID == "" && NeedsMessage(ev.Kind) {
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
 		// typ is a status_map key here, so this echoes configuration, not request data.
-		return event.Event{}, BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
+		return domain.Event{}, BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
 	}
 	if m.recipient != nil {
 		if raw, ok := m.recipient.Lookup(obj); ok {

@@ -22,9 +22,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -300,27 +299,27 @@ func TestVerify(t *testing.T) {
 
 func TestParseFixtures(t *testing.T) {
 	unix := func(sec int64, nsec int64) time.Time { return time.Unix(sec, nsec).UTC() }
-	st := func(id, typ, msg, rcpt string, at time.Time, kind event.Kind, status event.Status) event.Event {
-		return event.Event{EventID: id, Type: typ, Kind: kind, Status: status, MessageID: msg, Recipient: rcpt, OccurredAt: at}
+	st := func(id, typ, msg, rcpt string, at time.Time, kind domain.Kind, status domain.Status) domain.Event {
+		return domain.Event{EventID: id, Type: typ, Kind: kind, Status: status, MessageID: msg, Recipient: rcpt, OccurredAt: at}
 	}
 	tests := []struct {
 		file string
-		want []event.Event
+		want []domain.Event
 	}{
-		{"delivered", []event.Event{st("evt_9f2c01", "delivered", "msg_7d41", "ana@example.com",
-			time.Date(2026, 5, 4, 10, 15, 30, 125e6, time.UTC), event.KindStatus, event.StatusDelivered)}},
-		{"dropped", []event.Event{st("evt_9f2c02", "dropped", "msg_7d42", "bob@example.com", unix(1777889730, 0), event.KindStatus, event.StatusFailed)}},
-		{"bounce", []event.Event{st("evt_9f2c03", "bounce", "msg_7d43", "carl@example.com", unix(1777889731, 0), event.KindStatus, event.StatusBounced)}},
-		{"spamreport", []event.Event{st("evt_9f2c04", "spamreport", "msg_7d44", "dana@example.com", unix(1777889732, 0), event.KindStatus, event.StatusComplained)}},
-		{"unsubscribe", []event.Event{st("evt_9f2c05", "unsubscribe", "msg_7d45", "erin@example.com", unix(1777889733, 0), event.KindUnsubscribed, event.StatusNone)}},
-		{"inbound", []event.Event{st("evt_9f2c06", "inbound", "in_5501", "support@example.com", unix(1777889734, 0), event.KindInbound, event.StatusNone)}},
-		{"unknown_type", []event.Event{st("4711", "group_resubscribe", "", "fred@example.com", unix(1777889735, 0), event.KindUnknown, event.StatusNone)}},
-		{"batch", []event.Event{
-			st("evt_a1", "processed", "msg_8a", "gina@example.com", unix(1777889700, 0), event.KindStatus, event.StatusAccepted),
-			st("evt_a2", "deferred", "msg_8a", "gina@example.com", unix(1777889701, 5e8), event.KindStatus, event.StatusDeferred),
-			st("evt_a3", "delivered", "msg_8a", "gina@example.com", unix(1777889702, 0), event.KindStatus, event.StatusDelivered),
-			st("evt_a4", "open", "msg_8a", "gina@example.com", unix(1777889760, 0), event.KindOpened, event.StatusNone),
-			st("evt_a5", "click", "msg_8a", "gina@example.com", unix(1777889790, 0), event.KindClicked, event.StatusNone),
+		{"delivered", []domain.Event{st("evt_9f2c01", "delivered", "msg_7d41", "ana@example.com",
+			time.Date(2026, 5, 4, 10, 15, 30, 125e6, time.UTC), domain.KindStatus, domain.StatusDelivered)}},
+		{"dropped", []domain.Event{st("evt_9f2c02", "dropped", "msg_7d42", "bob@example.com", unix(1777889730, 0), domain.KindStatus, domain.StatusFailed)}},
+		{"bounce", []domain.Event{st("evt_9f2c03", "bounce", "msg_7d43", "carl@example.com", unix(1777889731, 0), domain.KindStatus, domain.StatusBounced)}},
+		{"spamreport", []domain.Event{st("evt_9f2c04", "spamreport", "msg_7d44", "dana@example.com", unix(1777889732, 0), domain.KindStatus, domain.StatusComplained)}},
+		{"unsubscribe", []domain.Event{st("evt_9f2c05", "unsubscribe", "msg_7d45", "erin@example.com", unix(1777889733, 0), domain.KindUnsubscribed, domain.StatusNone)}},
+		{"inbound", []domain.Event{st("evt_9f2c06", "inbound", "in_5501", "support@example.com", unix(1777889734, 0), domain.KindInbound, domain.StatusNone)}},
+		{"unknown_type", []domain.Event{st("4711", "group_resubscribe", "", "fred@example.com", unix(1777889735, 0), domain.KindUnknown, domain.StatusNone)}},
+		{"batch", []domain.Event{
+			st("evt_a1", "processed", "msg_8a", "gina@example.com", unix(1777889700, 0), domain.KindStatus, domain.StatusAccepted),
+			st("evt_a2", "deferred", "msg_8a", "gina@example.com", unix(1777889701, 5e8), domain.KindStatus, domain.StatusDeferred),
+			st("evt_a3", "delivered", "msg_8a", "gina@example.com", unix(1777889702, 0), domain.KindStatus, domain.StatusDelivered),
+			st("evt_a4", "open", "msg_8a", "gina@example.com", unix(1777889760, 0), domain.KindOpened, domain.StatusNone),
+			st("evt_a5", "click", "msg_8a", "gina@example.com", unix(1777889790, 0), domain.KindClicked, domain.StatusNone),
 		}},
 	}
 	seen := map[string]bool{}
@@ -566,10 +565,10 @@ func FuzzParse(f *testing.F) {
 			if ev.Provider != Name || ev.Kind == "" || ev.Type == "" {
 				t.Fatalf("incomplete event %+v", ev)
 			}
-			if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
+			if (ev.Kind == domain.KindStatus) != (ev.Status != domain.StatusNone) {
 				t.Fatalf("kind %q with status %q", ev.Kind, ev.Status)
 			}
-			if fieldmap.NeedsMessage(ev.Kind) && ev.MessageID == "" {
+			if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 				t.Fatalf("%s event without message id", ev.Kind)
 			}
 			if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {

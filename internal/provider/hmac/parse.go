@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 )
@@ -21,7 +21,7 @@ func badRequest(format string, args ...any) error { return fieldmap.BadRequest(N
 // (a batch). Each event's Raw is its own element's bytes. The event id comes from
 // generic.event_id_field of each element, or from generic.event_id_header, which names only one
 // event and so cannot be used with a batch.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	trimmed := bytes.TrimLeft(r.Body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return a.parseBatch(r)
@@ -43,10 +43,10 @@ func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
 		return nil, err
 	}
 	ev.Provider, ev.EventID, ev.Raw = Name, id, json.RawMessage(bytes.Clone(r.Body))
-	return []event.Event{ev}, nil
+	return []domain.Event{ev}, nil
 }
 
-func (a *Adapter) parseBatch(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) parseBatch(r provider.Request) ([]domain.Event, error) {
 	if a.eventIDHeader != "" {
 		return nil, badRequest("body is a batch, and generic.event_id_header cannot identify its events")
 	}
@@ -61,7 +61,7 @@ func (a *Adapter) parseBatch(r provider.Request) ([]event.Event, error) {
 	if len(elems) == 0 {
 		return nil, badRequest("empty batch")
 	}
-	events := make([]event.Event, 0, len(elems))
+	events := make([]domain.Event, 0, len(elems))
 	for i, raw := range elems {
 		where := fmt.Sprintf("element %d: ", i)
 		v, err := fieldmap.Decode(Name, raw)

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -209,12 +209,12 @@ func timestampText(raw json.RawMessage) (string, bool) {
 }
 
 // Parse turns a verified body into exactly one normalized event.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	ev, err := parse(r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return []event.Event{ev}, nil
+	return []domain.Event{ev}, nil
 }
 
 func sum(dst *[sha256.Size]byte, key []byte, timestamp, token string) {

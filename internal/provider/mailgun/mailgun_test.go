@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -248,60 +248,60 @@ func TestFixturesVerify(t *testing.T) {
 func TestParseFixtures(t *testing.T) {
 	tests := []struct {
 		file string
-		want event.Event
+		want domain.Event
 	}{
-		{"accepted", event.Event{EventID: "CCXMjJ7nQi2N3BPigGOdgQ", Type: "accepted", Kind: event.KindStatus, Status: event.StatusAccepted,
+		{"accepted", domain.Event{EventID: "CCXMjJ7nQi2N3BPigGOdgQ", Type: "accepted", Kind: domain.KindStatus, Status: domain.StatusAccepted,
 			MessageID: "20260203192638.000be97f99f8cea1@sample.mailgun.com", Recipient: "recipient@sample.mailgun.com", OccurredAt: at(1770146798, 519311000)}},
-		{"delivered", event.Event{EventID: "hTWCTD81RtiDN-rtCTn8Hw", Type: "delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
+		{"delivered", domain.Event{EventID: "hTWCTD81RtiDN-rtCTn8Hw", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "20180812211713.1.DF5966851B4BAA99@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534108637, 153125000)}},
-		{"subaccount_delivered", event.Event{EventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y", Type: "delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
+		{"subaccount_delivered", domain.Event{EventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "20260203202000.4c1b0e9f2a3d5e77@tenant.example.com", Recipient: "customer@example.net", OccurredAt: at(1770149999, 874512000)}},
-		{"failed_permanent", event.Event{EventID: "G9Bn5sL3TqKfP8dX2vWc1A", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "20180812214658.1.0DF563D0B3597700@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534110422, 389832000),
-			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user",
+		{"failed_permanent", domain.Event{EventID: "G9Bn5sL3TqKfP8dX2vWc1A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: "20180812214658.1.0DF563D0B3597700@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534110422, 389832000),
+			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user",
 				Diagnostic: "5.1.1 The email account that you tried to reach does not exist. Please try 5.1.1 double-checking the recipient's email address for typos"}}},
 		// Permanent, so Mailgun says hard; X.2.2 is a persistent transient failure (RFC 3463): soft.
-		{"failed_permanent_over_quota", event.Event{EventID: "Kq4mZ8wT2nRb6yHc0vXe3A", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: "20180812214820.1.5C9E2D1A7F3B4E60@example.org", Recipient: "full@example.com", OccurredAt: at(1534110500, 124512000),
-			Bounce: &event.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
+		{"failed_permanent_over_quota", domain.Event{EventID: "Kq4mZ8wT2nRb6yHc0vXe3A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceSoft, MessageID: "20180812214820.1.5C9E2D1A7F3B4E60@example.org", Recipient: "full@example.com", OccurredAt: at(1534110500, 124512000),
+			Bounce: &domain.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
 				Diagnostic: "5.2.2 The email account that you tried to reach is over quota. Please direct the recipient to 5.2.2 https://support.google.com/mail/?p=OverQuotaTemp"},
 			Stream: "welcome"}},
 		// espblock is soft (the adapter's mapping) and a block list is about the sender: it stays soft.
-		{"failed_permanent_espblock", event.Event{EventID: "Hs7pX1cV5bN9mQ3wE6rT0y", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: "20180812215000.1.8B2F6A0C4D9E1357@example.org", Recipient: "reader@example.net", OccurredAt: at(1534110600, 551203000),
-			Bounce: &event.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
+		{"failed_permanent_espblock", domain.Event{EventID: "Hs7pX1cV5bN9mQ3wE6rT0y", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceSoft, MessageID: "20180812215000.1.8B2F6A0C4D9E1357@example.org", Recipient: "reader@example.net", OccurredAt: at(1534110600, 551203000),
+			Bounce: &domain.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
 				Diagnostic: "5.7.1 Service unavailable; Client host [209.61.151.200] blocked using zen.spamhaus.org"},
 			Stream: "newsletter"}},
-		{"failed_temporary", event.Event{EventID: "Ub2y5mEXR3e-RvHfOpOq4w", Type: "failed", Kind: event.KindStatus, Status: event.StatusDeferred,
+		{"failed_temporary", domain.Event{EventID: "Ub2y5mEXR3e-RvHfOpOq4w", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: "20180812214638.1.4A7D468E9BC18C5D@example.org", Recipient: "undeliverable@nomx.example.com", OccurredAt: at(1534111899, 659519000)}},
 		// Not attempted: the address is on a suppression list. A drop, not a bounce.
-		{"failed_suppress_bounce", event.Event{EventID: "aWxC3dYhQ2mN8pZr5tVu7g", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed,
+		{"failed_suppress_bounce", domain.Event{EventID: "aWxC3dYhQ2mN8pZr5tVu7g", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20180812215501.1.7E2C33B9F0A14C52@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534112101, 75643000),
-			Bounce: &event.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
+			Bounce: &domain.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
 		// rejected carries no recipient field.
-		{"rejected", event.Event{EventID: "vXk9fL2pR7sT1uW3yZ5b8c", Type: "rejected", Kind: event.KindStatus, Status: event.StatusFailed,
+		{"rejected", domain.Event{EventID: "vXk9fL2pR7sT1uW3yZ5b8c", Type: "rejected", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20180622220256.1.B31A451A2E5422BB@sandbox55887.mailgun.org", OccurredAt: at(1529704976, 104692000),
-			Bounce: &event.Bounce{Diagnostic: "Sandbox subdomains are for test purposes only.", Category: "undetermined"}}},
-		{"opened", event.Event{EventID: "Ase7i2zsRYeDXztHGENqRA", Type: "opened", Kind: event.KindOpened,
+			Bounce: &domain.Bounce{Diagnostic: "Sandbox subdomains are for test purposes only.", Category: "undetermined"}}},
+		{"opened", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRA", Type: "opened", Kind: domain.KindOpened,
 			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000), Stream: "welcome"}},
-		{"clicked", event.Event{EventID: "Ase7i2zsRYeDXztHGENqRB", Type: "clicked", Kind: event.KindClicked,
+		{"clicked", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRB", Type: "clicked", Kind: domain.KindClicked,
 			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109655, 312881000), Stream: "welcome"}},
 		// Without message headers the click cannot be applied: recorded as unknown.
-		{"clicked_without_message", event.Event{EventID: "kM3nQ5rS7tU9vW1xY3zA5b", Type: "clicked", Kind: event.KindUnknown,
+		{"clicked_without_message", domain.Event{EventID: "kM3nQ5rS7tU9vW1xY3zA5b", Type: "clicked", Kind: domain.KindUnknown,
 			Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000)}},
-		{"unsubscribed", event.Event{EventID: "W3X4JOhFT-OZidZGKKr9iA", Type: "unsubscribed", Kind: event.KindUnsubscribed,
+		{"unsubscribed", domain.Event{EventID: "W3X4JOhFT-OZidZGKKr9iA", Type: "unsubscribed", Kind: domain.KindUnsubscribed,
 			MessageID: "20130822232216.13966.79700@samples.mailgun.org", Recipient: "recipient@example.com", OccurredAt: at(1377213791, 421473000)}},
-		{"complained", event.Event{EventID: "ncV2XwymRUKbPek_MIM-Gw", Type: "complained", Kind: event.KindStatus, Status: event.StatusComplained,
+		{"complained", domain.Event{EventID: "ncV2XwymRUKbPek_MIM-Gw", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "20130718032413.263EE2E0926@example.org", Recipient: "recipient@example.com", OccurredAt: at(1377214260, 49634000)}},
-		{"stored", event.Event{EventID: "czsjqFATSlC3QtAK-C80nw", Type: "stored", Kind: event.KindUnknown,
+		{"stored", domain.Event{EventID: "czsjqFATSlC3QtAK-C80nw", Type: "stored", Kind: domain.KindUnknown,
 			MessageID: "CAEj3xk8QtGQG+7dWz1m2fj@mail.example.net", OccurredAt: at(1534113307, 207281000)}},
 		// Legacy names, and a message-id in angle brackets (stripped).
-		{"legacy_dropped", event.Event{EventID: "P8qR0sT2uV4wX6yZ8aB0cD", Type: "dropped", Kind: event.KindStatus, Status: event.StatusFailed,
+		{"legacy_dropped", domain.Event{EventID: "P8qR0sT2uV4wX6yZ8aB0cD", Type: "dropped", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20160421180324.70521.79375.96884DDB@example.com", Recipient: "bounce@example.com", OccurredAt: at(1461261330, 0),
-			Bounce: &event.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
-		{"legacy_bounced", event.Event{EventID: "Q9rS1tU3vW5xY7zA9bC1dE", Type: "bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "20160421175529.19495.89030.B3AE3728@example.com", Recipient: "noreply@example.com", OccurredAt: at(1461261331, 0),
-			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user", Diagnostic: "550 5.1.1 The email account that you tried to reach does not exist."}}},
+			Bounce: &domain.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
+		{"legacy_bounced", domain.Event{EventID: "Q9rS1tU3vW5xY7zA9bC1dE", Type: "bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: "20160421175529.19495.89030.B3AE3728@example.com", Recipient: "noreply@example.com", OccurredAt: at(1461261331, 0),
+			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user", Diagnostic: "550 5.1.1 The email account that you tried to reach does not exist."}}},
 	}
 
 	seen := map[string]bool{}
@@ -404,32 +404,32 @@ func TestParseAccepts(t *testing.T) {
 	msg := `"message":{"headers":{"message-id":"m@x"}}`
 	tests := map[string]struct {
 		body []byte
-		want event.Event
+		want domain.Event
 	}{
 		"failed with internal severity": {wrap(`{"id":"a","event":"failed","severity":"internal",` + msg + `}`),
-			event.Event{EventID: "a", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "m@x"}},
+			domain.Event{EventID: "a", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "m@x"}},
 		"failed without severity": {wrap(`{"id":"b","event":"failed",` + msg + `}`),
-			event.Event{EventID: "b", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "m@x"}},
+			domain.Event{EventID: "b", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "m@x"}},
 		"severity in capitals": {wrap(`{"id":"c","event":"failed","severity":"Permanent",` + msg + `}`),
-			event.Event{EventID: "c", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: "m@x"}},
+			domain.Event{EventID: "c", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "m@x"}},
 		"permanent, retries expired": {wrap(`{"id":"c2","event":"failed","severity":"permanent","reason":"old",` + msg + `}`),
-			event.Event{EventID: "c2", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x",
-				Bounce: &event.Bounce{Category: "temporary_failure"}}},
+			domain.Event{EventID: "c2", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: "m@x",
+				Bounce: &domain.Bounce{Category: "temporary_failure"}}},
 		"permanent, ESP block": {wrap(`{"id":"c3","event":"failed","severity":"permanent","reason":"espblock",` + msg + `}`),
-			event.Event{EventID: "c3", Type: "failed", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: "m@x",
-				Bounce: &event.Bounce{Category: "policy_block"}}},
+			domain.Event{EventID: "c3", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: "m@x",
+				Bounce: &domain.Bounce{Category: "policy_block"}}},
 		"permanent, suppressed complaint": {wrap(`{"id":"c4","event":"failed","severity":"permanent","reason":"suppress-complaint",` + msg + `}`),
-			event.Event{EventID: "c4", Type: "failed", Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "m@x"}},
+			domain.Event{EventID: "c4", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "m@x"}},
 		"list event": {wrap(`{"id":"d","event":"list_member_uploaded","timestamp":"1534109600.5"}`),
-			event.Event{EventID: "d", Type: "list_member_uploaded", Kind: event.KindUnknown, OccurredAt: at(1534109600, 500000000)}},
+			domain.Event{EventID: "d", Type: "list_member_uploaded", Kind: domain.KindUnknown, OccurredAt: at(1534109600, 500000000)}},
 		"headers not an object": {wrap(`{"id":"e","event":"delivered","message":{"headers":"x"}}`),
-			event.Event{EventID: "e", Type: "delivered", Kind: event.KindUnknown}},
+			domain.Event{EventID: "e", Type: "delivered", Kind: domain.KindUnknown}},
 		"wrongly typed optional fields": {wrap(`{"id":"f","event":"accepted","recipient":7,"timestamp":true,` + msg + `}`),
-			event.Event{EventID: "f", Type: "accepted", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m@x"}},
+			domain.Event{EventID: "f", Type: "accepted", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m@x"}},
 		"no signature block (Verify's job)": {wrap(`{"id":"g","event":"opened",` + msg + `}`),
-			event.Event{EventID: "g", Type: "opened", Kind: event.KindOpened, MessageID: "m@x"}},
+			domain.Event{EventID: "g", Type: "opened", Kind: domain.KindOpened, MessageID: "m@x"}},
 		"exponent timestamp": {wrap(`{"id":"h","event":"complained","timestamp":1.5e9,` + msg + `}`),
-			event.Event{EventID: "h", Type: "complained", Kind: event.KindStatus, Status: event.StatusComplained, MessageID: "m@x", OccurredAt: at(1500000000, 0)}},
+			domain.Event{EventID: "h", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained, MessageID: "m@x", OccurredAt: at(1500000000, 0)}},
 	}
 	a := newAdapter(t, testKey)
 	for name, tt := range tests {
@@ -497,7 +497,7 @@ func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("marshal event: %v", err)
 	}
-	var back event.Event
+	var back domain.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal event: %v", err)
 	}
@@ -594,16 +594,16 @@ func FuzzParse(f *testing.F) {
 		if ev.Provider != Name || ev.Kind == "" || ev.Type == "" {
 			t.Fatalf("incomplete event %+v", ev)
 		}
-		if needsMessage(ev.Kind) && ev.MessageID == "" {
+		if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 			t.Fatalf("%s event without message id", ev.Kind)
 		}
-		if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
+		if (ev.Kind == domain.KindStatus) != (ev.Status != domain.StatusNone) {
 			t.Fatalf("kind %s with status %q", ev.Kind, ev.Status)
 		}
-		if ev.BounceType != "" && ev.Status != event.StatusBounced {
+		if ev.BounceType != "" && ev.Status != domain.StatusBounced {
 			t.Fatalf("bounce type on %s", ev.Status)
 		}
-		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+		if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
@@ -20,55 +20,45 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("mailgun: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
 }
 
-// needsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func needsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
-}
-
 // parse reads {"signature":{…},"event-data":{…}}. The event's Raw is the event-data object only:
 // the signature block is left out because it does not cover the body, so a stored or forwarded
 // copy of it would let anyone who reads it sign arbitrary events until the timestamp expires.
-func parse(body []byte) (event.Event, error) {
+func parse(body []byte) (domain.Event, error) {
 	var top object
 	if err := json.Unmarshal(body, &top); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
 		case errors.As(err, &typ):
-			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
 		default:
-			return event.Event{}, badRequest("malformed JSON")
+			return domain.Event{}, badRequest("malformed JSON")
 		}
 	}
 	if top == nil {
-		return event.Event{}, badRequest("body is JSON null, not an object")
+		return domain.Event{}, badRequest("body is JSON null, not an object")
 	}
 	// json.RawMessage.UnmarshalJSON stores a copy: raw does not alias the request body.
 	raw, ok := top["event-data"]
 	if !ok || jsonfield.IsNull(raw) {
-		return event.Event{}, badRequest(`missing "event-data"`)
+		return domain.Event{}, badRequest(`missing "event-data"`)
 	}
 	var data object
 	if err := json.Unmarshal(raw, &data); err != nil || data == nil {
-		return event.Event{}, badRequest(`"event-data" is not an object`)
+		return domain.Event{}, badRequest(`"event-data" is not an object`)
 	}
 	id, err := requiredString(data, "id")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	typ, err := requiredString(data, "event")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 
-	ev := event.Event{Provider: Name, EventID: id, Type: typ}
+	ev := domain.Event{Provider: Name, EventID: id, Type: typ}
 	ev.Kind, ev.Status, ev.BounceType = classify(typ, data)
 	ev.MessageID = messageID(data)
 	ev.Recipient = jsonfield.OptionalString(data, "recipient")
@@ -78,8 +68,8 @@ func parse(body []byte) (event.Event, error) {
 	// An event that changes a message but does not say which one cannot be applied. Answering 406
 	// would make Mailgun drop it without a trace, so it is recorded as unknown instead: kept with
 	// its raw JSON, changing nothing.
-	if ev.MessageID == "" && needsMessage(ev.Kind) {
-		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+		ev.Kind, ev.Status, ev.BounceType = domain.KindUnknown, domain.StatusNone, ""
 	}
 	bounce.Apply(&ev, bounceInput(data, ev.Status))
 	ev.Raw = raw
@@ -87,51 +77,51 @@ func parse(body []byte) (event.Event, error) {
 }
 
 // classify maps event-data.event (and, for "failed", severity and reason) to a kind and status.
-func classify(typ string, data object) (event.Kind, event.Status, string) {
+func classify(typ string, data object) (domain.Kind, domain.Status, string) {
 	switch typ {
 	case "accepted":
-		return event.KindStatus, event.StatusAccepted, ""
+		return domain.KindStatus, domain.StatusAccepted, ""
 	case "rejected":
-		return event.KindStatus, event.StatusFailed, ""
+		return domain.KindStatus, domain.StatusFailed, ""
 	case "delivered":
-		return event.KindStatus, event.StatusDelivered, ""
+		return domain.KindStatus, domain.StatusDelivered, ""
 	case "failed":
 		switch strings.ToLower(jsonfield.OptionalString(data, "severity")) {
 		case "temporary":
 			// Mailgun keeps retrying the delivery; a later delivered or failed/permanent decides.
-			return event.KindStatus, event.StatusDeferred, ""
+			return domain.KindStatus, domain.StatusDeferred, ""
 		case "permanent":
 			switch reason := strings.ToLower(jsonfield.OptionalString(data, "reason")); {
 			case strings.HasPrefix(reason, "suppress-"):
 				// suppress-bounce, -unsubscribe, -complaint: Mailgun did not attempt delivery
 				// because the address is on a suppression list. A drop, not a bounce (SendGrid's
 				// "dropped" maps the same way).
-				return event.KindStatus, event.StatusFailed, ""
+				return domain.KindStatus, domain.StatusFailed, ""
 			case reason == "old", reason == "espblock":
 				// "old": temporary failures until the 8-hour delivery retries ran out ("Too
 				// old"); "espblock": refused by the receiving provider's policy. Neither says
 				// the address does not exist, so they must not suppress it as a hard bounce.
-				return event.KindStatus, event.StatusBounced, event.BounceSoft
+				return domain.KindStatus, domain.StatusBounced, domain.BounceSoft
 			}
-			return event.KindStatus, event.StatusBounced, event.BounceHard
+			return domain.KindStatus, domain.StatusBounced, domain.BounceHard
 		default: // "internal", missing, or a severity added later
-			return event.KindStatus, event.StatusFailed, ""
+			return domain.KindStatus, domain.StatusFailed, ""
 		}
 	case "opened":
-		return event.KindOpened, event.StatusNone, ""
+		return domain.KindOpened, domain.StatusNone, ""
 	case "clicked":
-		return event.KindClicked, event.StatusNone, ""
+		return domain.KindClicked, domain.StatusNone, ""
 	case "unsubscribed":
-		return event.KindUnsubscribed, event.StatusNone, ""
+		return domain.KindUnsubscribed, domain.StatusNone, ""
 	case "complained":
-		return event.KindStatus, event.StatusComplained, ""
+		return domain.KindStatus, domain.StatusComplained, ""
 	// Names of the legacy (v2) webhooks, in case they arrive in the JSON format.
 	case "dropped":
-		return event.KindStatus, event.StatusFailed, ""
+		return domain.KindStatus, domain.StatusFailed, ""
 	case "bounced":
-		return event.KindStatus, event.StatusBounced, event.BounceHard
+		return domain.KindStatus, domain.StatusBounced, domain.BounceHard
 	}
-	return event.KindUnknown, event.StatusNone, ""
+	return domain.KindUnknown, domain.StatusNone, ""
 }
 
 // bounceInput reads a failure's details: delivery-status.code (the reply code, or Mailgun's
@@ -140,10 +130,10 @@ func classify(typ string, data object) (event.Kind, event.Status, string) {
 // are Mailgun's verdict. Legacy (v2) events carry code and error or description at the top
 // level, a rejected event reject.reason. An event classified failed never reached a server
 // (rejected, suppress-*, internal): its text is Mailgun's and read for nothing.
-func bounceInput(data object, status event.Status) bounce.Input {
+func bounceInput(data object, status domain.Status) bounce.Input {
 	in := bounce.Input{
 		ProviderReasons: []string{jsonfield.OptionalString(data, "reason"), jsonfield.OptionalString(data, "severity")},
-		Dropped:         status == event.StatusFailed,
+		Dropped:         status == domain.StatusFailed,
 	}
 	if ds, ok := nestedObject(data, "delivery-status"); ok {
 		in.SMTPCode = jsonfield.Int(ds["code"])

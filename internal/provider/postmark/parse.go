@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
 type mapping struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 	bounce string
 }
 
@@ -25,33 +25,33 @@ type mapping struct {
 // changing nothing, so they cannot override "delivered". A Type not listed here is KindUnknown too.
 var bounceTypes = map[string]mapping{
 	// Permanent: the address does not exist or may not be mailed again.
-	"HardBounce":          {event.KindStatus, event.StatusBounced, event.BounceHard},
-	"BadEmailAddress":     {event.KindStatus, event.StatusBounced, event.BounceHard},
-	"ManuallyDeactivated": {event.KindStatus, event.StatusBounced, event.BounceHard},
+	"HardBounce":          {domain.KindStatus, domain.StatusBounced, domain.BounceHard},
+	"BadEmailAddress":     {domain.KindStatus, domain.StatusBounced, domain.BounceHard},
+	"ManuallyDeactivated": {domain.KindStatus, domain.StatusBounced, domain.BounceHard},
 	// Postmark stopped trying, but the address itself may be fine.
-	"SoftBounce":        {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"Transient":         {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"DnsError":          {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"SpamNotification":  {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"VirusNotification": {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"DMARCPolicy":       {event.KindStatus, event.StatusBounced, event.BounceSoft},
-	"Blocked":           {event.KindStatus, event.StatusBounced, event.BounceSoft},
+	"SoftBounce":        {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"Transient":         {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"DnsError":          {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"SpamNotification":  {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"VirusNotification": {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"DMARCPolicy":       {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
+	"Blocked":           {domain.KindStatus, domain.StatusBounced, domain.BounceSoft},
 	// A non-delivery report Postmark could not classify.
-	"Unknown": {event.KindStatus, event.StatusBounced, ""},
+	"Unknown": {domain.KindStatus, domain.StatusBounced, ""},
 	// Never sent: rejected at Postmark's SMTP API or while rendering the template.
-	"SMTPApiError":            {event.KindStatus, event.StatusFailed, ""},
-	"TemplateRenderingFailed": {event.KindStatus, event.StatusFailed, ""},
-	"SpamComplaint":           {event.KindStatus, event.StatusComplained, ""},
+	"SMTPApiError":            {domain.KindStatus, domain.StatusFailed, ""},
+	"TemplateRenderingFailed": {domain.KindStatus, domain.StatusFailed, ""},
+	"SpamComplaint":           {domain.KindStatus, domain.StatusComplained, ""},
 	// A reply asking to be removed.
-	"Unsubscribe": {event.KindUnsubscribed, event.StatusNone, ""},
+	"Unsubscribe": {domain.KindUnsubscribed, domain.StatusNone, ""},
 	// Not a delivery failure.
-	"AutoResponder":         {event.KindUnknown, event.StatusNone, ""},
-	"AddressChange":         {event.KindUnknown, event.StatusNone, ""},
-	"Subscribe":             {event.KindUnknown, event.StatusNone, ""},
-	"OpenRelayTest":         {event.KindUnknown, event.StatusNone, ""},
-	"ChallengeVerification": {event.KindUnknown, event.StatusNone, ""},
-	"Unconfirmed":           {event.KindUnknown, event.StatusNone, ""},
-	"InboundError":          {event.KindUnknown, event.StatusNone, ""},
+	"AutoResponder":         {domain.KindUnknown, domain.StatusNone, ""},
+	"AddressChange":         {domain.KindUnknown, domain.StatusNone, ""},
+	"Subscribe":             {domain.KindUnknown, domain.StatusNone, ""},
+	"OpenRelayTest":         {domain.KindUnknown, domain.StatusNone, ""},
+	"ChallengeVerification": {domain.KindUnknown, domain.StatusNone, ""},
+	"Unconfirmed":           {domain.KindUnknown, domain.StatusNone, ""},
+	"InboundError":          {domain.KindUnknown, domain.StatusNone, ""},
 }
 
 // timeFields names the field carrying each record type's own time.
@@ -62,16 +62,6 @@ var timeFields = map[string]string{
 	"Open":               "ReceivedAt",
 	"Click":              "ReceivedAt",
 	"SubscriptionChange": "ChangedAt",
-}
-
-// needsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func needsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
 }
 
 type object map[string]json.RawMessage
@@ -90,81 +80,81 @@ func badRequest(format string, args ...any) error {
 // record's numeric ID). Other records have no id, so one is derived from fields that identify the
 // occurrence and are identical in every retry of it, since a retry re-sends the same body:
 // "<RecordType>:<MessageID>:<recipient>:<timestamp as sent>".
-func parse(body []byte) (event.Event, error) {
+func parse(body []byte) (domain.Event, error) {
 	var top object
 	if err := json.Unmarshal(body, &top); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
 		case errors.As(err, &typ):
-			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
 		default:
-			return event.Event{}, badRequest("malformed JSON")
+			return domain.Event{}, badRequest("malformed JSON")
 		}
 	}
 	if top == nil {
-		return event.Event{}, badRequest("body is JSON null, not an object")
+		return domain.Event{}, badRequest("body is JSON null, not an object")
 	}
 
 	recordType, err := requiredString(top, "RecordType")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
-	ev := event.Event{Provider: Name, Type: recordType}
+	ev := domain.Event{Provider: Name, Type: recordType}
 	var m mapping
 	switch recordType {
 	case "Delivery":
-		m = mapping{event.KindStatus, event.StatusDelivered, ""}
+		m = mapping{domain.KindStatus, domain.StatusDelivered, ""}
 	case "Bounce":
 		bt, err := optionalString(top, "Type")
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		if bt != "" {
 			ev.Type = "Bounce:" + bt
 		}
 		var known bool
 		if m, known = bounceTypes[bt]; !known {
-			m = mapping{kind: event.KindUnknown}
+			m = mapping{kind: domain.KindUnknown}
 		}
 	case "SpamComplaint":
-		m = mapping{event.KindStatus, event.StatusComplained, ""}
+		m = mapping{domain.KindStatus, domain.StatusComplained, ""}
 	case "Open":
-		m = mapping{kind: event.KindOpened}
+		m = mapping{kind: domain.KindOpened}
 	case "Click":
-		m = mapping{kind: event.KindClicked}
+		m = mapping{kind: domain.KindClicked}
 	case "SubscriptionChange":
 		// SuppressSending true: the address was added to the stream's suppression list
 		// (unsubscribe link, spam complaint, hard bounce or a manual suppression). false: it was
 		// reactivated, which mailhook has no flag for.
-		m = mapping{kind: event.KindUnknown}
+		m = mapping{kind: domain.KindUnknown}
 		if raw, ok := top["SuppressSending"]; ok && bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
-			m = mapping{kind: event.KindUnsubscribed}
+			m = mapping{kind: domain.KindUnsubscribed}
 		}
 	default:
-		m = mapping{kind: event.KindUnknown}
+		m = mapping{kind: domain.KindUnknown}
 	}
 	ev.Kind, ev.Status, ev.BounceType = m.kind, m.status, m.bounce
 
 	if ev.MessageID, err = optionalString(top, "MessageID"); err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
-	if ev.MessageID == "" && needsMessage(ev.Kind) {
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
 		if recordType != "SubscriptionChange" {
-			return event.Event{}, badRequest("%s record has no MessageID", recordType)
+			return domain.Event{}, badRequest("%s record has no MessageID", recordType)
 		}
 		// Postmark sends no MessageID for manual suppressions: nothing to flag.
-		ev.Kind = event.KindUnknown
+		ev.Kind = domain.KindUnknown
 	}
 	recipient, err := optionalString(top, "Recipient")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	if recipient == "" {
 		if recipient, err = optionalString(top, "Email"); err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 	}
 	ev.Recipient = recipient
@@ -173,7 +163,7 @@ func parse(body []byte) (event.Event, error) {
 	var stamp string
 	if timeField != "" {
 		if stamp, err = optionalString(top, timeField); err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 	} else {
 		for _, f := range []string{"DeliveredAt", "BouncedAt", "ReceivedAt", "ChangedAt"} {
@@ -188,7 +178,7 @@ func parse(body []byte) (event.Event, error) {
 	if recordType == "Bounce" || recordType == "SpamComplaint" {
 		id, ok, err := bounceID(top)
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		if ok {
 			ev.EventID = "bounce:" + id
@@ -209,11 +199,11 @@ func parse(body []byte) (event.Event, error) {
 // it is Postmark's fixed text for the Type ("… (ex: unknown user, mailbox not found)"), and
 // its keywords would say more than the bounce did. SMTPApiError and TemplateRenderingFailed
 // were never sent, so their Details are Postmark's and read for nothing.
-func bounceInput(top object, status event.Status) bounce.Input {
+func bounceInput(top object, status domain.Status) bounce.Input {
 	return bounce.Input{
 		Diagnostic:      lenientString(top, "Details"),
 		ProviderReasons: []string{lenientString(top, "Type")},
-		Dropped:         status == event.StatusFailed,
+		Dropped:         status == domain.StatusFailed,
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 )
@@ -119,10 +119,10 @@ func (a *Adapter) Verify(r provider.Request) error {
 
 // Parse turns a verified body into exactly one normalized event: Postmark sends one record per
 // request.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	ev, err := parse(r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return []event.Event{ev}, nil
+	return []domain.Event{ev}, nil
 }

@@ -16,7 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
@@ -189,82 +189,82 @@ func TestParseFixtures(t *testing.T) {
 		john   = "john@example.com"
 		bounce = "2019-11-05T16:33:54.9070259Z"
 	)
-	bounceEvent := func(n int, typ string, kind event.Kind, status event.Status, bt string) event.Event {
-		return event.Event{EventID: "bounce:" + itoa(4323372036854775807-int64(n)), Type: "Bounce:" + typ, Kind: kind, Status: status,
+	bounceEvent := func(n int, typ string, kind domain.Kind, status domain.Status, bt string) domain.Event {
+		return domain.Event{EventID: "bounce:" + itoa(4323372036854775807-int64(n)), Type: "Bounce:" + typ, Kind: kind, Status: status,
 			BounceType: bt, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}
 	}
 	// details adds what internal/bounce makes of the record's Details and Type.
-	details := func(ev event.Event, smtp int, code, category, diag string) event.Event {
-		ev.Bounce = &event.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
+	details := func(ev domain.Event, smtp int, code, category, diag string) domain.Event {
+		ev.Bounce = &domain.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
 		return ev
 	}
 	tests := []struct {
 		file string
-		want event.Event
+		want domain.Event
 	}{
-		{"delivery", event.Event{EventID: "Delivery:" + msg + ":" + john + ":" + bounce, Type: "Delivery", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
-		{"bounce_hard", details(bounceEvent(0, "HardBounce", event.KindStatus, event.StatusBounced, event.BounceHard),
+		{"delivery", domain.Event{EventID: "Delivery:" + msg + ":" + john + ":" + bounce, Type: "Delivery", Kind: domain.KindStatus,
+			Status: domain.StatusDelivered, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
+		{"bounce_hard", details(bounceEvent(0, "HardBounce", domain.KindStatus, domain.StatusBounced, domain.BounceHard),
 			550, "5.1.1", "unknown_user", "smtp;550 5.1.1 The email account that you tried to reach does not exist.")},
-		{"bounce_bad_email_address", details(bounceEvent(1, "BadEmailAddress", event.KindStatus, event.StatusBounced, event.BounceHard),
+		{"bounce_bad_email_address", details(bounceEvent(1, "BadEmailAddress", domain.KindStatus, domain.StatusBounced, domain.BounceHard),
 			0, "", "unknown_user", "Invalid email address")},
-		{"bounce_manually_deactivated", details(bounceEvent(2, "ManuallyDeactivated", event.KindStatus, event.StatusBounced, event.BounceHard),
+		{"bounce_manually_deactivated", details(bounceEvent(2, "ManuallyDeactivated", domain.KindStatus, domain.StatusBounced, domain.BounceHard),
 			0, "", "undetermined", "Manually deactivated by admin")},
-		{"bounce_soft", details(bounceEvent(3, "SoftBounce", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_soft", details(bounceEvent(3, "SoftBounce", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			452, "4.2.2", "mailbox_full", "smtp;452 4.2.2 The email account that you tried to reach is over quota.")},
-		{"bounce_transient", details(bounceEvent(4, "Transient", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_transient", details(bounceEvent(4, "Transient", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			421, "4.4.2", "temporary_failure", "smtp;421 4.4.2 Connection timed out")},
-		{"bounce_dns_error", details(bounceEvent(5, "DnsError", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_dns_error", details(bounceEvent(5, "DnsError", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			0, "", "temporary_failure", "DNS lookup failed")},
-		{"bounce_spam_notification", details(bounceEvent(6, "SpamNotification", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_spam_notification", details(bounceEvent(6, "SpamNotification", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			550, "5.7.1", "spam_block", "smtp;550 5.7.1 Message rejected as spam")},
-		{"bounce_virus_notification", details(bounceEvent(7, "VirusNotification", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_virus_notification", details(bounceEvent(7, "VirusNotification", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			0, "", "content_rejected", "Virus detected")},
-		{"bounce_dmarc_policy", details(bounceEvent(8, "DMARCPolicy", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_dmarc_policy", details(bounceEvent(8, "DMARCPolicy", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			550, "5.7.26", "auth_failure", "smtp;550 5.7.26 Unauthenticated email is not accepted due to domain's DMARC policy")},
 		// Postmark's soft stays: a 5.7.1 block refuses the sender, not the address.
-		{"bounce_blocked", details(bounceEvent(9, "Blocked", event.KindStatus, event.StatusBounced, event.BounceSoft),
+		{"bounce_blocked", details(bounceEvent(9, "Blocked", domain.KindStatus, domain.StatusBounced, domain.BounceSoft),
 			554, "5.7.1", "policy_block", "smtp;554 5.7.1 Service unavailable; client host blocked")},
-		{"bounce_unknown", details(bounceEvent(10, "Unknown", event.KindStatus, event.StatusBounced, ""),
+		{"bounce_unknown", details(bounceEvent(10, "Unknown", domain.KindStatus, domain.StatusBounced, ""),
 			0, "", "undetermined", "Unparseable bounce")},
 		// Never sent: Postmark's own text, read for nothing.
-		{"bounce_smtp_api_error", details(bounceEvent(11, "SMTPApiError", event.KindStatus, event.StatusFailed, ""),
+		{"bounce_smtp_api_error", details(bounceEvent(11, "SMTPApiError", domain.KindStatus, domain.StatusFailed, ""),
 			0, "", "undetermined", "Invalid recipient header")},
-		{"bounce_template_rendering_failed", details(bounceEvent(12, "TemplateRenderingFailed", event.KindStatus, event.StatusFailed, ""),
+		{"bounce_template_rendering_failed", details(bounceEvent(12, "TemplateRenderingFailed", domain.KindStatus, domain.StatusFailed, ""),
 			0, "", "undetermined", "Missing template variable")},
-		{"bounce_spam_complaint_type", bounceEvent(13, "SpamComplaint", event.KindStatus, event.StatusComplained, "")},
-		{"bounce_unsubscribe", bounceEvent(14, "Unsubscribe", event.KindUnsubscribed, event.StatusNone, "")},
-		{"bounce_auto_responder", bounceEvent(15, "AutoResponder", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_address_change", bounceEvent(16, "AddressChange", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_subscribe", bounceEvent(17, "Subscribe", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_open_relay_test", bounceEvent(18, "OpenRelayTest", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_challenge_verification", bounceEvent(19, "ChallengeVerification", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_unconfirmed", bounceEvent(20, "Unconfirmed", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_inbound_error", bounceEvent(21, "InboundError", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_future_type", bounceEvent(22, "SomethingNew", event.KindUnknown, event.StatusNone, "")},
-		{"bounce_without_id", event.Event{
+		{"bounce_spam_complaint_type", bounceEvent(13, "SpamComplaint", domain.KindStatus, domain.StatusComplained, "")},
+		{"bounce_unsubscribe", bounceEvent(14, "Unsubscribe", domain.KindUnsubscribed, domain.StatusNone, "")},
+		{"bounce_auto_responder", bounceEvent(15, "AutoResponder", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_address_change", bounceEvent(16, "AddressChange", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_subscribe", bounceEvent(17, "Subscribe", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_open_relay_test", bounceEvent(18, "OpenRelayTest", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_challenge_verification", bounceEvent(19, "ChallengeVerification", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_unconfirmed", bounceEvent(20, "Unconfirmed", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_inbound_error", bounceEvent(21, "InboundError", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_future_type", bounceEvent(22, "SomethingNew", domain.KindUnknown, domain.StatusNone, "")},
+		{"bounce_without_id", domain.Event{
 			EventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
-			Type:    "Bounce:HardBounce", Kind: event.KindStatus, Status: event.StatusBounced, BounceType: event.BounceHard,
+			Type:    "Bounce:HardBounce", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard,
 			MessageID: "a94dfe84-8ab9-43cf-8a1c-ac234c296e25", Recipient: "jane@example.com", OccurredAt: ts("2014-08-01T17:28:10.2735393Z"),
-			Bounce: &event.Bounce{Diagnostic: "test bounce", Category: "undetermined"}}},
-		{"spam_complaint", event.Event{EventID: "bounce:42", Type: "SpamComplaint", Kind: event.KindStatus, Status: event.StatusComplained,
+			Bounce: &domain.Bounce{Diagnostic: "test bounce", Category: "undetermined"}}},
+		{"spam_complaint", domain.Event{EventID: "bounce:42", Type: "SpamComplaint", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
-		{"open", event.Event{EventID: "Open:" + msg + ":" + john + ":" + bounce, Type: "Open", Kind: event.KindOpened,
+		{"open", domain.Event{EventID: "Open:" + msg + ":" + john + ":" + bounce, Type: "Open", Kind: domain.KindOpened,
 			MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
-		{"click", event.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
-			Kind: event.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
-		{"subscription_change_suppressed", event.Event{
+		{"click", domain.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
+			Kind: domain.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
+		{"subscription_change_suppressed", domain.Event{
 			EventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
-			Kind: event.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
-		{"subscription_change_reactivated", event.Event{
+			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
+		{"subscription_change_reactivated", domain.Event{
 			EventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
-			Kind: event.KindUnknown, Recipient: john, OccurredAt: ts("2020-02-03T08:00:00Z"), Stream: "broadcast"}},
-		{"subscription_change_manual_no_message", event.Event{
+			Kind: domain.KindUnknown, Recipient: john, OccurredAt: ts("2020-02-03T08:00:00Z"), Stream: "broadcast"}},
+		{"subscription_change_manual_no_message", domain.Event{
 			EventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
-			Kind: event.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
-		{"unknown_record_type", event.Event{
+			Kind: domain.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
+		{"unknown_record_type", domain.Event{
 			EventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
-			Kind: event.KindUnknown, MessageID: "11111111-2222-3333-4444-555555555555", Recipient: "support@example.com",
+			Kind: domain.KindUnknown, MessageID: "11111111-2222-3333-4444-555555555555", Recipient: "support@example.com",
 			OccurredAt: ts("2021-03-04T05:06:07Z"), Stream: "inbound"}},
 	}
 
@@ -395,14 +395,14 @@ func TestParseAccepts(t *testing.T) {
 	a := newAdapter(t, provider.Settings{Secrets: []string{testCred}})
 	for name, tt := range map[string]struct {
 		body, id string
-		kind     event.Kind
+		kind     domain.Kind
 	}{
-		"bounce ID as string":            {`{"RecordType":"Bounce","ID":"77","Type":"HardBounce","MessageID":"m"}`, "bounce:77", event.KindStatus},
-		"bounce with null ID":            {`{"RecordType":"Bounce","ID":null,"Type":"SoftBounce","MessageID":"m","Email":"a@b.c","BouncedAt":"x"}`, "Bounce:m:a@b.c:x", event.KindStatus},
-		"bounce without Type":            {`{"RecordType":"Bounce","ID":3,"MessageID":"m"}`, "bounce:3", event.KindUnknown},
-		"ID ignored on deliveries":       {`{"RecordType":"Delivery","ID":"x","MessageID":"m","Recipient":"a@b.c"}`, "Delivery:m:a@b.c:", event.KindStatus},
-		"unknown record without message": {`{"RecordType":"Future"}`, "Future:::", event.KindUnknown},
-		"unparseable time is kept in id": {`{"RecordType":"Open","MessageID":"m","Recipient":"a@b.c","ReceivedAt":"yesterday"}`, "Open:m:a@b.c:yesterday", event.KindOpened},
+		"bounce ID as string":            {`{"RecordType":"Bounce","ID":"77","Type":"HardBounce","MessageID":"m"}`, "bounce:77", domain.KindStatus},
+		"bounce with null ID":            {`{"RecordType":"Bounce","ID":null,"Type":"SoftBounce","MessageID":"m","Email":"a@b.c","BouncedAt":"x"}`, "Bounce:m:a@b.c:x", domain.KindStatus},
+		"bounce without Type":            {`{"RecordType":"Bounce","ID":3,"MessageID":"m"}`, "bounce:3", domain.KindUnknown},
+		"ID ignored on deliveries":       {`{"RecordType":"Delivery","ID":"x","MessageID":"m","Recipient":"a@b.c"}`, "Delivery:m:a@b.c:", domain.KindStatus},
+		"unknown record without message": {`{"RecordType":"Future"}`, "Future:::", domain.KindUnknown},
+		"unparseable time is kept in id": {`{"RecordType":"Open","MessageID":"m","Recipient":"a@b.c","ReceivedAt":"yesterday"}`, "Open:m:a@b.c:yesterday", domain.KindOpened},
 	} {
 		t.Run(name, func(t *testing.T) {
 			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(tt.body)})
@@ -458,7 +458,7 @@ func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("marshal event: %v", err)
 	}
-	var back event.Event
+	var back domain.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal event: %v", err)
 	}
@@ -527,13 +527,13 @@ func FuzzParse(f *testing.F) {
 		if ev.Provider != Name || ev.Kind == "" || ev.Type == "" {
 			t.Fatalf("incomplete event %+v", ev)
 		}
-		if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
+		if (ev.Kind == domain.KindStatus) != (ev.Status != domain.StatusNone) {
 			t.Fatalf("kind %q with status %q", ev.Kind, ev.Status)
 		}
-		if needsMessage(ev.Kind) && ev.MessageID == "" {
+		if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 			t.Fatalf("%s event without message id", ev.Kind)
 		}
-		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+		if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !bytes.Equal(ev.Raw, body) {

@@ -8,40 +8,30 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type typeInfo struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 	// at names the field carrying this type's own timestamp, which is when the thing happened;
 	// created_at/timestamp is only when Postscale built the webhook.
 	at string
 }
 
 var types = map[string]typeInfo{
-	"email.sent":         {event.KindStatus, event.StatusAccepted, "sent_at"},
-	"email.delivered":    {event.KindStatus, event.StatusDelivered, "delivered_at"},
-	"email.deferred":     {event.KindStatus, event.StatusDeferred, "deferred_at"},
-	"email.bounced":      {event.KindStatus, event.StatusBounced, "bounced_at"},
-	"email.complained":   {event.KindStatus, event.StatusComplained, "complained_at"},
-	"email.opened":       {event.KindOpened, event.StatusNone, "opened_at"},
-	"email.clicked":      {event.KindClicked, event.StatusNone, "clicked_at"},
-	"email.unsubscribed": {event.KindUnsubscribed, event.StatusNone, "unsubscribed_at"},
-	"email.received":     {event.KindInbound, event.StatusNone, "received_at"},
-	"inbound.received":   {event.KindInbound, event.StatusNone, "received_at"},
-}
-
-// needsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func needsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
+	"email.sent":         {domain.KindStatus, domain.StatusAccepted, "sent_at"},
+	"email.delivered":    {domain.KindStatus, domain.StatusDelivered, "delivered_at"},
+	"email.deferred":     {domain.KindStatus, domain.StatusDeferred, "deferred_at"},
+	"email.bounced":      {domain.KindStatus, domain.StatusBounced, "bounced_at"},
+	"email.complained":   {domain.KindStatus, domain.StatusComplained, "complained_at"},
+	"email.opened":       {domain.KindOpened, domain.StatusNone, "opened_at"},
+	"email.clicked":      {domain.KindClicked, domain.StatusNone, "clicked_at"},
+	"email.unsubscribed": {domain.KindUnsubscribed, domain.StatusNone, "unsubscribed_at"},
+	"email.received":     {domain.KindInbound, domain.StatusNone, "received_at"},
+	"inbound.received":   {domain.KindInbound, domain.StatusNone, "received_at"},
 }
 
 type object map[string]json.RawMessage
@@ -59,22 +49,22 @@ func badRequest(format string, args ...any) error {
 //
 // The flat shape has no event id. Postscale's Delivery-ID header is per attempt and cannot
 // dedupe retries, so the id is derived from what is stable across them: "<event>:<email_id>".
-func parse(body []byte) (event.Event, error) {
+func parse(body []byte) (domain.Event, error) {
 	var top object
 	if err := json.Unmarshal(body, &top); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return event.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
+			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
 		case errors.As(err, &typ):
-			return event.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
+			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
 		default:
-			return event.Event{}, badRequest("malformed JSON")
+			return domain.Event{}, badRequest("malformed JSON")
 		}
 	}
 	if top == nil {
-		return event.Event{}, badRequest("body is JSON null, not an object")
+		return domain.Event{}, badRequest("body is JSON null, not an object")
 	}
 
 	_, hasType := top["type"]
@@ -82,51 +72,51 @@ func parse(body []byte) (event.Event, error) {
 	_, hasEvent := top["event"]
 	flat := hasEvent && !(hasType && hasData)
 
-	ev := event.Event{Provider: Name}
+	ev := domain.Event{Provider: Name}
 	var fields object
 	var fallbackTimes []string
 	if flat {
 		typ, err := requiredString(top, "event")
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		emailID, err := requiredString(top, "email_id")
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		ev.Type, ev.EventID, fields = typ, typ+":"+emailID, top
 		fallbackTimes = []string{"timestamp", "received_at"}
 	} else {
 		id, err := requiredString(top, "id")
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		typ, err := requiredString(top, "type")
 		if err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 		ev.Type, ev.EventID = typ, id
 		if fields, err = dataObject(top); err != nil {
-			return event.Event{}, err
+			return domain.Event{}, err
 		}
 	}
 
 	info, known := types[ev.Type]
 	if !known {
-		info = typeInfo{kind: event.KindUnknown}
+		info = typeInfo{kind: domain.KindUnknown}
 	}
 	ev.Kind, ev.Status = info.kind, info.status
 
 	ev.MessageID = optionalString(fields, "email_id")
-	if ev.MessageID == "" && needsMessage(ev.Kind) {
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
 		where := "data.email_id"
 		if flat {
 			where = "email_id"
 		}
-		return event.Event{}, badRequest("%s event has no %s", ev.Type, where)
+		return domain.Event{}, badRequest("%s event has no %s", ev.Type, where)
 	}
 	ev.Recipient = recipient(fields["to"], true)
-	if ev.Status == event.StatusBounced {
+	if ev.Status == domain.StatusBounced {
 		ev.BounceType = bounceType(fields)
 		bounce.Apply(&ev, bounceInput(fields))
 	}
@@ -134,7 +124,7 @@ func parse(body []byte) (event.Event, error) {
 	// A flat inbound event's own received_at is less authoritative than its timestamp: the
 	// docs give timestamp first and received_at only in an older sample.
 	var at time.Time
-	if info.at != "" && !(flat && info.kind == event.KindInbound) {
+	if info.at != "" && !(flat && info.kind == domain.KindInbound) {
 		at = timeField(fields, info.at)
 	}
 	if at.IsZero() && !flat {
@@ -240,9 +230,9 @@ func bounceType(fields object) string {
 	for _, c := range candidates {
 		switch strings.ToLower(c) {
 		case "hard", "permanent":
-			return event.BounceHard
+			return domain.BounceHard
 		case "soft", "transient", "temporary":
-			return event.BounceSoft
+			return domain.BounceSoft
 		}
 	}
 	return ""

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -84,12 +84,12 @@ func (a *Adapter) Verify(r provider.Request) error {
 }
 
 // Parse turns a verified body into exactly one normalized event.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	ev, err := parse(r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return []event.Event{ev}, nil
+	return []domain.Event{ev}, nil
 }
 
 // SignRequest sets X-Postscale-Signature on req as Postscale would for body at now. It is the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/signature"
 )
@@ -153,44 +153,44 @@ func TestVerifyCustomTolerance(t *testing.T) {
 func TestParseFixtures(t *testing.T) {
 	tests := []struct {
 		file string
-		want event.Event
+		want domain.Event
 	}{
-		{"email_sent", event.Event{EventID: "evt_sent1", Type: "email.sent", Kind: event.KindStatus, Status: event.StatusAccepted,
+		{"email_sent", domain.Event{EventID: "evt_sent1", Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:29:58Z")}},
-		{"email_delivered", event.Event{EventID: "evt_abc123", Type: "email.delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
+		{"email_delivered", domain.Event{EventID: "evt_abc123", Type: "email.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z")}},
-		{"email_deferred", event.Event{EventID: "evt_def1", Type: "email.deferred", Kind: event.KindStatus, Status: event.StatusDeferred,
+		{"email_deferred", domain.Event{EventID: "evt_def1", Type: "email.deferred", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:31:00.25Z")}},
-		{"email_bounced_hard", event.Event{EventID: "evt_bh1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:32:00Z"),
-			Bounce: &event.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 user unknown", Category: "unknown_user"}}},
-		{"email_bounced_soft", event.Event{EventID: "evt_bs1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:33:00Z"),
-			Bounce: &event.Bounce{SMTPCode: 452, Category: "temporary_failure"}}},
+		{"email_bounced_hard", domain.Event{EventID: "evt_bh1", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:32:00Z"),
+			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 user unknown", Category: "unknown_user"}}},
+		{"email_bounced_soft", domain.Event{EventID: "evt_bs1", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceSoft, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:33:00Z"),
+			Bounce: &domain.Bounce{SMTPCode: 452, Category: "temporary_failure"}}},
 		// bounced_at does not parse, so created_at is used.
-		{"email_bounced_untyped", event.Event{EventID: "evt_bu1", Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
+		{"email_bounced_untyped", domain.Event{EventID: "evt_bu1", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z")}},
-		{"email_complained", event.Event{EventID: "evt_cp1", Type: "email.complained", Kind: event.KindStatus, Status: event.StatusComplained,
+		{"email_complained", domain.Event{EventID: "evt_cp1", Type: "email.complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:00:00Z")}},
-		{"email_opened", event.Event{EventID: "evt_op1", Type: "email.opened", Kind: event.KindOpened,
+		{"email_opened", domain.Event{EventID: "evt_op1", Type: "email.opened", Kind: domain.KindOpened,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:00:00Z")}},
-		{"email_clicked", event.Event{EventID: "evt_cl1", Type: "email.clicked", Kind: event.KindClicked,
+		{"email_clicked", domain.Event{EventID: "evt_cl1", Type: "email.clicked", Kind: domain.KindClicked,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:01:00Z")}},
-		{"email_unsubscribed", event.Event{EventID: "evt_un1", Type: "email.unsubscribed", Kind: event.KindUnsubscribed,
+		{"email_unsubscribed", domain.Event{EventID: "evt_un1", Type: "email.unsubscribed", Kind: domain.KindUnsubscribed,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:02:00Z")}},
-		{"inbound_received_envelope", event.Event{EventID: "evt_in1", Type: "inbound.received", Kind: event.KindInbound,
+		{"inbound_received_envelope", domain.Event{EventID: "evt_in1", Type: "inbound.received", Kind: domain.KindInbound,
 			MessageID: "in_123", Recipient: "support@yourapp.com", OccurredAt: ts("2026-01-18T09:00:00Z")}},
-		{"unknown_alias_created", event.Event{EventID: "evt_al1", Type: "alias.created", Kind: event.KindUnknown,
+		{"unknown_alias_created", domain.Event{EventID: "evt_al1", Type: "alias.created", Kind: domain.KindUnknown,
 			OccurredAt: ts("2026-01-18T10:30:00Z")}},
 		// Neither a type-specific time nor a parseable created_at: zero time.
-		{"unknown_with_email", event.Event{EventID: "evt_sp1", Type: "inbound.spam", Kind: event.KindUnknown, MessageID: "in_999"}},
-		{"email_received_flat", event.Event{EventID: "email.received:0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8", Type: "email.received",
-			Kind: event.KindInbound, MessageID: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8", Recipient: "support@yourapp.com",
+		{"unknown_with_email", domain.Event{EventID: "evt_sp1", Type: "inbound.spam", Kind: domain.KindUnknown, MessageID: "in_999"}},
+		{"email_received_flat", domain.Event{EventID: "email.received:0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8", Type: "email.received",
+			Kind: domain.KindInbound, MessageID: "0c1f2a3b-4d5e-6f70-8192-a3b4c5d6e7f8", Recipient: "support@yourapp.com",
 			OccurredAt: ts("2026-04-25T10:30:00Z")}},
-		{"inbound_received_flat_received_at", event.Event{EventID: "inbound.received:in_456", Type: "inbound.received",
-			Kind: event.KindInbound, MessageID: "in_456", Recipient: "b@yourapp.com", OccurredAt: ts("2026-04-25T08:00:00Z")}},
-		{"email_delivered_flat", event.Event{EventID: "email.delivered:msg_flat1", Type: "email.delivered", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: "msg_flat1", Recipient: "user@example.com", OccurredAt: ts("2026-04-25T10:34:59Z")}},
+		{"inbound_received_flat_received_at", domain.Event{EventID: "inbound.received:in_456", Type: "inbound.received",
+			Kind: domain.KindInbound, MessageID: "in_456", Recipient: "b@yourapp.com", OccurredAt: ts("2026-04-25T08:00:00Z")}},
+		{"email_delivered_flat", domain.Event{EventID: "email.delivered:msg_flat1", Type: "email.delivered", Kind: domain.KindStatus,
+			Status: domain.StatusDelivered, MessageID: "msg_flat1", Recipient: "user@example.com", OccurredAt: ts("2026-04-25T10:34:59Z")}},
 	}
 
 	seen := map[string]bool{}
@@ -338,7 +338,7 @@ func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("marshal event: %v", err)
 	}
-	var back event.Event
+	var back domain.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal event: %v", err)
 	}
@@ -379,10 +379,10 @@ func FuzzParse(f *testing.F) {
 		if ev.Provider != Name || ev.Kind == "" {
 			t.Fatalf("incomplete event %+v", ev)
 		}
-		if needsMessage(ev.Kind) && ev.MessageID == "" {
+		if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 			t.Fatalf("%s event without message id", ev.Kind)
 		}
-		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+		if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 			t.Fatalf("bounce details on %s", ev.Status)
 		}
 		if !bytes.Equal(ev.Raw, body) {

@@ -7,39 +7,29 @@ import (
 	"strings"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type typeInfo struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 }
 
 // types maps SendGrid's "event" values. group_resubscribe, account_status_change and anything
 // SendGrid adds later are KindUnknown: recorded, changing nothing.
 var types = map[string]typeInfo{
-	"processed":         {event.KindStatus, event.StatusAccepted},
-	"deferred":          {event.KindStatus, event.StatusDeferred},
-	"delivered":         {event.KindStatus, event.StatusDelivered},
-	"bounce":            {event.KindStatus, event.StatusBounced},
-	"dropped":           {event.KindStatus, event.StatusFailed},
-	"spamreport":        {event.KindStatus, event.StatusComplained},
-	"open":              {event.KindOpened, event.StatusNone},
-	"click":             {event.KindClicked, event.StatusNone},
-	"unsubscribe":       {event.KindUnsubscribed, event.StatusNone},
-	"group_unsubscribe": {event.KindUnsubscribed, event.StatusNone},
-}
-
-// needsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func needsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
+	"processed":         {domain.KindStatus, domain.StatusAccepted},
+	"deferred":          {domain.KindStatus, domain.StatusDeferred},
+	"delivered":         {domain.KindStatus, domain.StatusDelivered},
+	"bounce":            {domain.KindStatus, domain.StatusBounced},
+	"dropped":           {domain.KindStatus, domain.StatusFailed},
+	"spamreport":        {domain.KindStatus, domain.StatusComplained},
+	"open":              {domain.KindOpened, domain.StatusNone},
+	"click":             {domain.KindClicked, domain.StatusNone},
+	"unsubscribe":       {domain.KindUnsubscribed, domain.StatusNone},
+	"group_unsubscribe": {domain.KindUnsubscribed, domain.StatusNone},
 }
 
 type object = jsonfield.Object
@@ -52,7 +42,7 @@ func badRequest(format string, args ...any) error {
 
 // parse decodes the batch. Any malformed element fails the whole request: SendGrid retries a
 // batch as a unit, so accepting part of it would hide the broken element for good.
-func parse(body []byte) ([]event.Event, error) {
+func parse(body []byte) ([]domain.Event, error) {
 	// json.RawMessage.UnmarshalJSON stores a copy, so each element's Raw is its own memory and
 	// never aliases the request buffer.
 	var elems []json.RawMessage
@@ -74,7 +64,7 @@ func parse(body []byte) ([]event.Event, error) {
 	if len(elems) == 0 {
 		return nil, badRequest("body is an empty array")
 	}
-	events := make([]event.Event, 0, len(elems))
+	events := make([]domain.Event, 0, len(elems))
 	for i, raw := range elems {
 		ev, err := parseEvent(i, raw)
 		if err != nil {
@@ -85,21 +75,21 @@ func parse(body []byte) ([]event.Event, error) {
 	return events, nil
 }
 
-func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
+func parseEvent(i int, raw json.RawMessage) (domain.Event, error) {
 	var o object
 	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
-		return event.Event{}, badRequest("element %d is not an object", i)
+		return domain.Event{}, badRequest("element %d is not an object", i)
 	}
 	id, err := requiredString(o, i, "sg_event_id")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	typ, err := requiredString(o, i, "event")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 
-	ev := event.Event{Provider: Name, EventID: id, Type: typ, Kind: event.KindUnknown}
+	ev := domain.Event{Provider: Name, EventID: id, Type: typ, Kind: domain.KindUnknown}
 	if info, ok := types[typ]; ok {
 		ev.Kind, ev.Status = info.kind, info.status
 	}
@@ -107,14 +97,14 @@ func parseEvent(i int, raw json.RawMessage) (event.Event, error) {
 	ev.Recipient = jsonfield.OptionalString(o, "email")
 	ev.OccurredAt = jsonfield.Epoch(o, "timestamp")
 	ev.Stream = bounce.StreamName(jsonfield.FirstString(o["category"]))
-	if ev.Status == event.StatusBounced {
+	if ev.Status == domain.StatusBounced {
 		ev.BounceType = bounceType(o)
 	}
 	// SendGrid documents that a delayed (asynchronous) bounce carries no sg_message_id. Such an
 	// event cannot be applied to a message, and failing the batch for it would lose every other
 	// event in it, so it is recorded as unknown: kept with its raw JSON, changing nothing.
-	if ev.MessageID == "" && needsMessage(ev.Kind) {
-		ev.Kind, ev.Status, ev.BounceType = event.KindUnknown, event.StatusNone, ""
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+		ev.Kind, ev.Status, ev.BounceType = domain.KindUnknown, domain.StatusNone, ""
 	}
 	bounce.Apply(&ev, bounceInput(o, ev.Status))
 	ev.Raw = raw
@@ -135,15 +125,15 @@ func messageKey(sgMessageID string) string {
 func bounceType(o object) string {
 	switch strings.ToLower(jsonfield.OptionalString(o, "type")) {
 	case "bounce":
-		return event.BounceHard
+		return domain.BounceHard
 	case "blocked":
-		return event.BounceSoft
+		return domain.BounceSoft
 	}
 	switch strings.ToLower(jsonfield.OptionalString(o, "bounce_classification")) {
 	case "invalid address":
-		return event.BounceHard
+		return domain.BounceHard
 	case "technical", "content", "reputation", "frequency/volume", "mailbox unavailable":
-		return event.BounceSoft
+		return domain.BounceSoft
 	}
 	return ""
 }
@@ -153,7 +143,7 @@ func bounceType(o object) string {
 // SendGrid's own verdict. A drop ("dropped") was never sent: its reason ("Bounced Address",
 // "Recipient List over Package Quota") is SendGrid's, so it is kept as the diagnostic but read
 // for nothing.
-func bounceInput(o object, status event.Status) bounce.Input {
+func bounceInput(o object, status domain.Status) bounce.Input {
 	return bounce.Input{
 		EnhancedCode: jsonfield.OptionalString(o, "status"),
 		Diagnostic:   jsonfield.OptionalString(o, "reason"),
@@ -161,7 +151,7 @@ func bounceInput(o object, status event.Status) bounce.Input {
 			jsonfield.OptionalString(o, "bounce_classification"),
 			jsonfield.OptionalString(o, "type"),
 		},
-		Dropped: status == event.StatusFailed,
+		Dropped: status == domain.StatusFailed,
 	}
 }
 

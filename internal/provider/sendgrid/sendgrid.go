@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -180,7 +180,7 @@ func (a *Adapter) verify(sig, ts string, body []byte, now time.Time) error {
 
 // Parse turns a verified body (a JSON array) into one event per element. A body that is not a
 // non-empty array of objects each with a string sg_event_id and event fails as a whole.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	return parse(r.Body)
 }
 

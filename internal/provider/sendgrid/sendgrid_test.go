@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -106,9 +106,9 @@ func TestPublishedVector(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	want := event.Event{Provider: Name, EventID: "ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", Type: "dropped",
-		Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "LRzXl_NHStOGhQ4kofSm_A", Recipient: "hello@world.com",
-		OccurredAt: ts("2020-09-14T19:41:32Z"), Bounce: &event.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}}
+	want := domain.Event{Provider: Name, EventID: "ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", Type: "dropped",
+		Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "LRzXl_NHStOGhQ4kofSm_A", Recipient: "hello@world.com",
+		OccurredAt: ts("2020-09-14T19:41:32Z"), Bounce: &domain.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}}
 	got := events[0]
 	if !json.Valid(got.Raw) || !bytes.Contains([]byte(vectorBody), got.Raw) || got.Raw[0] != '{' {
 		t.Errorf("Raw %q is not the element", got.Raw)
@@ -326,71 +326,71 @@ func TestParseFixtures(t *testing.T) {
 	at := ts("2017-12-15T00:59:29Z")
 	modern := "LRzXl_NHStOGhQ4kofSm_A"
 	const cat = "cat facts" // the documented examples' category
-	unknownRecipient := &event.Bounce{SMTPCode: 500, EnhancedCode: "5.0.0", Diagnostic: "500 unknown recipient", Category: "unknown_user"}
+	unknownRecipient := &domain.Bounce{SMTPCode: 500, EnhancedCode: "5.0.0", Diagnostic: "500 unknown recipient", Category: "unknown_user"}
 	tests := []struct {
 		file string
-		want []event.Event
+		want []domain.Event
 	}{
-		{"processed", []event.Event{{EventID: "rbtnWrG1DVDGGGFHFyun0A==", Type: "processed", Kind: event.KindStatus,
-			Status: event.StatusAccepted, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
+		{"processed", []domain.Event{{EventID: "rbtnWrG1DVDGGGFHFyun0A==", Type: "processed", Kind: domain.KindStatus,
+			Status: domain.StatusAccepted, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
 		// The documented example has a leading space in sg_message_id.
-		{"deferred", []event.Event{{EventID: "t7LEShmowp86DTdUW8M-GQ==", Type: "deferred", Kind: event.KindStatus,
-			Status: event.StatusDeferred, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"delivered", []event.Event{{EventID: "rWVYmVk90MjZJ9iohOBa3w==", Type: "delivered", Kind: event.KindStatus,
-			Status: event.StatusDelivered, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"bounce_hard", []event.Event{{EventID: "6g4ZI7SA-xmRDv57GoPIPw==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+		{"deferred", []domain.Event{{EventID: "t7LEShmowp86DTdUW8M-GQ==", Type: "deferred", Kind: domain.KindStatus,
+			Status: domain.StatusDeferred, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
+		{"delivered", []domain.Event{{EventID: "rWVYmVk90MjZJ9iohOBa3w==", Type: "delivered", Kind: domain.KindStatus,
+			Status: domain.StatusDelivered, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
+		{"bounce_hard", []domain.Event{{EventID: "6g4ZI7SA-xmRDv57GoPIPw==", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
 			Bounce: unknownRecipient, Stream: cat}}},
 		// "type":"blocked" says soft, but the server's 5xx "unknown recipient" says the address is
 		// bad: the code wins (internal/bounce).
-		{"bounce_blocked", []event.Event{{EventID: "Yl9CLrGM2jx0rZDNvyWdhQ==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+		{"bounce_blocked", []domain.Event{{EventID: "Yl9CLrGM2jx0rZDNvyWdhQ==", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
 			Bounce: unknownRecipient, Stream: cat}}},
 		// A blocked type with a block-list reply stays soft: it is about the sender, not the address.
-		{"bounce_blocked_reputation", []event.Event{{EventID: "UmVwdXRhdGlvbkJsb2NrLTEwMDk5NDkxOQ", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
-			Bounce: &event.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
+		{"bounce_blocked_reputation", []domain.Event{{EventID: "UmVwdXRhdGlvbkJsb2NrLTEwMDk5NDkxOQ", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &domain.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
 				Diagnostic: "554 5.7.1 Service unavailable; Client host [168.1.1.1] blocked using zen.spamhaus.org"},
 			Stream: "newsletter"}}},
 		// type "bounce" says hard, but X.2.2 is a persistent transient failure (RFC 3463): soft.
-		{"bounce_over_quota", []event.Event{{EventID: "T3ZlclF1b3RhLTEwMDk5NDkxOQ", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
-			Bounce: &event.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
+		{"bounce_over_quota", []domain.Event{{EventID: "T3ZlclF1b3RhLTEwMDk5NDkxOQ", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &domain.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
 				Diagnostic: "552-5.2.2 The email account that you tried to reach is over quota. Please direct the recipient to https://support.google.com/mail/?p=OverQuotaTemp"}}}},
-		{"bounce_classification_only", []event.Event{{EventID: "cTd7l5dFRq6qJ8aFtjK6Ew==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
-			Bounce: &event.Bounce{SMTPCode: 421, EnhancedCode: "4.7.0", Category: "temporary_failure", Diagnostic: "421 4.7.0 Try again later, closing connection"},
+		{"bounce_classification_only", []domain.Event{{EventID: "cTd7l5dFRq6qJ8aFtjK6Ew==", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &domain.Bounce{SMTPCode: 421, EnhancedCode: "4.7.0", Category: "temporary_failure", Diagnostic: "421 4.7.0 Try again later, closing connection"},
 			Stream: cat}}},
 		// No type: the bounce type comes from the code.
-		{"bounce_untyped", []event.Event{{EventID: "v6O9jhM3RwKqTlC0cBHmVw==", Type: "bounce", Kind: event.KindStatus,
-			Status: event.StatusBounced, BounceType: event.BounceHard, MessageID: docMsg, Recipient: "example@test.com", OccurredAt: at,
+		{"bounce_untyped", []domain.Event{{EventID: "v6O9jhM3RwKqTlC0cBHmVw==", Type: "bounce", Kind: domain.KindStatus,
+			Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: docMsg, Recipient: "example@test.com", OccurredAt: at,
 			Bounce: unknownRecipient, Stream: cat}}},
 		// A delayed bounce carries no sg_message_id: recorded, applied to nothing.
-		{"bounce_async_no_message_id", []event.Event{{EventID: "QXN5bmNCb3VuY2UtMTAwOTk0OTE5", Type: "bounce", Kind: event.KindUnknown,
+		{"bounce_async_no_message_id", []domain.Event{{EventID: "QXN5bmNCb3VuY2UtMTAwOTk0OTE5", Type: "bounce", Kind: domain.KindUnknown,
 			Recipient: "alex@example.com", OccurredAt: ts("2017-12-15T01:00:00Z")}}},
-		{"dropped", []event.Event{{EventID: "zmzJhfJgAfUSOW80yEbPyw==", Type: "dropped", Kind: event.KindStatus,
-			Status: event.StatusFailed, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
-			Bounce: &event.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}, Stream: cat}}},
-		{"spamreport", []event.Event{{EventID: "37nvH5QBz858KGVYCM4uOA==", Type: "spamreport", Kind: event.KindStatus,
-			Status: event.StatusComplained, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
-		{"open", []event.Event{{EventID: "FOTFFO0ecsBE-zxFXfs6WA==", Type: "open", Kind: event.KindOpened,
+		{"dropped", []domain.Event{{EventID: "zmzJhfJgAfUSOW80yEbPyw==", Type: "dropped", Kind: domain.KindStatus,
+			Status: domain.StatusFailed, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at,
+			Bounce: &domain.Bounce{Diagnostic: "Bounced Address", Category: "undetermined"}, Stream: cat}}},
+		{"spamreport", []domain.Event{{EventID: "37nvH5QBz858KGVYCM4uOA==", Type: "spamreport", Kind: domain.KindStatus,
+			Status: domain.StatusComplained, MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at}}},
+		{"open", []domain.Event{{EventID: "FOTFFO0ecsBE-zxFXfs6WA==", Type: "open", Kind: domain.KindOpened,
 			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"click", []event.Event{{EventID: "sendgrid_internal_event_id", Type: "click", Kind: event.KindClicked,
+		{"click", []domain.Event{{EventID: "sendgrid_internal_event_id", Type: "click", Kind: domain.KindClicked,
 			MessageID: "sendgrid_internal_message_id", Recipient: "email@example.com", OccurredAt: ts("2009-08-11T00:00:00Z"), Stream: "category1"}}},
-		{"unsubscribe", []event.Event{{EventID: "zz_BjPgU_5pS-J8vlfB1sg==", Type: "unsubscribe", Kind: event.KindUnsubscribed,
+		{"unsubscribe", []domain.Event{{EventID: "zz_BjPgU_5pS-J8vlfB1sg==", Type: "unsubscribe", Kind: domain.KindUnsubscribed,
 			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"group_unsubscribe", []event.Event{{EventID: "ahSCB7xYcXFb-hEaawsPRw==", Type: "group_unsubscribe", Kind: event.KindUnsubscribed,
+		{"group_unsubscribe", []domain.Event{{EventID: "ahSCB7xYcXFb-hEaawsPRw==", Type: "group_unsubscribe", Kind: domain.KindUnsubscribed,
 			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"group_resubscribe", []event.Event{{EventID: "w_u0vJhLT-OFfprar5N93g==", Type: "group_resubscribe", Kind: event.KindUnknown,
+		{"group_resubscribe", []domain.Event{{EventID: "w_u0vJhLT-OFfprar5N93g==", Type: "group_resubscribe", Kind: domain.KindUnknown,
 			MessageID: docMsg, Recipient: "alex@example.com", OccurredAt: at, Stream: cat}}},
-		{"account_status_change", []event.Event{{EventID: "MjEzNTg5OTcyOC10ZXJtaW5hdGUtMTcwNzg1MTUzMQ", Type: "account_status_change",
-			Kind: event.KindUnknown, OccurredAt: ts("2024-02-28T17:47:08Z")}}},
-		{"batch_modern", []event.Event{
-			{EventID: "cHJvY2Vzc2VkLTEwOTk0OTE5LUxSelhsX05IU3RPR2hRNGtvZlNtX0EtMA", Type: "processed", Kind: event.KindStatus,
-				Status: event.StatusAccepted, MessageID: modern, Recipient: "hello@world.com", OccurredAt: ts("2020-09-14T19:41:30Z")},
-			{EventID: "ZGVsaXZlcmVkLTAtMTA5OTQ5MTktTFJ6WGxfTkhTdE9HaFE0a29mU21fQS0w", Type: "delivered", Kind: event.KindStatus,
-				Status: event.StatusDelivered, MessageID: modern, Recipient: "hello@world.com", OccurredAt: ts("2020-09-14T19:41:31Z")},
-			{EventID: "b3Blbi0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", Type: "open", Kind: event.KindOpened,
+		{"account_status_change", []domain.Event{{EventID: "MjEzNTg5OTcyOC10ZXJtaW5hdGUtMTcwNzg1MTUzMQ", Type: "account_status_change",
+			Kind: domain.KindUnknown, OccurredAt: ts("2024-02-28T17:47:08Z")}}},
+		{"batch_modern", []domain.Event{
+			{EventID: "cHJvY2Vzc2VkLTEwOTk0OTE5LUxSelhsX05IU3RPR2hRNGtvZlNtX0EtMA", Type: "processed", Kind: domain.KindStatus,
+				Status: domain.StatusAccepted, MessageID: modern, Recipient: "hello@world.com", OccurredAt: ts("2020-09-14T19:41:30Z")},
+			{EventID: "ZGVsaXZlcmVkLTAtMTA5OTQ5MTktTFJ6WGxfTkhTdE9HaFE0a29mU21fQS0w", Type: "delivered", Kind: domain.KindStatus,
+				Status: domain.StatusDelivered, MessageID: modern, Recipient: "hello@world.com", OccurredAt: ts("2020-09-14T19:41:31Z")},
+			{EventID: "b3Blbi0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", Type: "open", Kind: domain.KindOpened,
 				MessageID: modern, Recipient: "hello@world.com", OccurredAt: ts("2020-09-14T19:41:39Z")},
 		}},
 	}
@@ -519,24 +519,24 @@ func TestParseAccepts(t *testing.T) {
 	a := newAdapter(t, vectorKey)
 	tests := map[string]struct {
 		body string
-		want event.Event
+		want domain.Event
 	}{
 		"minimal unknown": {`[{"sg_event_id":"e1","event":"machine_opened"}]`,
-			event.Event{EventID: "e1", Type: "machine_opened", Kind: event.KindUnknown}},
+			domain.Event{EventID: "e1", Type: "machine_opened", Kind: domain.KindUnknown}},
 		"wrongly typed optional fields": {`[{"sg_event_id":"e2","event":"delivered","sg_message_id":"m.x","email":5,"timestamp":"soon"}]`,
-			event.Event{EventID: "e2", Type: "delivered", Kind: event.KindStatus, Status: event.StatusDelivered, MessageID: "m"}},
+			domain.Event{EventID: "e2", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered, MessageID: "m"}},
 		"timestamp as string": {`[{"sg_event_id":"e3","event":"open","sg_message_id":"m","timestamp":"1600112492"}]`,
-			event.Event{EventID: "e3", Type: "open", Kind: event.KindOpened, MessageID: "m", OccurredAt: time.Unix(1600112492, 0).UTC()}},
+			domain.Event{EventID: "e3", Type: "open", Kind: domain.KindOpened, MessageID: "m", OccurredAt: time.Unix(1600112492, 0).UTC()}},
 		"fractional timestamp": {`[{"sg_event_id":"e4","event":"click","sg_message_id":"m","timestamp":1600112492.25}]`,
-			event.Event{EventID: "e4", Type: "click", Kind: event.KindClicked, MessageID: "m", OccurredAt: time.Unix(1600112492, 250e6).UTC()}},
+			domain.Event{EventID: "e4", Type: "click", Kind: domain.KindClicked, MessageID: "m", OccurredAt: time.Unix(1600112492, 250e6).UTC()}},
 		"exponent timestamp": {`[{"sg_event_id":"e5","event":"processed","sg_message_id":"m","timestamp":1.6e9}]`,
-			event.Event{EventID: "e5", Type: "processed", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m", OccurredAt: time.Unix(1600000000, 0).UTC()}},
+			domain.Event{EventID: "e5", Type: "processed", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m", OccurredAt: time.Unix(1600000000, 0).UTC()}},
 		"negative and huge timestamps are zero": {`[{"sg_event_id":"e6","event":"processed","sg_message_id":"m","timestamp":-5},{"sg_event_id":"e7","event":"processed","sg_message_id":"m","timestamp":1e300}]`,
-			event.Event{EventID: "e6", Type: "processed", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m"}},
+			domain.Event{EventID: "e6", Type: "processed", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m"}},
 		"message id without a dot": {`[{"sg_event_id":"e8","event":"dropped","sg_message_id":"abc"}]`,
-			event.Event{EventID: "e8", Type: "dropped", Kind: event.KindStatus, Status: event.StatusFailed, MessageID: "abc"}},
+			domain.Event{EventID: "e8", Type: "dropped", Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "abc"}},
 		"message id starting with a dot is no id": {`[{"sg_event_id":"e9","event":"open","sg_message_id":".filter"}]`,
-			event.Event{EventID: "e9", Type: "open", Kind: event.KindUnknown}},
+			domain.Event{EventID: "e9", Type: "open", Kind: domain.KindUnknown}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -613,7 +613,7 @@ func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("marshal event: %v", err)
 	}
-	var back event.Event
+	var back domain.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal event: %v", err)
 	}
@@ -689,16 +689,16 @@ func FuzzParse(f *testing.F) {
 			if ev.Provider != Name || ev.Kind == "" || ev.Type == "" {
 				t.Fatalf("event %d: incomplete %+v", i, ev)
 			}
-			if needsMessage(ev.Kind) && ev.MessageID == "" {
+			if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 				t.Fatalf("event %d: %s event without message id", i, ev.Kind)
 			}
-			if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
+			if (ev.Kind == domain.KindStatus) != (ev.Status != domain.StatusNone) {
 				t.Fatalf("event %d: kind %s with status %q", i, ev.Kind, ev.Status)
 			}
-			if ev.BounceType != "" && ev.Status != event.StatusBounced {
+			if ev.BounceType != "" && ev.Status != domain.StatusBounced {
 				t.Fatalf("event %d: bounce type on %s", i, ev.Status)
 			}
-			if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 				t.Fatalf("event %d: bounce details on %s", i, ev.Status)
 			}
 			if !json.Valid(ev.Raw) || !bytes.Contains(body, ev.Raw) {

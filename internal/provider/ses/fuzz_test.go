@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
@@ -69,7 +69,7 @@ func fixtureMessages(t testing.TB) [][]byte {
 }
 
 // checkParsed holds for any Parse result, whatever the input.
-func checkParsed(t *testing.T, events []event.Event, err error) {
+func checkParsed(t *testing.T, events []domain.Event, err error) {
 	t.Helper()
 	if err != nil {
 		if !errors.Is(err, provider.ErrBadRequest) {
@@ -93,22 +93,22 @@ func checkParsed(t *testing.T, events []event.Event, err error) {
 		}
 		keys[ev.Key()] = true
 		switch ev.Kind {
-		case event.KindStatus:
-			if ev.Status == event.StatusNone || ev.MessageID == "" {
+		case domain.KindStatus:
+			if ev.Status == domain.StatusNone || ev.MessageID == "" {
 				t.Fatalf("status event without status or message: %+v", ev)
 			}
-		case event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-			if ev.MessageID == "" || ev.Status != event.StatusNone {
+		case domain.KindOpened, domain.KindClicked, domain.KindUnsubscribed:
+			if ev.MessageID == "" || ev.Status != domain.StatusNone {
 				t.Fatalf("engagement event: %+v", ev)
 			}
-		case event.KindUnknown:
+		case domain.KindUnknown:
 		default:
 			t.Fatalf("unexpected kind %q", ev.Kind)
 		}
-		if ev.BounceType != "" && ev.Status != event.StatusBounced {
+		if ev.BounceType != "" && ev.Status != domain.StatusBounced {
 			t.Fatalf("bounce type on a %s event", ev.Status)
 		}
-		if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+		if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 			t.Fatalf("bounce details on a %s event", ev.Status)
 		}
 		if !json.Valid(ev.Raw) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
@@ -31,8 +31,8 @@ const (
 )
 
 type typeInfo struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 	// detail is the key of the type's own object, whose "timestamp" says when it happened.
 	detail string
 	// list names the recipient array inside detail (fanList only).
@@ -43,16 +43,16 @@ type typeInfo struct {
 // types maps eventType (event publishing) and notificationType (identity notifications, which
 // use Bounce, Complaint and Delivery with the same objects).
 var types = map[string]typeInfo{
-	"Send":              {event.KindStatus, event.StatusAccepted, "send", "", fanMail},
-	"Delivery":          {event.KindStatus, event.StatusDelivered, "delivery", "recipients", fanList},
-	"DeliveryDelay":     {event.KindStatus, event.StatusDeferred, "deliveryDelay", "delayedRecipients", fanList},
-	"Bounce":            {event.KindStatus, event.StatusBounced, "bounce", "bouncedRecipients", fanList},
-	"Complaint":         {event.KindStatus, event.StatusComplained, "complaint", "complainedRecipients", fanList},
-	"Reject":            {event.KindStatus, event.StatusFailed, "reject", "", fanMail},
-	"Rendering Failure": {event.KindStatus, event.StatusFailed, "failure", "", fanMail},
-	"Open":              {event.KindOpened, event.StatusNone, "open", "", fanOne},
-	"Click":             {event.KindClicked, event.StatusNone, "click", "", fanOne},
-	"Subscription":      {event.KindUnsubscribed, event.StatusNone, "subscription", "", fanOne},
+	"Send":              {domain.KindStatus, domain.StatusAccepted, "send", "", fanMail},
+	"Delivery":          {domain.KindStatus, domain.StatusDelivered, "delivery", "recipients", fanList},
+	"DeliveryDelay":     {domain.KindStatus, domain.StatusDeferred, "deliveryDelay", "delayedRecipients", fanList},
+	"Bounce":            {domain.KindStatus, domain.StatusBounced, "bounce", "bouncedRecipients", fanList},
+	"Complaint":         {domain.KindStatus, domain.StatusComplained, "complaint", "complainedRecipients", fanList},
+	"Reject":            {domain.KindStatus, domain.StatusFailed, "reject", "", fanMail},
+	"Rendering Failure": {domain.KindStatus, domain.StatusFailed, "failure", "", fanMail},
+	"Open":              {domain.KindOpened, domain.StatusNone, "open", "", fanOne},
+	"Click":             {domain.KindClicked, domain.StatusNone, "click", "", fanOne},
+	"Subscription":      {domain.KindUnsubscribed, domain.StatusNone, "subscription", "", fanOne},
 }
 
 type object map[string]json.RawMessage
@@ -79,7 +79,7 @@ type recipient struct {
 // when it had several, so every recipient of a multi-recipient mail has its own message status.
 // Open, Click and Subscription do not say which recipient acted: for a mail with several
 // destinations they become one event keyed by mail.messageId alone, with no recipient.
-func parse(body []byte) ([]event.Event, error) {
+func parse(body []byte) ([]domain.Event, error) {
 	env, err := decodeEnvelope(body)
 	if err != nil {
 		return nil, fmt.Errorf("ses: %w: %w", provider.ErrBadRequest, err)
@@ -103,16 +103,16 @@ func parse(body []byte) ([]event.Event, error) {
 	}
 	info, known := types[typ]
 	if !known {
-		info = typeInfo{kind: event.KindUnknown, fan: fanNone}
+		info = typeInfo{kind: domain.KindUnknown, fan: fanNone}
 	}
 	mailObj := objectField(msg, "mail")
 	mailID := optionalString(mailObj, "messageId")
-	if mailID == "" && info.kind != event.KindUnknown {
+	if mailID == "" && info.kind != domain.KindUnknown {
 		return nil, badRequest("%s event has no mail.messageId", typ)
 	}
 	detail := objectField(msg, info.detail)
 	if typ == "Subscription" && !unsubscribes(detail) {
-		info.kind = event.KindUnknown
+		info.kind = domain.KindUnknown
 	}
 
 	at := timeField(detail, "timestamp")
@@ -142,7 +142,7 @@ func parse(body []byte) ([]event.Event, error) {
 	perRecipient := len(dest) > 1 || len(rcpts) > 1
 
 	raw := json.RawMessage(bytes.Clone(body))
-	base := event.Event{
+	base := domain.Event{
 		Provider:   Name,
 		EventID:    env.MessageID,
 		Type:       typ,
@@ -153,10 +153,10 @@ func parse(body []byte) ([]event.Event, error) {
 		Stream:     configurationSet(mailObj),
 		Raw:        raw,
 	}
-	if info.kind != event.KindStatus {
-		base.Status = event.StatusNone
+	if info.kind != domain.KindStatus {
+		base.Status = domain.StatusNone
 	}
-	if base.Status == event.StatusBounced {
+	if base.Status == domain.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}
 	// Each bounced recipient has its own status and diagnosticCode: its event gets its own.
@@ -166,9 +166,9 @@ func parse(body []byte) ([]event.Event, error) {
 	}
 	if len(rcpts) == 0 {
 		bounce.Apply(&base, bounceInput(typ, detail, nil))
-		return []event.Event{base}, nil
+		return []domain.Event{base}, nil
 	}
-	events := make([]event.Event, 0, len(rcpts))
+	events := make([]domain.Event, 0, len(rcpts))
 	for _, rc := range rcpts {
 		ev := base
 		ev.Recipient = rc.addr
@@ -240,9 +240,9 @@ func configurationSet(mailObj object) string {
 func bounceType(t string) string {
 	switch t {
 	case "Permanent":
-		return event.BounceHard
+		return domain.BounceHard
 	case "Transient", "Undetermined":
-		return event.BounceSoft
+		return domain.BounceSoft
 	}
 	return ""
 }

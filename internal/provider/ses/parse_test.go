@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
 
@@ -33,21 +33,21 @@ func ts(s string) time.Time {
 type want struct {
 	EventID    string
 	Type       string
-	Kind       event.Kind
-	Status     event.Status
+	Kind       domain.Kind
+	Status     domain.Status
 	BounceType string
 	MessageID  string
 	Recipient  string
 	OccurredAt time.Time
 	Stream     string
-	Bounce     event.Bounce // the zero value: no details
+	Bounce     domain.Bounce // the zero value: no details
 }
 
-func status(typ string, st event.Status, msgID, rcpt, at string) want {
-	return want{EventID: snsID, Type: typ, Kind: event.KindStatus, Status: st, MessageID: msgID, Recipient: rcpt, OccurredAt: ts(at)}
+func status(typ string, st domain.Status, msgID, rcpt, at string) want {
+	return want{EventID: snsID, Type: typ, Kind: domain.KindStatus, Status: st, MessageID: msgID, Recipient: rcpt, OccurredAt: ts(at)}
 }
 
-func kind(typ string, k event.Kind, msgID, rcpt, at string) want {
+func kind(typ string, k domain.Kind, msgID, rcpt, at string) want {
 	return want{EventID: snsID, Type: typ, Kind: k, MessageID: msgID, Recipient: rcpt, OccurredAt: ts(at)}
 }
 
@@ -59,7 +59,7 @@ func configSet(w want) want { return streamed(w, "ConfigSet") }
 func streamed(w want, stream string) want { w.Stream = stream; return w }
 
 func details(w want, smtp int, code, category, diag string) want {
-	w.Bounce = event.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
+	w.Bounce = domain.Bounce{SMTPCode: smtp, EnhancedCode: code, Category: category, Diagnostic: diag}
 	return w
 }
 
@@ -68,66 +68,66 @@ func withIDs(w want, eventID, msgID string) want { w.EventID, w.MessageID = even
 // fixtureWant holds the expectation of every testdata/*.json; a fixture without one fails.
 var fixtureWant = map[string][]want{
 	// Event publishing (eventType), AWS's documented examples.
-	"event_bounce.json": {configSet(details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceHard),
+	"event_bounce.json": {configSet(details(bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceHard),
 		550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 user unknown"))},
-	"event_complaint.json": {configSet(status("Complaint", event.StatusComplained, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"))},
-	"event_delivery.json":  {configSet(status("Delivery", event.StatusDelivered, exampleID, "recipient@example.com", "2016-10-19T23:21:04.133Z"))},
+	"event_complaint.json": {configSet(status("Complaint", domain.StatusComplained, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"))},
+	"event_delivery.json":  {configSet(status("Delivery", domain.StatusDelivered, exampleID, "recipient@example.com", "2016-10-19T23:21:04.133Z"))},
 	// Send has no timestamp of its own: mail.timestamp.
-	"event_send.json": {configSet(status("Send", event.StatusAccepted, exampleID, "recipient@example.com", "2016-10-14T05:02:16.645Z"))},
+	"event_send.json": {configSet(status("Send", domain.StatusAccepted, exampleID, "recipient@example.com", "2016-10-14T05:02:16.645Z"))},
 	// AWS's Reject example lists sender@example.com as the destination. SES rejects a message
 	// with a virus: "Bad content".
-	"event_reject.json": {configSet(details(status("Reject", event.StatusFailed, exampleID, "sender@example.com", "2016-10-14T17:38:15.211Z"),
+	"event_reject.json": {configSet(details(status("Reject", domain.StatusFailed, exampleID, "sender@example.com", "2016-10-14T17:38:15.211Z"),
 		0, "", "content_rejected", "Bad content"))},
-	"event_open.json":  {configSet(kind("Open", event.KindOpened, exampleID, "recipient@example.com", "2017-08-09T22:00:19.652Z"))},
-	"event_click.json": {configSet(kind("Click", event.KindClicked, exampleID, "recipient@example.com", "2017-08-09T23:51:25.570Z"))},
-	"event_rendering_failure.json": {configSet(details(status("Rendering Failure", event.StatusFailed, exampleID, "recipient@example.com", "2018-01-22T18:43:06.197Z"),
+	"event_open.json":  {configSet(kind("Open", domain.KindOpened, exampleID, "recipient@example.com", "2017-08-09T22:00:19.652Z"))},
+	"event_click.json": {configSet(kind("Click", domain.KindClicked, exampleID, "recipient@example.com", "2017-08-09T23:51:25.570Z"))},
+	"event_rendering_failure.json": {configSet(details(status("Rendering Failure", domain.StatusFailed, exampleID, "recipient@example.com", "2018-01-22T18:43:06.197Z"),
 		0, "", "undetermined", "Attribute 'attributeName' is not present in the rendering data."))},
-	"event_delivery_delay.json": {configSet(status("DeliveryDelay", event.StatusDeferred, exampleID, "recipient@example.com", "2020-06-16T00:25:40.095Z"))},
-	"event_subscription.json":   {configSet(kind("Subscription", event.KindUnsubscribed, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z"))},
+	"event_delivery_delay.json": {configSet(status("DeliveryDelay", domain.StatusDeferred, exampleID, "recipient@example.com", "2020-06-16T00:25:40.095Z"))},
+	"event_subscription.json":   {configSet(kind("Subscription", domain.KindUnsubscribed, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z"))},
 
 	// Identity notifications (notificationType). These mails had three destinations, so each
 	// recipient has its own message key.
-	"notification_bounce_dsn.json": {details(bounced(status("Bounce", event.StatusBounced,
-		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+	"notification_bounce_dsn.json": {details(bounced(status("Bounce", domain.StatusBounced,
+		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
 		550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>... User")},
 	// Permanent/General and no DSN: nothing names a cause, so no details.
 	"notification_bounce_no_dsn.json": {
-		withIDs(bounced(status("Bounce", event.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
 			snsID+":jane@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
-		withIDs(bounced(status("Bounce", event.StatusBounced, "", "richard@example.com", "2016-01-27T14:59:38.237Z"), event.BounceHard),
+		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
 			snsID+":richard@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:richard@example.com"),
 	},
-	"notification_complaint.json": {status("Complaint", event.StatusComplained,
+	"notification_complaint.json": {status("Complaint", domain.StatusComplained,
 		"000001378603177f-7a5433e7-8edb-42ae-af10-f0181f34d6ee-000000:richard@example.com", "richard@example.com", "2016-01-27T14:59:38.237Z")},
-	"notification_delivery.json": {status("Delivery", event.StatusDelivered,
+	"notification_delivery.json": {status("Delivery", domain.StatusDelivered,
 		"0000014644fe5ef6-9a483358-9170-4cb4-a269-f5dcdf415321-000000", "jane@example.com", "2016-01-27T14:59:38.237Z")},
 	// No mail object and no timestamp: unknown, dated by the SNS Timestamp.
-	"notification_subscription_succeeded.json": {kind("AmazonSnsSubscriptionSucceeded", event.KindUnknown, "", "", snsStamp)},
+	"notification_subscription_succeeded.json": {kind("AmazonSnsSubscriptionSucceeded", domain.KindUnknown, "", "", snsStamp)},
 
 	// Derived variants.
-	"derived_bounce_transient.json": {details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft),
+	"derived_bounce_transient.json": {details(bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceSoft),
 		452, "4.2.2", "mailbox_full", "smtp; 452 4.2.2 mailbox full")},
 	// A Transient bounce with a 5xx reply that is not about the address keeps SES's soft.
-	"derived_bounce_too_large.json": {details(bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft),
+	"derived_bounce_too_large.json": {details(bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceSoft),
 		552, "5.3.4", "too_large", "smtp; 552 5.3.4 Message size exceeds fixed maximum message size")},
 	// Each recipient's event has its own DSN; the configuration set is the stream.
 	"derived_bounce_per_recipient.json": {
-		withIDs(details(bounced(streamed(status("Bounce", event.StatusBounced, "", "jane@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), event.BounceHard),
+		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>: Recipient address rejected: User unknown in virtual mailbox table"),
 			snsID+":jane@example.com", exampleID+":jane@example.com"),
-		withIDs(details(bounced(streamed(status("Bounce", event.StatusBounced, "", "richard@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), event.BounceHard),
+		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			554, "5.7.1", "spam_block", "smtp; 554 5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org"),
 			snsID+":richard@example.com", exampleID+":richard@example.com"),
 	},
-	"derived_bounce_undetermined.json": {bounced(status("Bounce", event.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), event.BounceSoft)},
+	"derived_bounce_undetermined.json": {bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceSoft)},
 	"derived_send_multi_destination.json": {
-		withIDs(status("Send", event.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":jane@example.com", exampleID+":jane@example.com"),
-		withIDs(status("Send", event.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":mary@example.com", exampleID+":mary@example.com"),
+		withIDs(status("Send", domain.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":jane@example.com", exampleID+":jane@example.com"),
+		withIDs(status("Send", domain.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":mary@example.com", exampleID+":mary@example.com"),
 	},
 	// SES does not say which of two recipients opened: one mail-level event.
-	"derived_open_multi_destination.json": {kind("Open", event.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
+	"derived_open_multi_destination.json": {kind("Open", domain.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
 	// Opting in is not an unsubscribe.
-	"derived_subscription_opt_in.json": {kind("Subscription", event.KindUnknown, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
+	"derived_subscription_opt_in.json": {kind("Subscription", domain.KindUnknown, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
 }
 
 // TestFixtures runs each fixture through the whole adapter, as the HTTP layer does: signed into
@@ -177,14 +177,14 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-func checkEvents(t *testing.T, events []event.Event, wants []want, body []byte) {
+func checkEvents(t *testing.T, events []domain.Event, wants []want, body []byte) {
 	t.Helper()
 	if len(events) != len(wants) {
 		t.Fatalf("got %d events, want %d: %+v", len(events), len(wants), events)
 	}
 	keys := map[string]bool{}
 	for i, ev := range events {
-		got := want{ev.EventID, ev.Type, ev.Kind, ev.Status, ev.BounceType, ev.MessageID, ev.Recipient, ev.OccurredAt, ev.Stream, event.Bounce{}}
+		got := want{ev.EventID, ev.Type, ev.Kind, ev.Status, ev.BounceType, ev.MessageID, ev.Recipient, ev.OccurredAt, ev.Stream, domain.Bounce{}}
 		if ev.Bounce != nil {
 			got.Bounce = *ev.Bounce
 		}
@@ -204,7 +204,7 @@ func checkEvents(t *testing.T, events []event.Event, wants []want, body []byte) 
 	}
 }
 
-func parseMessage(t *testing.T, message string) ([]event.Event, error) {
+func parseMessage(t *testing.T, message string) ([]domain.Event, error) {
 	t.Helper()
 	env := Envelope{Type: TypeNotification, MessageID: snsID, TopicARN: testTopic, Message: message, Timestamp: snsStamp}
 	return parse(env.Body())
@@ -283,15 +283,15 @@ func TestParseRecipients(t *testing.T) {
 func TestParseSubscriptionPreferences(t *testing.T) {
 	for name, tc := range map[string]struct {
 		sub  string
-		want event.Kind
+		want domain.Kind
 	}{
-		"no preferences":  {`{}`, event.KindUnsubscribed},
-		"unsubscribe all": {`{"newTopicPreferences":{"unsubscribeAll":true}}`, event.KindUnsubscribed},
-		"topic opted out": {`{"newTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]},"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, event.KindUnsubscribed},
-		"opted in":        {`{"newTopicPreferences":{"unsubscribeAll":false,"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, event.KindUnknown},
+		"no preferences":  {`{}`, domain.KindUnsubscribed},
+		"unsubscribe all": {`{"newTopicPreferences":{"unsubscribeAll":true}}`, domain.KindUnsubscribed},
+		"topic opted out": {`{"newTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]},"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, domain.KindUnsubscribed},
+		"opted in":        {`{"newTopicPreferences":{"unsubscribeAll":false,"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptIn"}]}}`, domain.KindUnknown},
 		"unchanged optout": {`{"newTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"},{"topicName":"b","subscriptionStatus":"OptIn"}]},
-			"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]}}`, event.KindUnknown},
-		"odd shape": {`{"newTopicPreferences":"yes"}`, event.KindUnsubscribed},
+			"oldTopicPreferences":{"topicSubscriptionStatus":[{"topicName":"a","subscriptionStatus":"OptOut"}]}}`, domain.KindUnknown},
+		"odd shape": {`{"newTopicPreferences":"yes"}`, domain.KindUnsubscribed},
 	} {
 		t.Run(name, func(t *testing.T) {
 			events, err := parseMessage(t, `{"eventType":"Subscription","mail":{"messageId":"m","destination":["a@x.io"]},"subscription":`+tc.sub+`}`)
@@ -310,12 +310,12 @@ func TestParseUnknownTypesAreRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].Kind != event.KindUnknown || events[0].MessageID != "m" || events[0].Status != "" {
+	if len(events) != 1 || events[0].Kind != domain.KindUnknown || events[0].MessageID != "m" || events[0].Status != "" {
 		t.Fatalf("got %+v", events)
 	}
 	// eventType wins over notificationType when both are present.
 	events, err = parseMessage(t, `{"eventType":"Open","notificationType":"Bounce","mail":{"messageId":"m"}}`)
-	if err != nil || events[0].Kind != event.KindOpened {
+	if err != nil || events[0].Kind != domain.KindOpened {
 		t.Fatalf("got %+v, %v", events, err)
 	}
 }
@@ -358,7 +358,7 @@ func TestEventJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back event.Event
+		var back domain.Event
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 )
@@ -319,6 +319,6 @@ func (a *Adapter) confirm(ctx context.Context, env *Envelope) error {
 
 // Parse turns a verified Notification into events: one per recipient the SES event names (see
 // parse for the keying rules).
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	return parse(r.Body)
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
 )
@@ -38,18 +38,18 @@ func newMapping(name string, g *provider.Generic) (*fieldmap.Mapping, error) {
 
 // parseGeneric decodes body, which must be one JSON object, and maps it. The caller sets the
 // event id.
-func parseGeneric(m *fieldmap.Mapping, name string, body []byte) (event.Event, error) {
+func parseGeneric(m *fieldmap.Mapping, name string, body []byte) (domain.Event, error) {
 	v, err := fieldmap.Decode(name, body)
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return event.Event{}, badRequest(name, "body is a JSON %s, not an object", fieldmap.Kind(v))
+		return domain.Event{}, badRequest(name, "body is a JSON %s, not an object", fieldmap.Kind(v))
 	}
 	ev, err := m.Map(name, obj, "")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	ev.Raw = json.RawMessage(bytes.Clone(body))
 	return ev, nil

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/signature"
 )
@@ -32,7 +32,7 @@ func idHeader(set headerSet, id string) http.Header {
 
 type fixture struct {
 	file string
-	want event.Event
+	want domain.Event
 }
 
 func TestParseFixtures(t *testing.T) {
@@ -41,72 +41,72 @@ func TestParseFixtures(t *testing.T) {
 		to    = "delivered@resend.dev"
 	)
 	resend := []fixture{
-		{"resend_email_sent", event.Event{Type: "email.sent", Kind: event.KindStatus, Status: event.StatusAccepted,
+		{"resend_email_sent", domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
-		{"resend_email_delivered", event.Event{Type: "email.delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
+		{"resend_email_delivered", domain.Event{Type: "email.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:13.5Z")}},
-		{"resend_email_delivery_delayed", event.Event{Type: "email.delivery_delayed", Kind: event.KindStatus, Status: event.StatusDeferred,
+		{"resend_email_delivery_delayed", domain.Event{Type: "email.delivery_delayed", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:45:00Z")}},
-		{"resend_email_delivered_delayed_typo", event.Event{Type: "email.delivered_delayed", Kind: event.KindStatus, Status: event.StatusDeferred,
+		{"resend_email_delivered_delayed_typo", domain.Event{Type: "email.delivered_delayed", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: email, Recipient: "someone@example.com", OccurredAt: ts("2024-02-22T23:46:00Z")}},
-		{"resend_email_bounced_permanent", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceHard, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
-			Bounce: &event.Bounce{Category: "unknown_user",
+		{"resend_email_bounced_permanent", domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
+			Bounce: &domain.Bounce{Category: "unknown_user",
 				Diagnostic: "The recipient's email address is on the suppression list because it has a recent history of producing hard bounces."}}},
-		{"resend_email_bounced_transient", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
-			BounceType: event.BounceSoft, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:50:00Z"),
-			Bounce: &event.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Category: "mailbox_full",
+		{"resend_email_bounced_transient", domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceSoft, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:50:00Z"),
+			Bounce: &domain.Bounce{SMTPCode: 452, EnhancedCode: "4.2.2", Category: "mailbox_full",
 				Diagnostic: "smtp; 452 4.2.2 The email account that you tried to reach is over quota."}}},
-		{"resend_email_bounced_undetermined", event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
+		{"resend_email_bounced_undetermined", domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:55:00Z"),
-			Bounce: &event.Bounce{Category: "undetermined",
+			Bounce: &domain.Bounce{Category: "undetermined",
 				Diagnostic: "The recipient's email provider sent a bounce message that did not contain enough information."}}},
-		{"resend_email_complained", event.Event{Type: "email.complained", Kind: event.KindStatus, Status: event.StatusComplained,
+		{"resend_email_complained", domain.Event{Type: "email.complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
-		{"resend_email_failed", event.Event{Type: "email.failed", Kind: event.KindStatus, Status: event.StatusFailed,
+		{"resend_email_failed", domain.Event{Type: "email.failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
-			Bounce: &event.Bounce{Category: "undetermined", Diagnostic: "reached_daily_quota"}}},
-		{"resend_email_suppressed", event.Event{Type: "email.suppressed", Kind: event.KindStatus, Status: event.StatusFailed,
+			Bounce: &domain.Bounce{Category: "undetermined", Diagnostic: "reached_daily_quota"}}},
+		{"resend_email_suppressed", domain.Event{Type: "email.suppressed", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:41:12.126Z"),
-			Bounce: &event.Bounce{Category: "undetermined",
+			Bounce: &domain.Bounce{Category: "undetermined",
 				Diagnostic: "Resend has suppressed sending to this address because it is on the account-level suppression list. This does not count toward your bounce rate metric"}}},
-		{"resend_email_opened", event.Event{Type: "email.opened", Kind: event.KindOpened,
+		{"resend_email_opened", domain.Event{Type: "email.opened", Kind: domain.KindOpened,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
-		{"resend_email_clicked", event.Event{Type: "email.clicked", Kind: event.KindClicked,
+		{"resend_email_clicked", domain.Event{Type: "email.clicked", Kind: domain.KindClicked,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-24T05:00:57.163Z")}},
-		{"resend_email_received", event.Event{Type: "email.received", Kind: event.KindInbound,
+		{"resend_email_received", domain.Event{Type: "email.received", Kind: domain.KindInbound,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
-		{"resend_email_scheduled", event.Event{Type: "email.scheduled", Kind: event.KindUnknown,
+		{"resend_email_scheduled", domain.Event{Type: "email.scheduled", Kind: domain.KindUnknown,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
-		{"resend_contact_created", event.Event{Type: "contact.created", Kind: event.KindUnknown, OccurredAt: ts("2024-11-17T19:32:22.980Z")}},
-		{"resend_domain_updated", event.Event{Type: "domain.updated", Kind: event.KindUnknown, OccurredAt: ts("2024-11-17T19:32:22.980Z")}},
+		{"resend_contact_created", domain.Event{Type: "contact.created", Kind: domain.KindUnknown, OccurredAt: ts("2024-11-17T19:32:22.980Z")}},
+		{"resend_domain_updated", domain.Event{Type: "domain.updated", Kind: domain.KindUnknown, OccurredAt: ts("2024-11-17T19:32:22.980Z")}},
 	}
 	const (
 		msg = "msg_01HQ8"
 		ana = "ana@example.com"
 	)
 	standard := []fixture{
-		{"standard_message_queued", event.Event{Type: "message.queued", Kind: event.KindStatus, Status: event.StatusAccepted,
+		{"standard_message_queued", domain.Event{Type: "message.queued", Kind: domain.KindStatus, Status: domain.StatusAccepted,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-01T09:00:00Z")}},
-		{"standard_message_delivered", event.Event{Type: "message.delivered", Kind: event.KindStatus, Status: event.StatusDelivered,
+		{"standard_message_delivered", domain.Event{Type: "message.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-01T09:00:02.344522Z")}},
-		{"standard_message_deferred", event.Event{Type: "message.deferred", Kind: event.KindStatus, Status: event.StatusDeferred,
+		{"standard_message_deferred", domain.Event{Type: "message.deferred", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-01T09:00:01Z")}},
-		{"standard_message_bounced", event.Event{Type: "message.bounced", Kind: event.KindStatus, Status: event.StatusBounced,
+		{"standard_message_bounced", domain.Event{Type: "message.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-01T08:05:00Z")}},
-		{"standard_message_failed", event.Event{Type: "message.failed", Kind: event.KindStatus, Status: event.StatusFailed,
+		{"standard_message_failed", domain.Event{Type: "message.failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "40017", Recipient: "bob@example.com", OccurredAt: ts("2026-03-01T09:00:00Z")}},
-		{"standard_message_complained", event.Event{Type: "message.complained", Kind: event.KindStatus, Status: event.StatusComplained,
+		{"standard_message_complained", domain.Event{Type: "message.complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-02T10:00:00Z")}},
-		{"standard_message_opened_unix", event.Event{Type: "message.opened", Kind: event.KindOpened,
+		{"standard_message_opened_unix", domain.Event{Type: "message.opened", Kind: domain.KindOpened,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-02T09:00:00Z")}},
-		{"standard_message_clicked_unix_string", event.Event{Type: "message.clicked", Kind: event.KindClicked,
+		{"standard_message_clicked_unix_string", domain.Event{Type: "message.clicked", Kind: domain.KindClicked,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-02T09:01:00.25Z")}},
-		{"standard_recipient_unsubscribed", event.Event{Type: "recipient.unsubscribed", Kind: event.KindUnsubscribed,
+		{"standard_recipient_unsubscribed", domain.Event{Type: "recipient.unsubscribed", Kind: domain.KindUnsubscribed,
 			MessageID: msg, Recipient: ana, OccurredAt: ts("2026-03-03T00:00:00Z")}},
-		{"standard_inbound_received", event.Event{Type: "inbound.received", Kind: event.KindInbound,
+		{"standard_inbound_received", domain.Event{Type: "inbound.received", Kind: domain.KindInbound,
 			MessageID: "in_7731", Recipient: "support@example.com", OccurredAt: ts("2026-03-04T12:00:00Z")}},
-		{"standard_user_created", event.Event{Type: "user.created", Kind: event.KindUnknown, OccurredAt: ts("2022-11-03T20:26:10.344522Z")}},
+		{"standard_user_created", domain.Event{Type: "user.created", Kind: domain.KindUnknown, OccurredAt: ts("2022-11-03T20:26:10.344522Z")}},
 	}
 
 	seen := map[string]bool{}
@@ -252,24 +252,24 @@ func TestParseAccepts(t *testing.T) {
 		name string
 		a    provider.Adapter
 		body string
-		want event.Event
+		want domain.Event
 	}{
-		{"resend: unknown type with null data", r, `{"type":"domain.deleted","data":null}`, event.Event{Type: "domain.deleted", Kind: event.KindUnknown}},
+		{"resend: unknown type with null data", r, `{"type":"domain.deleted","data":null}`, domain.Event{Type: "domain.deleted", Kind: domain.KindUnknown}},
 		{"resend: bounce without details", r, `{"type":"email.bounced","data":{"email_id":"m","bounce":"x"}}`,
-			event.Event{Type: "email.bounced", Kind: event.KindStatus, Status: event.StatusBounced, MessageID: "m"}},
+			domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced, MessageID: "m"}},
 		{"resend: to of other types ignored", r, `{"type":"email.sent","data":{"email_id":"m","to":[1,{"a":2},"  ","x@y.z"]}}`,
-			event.Event{Type: "email.sent", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m", Recipient: "x@y.z"}},
+			domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m", Recipient: "x@y.z"}},
 		{"resend: created_at not a string", r, `{"type":"email.sent","created_at":1,"data":{"email_id":"m"}}`,
-			event.Event{Type: "email.sent", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m"}},
+			domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m"}},
 		{"resend: unparseable created_at", r, `{"type":"email.sent","created_at":"noon","data":{"email_id":"m"}}`,
-			event.Event{Type: "email.sent", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m"}},
-		{"standard: unmapped type without message id", s, `{"type":"user.deleted"}`, event.Event{Type: "user.deleted", Kind: event.KindUnknown}},
-		{"standard: numeric type", s, `{"type":7,"data":{"message_id":"m"}}`, event.Event{Type: "7", Kind: event.KindUnknown, MessageID: "m"}},
-		{"standard: inbound without message id", s, `{"type":"inbound.received"}`, event.Event{Type: "inbound.received", Kind: event.KindInbound}},
+			domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m"}},
+		{"standard: unmapped type without message id", s, `{"type":"user.deleted"}`, domain.Event{Type: "user.deleted", Kind: domain.KindUnknown}},
+		{"standard: numeric type", s, `{"type":7,"data":{"message_id":"m"}}`, domain.Event{Type: "7", Kind: domain.KindUnknown, MessageID: "m"}},
+		{"standard: inbound without message id", s, `{"type":"inbound.received"}`, domain.Event{Type: "inbound.received", Kind: domain.KindInbound}},
 		{"standard: odd recipient and time", s, `{"type":"message.queued","timestamp":-5,"data":{"message_id":"m","recipients":{"email":7}}}`,
-			event.Event{Type: "message.queued", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m"}},
+			domain.Event{Type: "message.queued", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m"}},
 		{"standard: recipient object", s, `{"type":"message.queued","timestamp":"1e9","data":{"message_id":"m","recipients":{"email":"o@p.q"}}}`,
-			event.Event{Type: "message.queued", Kind: event.KindStatus, Status: event.StatusAccepted, MessageID: "m", Recipient: "o@p.q"}},
+			domain.Event{Type: "message.queued", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m", Recipient: "o@p.q"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,13 +360,13 @@ func FuzzParse(f *testing.F) {
 			if ev.EventID != "msg_fuzz" || ev.Provider != a.(*Adapter).name || ev.Kind == "" || ev.Type == "" {
 				t.Fatalf("incomplete event %+v", ev)
 			}
-			if (ev.Kind == event.KindStatus) != (ev.Status != event.StatusNone) {
+			if (ev.Kind == domain.KindStatus) != (ev.Status != domain.StatusNone) {
 				t.Fatalf("kind %q with status %q", ev.Kind, ev.Status)
 			}
-			if needsMessage(ev.Kind) && ev.MessageID == "" {
+			if ev.Kind.AppliesToMessage() && ev.MessageID == "" {
 				t.Fatalf("%s event without message id", ev.Kind)
 			}
-			if ev.Bounce != nil && ev.Status != event.StatusBounced && ev.Status != event.StatusFailed {
+			if ev.Bounce != nil && ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
 				t.Fatalf("bounce details on %s", ev.Status)
 			}
 			if !bytes.Equal(ev.Raw, body) || !json.Valid(ev.Raw) {

@@ -8,42 +8,32 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type target struct {
-	kind   event.Kind
-	status event.Status
+	kind   domain.Kind
+	status domain.Status
 }
 
 // resendTypes maps Resend's event types (resend.com/docs/webhooks/event-types). Types not listed
 // (email.scheduled, contact.*, domain.*, anything new) are KindUnknown: recorded, changing nothing.
 var resendTypes = map[string]target{
-	"email.sent":             {event.KindStatus, event.StatusAccepted},
-	"email.delivered":        {event.KindStatus, event.StatusDelivered},
-	"email.delivery_delayed": {event.KindStatus, event.StatusDeferred},
+	"email.sent":             {domain.KindStatus, domain.StatusAccepted},
+	"email.delivered":        {domain.KindStatus, domain.StatusDelivered},
+	"email.delivery_delayed": {domain.KindStatus, domain.StatusDeferred},
 	// The spelling in the sample payload of Resend's event-types page.
-	"email.delivered_delayed": {event.KindStatus, event.StatusDeferred},
-	"email.bounced":           {event.KindStatus, event.StatusBounced},
-	"email.complained":        {event.KindStatus, event.StatusComplained},
+	"email.delivered_delayed": {domain.KindStatus, domain.StatusDeferred},
+	"email.bounced":           {domain.KindStatus, domain.StatusBounced},
+	"email.complained":        {domain.KindStatus, domain.StatusComplained},
 	// Never handed to a receiving server: an error at Resend (quota, API key, domain) or a
 	// recipient on the suppression list.
-	"email.failed":     {event.KindStatus, event.StatusFailed},
-	"email.suppressed": {event.KindStatus, event.StatusFailed},
-	"email.opened":     {event.KindOpened, event.StatusNone},
-	"email.clicked":    {event.KindClicked, event.StatusNone},
-	"email.received":   {event.KindInbound, event.StatusNone},
-}
-
-// needsMessage reports whether events of kind k change a message and so cannot be applied
-// without knowing which one.
-func needsMessage(k event.Kind) bool {
-	switch k {
-	case event.KindStatus, event.KindOpened, event.KindClicked, event.KindUnsubscribed:
-		return true
-	}
-	return false
+	"email.failed":     {domain.KindStatus, domain.StatusFailed},
+	"email.suppressed": {domain.KindStatus, domain.StatusFailed},
+	"email.opened":     {domain.KindOpened, domain.StatusNone},
+	"email.clicked":    {domain.KindClicked, domain.StatusNone},
+	"email.received":   {domain.KindInbound, domain.StatusNone},
 }
 
 type object map[string]json.RawMessage
@@ -75,37 +65,37 @@ func decodeObject(name string, body []byte) (object, error) {
 //
 // created_at is when Resend created the event; data.created_at is when the email was created, so
 // only the former is the event's time.
-func parseResend(body []byte) (event.Event, error) {
+func parseResend(body []byte) (domain.Event, error) {
 	top, err := decodeObject(NameResend, body)
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	typ, err := stringField(top, "type", "type")
 	if err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
 	if typ == "" {
-		return event.Event{}, badRequest(NameResend, `missing "type"`)
+		return domain.Event{}, badRequest(NameResend, `missing "type"`)
 	}
-	ev := event.Event{Type: typ, Kind: event.KindUnknown}
+	ev := domain.Event{Type: typ, Kind: domain.KindUnknown}
 	if t, ok := resendTypes[typ]; ok {
 		ev.Kind, ev.Status = t.kind, t.status
 	}
 	var data object
 	if raw, ok := top["data"]; ok && !isNull(raw) {
 		if json.Unmarshal(raw, &data) != nil || data == nil {
-			return event.Event{}, badRequest(NameResend, `"data" is not an object`)
+			return domain.Event{}, badRequest(NameResend, `"data" is not an object`)
 		}
 	}
 	if ev.MessageID, err = stringField(data, "email_id", "data.email_id"); err != nil {
-		return event.Event{}, err
+		return domain.Event{}, err
 	}
-	if ev.MessageID == "" && needsMessage(ev.Kind) {
-		return event.Event{}, badRequest(NameResend, "%s event has no data.email_id", ev.Type)
+	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+		return domain.Event{}, badRequest(NameResend, "%s event has no data.email_id", ev.Type)
 	}
 	// "to" is a string or an array of them; the first is the recipient.
 	ev.Recipient = jsonfield.FirstString(data["to"])
-	if ev.Status == event.StatusBounced {
+	if ev.Status == domain.StatusBounced {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
 	bounce.Apply(&ev, resendBounceInput(ev.Type, data))
@@ -131,9 +121,9 @@ func resendBounceType(raw json.RawMessage) string {
 	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "permanent", "hard":
-		return event.BounceHard
+		return domain.BounceHard
 	case "transient", "temporary", "soft":
-		return event.BounceSoft
+		return domain.BounceSoft
 	}
 	return ""
 }

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/provider/fieldmap"
@@ -171,14 +171,14 @@ func (a *Adapter) Verify(r provider.Request) error {
 }
 
 // Parse turns a verified body into exactly one event whose id is the webhook id.
-func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
+func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	id, _, _ := a.headers(r.Header)
 	id = strings.TrimSpace(id)
 	if id == "" {
 		return nil, badRequest(a.name, "no %s header", a.own.id)
 	}
 	var (
-		ev  event.Event
+		ev  domain.Event
 		err error
 	)
 	if a.generic != nil {
@@ -190,7 +190,7 @@ func (a *Adapter) Parse(r provider.Request) ([]event.Event, error) {
 		return nil, err
 	}
 	ev.Provider, ev.EventID = a.name, id
-	return []event.Event{ev}, nil
+	return []domain.Event{ev}, nil
 }
 
 // Sign returns the three Standard Webhooks headers (webhook-id, webhook-timestamp,

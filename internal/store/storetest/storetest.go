@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/event"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -150,7 +150,7 @@ func randomHex(n int) string {
 
 // Enqueue inserts events into the inbox the way the acceptance path does, due for relays at
 // once (no hold), and reports per event whether it was inserted (false: a duplicate).
-func Enqueue(ctx context.Context, s *store.Store, evs ...event.Event) ([]bool, error) {
+func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, error) {
 	rows := make([]store.InboxRow, len(evs))
 	for i, ev := range evs {
 		r, err := store.NewInboxRow(ev)

@@ -1,6 +1,10 @@
-// Package event defines the provider-neutral event that every provider adapter produces and
-// every later stage (workflow, store, notifications) consumes.
-package event
+// Package domain is mailhook's shared vocabulary: the provider-neutral event every adapter
+// produces and every later stage consumes, the kinds of event and what each one does, the
+// outcomes of applying one, the notification types and how they are routed to sinks, the
+// suppression reasons, and the contract between the edges that accept events and the workflows
+// that process them. It imports nothing of mailhook's, so every package can depend on it and
+// the edges (HTTP API, inbox, reconcile) need not import workflows or activities.
+package domain
 
 import (
 	"encoding/json"
@@ -39,6 +43,17 @@ const (
 	// status it names, over precedence, and is the one way to move a status backwards.
 	KindCorrection Kind = "correction"
 )
+
+// AppliesToMessage reports whether events of kind k change a message (its status, its
+// engagement counts or its unsubscribed flag), so they cannot be applied without knowing which
+// message: parsers reject such an event without a message id, and the Process step applies it.
+func (k Kind) AppliesToMessage() bool {
+	switch k {
+	case KindStatus, KindCorrection, KindOpened, KindClicked, KindUnsubscribed:
+		return true
+	}
+	return false
+}
 
 // CorrectionType is the Type of every correction event; its EventID is "correction-<hex>".
 const CorrectionType = "mailhook.correction"
