@@ -178,7 +178,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	}
 	ev := in.Event
 	keyID := in.notificationEventID()
-	id := store.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
+	id := domain.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
 	in.SuppressionScopes = a.SuppressionScopes
 	body, err := Body(id, in, a.now())
 	if err != nil {
@@ -191,9 +191,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		return NotifyResult{}, a.failed(ctx, ev, NotifyName, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
 	switch n.Status {
-	case store.NotificationSent:
+	case domain.NotificationSent:
 		return NotifyResult{ID: n.ID, AlreadySent: true}, nil
-	case store.NotificationFailed:
+	case domain.NotificationFailed:
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification %s already failed: %s", n.ID, n.LastError), ErrTypeSinkRejected, nil)
 	}
@@ -239,7 +239,7 @@ type MarkProcessedInput struct {
 	EventID  string               `json:"event_id"`
 	Failed   []FailedNotification `json:"failed,omitempty"`
 	// Result is the run's outcome (moved, stale, inbound …), for metrics.
-	Result string `json:"result,omitempty"`
+	Result domain.Outcome `json:"result,omitempty"`
 }
 
 // FailedNotification is a notification whose retries ended without success.
@@ -264,7 +264,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 	for _, f := range in.Failed {
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
 	}
-	a.Metrics.EventProcessed(in.Provider, in.Result)
+	a.Metrics.EventProcessed(in.Provider, string(in.Result))
 	a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}).InfoContext(ctx, "event processed",
 		"result", in.Result, "failed_notifications", len(in.Failed))
 	return nil
@@ -308,7 +308,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 	ev := in.Event
 	var data any
 	switch in.Type {
-	case config.TypeStatusChanged:
+	case domain.TypeStatusChanged:
 		sc := StatusChanged{
 			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Apply.Recipient, ev.Recipient),
 			Status: in.Apply.To, PreviousStatus: in.Apply.From, BounceType: in.Apply.BounceType,
@@ -320,12 +320,12 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 			sc.Bounce = store.BounceOf(ev)
 		}
 		data = sc
-	case config.TypeEmailReceived:
+	case domain.TypeEmailReceived:
 		data = EmailReceived{
 			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
 			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
 		}
-	case config.TypeSuppressionAdded:
+	case domain.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
 		// recipient it recorded), so the notification names the address that was suppressed.
 		address, reason, scope, ok := store.AddedSuppression(ev, in.Apply.Recipient, in.SuppressionScopes)
@@ -335,7 +335,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 		data = SuppressionAdded{
 			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
 		}
-	case config.TypeReportDaily:
+	case domain.TypeReportDaily:
 		if len(in.Data) == 0 {
 			return nil, fmt.Errorf("%s notification without data", in.Type)
 		}

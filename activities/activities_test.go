@@ -19,8 +19,8 @@ func TestSuppressionAddedBody(t *testing.T) {
 	// An unsubscribe that names no recipient: the address is the one the message recorded,
 	// exactly as ApplyStatus chose it.
 	ev := domain.Event{Provider: "postscale", EventID: "evt_u", Type: "email.unsubscribed", Kind: domain.KindUnsubscribed, MessageID: "msg_1"}
-	in := activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev,
-		Apply: store.ApplyResult{Outcome: store.OutcomeFlagged, Recipient: "User@Example.com", Suppressed: true}}
+	in := activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev,
+		Apply: store.ApplyResult{Outcome: domain.OutcomeFlagged, Recipient: "User@Example.com", Suppressed: true}}
 	body, err := activities.Body("ntf_x", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_x","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
@@ -43,8 +43,8 @@ func TestSuppressionAddedBody(t *testing.T) {
 func TestCorrectionStatusChangedBody(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "correction-ab", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	in := activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "u@example.com", Version: 3}}
+	in := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
+		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "u@example.com", Version: 3}}
 	body, err := activities.Body("ntf_y", in, time.Now())
 	require.NoError(t, err)
 	var env struct {
@@ -63,8 +63,8 @@ func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: domain.KindStatus,
 		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
 		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Bounce: b}
-	in := activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
+	in := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
+		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
 			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2}}
 	body, err := activities.Body("ntf_b", in, now)
 	require.NoError(t, err)
@@ -100,8 +100,8 @@ func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "evt_s3", Type: "email.bounced", Kind: domain.KindStatus,
 		Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: "msg_3", Recipient: "Soft@Example.com",
 		Stream: "marketing"}
-	in := activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev,
-		Apply:             store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceSoft, Suppressed: true},
+	in := activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev,
+		Apply:             store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceSoft, Suppressed: true},
 		SuppressionScopes: map[string]string{"marketing": "marketing"}}
 	body, err := activities.Body("ntf_s", in, now)
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
 		"event_id":"evt_s3","message_id":"msg_3"}}`, string(body))
 
 	// The same routing the Process step uses: a suppressing soft bounce is notified.
-	r := activities.Route([]config.Sink{{Name: "ops", Types: []string{config.TypeSuppressionAdded}}})
-	assert.Equal(t, []activities.Notification{{Type: config.TypeSuppressionAdded, Sink: "ops"}},
-		activities.Notifications(r, ev.Kind, store.OutcomeStale, true))
+	r := domain.Route(config.Config{Sinks: []config.Sink{{Name: "ops", Types: []string{domain.TypeSuppressionAdded}}}}.SinksFor)
+	assert.Equal(t, []domain.Notification{{Type: domain.TypeSuppressionAdded, Sink: "ops"}},
+		domain.Notifications(r, ev.Kind, domain.OutcomeStale, true))
 }

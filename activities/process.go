@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -21,67 +20,13 @@ const (
 // ErrTypeNotRecorded: the event has no row (it was never recorded, or retention removed it).
 const ErrTypeNotRecorded = "NotRecorded"
 
-// Routing names the sinks an event's notifications go to, by type, as decided when its workflow
-// started (so the workflow stays deterministic and the UI shows where it will notify).
-type Routing struct {
-	StatusSinks      []string `json:"status_sinks,omitempty"`
-	InboundSinks     []string `json:"inbound_sinks,omitempty"`
-	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
-}
-
-// Route lists, for each notification type an event can cause, the sinks that want it.
-func Route(sinks []config.Sink) Routing {
-	var r Routing
-	for _, s := range sinks {
-		if s.Wants(config.TypeStatusChanged) {
-			r.StatusSinks = append(r.StatusSinks, s.Name)
-		}
-		if s.Wants(config.TypeEmailReceived) {
-			r.InboundSinks = append(r.InboundSinks, s.Name)
-		}
-		if s.Wants(config.TypeSuppressionAdded) {
-			r.SuppressionSinks = append(r.SuppressionSinks, s.Name)
-		}
-	}
-	return r
-}
-
-// Notification is one (type, sink) to notify.
-type Notification struct {
-	Type string
-	Sink string
-}
-
-// Notifications lists, in order, what an event's outcome is notified as: message.status_changed
-// when it moved its message, suppression.added when it newly suppressed its recipient,
-// email.received for inbound mail. It is pure: the Process step uses it to tell whether the
-// event is done, and the workflow to schedule the notifications.
-func Notifications(r Routing, kind domain.Kind, outcome store.Outcome, suppressed bool) []Notification {
-	var out []Notification
-	add := func(typ string, sinks []string) {
-		for _, s := range sinks {
-			out = append(out, Notification{Type: typ, Sink: s})
-		}
-	}
-	if outcome == store.OutcomeMoved {
-		add(config.TypeStatusChanged, r.StatusSinks)
-	}
-	if suppressed {
-		add(config.TypeSuppressionAdded, r.SuppressionSinks)
-	}
-	if kind == domain.KindInbound {
-		add(config.TypeEmailReceived, r.InboundSinks)
-	}
-	return out
-}
-
 // ProcessInput is the Process step's input: the event's key, whether this is a replay, and the
 // routing.
 type ProcessInput struct {
 	Provider string `json:"provider"`
 	EventID  string `json:"event_id"`
 	Replay   bool   `json:"replay,omitempty"`
-	Routing
+	domain.Routing
 }
 
 // ProcessOutput is what the Process step did, as the workflow history keeps it: outcomes and
@@ -91,12 +36,12 @@ type ProcessOutput struct {
 	Duplicate bool        `json:"duplicate,omitempty"`
 	Kind      domain.Kind `json:"kind,omitempty"`
 	// Applied: the event applies to a message; the fields below are its recorded outcome.
-	Applied    bool          `json:"applied,omitempty"`
-	Outcome    store.Outcome `json:"outcome,omitempty"`
-	From       domain.Status `json:"from,omitempty"`
-	To         domain.Status `json:"to,omitempty"`
-	Version    int64         `json:"version,omitempty"`
-	Suppressed bool          `json:"suppressed,omitempty"`
+	Applied    bool           `json:"applied,omitempty"`
+	Outcome    domain.Outcome `json:"outcome,omitempty"`
+	From       domain.Status  `json:"from,omitempty"`
+	To         domain.Status  `json:"to,omitempty"`
+	Version    int64          `json:"version,omitempty"`
+	Suppressed bool           `json:"suppressed,omitempty"`
 	// Processed: nothing is to be notified, and the event was marked processed in the same
 	// transaction: the run is over.
 	Processed bool `json:"processed,omitempty"`
@@ -109,7 +54,7 @@ func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutpu
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay,
 		func(ev domain.Event, r store.ApplyResult, applied bool) bool {
-			return len(Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
+			return len(domain.Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
 		})
 	if err != nil {
 		return ProcessOutput{}, a.failed(ctx, key, ProcessName, err)

@@ -10,48 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
-
-// ProcessEventName is the workflow type every event is processed by. ProcessWebhookEvent, the
-// type before it, stays registered so that its runs still open at an upgrade finish on the new
-// workers (docs/OPERATIONS.md, "Changing workflow code").
-const ProcessEventName = "ProcessEvent"
-
-// EventRef is ProcessEvent's input: the event's key and the few small fields an operator reads in
-// the Temporal UI, the routing decided when it was accepted, and the replay number. The event
-// itself (payload, addresses, an inbound mail's body) stays in PostgreSQL, where it was stored
-// before the workflow started; the steps read it from there. A 1 MiB inbound email and a
-// 200-byte open cost the same history.
-type EventRef struct {
-	Provider  string      `json:"provider"`
-	EventID   string      `json:"event_id"`
-	Type      string      `json:"type"`
-	Kind      domain.Kind `json:"kind"`
-	MessageID string      `json:"message_id,omitempty"`
-	activities.Routing
-	// Replay, when positive, makes this run the operator's replay number n of a processed event
-	// (workflow ID provider:event_id:replay:<n>): it runs every step again. Renotify keys its
-	// notifications by event_id+":replay:"+n, so every sink that wants them gets them again.
-	Replay   int  `json:"replay,omitempty"`
-	Renotify bool `json:"renotify,omitempty"`
-}
-
-// RefOf is the reference to a recorded event, with no routing.
-func RefOf(ev domain.Event) EventRef {
-	return EventRef{Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, Kind: ev.Kind, MessageID: ev.MessageID}
-}
-
-// Key is the event's durable key and workflow ID: provider:event_id.
-func (r EventRef) Key() string { return r.Provider + ":" + r.EventID }
-
-// notificationEventID is the event id the run's notifications are keyed by (see Renotify).
-func (r EventRef) notificationEventID() string {
-	if r.Replay > 0 && r.Renotify {
-		return ReplayNotificationEventID(r.EventID, r.Replay)
-	}
-	return r.EventID
-}
 
 // dbLocal runs a database step as a local activity, inside the workflow task: no activity task,
 // no schedule/start/complete events, one marker. Its retries back off; once they are spent
@@ -99,39 +58,39 @@ func final(err error) bool {
 //     activity, so a sink that answers costs nothing more; a sink that fails goes on as a
 //     regular activity with the durable retries (notify.*), shown in the UI as pending;
 //   - MarkProcessed (local): records the notifications that failed for good and processed_at.
-func (p *Processor) ProcessEvent(ctx workflow.Context, in EventRef) (Result, error) {
+func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (domain.Result, error) {
 	var pr activities.ProcessOutput
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
 	if err := dbStep(ctx, activities.ProcessName, pin, &pr); err != nil {
-		return Result{}, fmt.Errorf("process: %w", err)
+		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
 	if pr.Duplicate {
-		return Result{Outcome: OutcomeDuplicate}, nil
+		return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
 	}
-	res := Result{Outcome: OutcomeUnknownType}
+	res := domain.Result{Outcome: domain.OutcomeUnknownType}
 	switch {
 	case pr.Applied:
-		res = Result{Outcome: string(pr.Outcome), From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
+		res = domain.Result{Outcome: pr.Outcome, From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
 	case pr.Kind == domain.KindInbound:
-		res.Outcome = OutcomeInbound
+		res.Outcome = domain.OutcomeInbound
 	}
 	if pr.Processed {
 		return res, nil
 	}
 
 	var failed []activities.FailedNotification
-	res.Notifications, failed = p.send(ctx, in, activities.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
+	res.Notifications, failed = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Result: res.Outcome}
 	if err := dbStep(ctx, activities.MarkProcessedName, mark, nil); err != nil {
-		return Result{}, fmt.Errorf("mark processed: %w", err)
+		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that gives up is reported, not fatal.
-func (p *Processor) send(ctx workflow.Context, in EventRef, ns []activities.Notification) ([]NotificationResult, []activities.FailedNotification) {
-	keyID := in.notificationEventID()
+func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.Notification) ([]domain.NotificationResult, []activities.FailedNotification) {
+	keyID := in.NotificationEventID()
 	type sent struct {
 		out activities.NotifyResult
 		err error
@@ -149,21 +108,21 @@ func (p *Processor) send(ctx workflow.Context, in EventRef, ns []activities.Noti
 			set.Set(sent{out: out, err: err}, nil)
 		})
 	}
-	results := make([]NotificationResult, len(ns))
+	results := make([]domain.NotificationResult, len(ns))
 	var failed []activities.FailedNotification
 	for i, f := range done {
 		n := ns[i]
-		id := store.NotificationID(in.Provider, keyID, n.Sink, n.Type)
+		id := domain.NotificationID(in.Provider, keyID, n.Sink, n.Type)
 		var r sent
 		_ = f.Get(ctx, &r)
 		if r.err != nil {
 			msg := failureMessage(r.err)
 			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
-			results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationFailed, Error: msg}
+			results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationFailed, Error: msg}
 			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
 			continue
 		}
-		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: r.out.AlreadySent}
+		results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationSent, AlreadySent: r.out.AlreadySent}
 	}
 	return results, failed
 }

@@ -13,10 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // newEventEnv is newEnv with ProcessEvent's activities registered too.
@@ -28,22 +25,22 @@ func newEventEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func ref() workflows.EventRef {
-	return workflows.EventRef{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus, MessageID: "msg_1",
-		Routing: activities.Routing{StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}}
+func ref() domain.EventRef {
+	return domain.EventRef{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus, MessageID: "msg_1",
+		Routing: domain.Routing{StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}}
 }
 
-func runEvent(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.EventRef) workflows.Result {
+func runEvent(t *testing.T, env *testsuite.TestWorkflowEnvironment, in domain.EventRef) domain.Result {
 	t.Helper()
-	env.ExecuteWorkflow(workflows.ProcessEventName, in)
+	env.ExecuteWorkflow(domain.ProcessEventName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res workflows.Result
+	var res domain.Result
 	require.NoError(t, env.GetWorkflowResult(&res))
 	return res
 }
 
-func processInput(in workflows.EventRef) activities.ProcessInput {
+func processInput(in domain.EventRef) activities.ProcessInput {
 	return activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
 }
 
@@ -54,12 +51,12 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		out  activities.ProcessOutput
-		want string
+		want domain.Outcome
 	}{
-		{"stale", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
-		{"counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, "counted"},
-		{"unknown type", activities.ProcessOutput{Kind: domain.KindUnknown, Processed: true}, workflows.OutcomeUnknownType},
-		{"duplicate", activities.ProcessOutput{Duplicate: true}, workflows.OutcomeDuplicate},
+		{"stale", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
+		{"counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: domain.OutcomeCounted, Processed: true}, "counted"},
+		{"unknown type", activities.ProcessOutput{Kind: domain.KindUnknown, Processed: true}, domain.OutcomeUnknownType},
+		{"duplicate", activities.ProcessOutput{Duplicate: true}, domain.OutcomeDuplicate},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := newEventEnv(t)
@@ -78,22 +75,22 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 func TestProcessEventMovedAndSuppressedNotifiesEachSinkThenMarksProcessed(t *testing.T) {
 	env := newEventEnv(t)
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
 	for _, n := range []activities.SendInput{
-		{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged},
-		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: config.TypeStatusChanged},
-		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: config.TypeSuppressionAdded},
+		{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: domain.TypeStatusChanged},
+		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: domain.TypeStatusChanged},
+		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: domain.TypeSuppressionAdded},
 	} {
 		env.OnActivity(activities.SendNotificationName, mock.Anything, n).Return(activities.NotifyResult{}, nil).Once()
 	}
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
 	res := runEvent(t, env, ref())
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.True(t, res.Suppressed)
 	require.Len(t, res.Notifications, 3)
 	for _, n := range res.Notifications {
-		require.Equal(t, store.NotificationSent, n.Status)
-		require.Equal(t, store.NotificationID("postscale", "evt_1", n.Sink, n.Type), n.ID)
+		require.Equal(t, domain.NotificationSent, n.Status)
+		require.Equal(t, domain.NotificationID("postscale", "evt_1", n.Sink, n.Type), n.ID)
 	}
 }
 
@@ -103,10 +100,10 @@ func TestProcessEventInboundNotifiesInboundSinks(t *testing.T) {
 	in.EventID, in.Type, in.Kind = "email.received:inb_1", "email.received", domain.KindInbound
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{Kind: domain.KindInbound}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything,
-		activities.SendInput{Provider: "postscale", EventID: in.EventID, Sink: "inbox", Type: config.TypeEmailReceived}).Return(activities.NotifyResult{}, nil).Once()
+		activities.SendInput{Provider: "postscale", EventID: in.EventID, Sink: "inbox", Type: domain.TypeEmailReceived}).Return(activities.NotifyResult{}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := runEvent(t, env, in)
-	require.Equal(t, workflows.OutcomeInbound, res.Outcome)
+	require.Equal(t, domain.OutcomeInbound, res.Outcome)
 	require.Len(t, res.Notifications, 1)
 }
 
@@ -116,17 +113,17 @@ func TestProcessEventRejectedNotificationIsRecordedAndEventProcessed(t *testing.
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected,
 			errors.New("notify: sink responded 400 Bad Request: unknown field"))).Once()
-	id := store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged)
+	id := domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged)
 	// The row keeps the sink's answer (the cause), not the wrapper that names the sink.
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(m activities.MarkProcessedInput) bool {
 		return len(m.Failed) == 1 && m.Failed[0].ID == id && m.Failed[0].Error == "notify: sink responded 400 Bad Request: unknown field"
 	})).Return(nil).Once()
 	res := runEvent(t, env, in)
-	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+	require.Equal(t, domain.NotificationFailed, res.Notifications[0].Status)
 	require.Equal(t, "notify: sink responded 400 Bad Request: unknown field", res.Notifications[0].Error)
 }
 
@@ -136,13 +133,13 @@ func TestProcessEventReplayRenotifiesUnderReplayIDs(t *testing.T) {
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks, in.Replay, in.Renotify = []string{"app"}, nil, 2, true
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.MatchedBy(func(p activities.ProcessInput) bool { return p.Replay })).
-		Return(activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
-	key := workflows.ReplayNotificationEventID("evt_1", 2)
+		Return(activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	key := domain.ReplayNotificationEventID("evt_1", 2)
 	env.OnActivity(activities.SendNotificationName, mock.Anything,
-		activities.SendInput{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: config.TypeStatusChanged, NotificationEventID: key}).Return(activities.NotifyResult{}, nil).Once()
+		activities.SendInput{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: domain.TypeStatusChanged, NotificationEventID: key}).Return(activities.NotifyResult{}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := runEvent(t, env, in)
-	require.Equal(t, store.NotificationID("postscale", key, "app", config.TypeStatusChanged), res.Notifications[0].ID)
+	require.Equal(t, domain.NotificationID("postscale", key, "app", domain.TypeStatusChanged), res.Notifications[0].ID)
 }
 
 // A database step that keeps failing as a local activity (PostgreSQL down) goes on as a regular
@@ -155,10 +152,10 @@ func TestProcessEventFallsBackToARegularActivityWhileTheDatabaseFails(t *testing
 		if calls <= 6 { // the 4 local attempts, then 2 of the regular activity's
 			return activities.ProcessOutput{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
 		}
-		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: store.OutcomeCounted, Processed: true}, nil
+		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: domain.OutcomeCounted, Processed: true}, nil
 	})
 	res := runEvent(t, env, ref())
-	require.Equal(t, "counted", res.Outcome)
+	require.Equal(t, domain.OutcomeCounted, res.Outcome)
 	require.Equal(t, 7, calls)
 }
 
@@ -167,7 +164,7 @@ func TestProcessEventQuarantinedFailsTheRun(t *testing.T) {
 	env := newEventEnv(t)
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{},
 		temporal.NewNonRetryableApplicationError("Process: quarantined", activities.ErrTypeQuarantined, nil)).Once()
-	env.ExecuteWorkflow(workflows.ProcessEventName, ref())
+	env.ExecuteWorkflow(domain.ProcessEventName, ref())
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()
 	require.Error(t, err)
@@ -185,16 +182,16 @@ func TestProcessEventQuarantinedFailsTheRun(t *testing.T) {
 
 // Notifications is the one rule the Process step and the workflow share.
 func TestNotifications(t *testing.T) {
-	r := activities.Routing{StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}
-	require.Empty(t, activities.Notifications(r, domain.KindStatus, store.OutcomeStale, false))
-	require.Empty(t, activities.Notifications(r, domain.KindOpened, store.OutcomeCounted, false))
-	require.Equal(t, []activities.Notification{{Type: config.TypeSuppressionAdded, Sink: "crm"}},
-		activities.Notifications(r, domain.KindStatus, store.OutcomeStale, true), "a stale hard bounce still suppresses")
-	require.Equal(t, []activities.Notification{{Type: config.TypeStatusChanged, Sink: "app"}, {Type: config.TypeSuppressionAdded, Sink: "crm"}},
-		activities.Notifications(r, domain.KindStatus, store.OutcomeMoved, true))
-	require.Equal(t, []activities.Notification{{Type: config.TypeEmailReceived, Sink: "inbox"}},
-		activities.Notifications(r, domain.KindInbound, "", false))
-	require.Empty(t, activities.Notifications(activities.Routing{}, domain.KindStatus, store.OutcomeMoved, true), "no sink wants it")
+	r := domain.Routing{StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}, SuppressionSinks: []string{"crm"}}
+	require.Empty(t, domain.Notifications(r, domain.KindStatus, domain.OutcomeStale, false))
+	require.Empty(t, domain.Notifications(r, domain.KindOpened, domain.OutcomeCounted, false))
+	require.Equal(t, []domain.Notification{{Type: domain.TypeSuppressionAdded, Sink: "crm"}},
+		domain.Notifications(r, domain.KindStatus, domain.OutcomeStale, true), "a stale hard bounce still suppresses")
+	require.Equal(t, []domain.Notification{{Type: domain.TypeStatusChanged, Sink: "app"}, {Type: domain.TypeSuppressionAdded, Sink: "crm"}},
+		domain.Notifications(r, domain.KindStatus, domain.OutcomeMoved, true))
+	require.Equal(t, []domain.Notification{{Type: domain.TypeEmailReceived, Sink: "inbox"}},
+		domain.Notifications(r, domain.KindInbound, "", false))
+	require.Empty(t, domain.Notifications(domain.Routing{}, domain.KindStatus, domain.OutcomeMoved, true), "no sink wants it")
 }
 
 // A notification's first attempt runs locally; when it fails and may be retried (a sink that is
@@ -205,7 +202,7 @@ func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: store.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
 	var inputs []activities.SendInput
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, s activities.SendInput) (activities.NotifyResult, error) {
 		inputs = append(inputs, s)
@@ -218,7 +215,7 @@ func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	start := env.Now()
 	res := runEvent(t, env, in)
-	require.Equal(t, store.NotificationSent, res.Notifications[0].Status)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status)
 	require.Len(t, inputs, 2)
 	require.Zero(t, inputs[0].PriorAttempts)
 	require.Equal(t, 1, inputs[1].PriorAttempts, "the regular activity counts the local attempt")

@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -46,44 +45,9 @@ type Input struct {
 // notificationEventID is the event id the run's notifications are keyed by (see Renotify).
 func (in Input) notificationEventID() string {
 	if in.Replay > 0 && in.Renotify {
-		return ReplayNotificationEventID(in.Event.EventID, in.Replay)
+		return domain.ReplayNotificationEventID(in.Event.EventID, in.Replay)
 	}
 	return in.Event.EventID
-}
-
-// ReplayNotificationEventID is the event id that replay n's notifications are keyed by when it
-// renotifies: store.NotificationID(provider, ReplayNotificationEventID(id, n), sink, type).
-func ReplayNotificationEventID(eventID string, n int) string {
-	return fmt.Sprintf("%s:replay:%d", eventID, n)
-}
-
-// Outcomes of a run, beyond the store's apply outcomes.
-const (
-	OutcomeDuplicate   = "duplicate"    // already recorded and processed (durable dedupe)
-	OutcomeInbound     = "inbound"      // an inbound email, notified
-	OutcomeUnknownType = "unknown_type" // recorded, changes nothing
-)
-
-// Result is what the run did; the Temporal UI shows it as the workflow result.
-type Result struct {
-	Outcome       string               `json:"outcome"`
-	From          domain.Status        `json:"from,omitempty"`
-	To            domain.Status        `json:"to,omitempty"`
-	Version       int64                `json:"version,omitempty"`
-	Suppressed    bool                 `json:"suppressed,omitempty"` // the event newly suppressed its recipient
-	Notifications []NotificationResult `json:"notifications,omitempty"`
-}
-
-// NotificationResult is one sink's outcome.
-type NotificationResult struct {
-	Sink   string `json:"sink"`
-	Type   string `json:"type,omitempty"`
-	ID     string `json:"id"`
-	Status string `json:"status"` // sent or failed
-	Error  string `json:"error,omitempty"`
-	// AlreadySent: the notification had been sent before this run (a replay without
-	// --renotify, a reset run), so it was not sent again.
-	AlreadySent bool `json:"already_sent,omitempty"`
 }
 
 // NotifyPolicy is the Notify activity's durable retry policy.
@@ -94,11 +58,6 @@ type NotifyPolicy struct {
 	AttemptTimeout  time.Duration
 }
 
-// PolicyFromConfig converts the notify config.
-func PolicyFromConfig(c config.Notify) NotifyPolicy {
-	return NotifyPolicy{InitialInterval: c.InitialInterval, MaxInterval: c.MaxInterval, GiveUpAfter: c.GiveUpAfter, AttemptTimeout: c.AttemptTimeout}
-}
-
 // Processor runs ProcessWebhookEvent with a notify retry policy. Retry policies are not part of
 // the determinism check, so changing them is safe for running workflows.
 type Processor struct {
@@ -107,10 +66,10 @@ type Processor struct {
 
 // Register registers the workflow under its stable name.
 func (p *Processor) Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(p.ProcessEvent, workflow.RegisterOptions{Name: ProcessEventName})
+	r.RegisterWorkflowWithOptions(p.ProcessEvent, workflow.RegisterOptions{Name: domain.ProcessEventName})
 	// Still registered for the runs it started before ProcessEvent replaced it.
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
-	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: DailyReconcileName})
+	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: domain.DailyReconcileName})
 }
 
 // dbActivity: database steps retry until PostgreSQL is back; they never give up on their own,
@@ -145,14 +104,14 @@ func notificationsOf(typ string, sinks []string) []notification {
 
 // ProcessWebhookEvent records the event, applies it to its message, notifies sinks of a change,
 // a newly suppressed address or an inbound email, and marks the event processed.
-func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result, error) {
+func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.Result, error) {
 	ev := in.Event
 	log := workflow.GetLogger(ctx)
 	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
 
 	var rec store.RecordResult
 	if err := workflow.ExecuteActivity(dbCtx, activities.RecordEventName, ev).Get(ctx, &rec); err != nil {
-		return Result{}, fmt.Errorf("record event: %w", err)
+		return domain.Result{}, fmt.Errorf("record event: %w", err)
 	}
 	// A replay goes on past an event already processed; every later step is idempotent. This
 	// needs no workflow.GetVersion: the branch depends only on in.Replay, a field added with
@@ -160,11 +119,11 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 	// the duplicate branch exactly as it did when it was recorded.
 	if rec.AlreadyProcessed && in.Replay == 0 {
 		log.Info("event already processed; duplicate", "event_id", ev.EventID)
-		return Result{Outcome: OutcomeDuplicate}, nil
+		return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
 	}
 
 	var (
-		res     Result
+		res     domain.Result
 		notify  []notification
 		applied store.ApplyResult
 	)
@@ -175,11 +134,11 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 	// took when it was recorded.
 	case ev.Kind.AppliesToMessage():
 		if err := workflow.ExecuteActivity(dbCtx, activities.ApplyStatusName, ev).Get(ctx, &applied); err != nil {
-			return Result{}, fmt.Errorf("apply status: %w", err)
+			return domain.Result{}, fmt.Errorf("apply status: %w", err)
 		}
-		res = Result{Outcome: string(applied.Outcome), From: applied.From, To: applied.To, Version: applied.Version, Suppressed: applied.Suppressed}
-		if applied.Outcome == store.OutcomeMoved {
-			notify = notificationsOf(config.TypeStatusChanged, in.StatusSinks)
+		res = domain.Result{Outcome: applied.Outcome, From: applied.From, To: applied.To, Version: applied.Version, Suppressed: applied.Suppressed}
+		if applied.Outcome == domain.OutcomeMoved {
+			notify = notificationsOf(domain.TypeStatusChanged, in.StatusSinks)
 		}
 		// suppression.added adds Notify activities after ApplyStatus for data that old
 		// histories can hold too (a run started before this change whose ApplyStatus ran on the
@@ -189,13 +148,13 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 		// marker and schedules exactly what it did before.
 		if applied.Suppressed && len(in.SuppressionSinks) > 0 &&
 			workflow.GetVersion(ctx, SuppressionNotifyChange, workflow.DefaultVersion, 1) == 1 {
-			notify = append(notify, notificationsOf(config.TypeSuppressionAdded, in.SuppressionSinks)...)
+			notify = append(notify, notificationsOf(domain.TypeSuppressionAdded, in.SuppressionSinks)...)
 		}
 	case ev.Kind == domain.KindInbound:
-		res = Result{Outcome: OutcomeInbound}
-		notify = notificationsOf(config.TypeEmailReceived, in.InboundSinks)
+		res = domain.Result{Outcome: domain.OutcomeInbound}
+		notify = notificationsOf(domain.TypeEmailReceived, in.InboundSinks)
 	default:
-		res = Result{Outcome: OutcomeUnknownType}
+		res = domain.Result{Outcome: domain.OutcomeUnknownType}
 	}
 
 	var failed []activities.FailedNotification
@@ -209,7 +168,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 
 	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Result: res.Outcome}
 	if err := workflow.ExecuteActivity(dbCtx, activities.MarkProcessedName, mark).Get(ctx, nil); err != nil {
-		return Result{}, fmt.Errorf("mark processed: %w", err)
+		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
 }
@@ -217,14 +176,14 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (Result,
 // notifyAll sends every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that gives up is reported, not fatal. Activities are
 // scheduled in the order of ns.
-func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) ([]NotificationResult, []activities.FailedNotification) {
+func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) ([]domain.NotificationResult, []activities.FailedNotification) {
 	futures := make([]workflow.Future, len(ns))
 	for i, n := range ns {
 		in := base
 		in.Sink, in.Type = n.Sink, n.Type
 		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)), activities.NotifyName, in)
 	}
-	results := make([]NotificationResult, len(ns))
+	results := make([]domain.NotificationResult, len(ns))
 	var failed []activities.FailedNotification
 	for i, f := range futures {
 		n := ns[i]
@@ -232,16 +191,16 @@ func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base acti
 		if base.NotificationEventID != "" {
 			keyID = base.NotificationEventID
 		}
-		id := store.NotificationID(base.Event.Provider, keyID, n.Sink, n.Type)
+		id := domain.NotificationID(base.Event.Provider, keyID, n.Sink, n.Type)
 		var out activities.NotifyResult
 		if err := f.Get(ctx, &out); err != nil {
 			msg := failureMessage(err)
 			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
-			results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationFailed, Error: msg}
+			results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationFailed, Error: msg}
 			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
 			continue
 		}
-		results[i] = NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: store.NotificationSent, AlreadySent: out.AlreadySent}
+		results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationSent, AlreadySent: out.AlreadySent}
 	}
 	return results, failed
 }

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
@@ -44,12 +43,12 @@ func delivered() domain.Event {
 		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000000, 0).UTC(), Raw: []byte(`{"id":"evt_1"}`)}
 }
 
-func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.Input) workflows.Result {
+func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.Input) domain.Result {
 	t.Helper()
 	env.ExecuteWorkflow(workflows.ProcessWebhookEventName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res workflows.Result
+	var res domain.Result
 	require.NoError(t, env.GetWorkflowResult(&res))
 	return res
 }
@@ -58,7 +57,7 @@ func TestDuplicateEndsWithoutSideEffects(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
-	require.Equal(t, workflows.OutcomeDuplicate, res.Outcome)
+	require.Equal(t, domain.OutcomeDuplicate, res.Outcome)
 	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, activities.MarkProcessedName, mock.Anything, mock.Anything)
@@ -68,55 +67,55 @@ func TestStaleEventSendsNothing(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).
-		Return(store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, Version: 3}, nil).Once()
+		Return(store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, Version: 3}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "stale"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
-	require.Equal(t, "stale", res.Outcome)
+	require.Equal(t, domain.OutcomeStale, res.Outcome)
 	require.Empty(t, res.Notifications)
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
 }
 
 func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	for _, sink := range []string{"app", "crm"} {
-		in := activities.NotifyInput{Sink: sink, Type: config.TypeStatusChanged, Event: delivered(), Apply: applied}
+		in := activities.NotifyInput{Sink: sink, Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied}
 		env.OnActivity(activities.NotifyName, mock.Anything, in).Return(activities.NotifyResult{ID: "ntf_" + sink}, nil).Once()
 	}
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app", "crm"}, InboundSinks: []string{"inbox"}})
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.Len(t, res.Notifications, 2)
 	for _, n := range res.Notifications {
-		require.Equal(t, store.NotificationSent, n.Status)
-		require.Equal(t, store.NotificationID("postscale", "evt_1", n.Sink, config.TypeStatusChanged), n.ID)
+		require.Equal(t, domain.NotificationSent, n.Status)
+		require.Equal(t, domain.NotificationID("postscale", "evt_1", n.Sink, domain.TypeStatusChanged), n.ID)
 	}
 }
 
 func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered, Version: 1}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered, Version: 1}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected, errors.New("400 Bad Request"))).Once()
-	id := store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged)
+	id := domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged)
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(in activities.MarkProcessedInput) bool {
 		return in.EventID == "evt_1" && len(in.Failed) == 1 && in.Failed[0].ID == id && in.Failed[0].Sink == "app"
 	})).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.Len(t, res.Notifications, 1)
-	require.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+	require.Equal(t, domain.NotificationFailed, res.Notifications[0].Status)
 	require.Equal(t, "400 Bad Request", res.Notifications[0].Error, "the cause, not the wrapper naming the sink")
 	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
 }
 
 func TestNotifyRetriesTransientFailures(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusDelivered, Version: 1}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Version: 1}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil)
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil)
 	calls := 0
@@ -130,18 +129,18 @@ func TestNotifyRetriesTransientFailures(t *testing.T) {
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, 4, calls)
-	require.Equal(t, store.NotificationSent, res.Notifications[0].Status)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status)
 }
 
 func TestInboundNotifiesInboundSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := domain.Event{Provider: "postscale", EventID: "email.received:inb_1", Type: "email.received", Kind: domain.KindInbound, MessageID: "inb_1", Raw: []byte(`{"event":"email.received"}`)}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "inbox", Type: config.TypeEmailReceived, Event: ev}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "inbox", Type: domain.TypeEmailReceived, Event: ev}).
 		Return(activities.NotifyResult{ID: "n"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}})
-	require.Equal(t, workflows.OutcomeInbound, res.Outcome)
+	require.Equal(t, domain.OutcomeInbound, res.Outcome)
 	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
 }
 
@@ -151,7 +150,7 @@ func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}})
-	require.Equal(t, workflows.OutcomeUnknownType, res.Outcome)
+	require.Equal(t, domain.OutcomeUnknownType, res.Outcome)
 	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
 }
@@ -164,24 +163,24 @@ func hardBounce() domain.Event {
 func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard,
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard,
 		Recipient: "user@example.com", Version: 2, Suppressed: true}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Once()
-	for _, n := range []struct{ sink, typ string }{{"app", config.TypeStatusChanged}, {"ops", config.TypeSuppressionAdded}, {"app", config.TypeSuppressionAdded}} {
+	for _, n := range []struct{ sink, typ string }{{"app", domain.TypeStatusChanged}, {"ops", domain.TypeSuppressionAdded}, {"app", domain.TypeSuppressionAdded}} {
 		in := activities.NotifyInput{Sink: n.sink, Type: n.typ, Event: ev, Apply: applied}
 		env.OnActivity(activities.NotifyName, mock.Anything, in).Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	}
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_b", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops", "app"}})
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.True(t, res.Suppressed)
 	require.Len(t, res.Notifications, 3)
-	want := []workflows.NotificationResult{
-		{Sink: "app", Type: config.TypeStatusChanged, ID: store.NotificationID("postscale", "evt_b", "app", config.TypeStatusChanged), Status: store.NotificationSent},
-		{Sink: "ops", Type: config.TypeSuppressionAdded, ID: store.NotificationID("postscale", "evt_b", "ops", config.TypeSuppressionAdded), Status: store.NotificationSent},
-		{Sink: "app", Type: config.TypeSuppressionAdded, ID: store.NotificationID("postscale", "evt_b", "app", config.TypeSuppressionAdded), Status: store.NotificationSent},
+	want := []domain.NotificationResult{
+		{Sink: "app", Type: domain.TypeStatusChanged, ID: domain.NotificationID("postscale", "evt_b", "app", domain.TypeStatusChanged), Status: domain.NotificationSent},
+		{Sink: "ops", Type: domain.TypeSuppressionAdded, ID: domain.NotificationID("postscale", "evt_b", "ops", domain.TypeSuppressionAdded), Status: domain.NotificationSent},
+		{Sink: "app", Type: domain.TypeSuppressionAdded, ID: domain.NotificationID("postscale", "evt_b", "app", domain.TypeSuppressionAdded), Status: domain.NotificationSent},
 	}
 	require.Equal(t, want, res.Notifications)
 	require.NotEqual(t, res.Notifications[0].ID, res.Notifications[2].ID, "status and suppression notifications of one event to one sink differ")
@@ -192,16 +191,16 @@ func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusComplained, To: domain.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
+	applied := store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusComplained, To: domain.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "ops", Type: config.TypeSuppressionAdded, Event: ev, Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
-	require.Equal(t, "stale", res.Outcome)
+	require.Equal(t, domain.OutcomeStale, res.Outcome)
 	require.Len(t, res.Notifications, 1)
-	require.Equal(t, config.TypeSuppressionAdded, res.Notifications[0].Type)
+	require.Equal(t, domain.TypeSuppressionAdded, res.Notifications[0].Type)
 }
 
 // An Input without SuppressionSinks (every run started before suppressions existed) runs as
@@ -209,15 +208,15 @@ func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_b", Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, InboundSinks: []string{"inbox"}})
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.Len(t, res.Notifications, 1)
 	env.AssertNumberOfCalls(t, activities.NotifyName, 1)
 }
@@ -227,11 +226,11 @@ func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1, Suppressed: true}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
@@ -242,11 +241,11 @@ func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 func TestNotSuppressedSendsNoSuppressionNotification(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
@@ -259,14 +258,14 @@ func TestCorrectionAppliesAndNotifiesLikeAStatusEvent(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "correction-0a1b", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000200, 0).UTC(),
 		Raw: []byte(`{"status":"delivered","reason":"wrong DSN","actor":"ops"}`)}
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3}
 	env.OnActivity(activities.RecordEventName, mock.Anything, ev).Return(store.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: ev, Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: ev.EventID, Result: "moved"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}, SuppressionSinks: []string{"ops"}})
-	require.Equal(t, "moved", res.Outcome)
+	require.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.Equal(t, int64(3), res.Version)
 	require.Len(t, res.Notifications, 1)
 }

@@ -9,39 +9,17 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
-
-// DailyReconcileName is the registered type of the daily reconciliation workflow, which the
-// Temporal Schedule mailhook-daily-reconcile starts at 00:30 UTC.
-const DailyReconcileName = "DailyReconcile"
-
-// DefaultRedriveOlderThan is how long an event may stay recorded and unprocessed before the
-// daily reconciliation re-drives it.
-const DefaultRedriveOlderThan = time.Hour
 
 // maxReportGiveUp bounds the retries of a report.daily notification below a day, so a sink
 // that is down cannot keep a run open into the next day's (which the schedule would skip).
 const maxReportGiveUp = 12 * time.Hour
 
 // ReportProvider is the provider name report.daily notifications are keyed by:
-// store.NotificationID(ReportProvider, "report:"+date, sink, type).
+// domain.NotificationID(ReportProvider, "report:"+date, sink, type).
 const ReportProvider = "mailhook"
-
-// DailyReconcileInput is the schedule's argument. Routing is decided by whoever starts the run
-// (the schedule, updated at every worker start), as for ProcessWebhookEvent.
-type DailyReconcileInput struct {
-	// Date (YYYY-MM-DD, UTC) to count; empty means the UTC day before the run was scheduled
-	// (a backfilled run counts the day before its scheduled time), or, for a run started by
-	// hand, before it started.
-	Date string `json:"date,omitempty"`
-	// RedriveOlderThan: zero means DefaultRedriveOlderThan.
-	RedriveOlderThan time.Duration `json:"redrive_older_than,omitempty"`
-	// ReportSinks want report.daily.
-	ReportSinks []string `json:"report_sinks,omitempty"`
-}
 
 // DailyReport is the data of a report.daily notification.
 type DailyReport struct {
@@ -49,14 +27,14 @@ type DailyReport struct {
 	Totals store.DailyTotals  `json:"totals"`
 	Counts []store.DailyCount `json:"counts"`
 	// Redrive is what the run re-drove (counts only; the run's result lists the events).
-	Redrive      *activities.RedriveResult `json:"redrive,omitempty"`
-	RedriveError string                    `json:"redrive_error,omitempty"`
+	Redrive      *domain.RedriveResult `json:"redrive,omitempty"`
+	RedriveError string                `json:"redrive_error,omitempty"`
 }
 
 // DailyReconcileResult is what a run did; the Temporal UI shows it as the workflow result.
 type DailyReconcileResult struct {
 	DailyReport
-	Notifications []NotificationResult `json:"notifications,omitempty"`
+	Notifications []domain.NotificationResult `json:"notifications,omitempty"`
 }
 
 // redriveActivity: a redrive that cannot start anything is retried a few times; after that the
@@ -88,7 +66,7 @@ func scheduledAt(ctx workflow.Context) time.Time {
 // DailyReconcile stores the day's counts in daily_counts, re-drives events recorded but still
 // unprocessed after RedriveOlderThan, and sends report.daily to the sinks that want it.
 // Orchestration only: every step is an activity.
-func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput) (DailyReconcileResult, error) {
+func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcileInput) (DailyReconcileResult, error) {
 	log := workflow.GetLogger(ctx)
 	date := in.Date
 	if date == "" {
@@ -99,7 +77,7 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput)
 	}
 	olderThan := in.RedriveOlderThan
 	if olderThan <= 0 {
-		olderThan = DefaultRedriveOlderThan
+		olderThan = domain.DefaultRedriveOlderThan
 	}
 	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
 
@@ -110,9 +88,9 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput)
 	}
 	res.Totals = store.SumCounts(res.Counts)
 
-	var redrive activities.RedriveResult
+	var redrive domain.RedriveResult
 	rdCtx := workflow.WithActivityOptions(ctx, redriveActivity)
-	if err := workflow.ExecuteActivity(rdCtx, activities.RedriveStuckName, activities.RedriveInput{OlderThan: olderThan}).Get(ctx, &redrive); err != nil {
+	if err := workflow.ExecuteActivity(rdCtx, activities.RedriveStuckName, domain.RedriveInput{OlderThan: olderThan}).Get(ctx, &redrive); err != nil {
 		res.RedriveError = failureMessage(err)
 		log.Warn("redrive failed", "error", res.RedriveError)
 	} else {
@@ -133,11 +111,11 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in DailyReconcileInput)
 		q := *p
 		q.Notify.GiveUpAfter = min(q.Notify.GiveUpAfter, maxReportGiveUp)
 		base := activities.NotifyInput{
-			Event: domain.Event{Provider: ReportProvider, EventID: "report:" + date, Type: config.TypeReportDaily},
+			Event: domain.Event{Provider: ReportProvider, EventID: "report:" + date, Type: domain.TypeReportDaily},
 			Data:  data,
 		}
 		var failed []activities.FailedNotification
-		res.Notifications, failed = q.notifyAll(ctx, notificationsOf(config.TypeReportDaily, in.ReportSinks), base)
+		res.Notifications, failed = q.notifyAll(ctx, notificationsOf(domain.TypeReportDaily, in.ReportSinks), base)
 		if len(failed) > 0 {
 			if err := workflow.ExecuteActivity(dbCtx, activities.MarkNotificationsFailedName, failed).Get(ctx, nil); err != nil {
 				return DailyReconcileResult{}, fmt.Errorf("mark report notifications failed: %w", err)

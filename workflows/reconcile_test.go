@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
@@ -31,9 +30,9 @@ func newReconcileEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func runReconcile(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.DailyReconcileInput) workflows.DailyReconcileResult {
+func runReconcile(t *testing.T, env *testsuite.TestWorkflowEnvironment, in domain.DailyReconcileInput) workflows.DailyReconcileResult {
 	t.Helper()
-	env.ExecuteWorkflow(workflows.DailyReconcileName, in)
+	env.ExecuteWorkflow(domain.DailyReconcileName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var res workflows.DailyReconcileResult
@@ -51,11 +50,11 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 	// Started by the schedule at 00:30 UTC: the day counted is the one before.
 	env.SetStartTime(time.Date(2026, 11, 29, 0, 30, 0, 0, time.UTC))
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-11-28").Return(yesterdayCounts, nil).Once()
-	redrive := activities.RedriveResult{OlderThan: "1h0m0s", Considered: 2, Started: 1, Running: 1, Events: []activities.RedriveOutcome{
-		{Provider: "postscale", EventID: "evt_a", Outcome: activities.RedriveStarted},
-		{Provider: "postscale", EventID: "evt_b", Outcome: activities.RedriveRunning},
+	redrive := domain.RedriveResult{OlderThan: "1h0m0s", Considered: 2, Started: 1, Running: 1, Events: []domain.RedriveOutcome{
+		{Provider: "postscale", EventID: "evt_a", Outcome: domain.RedriveStarted},
+		{Provider: "postscale", EventID: "evt_b", Outcome: domain.RedriveRunning},
 	}}
-	env.OnActivity(activities.RedriveStuckName, mock.Anything, activities.RedriveInput{OlderThan: time.Hour}).Return(redrive, nil).Once()
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, domain.RedriveInput{OlderThan: time.Hour}).Return(redrive, nil).Once()
 	// The two sinks are notified concurrently: the mock runs on two goroutines.
 	var (
 		mu   sync.Mutex
@@ -68,21 +67,21 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 		return activities.NotifyResult{ID: "x"}, nil
 	}).Times(2)
 
-	res := runReconcile(t, env, workflows.DailyReconcileInput{ReportSinks: []string{"ops", "finance"}})
+	res := runReconcile(t, env, domain.DailyReconcileInput{ReportSinks: []string{"ops", "finance"}})
 	assert.Equal(t, "2026-11-28", res.Date)
 	assert.Equal(t, store.DailyTotals{Received: 7, Processed: 6, Unprocessed: 1}, res.Totals)
 	require.NotNil(t, res.Redrive)
 	assert.Len(t, res.Redrive.Events, 2, "the run's result lists the re-driven events")
 	require.Len(t, res.Notifications, 2)
 	for _, n := range res.Notifications {
-		assert.Equal(t, store.NotificationID(workflows.ReportProvider, "report:2026-11-28", n.Sink, config.TypeReportDaily), n.ID)
-		assert.Equal(t, store.NotificationSent, n.Status)
+		assert.Equal(t, domain.NotificationID(workflows.ReportProvider, "report:2026-11-28", n.Sink, domain.TypeReportDaily), n.ID)
+		assert.Equal(t, domain.NotificationSent, n.Status)
 	}
 
 	require.Len(t, sent, 2)
 	assert.ElementsMatch(t, []string{"ops", "finance"}, []string{sent[0].Sink, sent[1].Sink})
 	in := sent[0]
-	assert.Equal(t, config.TypeReportDaily, in.Type)
+	assert.Equal(t, domain.TypeReportDaily, in.Type)
 	assert.Equal(t, workflows.ReportProvider, in.Event.Provider)
 	assert.Equal(t, "report:2026-11-28", in.Event.EventID)
 	var data workflows.DailyReport
@@ -101,7 +100,7 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 		Data workflows.DailyReport `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal(body, &envl))
-	assert.Equal(t, config.TypeReportDaily, envl.Type)
+	assert.Equal(t, domain.TypeReportDaily, envl.Type)
 	assert.Equal(t, data, envl.Data)
 }
 
@@ -113,16 +112,16 @@ func TestDailyReconcileCountsTheDayBeforeItsScheduledTime(t *testing.T) {
 	require.NoError(t, env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
 		temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime").ValueSet(time.Date(2026, 11, 20, 0, 30, 0, 0, time.UTC)))))
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-11-19").Return([]store.DailyCount{}, nil).Once()
-	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(activities.RedriveResult{}, nil).Once()
-	res := runReconcile(t, env, workflows.DailyReconcileInput{})
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
+	res := runReconcile(t, env, domain.DailyReconcileInput{})
 	assert.Equal(t, "2026-11-19", res.Date)
 }
 
 func TestDailyReconcileExplicitDateAndNoReportSinks(t *testing.T) {
 	env := newReconcileEnv(t)
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-01-15").Return([]store.DailyCount{}, nil).Once()
-	env.OnActivity(activities.RedriveStuckName, mock.Anything, activities.RedriveInput{OlderThan: 3 * time.Hour}).Return(activities.RedriveResult{}, nil).Once()
-	res := runReconcile(t, env, workflows.DailyReconcileInput{Date: "2026-01-15", RedriveOlderThan: 3 * time.Hour})
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, domain.RedriveInput{OlderThan: 3 * time.Hour}).Return(domain.RedriveResult{}, nil).Once()
+	res := runReconcile(t, env, domain.DailyReconcileInput{Date: "2026-01-15", RedriveOlderThan: 3 * time.Hour})
 	assert.Equal(t, "2026-01-15", res.Date)
 	assert.Empty(t, res.Notifications)
 	env.AssertNotCalled(t, activities.NotifyName, mock.Anything, mock.Anything)
@@ -131,13 +130,13 @@ func TestDailyReconcileExplicitDateAndNoReportSinks(t *testing.T) {
 func TestDailyReconcileReportsARedriveThatKeepsFailing(t *testing.T) {
 	env := newReconcileEnv(t)
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, mock.Anything).Return(yesterdayCounts, nil).Once()
-	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(activities.RedriveResult{}, errors.New("temporal unavailable")).Times(5)
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, errors.New("temporal unavailable")).Times(5)
 	var data workflows.DailyReport
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
 		require.NoError(t, json.Unmarshal(in.Data, &data))
 		return activities.NotifyResult{ID: "x"}, nil
 	}).Once()
-	res := runReconcile(t, env, workflows.DailyReconcileInput{Date: "2026-11-28", ReportSinks: []string{"ops"}})
+	res := runReconcile(t, env, domain.DailyReconcileInput{Date: "2026-11-28", ReportSinks: []string{"ops"}})
 	assert.Nil(t, res.Redrive)
 	assert.Contains(t, res.RedriveError, "temporal unavailable")
 	assert.Contains(t, data.RedriveError, "temporal unavailable", "the report says the redrive failed")
@@ -146,21 +145,21 @@ func TestDailyReconcileReportsARedriveThatKeepsFailing(t *testing.T) {
 func TestDailyReconcileMarksAFailedReportNotification(t *testing.T) {
 	env := newReconcileEnv(t)
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, mock.Anything).Return(yesterdayCounts, nil).Once()
-	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(activities.RedriveResult{}, nil).Once()
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink ops rejected", activities.ErrTypeSinkRejected, nil)).Once()
-	id := store.NotificationID(workflows.ReportProvider, "report:2026-11-28", "ops", config.TypeReportDaily)
+	id := domain.NotificationID(workflows.ReportProvider, "report:2026-11-28", "ops", domain.TypeReportDaily)
 	env.OnActivity(activities.MarkNotificationsFailedName, mock.Anything, mock.MatchedBy(func(f []activities.FailedNotification) bool {
 		return len(f) == 1 && f[0].ID == id && f[0].Sink == "ops"
 	})).Return(nil).Once()
-	res := runReconcile(t, env, workflows.DailyReconcileInput{Date: "2026-11-28", ReportSinks: []string{"ops"}})
+	res := runReconcile(t, env, domain.DailyReconcileInput{Date: "2026-11-28", ReportSinks: []string{"ops"}})
 	require.Len(t, res.Notifications, 1)
-	assert.Equal(t, store.NotificationFailed, res.Notifications[0].Status)
+	assert.Equal(t, domain.NotificationFailed, res.Notifications[0].Status)
 }
 
 func TestDailyReconcileRefusesABadDate(t *testing.T) {
 	env := newReconcileEnv(t)
-	env.ExecuteWorkflow(workflows.DailyReconcileName, workflows.DailyReconcileInput{Date: "28/11/2026"})
+	env.ExecuteWorkflow(domain.DailyReconcileName, domain.DailyReconcileInput{Date: "28/11/2026"})
 	require.True(t, env.IsWorkflowCompleted())
 	require.Error(t, env.GetWorkflowError())
 	env.AssertNotCalled(t, activities.SaveDailyCountsName, mock.Anything, mock.Anything)
@@ -170,30 +169,30 @@ func TestDailyReconcileRefusesABadDate(t *testing.T) {
 // ids, so a sink that got one is not sent it again (the Notify activity finds the sent row).
 func TestReplayOfProcessedEventRunsAgainUnderTheSameNotificationIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: delivered(), Apply: applied}).
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied}).
 		Return(activities.NotifyResult{ID: "ntf", AlreadySent: true}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}, Replay: 1})
-	assert.Equal(t, "moved", res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	require.Len(t, res.Notifications, 1)
-	assert.Equal(t, store.NotificationID("postscale", "evt_1", "app", config.TypeStatusChanged), res.Notifications[0].ID)
+	assert.Equal(t, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), res.Notifications[0].ID)
 	assert.True(t, res.Notifications[0].AlreadySent)
 }
 
 func TestReplayRenotifySendsUnderReplayIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: config.TypeStatusChanged, Event: delivered(), Apply: applied,
+	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied,
 		NotificationEventID: "evt_1:replay:3"}).Return(activities.NotifyResult{ID: "ntf"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}, Replay: 3, Renotify: true})
 	require.Len(t, res.Notifications, 1)
-	assert.Equal(t, store.NotificationID("postscale", "evt_1:replay:3", "app", config.TypeStatusChanged), res.Notifications[0].ID)
+	assert.Equal(t, domain.NotificationID("postscale", "evt_1:replay:3", "app", domain.TypeStatusChanged), res.Notifications[0].ID)
 	assert.False(t, res.Notifications[0].AlreadySent)
 }
 
@@ -202,5 +201,5 @@ func TestRenotifyWithoutReplayIsStillADuplicate(t *testing.T) {
 	env := newEnv(t)
 	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}, Renotify: true})
-	assert.Equal(t, workflows.OutcomeDuplicate, res.Outcome)
+	assert.Equal(t, domain.OutcomeDuplicate, res.Outcome)
 }

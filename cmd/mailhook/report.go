@@ -9,12 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // reconcileCommands are the daily reconciliation's operator commands: report daily, replay and
@@ -130,15 +129,15 @@ their age unless --older-than is given.`,
 			if olderThan < 0 || (olderThan == 0 && !quarantined) {
 				return usageError{errors.New("--older-than must be positive")}
 			}
-			if limit < 1 || limit > activities.DefaultRedriveLimit {
-				return usageError{fmt.Errorf("--limit must be between 1 and %d", activities.DefaultRedriveLimit)}
+			if limit < 1 || limit > domain.DefaultRedriveLimit {
+				return usageError{fmt.Errorf("--limit must be between 1 and %d", domain.DefaultRedriveLimit)}
 			}
 			svc, err := dial(c, load, quiet)
 			if err != nil {
 				return err
 			}
 			defer svc.Close()
-			res, err := svc.Reconciler().Redrive(c.Context(), activities.RedriveInput{OlderThan: olderThan, Limit: limit, Quarantined: quarantined})
+			res, err := svc.Reconciler().Redrive(c.Context(), domain.RedriveInput{OlderThan: olderThan, Limit: limit, Quarantined: quarantined})
 			if err != nil {
 				return err
 			}
@@ -151,8 +150,8 @@ their age unless --older-than is given.`,
 			return nil
 		},
 	}
-	redriveCmd.Flags().DurationVar(&olderThan, "older-than", workflows.DefaultRedriveOlderThan, "only events recorded longer ago than this")
-	redriveCmd.Flags().IntVar(&limit, "limit", activities.DefaultRedriveLimit, "at most this many events, oldest first")
+	redriveCmd.Flags().DurationVar(&olderThan, "older-than", domain.DefaultRedriveOlderThan, "only events recorded longer ago than this")
+	redriveCmd.Flags().IntVar(&limit, "limit", domain.DefaultRedriveLimit, "at most this many events, oldest first")
 	redriveCmd.Flags().BoolVar(&quarantined, "quarantined", false, "start the quarantined events instead (after fixing what stopped them)")
 
 	return []*cobra.Command{reportCmd, replayCmd, redriveCmd, quarantineCommand(load)}

@@ -17,32 +17,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/signature"
 )
-
-// Notification types a sink can subscribe to.
-const (
-	TypeStatusChanged = "message.status_changed"
-	TypeEmailReceived = "email.received"
-	// TypeSuppressionAdded is sent when an event (hard bounce, complaint, unsubscribe) newly
-	// adds its recipient to the suppressions.
-	TypeSuppressionAdded = "suppression.added"
-	// TypeReportDaily is the daily reconciliation's report (DailyReconcile, 00:30 UTC).
-	TypeReportDaily = "report.daily"
-)
-
-// NotificationTypes lists every notification type a sink can subscribe to.
-var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded, TypeReportDaily}
-
-func knownNotificationType(t string) bool {
-	for _, k := range NotificationTypes {
-		if t == k {
-			return true
-		}
-	}
-	return false
-}
 
 // DevAdminToken is the admin API token when neither a config file nor MAILHOOK_ADMIN_TOKEN
 // names one, so a first run's `mailhook simulate` can read messages back. Start-up warns.
@@ -477,8 +455,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
 		}
 		for j, t := range s.Types {
-			if !knownNotificationType(t) {
-				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s)", key, j, s.Name, t, strings.Join(NotificationTypes, ", "))
+			if !domain.KnownNotificationType(t) {
+				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s)", key, j, s.Name, t, strings.Join(domain.NotificationTypes, ", "))
 			}
 		}
 	}

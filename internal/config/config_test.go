@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	_ "github.com/mailhook/mailhook/internal/provider/hmac"
 	_ "github.com/mailhook/mailhook/internal/provider/mailgun"
 	_ "github.com/mailhook/mailhook/internal/provider/postscale"
@@ -70,10 +71,10 @@ sinks:
 	if cfg.HTTP.Address != ":9000" || cfg.HTTP.MaxBodyBytes != 1<<20 {
 		t.Fatalf("http %+v", cfg.HTTP)
 	}
-	if got := cfg.SinksFor(config.TypeStatusChanged); len(got) != 1 || got[0] != "app" {
+	if got := cfg.SinksFor(domain.TypeStatusChanged); len(got) != 1 || got[0] != "app" {
 		t.Fatalf("SinksFor = %v", got)
 	}
-	if len(cfg.SinksFor(config.TypeEmailReceived)) != 0 {
+	if len(cfg.SinksFor(domain.TypeEmailReceived)) != 0 {
 		t.Fatal("app does not want inbound")
 	}
 	if cfg.UsesDevSecret() {
@@ -206,14 +207,14 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.SinksFor(config.TypeSuppressionAdded); len(got) != 1 || got[0] != "ops" {
-		t.Fatalf("SinksFor(%s) = %v", config.TypeSuppressionAdded, got)
+	if got := cfg.SinksFor(domain.TypeSuppressionAdded); len(got) != 1 || got[0] != "ops" {
+		t.Fatalf("SinksFor(%s) = %v", domain.TypeSuppressionAdded, got)
 	}
-	if len(cfg.SinksFor(config.TypeStatusChanged)) != 0 {
+	if len(cfg.SinksFor(domain.TypeStatusChanged)) != 0 {
 		t.Fatal("ops does not want status changes")
 	}
 	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: whsec_c2luaw==, types: [suppression.removed]}]`))
-	if err == nil || !strings.Contains(err.Error(), "sinks[0].types[0]") || !strings.Contains(err.Error(), config.TypeSuppressionAdded) {
+	if err == nil || !strings.Contains(err.Error(), "sinks[0].types[0]") || !strings.Contains(err.Error(), domain.TypeSuppressionAdded) {
 		t.Fatalf("error %v; want it to name the key and list the known types", err)
 	}
 }

@@ -15,8 +15,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 )
@@ -52,13 +50,13 @@ func sendgridBatch(prefix string, n int) string {
 
 // countingStarter counts the starts each event's workflow got through the relays.
 type countingStarter struct {
-	next inbox.Starter
+	next domain.Starter
 	mu   sync.Mutex
 	n    map[string]int
-	acc  map[ingest.Status]int
+	acc  map[domain.StartStatus]int
 }
 
-func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (ingest.Status, error) {
+func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (domain.StartStatus, error) {
 	st, err := c.next.Start(ctx, ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -104,7 +102,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := &countingStarter{n: map[string]int{}, acc: map[ingest.Status]int{}}
+	counter := &countingStarter{n: map[string]int{}, acc: map[domain.StartStatus]int{}}
 	var stops []func()
 	for range 3 {
 		r := h.svc.Relay()
@@ -124,7 +122,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 			t.Errorf("%s was started %d times by the relays, want 1", k, c)
 		}
 	}
-	if len(counter.n) != n+3 || counter.acc[ingest.Accepted] != n+3 {
+	if len(counter.n) != n+3 || counter.acc[domain.Started] != n+3 {
 		t.Errorf("relays started %d events (%v), want %d accepted", len(counter.n), counter.acc, n+3)
 	}
 	counter.mu.Unlock()

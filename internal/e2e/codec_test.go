@@ -26,6 +26,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/codec"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/serve"
@@ -34,7 +35,6 @@ import (
 	"github.com/mailhook/mailhook/internal/temporalconn"
 	"github.com/mailhook/mailhook/internal/temporalconn/tlstest"
 	"github.com/mailhook/mailhook/internal/testenv"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // codecKeys: the current key and an older one still listed for decoding.
@@ -74,7 +74,7 @@ func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Clie
 	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second}
 	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
-	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
+	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	// A client without the codec cannot read the result; one with it can.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var res workflows.Result
+	var res domain.Result
 	if err := plain.GetWorkflow(ctx, bounceWF, "").Get(ctx, &res); err == nil {
 		t.Fatalf("a plain client decoded the encrypted result: %+v", res)
 	}
@@ -265,7 +265,7 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	if string(dp.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON || !bytes.Contains(dp.GetData(), []byte(msgID)) {
 		t.Fatalf("decoded payload: %s", dp)
 	}
-	var input workflows.EventRef
+	var input domain.EventRef
 	if err := converter.GetDefaultDataConverter().FromPayload(dp, &input); err != nil || input.EventID != evID || input.MessageID != msgID {
 		t.Fatalf("decoded input: %+v, %v", input, err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/testenv"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // TestTemporalDownAcceptsThenDrainsOnce: a Temporal outage is invisible to the provider.
@@ -111,7 +110,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 		t.Fatalf("sink got %d notifications with %d ids, want 3 and 3", len(h.sink.delivered()), len(ids))
 	}
 	for _, id := range []string{delivered, bounced} {
-		var res workflows.Result
+		var res domain.Result
 		if err := h.svc.Temporal.GetWorkflow(context.Background(), "postscale:"+id, "").Get(context.Background(), &res); err != nil {
 			t.Fatalf("workflow postscale:%s: %v", id, err)
 		}

@@ -105,7 +105,7 @@ func (b *syncBuffer) String() string {
 func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	logs := &syncBuffer{}
 	h := newHarness(t, harnessOptions{logs: logs,
-		sinkTypes: []string{config.TypeStatusChanged, config.TypeSuppressionAdded}})
+		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded}})
 	local := "jane/doe+" + h.prefix
 	recipient := local + "@example.com"
 	msgID := "msg/" + h.prefix + "/1"

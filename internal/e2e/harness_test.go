@@ -31,6 +31,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
@@ -223,7 +224,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
-	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{config.TypeStatusChanged, config.TypeEmailReceived}}}
+	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
 	if o.sinkTypes != nil {
 		cfg.Sinks[0].Types = o.sinkTypes
 	}

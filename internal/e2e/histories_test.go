@@ -14,10 +14,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -39,7 +37,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	notification := func(evID, typ string) string { return store.NotificationID("postscale", evID, "app", typ) }
+	notification := func(evID, typ string) string { return domain.NotificationID("postscale", evID, "app", typ) }
 	fail := map[string]func(attempt int) int{}
 	h.sink.respond = func(id string, attempt int) int {
 		if f, ok := fail[id]; ok {
@@ -54,26 +52,27 @@ func TestRecordScenarioHistories(t *testing.T) {
 	for _, s := range []string{"delivered", "sent", "retried", "failed", "unknown", "giveup"} {
 		ids[s] = h.id("evt_hist_" + s)
 	}
-	fail[notification(ids["retried"], config.TypeStatusChanged)] = func(attempt int) int {
+	fail[notification(ids["retried"], domain.TypeStatusChanged)] = func(attempt int) int {
 		if attempt <= 2 {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
 	}
-	fail[notification(ids["failed"], config.TypeStatusChanged)] = func(int) int { return http.StatusBadRequest }
-	fail[notification(ids["giveup"], config.TypeStatusChanged)] = func(int) int { return http.StatusInternalServerError }
+	fail[notification(ids["failed"], domain.TypeStatusChanged)] = func(int) int { return http.StatusBadRequest }
+	fail[notification(ids["giveup"], domain.TypeStatusChanged)] = func(int) int { return http.StatusInternalServerError }
 	inboundID := h.id("inb_hist")
 
 	scenarios := []struct {
-		name, body, eventID, outcome string
+		name, body, eventID string
+		outcome             domain.Outcome
 	}{
 		{"moved-notified", h.envelope(ids["delivered"], "email.delivered", msg, base.Add(time.Minute), ""), ids["delivered"], "moved"},
 		{"stale", h.envelope(ids["sent"], "email.sent", msg, base, ""), ids["sent"], "stale"},
 		{"notify-retried-then-sent", h.envelope(ids["retried"], "email.delivered", h.id("msg_hist_r"), base, ""), ids["retried"], "moved"},
 		{"notify-rejected", h.envelope(ids["failed"], "email.delivered", h.id("msg_hist_f"), base, ""), ids["failed"], "moved"},
 		{"notify-gave-up", h.envelope(ids["giveup"], "email.complained", h.id("msg_hist_g"), base, ""), ids["giveup"], "moved"},
-		{"inbound", `{"event":"email.received","timestamp":"2026-11-01T10:00:00Z","email_id":"` + inboundID + `","from":"a@example.com","to":"support@app.example","subject":"Hi","text":"hi","headers":[],"attachments":[]}`, "email.received:" + inboundID, workflows.OutcomeInbound},
-		{"unknown-type", h.envelope(ids["unknown"], "email.teleported", msg, base, ""), ids["unknown"], workflows.OutcomeUnknownType},
+		{"inbound", `{"event":"email.received","timestamp":"2026-11-01T10:00:00Z","email_id":"` + inboundID + `","from":"a@example.com","to":"support@app.example","subject":"Hi","text":"hi","headers":[],"attachments":[]}`, "email.received:" + inboundID, domain.OutcomeInbound},
+		{"unknown-type", h.envelope(ids["unknown"], "email.teleported", msg, base, ""), ids["unknown"], domain.OutcomeUnknownType},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -83,7 +82,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 			t.Fatalf("%s: %d %v", sc.name, code, resp)
 		}
 		wfID := "postscale:" + sc.eventID
-		var res workflows.Result
+		var res domain.Result
 		if err := h.run(ctx, wfID).Get(ctx, &res); err != nil {
 			t.Fatalf("%s: %v", sc.name, err)
 		}
@@ -96,7 +95,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	// Still open: a Notify retrying against a sink that is down, the state a deploy meets most
 	// often (it lasts up to notify.give_up_after). Exported mid-flight, then left to give up.
 	openID := h.id("evt_hist_open")
-	fail[notification(openID, config.TypeStatusChanged)] = func(int) int { return http.StatusServiceUnavailable }
+	fail[notification(openID, domain.TypeStatusChanged)] = func(int) int { return http.StatusServiceUnavailable }
 	if code, _ := h.post(h.envelope(openID, "email.bounced", h.id("msg_hist_o"), base, `,"bounce_type":"soft"`)); code != 200 {
 		t.Fatal(code)
 	}
@@ -111,16 +110,16 @@ func TestRecordScenarioHistories(t *testing.T) {
 	// Duplicate: a run for an event that is already processed (a redrive racing the run, or a
 	// start after Temporal's retention passed) ends at its first step. Started directly, under
 	// another ID, to record that path.
-	in := ingest.Ref(h.cfg.Sinks, domain.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
-		Kind: domain.KindStatus, MessageID: msg})
+	in := domain.RefOf(domain.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
+		Kind: domain.KindStatus, MessageID: msg}, domain.Route(h.cfg.SinksFor))
 	opts := ingest.Options(in, h.cfg.Temporal.TaskQueue)
 	opts.ID = "history-duplicate:" + ids["delivered"]
-	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, workflows.ProcessEventName, in)
+	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.Result
-	if err := run.Get(ctx, &res); err != nil || res.Outcome != workflows.OutcomeDuplicate {
+	var res domain.Result
+	if err := run.Get(ctx, &res); err != nil || res.Outcome != domain.OutcomeDuplicate {
 		t.Fatalf("duplicate: %v %+v", err, res)
 	}
 	files = append(files, writeHistory(t, h.svc.Temporal, dir, "duplicate", opts.ID))
@@ -134,7 +133,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 		if code != http.StatusAccepted || replayWF == "" {
 			t.Fatalf("replay-renotify: %d %v", code, resp)
 		}
-		want := store.NotificationID("postscale", workflows.ReplayNotificationEventID(ids["delivered"], 1), "app", config.TypeStatusChanged)
+		want := domain.NotificationID("postscale", domain.ReplayNotificationEventID(ids["delivered"], 1), "app", domain.TypeStatusChanged)
 		if res := h.result(replayWF); res.Outcome != "moved" || len(res.Notifications) != 1 || res.Notifications[0].ID != want || res.Notifications[0].AlreadySent {
 			t.Fatalf("replay-renotify: %+v, want moved and notified once more under %s", res, want)
 		}
@@ -144,7 +143,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	// The suppression.added path and a correction, on a
 	// harness whose sink also wants suppression.added. Its own database: the complaint above
 	// already suppressed the recipient there.
-	h2 := newHarnessWithSinkTypes(t, harnessOptions{notifyTimeout: 3 * time.Second}, config.TypeStatusChanged, config.TypeSuppressionAdded)
+	h2 := newHarnessWithSinkTypes(t, harnessOptions{notifyTimeout: 3 * time.Second}, domain.TypeStatusChanged, domain.TypeSuppressionAdded)
 	supMsg, supID := h2.id("msg_hist_sup"), h2.id("evt_hist_sup")
 	if code, resp := h2.post(h2.envelope(supID, "email.bounced", supMsg, base, `,"bounce_type":"hard"`)); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("suppression-notified: %d %v", code, resp)
@@ -165,7 +164,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))
 
 	replayer := worker.NewWorkflowReplayer()
-	(&workflows.Processor{Notify: workflows.PolicyFromConfig(h.cfg.Notify)}).Register(replayer)
+	(&workflows.Processor{Notify: workflows.NotifyPolicy(h.cfg.Notify)}).Register(replayer)
 	for _, f := range files {
 		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 			t.Fatalf("replay %s: %v", f, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/proto"
@@ -63,7 +64,8 @@ func TestLeanWorkflowShape(t *testing.T) {
 		h.waitProcessed(30*time.Second, c.id)
 	}
 	for _, c := range []struct {
-		id, outcome                  string
+		id                           string
+		outcome                      domain.Outcome
 		workflowTasks, activityTasks int
 	}{
 		{delivered, "moved", 1, 0},

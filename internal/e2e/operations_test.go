@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // admin calls the /v1 API with the operator's token; body "" sends none.
@@ -45,11 +43,11 @@ func withRecipient(body, to string) string {
 	return strings.Replace(body, `"to":"user@example.com"`, fmt.Sprintf(`"to":%q`, to), 1)
 }
 
-func (h *harness) result(workflowID string) workflows.Result {
+func (h *harness) result(workflowID string) domain.Result {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var res workflows.Result
+	var res domain.Result
 	if err := h.run(ctx, workflowID).Get(ctx, &res); err != nil {
 		h.t.Fatalf("workflow %s: %v", workflowID, err)
 	}
@@ -113,7 +111,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 		t.Fatalf("correction: %d %v, want 202 accepted with event and workflow ids", code, resp)
 	}
 	res := h.result("postscale:" + evID)
-	if res.Outcome != string(store.OutcomeMoved) || res.From != domain.StatusBounced || res.To != domain.StatusDelivered || res.Version != 3 {
+	if res.Outcome != domain.OutcomeMoved || res.From != domain.StatusBounced || res.To != domain.StatusDelivered || res.Version != 3 {
 		t.Fatalf("correction result %+v, want moved bounced → delivered, version 3", res)
 	}
 
@@ -121,7 +119,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 	got := h.sink.delivered()
 	prev := got[1].Body["data"].(map[string]any)
 	data := got[2].Body["data"].(map[string]any)
-	if got[2].Body["type"] != config.TypeStatusChanged || data["status"] != "delivered" || data["previous_status"] != "bounced" ||
+	if got[2].Body["type"] != domain.TypeStatusChanged || data["status"] != "delivered" || data["previous_status"] != "bounced" ||
 		data["event_type"] != domain.CorrectionType || data["event_id"] != evID || data["bounce_type"] != nil {
 		t.Fatalf("correction notification %v", got[2].Body)
 	}
@@ -162,12 +160,12 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 	if code, resp := h.post(h.envelope(again, "email.bounced", msg, base.Add(time.Minute), `,"bounce_type":"hard"`)); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("re-emitted bounce: %d %v", code, resp)
 	}
-	if res := h.result("postscale:" + again); res.Outcome != string(store.OutcomeStale) {
+	if res := h.result("postscale:" + again); res.Outcome != domain.OutcomeStale {
 		t.Fatalf("re-emitted old bounce: outcome %q, want stale", res.Outcome)
 	}
 	m = check(4)
 	for _, e := range m.Events {
-		if e.EventID == again && (e.Outcome != store.OutcomeStale || e.Actor != "") {
+		if e.EventID == again && (e.Outcome != domain.OutcomeStale || e.Actor != "") {
 			t.Fatalf("re-emitted bounce in history: %+v", e)
 		}
 	}
@@ -178,7 +176,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 }
 
 func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
-	h := newHarnessWithSinkTypes(t, harnessOptions{}, config.TypeStatusChanged, config.TypeSuppressionAdded)
+	h := newHarnessWithSinkTypes(t, harnessOptions{}, domain.TypeStatusChanged, domain.TypeSuppressionAdded)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	msgA, msgB := h.id("msg_sup_a"), h.id("msg_sup_b")
 	evA, evB := h.id("evt_sup_a"), h.id("evt_sup_b")
@@ -208,19 +206,19 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 
 	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 3 })
 	time.Sleep(300 * time.Millisecond) // room for a wrongly duplicated notification to show up
-	sups := h.deliveredOfType(config.TypeSuppressionAdded)
+	sups := h.deliveredOfType(domain.TypeSuppressionAdded)
 	if len(sups) != 1 {
 		t.Fatalf("sink got %d suppression.added, want exactly 1: %+v", len(sups), h.sink.delivered())
 	}
 	data := sups[0].Body["data"].(map[string]any)
-	if data["address"] != "user@example.com" || data["reason"] != store.ReasonHardBounce || data["provider"] != "postscale" ||
+	if data["address"] != "user@example.com" || data["reason"] != domain.ReasonHardBounce || data["provider"] != "postscale" ||
 		data["event_id"] != evA || data["message_id"] != msgA {
 		t.Fatalf("suppression.added data %v", data)
 	}
-	if want := store.NotificationID("postscale", evA, "app", config.TypeSuppressionAdded); sups[0].ID != want {
+	if want := domain.NotificationID("postscale", evA, "app", domain.TypeSuppressionAdded); sups[0].ID != want {
 		t.Fatalf("suppression.added id %s, want %s", sups[0].ID, want)
 	}
-	if n := len(h.deliveredOfType(config.TypeStatusChanged)); n != 2 {
+	if n := len(h.deliveredOfType(domain.TypeStatusChanged)); n != 2 {
 		t.Fatalf("%d status notifications, want 2 (one per message)", n)
 	}
 
@@ -256,7 +254,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 	}
 
 	code, resp = h.admin(http.MethodGet, "/v1/suppressions/User@Example.com", "")
-	if code != 200 || resp["address"] != "user@example.com" || resp["reason"] != store.ReasonHardBounce || resp["times_seen"] != float64(2) || resp["event_id"] != evA {
+	if code != 200 || resp["address"] != "user@example.com" || resp["reason"] != domain.ReasonHardBounce || resp["times_seen"] != float64(2) || resp["event_id"] != evA {
 		t.Fatalf("get: %d %v", code, resp)
 	}
 	if code, _ := h.admin(http.MethodGet, "/v1/suppressions/nobody@example.com", ""); code != http.StatusNotFound {
@@ -271,7 +269,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 	}
 	const why = "mailbox restored, confirmed with the customer"
 	code, resp = h.admin(http.MethodDelete, "/v1/suppressions/USER@example.com", `{"reason":"`+why+`"}`)
-	if code != 200 || resp["address"] != "user@example.com" || resp["lifted_by"] != "e2e-operator" || resp["lift_reason"] != why || resp["reason"] != store.ReasonHardBounce {
+	if code != 200 || resp["address"] != "user@example.com" || resp["lifted_by"] != "e2e-operator" || resp["lift_reason"] != why || resp["reason"] != domain.ReasonHardBounce {
 		t.Fatalf("lift: %d %v", code, resp)
 	}
 	if n := h.query(`SELECT count(*) FROM suppression_lifts WHERE address = 'user@example.com' AND reason = 'hard_bounce'
@@ -294,7 +292,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 		t.Fatal(code)
 	}
 	h.waitProcessed(30*time.Second, evD)
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(config.TypeSuppressionAdded)) == 3 })
+	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) == 3 })
 }
 
 func TestOperationsAPIRefusesMissingToken(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
@@ -233,7 +232,7 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 		}
 	}
 	ns, err := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
-	if err != nil || len(ns) != 1 || ns[0].Status != store.NotificationSent || ns[0].Attempts != 4 || ns[0].ID != attempts[0].ID {
+	if err != nil || len(ns) != 1 || ns[0].Status != domain.NotificationSent || ns[0].Attempts != 4 || ns[0].ID != attempts[0].ID {
 		t.Fatalf("notification rows %+v (err %v): want one sent row with 4 attempts", ns, err)
 	}
 }
@@ -250,7 +249,7 @@ func TestDownstream400IsRecordedAsFailedAndEventProcessed(t *testing.T) {
 		t.Fatalf("a 400 was retried: %d attempts", n)
 	}
 	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
-	if len(ns) != 1 || ns[0].Status != store.NotificationFailed || ns[0].LastError == "" {
+	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || ns[0].LastError == "" {
 		t.Fatalf("notification rows %+v, want one failed row with the error", ns)
 	}
 }
@@ -284,7 +283,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 		t.Fatalf("a 500 was not retried: %d attempts", n)
 	}
 	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
-	if len(ns) != 1 || ns[0].Status != store.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
+	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
 		t.Fatalf("notification rows %+v, want one failed row saying it gave up", ns)
 	}
 	if code, m := h.message(h.id("msg_giveup")); code != 200 || m.Status != domain.StatusComplained {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func TestCoreLifecycleOnARealTemporalServer(t *testing.T) {
 	}
 	for _, c := range []struct {
 		id      string
-		outcome string
+		outcome domain.Outcome
 	}{{sent, "stale"}, {opened, "counted"}} {
 		wf := "postscale:" + c.id
 		if res := h.result(wf); res.Outcome != c.outcome {

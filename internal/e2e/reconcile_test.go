@@ -15,8 +15,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
@@ -173,7 +171,7 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // The worker's start-up creates the schedule (and updates it when it exists); a triggered run
 // re-drives a stuck event, writes daily_counts and sends report.daily.
 func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
-	h := newHarnessWithSinkTypes(t, harnessOptions{}, config.TypeStatusChanged, config.TypeReportDaily)
+	h := newHarnessWithSinkTypes(t, harnessOptions{}, domain.TypeStatusChanged, domain.TypeReportDaily)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sc := h.svc.Temporal.ScheduleClient()
@@ -194,7 +192,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		t.Fatalf("describe: %v", err)
 	}
 	action, ok := desc.Schedule.Action.(*client.ScheduleWorkflowAction)
-	if !ok || action.Workflow != workflows.DailyReconcileName || action.TaskQueue != h.cfg.Temporal.TaskQueue {
+	if !ok || action.Workflow != domain.DailyReconcileName || action.TaskQueue != h.cfg.Temporal.TaskQueue {
 		t.Fatalf("schedule action %#v, want DailyReconcile on %s", desc.Schedule.Action, h.cfg.Temporal.TaskQueue)
 	}
 	if p := desc.Schedule.Policy; p == nil || p.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_SKIP {
@@ -245,7 +243,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	if res := h.result("postscale:" + stuckID); res.Outcome != "moved" {
 		t.Fatalf("re-driven run: %+v", res)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(config.TypeStatusChanged)) == 1 })
+	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeStatusChanged)) == 1 })
 
 	// daily_counts holds the day's counts as the report computes them.
 	yesterday := res.Date
@@ -262,8 +260,8 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	}
 
 	// report.daily went to the sink under its stable id.
-	reports := h.deliveredOfType(config.TypeReportDaily)
-	wantID := store.NotificationID(workflows.ReportProvider, "report:"+yesterday, "app", config.TypeReportDaily)
+	reports := h.deliveredOfType(domain.TypeReportDaily)
+	wantID := domain.NotificationID(workflows.ReportProvider, "report:"+yesterday, "app", domain.TypeReportDaily)
 	if len(reports) != 1 || reports[0].ID != wantID {
 		t.Fatalf("report.daily deliveries %+v, want one with id %s", reports, wantID)
 	}
@@ -313,7 +311,7 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 	}
 	h.waitProcessed(30*time.Second, evID)
 	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
-	firstID := store.NotificationID("postscale", evID, "app", config.TypeStatusChanged)
+	firstID := domain.NotificationID("postscale", evID, "app", domain.TypeStatusChanged)
 
 	// API, without renotify (an empty body).
 	code, resp := h.admin(http.MethodPost, "/v1/events/postscale/"+evID+"/replay", "")
@@ -344,7 +342,7 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 	if err := reconcile.WriteReplay(&out, rr); err != nil {
 		t.Fatal(err)
 	}
-	replayID := store.NotificationID("postscale", evID+":replay:2", "app", config.TypeStatusChanged)
+	replayID := domain.NotificationID("postscale", evID+":replay:2", "app", domain.TypeStatusChanged)
 	if rr.Replay != 2 || rr.WorkflowID != "postscale:"+evID+":replay:2" || len(rr.Result.Notifications) != 1 ||
 		rr.Result.Notifications[0].ID != replayID || rr.Result.Notifications[0].AlreadySent {
 		t.Fatalf("replay 2 %+v\n%s", rr, out.String())
@@ -418,7 +416,7 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 	// CLI code path, for everything unprocessed for more than a second: the stuck event is done,
 	// the recent one starts now, the legacy one is still skipped.
 	svc := h.svc.Reconciler()
-	res, err := svc.Redrive(context.Background(), activities.RedriveInput{OlderThan: time.Second})
+	res, err := svc.Redrive(context.Background(), domain.RedriveInput{OlderThan: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +445,7 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool {
 		return h.query(`SELECT count(*) FROM notifications WHERE event_id = $1`, openID) == 1
 	})
-	res, err = svc.Redrive(context.Background(), activities.RedriveInput{OlderThan: time.Microsecond})
+	res, err = svc.Redrive(context.Background(), domain.RedriveInput{OlderThan: time.Microsecond})
 	h.sink.mu.Lock()
 	close(h.sink.block)
 	h.sink.block = nil

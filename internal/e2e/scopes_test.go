@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // acceptStreamEvent records an event carrying a provider stream, as an adapter that reports one
@@ -36,7 +34,7 @@ func (h *harness) acceptStreamEvent(ev domain.Event) {
 // over real HTTP from PostgreSQL, every answer held to the OpenAPI document.
 func TestSuppressionScopesAndCheck(t *testing.T) {
 	h := newHarness(t, harnessOptions{
-		sinkTypes:         []string{config.TypeSuppressionAdded},
+		sinkTypes:         []string{domain.TypeSuppressionAdded},
 		suppressionScopes: map[string]string{"broadcast": "marketing", "outbound": "transactional"},
 	})
 	at := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -52,9 +50,9 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	h.waitProcessed(30*time.Second, unsub, complaint, bounce)
 
 	// suppression.added names each scope.
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(config.TypeSuppressionAdded)) == 3 })
+	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) == 3 })
 	scopes := map[string]string{}
-	for _, d := range h.deliveredOfType(config.TypeSuppressionAdded) {
+	for _, d := range h.deliveredOfType(domain.TypeSuppressionAdded) {
 		data := d.Body["data"].(map[string]any)
 		scopes[data["event_id"].(string)] = data["address"].(string) + " " + data["scope"].(string)
 	}
@@ -81,14 +79,14 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 		reasons        []any
 	}{
 		// "+" unencoded is a plus, as %2B is; the address is compared lower-cased.
-		{"Jane+News@example.com", "marketing", true, []any{store.ReasonUnsubscribe}},
-		{url.QueryEscape(jane), "marketing", true, []any{store.ReasonUnsubscribe}},
-		{jane, "transactional", true, []any{store.ReasonComplaint}},
+		{"Jane+News@example.com", "marketing", true, []any{domain.ReasonUnsubscribe}},
+		{url.QueryEscape(jane), "marketing", true, []any{domain.ReasonUnsubscribe}},
+		{jane, "transactional", true, []any{domain.ReasonComplaint}},
 		{jane, "", false, []any{}},
 		{jane, "global", false, []any{}},
 		{jane, "newsletter", false, []any{}},
-		{bob, "marketing", true, []any{store.ReasonHardBounce}},
-		{bob, "", true, []any{store.ReasonHardBounce}},
+		{bob, "marketing", true, []any{domain.ReasonHardBounce}},
+		{bob, "", true, []any{domain.ReasonHardBounce}},
 		{"nobody@example.com", "marketing", false, []any{}},
 	} {
 		got, reasons := check(tc.address, tc.scope)
@@ -134,7 +132,7 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	// One address, every scope's row; the top level is the first (no global row here).
 	code, resp := h.admin(http.MethodGet, "/v1/suppressions/"+url.PathEscape(jane), "")
 	rows, _ := resp["suppressions"].([]any)
-	if code != 200 || resp["scope"] != "marketing" || resp["reason"] != store.ReasonUnsubscribe || len(rows) != 2 ||
+	if code != 200 || resp["scope"] != "marketing" || resp["reason"] != domain.ReasonUnsubscribe || len(rows) != 2 ||
 		rows[1].(map[string]any)["scope"] != "transactional" {
 		t.Fatalf("get %s: %d %v", jane, code, resp)
 	}
@@ -144,7 +142,7 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 		t.Fatalf("lift jane's global: %d %v, want 404", code, resp)
 	}
 	code, resp = h.admin(http.MethodDelete, "/v1/suppressions/"+jane+"?scope=marketing", `{"reason":"re-subscribed"}`)
-	if code != 200 || resp["scope"] != "marketing" || resp["reason"] != store.ReasonUnsubscribe || resp["lifted_by"] != "e2e-operator" {
+	if code != 200 || resp["scope"] != "marketing" || resp["reason"] != domain.ReasonUnsubscribe || resp["lifted_by"] != "e2e-operator" {
 		t.Fatalf("lift jane's marketing: %d %v", code, resp)
 	}
 	if got, _ := check(jane, "marketing"); got {

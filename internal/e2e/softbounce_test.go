@@ -25,7 +25,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	h := newHarness(t, harnessOptions{
 		noWorker:   true, // all the bounces wait for the worker, then race for the threshold
 		softBounce: config.SoftBounce{Count: 3, Within: 168 * time.Hour},
-		sinkTypes:  []string{config.TypeStatusChanged, config.TypeSuppressionAdded},
+		sinkTypes:  []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded},
 	})
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	const bounce = `,"bounce":{"type":"Transient","code":"452","diagnostic":"452 4.2.2 <soft@example.com>: Mailbox full, try again later"}`
@@ -74,17 +74,17 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	// change per message, each with its bounce.
 	waitFor(t, 15*time.Second, func() bool { return len(h.sink.delivered()) == 6 })
 	time.Sleep(300 * time.Millisecond) // room for a wrongly duplicated notification to show up
-	sups := h.deliveredOfType(config.TypeSuppressionAdded)
+	sups := h.deliveredOfType(domain.TypeSuppressionAdded)
 	if len(sups) != 1 {
 		t.Fatalf("sink got %d suppression.added, want exactly 1: %+v", len(sups), h.sink.delivered())
 	}
 	data := sups[0].Body["data"].(map[string]any)
-	if data["address"] != "soft@example.com" || data["reason"] != store.ReasonSoftBounceThreshold || data["scope"] != store.GlobalScope ||
+	if data["address"] != "soft@example.com" || data["reason"] != domain.ReasonSoftBounceThreshold || data["scope"] != store.GlobalScope ||
 		data["event_id"] != causeEvent || data["message_id"] != causeMessage {
 		t.Fatalf("suppression.added data %v; the suppression row names %s, %s", data, causeEvent, causeMessage)
 	}
 	byEvent := map[string]map[string]any{}
-	for _, d := range h.deliveredOfType(config.TypeStatusChanged) {
+	for _, d := range h.deliveredOfType(domain.TypeStatusChanged) {
 		data := d.Body["data"].(map[string]any)
 		byEvent[data["event_id"].(string)] = data
 	}
@@ -126,7 +126,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 7 })
 	time.Sleep(300 * time.Millisecond)
-	if n := len(h.deliveredOfType(config.TypeSuppressionAdded)); n != 1 {
+	if n := len(h.deliveredOfType(domain.TypeSuppressionAdded)); n != 1 {
 		t.Fatalf("%d suppression.added after a fourth soft bounce, want still 1", n)
 	}
 

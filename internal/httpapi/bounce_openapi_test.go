@@ -29,8 +29,8 @@ func TestOpenAPIBounceAndReasonEnumsMatchTheStore(t *testing.T) {
 		}
 		return out
 	}
-	if got := enum("SuppressionReason"); !slices.Equal(got, store.SuppressionReasons) {
-		t.Errorf("SuppressionReason enum %v, store.SuppressionReasons %v", got, store.SuppressionReasons)
+	if got := enum("SuppressionReason"); !slices.Equal(got, domain.SuppressionReasons) {
+		t.Errorf("SuppressionReason enum %v, domain.SuppressionReasons %v", got, domain.SuppressionReasons)
 	}
 	if got := enum("BounceCategory"); !slices.Equal(got, bounce.Categories) {
 		t.Errorf("BounceCategory enum %v, bounce.Categories %v", got, bounce.Categories)
@@ -48,7 +48,7 @@ func TestOpenAPIDescribesBounceDetails(t *testing.T) {
 	msg := store.Message{Provider: "postscale", MessageID: "msg_1", Status: domain.StatusBounced, BounceType: domain.BounceSoft,
 		Version: 1, Bounce: b, CreatedAt: now, UpdatedAt: now, Events: []store.MessageEvent{{
 			EventID: "evt_1", Type: "email.bounced", Status: domain.StatusBounced, OccurredAt: now, ReceivedAt: now,
-			Outcome: store.OutcomeMoved, Moved: true, To: domain.StatusBounced, Version: 1, Suppressed: true, Bounce: b,
+			Outcome: domain.OutcomeMoved, Moved: true, To: domain.StatusBounced, Version: 1, Suppressed: true, Bounce: b,
 		}}}
 	rep := reconcile.Report{Date: "2026-11-28", Counts: []store.DailyCount{}, BounceCategories: map[string]int64{"mailbox_full": 1, "unknown_user": 2}}
 	for name, v := range map[string]any{"Message": msg, "Report": rep} {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
@@ -27,7 +26,6 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 const contractToken = "contract-test-admin-token"
@@ -424,7 +422,7 @@ func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Mess
 		return store.Message{}, errDown
 	case "fresh": // only an open seen so far: no status yet
 		return store.Message{Provider: prov, MessageID: id, Opens: 1, FirstOpenedAt: &t0, CreatedAt: t0, UpdatedAt: t0,
-			Events: []store.MessageEvent{{EventID: "o1", Type: "opened", OccurredAt: t0, ReceivedAt: t0, Outcome: store.OutcomeCounted}}}, nil
+			Events: []store.MessageEvent{{EventID: "o1", Type: "opened", OccurredAt: t0, ReceivedAt: t0, Outcome: domain.OutcomeCounted}}}, nil
 	}
 	return store.Message{
 		Provider: prov, MessageID: id, Status: domain.StatusDelivered, BounceType: "soft", Recipient: "user@example.com",
@@ -432,16 +430,16 @@ func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Mess
 		CorrectedAt: &t1, CreatedAt: t0, UpdatedAt: t1,
 		Events: []store.MessageEvent{
 			{EventID: "e1", Type: "bounced", Status: domain.StatusBounced, OccurredAt: t0, ReceivedAt: t0,
-				Outcome: store.OutcomeMoved, Moved: true, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 2, Suppressed: true},
+				Outcome: domain.OutcomeMoved, Moved: true, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 2, Suppressed: true},
 			{EventID: "correction-1", Type: domain.CorrectionType, Status: domain.StatusDelivered, OccurredAt: t1, ReceivedAt: t1,
-				Outcome: store.OutcomeMoved, Moved: true, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3,
+				Outcome: domain.OutcomeMoved, Moved: true, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3,
 				Actor: "ops", Note: "wrong DSN"},
 		},
 	}, nil
 }
 
 func suppression(addr string) store.Suppression {
-	return store.Suppression{Address: addr, Scope: store.GlobalScope, Reason: store.ReasonHardBounce, Provider: "postscale",
+	return store.Suppression{Address: addr, Scope: store.GlobalScope, Reason: domain.ReasonHardBounce, Provider: "postscale",
 		EventID: "e1", MessageID: "msg_1", FirstSeen: t0, LastSeen: t1, TimesSeen: 2}
 }
 
@@ -461,7 +459,7 @@ func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFil
 		out = append(out, sup)
 		if i == 0 && f.Scope == "" {
 			// The first address is also suppressed in a scope: two rows, one address.
-			sup.Scope, sup.Reason = "marketing", store.ReasonUnsubscribe
+			sup.Scope, sup.Reason = "marketing", domain.ReasonUnsubscribe
 			out = append(out, sup)
 		}
 	}
@@ -476,7 +474,7 @@ func (b *fakeBackend) AddressSuppressions(_ context.Context, addr string) ([]sto
 		return nil, errDown
 	}
 	scoped := suppression(addr)
-	scoped.Scope, scoped.Reason = "marketing", store.ReasonUnsubscribe
+	scoped.Scope, scoped.Reason = "marketing", domain.ReasonUnsubscribe
 	return []store.Suppression{suppression(addr), scoped}, nil
 }
 
@@ -486,7 +484,7 @@ func (b *fakeBackend) CheckSuppression(_ context.Context, addr, scope string) (s
 	case "down@example.com":
 		return store.SuppressionCheck{}, errDown
 	case "user@example.com", "a+b@example.com":
-		res.Suppressed, res.Reasons = true, []string{store.ReasonHardBounce}
+		res.Suppressed, res.Reasons = true, []string{domain.ReasonHardBounce}
 	}
 	return res, nil
 }
@@ -540,23 +538,23 @@ func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify b
 	res := reconcile.ReplayResult{Provider: prov, EventID: eventID, Replay: 1, WorkflowID: reconcile.ReplayWorkflowID(prov, eventID, 1),
 		RunID: "run-1", Renotify: renotify}
 	if eventID == "waited" {
-		res.Result = &workflows.Result{Outcome: "moved", From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2,
-			Notifications: []workflows.NotificationResult{{Sink: "app", Type: "status_changed", ID: "n1", Status: "sent", AlreadySent: true}}}
+		res.Result = &domain.Result{Outcome: "moved", From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2,
+			Notifications: []domain.NotificationResult{{Sink: "app", Type: "status_changed", ID: "n1", Status: "sent", AlreadySent: true}}}
 	}
 	return res, nil
 }
 
-func (b *fakeBackend) Redrive(_ context.Context, in activities.RedriveInput) (activities.RedriveResult, error) {
+func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain.RedriveResult, error) {
 	if in.Limit == 13 {
-		return activities.RedriveResult{}, errDown
+		return domain.RedriveResult{}, errDown
 	}
-	res := activities.RedriveResult{OlderThan: in.OlderThan.String()}
+	res := domain.RedriveResult{OlderThan: in.OlderThan.String()}
 	if in.Quarantined {
 		return res, nil // nothing quarantined: no events at all
 	}
-	for i, o := range []string{activities.RedriveStarted, activities.RedriveRunning, activities.RedriveSkipped, activities.RedriveFailed} {
-		out := activities.RedriveOutcome{Provider: "postscale", EventID: fmt.Sprint("e", i), EventType: "delivered", ReceivedAt: t0, Outcome: o}
-		if o == activities.RedriveFailed {
+	for i, o := range []string{domain.RedriveStarted, domain.RedriveRunning, domain.RedriveSkipped, domain.RedriveFailed} {
+		out := domain.RedriveOutcome{Provider: "postscale", EventID: fmt.Sprint("e", i), EventType: "delivered", ReceivedAt: t0, Outcome: o}
+		if o == domain.RedriveFailed {
 			out.Error = "temporal unavailable"
 		}
 		res.Add(out)

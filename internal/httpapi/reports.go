@@ -9,17 +9,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // Reconciler runs the daily report, redrives and replays (internal/reconcile.Service).
 type Reconciler interface {
 	DailyReport(ctx context.Context, date, provider string) (reconcile.Report, error)
-	Redrive(ctx context.Context, in activities.RedriveInput) (activities.RedriveResult, error)
+	Redrive(ctx context.Context, in domain.RedriveInput) (domain.RedriveResult, error)
 	Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (reconcile.ReplayResult, error)
 }
 
@@ -80,7 +78,7 @@ func (s *Server) replay(c *gin.Context) {
 		c.JSON(http.StatusConflict, gin.H{"error": "event was recorded before replays were possible (no normalized event); it cannot be replayed"})
 	case err != nil:
 		level := s.Log.ErrorContext
-		if errors.Is(err, ingest.ErrUnavailable) {
+		if errors.Is(err, domain.ErrUnavailable) {
 			level = s.Log.WarnContext
 		}
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)
@@ -107,7 +105,7 @@ func (s *Server) redrive(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
 		return
 	}
-	in := activities.RedriveInput{OlderThan: workflows.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
+	in := domain.RedriveInput{OlderThan: domain.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
 	if req.Quarantined {
 		in.OlderThan = 0
 	}
@@ -119,7 +117,7 @@ func (s *Server) redrive(c *gin.Context) {
 		}
 		in.OlderThan = d
 	}
-	if in.Limit < 0 || in.Limit > activities.DefaultRedriveLimit {
+	if in.Limit < 0 || in.Limit > domain.DefaultRedriveLimit {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be between 1 and 1000"})
 		return
 	}

@@ -530,7 +530,7 @@ const (
 func (s *Server) listSuppressions(c *gin.Context) {
 	f := store.SuppressionFilter{Reason: c.Query("reason"), Scope: c.Query("scope"), After: c.Query("after"), Limit: defaultSuppressionLimit}
 	if f.Reason != "" && !store.KnownSuppressionReason(f.Reason) {
-		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown reason %q", f.Reason), "known": store.SuppressionReasons})
+		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown reason %q", f.Reason), "known": domain.SuppressionReasons})
 		return
 	}
 	if f.Scope != "" && !store.ValidScope(f.Scope) {

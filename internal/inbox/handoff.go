@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -30,7 +29,7 @@ type HandoffStore interface {
 // start (Temporal down) stays in the inbox, and a relay starts it once the Acceptor's Hold has
 // passed. Starts Temporal refuses for good quarantine the event.
 type Handoff struct {
-	Starter Starter
+	Starter domain.Starter
 	Store   HandoffStore
 	// Concurrency bounds the starts in flight (relay.concurrency).
 	Concurrency int
@@ -227,14 +226,14 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 
 // startEvent starts ev's workflow and returns the metric result and the StartOutcome error: nil
 // when started now or before, wrapping store.ErrUnstartable when Temporal refused it for good.
-func startEvent(ctx context.Context, s Starter, ev domain.Event) (string, error) {
+func startEvent(ctx context.Context, s domain.Starter, ev domain.Event) (string, error) {
 	st, err := s.Start(ctx, ev)
 	switch {
-	case errors.Is(err, ingest.ErrRefused):
+	case errors.Is(err, domain.ErrRefused):
 		return metrics.StartRefused, fmt.Errorf("%w: %w", store.ErrUnstartable, err)
 	case err != nil:
 		return metrics.StartError, err
-	case st == ingest.Duplicate:
+	case st == domain.AlreadyStarted:
 		return metrics.StartDuplicate, nil
 	default:
 		return metrics.StartStarted, nil

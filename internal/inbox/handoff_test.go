@@ -11,7 +11,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -36,14 +35,14 @@ func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight
 // leaves the event waiting, backed off, for a relay.
 func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
 		switch key {
 		case "postscale:evt_refused":
-			return "", fmt.Errorf("%w: Blob data size exceeds limit", ingest.ErrRefused)
+			return "", fmt.Errorf("%w: Blob data size exceeds limit", domain.ErrRefused)
 		case "postscale:evt_down":
-			return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+			return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
 		}
-		return ingest.Accepted, nil
+		return domain.Started, nil
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
@@ -72,7 +71,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 // relays instead of starting them.
 func TestHandoffRespectsMaxInFlight(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
+	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) { return domain.Started, nil }}
 	a := acceptWithHandoff(t, s, f, 10)
 	for i := range 30 {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
@@ -92,8 +91,8 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 // on each.
 func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (ingest.Status, error) {
-		return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) {
+		return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	for i := range 4 { // Concurrency

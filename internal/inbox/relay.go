@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -30,11 +29,6 @@ const InFlightWindow = 5 * time.Minute
 // continuously, and nothing notifies the relay when they do.
 const throttledPoll = 200 * time.Millisecond
 
-// Starter starts one event's workflow (ingest.Starter).
-type Starter interface {
-	Start(ctx context.Context, ev domain.Event) (ingest.Status, error)
-}
-
 // Relay starts the workflows of the events waiting in the inbox that the process which accepted
 // them did not start (Handoff), in the order they became due: new rows after the Acceptor's
 // Hold, failed ones after their backoff. Every worker process runs one; they share the work
@@ -42,7 +36,7 @@ type Starter interface {
 // the Hold, so a notification would buy nothing.
 type Relay struct {
 	Store   RelayStore
-	Starter Starter
+	Starter domain.Starter
 	Options config.Relay
 	Metrics *metrics.Metrics
 	Log     *slog.Logger

@@ -13,7 +13,6 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -23,10 +22,10 @@ import (
 type fakeStarter struct {
 	mu     sync.Mutex
 	calls  []string
-	answer func(key string) (ingest.Status, error)
+	answer func(key string) (domain.StartStatus, error)
 }
 
-func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (ingest.Status, error) {
+func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (domain.StartStatus, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, ev.Key())
 	f.mu.Unlock()
@@ -69,11 +68,11 @@ var opts = config.Relay{BatchSize: 50, Concurrency: 4, PollInterval: 100 * time.
 func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
 		if key == "postscale:evt_007" {
-			return ingest.Duplicate, nil // a workflow ID that already ran: still out of the inbox
+			return domain.AlreadyStarted, nil // a workflow ID that already ran: still out of the inbox
 		}
-		return ingest.Accepted, nil
+		return domain.Started, nil
 	}}
 	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
 	require.Eventually(t, func() bool { return waiting(t, s) == 0 }, 10*time.Second, 20*time.Millisecond)
@@ -85,8 +84,8 @@ func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) 
 func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (ingest.Status, error) {
-		return "", fmt.Errorf("%w: connection refused", ingest.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) {
+		return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
 	}}
 	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
 	time.Sleep(time.Second)
@@ -106,16 +105,16 @@ func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (ingest.Status, error) {
+	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
 		var n int
 		_, _ = fmt.Sscanf(key, "postscale:evt_%d", &n)
 		switch {
 		case n < 5: // a whole batch of rows that fail every time, oldest of all
-			return "", fmt.Errorf("%w: deadline exceeded", ingest.ErrUnavailable)
+			return "", fmt.Errorf("%w: deadline exceeded", domain.ErrUnavailable)
 		case n < 8:
-			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", ingest.ErrRefused)
+			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", domain.ErrRefused)
 		}
-		return ingest.Accepted, nil
+		return domain.Started, nil
 	}}
 	head := opts
 	head.BatchSize = 5
@@ -136,7 +135,7 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (ingest.Status, error) { return ingest.Accepted, nil }}
+	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) { return domain.Started, nil }}
 	bounded := opts
 	bounded.MaxInFlight = 30
 	bounded.BatchSize = 20

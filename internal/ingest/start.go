@@ -17,10 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // Search attributes an operator filters on in the Temporal UI, e.g. MessageID = "msg_…".
@@ -33,46 +30,23 @@ var (
 // SearchAttributeNames lists the custom attributes that must exist in the namespace.
 var SearchAttributeNames = []string{ProviderKey.GetName(), EventTypeKey.GetName(), MessageIDKey.GetName()}
 
-// Status is the outcome of one start.
-type Status string
-
-const (
-	Accepted  Status = "accepted"
-	Duplicate Status = "duplicate"
-)
-
-// ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
-var ErrUnavailable = errors.New("temporal unavailable")
-
-// ErrRefused wraps a start Temporal refused for good: the same start fails the same way however
-// often it is tried (a workflow id or search attribute over its limit, an input over the blob
-// size limit).
-var ErrRefused = errors.New("temporal refused the start")
-
-// Starter starts workflows for events.
+// Starter starts workflows for events (domain.Starter).
 type Starter struct {
 	Client    client.Client
 	TaskQueue string
 	// Timeout bounds one start, including the SDK's own retries, so a dead Temporal gives a
 	// prompt 503 rather than a hung request.
 	Timeout time.Duration
-	Sinks   []config.Sink
+	// Routing is where the events' notifications go: domain.Route(cfg.SinksFor).
+	Routing domain.Routing
 	// Eager asks Temporal to hand the run's first workflow task straight back to a worker of
 	// this process (the same client) with the start's answer, saving a poll round trip. It
 	// only takes effect where the process runs a worker on the task queue.
 	Eager bool
 }
 
-// Ref is the workflow input of ev: its reference, routed to the sinks that want its
-// notifications.
-func Ref(sinks []config.Sink, ev domain.Event) workflows.EventRef {
-	ref := workflows.RefOf(ev)
-	ref.Routing = activities.Route(sinks)
-	return ref
-}
-
 // Options are the start options for an event's workflow.
-func Options(ref workflows.EventRef, taskQueue string) client.StartWorkflowOptions {
+func Options(ref domain.EventRef, taskQueue string) client.StartWorkflowOptions {
 	summary := fmt.Sprintf("%s %s", ref.Provider, ref.Type)
 	if ref.MessageID != "" {
 		summary += " for " + ref.MessageID
@@ -95,9 +69,9 @@ func Options(ref workflows.EventRef, taskQueue string) client.StartWorkflowOptio
 }
 
 // Start starts the event's workflow and reports accepted or duplicate. A failure wraps
-// ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
-func (s *Starter) Start(ctx context.Context, ev domain.Event) (Status, error) {
-	ref := Ref(s.Sinks, ev)
+// domain.ErrRefused when retrying cannot help, else domain.ErrUnavailable: the workflow ID makes a retry safe.
+func (s *Starter) Start(ctx context.Context, ev domain.Event) (domain.StartStatus, error) {
+	ref := domain.RefOf(ev, s.Routing)
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
@@ -105,17 +79,17 @@ func (s *Starter) Start(ctx context.Context, ev domain.Event) (Status, error) {
 	}
 	opts := Options(ref, s.TaskQueue)
 	opts.EnableEagerStart = s.Eager
-	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.ProcessEventName, ref)
+	_, err := s.Client.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, ref)
 	if err == nil {
-		return Accepted, nil
+		return domain.Started, nil
 	}
 	if IsAlreadyStarted(err) {
-		return Duplicate, nil
+		return domain.AlreadyStarted, nil
 	}
 	if isRefused(err) {
-		return "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, ref.Key(), err)
+		return "", fmt.Errorf("%w: start workflow %s: %w", domain.ErrRefused, ref.Key(), err)
 	}
-	return "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, ref.Key(), err)
+	return "", fmt.Errorf("%w: start workflow %s: %w", domain.ErrUnavailable, ref.Key(), err)
 }
 
 // isRefused reports whether Temporal refused a start because of the start itself: an invalid

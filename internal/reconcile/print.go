@@ -6,11 +6,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // WriteRedrive prints what a redrive did, one line per event.
-func WriteRedrive(w io.Writer, res activities.RedriveResult) error {
+func WriteRedrive(w io.Writer, res domain.RedriveResult) error {
 	fmt.Fprintf(w, "redrive of events unprocessed for more than %s: %d found, %d started, %d already running, %d skipped, %d failed\n",
 		res.OlderThan, res.Considered, res.Started, res.Running, res.Skipped, res.Failed)
 	if len(res.Events) > 0 {

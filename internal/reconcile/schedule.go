@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/workflows"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // ScheduleID is the Temporal Schedule that runs DailyReconcile. One per namespace: deployments
@@ -40,15 +40,11 @@ func scheduleSpec() client.ScheduleSpec {
 // scheduleAction starts DailyReconcile on the worker's task queue, routed to the sinks of cfg
 // that want report.daily.
 func scheduleAction(cfg config.Config) *client.ScheduleWorkflowAction {
-	in := workflows.DailyReconcileInput{RedriveOlderThan: workflows.DefaultRedriveOlderThan}
-	for _, s := range cfg.Sinks {
-		if s.Wants(config.TypeReportDaily) {
-			in.ReportSinks = append(in.ReportSinks, s.Name)
-		}
-	}
+	in := domain.DailyReconcileInput{RedriveOlderThan: domain.DefaultRedriveOlderThan,
+		ReportSinks: cfg.SinksFor(domain.TypeReportDaily)}
 	return &client.ScheduleWorkflowAction{
 		ID:                       ScheduleID, // the server appends the scheduled time
-		Workflow:                 workflows.DailyReconcileName,
+		Workflow:                 domain.DailyReconcileName,
 		Args:                     []any{in},
 		TaskQueue:                cfg.Temporal.TaskQueue,
 		WorkflowExecutionTimeout: scheduleRunTimeout,

@@ -16,11 +16,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // Store is the part of the store reconciliation uses.
@@ -55,15 +54,10 @@ func New(st Store, c client.Client, cfg config.Config, log *slog.Logger) *Servic
 		Store:    st,
 		Temporal: c,
 		Starter: &ingest.Starter{Client: c, TaskQueue: cfg.Temporal.TaskQueue,
-			Timeout: cfg.Temporal.StartTimeout, Sinks: cfg.Sinks},
+			Timeout: cfg.Temporal.StartTimeout, Routing: domain.Route(cfg.SinksFor)},
 		Log: log,
 		Now: time.Now,
 	}
-}
-
-// Activities are DailyReconcile's activities, backed by this service.
-func (s *Service) Activities() *activities.Reconcile {
-	return &activities.Reconcile{Store: s.Store, Redrive: s.Redrive}
 }
 
 func (s *Service) now() time.Time {
@@ -80,33 +74,33 @@ func (s *Service) now() time.Time {
 // open is a duplicate start and is reported as running; one recorded before the normalized
 // column existed is skipped. Only a failure to list the events is an error; a failed start is
 // reported per event.
-func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (activities.RedriveResult, error) {
+func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.RedriveResult, error) {
 	if in.OlderThan < 0 {
-		return activities.RedriveResult{}, fmt.Errorf("redrive: older_than %s is negative", in.OlderThan)
+		return domain.RedriveResult{}, fmt.Errorf("redrive: older_than %s is negative", in.OlderThan)
 	}
 	limit := in.Limit
 	if limit <= 0 {
-		limit = activities.DefaultRedriveLimit
+		limit = domain.DefaultRedriveLimit
 	}
 	stuck, more, err := s.Store.StuckEvents(ctx, in.OlderThan, limit, in.Quarantined)
 	if err != nil {
-		return activities.RedriveResult{}, fmt.Errorf("redrive: %w", err)
+		return domain.RedriveResult{}, fmt.Errorf("redrive: %w", err)
 	}
-	res := activities.RedriveResult{OlderThan: in.OlderThan.String(), More: more, Events: []activities.RedriveOutcome{}}
+	res := domain.RedriveResult{OlderThan: in.OlderThan.String(), More: more, Events: []domain.RedriveOutcome{}}
 	for _, rec := range stuck {
-		o := activities.RedriveOutcome{Provider: rec.Provider, EventID: rec.EventID, EventType: rec.Type, ReceivedAt: rec.ReceivedAt}
+		o := domain.RedriveOutcome{Provider: rec.Provider, EventID: rec.EventID, EventType: rec.Type, ReceivedAt: rec.ReceivedAt}
 		switch {
 		case rec.Event == nil:
-			o.Outcome, o.Error = activities.RedriveSkipped, store.ErrNotNormalized.Error()
+			o.Outcome, o.Error = domain.RedriveSkipped, store.ErrNotNormalized.Error()
 		default:
 			st, err := s.Starter.Start(ctx, *rec.Event)
 			switch {
 			case err != nil:
-				o.Outcome, o.Error = activities.RedriveFailed, err.Error()
-			case st == ingest.Duplicate:
-				o.Outcome = activities.RedriveRunning
+				o.Outcome, o.Error = domain.RedriveFailed, err.Error()
+			case st == domain.AlreadyStarted:
+				o.Outcome = domain.RedriveRunning
 			default:
-				o.Outcome = activities.RedriveStarted
+				o.Outcome = domain.RedriveStarted
 			}
 			// An event waiting for its start, or in quarantine, is started now: take it out of
 			// both so the relay does not try again (it would only get a duplicate).
@@ -116,7 +110,7 @@ func (s *Service) Redrive(ctx context.Context, in activities.RedriveInput) (acti
 				}
 			}
 		}
-		if o.Outcome != activities.RedriveRunning {
+		if o.Outcome != domain.RedriveRunning {
 			s.Log.Info("redrive", "provider", o.Provider, "event_id", o.EventID, "outcome", o.Outcome, "error", o.Error)
 		}
 		res.Add(o)
@@ -133,7 +127,7 @@ type ReplayResult struct {
 	RunID      string `json:"run_id"`
 	Renotify   bool   `json:"renotify"`
 	// Result is the run's result when the caller waited for it.
-	Result *workflows.Result `json:"result,omitempty"`
+	Result *domain.Result `json:"result,omitempty"`
 }
 
 // ErrCannotReplay wraps a replay refused because of the event itself (not found, or recorded
@@ -152,7 +146,7 @@ func replayPrefix(provider, eventID string) string { return provider + ":" + eve
 // got a notification of it are not sent it again; with renotify every subscribed sink is sent
 // it once more, under NotificationID(provider, event_id+":replay:"+n, sink, type). actor says
 // who asked (the admin token's name, or cli:<user>). Errors wrap store.ErrNotFound or
-// store.ErrNotNormalized (with ErrCannotReplay), or ingest.ErrUnavailable.
+// store.ErrNotNormalized (with ErrCannotReplay), or domain.ErrUnavailable.
 func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
 	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -171,7 +165,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: %w", err)
 		}
-		in := ingest.Ref(s.Starter.Sinks, *rec.Event)
+		in := domain.RefOf(*rec.Event, s.Starter.Routing)
 		in.Replay, in.Renotify = n, renotify
 		opts := ingest.Options(in, s.Starter.TaskQueue)
 		opts.ID = ReplayWorkflowID(provider, eventID, n)
@@ -181,7 +175,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		if s.Starter.Timeout > 0 {
 			startCtx, cancel = context.WithTimeout(ctx, s.Starter.Timeout)
 		}
-		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, workflows.ProcessEventName, in)
+		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, domain.ProcessEventName, in)
 		cancel()
 		if err == nil {
 			s.Log.Info("replay started", "actor", actor, "provider", provider, "event_id", eventID,
@@ -198,9 +192,9 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 			s.Log.Warn("replay: could not release the replay number", "replay", n, "error", derr)
 		}
 		cancelDel()
-		return ReplayResult{}, fmt.Errorf("%w: start replay %s: %w", ingest.ErrUnavailable, opts.ID, err)
+		return ReplayResult{}, fmt.Errorf("%w: start replay %s: %w", domain.ErrUnavailable, opts.ID, err)
 	}
-	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", ingest.ErrUnavailable, provider, eventID)
+	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", domain.ErrUnavailable, provider, eventID)
 }
 
 // Wait waits up to timeout for a started replay to finish and fills its Result. It reports
@@ -208,7 +202,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 func (s *Service) Wait(ctx context.Context, r *ReplayResult, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var res workflows.Result
+	var res domain.Result
 	err := s.Temporal.GetWorkflow(ctx, r.WorkflowID, r.RunID).Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
@@ -150,7 +151,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 func (s *Service) starter() *ingest.Starter {
 	return &ingest.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
-		Timeout: s.Config.Temporal.StartTimeout, Sinks: s.Config.Sinks, Eager: s.Config.Temporal.EagerStart,
+		Timeout: s.Config.Temporal.StartTimeout, Routing: domain.Route(s.Config.SinksFor), Eager: s.Config.Temporal.EagerStart,
 	}
 }
 
@@ -245,7 +246,7 @@ func (s *Service) Worker() worker.Worker {
 		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
 		WorkerStopTimeout: wc.StopTimeout,
 	})
-	(&workflows.Processor{Notify: workflows.PolicyFromConfig(s.Config.Notify)}).Register(w)
+	(&workflows.Processor{Notify: workflows.NotifyPolicy(s.Config.Notify)}).Register(w)
 	(&activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
@@ -255,7 +256,7 @@ func (s *Service) Worker() worker.Worker {
 		// The same mapping Dial gave the store, so suppression.added names the scope applied.
 		SuppressionScopes: s.Config.Suppression.Scopes,
 	}).Register(w)
-	s.Reconciler().Activities().Register(w)
+	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
 	return w
 }
 

@@ -227,11 +227,11 @@ func applyEvent(cur messageRow, ev domain.Event, now time.Time) (next messageRow
 		r := precedence.Apply(cur.state(), ev)
 		switch {
 		case r.Moved:
-			res.Outcome = OutcomeMoved
+			res.Outcome = domain.OutcomeMoved
 		case r.Advanced:
-			res.Outcome = OutcomeAdvanced
+			res.Outcome = domain.OutcomeAdvanced
 		default:
-			res.Outcome = OutcomeStale
+			res.Outcome = domain.OutcomeStale
 		}
 		if r.Advanced {
 			next.Status = r.Next.Status
@@ -247,15 +247,15 @@ func applyEvent(cur messageRow, ev domain.Event, now time.Time) (next messageRow
 	case domain.KindOpened:
 		next.Opens++
 		next.FirstOpenedAt = earliest(cur.FirstOpenedAt, seenAt)
-		res.Outcome, changed = OutcomeCounted, true
+		res.Outcome, changed = domain.OutcomeCounted, true
 	case domain.KindClicked:
 		next.Clicks++
 		next.FirstClickedAt = earliest(cur.FirstClickedAt, seenAt)
-		res.Outcome, changed = OutcomeCounted, true
+		res.Outcome, changed = domain.OutcomeCounted, true
 	case domain.KindUnsubscribed:
 		next.Unsubscribed = true
 		next.UnsubscribedAt = earliest(cur.UnsubscribedAt, seenAt)
-		res.Outcome, changed = OutcomeFlagged, true
+		res.Outcome, changed = domain.OutcomeFlagged, true
 	default:
 		return cur, ApplyResult{}, false, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
 	}

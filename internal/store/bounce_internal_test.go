@@ -21,13 +21,13 @@ func TestApplyEventKeepsTheDecidingEventsBounce(t *testing.T) {
 	next, res, changed, err := applyEvent(messageRow{}, bounced("e2", t0.Add(time.Minute), full), t0)
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.Equal(t, OutcomeMoved, res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, *full, next.Bounce)
 
 	// Stale: the row keeps the deciding event's details.
 	stale, res, _, err := applyEvent(next, bounced("e1", t0, user), t0)
 	require.NoError(t, err)
-	assert.Equal(t, OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.Equal(t, *full, stale.Bounce)
 
 	// An engagement event changes the row but not its bounce.

@@ -74,7 +74,7 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	bare := bounceEvent("evt_bd_bare", "msg_bd", "to@example.com", domain.BounceHard, at(30), nil)
 	res, err := s.ApplyStatus(ctx, bare)
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeAdvanced, res.Outcome)
+	assert.Equal(t, domain.OutcomeAdvanced, res.Outcome)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Nil(t, m.Bounce)
@@ -158,7 +158,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.False(t, res[1].Suppressed, "the fourth only counts")
 	sup, err := s.GetSuppression(ctx, "soft@example.com")
 	require.NoError(t, err)
-	assert.Equal(t, store.ReasonSoftBounceThreshold, sup.Reason)
+	assert.Equal(t, domain.ReasonSoftBounceThreshold, sup.Reason)
 	assert.Equal(t, store.GlobalScope, sup.Scope)
 	assert.Equal(t, "sb_b_0", sup.EventID)
 	assert.Equal(t, int64(2), sup.TimesSeen)
@@ -192,7 +192,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.False(t, res[2].Suppressed, "already suppressed")
 	sup, err = s.GetSuppression(ctx, "hard@example.com")
 	require.NoError(t, err)
-	assert.Equal(t, store.ReasonHardBounce, sup.Reason)
+	assert.Equal(t, domain.ReasonHardBounce, sup.Reason)
 	assert.Equal(t, int64(2), sup.TimesSeen)
 
 	// A soft bounce with no recipient anywhere counts for nobody.
@@ -287,7 +287,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppressions WHERE address = 'busy@example.com'`))
 	sup, err := s.GetSuppression(ctx, "busy@example.com")
 	require.NoError(t, err)
-	assert.Equal(t, store.ReasonSoftBounceThreshold, sup.Reason)
+	assert.Equal(t, domain.ReasonSoftBounceThreshold, sup.Reason)
 	assert.Equal(t, suppressing[0], sup.EventID)
 	assert.Equal(t, int64(n-count+1), sup.TimesSeen, "the bounces from the threshold on")
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM message_events WHERE suppressed`))
@@ -314,7 +314,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	require.True(t, applied && res.Suppressed)
 	address, reason, scope, ok := store.AddedSuppression(ev, res.Recipient, nil)
 	require.True(t, ok)
-	assert.Equal(t, []string{"busy@example.com", store.ReasonSoftBounceThreshold, store.GlobalScope},
+	assert.Equal(t, []string{"busy@example.com", domain.ReasonSoftBounceThreshold, store.GlobalScope},
 		[]string{address, reason, scope})
 }
 

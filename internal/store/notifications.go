@@ -2,28 +2,19 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mailhook/mailhook/internal/domain"
 )
-
-// NotificationID is the stable id of the notification of one event to one sink, used as the
-// Idempotency-Key of every delivery attempt. The NUL separators keep distinct tuples from
-// concatenating to the same input.
-func NotificationID(provider, eventID, sink, typ string) string {
-	sum := sha256.Sum256([]byte(provider + "\x00" + eventID + "\x00" + sink + "\x00" + typ))
-	return "ntf_" + hex.EncodeToString(sum[:])[:32]
-}
 
 // EnsureNotification creates the notification unless it exists, and returns the stored row.
 // The first body written wins: a retry that rendered a different body (a later clock, a
 // changed template) still sends the bytes of the first attempt. Status, attempts and times in
 // n are ignored; the id is derived from (provider, event_id, sink, type) when empty.
 func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notification, error) {
-	id := NotificationID(n.Provider, n.EventID, n.Sink, n.Type)
+	id := domain.NotificationID(n.Provider, n.EventID, n.Sink, n.Type)
 	if n.ID != "" && n.ID != id {
 		return Notification{}, fmt.Errorf("ensure notification %s: id does not match %s:%s sink %s type %s",
 			n.ID, n.Provider, n.EventID, n.Sink, n.Type)

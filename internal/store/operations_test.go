@@ -40,10 +40,10 @@ func TestSuppressionOf(t *testing.T) {
 		wantAddr   string
 		wantReason string
 	}{
-		{"hard bounce, lower-cased", hardBounce("e", "m", " User@Example.COM ", at(1)), "", "user@example.com", store.ReasonHardBounce},
-		{"complaint", statusEvent("e", "m", domain.StatusComplained, "", at(1)), "", "to@example.com", store.ReasonComplaint},
-		{"unsubscribe without a recipient uses the message's", unsub, "Msg@Example.com", "msg@example.com", store.ReasonUnsubscribe},
-		{"the event's recipient wins over the message's", hardBounce("e", "m", "a@example.com", at(1)), "b@example.com", "a@example.com", store.ReasonHardBounce},
+		{"hard bounce, lower-cased", hardBounce("e", "m", " User@Example.COM ", at(1)), "", "user@example.com", domain.ReasonHardBounce},
+		{"complaint", statusEvent("e", "m", domain.StatusComplained, "", at(1)), "", "to@example.com", domain.ReasonComplaint},
+		{"unsubscribe without a recipient uses the message's", unsub, "Msg@Example.com", "msg@example.com", domain.ReasonUnsubscribe},
+		{"the event's recipient wins over the message's", hardBounce("e", "m", "a@example.com", at(1)), "b@example.com", "a@example.com", domain.ReasonHardBounce},
 		{"soft bounce", soft, "", "", ""},
 		{"bounce without a type", statusEvent("e", "m", domain.StatusBounced, "", at(1)), "", "", ""},
 		{"failed", statusEvent("e", "m", domain.StatusFailed, "", at(1)), "", "", ""},
@@ -72,12 +72,12 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 
 	res, err := s.ApplyStatus(ctx, first)
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeMoved, res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.True(t, res.Suppressed, "the first hard bounce adds the address")
 
 	res, err = s.ApplyStatus(ctx, second)
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeMoved, res.Outcome, "the second message still moves")
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome, "the second message still moves")
 	assert.False(t, res.Suppressed, "already suppressed")
 
 	for _, retry := range []struct {
@@ -93,7 +93,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	sup, err := s.GetSuppression(ctx, "User@Example.com")
 	require.NoError(t, err)
 	assert.Equal(t, "user@example.com", sup.Address)
-	assert.Equal(t, store.ReasonHardBounce, sup.Reason)
+	assert.Equal(t, domain.ReasonHardBounce, sup.Reason)
 	assert.Equal(t, provider, sup.Provider)
 	assert.Equal(t, "e_bounce_1", sup.EventID)
 	assert.Equal(t, "msg_1", sup.MessageID)
@@ -109,7 +109,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	assert.False(t, res.Suppressed)
 	sup, err = s.GetSuppression(ctx, "user@example.com")
 	require.NoError(t, err)
-	assert.Equal(t, store.ReasonHardBounce, sup.Reason)
+	assert.Equal(t, domain.ReasonHardBounce, sup.Reason)
 	assert.Equal(t, "e_bounce_1", sup.EventID)
 	assert.Equal(t, int64(3), sup.TimesSeen)
 	assert.True(t, sup.LastSeen.Equal(at(20)))
@@ -129,7 +129,7 @@ func TestStaleHardBounceStillSuppresses(t *testing.T) {
 	require.NoError(t, err)
 	res, err := s.ApplyStatus(ctx, hardBounce("e_bounce", "msg_1", "late@example.com", at(10)))
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.True(t, res.Suppressed, "a stale hard bounce still says the address is bad")
 
 	sup, err := s.GetSuppression(ctx, "late@example.com")
@@ -194,7 +194,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	assert.NotZero(t, lift.ID)
 	assert.Equal(t, "lift@example.com", lift.Address)
 	assert.Equal(t, store.GlobalScope, lift.Scope, "no scope given: the global row")
-	assert.Equal(t, store.ReasonHardBounce, lift.Reason)
+	assert.Equal(t, domain.ReasonHardBounce, lift.Reason)
 	assert.Equal(t, "e_1", lift.EventID)
 	assert.Equal(t, "ops", lift.LiftedBy)
 	assert.Equal(t, "mailbox fixed, confirmed by phone", lift.LiftReason)
@@ -210,7 +210,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 		`SELECT lifted_by, lift_reason, reason FROM suppression_lifts WHERE address = 'lift@example.com'`).Scan(&by, &why, &reason))
 	assert.Equal(t, "ops", by)
 	assert.Equal(t, "mailbox fixed, confirmed by phone", why)
-	assert.Equal(t, store.ReasonHardBounce, reason)
+	assert.Equal(t, domain.ReasonHardBounce, reason)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts`), "a lift of nothing writes no audit row")
 
 	// A new hard bounce after the lift suppresses the address again, and says so.
@@ -247,7 +247,7 @@ func TestListSuppressionsPaging(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com", "e@example.com"}, got)
 
-	complaints, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: store.ReasonComplaint, Limit: 10})
+	complaints, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonComplaint, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, complaints, 2)
 	assert.Equal(t, "a@example.com", complaints[0].Address)
@@ -273,7 +273,7 @@ func TestApplyCorrection(t *testing.T) {
 	fix := correctionEvent("correction-1", msg, domain.StatusDelivered, fixAt, "ops", "the DSN was for another message")
 	res, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)
-	want := store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
+	want := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
 	assert.Equal(t, want, res, "a correction moves backwards, clears the bounce type, never suppresses")
 	again, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)
@@ -282,17 +282,17 @@ func TestApplyCorrection(t *testing.T) {
 	// The provider re-sends the bounce under a new id (same DSN, same time): stale.
 	res, err = s.ApplyStatus(ctx, statusEvent("e_bounce_resent", msg, domain.StatusBounced, domain.BounceHard, at(20)))
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.Equal(t, domain.StatusDelivered, res.To)
 	// A retry of the original bounce event returns what it did then.
 	res, err = s.ApplyStatus(ctx, bounce)
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeMoved, res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, domain.StatusBounced, res.To)
 	// An older correction processed late loses to the newer one.
 	res, err = s.ApplyStatus(ctx, correctionEvent("correction-0", msg, domain.StatusBounced, at(30), "ops", "older"))
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 
 	m, err := s.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
@@ -317,7 +317,7 @@ func TestApplyCorrection(t *testing.T) {
 	// An event after the correction follows normal precedence.
 	res, err = s.ApplyStatus(ctx, statusEvent("e_complaint", msg, domain.StatusComplained, "", at(90)))
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeMoved, res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, int64(4), res.Version)
 
 	// The correction does not lift the suppression the bounce added: that is DELETE's job.

@@ -84,12 +84,12 @@ func checkPermutation(t *testing.T, s *store.Store, evs []domain.Event, perm []i
 
 		r := precedence.Apply(fold, ev)
 		fold = r.Next
-		wantOutcome := store.OutcomeStale
+		wantOutcome := domain.OutcomeStale
 		switch {
 		case r.Moved:
-			wantOutcome = store.OutcomeMoved
+			wantOutcome = domain.OutcomeMoved
 		case r.Advanced:
-			wantOutcome = store.OutcomeAdvanced
+			wantOutcome = domain.OutcomeAdvanced
 		}
 		assert.Equal(t, wantOutcome, got.Outcome, "%s in permutation %v", ev.EventID, perm)
 		assert.Equal(t, fold.Version, got.Version, "%s in permutation %v", ev.EventID, perm)

@@ -70,7 +70,7 @@ func TestScopedSuppressions(t *testing.T) {
 		assert.Equal(t, to, c.Address)
 		return c
 	}
-	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: "marketing", Suppressed: true, Reasons: []string{store.ReasonUnsubscribe}}, check("marketing"))
+	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: "marketing", Suppressed: true, Reasons: []string{domain.ReasonUnsubscribe}}, check("marketing"))
 	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: store.GlobalScope, Reasons: []string{}}, check(""), "no scope asks the global scope")
 	assert.False(t, check(store.GlobalScope).Suppressed)
 	assert.False(t, check("transactional").Suppressed, "a marketing opt-out does not stop receipts")
@@ -85,8 +85,8 @@ func TestScopedSuppressions(t *testing.T) {
 	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)))
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "the global row is new")
-	assert.Equal(t, []string{store.ReasonHardBounce}, check("transactional").Reasons)
-	assert.Equal(t, []string{store.ReasonHardBounce, store.ReasonUnsubscribe}, check("marketing").Reasons, "global first")
+	assert.Equal(t, []string{domain.ReasonHardBounce}, check("transactional").Reasons)
+	assert.Equal(t, []string{domain.ReasonHardBounce, domain.ReasonUnsubscribe}, check("marketing").Reasons, "global first")
 
 	sups, err := s.AddressSuppressions(ctx, to)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.Equal(t, store.GlobalScope, sups[0].Scope)
 	assert.Equal(t, "e_bounce", sups[0].EventID)
 	assert.Equal(t, "marketing", sups[1].Scope)
-	assert.Equal(t, store.ReasonUnsubscribe, sups[1].Reason, "the first event's reason stays")
+	assert.Equal(t, domain.ReasonUnsubscribe, sups[1].Reason, "the first event's reason stays")
 	assert.Equal(t, "e_unsub", sups[1].EventID)
 	assert.Equal(t, int64(2), sups[1].TimesSeen)
 	sup, err := s.GetSuppression(ctx, to)
@@ -110,7 +110,7 @@ func TestScopedSuppressions(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "scope filter %q", scope)
 	}
-	list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: store.ReasonUnsubscribe, Scope: "marketing", Limit: 10})
+	list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonUnsubscribe, Scope: "marketing", Limit: 10})
 	require.NoError(t, err)
 	assert.Len(t, list, 1)
 	_, err = s.ListSuppressions(ctx, store.SuppressionFilter{Scope: "Marketing", Limit: 10})
@@ -124,7 +124,7 @@ func TestScopedSuppressions(t *testing.T) {
 	lift, err := s.LiftSuppression(ctx, to, "marketing", "ops", "re-subscribed on the web")
 	require.NoError(t, err)
 	assert.Equal(t, "marketing", lift.Scope)
-	assert.Equal(t, store.ReasonUnsubscribe, lift.Reason)
+	assert.Equal(t, domain.ReasonUnsubscribe, lift.Reason)
 	_, err = s.LiftSuppression(ctx, to, "marketing", "ops", "again")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	assert.True(t, check("marketing").Suppressed, "still globally suppressed")

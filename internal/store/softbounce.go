@@ -50,7 +50,7 @@ func AddedSuppression(ev domain.Event, recipient string, scopes map[string]strin
 		return address, reason, scope, true
 	}
 	if address, ok = SoftBounceOf(ev, recipient); ok {
-		return address, ReasonSoftBounceThreshold, GlobalScope, true
+		return address, domain.ReasonSoftBounceThreshold, GlobalScope, true
 	}
 	return "", "", "", false
 }
@@ -141,7 +141,7 @@ func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event
 	if n < p.Count {
 		return false, nil
 	}
-	if err := tx.QueryRow(ctx, qUpsertSuppression, address, ReasonSoftBounceThreshold, ev.Provider,
+	if err := tx.QueryRow(ctx, qUpsertSuppression, address, domain.ReasonSoftBounceThreshold, ev.Provider,
 		ev.EventID, ev.MessageID, at, storedScope(GlobalScope)).Scan(&suppressed); err != nil {
 		return false, fmt.Errorf("suppress %s after %d soft bounces: %w", redact.Address(address), n, err)
 	}

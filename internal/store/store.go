@@ -191,7 +191,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 		if occurredAt != nil {
 			e.OccurredAt = *occurredAt
 		}
-		e.Moved = e.Outcome == OutcomeMoved
+		e.Moved = e.Outcome == domain.OutcomeMoved
 		m.Events = append(m.Events, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -13,17 +13,17 @@ import (
 )
 
 func TestNotificationIDIsStable(t *testing.T) {
-	id := NotificationID("resend", "evt_1", "slack", "status.moved")
-	assert.Equal(t, id, NotificationID("resend", "evt_1", "slack", "status.moved"))
+	id := domain.NotificationID("resend", "evt_1", "slack", "status.moved")
+	assert.Equal(t, id, domain.NotificationID("resend", "evt_1", "slack", "status.moved"))
 	assert.Regexp(t, regexp.MustCompile(`^ntf_[0-9a-f]{32}$`), id)
 	// Pinned (computed with sha256sum): the id is an Idempotency-Key that receivers store, so
 	// it must not change between releases.
 	assert.Equal(t, "ntf_596c7dd4e551acc501d92b8947509cf9", id)
 
-	assert.NotEqual(t, id, NotificationID("resend", "evt_1", "webhook", "status.moved"))
-	assert.NotEqual(t, id, NotificationID("resend", "evt_2", "slack", "status.moved"))
+	assert.NotEqual(t, id, domain.NotificationID("resend", "evt_1", "webhook", "status.moved"))
+	assert.NotEqual(t, id, domain.NotificationID("resend", "evt_2", "slack", "status.moved"))
 	// Without separators these two tuples would hash the same input.
-	assert.NotEqual(t, NotificationID("ab", "c", "s", "t"), NotificationID("a", "bc", "s", "t"))
+	assert.NotEqual(t, domain.NotificationID("ab", "c", "s", "t"), domain.NotificationID("a", "bc", "s", "t"))
 }
 
 func TestEventPayload(t *testing.T) {
@@ -50,7 +50,7 @@ func TestApplyEventEngagementKeepsEarliestTime(t *testing.T) {
 	next, res, changed, err := applyEvent(row, domain.Event{Kind: domain.KindOpened, OccurredAt: t1}, now)
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.Equal(t, OutcomeCounted, res.Outcome)
+	assert.Equal(t, domain.OutcomeCounted, res.Outcome)
 	assert.Equal(t, domain.StatusDelivered, res.From)
 	assert.Equal(t, domain.StatusDelivered, res.To)
 	assert.Equal(t, int64(1), res.Version)
@@ -77,13 +77,13 @@ func TestApplyEventStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
 	_, res, changed, err := applyEvent(row, old, at)
 	require.NoError(t, err)
 	assert.False(t, changed)
-	assert.Equal(t, OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 
 	old.Recipient = "to@example.com"
 	next, res, changed, err := applyEvent(row, old, at)
 	require.NoError(t, err)
 	assert.True(t, changed)
-	assert.Equal(t, OutcomeStale, res.Outcome)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.Equal(t, "to@example.com", next.Recipient)
 	assert.Equal(t, "to@example.com", res.Recipient)
 }

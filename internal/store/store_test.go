@@ -221,7 +221,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	first, err := s.ApplyStatus(ctx, delivered)
 	require.NoError(t, err)
 	want := store.ApplyResult{
-		Outcome: store.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
+		Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
 		Recipient: "to@example.com", Version: 1,
 	}
 	assert.Equal(t, want, first)
@@ -274,9 +274,9 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 		require.NoError(t, errs[i])
 		assert.Equal(t, results[i%2], results[i], "attempt %d", i)
 	}
-	assert.Equal(t, store.OutcomeCounted, results[0].Outcome)
+	assert.Equal(t, domain.OutcomeCounted, results[0].Outcome)
 	assert.Equal(t, store.ApplyResult{
-		Outcome: store.OutcomeMoved, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 1,
+		Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 1,
 	}, results[1])
 
 	m, err := s.GetMessage(ctx, provider, "msg_1")
@@ -300,19 +300,19 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 	}{
 		{
 			statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(3)),
-			store.ApplyResult{Outcome: store.OutcomeMoved, From: "", To: domain.StatusDelivered, Version: 1},
+			store.ApplyResult{Outcome: domain.OutcomeMoved, From: "", To: domain.StatusDelivered, Version: 1},
 		},
 		{
 			statusEvent("e_accepted", msg, domain.StatusAccepted, "", at(1)),
-			store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 1},
+			store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 1},
 		},
 		{
 			statusEvent("e_bounced", msg, domain.StatusBounced, domain.BounceHard, at(4)),
-			store.ApplyResult{Outcome: store.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true},
+			store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true},
 		},
 		{
 			statusEvent("e_deferred", msg, domain.StatusDeferred, "", at(2)),
-			store.ApplyResult{Outcome: store.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2},
+			store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2},
 		},
 	}
 	for _, step := range steps {
@@ -339,7 +339,7 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 		ids[e.EventID] = e
 	}
 	assert.True(t, ids["e_bounced"].Moved)
-	assert.Equal(t, store.OutcomeStale, ids["e_deferred"].Outcome)
+	assert.Equal(t, domain.OutcomeStale, ids["e_deferred"].Outcome)
 	assert.False(t, ids["e_deferred"].Moved)
 	assert.Equal(t, domain.StatusDeferred, ids["e_deferred"].Status)
 	assert.Equal(t, "email.deferred", ids["e_deferred"].Type)
@@ -391,9 +391,9 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	for _, ev := range []domain.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
 		res, err := s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
-		want := store.OutcomeCounted
+		want := domain.OutcomeCounted
 		if ev.Kind == domain.KindUnsubscribed {
-			want = store.OutcomeFlagged
+			want = domain.OutcomeFlagged
 		}
 		assert.Equal(t, store.ApplyResult{
 			Outcome: want, From: domain.StatusDelivered, To: domain.StatusDelivered,
@@ -426,11 +426,11 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 	// Opens can arrive before the delivery event; the message is created without a status.
 	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)))
 	require.NoError(t, err)
-	assert.Equal(t, store.ApplyResult{Outcome: store.OutcomeCounted}, res)
+	assert.Equal(t, store.ApplyResult{Outcome: domain.OutcomeCounted}, res)
 
 	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)))
 	require.NoError(t, err)
-	assert.Equal(t, store.OutcomeMoved, res.Outcome)
+	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, "to@example.com", res.Recipient, "the recipient is learnt from a later event")
 }
 
@@ -481,7 +481,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 	moved := map[int64]string{}
 	for i, res := range results {
 		require.NoError(t, errs[i])
-		if res.Outcome == store.OutcomeMoved {
+		if res.Outcome == domain.OutcomeMoved {
 			assert.NotContains(t, moved, res.Version, "two events moved to the same version")
 			moved[res.Version] = evs[i].EventID
 		}
@@ -502,8 +502,8 @@ func TestNotifications(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 
-	id := store.NotificationID(provider, "evt_1", "slack", "status.moved")
-	assert.Equal(t, id, store.NotificationID(provider, "evt_1", "slack", "status.moved"))
+	id := domain.NotificationID(provider, "evt_1", "slack", "status.moved")
+	assert.Equal(t, id, domain.NotificationID(provider, "evt_1", "slack", "status.moved"))
 
 	first, err := s.EnsureNotification(ctx, store.Notification{
 		Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
@@ -511,7 +511,7 @@ func TestNotifications(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, id, first.ID)
-	assert.Equal(t, store.NotificationPending, first.Status)
+	assert.Equal(t, domain.NotificationPending, first.Status)
 	assert.Zero(t, first.Attempts)
 	assert.JSONEq(t, `{"text":"first","at":1}`, string(first.Body))
 	assert.False(t, first.CreatedAt.IsZero())
@@ -554,14 +554,14 @@ func TestNotifications(t *testing.T) {
 	byID := map[string]store.Notification{list[0].ID: list[0], list[1].ID: list[1]}
 
 	sent := byID[id]
-	assert.Equal(t, store.NotificationSent, sent.Status)
+	assert.Equal(t, domain.NotificationSent, sent.Status)
 	assert.Equal(t, 4, sent.Attempts)
 	assert.Empty(t, sent.LastError)
 	require.NotNil(t, sent.SentAt)
 	assert.JSONEq(t, `{"text":"first","at":1}`, string(sent.Body))
 
 	failed := byID[other.ID]
-	assert.Equal(t, store.NotificationFailed, failed.Status)
+	assert.Equal(t, domain.NotificationFailed, failed.Status)
 	assert.Equal(t, 1, failed.Attempts)
 	assert.Equal(t, "gave up: 410 gone", failed.LastError)
 	assert.Nil(t, failed.SentAt)
@@ -590,7 +590,7 @@ func TestGetMessageNotFound(t *testing.T) {
 func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
 	st := storetest.Open(t)
 	ctx := context.Background()
-	id := store.NotificationID("postscale", "evt_late", "app", "message.status_changed")
+	id := domain.NotificationID("postscale", "evt_late", "app", "message.status_changed")
 	if _, err := st.EnsureNotification(ctx, store.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns, err := st.ListNotifications(ctx, "postscale", "evt_late")
-	if err != nil || len(ns) != 1 || ns[0].LastError != "gave up: ScheduleToClose timeout" || ns[0].Attempts != 1 || ns[0].Status != store.NotificationFailed {
+	if err != nil || len(ns) != 1 || ns[0].LastError != "gave up: ScheduleToClose timeout" || ns[0].Attempts != 1 || ns[0].Status != domain.NotificationFailed {
 		t.Fatalf("rows %+v (err %v)", ns, err)
 	}
 }

@@ -62,12 +62,12 @@ func SuppressionOf(ev domain.Event, recipient string, scopes map[string]string) 
 	scope = GlobalScope
 	switch {
 	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusBounced && ev.BounceType == domain.BounceHard:
-		reason = ReasonHardBounce
+		reason = domain.ReasonHardBounce
 	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusComplained:
-		reason = ReasonComplaint
+		reason = domain.ReasonComplaint
 		scope = scopeOfStream(ev.Stream, scopes)
 	case ev.Kind == domain.KindUnsubscribed:
-		reason = ReasonUnsubscribe
+		reason = domain.ReasonUnsubscribe
 		scope = scopeOfStream(ev.Stream, scopes)
 	default:
 		return "", "", "", false
@@ -94,9 +94,9 @@ func NormalizeAddress(address string) string {
 	return strings.ToLower(strings.TrimSpace(address))
 }
 
-// KnownSuppressionReason reports whether r is one of SuppressionReasons.
+// KnownSuppressionReason reports whether r is one of domain.SuppressionReasons.
 func KnownSuppressionReason(r string) bool {
-	for _, k := range SuppressionReasons {
+	for _, k := range domain.SuppressionReasons {
 		if r == k {
 			return true
 		}

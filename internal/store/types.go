@@ -15,25 +15,14 @@ type RecordResult struct {
 	AlreadyProcessed bool `json:"already_processed"`
 }
 
-// Outcome names what ApplyStatus did with an event.
-type Outcome string
-
-const (
-	OutcomeMoved    Outcome = "moved"    // the visible status changed
-	OutcomeAdvanced Outcome = "advanced" // new deciding event, same visible status (no notification)
-	OutcomeStale    Outcome = "stale"    // an event with a greater order key already decided
-	OutcomeCounted  Outcome = "counted"  // opened/clicked: engagement counts updated
-	OutcomeFlagged  Outcome = "flagged"  // unsubscribed: flag set
-)
-
 // ApplyResult is the recorded outcome of applying one event to its message. A retry of
 // ApplyStatus returns the outcome recorded by the first committed attempt.
 type ApplyResult struct {
-	Outcome    Outcome       `json:"outcome"`
-	From       domain.Status `json:"from"`
-	To         domain.Status `json:"to"`
-	BounceType string        `json:"bounce_type,omitempty"`
-	Recipient  string        `json:"recipient,omitempty"`
+	Outcome    domain.Outcome `json:"outcome"`
+	From       domain.Status  `json:"from"`
+	To         domain.Status  `json:"to"`
+	BounceType string         `json:"bounce_type,omitempty"`
+	Recipient  string         `json:"recipient,omitempty"`
 	// Version is the message's version after this event (unchanged unless moved).
 	Version int64 `json:"version"`
 	// Suppressed: this event added its recipient to the suppressions (false when the address
@@ -65,16 +54,16 @@ type Message struct {
 
 // MessageEvent is one entry of a message's history.
 type MessageEvent struct {
-	EventID    string        `json:"event_id"`
-	Type       string        `json:"type"`
-	Status     domain.Status `json:"status,omitempty"`
-	OccurredAt time.Time     `json:"occurred_at"`
-	ReceivedAt time.Time     `json:"received_at"`
-	Outcome    Outcome       `json:"outcome"`
-	Moved      bool          `json:"moved"`
-	From       domain.Status `json:"from,omitempty"`
-	To         domain.Status `json:"to,omitempty"`
-	Version    int64         `json:"version"`
+	EventID    string         `json:"event_id"`
+	Type       string         `json:"type"`
+	Status     domain.Status  `json:"status,omitempty"`
+	OccurredAt time.Time      `json:"occurred_at"`
+	ReceivedAt time.Time      `json:"received_at"`
+	Outcome    domain.Outcome `json:"outcome"`
+	Moved      bool           `json:"moved"`
+	From       domain.Status  `json:"from,omitempty"`
+	To         domain.Status  `json:"to,omitempty"`
+	Version    int64          `json:"version"`
 	// Actor and Note say who made a correction (the admin token's name) and why.
 	Actor string `json:"actor,omitempty"`
 	Note  string `json:"note,omitempty"`
@@ -83,13 +72,6 @@ type MessageEvent struct {
 	// Bounce is this bounce's or failure's own details, whether or not it set the status.
 	Bounce *domain.Bounce `json:"bounce,omitempty"`
 }
-
-// Notification states.
-const (
-	NotificationPending = "pending"
-	NotificationSent    = "sent"
-	NotificationFailed  = "failed"
-)
 
 // Notification is one (event, sink) delivery. Its ID is stable for the pair, so every attempt
 // carries the same Idempotency-Key.
@@ -106,19 +88,6 @@ type Notification struct {
 	CreatedAt time.Time       `json:"created_at"`
 	SentAt    *time.Time      `json:"sent_at,omitempty"`
 }
-
-// Suppression reasons.
-const (
-	ReasonHardBounce  = "hard_bounce"
-	ReasonComplaint   = "complaint"
-	ReasonUnsubscribe = "unsubscribe"
-	// ReasonSoftBounceThreshold: the address soft-bounced suppression.soft_bounce.count times
-	// within its window (softbounce.go).
-	ReasonSoftBounceThreshold = "soft_bounce_threshold"
-)
-
-// SuppressionReasons lists every suppression reason.
-var SuppressionReasons = []string{ReasonHardBounce, ReasonComplaint, ReasonUnsubscribe, ReasonSoftBounceThreshold}
 
 // Suppression is an address mail must not be sent to, in one scope, with the event that first
 // put it there.

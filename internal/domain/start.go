@@ -1,0 +1,122 @@
+package domain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The contract between the edges that accept events (HTTP API, inbox handoff and relay,
+// reconcile) and the workflows that process them: workflow type names and inputs, how a start
+// can end, and the Starter the edges call. The edges depend on this, never on workflows or
+// activities, so a change to how an event is processed does not reach the code that accepts it.
+
+// Workflow type names, as registered by the worker and started by the edges and the schedule.
+const (
+	// ProcessEventName processes one recorded event. ProcessWebhookEvent, the type before it,
+	// stays registered so that its runs still open at an upgrade finish on the new workers.
+	ProcessEventName = "ProcessEvent"
+	// DailyReconcileName is the daily reconciliation, which the Temporal Schedule
+	// mailhook-daily-reconcile starts at 00:30 UTC.
+	DailyReconcileName = "DailyReconcile"
+)
+
+// EventRef is ProcessEvent's input: the event's key and the few small fields an operator reads in
+// the Temporal UI, the routing decided when it was accepted, and the replay number. The event
+// itself (payload, addresses, an inbound mail's body) stays in PostgreSQL, where it was stored
+// before the workflow started; the steps read it from there. A 1 MiB inbound email and a
+// 200-byte open cost the same history. Its JSON is part of every history: add fields, never
+// rename or remove them.
+type EventRef struct {
+	Provider  string `json:"provider"`
+	EventID   string `json:"event_id"`
+	Type      string `json:"type"`
+	Kind      Kind   `json:"kind"`
+	MessageID string `json:"message_id,omitempty"`
+	Routing
+	// Replay, when positive, makes this run the operator's replay number n of a processed event
+	// (workflow ID provider:event_id:replay:<n>): it runs every step again. Renotify keys its
+	// notifications by event_id+":replay:"+n, so every sink that wants them gets them again.
+	Replay   int  `json:"replay,omitempty"`
+	Renotify bool `json:"renotify,omitempty"`
+}
+
+// RefOf is the reference to a recorded event, routed by r.
+func RefOf(ev Event, r Routing) EventRef {
+	return EventRef{Provider: ev.Provider, EventID: ev.EventID, Type: ev.Type, Kind: ev.Kind, MessageID: ev.MessageID, Routing: r}
+}
+
+// Key is the event's durable key and workflow ID: provider:event_id.
+func (r EventRef) Key() string { return r.Provider + ":" + r.EventID }
+
+// NotificationEventID is the event id the run's notifications are keyed by (see Renotify).
+func (r EventRef) NotificationEventID() string {
+	if r.Replay > 0 && r.Renotify {
+		return ReplayNotificationEventID(r.EventID, r.Replay)
+	}
+	return r.EventID
+}
+
+// ReplayNotificationEventID is the event id that replay n's notifications are keyed by when it
+// renotifies: NotificationID(provider, ReplayNotificationEventID(id, n), sink, type).
+func ReplayNotificationEventID(eventID string, n int) string {
+	return fmt.Sprintf("%s:replay:%d", eventID, n)
+}
+
+// Result is what an event's run did; the Temporal UI shows it as the workflow result.
+type Result struct {
+	Outcome       Outcome              `json:"outcome"`
+	From          Status               `json:"from,omitempty"`
+	To            Status               `json:"to,omitempty"`
+	Version       int64                `json:"version,omitempty"`
+	Suppressed    bool                 `json:"suppressed,omitempty"` // the event newly suppressed its recipient
+	Notifications []NotificationResult `json:"notifications,omitempty"`
+}
+
+// NotificationResult is one sink's outcome.
+type NotificationResult struct {
+	Sink   string `json:"sink"`
+	Type   string `json:"type,omitempty"`
+	ID     string `json:"id"`
+	Status string `json:"status"` // sent or failed
+	Error  string `json:"error,omitempty"`
+	// AlreadySent: the notification had been sent before this run (a replay without
+	// --renotify, a reset run), so it was not sent again.
+	AlreadySent bool `json:"already_sent,omitempty"`
+}
+
+// DailyReconcileInput is the schedule's argument. Routing is decided by whoever starts the run
+// (the schedule, updated at every worker start).
+type DailyReconcileInput struct {
+	// Date (YYYY-MM-DD, UTC) to count; empty means the UTC day before the run was scheduled
+	// (a backfilled run counts the day before its scheduled time), or, for a run started by
+	// hand, before it started.
+	Date string `json:"date,omitempty"`
+	// RedriveOlderThan: zero means DefaultRedriveOlderThan.
+	RedriveOlderThan time.Duration `json:"redrive_older_than,omitempty"`
+	// ReportSinks want report.daily.
+	ReportSinks []string `json:"report_sinks,omitempty"`
+}
+
+// StartStatus is how one start of an event's workflow ended.
+type StartStatus string
+
+const (
+	Started        StartStatus = "accepted"
+	AlreadyStarted StartStatus = "duplicate"
+)
+
+// ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
+var ErrUnavailable = errors.New("temporal unavailable")
+
+// ErrRefused wraps a start Temporal refused for good: the same start fails the same way however
+// often it is tried (a workflow id or search attribute over its limit, an input over the blob
+// size limit).
+var ErrRefused = errors.New("temporal refused the start")
+
+// Starter starts one recorded event's workflow. A second start of the same event reports
+// AlreadyStarted, never an error; a failure wraps ErrRefused or ErrUnavailable.
+type Starter interface {
+	Start(ctx context.Context, ev Event) (StartStatus, error)
+}
