@@ -20,8 +20,6 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/devsink"
 	"github.com/mailhook/mailhook/internal/exitcode"
-	"github.com/mailhook/mailhook/internal/loadgen"
-	"github.com/mailhook/mailhook/internal/loadgen/baseline"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/simulate"
@@ -186,11 +184,6 @@ processes may run it at once. Run it before serve or worker, and after every upg
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
-	// loadtest drives a running mailhook and checks the result; loadtest baseline measures
-	// the Temporal ceiling (docs/BENCHMARKS.md).
-	loadCmd := loadgen.Command()
-	loadCmd.AddCommand(baseline.Command())
-
 	var sinkAddr, sinkSecret string
 	devSinkCmd := &cobra.Command{
 		Use:   "dev-sink",
@@ -231,7 +224,9 @@ printed notifications. Not for production: it keeps nothing.`,
 		},
 	}
 
-	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd, versionCmd, devSinkCmd)
+	// The load generator is a command of its own, cmd/mailhook-loadtest: the server binary does
+	// not carry it (TestServerBinaryLinksNoTestTooling).
+	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
 	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
