@@ -1,6 +1,6 @@
 # mailhook developer and CI entry points.
 #
-#   make build        build bin/mailhook
+#   make build        build bin/mailhook and bin/mailhook-loadtest (the load generator)
 #   make run          local Temporal dev server + PostgreSQL, migrate, serve
 #   make test         everything CI runs (.ci/run calls this)
 #   make test-short   quick unit tests, no external services
@@ -15,6 +15,9 @@ SHELL := bash
 GO ?= go
 BIN := bin/mailhook
 CMD := ./cmd/mailhook
+# The load generator is a binary of its own so the server does not carry it (docs/BENCHMARKS.md).
+LOADTEST_BIN := bin/mailhook-loadtest
+LOADTEST_CMD := ./cmd/mailhook-loadtest
 # Stamped into `mailhook version` and mailhook_build_info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/mailhook/mailhook/internal/buildinfo.version=$(VERSION)
@@ -26,6 +29,7 @@ GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
+	$(GO) build -o $(LOADTEST_BIN) $(LOADTEST_CMD)
 
 run:
 	@TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"

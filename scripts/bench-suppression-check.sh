@@ -5,16 +5,16 @@
 #   scripts/bench-suppression-check.sh
 #   RUNS=5 RATE=2000 DURATION=60s scripts/bench-suppression-check.sh
 #
-# It builds mailhook into $WORK, creates a fresh PostgreSQL database (DB) and migrates it, starts
-# `mailhook serve --worker=false` on 127.0.0.1:$HTTP_PORT (no Temporal needed: the check reads
-# PostgreSQL only), and runs `mailhook loadtest suppression-check` RUNS times: the first run
-# fills FILL generated suppressions (generate_series, inside PostgreSQL), every run sends RATE
-# checks/s open loop for WARMUP + DURATION with HIT_SHARE of them suppressed, and reports the
-# latency from each request's intended send time (p50/p95/p99/max), the rate answered correctly,
-# errors, and the cores mailhook, PostgreSQL and the load generator used. Before each run it waits
-# (up to QUIET_WAIT seconds) for the 1-minute load average to drop to MAX_LOAD, and the report
-# records the load it ran under. Everything listens on 127.0.0.1; the script stops only the
-# process it started.
+# It builds mailhook and mailhook-loadtest into $WORK, creates a fresh PostgreSQL database (DB)
+# and migrates it, starts `mailhook serve --worker=false` on 127.0.0.1:$HTTP_PORT (no Temporal
+# needed: the check reads PostgreSQL only), and runs `mailhook-loadtest suppression-check` RUNS
+# times: the first run fills FILL generated suppressions (generate_series, inside PostgreSQL),
+# every run sends RATE checks/s open loop for WARMUP + DURATION with HIT_SHARE of them suppressed,
+# and reports the latency from each request's intended send time (p50/p95/p99/max), the rate
+# answered correctly, errors, and the cores mailhook, PostgreSQL and the load generator used.
+# Before each run it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop to
+# MAX_LOAD, and the report records the load it ran under. Everything listens on 127.0.0.1; the
+# script stops only the process it started.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,8 +52,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench-quiet.sh"
 
 mkdir -p "$WORK"
 MH=$WORK/mailhook
-log "go build -o $MH ./cmd/mailhook"
-(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook)
+LT=$WORK/mailhook-loadtest
+log "go build -o $MH ./cmd/mailhook; go build -o $LT ./cmd/mailhook-loadtest"
+(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook && go build -o "$LT" ./cmd/mailhook-loadtest)
 ! timeout 1 bash -c ": <>/dev/tcp/127.0.0.1/$HTTP_PORT" 2>/dev/null || die "127.0.0.1:$HTTP_PORT is in use; set HTTP_PORT"
 
 DBURL="$PG/$DB?sslmode=disable"
@@ -99,7 +100,7 @@ rc=0
 for run in $(seq "$RUNS"); do
 	wait_quiet
 	log "run $run of $RUNS"
-	"$MH" loadtest suppression-check --url "http://127.0.0.1:$HTTP_PORT" --token "$TOKEN" --database-url "$DBURL" \
+	"$LT" suppression-check --url "http://127.0.0.1:$HTTP_PORT" --token "$TOKEN" --database-url "$DBURL" \
 		--fill "$FILL" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" --hit-share "$HIT_SHARE" --seed "$run" \
 		--cpu "mailhook=$MH_PID" --cpu postgres=user:postgres --json "$WORK/run-$run.json" | tee "$WORK/run-$run.txt" || rc=1
 done

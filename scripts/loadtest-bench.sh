@@ -9,18 +9,18 @@
 # with TEMPORAL=dev (default), or with TEMPORAL=server a real Temporal server v1.29.1 with
 # PostgreSQL persistence and visibility (scripts/temporal-server.sh, fresh databases each time),
 # which is what users run and which the dev server flatters. It creates a fresh PostgreSQL
-# database (DB), builds mailhook into $WORK, writes a config there, and per run executes, in
-# order, the phases in PHASES:
+# database (DB), builds mailhook and mailhook-loadtest into $WORK, writes a config there, and per
+# run executes, in order, the phases in PHASES:
 #
-#   baseline-start     mailhook loadtest baseline --mode start       (SDK starts, no worker)
-#   accept             mailhook serve --worker=false + loadtest      (accept path only; a
+#   baseline-start     mailhook-loadtest baseline --mode start       (SDK starts, no worker)
+#   accept             mailhook serve --worker=false + mailhook-loadtest (accept path only; a
 #                      separate `mailhook worker` drains afterwards, then the verdict)
-#   baseline-complete  mailhook loadtest baseline --mode complete    (4 regular activities)
-#   e2e                mailhook serve + loadtest                     (same traffic as accept)
-#   baseline-local     mailhook loadtest baseline --mode complete --local db
-#   baseline-local-all mailhook loadtest baseline --mode complete --local all (not in the default PHASES)
-#   mixed              mailhook serve + loadtest with SendGrid batches, 20% duplicates (half of
-#                      them concurrent), and a 500-request duplicate probe
+#   baseline-complete  mailhook-loadtest baseline --mode complete    (4 regular activities)
+#   e2e                mailhook serve + mailhook-loadtest            (same traffic as accept)
+#   baseline-local     mailhook-loadtest baseline --mode complete --local db
+#   baseline-local-all mailhook-loadtest baseline --mode complete --local all (not in the default PHASES)
+#   mixed              mailhook serve + mailhook-loadtest with SendGrid batches, 20% duplicates
+#                      (half of them concurrent), and a 500-request duplicate probe
 #   fixed              the mixed traffic until FIXED_EVENTS (3,000) new events were sent, no
 #                      probe: every tree processes the same work, so processed rates compare
 #                      (under the 50-sender load a faster accept path otherwise accepts far more)
@@ -81,6 +81,7 @@ FRESH=${FRESH:-run}
 TEMPORAL=${TEMPORAL:-dev}
 TEMPORAL_CLI=${TEMPORAL_CLI:-$(go env GOPATH)/bin/temporal}
 MH=$WORK/mh
+LT=$WORK/mh-loadtest # the load generator, always this tree's
 MH_BASE=$WORK/mh-base
 BASE_REF=${BASE_REF:-}
 MH_PREV=$WORK/mh-prev
@@ -128,8 +129,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench-quiet.sh"
 
 setup() {
 	mkdir -p "$WORK" "$RESULTS"
-	log "go build -o $MH ./cmd/mailhook"
-	(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook)
+	log "go build -o $MH ./cmd/mailhook; go build -o $LT ./cmd/mailhook-loadtest"
+	(cd "$ROOT" && go build -o "$MH" ./cmd/mailhook && go build -o "$LT" ./cmd/mailhook-loadtest)
 	build_ref() { # build_ref <ref> <output>
 		log "go build -o $2 ./cmd/mailhook at $1"
 		rm -rf "$WORK/ref-src"
@@ -145,7 +146,7 @@ setup() {
 	for p in $TEMPORAL_PORT $HTTP_PORT $SINK_PORT; do
 		port_free "$p" || die "127.0.0.1:$p is in use; set TEMPORAL_PORT / HTTP_PORT / SINK_PORT"
 	done
-	[[ -f $WORK/sg.pem ]] || "$MH" loadtest keygen --out "$WORK/sg.pem" | tail -1 >"$WORK/sg.pub"
+	[[ -f $WORK/sg.pem ]] || "$LT" keygen --out "$WORK/sg.pem" | tail -1 >"$WORK/sg.pub"
 	[[ -f $WORK/sink.secret ]] || echo "whsec_$(head -c 32 /dev/urandom | base64)" >"$WORK/sink.secret"
 	cat >"$CONFIG" <<EOF
 http:
@@ -262,7 +263,7 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 	local out=$1
 	shift
 	# shellcheck disable=SC2046
-	"$MH" loadtest --url "http://127.0.0.1:$HTTP_PORT" --postscale-secret "$PS_SECRET" \
+	"$LT" --url "http://127.0.0.1:$HTTP_PORT" --postscale-secret "$PS_SECRET" \
 		--sendgrid-key "$WORK/sg.pem" --sink-listen "127.0.0.1:$SINK_PORT" --sink-secret "$(cat "$WORK/sink.secret")" \
 		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
 		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
@@ -301,7 +302,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 		[[ $name == baseline-local ]] && local=db
 		[[ $name == baseline-local-all ]] && local=all
 		# shellcheck disable=SC2046
-		"$MH" loadtest baseline --temporal "127.0.0.1:$TEMPORAL_PORT" --mode "$mode" --local "$local" \
+		"$LT" baseline --temporal "127.0.0.1:$TEMPORAL_PORT" --mode "$mode" --local "$local" \
 			--concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
 			$(cpu_flags) --json "$out.json" >"$out.txt" 2>&1 || rc=$?
 		;;

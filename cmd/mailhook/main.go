@@ -19,8 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/buildinfo"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/devsink"
-	"github.com/mailhook/mailhook/internal/loadgen"
-	"github.com/mailhook/mailhook/internal/loadgen/baseline"
+	"github.com/mailhook/mailhook/internal/exitcode"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/simulate"
@@ -29,28 +28,19 @@ import (
 )
 
 // Exit codes (README "Commands"): scripts and orchestrators tell a bad invocation or config,
-// which no restart fixes, from a failure at run time, and a reconciliation that found a
-// difference from both.
+// which no restart fixes, from a failure at run time (the convention internal/exitcode shares
+// with mailhook-loadtest), and a reconciliation that found a difference from both.
 const (
-	exitFailure    = 1
-	exitUsage      = 2
+	exitFailure    = exitcode.Failure
+	exitUsage      = exitcode.Usage
 	exitDifference = 3
 )
 
-// usageError is a bad command line or config.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 func exitCode(err error) int {
-	var u usageError
-	switch {
-	case errors.Is(err, reconcile.ErrMismatch):
+	if errors.Is(err, reconcile.ErrMismatch) {
 		return exitDifference
-	case errors.As(err, &u):
-		return exitUsage
 	}
-	return exitFailure
+	return exitcode.Of(err)
 }
 
 func main() {
@@ -95,7 +85,7 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	load := func() (config.Config, error) {
 		cfg, err := config.Load(configPath)
 		if err != nil {
-			return cfg, usageError{err}
+			return cfg, exitcode.UsageError(err)
 		}
 		level.Set(cfg.Log.SlogLevel())
 		return cfg, nil
@@ -106,16 +96,11 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 		Short:         "Receive email-provider webhooks and process each event exactly once on Temporal",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// An unknown subcommand is a usage error (exit 2), not the help and 0.
-		Args: func(c *cobra.Command, args []string) error {
-			if err := cobra.NoArgs(c, args); err != nil {
-				return usageError{err}
-			}
-			return nil
-		},
+		// An unknown subcommand is a usage error (exit 2, exitcode.StrictUsage below), not the
+		// help and 0.
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.PersistentFlags().StringVar(&configPath, "config", os.Getenv("MAILHOOK_CONFIG"), "YAML config file (default: $MAILHOOK_CONFIG; none = built-in defaults)")
 
 	var runHTTP, runWorker bool
@@ -199,11 +184,6 @@ processes may run it at once. Run it before serve or worker, and after every upg
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
-	// loadtest drives a running mailhook and checks the result; loadtest baseline measures
-	// the Temporal ceiling (docs/BENCHMARKS.md).
-	loadCmd := loadgen.Command()
-	loadCmd.AddCommand(baseline.Command())
-
 	var sinkAddr, sinkSecret string
 	devSinkCmd := &cobra.Command{
 		Use:   "dev-sink",
@@ -244,9 +224,11 @@ printed notifications. Not for production: it keeps nothing.`,
 		},
 	}
 
-	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, loadCmd, versionCmd, devSinkCmd)
+	// The load generator is a command of its own, cmd/mailhook-loadtest: the server binary does
+	// not carry it (TestServerBinaryLinksNoTestTooling).
+	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
-	wrapArgs(cmd)
+	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
 	for _, c := range cmd.Commands() {
 		for _, sub := range append([]*cobra.Command{c}, c.Commands()...) {
@@ -266,23 +248,4 @@ printed notifications. Not for production: it keeps nothing.`,
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true,
-}
-
-// wrapArgs makes every command's argument errors usage errors (exit 2).
-func wrapArgs(c *cobra.Command) {
-	if args := c.Args; args != nil {
-		c.Args = func(c *cobra.Command, a []string) error {
-			if err := args(c, a); err != nil {
-				var u usageError
-				if errors.As(err, &u) {
-					return err
-				}
-				return usageError{err}
-			}
-			return nil
-		}
-	}
-	for _, sub := range c.Commands() {
-		wrapArgs(sub)
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +79,37 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v --help does not mention %s", args, want)
 			}
+		}
+	}
+}
+
+// The server binary links no load generator (cmd/mailhook-loadtest has it) and none of the
+// packages written for tests: none of them is needed to serve, and each one linked would ship in
+// every deployment unnoticed.
+func TestServerBinaryLinksNoTestTooling(t *testing.T) {
+	// go test puts the go command of the toolchain running the tests first on PATH.
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	const module = "github.com/mailhook/mailhook/"
+	forbidden := []string{
+		"internal/loadgen", // and internal/loadgen/baseline
+		"internal/testenv",
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel, ours := strings.CutPrefix(pkg, module)
+		if !ours {
+			continue
+		}
+		// Test helpers are named for what they help test: storetest, openapitest, tlstest,
+		// providertest.
+		bad := strings.HasSuffix(path.Base(rel), "test")
+		for _, f := range forbidden {
+			bad = bad || rel == f || strings.HasPrefix(rel, f+"/")
+		}
+		if bad {
+			t.Errorf("cmd/mailhook links %s, which only tests and mailhook-loadtest need", pkg)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/exitcode"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -33,10 +34,10 @@ so nothing retries it. Fix the cause, then run it again with mailhook redrive --
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
-				return usageError{fmt.Errorf("--format %q: want table or json", format)}
+				return exitcode.UsageError(fmt.Errorf("--format %q: want table or json", format))
 			}
 			if limit < 1 {
-				return usageError{fmt.Errorf("--limit must be positive")}
+				return exitcode.UsageError(fmt.Errorf("--limit must be positive"))
 			}
 			cfg, err := load()
 			if err != nil {

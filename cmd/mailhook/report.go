@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/exitcode"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
@@ -39,7 +40,7 @@ differs by more than --tolerance.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := ro.Validate(); err != nil {
-				return usageError{err}
+				return exitcode.UsageError(err)
 			}
 			cfg, err := load()
 			if err != nil {
@@ -77,7 +78,7 @@ once more, under new notification ids.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if prov == "" || eventID == "" {
-				return usageError{errors.New("--provider and --event-id are required")}
+				return exitcode.UsageError(errors.New("--provider and --event-id are required"))
 			}
 			svc, err := dial(c, load, quiet)
 			if err != nil {
@@ -127,10 +128,10 @@ their age unless --older-than is given.`,
 				olderThan = 0
 			}
 			if olderThan < 0 || (olderThan == 0 && !quarantined) {
-				return usageError{errors.New("--older-than must be positive")}
+				return exitcode.UsageError(errors.New("--older-than must be positive"))
 			}
 			if limit < 1 || limit > domain.DefaultRedriveLimit {
-				return usageError{fmt.Errorf("--limit must be between 1 and %d", domain.DefaultRedriveLimit)}
+				return exitcode.UsageError(fmt.Errorf("--limit must be between 1 and %d", domain.DefaultRedriveLimit))
 			}
 			svc, err := dial(c, load, quiet)
 			if err != nil {

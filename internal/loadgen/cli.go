@@ -18,24 +18,25 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 )
 
-// Command is `mailhook loadtest` (and `mailhook loadtest keygen`).
+// Command is `mailhook-loadtest` (and `mailhook-loadtest keygen`, `mailhook-loadtest
+// suppression-check`).
 func Command() *cobra.Command {
 	o := Options{}
 	var mix, keyPath string
 	var cpu []string
 	cmd := &cobra.Command{
-		Use:   "loadtest",
+		Use:   "mailhook-loadtest",
 		Short: "Drive a running mailhook with signed webhooks, receive its notifications, and check the result",
-		Long: `loadtest sends signed Postscale events and SendGrid batches to a running mailhook at a target
-rate or concurrency, with message lifecycles in and out of order and duplicates (some sent
-concurrently), receives mailhook's notifications on its own sink (--sink-listen; configure a
+		Long: `mailhook-loadtest sends signed Postscale events and SendGrid batches to a running mailhook at
+a target rate or concurrency, with message lifecycles in and out of order and duplicates (some
+sent concurrently), receives mailhook's notifications on its own sink (--sink-listen; configure a
 mailhook sink with that URL, --sink-secret and types [message.status_changed, email.received,
 suppression.added]), waits until every accepted event is processed (--database-url), and checks
 mailhook's API (--token) and database: every accepted event recorded once and processed, every
 message in the status the precedence fold of its events gives, every notification id received.
 It exits non-zero when a check fails. Loopback addresses only.`,
-		Example: `  mailhook loadtest keygen --out /tmp/sg.pem     # prints the key for the sendgrid endpoint
-  mailhook loadtest --url http://127.0.0.1:18000 --postscale-secret whsec_… \
+		Example: `  mailhook-loadtest keygen --out /tmp/sg.pem     # prints the key for the sendgrid endpoint
+  mailhook-loadtest --url http://127.0.0.1:18000 --postscale-secret whsec_… \
     --sendgrid-key /tmp/sg.pem --mix postscale=3,sendgrid=1 --concurrency 50 --duration 30s \
     --sink-listen 127.0.0.1:19100 --sink-secret whsec_… --database-url postgres://…/mailhook_bench \
     --token … --dup-probe 500`,
@@ -66,7 +67,7 @@ It exits non-zero when a check fails. Loopback addresses only.`,
 	f.StringVar(&o.PostscaleEndpoint, "postscale-endpoint", "postscale", "endpoint name of the Postscale endpoint")
 	f.StringVar(&o.PostscaleSecret, "postscale-secret", os.Getenv("POSTSCALE_WEBHOOK_SECRET"), "Postscale signing secret (default $POSTSCALE_WEBHOOK_SECRET)")
 	f.StringVar(&o.SendGridEndpoint, "sendgrid-endpoint", "sendgrid", "endpoint name of the SendGrid endpoint")
-	f.StringVar(&keyPath, "sendgrid-key", "", "ECDSA P-256 private key (PEM or DER, PKCS#8 or SEC 1) whose public key the sendgrid endpoint lists; make one with 'mailhook loadtest keygen'")
+	f.StringVar(&keyPath, "sendgrid-key", "", "ECDSA P-256 private key (PEM or DER, PKCS#8 or SEC 1) whose public key the sendgrid endpoint lists; make one with 'mailhook-loadtest keygen'")
 	f.StringVar(&mix, "mix", "postscale=1", "share of requests by provider, e.g. postscale=3,sendgrid=1")
 	f.Float64Var(&o.Rate, "rate", 0, "requests per second, open loop (0: closed loop with --concurrency)")
 	f.IntVar(&o.Concurrency, "concurrency", 50, "concurrent senders (closed loop, when --rate is 0)")

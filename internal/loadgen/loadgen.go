@@ -332,7 +332,7 @@ func (o *Options) validate() error {
 		return errors.New("--postscale-secret is required when Postscale gets a share of the requests")
 	}
 	if o.Weights[SendGrid] > 0 && o.SendGridKey == nil {
-		return errors.New("--sendgrid-key is required when SendGrid gets a share (create one with `mailhook loadtest keygen`)")
+		return errors.New("--sendgrid-key is required when SendGrid gets a share (create one with `mailhook-loadtest keygen`)")
 	}
 	if o.Weights[Postscale]+o.Weights[SendGrid] <= 0 {
 		return errors.New("no provider has a share of the requests")

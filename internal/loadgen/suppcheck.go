@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// SuppressionCheckOptions configure `mailhook loadtest suppression-check`.
+// SuppressionCheckOptions configure `mailhook-loadtest suppression-check`.
 type SuppressionCheckOptions struct {
 	URL, Token, DatabaseURL string
 	// Fill is how many generated suppressions the table must hold (added when missing).
@@ -307,7 +307,7 @@ func (r *SuppressionCheckReport) print(w io.Writer, o SuppressionCheckOptions) {
 	fmt.Fprintf(w, "load average before: %s, after: %s\n", r.LoadBefore, r.LoadAfter)
 }
 
-// suppressionCheckCommand is `mailhook loadtest suppression-check`.
+// suppressionCheckCommand is `mailhook-loadtest suppression-check`.
 func suppressionCheckCommand() *cobra.Command {
 	o := SuppressionCheckOptions{}
 	var cpu []string
@@ -323,7 +323,7 @@ suppressed or suppressed in another scope. It reports the latency of the measure
 each request's intended send time (p50, p95, p99, max), the rate answered correctly, and
 errors; every answer is checked against the generated data. It exits non-zero when a check
 failed, was answered wrongly or was skipped. Loopback addresses only.`,
-		Example: `  mailhook loadtest suppression-check --url http://127.0.0.1:18081 --token … \
+		Example: `  mailhook-loadtest suppression-check --url http://127.0.0.1:18081 --token … \
     --database-url postgres://postgres@127.0.0.1:5432/mailhook_suppcheck --fill 1000000 --rate 1000 --duration 30s`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var err error

@@ -12,7 +12,7 @@ import (
 	"github.com/mailhook/mailhook/internal/loadgen"
 )
 
-// Command is `mailhook loadtest baseline`.
+// Command is `mailhook-loadtest baseline`.
 func Command() *cobra.Command {
 	o := Options{}
 	var cpu []string
@@ -26,8 +26,8 @@ afterwards, unmeasured). --mode complete runs a worker whose workflow has --acti
 activities in a row like ProcessWebhookEvent (RecordEvent, ApplyStatus, Notify, MarkProcessed),
 and reports the completion rate; --local db makes every step but Notify a local activity,
 --local all every step. Loopback Temporal only.`,
-		Example: `  mailhook loadtest baseline --temporal 127.0.0.1:17233 --mode start --concurrency 50 --duration 20s
-  mailhook loadtest baseline --temporal 127.0.0.1:17233 --mode complete --local db`,
+		Example: `  mailhook-loadtest baseline --temporal 127.0.0.1:17233 --mode start --concurrency 50 --duration 20s
+  mailhook-loadtest baseline --temporal 127.0.0.1:17233 --mode complete --local db`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var err error
 			if o.CPU, err = loadgen.ParseCPUTargets(cpu); err != nil {
