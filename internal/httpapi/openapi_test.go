@@ -255,6 +255,7 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 
 // contractFixture is a Server over fake dependencies, wrapped in openapitest.Validate.
 type contractFixture struct {
+	t       testing.TB
 	handler http.Handler
 	seen    map[string]bool // "operationId status" answered
 }
@@ -291,7 +292,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		fake.fail.Store(r.Header.Get("X-Fail"))
 		inner.ServeHTTP(w, r)
 	})
-	return &contractFixture{handler: openapitest.Validate(t, withFail), seen: map[string]bool{}}
+	return &contractFixture{t: t, handler: openapitest.Validate(t, withFail), seen: map[string]bool{}}
 }
 
 // do sends req through the validating handler and records which documented answer it got.
@@ -305,6 +306,13 @@ func (f *contractFixture) do(req *http.Request) (int, string) {
 	f.handler.ServeHTTP(rec, req)
 	if findErr == nil {
 		f.seen[fmt.Sprintf("%s %d", route.Operation.OperationID, rec.Code)] = true
+	}
+	if rec.Code >= 400 && req.URL.Path != "/readyz" { // /readyz answers its Readiness report
+		// One body for every error: the document requires reason; it must say something.
+		var body struct{ Error, Reason string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error == "" || body.Reason == "" {
+			f.t.Errorf("%s %s: %d without an error and a reason: %s", req.Method, req.URL, rec.Code, rec.Body)
+		}
 	}
 	return rec.Code, rec.Body.String()
 }
@@ -563,4 +571,25 @@ func (b *fakeBackend) Redrive(_ context.Context, in activities.RedriveInput) (ac
 	}
 	res.More = true
 	return res, nil
+}
+
+// A /v1 400 says what is wrong in reason, as webhook answers do; error is the kind.
+func TestAdminBadRequestsCarryAReason(t *testing.T) {
+	f := newContractFixture(t)
+	for target, want := range map[string]string{
+		"/v1/suppressions?limit=0":         "limit must be a positive integer",
+		"/v1/suppressions?reason=bored":    `unknown reason "bored"`,
+		"/v1/suppressions/check":           "address is required",
+		"/v1/reports/daily?date=yesterday": "yesterday",
+		"/v1/quarantine?after=bad":         "after is not a next_after",
+	} {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.Header.Set("Authorization", "Bearer "+contractToken)
+		status, raw := f.do(req)
+		var body map[string]any
+		_ = json.Unmarshal([]byte(raw), &body)
+		if status != http.StatusBadRequest || body["error"] != "bad request" || !strings.Contains(fmt.Sprint(body["reason"]), want) {
+			t.Errorf("GET %s: %d %s, want 400 bad request with a reason saying %q", target, status, raw, want)
+		}
+	}
 }
