@@ -115,6 +115,11 @@ func (s *Server) fail(c *gin.Context, e *apiError) int {
 	return status
 }
 
+// noRoute answers a path (or a method) nothing serves.
+func (s *Server) noRoute(c *gin.Context) {
+	s.fail(c, refuse(kindNotFound, "no such route"))
+}
+
 // recovered answers a request whose handler panicked (gin has logged the panic).
 func (s *Server) recovered(c *gin.Context, _ any) {
 	s.fail(c, refuse(kindInternal, ""))

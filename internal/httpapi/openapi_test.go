@@ -188,6 +188,15 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"older_than":"soon"}`, want: 400},
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":1001}`, want: 400},
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":13}`, want: 503},
+
+		// Paths and methods nothing serves: the same JSON body (the document's NotRouted), with
+		// or without a token.
+		{method: "GET", target: "/v1/widgets", header: token, want: 404},
+		{method: "GET", target: "/v1/widgets", want: 404},
+		{method: "PUT", target: "/v1/redrive", header: token, want: 404},
+		{method: "GET", target: "/webhooks/plain", want: 404},
+		{method: "POST", target: "/webhooks", want: 404},
+		{method: "GET", target: "/nowhere", want: 404},
 	}
 	for _, c := range cases {
 		var body io.Reader = strings.NewReader(c.body)
@@ -591,5 +600,16 @@ func TestAdminBadRequestsCarryAReason(t *testing.T) {
 		if status != http.StatusBadRequest || body["error"] != "bad request" || !strings.Contains(fmt.Sprint(body["reason"]), want) {
 			t.Errorf("GET %s: %d %s, want 400 bad request with a reason saying %q", target, status, raw, want)
 		}
+	}
+}
+
+// A path nothing serves answers the one JSON error body (validated against the document's
+// NotRouted response by the fixture), not gin's plain-text "404 page not found".
+func TestUnroutedPathAnswersJSON(t *testing.T) {
+	f := newContractFixture(t)
+	req := httptest.NewRequest(http.MethodGet, "/v1/no-such-thing", nil)
+	status, raw := f.do(req)
+	if status != http.StatusNotFound || raw != `{"error":"not found","reason":"no such route"}` {
+		t.Errorf("GET /v1/no-such-thing: %d %s", status, raw)
 	}
 }

@@ -147,6 +147,8 @@ func (s *Server) handler(routes int) http.Handler {
 	// Tracing first (nothing when off), so a recovered panic is its span's 500.
 	r.Use(telemetry.GinMiddleware()...)
 	r.Use(gin.CustomRecovery(s.recovered))
+	// Paths and methods nothing serves answer JSON, as every other error does (errors.go).
+	r.NoRoute(s.noRoute)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	if routes&routesPublic != 0 {
 		r.POST("/webhooks/:endpoint", s.webhook)
