@@ -48,7 +48,7 @@ func (s *Server) mountCodec(r *gin.Engine) {
 		allowed[normalizeOrigin(o)] = true
 	}
 	h := converter.NewPayloadCodecHTTPHandler(s.Codec.Codec)
-	g := r.Group(CodecPath, codecCORS(allowed))
+	g := r.Group(CodecPath, s.codecCORS(allowed))
 	for _, op := range []string{"/encode", "/decode"} {
 		g.OPTIONS(op, codecPreflight)
 		g.POST(op, s.requireToken, func(c *gin.Context) {
@@ -65,7 +65,7 @@ func (s *Server) mountCodec(r *gin.Engine) {
 // the UI can tell a missing token from a network error). A request from another origin gets no
 // CORS headers, so the browser does not let the page read the answer; a preflight from it is
 // refused outright.
-func codecCORS(allowed map[string]bool) gin.HandlerFunc {
+func (s *Server) codecCORS(allowed map[string]bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		origin := c.GetHeader("Origin")
 		c.Header("Vary", "Origin")
@@ -75,7 +75,7 @@ func codecCORS(allowed map[string]bool) gin.HandlerFunc {
 		}
 		if !allowed[normalizeOrigin(origin)] {
 			if c.Request.Method == http.MethodOptions {
-				c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "origin not allowed (temporal.codec.cors_origins)"})
+				s.fail(c, refuse(kindForbidden, ""))
 				return
 			}
 			c.Next()

@@ -186,6 +186,15 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"older_than":"soon"}`, want: 400},
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":1001}`, want: 400},
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":13}`, want: 503},
+
+		// Paths and methods nothing serves: the same JSON body (the document's NotRouted), with
+		// or without a token.
+		{method: "GET", target: "/v1/widgets", header: token, want: 404},
+		{method: "GET", target: "/v1/widgets", want: 404},
+		{method: "PUT", target: "/v1/redrive", header: token, want: 404},
+		{method: "GET", target: "/webhooks/plain", want: 404},
+		{method: "POST", target: "/webhooks", want: 404},
+		{method: "GET", target: "/nowhere", want: 404},
 	}
 	for _, c := range cases {
 		var body io.Reader = strings.NewReader(c.body)
@@ -253,6 +262,7 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 
 // contractFixture is a Server over fake dependencies, wrapped in openapitest.Validate.
 type contractFixture struct {
+	t       testing.TB
 	handler http.Handler
 	seen    map[string]bool // "operationId status" answered
 }
@@ -289,7 +299,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		fake.fail.Store(r.Header.Get("X-Fail"))
 		inner.ServeHTTP(w, r)
 	})
-	return &contractFixture{handler: openapitest.Validate(t, withFail), seen: map[string]bool{}}
+	return &contractFixture{t: t, handler: openapitest.Validate(t, withFail), seen: map[string]bool{}}
 }
 
 // do sends req through the validating handler and records which documented answer it got.
@@ -303,6 +313,13 @@ func (f *contractFixture) do(req *http.Request) (int, string) {
 	f.handler.ServeHTTP(rec, req)
 	if findErr == nil {
 		f.seen[fmt.Sprintf("%s %d", route.Operation.OperationID, rec.Code)] = true
+	}
+	if rec.Code >= 400 && req.URL.Path != "/readyz" { // /readyz answers its Readiness report
+		// One body for every error: the document requires reason; it must say something.
+		var body struct{ Error, Reason string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error == "" || body.Reason == "" {
+			f.t.Errorf("%s %s: %d without an error and a reason: %s", req.Method, req.URL, rec.Code, rec.Body)
+		}
 	}
 	return rec.Code, rec.Body.String()
 }
@@ -561,4 +578,36 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 	}
 	res.More = true
 	return res, nil
+}
+
+// A /v1 400 says what is wrong in reason, as webhook answers do; error is the kind.
+func TestAdminBadRequestsCarryAReason(t *testing.T) {
+	f := newContractFixture(t)
+	for target, want := range map[string]string{
+		"/v1/suppressions?limit=0":         "limit must be a positive integer",
+		"/v1/suppressions?reason=bored":    `unknown reason "bored"`,
+		"/v1/suppressions/check":           "address is required",
+		"/v1/reports/daily?date=yesterday": "yesterday",
+		"/v1/quarantine?after=bad":         "after is not a next_after",
+	} {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.Header.Set("Authorization", "Bearer "+contractToken)
+		status, raw := f.do(req)
+		var body map[string]any
+		_ = json.Unmarshal([]byte(raw), &body)
+		if status != http.StatusBadRequest || body["error"] != "bad request" || !strings.Contains(fmt.Sprint(body["reason"]), want) {
+			t.Errorf("GET %s: %d %s, want 400 bad request with a reason saying %q", target, status, raw, want)
+		}
+	}
+}
+
+// A path nothing serves answers the one JSON error body (validated against the document's
+// NotRouted response by the fixture), not gin's plain-text "404 page not found".
+func TestUnroutedPathAnswersJSON(t *testing.T) {
+	f := newContractFixture(t)
+	req := httptest.NewRequest(http.MethodGet, "/v1/no-such-thing", nil)
+	status, raw := f.do(req)
+	if status != http.StatusNotFound || raw != `{"error":"not found","reason":"no such route"}` {
+		t.Errorf("GET /v1/no-such-thing: %d %s", status, raw)
+	}
 }

@@ -30,7 +30,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
-			c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be a positive integer"})
+			s.fail(c, refuse(kindBadRequest, "limit must be a positive integer"))
 			return
 		}
 		f.Limit = min(n, maxQuarantineLimit)
@@ -38,7 +38,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 	list, next, err := s.Quarantine.ListQuarantine(c.Request.Context(), f)
 	switch {
 	case errors.Is(err, store.ErrBadCursor):
-		c.JSON(http.StatusBadRequest, gin.H{"error": "after is not a next_after this API returned"})
+		s.fail(c, refuse(kindBadRequest, "after is not a next_after this API returned"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "list quarantine", "error", err)
 		s.unavailable(c)

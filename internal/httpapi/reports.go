@@ -38,7 +38,7 @@ func (s *Server) dailyReport(c *gin.Context) {
 	rep, err := s.Reconciler.DailyReport(c.Request.Context(), c.Query("date"), c.Query("provider"))
 	switch {
 	case errors.Is(err, reconcile.ErrBadDate):
-		c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
+		s.fail(c, refuse(kindBadRequest, err.Error()))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "daily report", "error", err)
 		s.unavailable(c)
@@ -66,16 +66,16 @@ type replayRequest struct {
 func (s *Server) replay(c *gin.Context) {
 	var req replayRequest
 	if err := decodeOptionalBody(c, &req); err != nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		s.fail(c, badBody(err))
 		return
 	}
 	prov, eventID, actor := param(c, "provider"), param(c, "event_id"), c.GetString(actorKey)
 	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": "event not found"})
+		s.fail(c, refuse(kindNotFound, "event not found"))
 	case errors.Is(err, store.ErrNotNormalized):
-		c.JSON(http.StatusConflict, gin.H{"error": "event was recorded before replays were possible (no normalized event); it cannot be replayed"})
+		s.fail(c, refuse(kindConflict, "event was recorded before replays were possible (no normalized event); it cannot be replayed"))
 	case err != nil:
 		level := s.Log.ErrorContext
 		if errors.Is(err, domain.ErrUnavailable) {
@@ -102,7 +102,7 @@ type redriveRequest struct {
 func (s *Server) redrive(c *gin.Context) {
 	var req redriveRequest
 	if err := decodeOptionalBody(c, &req); err != nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		s.fail(c, badBody(err))
 		return
 	}
 	in := domain.RedriveInput{OlderThan: domain.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
@@ -112,13 +112,13 @@ func (s *Server) redrive(c *gin.Context) {
 	if req.OlderThan != "" {
 		d, err := time.ParseDuration(req.OlderThan)
 		if err != nil || d < 0 || (d == 0 && !req.Quarantined) {
-			c.JSON(http.StatusBadRequest, gin.H{"error": `older_than must be a positive duration such as "1h" or "90m"`})
+			s.fail(c, refuse(kindBadRequest, `older_than must be a positive duration such as "1h" or "90m"`))
 			return
 		}
 		in.OlderThan = d
 	}
 	if in.Limit < 0 || in.Limit > domain.DefaultRedriveLimit {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be between 1 and 1000"})
+		s.fail(c, refuse(kindBadRequest, "limit must be between 1 and 1000"))
 		return
 	}
 	res, err := s.Reconciler.Redrive(c.Request.Context(), in)

@@ -146,7 +146,9 @@ func (s *Server) handler(routes int) http.Handler {
 	}
 	// Tracing first (nothing when off), so a recovered panic is its span's 500.
 	r.Use(telemetry.GinMiddleware()...)
-	r.Use(gin.Recovery())
+	r.Use(gin.CustomRecovery(s.recovered))
+	// Paths and methods nothing serves answer JSON, as every other error does (errors.go).
+	r.NoRoute(s.noRoute)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	if routes&routesPublic != 0 {
 		r.POST("/webhooks/:endpoint", s.webhook)
@@ -180,20 +182,8 @@ func (s *Server) handler(routes int) http.Handler {
 	})
 }
 
-// unavailableBody answers every 503 that a retry may fix (PostgreSQL or Temporal unavailable).
-var unavailableBody = gin.H{"error": "temporarily unavailable, retry later"}
-
-// retryLater sets Retry-After: every 503 says when to come back, so providers and the callers
-// of /v1 back off instead of hammering a database that is down.
-func (s *Server) retryLater(c *gin.Context) {
-	c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-}
-
-// unavailable answers 503 with Retry-After; the handler logs the cause.
-func (s *Server) unavailable(c *gin.Context) {
-	s.retryLater(c)
-	c.JSON(http.StatusServiceUnavailable, unavailableBody)
-}
+// unavailable answers 503 with Retry-After (errors.go); the handler logs the cause.
+func (s *Server) unavailable(c *gin.Context) { s.fail(c, refuse(kindUnavailable, "")) }
 
 // param is a path parameter, unescaped as path text.
 func param(c *gin.Context, name string) string {
@@ -209,8 +199,7 @@ func (s *Server) webhook(c *gin.Context) {
 	name := param(c, "endpoint")
 	log := s.Log.With("endpoint", name, "delivery_id", c.GetHeader("X-Postscale-Delivery-ID"))
 	providerName := ""
-	reply := func(code int, outcome string, body gin.H, attrs ...any) {
-		c.JSON(code, body)
+	logged := func(code int, outcome string, attrs ...any) {
 		took := time.Since(start)
 		s.Metrics.WebhookRequest(name, providerName, outcome, took)
 		level := slog.LevelInfo
@@ -219,69 +208,73 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 		log.Log(c.Request.Context(), level, "webhook", append([]any{"status", code, "outcome", outcome, "duration_ms", took.Milliseconds()}, attrs...)...)
 	}
+	reply := func(outcome string, body gin.H, attrs ...any) {
+		c.JSON(http.StatusOK, body)
+		logged(http.StatusOK, outcome, attrs...)
+	}
+	var ep Endpoint
+	deny := func(outcome string, e *apiError, attrs ...any) {
+		// A provider that retries every other 4xx is refused with the status it does not.
+		if r, ok := ep.Adapter.(provider.Rejecter); ok && (e.kind == kindBadPayload || e.kind == kindBadControl || e.kind == kindInvalidSignature) {
+			e.status = r.RejectStatus()
+		}
+		logged(s.fail(c, e), outcome, attrs...)
+	}
 
 	ep, ok := s.Endpoints[name]
 	if !ok {
 		// The label is fixed: a scanner probing random paths must not create series.
 		name = "unknown"
-		reply(http.StatusNotFound, metrics.UnknownEndpoint, gin.H{"error": "unknown endpoint"})
+		deny(metrics.UnknownEndpoint, refuse(kindNotFound, "unknown endpoint"))
 		return
 	}
 	providerName = ep.Provider
 	log = log.With("provider", ep.Provider)
 	if c.Request.ContentLength > s.MaxBodyBytes {
-		reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "body too large"})
+		deny(metrics.TooLarge, refuse(kindTooLarge, ""))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "body too large"})
+			deny(metrics.TooLarge, refuse(kindTooLarge, ""))
 			return
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// http.read_timeout ran out mid-body (a stalled or trickling client). It is not a
 			// malformed request: 408 says a retry may succeed. The connection is not reusable.
 			c.Header("Connection", "close")
-			reply(http.StatusRequestTimeout, outcomeReadTimeout, gin.H{"error": "body not received in time"}, "error", err)
+			deny(outcomeReadTimeout, refuse(kindTimeout, ""), "error", err)
 			return
 		}
-		reply(http.StatusBadRequest, metrics.BadRequest, gin.H{"error": "could not read body"}, "error", err)
+		deny(metrics.BadRequest, refuse(kindBadRequest, "could not read the body"), "error", err)
 		return
 	}
 
 	preq := provider.Request{Ctx: c.Request.Context(), Header: c.Request.Header, Body: body, RemoteIP: c.ClientIP(), Now: s.Now()}
-	reject := func(code int) int {
-		if r, ok := ep.Adapter.(provider.Rejecter); ok {
-			return r.RejectStatus()
-		}
-		return code
-	}
 	// The signature covers the raw bytes: verify before anything parses them.
 	if err := ep.Adapter.Verify(preq); err != nil {
 		if !errors.Is(err, provider.ErrUnauthorized) {
 			// Verification could not be completed (e.g. the SNS signing certificate could not
 			// be fetched): a retry may succeed, and providers drop events on a 4xx.
-			s.retryLater(c)
-			reply(http.StatusServiceUnavailable, metrics.Unavailable, gin.H{"error": "could not verify now, retry later"}, "error", err)
+			deny(metrics.Unavailable, refuse(kindUnavailable, "the signature cannot be checked now"), "error", err)
 			return
 		}
-		reply(reject(http.StatusUnauthorized), metrics.InvalidSignature, gin.H{"error": "invalid signature", "reason": reason(err)}, "error", err)
+		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, inbox.Reason(err)), "error", err)
 		return
 	}
 	if ctl, ok := ep.Adapter.(provider.Controller); ok {
 		handled, status, err := ctl.Control(preq)
 		switch {
 		case err != nil && errors.Is(err, provider.ErrBadRequest):
-			reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad control message", "reason": reason(err)}, "error", err)
+			deny(metrics.BadRequest, refuse(kindBadControl, inbox.Reason(err)), "error", err)
 			return
 		case err != nil:
-			s.retryLater(c)
-			reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "error", err)
+			deny(metrics.Unavailable, refuse(kindUnavailable, ""), "error", err)
 			return
 		case handled:
-			reply(http.StatusOK, metrics.Control, gin.H{"status": status}, "control", status)
+			reply(metrics.Control, gin.H{"status": status}, "control", status)
 			return
 		}
 	}
@@ -290,14 +283,14 @@ func (s *Server) webhook(c *gin.Context) {
 		if err == nil {
 			err = errors.New("no events in body")
 		}
-		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": reason(err)}, "error", err)
+		deny(metrics.BadRequest, refuse(kindBadPayload, inbox.Reason(err)), "error", err)
 		return
 	}
 	// A bounded batch is one bounded INSERT, answered well inside the write timeout.
 	if len(events) > s.MaxEventsPerRequest {
-		reply(http.StatusRequestEntityTooLarge, metrics.TooLarge, gin.H{"error": "too many events in one request",
-			"reason": fmt.Sprintf("%d events, more than http.max_events_per_request (%d)", len(events), s.MaxEventsPerRequest),
-			"limit":  s.MaxEventsPerRequest}, "events", len(events))
+		deny(metrics.TooLarge, &apiError{kind: kindTooManyEvents, limit: s.MaxEventsPerRequest,
+			reason: fmt.Sprintf("%d events, more than http.max_events_per_request (%d)", len(events), s.MaxEventsPerRequest)},
+			"events", len(events))
 		return
 	}
 	if ep.Namespace != "" {
@@ -311,13 +304,12 @@ func (s *Server) webhook(c *gin.Context) {
 			// and event id, so it still passes.
 			bound, err := s.Nonces.BindNonce(c.Request.Context(), events[0].Provider, n.Value, events[0].EventID, n.Expires.Add(nonceClockSkew))
 			if err != nil {
-				s.retryLater(c)
-				reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "error", err)
+				deny(metrics.Unavailable, refuse(kindUnavailable, ""), "error", err)
 				return
 			}
 			if bound != events[0].EventID {
-				reply(reject(http.StatusUnauthorized), metrics.ReplayedSignature, gin.H{"error": "invalid signature",
-					"reason": "signature already used for another event"}, "event_id", events[0].EventID)
+				deny(metrics.ReplayedSignature, refuse(kindInvalidSignature, "signature already used for another event"),
+					"event_id", events[0].EventID)
 				return
 			}
 		}
@@ -329,8 +321,7 @@ func (s *Server) webhook(c *gin.Context) {
 		ids[i] = ev.EventID
 	}
 	if err != nil {
-		s.retryLater(c)
-		reply(http.StatusServiceUnavailable, metrics.Unavailable, unavailableBody, "event_ids", ids, "error", err)
+		deny(metrics.Unavailable, refuse(kindUnavailable, ""), "event_ids", ids, "error", err)
 		return
 	}
 	counts := map[inbox.Status]int{}
@@ -344,12 +335,11 @@ func (s *Server) webhook(c *gin.Context) {
 	s.Metrics.EventsRejected(providerName, counts[inbox.Rejected])
 	if counts[inbox.Rejected] == len(events) {
 		// Nothing of it can ever be stored: a retry would fail the same way.
-		reply(reject(http.StatusBadRequest), metrics.BadRequest, gin.H{"error": "bad payload", "reason": verdicts[0].Reason},
-			"event_ids", ids, "error", verdicts[0].Reason)
+		deny(metrics.BadRequest, refuse(kindBadPayload, verdicts[0].Reason), "event_ids", ids, "error", verdicts[0].Reason)
 		return
 	}
 	if len(events) == 1 {
-		reply(http.StatusOK, string(verdicts[0].Status), gin.H{"status": verdicts[0].Status}, "event_id", events[0].EventID, "workflow_id", events[0].Key())
+		reply(string(verdicts[0].Status), gin.H{"status": verdicts[0].Status}, "event_id", events[0].EventID, "workflow_id", events[0].Key())
 		return
 	}
 	// A batch answers 200 once its storable events are committed: the provider re-sends a
@@ -364,7 +354,7 @@ func (s *Server) webhook(c *gin.Context) {
 		answer["rejected"] = rejected
 		attrs = append(attrs, "rejected", rejected)
 	}
-	reply(http.StatusOK, string(overall), answer, attrs...)
+	reply(string(overall), answer, attrs...)
 }
 
 // nonceClockSkew keeps a signature token bound a little past its expiry by this process's
@@ -387,8 +377,7 @@ func (s *Server) requireToken(c *gin.Context) {
 		}
 	}
 	if actor == "" {
-		c.Header("WWW-Authenticate", `Bearer realm="mailhook"`)
-		c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "missing or invalid bearer token"})
+		s.fail(c, refuse(kindUnauthenticated, ""))
 		return
 	}
 	c.Set(actorKey, actor)
@@ -425,7 +414,7 @@ func (s *Server) message(c *gin.Context) {
 	m, err := s.Messages.GetMessage(c.Request.Context(), param(c, "provider"), param(c, "message_id"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
+		s.fail(c, refuse(kindNotFound, "message not found"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
 		s.unavailable(c)
@@ -448,6 +437,9 @@ func decodeBody(c *gin.Context, v any) error {
 	return nil
 }
 
+// badBody is the answer to a body decodeBody refused: its innermost cause says what is wrong.
+func badBody(err error) *apiError { return refuse(kindBadRequest, inbox.Reason(err)) }
+
 // correctionRequest is the body of POST /v1/messages/:provider/:message_id/corrections.
 type correctionRequest struct {
 	Status domain.Status `json:"status"`
@@ -462,22 +454,26 @@ func (s *Server) correct(c *gin.Context) {
 	prov, messageID, actor := param(c, "provider"), param(c, "message_id"), c.GetString(actorKey)
 	var req correctionRequest
 	if err := decodeBody(c, &req); err != nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		s.fail(c, badBody(err))
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	if !req.Status.Known() {
-		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown status %q", req.Status), "known": domain.Statuses})
+		known := make([]string, len(domain.Statuses))
+		for i, st := range domain.Statuses {
+			known[i] = string(st)
+		}
+		s.fail(c, &apiError{kind: kindBadRequest, reason: fmt.Sprintf("unknown status %q", req.Status), known: known})
 		return
 	}
 	if req.Reason == "" {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "reason is required: say why the status is corrected"})
+		s.fail(c, refuse(kindBadRequest, "reason is required: say why the status is corrected"))
 		return
 	}
 	_, err := s.Messages.GetMessage(ctx, prov, messageID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": "message not found"})
+		s.fail(c, refuse(kindNotFound, "message not found"))
 		return
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "correction: get message", "provider", prov, "message_id", messageID, "error", err)
@@ -486,7 +482,7 @@ func (s *Server) correct(c *gin.Context) {
 	}
 	raw, err := json.Marshal(domain.Correction{Status: req.Status, Reason: req.Reason, Actor: actor})
 	if err != nil {
-		c.JSON(http.StatusInternalServerError, gin.H{"error": "encode correction"})
+		s.fail(c, refuse(kindInternal, "could not encode the correction"))
 		return
 	}
 	ev := domain.Event{
@@ -503,7 +499,7 @@ func (s *Server) correct(c *gin.Context) {
 		s.unavailable(c)
 		return
 	case verdicts[0].Status == inbox.Rejected:
-		c.JSON(http.StatusBadRequest, gin.H{"error": "bad correction", "reason": verdicts[0].Reason})
+		s.fail(c, refuse(kindBadRequest, verdicts[0].Reason))
 		return
 	}
 	s.Log.InfoContext(c.Request.Context(), "correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
@@ -530,17 +526,17 @@ const (
 func (s *Server) listSuppressions(c *gin.Context) {
 	f := store.SuppressionFilter{Reason: c.Query("reason"), Scope: c.Query("scope"), After: c.Query("after"), Limit: defaultSuppressionLimit}
 	if f.Reason != "" && !store.KnownSuppressionReason(f.Reason) {
-		c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("unknown reason %q", f.Reason), "known": domain.SuppressionReasons})
+		s.fail(c, &apiError{kind: kindBadRequest, reason: fmt.Sprintf("unknown reason %q", f.Reason), known: domain.SuppressionReasons})
 		return
 	}
 	if f.Scope != "" && !store.ValidScope(f.Scope) {
-		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(f.Scope)})
+		s.fail(c, refuse(kindBadRequest, badScope(f.Scope)))
 		return
 	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
-			c.JSON(http.StatusBadRequest, gin.H{"error": "limit must be a positive integer"})
+			s.fail(c, refuse(kindBadRequest, "limit must be a positive integer"))
 			return
 		}
 		f.Limit = min(n, maxSuppressionLimit)
@@ -592,7 +588,7 @@ func (s *Server) getSuppression(c *gin.Context) {
 	sups, err := s.Suppressions.AddressSuppressions(c.Request.Context(), param(c, "address"))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": "address is not suppressed"})
+		s.fail(c, refuse(kindNotFound, "address is not suppressed"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get suppression", "error", err)
 		s.unavailable(c)
@@ -612,10 +608,10 @@ func (s *Server) checkSuppression(c *gin.Context) {
 	}
 	switch {
 	case address == "":
-		c.JSON(http.StatusBadRequest, gin.H{"error": "address is required"})
+		s.fail(c, refuse(kindBadRequest, "address is required"))
 		return
 	case !store.ValidScope(scope):
-		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(scope)})
+		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}
 	res, err := s.Suppressions.CheckSuppression(c.Request.Context(), address, scope)
@@ -659,24 +655,24 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		scope = store.GlobalScope
 	}
 	if !store.ValidScope(scope) {
-		c.JSON(http.StatusBadRequest, gin.H{"error": badScope(scope)})
+		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}
 	var req liftRequest
 	if err := decodeBody(c, &req); err != nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "bad request", "reason": reason(err)})
+		s.fail(c, badBody(err))
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	if req.Reason == "" {
-		c.JSON(http.StatusBadRequest, gin.H{"error": "reason is required: say why the suppression is lifted"})
+		s.fail(c, refuse(kindBadRequest, "reason is required: say why the suppression is lifted"))
 		return
 	}
 	actor := c.GetString(actorKey)
 	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), scope, actor, req.Reason)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.JSON(http.StatusNotFound, gin.H{"error": fmt.Sprintf("address is not suppressed in scope %q", scope)})
+		s.fail(c, refuse(kindNotFound, fmt.Sprintf("address is not suppressed in scope %q", scope)))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "scope", scope, "error", err)
 		s.unavailable(c)
@@ -684,29 +680,6 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
 			"scope", lift.Scope, "reason", lift.Reason, "lift_reason", lift.LiftReason)
 		c.JSON(http.StatusOK, lift)
-	}
-}
-
-// reason is the short, safe part of an error for a JSON response: its innermost cause (the last
-// one of a joined or multiply-wrapped error).
-func reason(err error) string {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			if len(errs) == 0 {
-				return err.Error()
-			}
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err.Error()
-			}
-			err = next
-		default:
-			return err.Error()
-		}
 	}
 }
 

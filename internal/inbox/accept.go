@@ -125,7 +125,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 	for i, ev := range evs {
 		r, err := newRow(ev)
 		if err != nil {
-			out[i] = Verdict{Status: Rejected, Reason: reason(err)}
+			out[i] = Verdict{Status: Rejected, Reason: Reason(err)}
 			continue
 		}
 		rows, at = append(rows, r), append(at, i)
@@ -164,7 +164,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		i := at[j]
 		switch {
 		case r.refused != nil:
-			out[i] = Verdict{Status: Rejected, Reason: reason(r.refused)}
+			out[i] = Verdict{Status: Rejected, Reason: Reason(r.refused)}
 		case r.inserted:
 			out[i] = Verdict{Status: Accepted}
 			accepted = append(accepted, evs[i])
@@ -321,9 +321,10 @@ func (a *Acceptor) failQueued() {
 	}
 }
 
-// reason is the short, safe part of an error for a sender: its innermost cause (the last one of
-// a joined or multiply-wrapped error).
-func reason(err error) string {
+// Reason is the short, safe part of an error to send back (a Verdict's, an HTTP answer's
+// `reason`): its innermost cause (the last one of a joined or multiply-wrapped error). The
+// errors it is given put what the sender must fix innermost.
+func Reason(err error) string {
 	for {
 		switch u := err.(type) {
 		case interface{ Unwrap() []error }:

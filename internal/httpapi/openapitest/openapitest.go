@@ -5,6 +5,8 @@ package openapitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -72,8 +74,9 @@ func Covered(path string) bool {
 // is wrong. Requests are not validated: tests send malformed ones on purpose, and the answers are
 // the contract.
 //
-// A request the server does not route either (gin's plain-text "404 page not found", or its
-// trailing-slash redirect) is not an error; a route the server answers but the document lacks is.
+// A request the document has no operation for must be one the server does not route either: it
+// answers the document's NotRouted response (a JSON 404), or gin's trailing-slash redirect. A
+// route the server answers but the document lacks is an error.
 func Validate(t testing.TB, next http.Handler) http.Handler {
 	t.Helper()
 	doc, router, err := Load()
@@ -98,11 +101,18 @@ func Validate(t testing.TB, next http.Handler) http.Handler {
 		status, header, body := rec.result()
 
 		if findErr != nil {
-			if notRouted(status, header, body) {
+			if redirected(status, header) {
 				return
 			}
-			t.Errorf("openapi: %s %s answered %d, but the document has no such operation (%v): document the route in internal/httpapi/openapi.json; body: %s",
-				method, target, status, findErr, excerpt(body))
+			if status != http.StatusNotFound {
+				t.Errorf("openapi: %s %s answered %d, but the document has no such operation (%v): document the route in internal/httpapi/openapi.json; body: %s",
+					method, target, status, findErr, excerpt(body))
+				return
+			}
+			if err := notRouted(doc, header, body); err != nil {
+				t.Errorf("openapi: %s %s answered 404, not the document's NotRouted response: %s\nbody: %s",
+					method, target, brief(err), excerpt(body))
+			}
 			return
 		}
 		if secured(doc, route.Operation) && !hasToken && status < 400 {
@@ -139,15 +149,29 @@ func secured(doc *openapi3.T, op *openapi3.Operation) bool {
 	return len(reqs) > 0
 }
 
-// notRouted reports whether the answer is gin's own for a path it has no route for.
-func notRouted(status int, header http.Header, body []byte) bool {
-	switch status {
-	case http.StatusNotFound:
-		return strings.HasPrefix(header.Get("Content-Type"), "text/plain") && string(body) == "404 page not found"
-	case http.StatusMovedPermanently, http.StatusTemporaryRedirect:
-		return header.Get("Location") != "" // RedirectTrailingSlash
+// redirected reports whether the answer is gin's trailing-slash redirect (RedirectTrailingSlash).
+func redirected(status int, header http.Header) bool {
+	return (status == http.StatusMovedPermanently || status == http.StatusTemporaryRedirect) && header.Get("Location") != ""
+}
+
+// notRouted checks a 404 for a request no operation describes against the document's NotRouted
+// response: its Content-Type and its body's schema.
+func notRouted(doc *openapi3.T, header http.Header, body []byte) error {
+	ref := doc.Components.Responses["NotRouted"]
+	if ref == nil || ref.Value == nil {
+		return errors.New("the document has no NotRouted response")
 	}
-	return false
+	ct := header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	media := ref.Value.Content.Get(strings.TrimSpace(mt))
+	if media == nil || media.Schema == nil {
+		return fmt.Errorf("Content-Type %q is not one NotRouted documents", ct)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	return media.Schema.Value.VisitJSON(v)
 }
 
 // brief is err without the schema it quotes (the body is shown next to it).

@@ -49,15 +49,19 @@ func TestValidateReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 		want                 string // "" when no error is expected
 	}{
 		{"documented answer", "GET", "/healthz", false, answer(200, js, `{"status":"ok"}`), ""},
-		{"escaped id", "GET", "/v1/messages/p/a%2Fb", true, answer(404, js, `{"error":"message not found"}`), ""},
-		{"401 without a token", "GET", "/v1/suppressions", false, answer(401, js, `{"error":"missing or invalid bearer token"}`), ""},
-		{"gin's own 404", "GET", "/v1/nothing-here", true, answer(404, "text/plain", "404 page not found"), ""},
+		{"escaped id", "GET", "/v1/messages/p/a%2Fb", true, answer(404, js, `{"error":"not found","reason":"message not found"}`), ""},
+		{"401 without a token", "GET", "/v1/suppressions", false, answer(401, js, `{"error":"missing or invalid bearer token","reason":"x"}`), ""},
+		{"unrouted path", "GET", "/v1/nothing-here", true, answer(404, js, `{"error":"not found","reason":"no such route"}`), ""},
+		{"unrouted method", "PUT", "/webhooks/postscale", false, answer(404, js, `{"error":"not found","reason":"no such route"}`), ""},
 		{"trailing-slash redirect", "GET", "/v1/suppressions/", true,
 			http.RedirectHandler("/v1/suppressions", http.StatusMovedPermanently), ""},
 		{"not covered", "GET", "/metrics", false, answer(200, "text/plain", "# HELP"), ""},
 
 		{"undocumented route", "GET", "/v1/widgets", true, answer(200, js, `[]`), "no such operation"},
 		{"undocumented method", "PUT", "/v1/suppressions/a@example.com", true, answer(200, js, `{}`), "no such operation"},
+		{"gin's plain-text 404", "GET", "/v1/nothing-here", true, answer(404, "text/plain", "404 page not found"), "not the document's NotRouted"},
+		{"unrouted 404 off schema", "GET", "/v1/nothing-here", true, answer(404, js, `{"error":"not found"}`), "reason"},
+		{"error without a reason", "GET", "/v1/messages/p/m", true, answer(404, js, `{"error":"not found"}`), "reason"},
 		{"undocumented status", "GET", "/healthz", false, answer(418, js, `{"error":"teapot"}`), "answered 418"},
 		{"body off schema", "GET", "/healthz", false, answer(200, js, `{"status":"fine"}`), "not as documented"},
 		{"undocumented field", "GET", "/v1/suppressions", true, answer(200, js, `{"suppressions":[],"next_after":"","total":0}`), "total"},
@@ -67,7 +71,7 @@ func TestValidateReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", js)
 				w.WriteHeader(401)
-				_, _ = w.Write([]byte(`{"error":"no"}`))
+				_, _ = w.Write([]byte(`{"error":"missing or invalid bearer token","reason":"x"}`))
 			}), "WWW-Authenticate"},
 		{"secured route open", "GET", "/v1/quarantine", false, answer(200, js, `{"events":[],"next_after":""}`), "without a bearer token"},
 	}
