@@ -39,11 +39,7 @@ so nothing retries it. Fix the cause, then run it again with mailhook redrive --
 			if limit < 1 {
 				return exitcode.UsageError(fmt.Errorf("--limit must be positive"))
 			}
-			cfg, err := load()
-			if err != nil {
-				return err
-			}
-			st, err := store.Open(c.Context(), cfg.Database.URL)
+			st, err := openStore(c, load)
 			if err != nil {
 				return err
 			}

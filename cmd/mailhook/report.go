@@ -42,11 +42,7 @@ differs by more than --tolerance.`,
 			if err := ro.Validate(); err != nil {
 				return exitcode.UsageError(err)
 			}
-			cfg, err := load()
-			if err != nil {
-				return err
-			}
-			st, err := store.Open(c.Context(), cfg.Database.URL)
+			st, err := openStore(c, load)
 			if err != nil {
 				return err
 			}
@@ -165,6 +161,15 @@ func dial(c *cobra.Command, load func() (config.Config, error), log *slog.Logger
 		return nil, err
 	}
 	return serve.Dial(c.Context(), cfg, log, nil)
+}
+
+// openStore opens the configured database, for commands that need nothing else.
+func openStore(c *cobra.Command, load func() (config.Config, error)) (*store.Store, error) {
+	cfg, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(c.Context(), cfg.Database.URL)
 }
 
 // cliActor names who ran a replay from the command line.
