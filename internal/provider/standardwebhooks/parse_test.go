@@ -158,7 +158,7 @@ func TestParseFixtures(t *testing.T) {
 	for typ, want := range resendTypes {
 		found := false
 		for _, f := range resend {
-			found = found || (f.want.Type == typ && f.want.Kind == want.kind && f.want.Status == want.status)
+			found = found || (f.want.Type == typ && f.want.Kind == want.Kind && f.want.Status == want.Status)
 		}
 		if !found {
 			t.Errorf("resend type %s has no fixture", typ)

@@ -177,7 +177,7 @@ func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	id, _, _ := a.headers(r.Header)
 	id = strings.TrimSpace(id)
 	if id == "" {
-		return nil, badRequest(a.name, "no %s header", a.own.id)
+		return nil, provider.BadRequest(a.name, "no %s header", a.own.id)
 	}
 	var (
 		ev  domain.Event
@@ -193,10 +193,4 @@ func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	}
 	ev.Provider, ev.EventID = a.name, id
 	return []domain.Event{ev}, nil
-}
-
-// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func badRequest(name, format string, args ...any) error {
-	return fmt.Errorf("%s: %w: %w", name, provider.ErrBadRequest, fmt.Errorf(format, args...))
 }
