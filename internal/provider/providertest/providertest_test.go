@@ -89,3 +89,10 @@ func TestSNSEnvelopeSign(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestPostmarkHeader(t *testing.T) {
+	user, pass, ok := (&http.Request{Header: PostmarkHeader("hook", "p:w")}).BasicAuth()
+	if !ok || user != "hook" || pass != "p:w" {
+		t.Fatalf("BasicAuth = %q, %q, %v", user, pass, ok)
+	}
+}
