@@ -15,6 +15,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/mailgun"
 	"github.com/mailhook/mailhook/internal/provider/postmark"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 	"github.com/mailhook/mailhook/internal/provider/ses"
 	"github.com/mailhook/mailhook/internal/provider/standardwebhooks"
@@ -126,7 +127,7 @@ var sources = []fixtureSource{
 	{"ses", "ses", "*.json", func() (provider.Adapter, error) {
 		return ses.New(provider.Settings{TopicARNs: []string{topicARN}})
 	}, func(body []byte) provider.Request {
-		env := ses.Envelope{Type: ses.TypeNotification, MessageID: "sns-message-id", TopicARN: topicARN,
+		env := providertest.SNSEnvelope{Type: providertest.SNSNotification, MessageID: "sns-message-id", TopicARN: topicARN,
 			Message: string(body), Timestamp: "2026-03-01T12:00:00.000Z"}
 		return plain(env.Body())
 	}},

@@ -445,10 +445,10 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(s.Secret) == "" {
 			return fmt.Errorf("config: %s.secret (sink %q) is empty", key, s.Name)
 		}
-		// Notifications are signed with signature.SignStandard, which decodes the secret this
-		// way; one it cannot decode would fail every delivery until notify.give_up_after.
-		// StandardKey's errors never quote the secret.
-		if _, err := signature.StandardKey(s.Secret); err != nil {
+		// Notifications are signed with signature.Standard, which decodes the secret this way;
+		// one it cannot decode would fail every delivery until notify.give_up_after.
+		// NewStandard's errors never quote the secret.
+		if _, err := signature.NewStandard(s.Secret, 0); err != nil {
 			return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
 		}
 		if len(s.Types) == 0 {

@@ -29,8 +29,21 @@ type Handler struct {
 	Log    *slog.Logger
 	Now    func() time.Time
 
+	// The secret is decoded once, on the first request: Handler is built as a literal.
+	schemeOnce sync.Once
+	scheme     *signature.Standard
+	schemeErr  error
+
 	mu   sync.Mutex
 	seen map[string]bool // notification ids, to mark the retries a sink must drop
+}
+
+func (h *Handler) verify(id, timestamp, sig string, body []byte, now time.Time) error {
+	h.schemeOnce.Do(func() { h.scheme, h.schemeErr = signature.NewStandard(h.Secret, Tolerance) })
+	if h.schemeErr != nil {
+		return h.schemeErr
+	}
+	return h.scheme.Verify(id, timestamp, sig, body, now)
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,8 +61,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		now = h.Now
 	}
 	id := r.Header.Get(signature.HeaderWebhookID)
-	if err := signature.VerifyStandard(h.Secret, id, r.Header.Get(signature.HeaderWebhookTimestamp),
-		r.Header.Get(signature.HeaderWebhookSignature), body, Tolerance, now()); err != nil {
+	if err := h.verify(id, r.Header.Get(signature.HeaderWebhookTimestamp),
+		r.Header.Get(signature.HeaderWebhookSignature), body, now()); err != nil {
 		h.log().Warn("notification refused: bad signature (is the sink's secret the dev sink's?)", "id", id, "error", err)
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return

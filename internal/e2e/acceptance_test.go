@@ -16,7 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // sendgridHarness is a harness with a SendGrid endpoint besides postscale, and a post function
@@ -28,11 +28,11 @@ func sendgridHarness(t *testing.T, o harnessOptions) (*harness, func(batch strin
 		t.Fatal(err)
 	}
 	o.endpoints = append(o.endpoints, config.Endpoint{Name: "sendgrid", Provider: "sendgrid",
-		Settings: provider.Settings{Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}}})
+		Settings: provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}}})
 	h := newHarness(t, o)
 	return h, func(batch string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))
-		sendgrid.SignRequest(req, key, []byte(batch), time.Now())
+		providertest.SignSendGrid(req, key, []byte(batch), time.Now())
 		return h.do(req)
 	}
 }

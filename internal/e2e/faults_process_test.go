@@ -23,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -514,7 +514,7 @@ func (l *procLoad) run() {
 			}
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			postscale.SignRequest(req, webhookSecret, body, time.Now())
+			providertest.SignPostscale(req, webhookSecret, body, time.Now())
 			resp, err := client.Do(req)
 			if err != nil {
 				l.transport.Add(1)

@@ -14,7 +14,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/provider/mailgun"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // A Mailgun signature covers a timestamp and a token, not event-data. A captured signature block
@@ -39,7 +39,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	}
 	ts, token := strconv.FormatInt(time.Now().Unix(), 10), "tok"+h.prefix+"0123456789abcdef0123456789abcdef0123"
 	realID := h.id("mg_delivered")
-	real := mailgun.SignedBody(key, ts, token, eventData(realID, "delivered", ""))
+	real := providertest.MailgunBody(key, ts, token, eventData(realID, "delivered", ""))
 	if code, resp := send(real); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("real event: %d %v", code, resp)
 	}
@@ -48,8 +48,8 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	})
 
 	forged := map[string][]byte{
-		"permanent failure": mailgun.SignedBody(key, ts, token, eventData(h.id("mg_forged_fail"), "failed", `,"severity":"permanent","reason":"bounce"`)),
-		"complaint":         mailgun.SignedBody(key, ts, token, eventData(h.id("mg_forged_complaint"), "complained", "")),
+		"permanent failure": providertest.MailgunBody(key, ts, token, eventData(h.id("mg_forged_fail"), "failed", `,"severity":"permanent","reason":"bounce"`)),
+		"complaint":         providertest.MailgunBody(key, ts, token, eventData(h.id("mg_forged_complaint"), "complained", "")),
 	}
 	for name, body := range forged {
 		if code, resp := send(body); code != http.StatusNotAcceptable || resp["reason"] != "signature already used for another event" {
@@ -61,7 +61,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 		t.Fatalf("retry of the real event: %d %v", code, resp)
 	}
 	// A fresh token signs a new event as usual.
-	fresh := mailgun.SignedBody(key, ts, token+"x", eventData(h.id("mg_opened"), "opened", ""))
+	fresh := providertest.MailgunBody(key, ts, token+"x", eventData(h.id("mg_opened"), "opened", ""))
 	if code, resp := send(fresh); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("new event with its own token: %d %v", code, resp)
 	}

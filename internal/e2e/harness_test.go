@@ -36,7 +36,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/signature"
 	"github.com/mailhook/mailhook/internal/store"
@@ -108,7 +108,11 @@ func newReceiver(t *testing.T) *receiver {
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	id := req.Header.Get("webhook-id")
-	if err := signature.VerifyStandard(sinkSecret, id, req.Header.Get("webhook-timestamp"), req.Header.Get("webhook-signature"), body, 5*time.Minute, time.Now()); err != nil {
+	scheme, err := signature.NewStandard(sinkSecret, 5*time.Minute)
+	if err == nil {
+		err = scheme.Verify(id, req.Header.Get("webhook-timestamp"), req.Header.Get("webhook-signature"), body, time.Now())
+	}
+	if err != nil {
 		r.t.Errorf("sink got a notification with a bad signature: %v", err)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -328,7 +332,7 @@ func (h *harness) postSigned(body, secret string, at time.Time) (int, map[string
 		h.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	postscale.SignRequest(req, secret, []byte(body), at)
+	providertest.SignPostscale(req, secret, []byte(body), at)
 	return h.do(req)
 }
 
@@ -487,6 +491,6 @@ func signedRequest(t *testing.T, url, body string) *http.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postscale.SignRequest(req, webhookSecret, []byte(body), time.Now())
+	providertest.SignPostscale(req, webhookSecret, []byte(body), time.Now())
 	return req
 }

@@ -22,8 +22,8 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/serve"
-	"github.com/mailhook/mailhook/internal/signature"
 )
 
 // hostileServer is mailhook's API served by the production http.Server (serve.NewHTTPServer:
@@ -193,14 +193,14 @@ func rawHead(path string, headers ...string) string {
 }
 
 func hostileSig(body []byte, at time.Time) string {
-	return signature.SignTimestamped(webhookSecret, at, body)
+	return providertest.PostscaleSignature(webhookSecret, at, body)
 }
 
 // hostileSigAt signs body with the literal timestamp ts. A ts that is not a non-negative int64
 // (refused as malformed before any hashing) gets a well-formed but meaningless digest.
 func hostileSigAt(body []byte, ts string) string {
 	if n, err := strconv.ParseInt(ts, 10, 64); err == nil && n >= 0 {
-		return signature.SignTimestamped(webhookSecret, time.Unix(n, 0), body)
+		return providertest.PostscaleSignature(webhookSecret, time.Unix(n, 0), body)
 	}
 	return "t=" + ts + ",v1=" + strings.Repeat("0", 64)
 }
@@ -507,7 +507,7 @@ func TestBadSignatureFloodDoesNotStarveValidTraffic(t *testing.T) {
 				body := h.envelope(h.id(fmt.Sprintf("evt_forged_%d_%d", w, i)), "email.bounced", msg, time.Now(), `,"pad":"`+pad+`"`)
 				req, _ := http.NewRequest(http.MethodPost, hs.url+"/webhooks/postscale", strings.NewReader(body))
 				// Signed with a wrong secret: well-formed, so the verifier hashes the body.
-				req.Header.Set("X-Postscale-Signature", signature.SignTimestamped("whsec_forged", time.Now(), []byte(body)))
+				req.Header.Set("X-Postscale-Signature", providertest.PostscaleSignature("whsec_forged", time.Now(), []byte(body)))
 				resp, err := floodClient.Do(req)
 				sent.Add(1)
 				if err != nil {

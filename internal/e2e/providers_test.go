@@ -18,8 +18,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/provider/sendgrid"
-	"github.com/mailhook/mailhook/internal/provider/ses"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // TestPostscaleAndSendGridSideBySide is a migration in progress: both providers' endpoints are
@@ -32,7 +31,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
 		Name: "sendgrid", Provider: "sendgrid",
-		Settings: provider.Settings{Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}},
+		Settings: provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}},
 	}}})
 
 	// The same id string on both sides: Postscale's event id and message id, SendGrid's
@@ -46,14 +45,14 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 		`{"email":"user@example.com","event":"bounce","type":"bounce","sg_event_id":"%s_b","sg_message_id":"%s.filter0001","timestamp":%d}]`,
 		shared, shared, now.Unix(), shared, shared, now.Add(time.Minute).Unix())
 	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))
-	sendgrid.SignRequest(req, key, []byte(batch), time.Now())
+	providertest.SignSendGrid(req, key, []byte(batch), time.Now())
 	code, resp := h.do(req)
 	if code != 200 || resp["accepted"] != float64(2) {
 		t.Fatalf("sendgrid batch: %d %v", code, resp)
 	}
 	// A SendGrid batch re-sent whole is absorbed by the workflow ids.
 	req2, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))
-	sendgrid.SignRequest(req2, key, []byte(batch), time.Now())
+	providertest.SignSendGrid(req2, key, []byte(batch), time.Now())
 	if code, resp := h.do(req2); code != 200 || resp["status"] != "duplicate" || resp["duplicate"] != float64(2) {
 		t.Fatalf("sendgrid batch again: %d %v", code, resp)
 	}
@@ -101,7 +100,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 	generic := &provider.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
 	settings := map[string]provider.Settings{
 		"postscale":         {Secrets: []string{"whsec_other"}},
-		"sendgrid":          {Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}},
+		"sendgrid":          {Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}},
 		"mailgun":           {Secrets: []string{"mailgun-signing-key"}},
 		"postmark":          {Secrets: []string{"hook:correct-horse"}},
 		"ses":               {TopicARNs: []string{"arn:aws:sns:us-east-1:123456789012:ses-events"}},
@@ -179,10 +178,10 @@ func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &ses.Envelope{Type: "Notification", MessageID: h.id("sns"), TopicARN: topic,
+	env := &providertest.SNSEnvelope{Type: "Notification", MessageID: h.id("sns"), TopicARN: topic,
 		Message:   `{"eventType":"Delivery","mail":{"messageId":"m1","destination":["a@example.com"]}}`,
 		Timestamp: time.Now().UTC().Format(time.RFC3339), SigningCertURL: "https://127.0.0.1:1/SimpleNotificationService-x.pem"}
-	if err := ses.SignEnvelope(env, key, "2"); err != nil {
+	if err := env.Sign(key, "2"); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/ses", bytes.NewReader(env.Body()))

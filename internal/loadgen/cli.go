@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/spf13/cobra"
-
-	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 )
 
 // Command is `mailhook-loadtest` (and `mailhook-loadtest keygen`, `mailhook-loadtest
@@ -190,5 +189,5 @@ func GenerateSendGridKey(path string, force bool) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", err
 	}
-	return sendgrid.PublicKeyBase64(&k.PublicKey), nil
+	return providertest.SendGridPublicKey(&k.PublicKey), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/provider/sendgrid"
 )
 
@@ -125,7 +126,7 @@ func TestBodiesParseAsModelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sg, err := sendgrid.New(provider.Settings{Secrets: []string{sendgrid.PublicKeyBase64(&key.PublicKey)}})
+	sg, err := sendgrid.New(provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mailhook/mailhook/internal/provider/postscale"
-	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // Options configure one load test.
@@ -562,10 +562,10 @@ func (r *runner) post(ctx context.Context, req *Request) (int, webhookAnswer, er
 	now := time.Now()
 	switch req.Provider {
 	case SendGrid:
-		sendgrid.SignRequest(hr, r.o.SendGridKey, req.Body, now)
+		providertest.SignSendGrid(hr, r.o.SendGridKey, req.Body, now)
 	default:
 		hr.Header.Set(postscale.DeliveryIDHeader, "lt-"+randomHex(6))
-		postscale.SignRequest(hr, r.o.PostscaleSecret, req.Body, now)
+		providertest.SignPostscale(hr, r.o.PostscaleSecret, req.Body, now)
 	}
 	resp, err := r.client.Do(hr)
 	if err != nil {

@@ -31,6 +31,7 @@ type Notification struct {
 // Standard Webhooks signature and counts notifications by webhook-id.
 type Sink struct {
 	Secret string
+	scheme *signature.Standard
 
 	mu          sync.Mutex
 	byID        map[string]*Notification
@@ -49,14 +50,15 @@ func StartSink(addr, secret string) (*Sink, error) {
 	if err := requireLoopbackHostPort(addr); err != nil {
 		return nil, fmt.Errorf("--sink-listen: %w", err)
 	}
-	if _, err := signature.StandardKey(secret); err != nil {
+	scheme, err := signature.NewStandard(secret, 5*time.Minute)
+	if err != nil {
 		return nil, fmt.Errorf("--sink-secret: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{Secret: secret, byID: map[string]*Notification{}, ln: ln, closeServed: make(chan struct{})}
+	s := &Sink{Secret: secret, scheme: scheme, byID: map[string]*Notification{}, ln: ln, closeServed: make(chan struct{})}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 	go func() {
 		defer close(s.closeServed)
@@ -97,8 +99,8 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.Header.Get(signature.HeaderWebhookID)
-	if err := signature.VerifyStandard(s.Secret, id, r.Header.Get(signature.HeaderWebhookTimestamp),
-		r.Header.Get(signature.HeaderWebhookSignature), body, 5*time.Minute, now); err != nil {
+	if err := s.scheme.Verify(id, r.Header.Get(signature.HeaderWebhookTimestamp),
+		r.Header.Get(signature.HeaderWebhookSignature), body, now); err != nil {
 		s.mu.Lock()
 		s.badSig++
 		s.lastErr = "bad signature: " + err.Error()

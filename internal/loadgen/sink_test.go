@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/signature"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 func TestSinkVerifiesAndCountsByID(t *testing.T) {
@@ -21,15 +20,13 @@ func TestSinkVerifiesAndCountsByID(t *testing.T) {
 	post := func(id, body, sigSecret string) int {
 		t.Helper()
 		now := time.Now()
-		sig, err := signature.SignStandard(sigSecret, id, now, []byte(body))
+		h, err := providertest.StandardHeaders(sigSecret, id, now, []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+"/sink", bytes.NewReader([]byte(body)))
-		req.Header.Set("webhook-id", id)
+		req.Header = h
 		req.Header.Set("Idempotency-Key", id)
-		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-		req.Header.Set("webhook-signature", sig)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

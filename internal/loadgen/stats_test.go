@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/provider/sendgrid"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 func TestPercentile(t *testing.T) {
@@ -198,7 +198,7 @@ func TestSendGridKeyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sendgrid.PublicKeyBase64(&k.PublicKey) != pub {
+	if providertest.SendGridPublicKey(&k.PublicKey) != pub {
 		t.Fatal("loaded key does not match the printed public key")
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
@@ -230,7 +230,7 @@ func TestLoopbackOnly(t *testing.T) {
 
 func signedSendGridHeader(key *ecdsa.PrivateKey, body []byte, now time.Time) http.Header {
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
-	sendgrid.SignRequest(req, key, body, now)
+	providertest.SignSendGrid(req, key, body, now)
 	return req.Header
 }
 

@@ -87,7 +87,11 @@ func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []by
 	if id == "" {
 		return &DeliveryError{Err: errors.New("empty notification id")}
 	}
-	sig, err := signature.SignStandard(secret, id, now, body)
+	scheme, err := signature.NewStandard(secret, 0)
+	if err != nil {
+		return &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", err)}
+	}
+	sig, err := scheme.Sign(id, now, body)
 	if err != nil {
 		return &DeliveryError{Err: err}
 	}

@@ -38,8 +38,13 @@ func receiver(t *testing.T, respond http.HandlerFunc) (*httptest.Server, *atomic
 			t.Errorf("sink: read body: %v", err)
 		}
 		h := r.Header
-		if err := signature.VerifyStandard(testSecret, h.Get("webhook-id"), h.Get("webhook-timestamp"),
-			h.Get("webhook-signature"), body, 5*time.Minute, testNow); err != nil {
+		scheme, err := signature.NewStandard(testSecret, 5*time.Minute)
+		if err != nil {
+			t.Errorf("sink: %v", err)
+			return
+		}
+		if err := scheme.Verify(h.Get("webhook-id"), h.Get("webhook-timestamp"),
+			h.Get("webhook-signature"), body, testNow); err != nil {
 			t.Errorf("sink: signature does not verify: %v", err)
 		}
 		if r.Method != http.MethodPost {

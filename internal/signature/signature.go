@@ -1,10 +1,14 @@
 // Package signature signs and verifies webhook signatures. It is pure (no I/O, no clock): every
 // function takes the current time as an argument so tests and workflows stay deterministic.
 //
-// Two schemes are implemented:
-//   - the Stripe-style timestamped HMAC that Postscale sends (VerifyTimestamped, SignTimestamped);
-//   - Standard Webhooks, which mailhook uses for its own outbound notifications and which
-//     Svix-based providers send (VerifyStandard, SignStandard).
+// Each scheme is a type built once from its secrets or keys (decoded in the constructor) whose
+// Verify runs per request:
+//   - Timestamped: the Stripe-style timestamped HMAC that Postscale sends;
+//   - Standard: Standard Webhooks, which mailhook uses for its own outbound notifications and
+//     which Svix-based providers (Resend) send;
+//   - ECDSA: SendGrid's Signed Event Webhook;
+//   - TokenHMAC: Mailgun's HMAC of a timestamp and a token;
+//   - HMAC: a configurable HMAC of the body, with or without a timestamp (provider "hmac").
 package signature
 
 import (
@@ -36,20 +40,6 @@ const (
 	MaxHeaderBytes   = 8 << 10
 	MaxHeaderEntries = 64
 )
-
-// Reason returns the short, request-independent message of the sentinel err wraps, suitable for
-// a JSON error reason, or "invalid signature" when err wraps none of them.
-func Reason(err error) string {
-	for _, s := range []error{
-		ErrMissingSignature, ErrMalformedSignature, ErrTimestampOutOfTolerance,
-		ErrNoMatchingSignature, ErrInvalidSecret,
-	} {
-		if errors.Is(err, s) {
-			return s.Error()
-		}
-	}
-	return "invalid signature"
-}
 
 // WithinTolerance reports whether signed is no further than tolerance from now. It works on
 // time.Duration, whose Sub saturates, so absurd timestamps cannot overflow into "accepted".

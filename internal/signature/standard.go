@@ -19,9 +19,18 @@ const (
 
 const standardSecretPrefix = "whsec_"
 
-// StandardKey derives the HMAC key from a Standard Webhooks secret: the base64 part after the
-// "whsec_" prefix, or the whole string when it has no prefix.
-func StandardKey(secret string) ([]byte, error) {
+// Standard is the Standard Webhooks scheme for one secret: "v1,<base64 HMAC-SHA256>" over
+// "<id>.<timestamp>.<body>", keyed with the base64-decoded secret. A receiver rotating its
+// secret holds one Standard per secret.
+type Standard struct {
+	key       []byte
+	tolerance time.Duration
+}
+
+// NewStandard decodes secret (the base64 part after the "whsec_" prefix, or the whole string
+// when it has no prefix) once. tolerance bounds |now - timestamp| in Verify; zero or less
+// disables the check.
+func NewStandard(secret string, tolerance time.Duration) (*Standard, error) {
 	enc := strings.TrimPrefix(secret, standardSecretPrefix)
 	if enc == "" {
 		return nil, fmt.Errorf("%w: empty", ErrInvalidSecret)
@@ -33,29 +42,24 @@ func StandardKey(secret string) ([]byte, error) {
 	if len(key) == 0 {
 		return nil, fmt.Errorf("%w: decodes to an empty key", ErrInvalidSecret)
 	}
-	return key, nil
+	return &Standard{key: key, tolerance: tolerance}, nil
 }
 
-// SignStandard returns the webhook-signature header value "v1,<base64>" for a message with the
-// given id and timestamp. It fails only when the secret is unusable or the id is empty.
-func SignStandard(secret, id string, ts time.Time, body []byte) (string, error) {
+// Sign returns the webhook-signature header value "v1,<base64>" for a message with the given id
+// and timestamp. It fails only when the id is empty.
+func (s *Standard) Sign(id string, ts time.Time, body []byte) (string, error) {
 	if id == "" {
 		return "", fmt.Errorf("sign standard webhook: empty message id")
 	}
-	key, err := StandardKey(secret)
-	if err != nil {
-		return "", fmt.Errorf("sign standard webhook: %w", err)
-	}
-	mac := standardMAC(key, id, strconv.FormatInt(ts.Unix(), 10), body)
+	mac := standardMAC(s.key, id, strconv.FormatInt(ts.Unix(), 10), body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac[:]), nil
 }
 
-// VerifyStandard verifies a Standard Webhooks request from its three header values. The
-// signature header may carry several space-separated "<version>,<base64>" entries (a sender
-// rotating its secret sends one per secret); the request is accepted when any v1 entry matches.
-// Entries of other versions (such as the asymmetric v1a) are skipped. tolerance bounds
-// |now - timestamp|; zero or less disables the check.
-func VerifyStandard(secret, id, timestampHeader, signatureHeader string, body []byte, tolerance time.Duration, now time.Time) error {
+// Verify verifies a Standard Webhooks request from its three header values. The signature
+// header may carry several space-separated "<version>,<base64>" entries (a sender rotating its
+// secret sends one per secret); the request is accepted when any v1 entry matches. Entries of
+// other versions (such as the asymmetric v1a) are skipped.
+func (s *Standard) Verify(id, timestampHeader, signatureHeader string, body []byte, now time.Time) error {
 	timestampHeader = strings.TrimSpace(timestampHeader)
 	signatureHeader = strings.TrimSpace(signatureHeader)
 	switch {
@@ -77,16 +81,12 @@ func VerifyStandard(secret, id, timestampHeader, signatureHeader string, body []
 	if !ok {
 		return fmt.Errorf("%w: %s is not unix seconds", ErrMalformedSignature, HeaderWebhookTimestamp)
 	}
-	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, tolerance) {
+	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, s.tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
-			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), tolerance)
-	}
-	key, err := StandardKey(secret)
-	if err != nil {
-		return err
+			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), s.tolerance)
 	}
 
-	mac := standardMAC(key, id, timestampHeader, body)
+	mac := standardMAC(s.key, id, timestampHeader, body)
 	// Sized for DecodedLen of a padded 32-byte digest, which rounds up to 33.
 	var got [sha256.Size + 1]byte
 	v1 := 0

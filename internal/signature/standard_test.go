@@ -18,12 +18,12 @@ const (
 
 func TestSignStandardVector(t *testing.T) {
 	for _, secret := range []string{vecSecret, strings.TrimPrefix(vecSecret, "whsec_")} {
-		got, err := SignStandard(secret, stdID, vecNow, []byte(vecBody))
+		got, err := signStandard(secret, stdID, vecNow, []byte(vecBody))
 		if err != nil {
-			t.Fatalf("SignStandard(%q): %v", secret, err)
+			t.Fatalf("signStandard(%q): %v", secret, err)
 		}
 		if got != stdSig {
-			t.Fatalf("SignStandard(%q) = %q, want %q", secret, got, stdSig)
+			t.Fatalf("signStandard(%q) = %q, want %q", secret, got, stdSig)
 		}
 	}
 }
@@ -39,7 +39,7 @@ func TestSignStandardErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := SignStandard(tt.secret, tt.id, vecNow, []byte(vecBody)); err == nil {
+			if _, err := signStandard(tt.secret, tt.id, vecNow, []byte(vecBody)); err == nil {
 				t.Fatal("SignStandard: expected an error")
 			}
 		})
@@ -51,7 +51,7 @@ func TestVerifyStandard(t *testing.T) {
 	body := []byte(vecBody)
 	signedAt := func(d time.Duration) (string, string) {
 		ts := vecNow.Add(d)
-		sig, err := SignStandard(vecSecret, stdID, ts, body)
+		sig, err := signStandard(vecSecret, stdID, ts, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestVerifyStandard(t *testing.T) {
 			if tt.body == nil {
 				tt.body = body
 			}
-			err := VerifyStandard(tt.secret, tt.id, tt.ts, tt.sig, tt.body, tt.tolerance, vecNow)
+			err := verifyStandard(tt.secret, tt.id, tt.ts, tt.sig, tt.body, tt.tolerance, vecNow)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("VerifyStandard: unexpected error %v", err)
@@ -131,10 +131,14 @@ func TestVerifyStandard(t *testing.T) {
 
 func BenchmarkSignStandard(b *testing.B) {
 	body := []byte(strings.Repeat(`{"type":"email.delivered","data":{"email_id":"msg_xyz789"}}`, 16))
+	s, err := NewStandard(vecSecret, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := SignStandard(vecSecret, stdID, vecNow, body); err != nil {
+		if _, err := s.Sign(stdID, vecNow, body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -146,8 +150,29 @@ func FuzzVerifyStandard(f *testing.F) {
 	f.Add("", "", "", []byte(nil))
 	f.Add("x", "-1", "v1,", []byte("{}"))
 	f.Add("x", "1", "v1,==== v1a,x ,,,", []byte("{}"))
+	s, err := NewStandard(vecSecret, 5*time.Minute)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
 		// Must never panic; the result is not otherwise constrained.
-		_ = VerifyStandard(vecSecret, id, ts, sig, body, 5*time.Minute, vecNow)
+		_ = s.Verify(id, ts, sig, body, vecNow)
 	})
+}
+
+func signStandard(secret, id string, ts time.Time, body []byte) (string, error) {
+	s, err := NewStandard(secret, 0)
+	if err != nil {
+		return "", err
+	}
+	return s.Sign(id, ts, body)
+}
+
+// verifyStandard builds the scheme and verifies; a constructor error is returned as is.
+func verifyStandard(secret, id, ts, sig string, body []byte, tolerance time.Duration, now time.Time) error {
+	s, err := NewStandard(secret, tolerance)
+	if err != nil {
+		return err
+	}
+	return s.Verify(id, ts, sig, body, now)
 }

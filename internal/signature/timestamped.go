@@ -10,17 +10,38 @@ import (
 	"time"
 )
 
-// VerifyTimestamped verifies a Stripe-style header "t=<unix>,v1=<hex>[,v1=<hex>…]" over body.
+// Timestamped is the Stripe-style scheme Postscale sends: a header
+// "t=<unix>,v1=<hex>[,v1=<hex>…]" over body.
 //
 // The signed content is "<t>.<body>", HMAC-SHA256 keyed with the bytes of the whole secret string
-// (a "whsec_…" secret is not base64-decoded). The request is accepted when any v1 signature
+// (a "whsec_…" secret is not base64-decoded). A request is accepted when any v1 signature
 // matches any secret: a sender rotating its secret signs with both, and a receiver rotating its
 // configuration holds both. Entries with other schemes (v0=, …) are ignored, but at least one v1
-// is required. tolerance bounds |now - t|; zero or less disables the check.
-//
-// Headers longer than MaxHeaderBytes or with more than MaxHeaderEntries entries are rejected as
-// malformed before anything is hashed.
-func VerifyTimestamped(header string, body []byte, secrets []string, tolerance time.Duration, now time.Time) error {
+// is required.
+type Timestamped struct {
+	keys      [][]byte
+	tolerance time.Duration
+}
+
+// NewTimestamped builds the scheme for secrets. Empty secrets are skipped, since an empty key is
+// public knowledge and anyone could produce a matching signature; at least one must remain.
+// tolerance bounds |now - t|; zero or less disables the check.
+func NewTimestamped(secrets []string, tolerance time.Duration) (*Timestamped, error) {
+	t := &Timestamped{tolerance: tolerance}
+	for _, s := range secrets {
+		if s != "" {
+			t.keys = append(t.keys, []byte(s))
+		}
+	}
+	if len(t.keys) == 0 {
+		return nil, fmt.Errorf("%w: no non-empty secret configured", ErrInvalidSecret)
+	}
+	return t, nil
+}
+
+// Verify checks header over body at now. Headers longer than MaxHeaderBytes or with more than
+// MaxHeaderEntries entries are rejected as malformed before anything is hashed.
+func (t *Timestamped) Verify(header string, body []byte, now time.Time) error {
 	header = strings.TrimSpace(header)
 	if header == "" {
 		return ErrMissingSignature
@@ -76,43 +97,40 @@ func VerifyTimestamped(header string, body []byte, secrets []string, tolerance t
 		return fmt.Errorf("%w: no v1 signature", ErrMalformedSignature)
 	}
 	// Checked before hashing so stale replays cost no HMAC work.
-	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, tolerance) {
+	if signed := time.Unix(unix, 0); !WithinTolerance(signed, now, t.tolerance) {
 		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
-			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), tolerance)
+			ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), t.tolerance)
 	}
 
-	usable := 0
 	var mac [sha256.Size]byte
-	for _, secret := range secrets {
-		// An empty key is public knowledge: anyone could produce a matching signature.
-		if secret == "" {
-			continue
-		}
-		usable++
-		timestampedMAC(&mac, secret, ts, body)
+	for _, key := range t.keys {
+		timestampedMAC(&mac, key, ts, body)
 		for i := range nsigs {
 			if hmac.Equal(mac[:], sigs[i][:]) {
 				return nil
 			}
 		}
 	}
-	if usable == 0 {
-		return fmt.Errorf("%w: no non-empty secret configured", ErrInvalidSecret)
-	}
-	return fmt.Errorf("%w: %d signature(s) checked against %d secret(s)", ErrNoMatchingSignature, nsigs, usable)
+	return fmt.Errorf("%w: %d signature(s) checked against %d secret(s)", ErrNoMatchingSignature, nsigs, len(t.keys))
 }
 
-// SignTimestamped returns the full header value "t=<unix>,v1=<hex>" for body signed at t. It is
-// the sender side of VerifyTimestamped, used by the simulator and tests.
-func SignTimestamped(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
+// Sign returns the full header value "t=<unix>,v1=<hex>[,v1=<hex>…]" for body signed at at, one
+// v1 entry per secret as a sender rotating its secret sends. It is the sender side of Verify,
+// used by the simulator.
+func (t *Timestamped) Sign(at time.Time, body []byte) string {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	var b strings.Builder
+	b.WriteString("t=" + ts)
 	var mac [sha256.Size]byte
-	timestampedMAC(&mac, secret, ts, body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac[:])
+	for _, key := range t.keys {
+		timestampedMAC(&mac, key, ts, body)
+		b.WriteString(",v1=" + hex.EncodeToString(mac[:]))
+	}
+	return b.String()
 }
 
-func timestampedMAC(dst *[sha256.Size]byte, secret, ts string, body []byte) {
-	h := hmac.New(sha256.New, []byte(secret))
+func timestampedMAC(dst *[sha256.Size]byte, key []byte, ts string, body []byte) {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(ts))
 	h.Write([]byte{'.'})
 	h.Write(body)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/signature"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -114,13 +115,18 @@ func Run(ctx context.Context, o Options) error {
 }
 
 func post(ctx context.Context, o Options, url string, body []byte) (int, []byte, error) {
+	// Signed as Postscale signs, since the simulator plays Postscale.
+	signer, err := signature.NewTimestamped([]string{o.Secret}, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("webhook secret: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(postscale.DeliveryIDHeader, "sim-"+randomHex(8))
-	postscale.SignRequest(req, o.Secret, body, time.Now())
+	req.Header.Set(postscale.SignatureHeader, signer.Sign(time.Now(), body))
 	resp, err := o.Client.Do(req)
 	if err != nil {
 		return 0, nil, err

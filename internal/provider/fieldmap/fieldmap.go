@@ -21,29 +21,18 @@ import (
 // DefaultTypeField is where the event type is read when generic.type_field is not set.
 const DefaultTypeField = "type"
 
-// BadRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func BadRequest(name, format string, args ...any) error {
-	return fmt.Errorf("%s: %w: %w", name, provider.ErrBadRequest, fmt.Errorf(format, args...))
-}
-
-type target struct {
-	kind   domain.Kind
-	status domain.Status
-}
-
 // statusTargets are the values generic.status_map may map a type to.
-var statusTargets = map[string]target{
-	"accepted":     {domain.KindStatus, domain.StatusAccepted},
-	"deferred":     {domain.KindStatus, domain.StatusDeferred},
-	"delivered":    {domain.KindStatus, domain.StatusDelivered},
-	"failed":       {domain.KindStatus, domain.StatusFailed},
-	"bounced":      {domain.KindStatus, domain.StatusBounced},
-	"complained":   {domain.KindStatus, domain.StatusComplained},
-	"opened":       {domain.KindOpened, domain.StatusNone},
-	"clicked":      {domain.KindClicked, domain.StatusNone},
-	"unsubscribed": {domain.KindUnsubscribed, domain.StatusNone},
-	"inbound":      {domain.KindInbound, domain.StatusNone},
+var statusTargets = map[string]provider.Class{
+	"accepted":     {Kind: domain.KindStatus, Status: domain.StatusAccepted},
+	"deferred":     {Kind: domain.KindStatus, Status: domain.StatusDeferred},
+	"delivered":    {Kind: domain.KindStatus, Status: domain.StatusDelivered},
+	"failed":       {Kind: domain.KindStatus, Status: domain.StatusFailed},
+	"bounced":      {Kind: domain.KindStatus, Status: domain.StatusBounced},
+	"complained":   {Kind: domain.KindStatus, Status: domain.StatusComplained},
+	"opened":       {Kind: domain.KindOpened, Status: domain.StatusNone},
+	"clicked":      {Kind: domain.KindClicked, Status: domain.StatusNone},
+	"unsubscribed": {Kind: domain.KindUnsubscribed, Status: domain.StatusNone},
+	"inbound":      {Kind: domain.KindInbound, Status: domain.StatusNone},
 }
 
 func targetNames() string {
@@ -117,7 +106,7 @@ func index(seg string) (int, bool) {
 // Mapping turns one JSON object into an event according to the generic settings.
 type Mapping struct {
 	typeField, messageID, recipient, occurredAt Path
-	status                                      map[string]target
+	status                                      map[string]provider.Class
 }
 
 // New validates the event-mapping part of the generic settings; errors start with name and name
@@ -126,7 +115,7 @@ func New(name string, g *provider.Generic) (*Mapping, error) {
 	if g == nil {
 		return nil, fmt.Errorf("%s: generic is required (at least generic.message_id_field)", name)
 	}
-	m := &Mapping{status: map[string]target{}}
+	m := &Mapping{status: map[string]provider.Class{}}
 	var err error
 	typeField := g.TypeField
 	if strings.TrimSpace(typeField) == "" {
@@ -165,27 +154,25 @@ func New(name string, g *provider.Generic) (*Mapping, error) {
 func (m *Mapping) Map(name string, obj map[string]any, where string) (domain.Event, error) {
 	raw, ok := m.typeField.Lookup(obj)
 	if !ok {
-		return domain.Event{}, BadRequest(name, "%smissing type field %q", where, m.typeField)
+		return domain.Event{}, provider.BadRequest(name, "%smissing type field %q", where, m.typeField)
 	}
 	typ, ok := Scalar(raw)
 	switch {
 	case !ok:
-		return domain.Event{}, BadRequest(name, "%stype field %q is not a string", where, m.typeField)
+		return domain.Event{}, provider.BadRequest(name, "%stype field %q is not a string", where, m.typeField)
 	case typ == "":
-		return domain.Event{}, BadRequest(name, "%stype field %q is empty", where, m.typeField)
+		return domain.Event{}, provider.BadRequest(name, "%stype field %q is empty", where, m.typeField)
 	}
-	ev := domain.Event{Type: typ, Kind: domain.KindUnknown}
-	if t, ok := m.status[typ]; ok {
-		ev.Kind, ev.Status = t.kind, t.status
-	}
+	c := provider.Classify(m.status, typ)
+	ev := domain.Event{Type: typ, Kind: c.Kind, Status: c.Status}
 	if raw, ok := m.messageID.Lookup(obj); ok {
 		if ev.MessageID, ok = Scalar(raw); !ok {
-			return domain.Event{}, BadRequest(name, "%smessage id field %q is not a string", where, m.messageID)
+			return domain.Event{}, provider.BadRequest(name, "%smessage id field %q is not a string", where, m.messageID)
 		}
 	}
-	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+	if provider.Unapplicable(&ev) {
 		// typ is a status_map key here, so this echoes configuration, not request data.
-		return domain.Event{}, BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
+		return domain.Event{}, provider.BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
 	}
 	if m.recipient != nil {
 		if raw, ok := m.recipient.Lookup(obj); ok {
@@ -209,15 +196,15 @@ func Decode(name string, body []byte) (any, error) {
 		var syn *json.SyntaxError
 		switch {
 		case errors.As(err, &syn):
-			return nil, BadRequest(name, "malformed JSON at offset %d", syn.Offset)
+			return nil, provider.BadRequest(name, "malformed JSON at offset %d", syn.Offset)
 		case errors.Is(err, io.EOF):
-			return nil, BadRequest(name, "empty body")
+			return nil, provider.BadRequest(name, "empty body")
 		default:
-			return nil, BadRequest(name, "malformed JSON")
+			return nil, provider.BadRequest(name, "malformed JSON")
 		}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, BadRequest(name, "data after the JSON value")
+		return nil, provider.BadRequest(name, "data after the JSON value")
 	}
 	return v, nil
 }

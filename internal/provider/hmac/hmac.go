@@ -7,14 +7,8 @@
 package hmac
 
 import (
-	stdhmac "crypto/hmac"
-	"crypto/sha256"
-	"crypto/sha512"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"strings"
 	"time"
 
@@ -46,16 +40,10 @@ func init() {
 
 // Adapter verifies and parses one endpoint's requests.
 type Adapter struct {
-	secrets [][]byte
-	header  string
-	prefix  string
-	newHash func() hash.Hash
-	size    int
-	base64  bool
+	scheme *signature.HMAC
+	header string
 	// timestampHeader is set when the signature covers "<timestamp><separator><body>".
 	timestampHeader string
-	separator       string
-	tolerance       time.Duration
 	allow           allowlist.List
 	eventIDField    fieldmap.Path
 	eventIDHeader   string
@@ -72,11 +60,11 @@ func New(s provider.Settings) (provider.Adapter, error) {
 		return nil, errors.New("hmac: secrets: at least one HMAC key is required")
 	}
 	a := &Adapter{}
+	opts := signature.HMACOptions{Secrets: s.Secrets}
 	for i, sec := range s.Secrets {
 		if sec == "" {
 			return nil, fmt.Errorf("hmac: secrets[%d] is empty", i)
 		}
-		a.secrets = append(a.secrets, []byte(sec))
 	}
 	g := s.Generic
 	if g == nil {
@@ -96,19 +84,18 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if a.header == "" {
 		return nil, errors.New("hmac: generic.signature_header is required")
 	}
-	a.prefix = g.SignaturePrefix
+	opts.Header, opts.Prefix = a.header, g.SignaturePrefix
 	switch strings.ToLower(strings.TrimSpace(g.Algorithm)) {
 	case "", "sha256":
-		a.newHash, a.size = sha256.New, sha256.Size
 	case "sha512":
-		a.newHash, a.size = sha512.New, sha512.Size
+		opts.SHA512 = true
 	default:
 		return nil, fmt.Errorf("hmac: generic.algorithm %q is not sha256 or sha512", g.Algorithm)
 	}
 	switch strings.ToLower(strings.TrimSpace(g.Encoding)) {
 	case "", "hex":
 	case "base64":
-		a.base64 = true
+		opts.Base64 = true
 	default:
 		return nil, fmt.Errorf("hmac: generic.encoding %q is not hex or base64", g.Encoding)
 	}
@@ -138,14 +125,14 @@ func New(s provider.Settings) (provider.Adapter, error) {
 		if a.timestampHeader == "" {
 			return nil, errors.New("hmac: generic.timestamp_header is required with generic.signed: timestamp_body")
 		}
-		a.separator = g.Separator
+		opts.TimestampHeader, opts.Separator = a.timestampHeader, g.Separator
 		switch {
 		case s.Tolerance < 0:
 			return nil, fmt.Errorf("hmac: tolerance %s is negative", s.Tolerance)
 		case s.Tolerance == 0:
-			a.tolerance = DefaultTolerance
+			opts.Tolerance = DefaultTolerance
 		default:
-			a.tolerance = s.Tolerance
+			opts.Tolerance = s.Tolerance
 		}
 	default:
 		return nil, fmt.Errorf("hmac: generic.signed %q is not %s or %s", g.Signed, SignedBody, SignedTimestampBody)
@@ -168,6 +155,9 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	}
 	if a.allow, err = allowlist.Parse(Name, s.AllowCIDRs); err != nil {
 		return nil, err
+	}
+	if a.scheme, err = signature.NewHMAC(opts); err != nil {
+		return nil, fmt.Errorf("hmac: secrets: %w", err)
 	}
 	return a, nil
 }
@@ -198,78 +188,9 @@ func (a *Adapter) Verify(r provider.Request) error {
 }
 
 func (a *Adapter) verify(r provider.Request) error {
-	got, err := a.decodeSignature(r.Header.Get(a.header))
-	if err != nil {
-		return err
-	}
 	var stamp string
 	if a.timestampHeader != "" {
-		stamp = strings.TrimSpace(r.Header.Get(a.timestampHeader))
-		if stamp == "" {
-			return fmt.Errorf("%w: no %s", signature.ErrMissingSignature, a.timestampHeader)
-		}
-		unix, ok := signature.ParseUnix(stamp)
-		if !ok {
-			return fmt.Errorf("%w: %s is not unix seconds", signature.ErrMalformedSignature, a.timestampHeader)
-		}
-		if d := r.Now.Sub(time.Unix(unix, 0)); d > a.tolerance || d < -a.tolerance {
-			return fmt.Errorf("%w: signed %s from now, tolerance %s", signature.ErrTimestampOutOfTolerance, d.Round(time.Second), a.tolerance)
-		}
+		stamp = r.Header.Get(a.timestampHeader)
 	}
-	sum := make([]byte, 0, a.size)
-	for _, key := range a.secrets {
-		mac := stdhmac.New(a.newHash, key)
-		if stamp != "" {
-			mac.Write([]byte(stamp))
-			mac.Write([]byte(a.separator))
-		}
-		mac.Write(r.Body)
-		if stdhmac.Equal(mac.Sum(sum[:0]), got) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %d key(s) checked", signature.ErrNoMatchingSignature, len(a.secrets))
-}
-
-// decodeSignature strips the prefix and decodes the digest. Base64 is accepted in the standard
-// or URL-safe alphabet, padded or not.
-func (a *Adapter) decodeSignature(v string) ([]byte, error) {
-	v = strings.TrimSpace(v)
-	switch {
-	case v == "":
-		return nil, fmt.Errorf("%w: no %s", signature.ErrMissingSignature, a.header)
-	case len(v) > signature.MaxHeaderBytes:
-		return nil, fmt.Errorf("%w: header is %d bytes, limit %d", signature.ErrMalformedSignature, len(v), signature.MaxHeaderBytes)
-	}
-	if a.prefix != "" {
-		if !strings.HasPrefix(v, a.prefix) {
-			return nil, fmt.Errorf("%w: no %q prefix", signature.ErrMalformedSignature, a.prefix)
-		}
-		v = v[len(a.prefix):]
-	}
-	var (
-		got []byte
-		err error
-	)
-	if a.base64 {
-		v = strings.TrimRight(v, "=")
-		v = strings.NewReplacer("-", "+", "_", "/").Replace(v)
-		got, err = base64.RawStdEncoding.DecodeString(v)
-	} else {
-		got, err = hex.DecodeString(v)
-	}
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: not %s", signature.ErrMalformedSignature, a.encodingName())
-	case len(got) != a.size:
-		return nil, fmt.Errorf("%w: %d-byte digest, want %d", signature.ErrMalformedSignature, len(got), a.size)
-	}
-	return got, nil
-}
-
-func (a *Adapter) encodingName() string {
-	if a.base64 {
-		return "base64"
-	}
-	return "hex"
+	return a.scheme.Verify(r.Header.Get(a.header), stamp, r.Body, r.Now)
 }

@@ -511,7 +511,7 @@ func FuzzVerify(f *testing.F) {
 		}
 		// Accepted: one configured key must have produced exactly this digest, and a signed
 		// timestamp must be within tolerance.
-		got, err := a.decodeSignature(sig)
+		got, err := decodeSignature(sig, useStamp)
 		if err != nil {
 			t.Fatalf("accepted an undecodable signature %q", sig)
 		}
@@ -671,4 +671,19 @@ func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpo
 		t.Fatalf("%s: no endpoints", file)
 	}
 	return cfg.Endpoints
+}
+
+// decodeSignature decodes sig as the fuzzed endpoints are configured: "sha256=" + hex (plain),
+// or base64 in the standard or URL-safe alphabet, padded or not (stamped).
+func decodeSignature(sig string, stamped bool) ([]byte, error) {
+	sig = strings.TrimSpace(sig)
+	if !stamped {
+		digest, ok := strings.CutPrefix(sig, "sha256=")
+		if !ok {
+			return nil, errors.New("no sha256= prefix")
+		}
+		return hex.DecodeString(digest)
+	}
+	sig = strings.NewReplacer("-", "+", "_", "/").Replace(strings.TrimRight(sig, "="))
+	return base64.RawStdEncoding.DecodeString(sig)
 }

@@ -3,7 +3,6 @@ package hmac
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -15,7 +14,7 @@ import (
 // DefaultTypeField is where the event type is read when generic.type_field is not set.
 const DefaultTypeField = fieldmap.DefaultTypeField
 
-func badRequest(format string, args ...any) error { return fieldmap.BadRequest(Name, format, args...) }
+func badRequest(format string, args ...any) error { return provider.BadRequest(Name, format, args...) }
 
 // Parse turns a verified body into events: one for a JSON object, one per element for an array
 // (a batch). Each event's Raw is its own element's bytes. The event id comes from
@@ -50,40 +49,35 @@ func (a *Adapter) parseBatch(r provider.Request) ([]domain.Event, error) {
 	if a.eventIDHeader != "" {
 		return nil, badRequest("body is a batch, and generic.event_id_header cannot identify its events")
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(r.Body, &elems); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return nil, badRequest("malformed JSON at offset %d", syn.Offset)
-		}
-		return nil, badRequest("malformed JSON")
+	// Only a body starting with '[' gets here, so it is an array or malformed.
+	elems, err := provider.DecodeBatch(Name, r.Body)
+	if err != nil {
+		return nil, err
 	}
 	if len(elems) == 0 {
 		return nil, badRequest("empty batch")
 	}
-	events := make([]domain.Event, 0, len(elems))
-	for i, raw := range elems {
+	return provider.EachEvent(elems, func(i int, raw json.RawMessage) (domain.Event, error) {
 		where := fmt.Sprintf("element %d: ", i)
 		v, err := fieldmap.Decode(Name, raw)
 		if err != nil {
-			return nil, err
+			return domain.Event{}, err
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, badRequest("%sa JSON %s, not an object", where, fieldmap.Kind(v))
+			return domain.Event{}, badRequest("%sa JSON %s, not an object", where, fieldmap.Kind(v))
 		}
 		id, err := a.eventID(r, obj, where)
 		if err != nil {
-			return nil, err
+			return domain.Event{}, err
 		}
 		ev, err := a.m.Map(Name, obj, where)
 		if err != nil {
-			return nil, err
+			return domain.Event{}, err
 		}
 		ev.Provider, ev.EventID, ev.Raw = Name, id, json.RawMessage(bytes.Clone(raw))
-		events = append(events, ev)
-	}
-	return events, nil
+		return ev, nil
+	})
 }
 
 func (a *Adapter) eventID(r provider.Request, obj map[string]any, where string) (string, error) {

@@ -135,3 +135,39 @@ func digits(s string) bool {
 	}
 	return true
 }
+
+// Nested returns the object at path (each key an object inside the previous one), or false when
+// a key is absent or its value is not an object.
+func Nested(o Object, path ...string) (Object, bool) {
+	for _, key := range path {
+		raw, ok := o[key]
+		if !ok {
+			return nil, false
+		}
+		var next Object
+		if json.Unmarshal(raw, &next) != nil || next == nil {
+			return nil, false
+		}
+		o = next
+	}
+	return o, true
+}
+
+// Time reads an RFC 3339 string at key as UTC; anything else gives the zero time: an odd
+// timestamp says only when, not what, so it does not make an event unacceptable.
+func Time(o Object, key string) time.Time {
+	return ParseTime(OptionalString(o, key))
+}
+
+// ParseTime parses an RFC 3339 timestamp (fractions allowed) as UTC; anything else is the zero
+// time.
+func ParseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

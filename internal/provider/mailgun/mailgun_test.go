@@ -16,6 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -56,8 +57,20 @@ func TestRegistered(t *testing.T) {
 func TestSign(t *testing.T) {
 	// Computed independently (Python hmac) from mailgun-go's test constants; recorded in
 	// shared/reference/providers.md §4.3.
-	if got := Sign("WEBHOOK_SIGNING_KEY", "123456789", "token"); got != "be636525fcbffba547491ce8a6ff04cbfbf0811aa7031db14147de41be62ffe0" {
+	if got := providertest.MailgunSignature("WEBHOOK_SIGNING_KEY", "123456789", "token"); got != "be636525fcbffba547491ce8a6ff04cbfbf0811aa7031db14147de41be62ffe0" {
 		t.Fatalf("Sign = %s", got)
+	}
+	// The adapter accepts the vector and refuses it with another key.
+	body := []byte(`{"signature":{"timestamp":"123456789","token":"token","signature":"be636525fcbffba547491ce8a6ff04cbfbf0811aa7031db14147de41be62ffe0"},"event-data":{}}`)
+	for key, want := range map[string]error{"WEBHOOK_SIGNING_KEY": nil, "OTHER_KEY": signature.ErrNoMatchingSignature} {
+		a, err := New(provider.Settings{Secrets: []string{key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.Verify(provider.Request{Body: body, Now: time.Unix(123456789, 0)})
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("key %s: Verify(vector) = %v, want %v", key, err, want)
+		}
 	}
 }
 
@@ -85,7 +98,7 @@ func TestNewCopiesSecrets(t *testing.T) {
 	secrets := []string{testKey}
 	a := newAdapter(t, secrets...)
 	secrets[0] = "changed"
-	body := SignedBody(testKey, "1700000000", testToken, []byte(deliveredData))
+	body := providertest.MailgunBody(testKey, "1700000000", testToken, []byte(deliveredData))
 	if err := a.Verify(provider.Request{Body: body, Now: time.Unix(1700000000, 0)}); err != nil {
 		t.Fatalf("Verify after caller mutated its slice: %v", err)
 	}
@@ -94,9 +107,11 @@ func TestNewCopiesSecrets(t *testing.T) {
 func TestVerify(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	unix := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
-	signed := func(d time.Duration) []byte { return SignedBody(testKey, unix(d), testToken, []byte(deliveredData)) }
+	signed := func(d time.Duration) []byte {
+		return providertest.MailgunBody(testKey, unix(d), testToken, []byte(deliveredData))
+	}
 	block := func(sig string) []byte { return []byte(`{"signature":` + sig + `,"event-data":` + deliveredData + `}`) }
-	good := Sign(testKey, unix(0), testToken)
+	good := providertest.MailgunSignature(testKey, unix(0), testToken)
 	fields := func(ts, token, sig string) string {
 		return `{"timestamp":` + ts + `,"token":` + token + `,"signature":` + sig + `}`
 	}
@@ -112,7 +127,7 @@ func TestVerify(t *testing.T) {
 		{name: "8 hours ahead", body: signed(8 * time.Hour)},
 		{name: "10 hours old", body: signed(-10 * time.Hour), want: signature.ErrTimestampOutOfTolerance},
 		{name: "10 hours ahead", body: signed(10 * time.Hour), want: signature.ErrTimestampOutOfTolerance},
-		{name: "wrong key", body: SignedBody("another-key", unix(0), testToken, []byte(deliveredData)), want: signature.ErrNoMatchingSignature},
+		{name: "wrong key", body: providertest.MailgunBody("another-key", unix(0), testToken, []byte(deliveredData)), want: signature.ErrNoMatchingSignature},
 		{name: "tampered token", body: block(fields(q(unix(0)), q(testToken+"x"), q(good))), want: signature.ErrNoMatchingSignature},
 		{name: "tampered timestamp", body: block(fields(q(unix(1*time.Second)), q(testToken), q(good))), want: signature.ErrNoMatchingSignature},
 		{name: "uppercase hex accepted", body: block(fields(q(unix(0)), q(testToken), q(strings.ToUpper(good))))},
@@ -158,7 +173,7 @@ func TestVerify(t *testing.T) {
 // The signature covers only timestamp and token, never event-data: a body with altered event data
 // still verifies. This test pins that documented property so nobody relies on the contrary.
 func TestVerifyDoesNotCoverEventData(t *testing.T) {
-	body := SignedBody(testKey, "1700000000", testToken, []byte(deliveredData))
+	body := providertest.MailgunBody(testKey, "1700000000", testToken, []byte(deliveredData))
 	forged := bytes.Replace(body, []byte(`"delivered"`), []byte(`"complained"`), 1)
 	if err := newAdapter(t, testKey).Verify(provider.Request{Body: forged, Now: time.Unix(1700000000, 0)}); err != nil {
 		t.Fatalf("Verify: %v", err)
@@ -169,7 +184,7 @@ func TestVerifyRotation(t *testing.T) {
 	const oldKey, newKey = "key-old-0123456789abcdef", "key-new-fedcba9876543210"
 	now := time.Unix(1700000000, 0)
 	req := func(key string) provider.Request {
-		return provider.Request{Body: SignedBody(key, "1700000000", testToken, []byte(deliveredData)), Now: now}
+		return provider.Request{Body: providertest.MailgunBody(key, "1700000000", testToken, []byte(deliveredData)), Now: now}
 	}
 	both := newAdapter(t, oldKey, newKey)
 	for _, k := range []string{oldKey, newKey} {
@@ -214,7 +229,7 @@ func TestVerifyCustomTolerance(t *testing.T) {
 		-6 * time.Minute: signature.ErrTimestampOutOfTolerance,
 		6 * time.Minute:  signature.ErrTimestampOutOfTolerance,
 	} {
-		body := SignedBody(testKey, strconv.FormatInt(now.Add(d).Unix(), 10), testToken, []byte(deliveredData))
+		body := providertest.MailgunBody(testKey, strconv.FormatInt(now.Add(d).Unix(), 10), testToken, []byte(deliveredData))
 		err := a.Verify(provider.Request{Body: body, Now: now})
 		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 			t.Errorf("signed %s from now: Verify = %v, want %v", d, err, want)
@@ -460,10 +475,10 @@ func TestErrorReasonsAreInnermost(t *testing.T) {
 	if inner := innermost(err); inner.Error() != `"event-data.id" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
-	for _, body := range []string{``, `{}`, `{"signature":{"timestamp":"x"}}`, string(SignedBody("k", "1", "t", []byte(`{}`)))} {
+	for _, body := range []string{``, `{}`, `{"signature":{"timestamp":"x"}}`, string(providertest.MailgunBody("k", "1", "t", []byte(`{}`)))} {
 		err := a.Verify(provider.Request{Body: []byte(body), Now: time.Unix(1700000000, 0)})
 		inner := innermost(err)
-		if signature.Reason(err) != inner.Error() {
+		if providertest.SignatureReason(err) != inner.Error() {
 			t.Errorf("verify reason for %q = %q, want a signature sentinel", body, inner)
 		}
 	}
@@ -518,8 +533,8 @@ func FuzzVerify(f *testing.F) {
 		f.Add(b)
 	}
 	for _, s := range []string{``, `{}`, `null`, `{"signature":null}`, `{"signature":{"timestamp":1534108637,"token":"t","signature":""}}`,
-		`{"signature":{"timestamp":"1534108637","token":"t","signature":"` + Sign(testKey, "1534108637", "t") + `"}}`,
-		`{"signature":{"timestamp":"1534108637","token":"t","signature":"x","parent-signature":"` + Sign(testKey, "1534108637", "t") + `"}}`} {
+		`{"signature":{"timestamp":"1534108637","token":"t","signature":"` + providertest.MailgunSignature(testKey, "1534108637", "t") + `"}}`,
+		`{"signature":{"timestamp":"1534108637","token":"t","signature":"x","parent-signature":"` + providertest.MailgunSignature(testKey, "1534108637", "t") + `"}}`} {
 		f.Add([]byte(s))
 	}
 	a := newAdapter(f, testKey)
@@ -529,7 +544,7 @@ func FuzzVerify(f *testing.F) {
 			if !errors.Is(err, provider.ErrUnauthorized) {
 				t.Fatalf("error %v does not wrap provider.ErrUnauthorized", err)
 			}
-			if signature.Reason(err) == "invalid signature" {
+			if providertest.SignatureReason(err) == "invalid signature" {
 				t.Fatalf("error %v wraps no signature sentinel", err)
 			}
 			return
@@ -554,7 +569,7 @@ func FuzzVerify(f *testing.F) {
 		if !signature.WithinTolerance(time.Unix(unix, 0), fuzzNow, DefaultTolerance) {
 			t.Fatalf("accepted timestamp %s outside tolerance", ts)
 		}
-		want := Sign(testKey, ts, top.Signature.Token)
+		want := providertest.MailgunSignature(testKey, ts, top.Signature.Token)
 		if !strings.EqualFold(top.Signature.Signature, want) && !strings.EqualFold(top.Signature.Parent, want) {
 			t.Fatalf("accepted a signature that does not match")
 		}
@@ -656,7 +671,7 @@ func TestNonceIsTheTokenUntilTheSignatureExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := SignedBody("k", "1770146798", "tok_abc", []byte(`{"id":"e1","event":"delivered"}`))
+	body := providertest.MailgunBody("k", "1770146798", "tok_abc", []byte(`{"id":"e1","event":"delivered"}`))
 	n, ok := a.(provider.NonceBinder).Nonce(provider.Request{Body: body})
 	if !ok || n.Value != "tok_abc" || !n.Expires.Equal(time.Unix(1770146798, 0).Add(time.Hour)) {
 		t.Fatalf("nonce %+v %v", n, ok)

@@ -1,9 +1,8 @@
 package mailgun
 
 import (
+	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/mailhook/mailhook/internal/bounce"
@@ -14,31 +13,18 @@ import (
 
 type object = jsonfield.Object
 
-// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func badRequest(format string, args ...any) error {
-	return fmt.Errorf("mailgun: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
-}
+// fields reads event-data; reasons name its keys in full ("event-data.id").
+var fields = provider.Fields{Provider: Name, Path: "event-data."}
+
+func badRequest(format string, args ...any) error { return provider.BadRequest(Name, format, args...) }
 
 // parse reads {"signature":{…},"event-data":{…}}. The event's Raw is the event-data object only:
 // the signature block is left out because it does not cover the body, so a stored or forwarded
 // copy of it would let anyone who reads it sign arbitrary events until the timestamp expires.
 func parse(body []byte) (domain.Event, error) {
-	var top object
-	if err := json.Unmarshal(body, &top); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
-		case errors.As(err, &typ):
-			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
-		default:
-			return domain.Event{}, badRequest("malformed JSON")
-		}
-	}
-	if top == nil {
-		return domain.Event{}, badRequest("body is JSON null, not an object")
+	top, err := provider.DecodeObject(Name, body)
+	if err != nil {
+		return domain.Event{}, err
 	}
 	// json.RawMessage.UnmarshalJSON stores a copy: raw does not alias the request body.
 	raw, ok := top["event-data"]
@@ -49,11 +35,11 @@ func parse(body []byte) (domain.Event, error) {
 	if err := json.Unmarshal(raw, &data); err != nil || data == nil {
 		return domain.Event{}, badRequest(`"event-data" is not an object`)
 	}
-	id, err := requiredString(data, "id")
+	id, err := fields.Required(data, "id")
 	if err != nil {
 		return domain.Event{}, err
 	}
-	typ, err := requiredString(data, "event")
+	typ, err := fields.Required(data, "event")
 	if err != nil {
 		return domain.Event{}, err
 	}
@@ -68,9 +54,7 @@ func parse(body []byte) (domain.Event, error) {
 	// An event that changes a message but does not say which one cannot be applied. Answering 406
 	// would make Mailgun drop it without a trace, so it is recorded as unknown instead: kept with
 	// its raw JSON, changing nothing.
-	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
-		ev.Kind, ev.Status, ev.BounceType = domain.KindUnknown, domain.StatusNone, ""
-	}
+	provider.KeepAsUnknown(&ev)
 	bounce.Apply(&ev, bounceInput(data, ev.Status))
 	ev.Raw = raw
 	return ev, nil
@@ -135,37 +119,28 @@ func bounceInput(data object, status domain.Status) bounce.Input {
 		ProviderReasons: []string{jsonfield.OptionalString(data, "reason"), jsonfield.OptionalString(data, "severity")},
 		Dropped:         status == domain.StatusFailed,
 	}
-	if ds, ok := nestedObject(data, "delivery-status"); ok {
+	if ds, ok := jsonfield.Nested(data, "delivery-status"); ok {
 		in.SMTPCode = jsonfield.Int(ds["code"])
 		in.EnhancedCode = jsonfield.OptionalString(ds, "enhanced-code")
-		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(ds, "message"), jsonfield.OptionalString(ds, "description"))
+		in.Diagnostic = cmp.Or(jsonfield.OptionalString(ds, "message"), jsonfield.OptionalString(ds, "description"))
 	}
 	if in.SMTPCode == 0 {
 		in.SMTPCode = jsonfield.Int(data["code"])
 	}
 	if in.Diagnostic == "" {
-		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(data, "error"), jsonfield.OptionalString(data, "description"))
+		in.Diagnostic = cmp.Or(jsonfield.OptionalString(data, "error"), jsonfield.OptionalString(data, "description"))
 	}
-	if rej, ok := nestedObject(data, "reject"); ok && in.Diagnostic == "" {
-		in.Diagnostic = firstNonEmpty(jsonfield.OptionalString(rej, "reason"), jsonfield.OptionalString(rej, "description"))
+	if rej, ok := jsonfield.Nested(data, "reject"); ok && in.Diagnostic == "" {
+		in.Diagnostic = cmp.Or(jsonfield.OptionalString(rej, "reason"), jsonfield.OptionalString(rej, "description"))
 	}
 	return in
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // messageID reads event-data.message.headers.message-id. Webhooks carry it bare
 // ("20180812211713.1.DF5966851B4BAA99@example.org"); the send API returns it in angle brackets,
 // which are stripped so either form of the id names the same message.
 func messageID(data object) string {
-	headers, ok := nestedObject(data, "message", "headers")
+	headers, ok := jsonfield.Nested(data, "message", "headers")
 	if !ok {
 		return ""
 	}
@@ -174,35 +149,4 @@ func messageID(data object) string {
 		id = strings.TrimSpace(id[1 : len(id)-1])
 	}
 	return id
-}
-
-func nestedObject(o object, path ...string) (object, bool) {
-	for _, key := range path {
-		raw, ok := o[key]
-		if !ok {
-			return nil, false
-		}
-		var next object
-		if json.Unmarshal(raw, &next) != nil || next == nil {
-			return nil, false
-		}
-		o = next
-	}
-	return o, true
-}
-
-// requiredString returns the non-blank string at key, or a bad-request error naming the key.
-func requiredString(o object, key string) (string, error) {
-	raw, ok := o[key]
-	if !ok || jsonfield.IsNull(raw) {
-		return "", badRequest("missing %q", "event-data."+key)
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", badRequest("%q is not a string", "event-data."+key)
-	}
-	if strings.TrimSpace(s) == "" {
-		return "", badRequest("%q is empty", "event-data."+key)
-	}
-	return s, nil
 }

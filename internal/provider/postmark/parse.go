@@ -3,14 +3,12 @@ package postmark
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
 
 type mapping struct {
@@ -64,13 +62,13 @@ var timeFields = map[string]string{
 	"SubscriptionChange": "ChangedAt",
 }
 
-type object map[string]json.RawMessage
+type object = jsonfield.Object
 
-// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func badRequest(format string, args ...any) error {
-	return fmt.Errorf("postmark: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
-}
+// fields reads a record's strings. Postmark documents them as strings, so another JSON type
+// means the body is not what it claims to be.
+var fields = provider.Fields{Provider: Name}
+
+func badRequest(format string, args ...any) error { return provider.BadRequest(Name, format, args...) }
 
 // parse maps one Postmark record:
 //
@@ -81,34 +79,23 @@ func badRequest(format string, args ...any) error {
 // occurrence and are identical in every retry of it, since a retry re-sends the same body:
 // "<RecordType>:<MessageID>:<recipient>:<timestamp as sent>".
 func parse(body []byte) (domain.Event, error) {
-	var top object
-	if err := json.Unmarshal(body, &top); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
-		case errors.As(err, &typ):
-			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
-		default:
-			return domain.Event{}, badRequest("malformed JSON")
-		}
-	}
-	if top == nil {
-		return domain.Event{}, badRequest("body is JSON null, not an object")
-	}
-
-	recordType, err := requiredString(top, "RecordType")
+	top, err := provider.DecodeObject(Name, body)
 	if err != nil {
 		return domain.Event{}, err
 	}
+
+	recordType, err := fields.Required(top, "RecordType")
+	if err != nil {
+		return domain.Event{}, err
+	}
+	recordType = strings.TrimSpace(recordType)
 	ev := domain.Event{Provider: Name, Type: recordType}
 	var m mapping
 	switch recordType {
 	case "Delivery":
 		m = mapping{domain.KindStatus, domain.StatusDelivered, ""}
 	case "Bounce":
-		bt, err := optionalString(top, "Type")
+		bt, err := fields.Optional(top, "Type")
 		if err != nil {
 			return domain.Event{}, err
 		}
@@ -138,22 +125,22 @@ func parse(body []byte) (domain.Event, error) {
 	}
 	ev.Kind, ev.Status, ev.BounceType = m.kind, m.status, m.bounce
 
-	if ev.MessageID, err = optionalString(top, "MessageID"); err != nil {
+	if ev.MessageID, err = fields.Optional(top, "MessageID"); err != nil {
 		return domain.Event{}, err
 	}
-	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+	if provider.Unapplicable(&ev) {
 		if recordType != "SubscriptionChange" {
 			return domain.Event{}, badRequest("%s record has no MessageID", recordType)
 		}
 		// Postmark sends no MessageID for manual suppressions: nothing to flag.
 		ev.Kind = domain.KindUnknown
 	}
-	recipient, err := optionalString(top, "Recipient")
+	recipient, err := fields.Optional(top, "Recipient")
 	if err != nil {
 		return domain.Event{}, err
 	}
 	if recipient == "" {
-		if recipient, err = optionalString(top, "Email"); err != nil {
+		if recipient, err = fields.Optional(top, "Email"); err != nil {
 			return domain.Event{}, err
 		}
 	}
@@ -162,17 +149,17 @@ func parse(body []byte) (domain.Event, error) {
 	timeField := timeFields[recordType]
 	var stamp string
 	if timeField != "" {
-		if stamp, err = optionalString(top, timeField); err != nil {
+		if stamp, err = fields.Optional(top, timeField); err != nil {
 			return domain.Event{}, err
 		}
 	} else {
 		for _, f := range []string{"DeliveredAt", "BouncedAt", "ReceivedAt", "ChangedAt"} {
-			if stamp, _ = optionalString(top, f); stamp != "" {
+			if stamp, _ = fields.Optional(top, f); stamp != "" {
 				break
 			}
 		}
 	}
-	ev.OccurredAt = parseTime(stamp)
+	ev.OccurredAt = jsonfield.ParseTime(stamp)
 
 	ev.EventID = recordType + ":" + ev.MessageID + ":" + ev.Recipient + ":" + stamp
 	if recordType == "Bounce" || recordType == "SpamComplaint" {
@@ -185,7 +172,7 @@ func parse(body []byte) (domain.Event, error) {
 		}
 	}
 
-	ev.Stream = bounce.StreamName(lenientString(top, "MessageStream"))
+	ev.Stream = bounce.StreamName(jsonfield.OptionalString(top, "MessageStream"))
 	if recordType == "Bounce" {
 		bounce.Apply(&ev, bounceInput(top, ev.Status))
 	}
@@ -201,27 +188,17 @@ func parse(body []byte) (domain.Event, error) {
 // were never sent, so their Details are Postmark's and read for nothing.
 func bounceInput(top object, status domain.Status) bounce.Input {
 	return bounce.Input{
-		Diagnostic:      lenientString(top, "Details"),
-		ProviderReasons: []string{lenientString(top, "Type")},
+		Diagnostic:      jsonfield.OptionalString(top, "Details"),
+		ProviderReasons: []string{jsonfield.OptionalString(top, "Type")},
 		Dropped:         status == domain.StatusFailed,
 	}
-}
-
-// lenientString returns the trimmed string at key, "" when it is absent or not a string: these
-// fields were read for nothing before, so a malformed one must not start failing requests.
-func lenientString(o object, key string) string {
-	var s string
-	if json.Unmarshal(o[key], &s) != nil {
-		return ""
-	}
-	return strings.TrimSpace(s)
 }
 
 // bounceID returns the record's "ID" as decimal digits, reporting false when it is absent or
 // null and an error when it is anything but a non-negative integer (a number or a digit string).
 func bounceID(o object) (string, bool, error) {
 	raw, ok := o["ID"]
-	if !ok || isNull(raw) {
+	if !ok || jsonfield.IsNull(raw) {
 		return "", false, nil
 	}
 	s := strings.TrimSpace(string(raw))
@@ -238,51 +215,4 @@ func bounceID(o object) (string, bool, error) {
 		}
 	}
 	return s, true, nil
-}
-
-// requiredString returns the non-blank string at key, or a bad-request error naming the key.
-func requiredString(o object, key string) (string, error) {
-	s, err := optionalString(o, key)
-	if err != nil {
-		return "", err
-	}
-	if s == "" {
-		if _, ok := o[key]; ok && !isNull(o[key]) {
-			return "", badRequest("%q is empty", key)
-		}
-		return "", badRequest("missing %q", key)
-	}
-	return s, nil
-}
-
-// optionalString returns the trimmed string at key, "" when it is absent or null, and a
-// bad-request error naming the key when it is another JSON type: a field Postmark documents as a
-// string that is not one means the body is not what it claims to be.
-func optionalString(o object, key string) (string, error) {
-	raw, ok := o[key]
-	if !ok || isNull(raw) {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", badRequest("%q is not a string", key)
-	}
-	return strings.TrimSpace(s), nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// parseTime parses Postmark's ISO 8601 timestamps ("2019-11-05T16:33:54.9070259Z",
-// "2014-08-01T13:28:10.2735393-04:00"); anything else is the zero time.
-func parseTime(s string) time.Time {
-	if s == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
 }

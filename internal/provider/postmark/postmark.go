@@ -120,9 +120,5 @@ func (a *Adapter) Verify(r provider.Request) error {
 // Parse turns a verified body into exactly one normalized event: Postmark sends one record per
 // request.
 func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
-	ev, err := parse(r.Body)
-	if err != nil {
-		return nil, err
-	}
-	return []domain.Event{ev}, nil
+	return provider.One(parse(r.Body))
 }

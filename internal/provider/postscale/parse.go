@@ -1,9 +1,8 @@
 package postscale
 
 import (
+	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -14,33 +13,34 @@ import (
 )
 
 type typeInfo struct {
-	kind   domain.Kind
-	status domain.Status
+	provider.Class
 	// at names the field carrying this type's own timestamp, which is when the thing happened;
 	// created_at/timestamp is only when Postscale built the webhook.
 	at string
 }
 
 var types = map[string]typeInfo{
-	"email.sent":         {domain.KindStatus, domain.StatusAccepted, "sent_at"},
-	"email.delivered":    {domain.KindStatus, domain.StatusDelivered, "delivered_at"},
-	"email.deferred":     {domain.KindStatus, domain.StatusDeferred, "deferred_at"},
-	"email.bounced":      {domain.KindStatus, domain.StatusBounced, "bounced_at"},
-	"email.complained":   {domain.KindStatus, domain.StatusComplained, "complained_at"},
-	"email.opened":       {domain.KindOpened, domain.StatusNone, "opened_at"},
-	"email.clicked":      {domain.KindClicked, domain.StatusNone, "clicked_at"},
-	"email.unsubscribed": {domain.KindUnsubscribed, domain.StatusNone, "unsubscribed_at"},
-	"email.received":     {domain.KindInbound, domain.StatusNone, "received_at"},
-	"inbound.received":   {domain.KindInbound, domain.StatusNone, "received_at"},
+	"email.sent":         {provider.Class{Kind: domain.KindStatus, Status: domain.StatusAccepted}, "sent_at"},
+	"email.delivered":    {provider.Class{Kind: domain.KindStatus, Status: domain.StatusDelivered}, "delivered_at"},
+	"email.deferred":     {provider.Class{Kind: domain.KindStatus, Status: domain.StatusDeferred}, "deferred_at"},
+	"email.bounced":      {provider.Class{Kind: domain.KindStatus, Status: domain.StatusBounced}, "bounced_at"},
+	"email.complained":   {provider.Class{Kind: domain.KindStatus, Status: domain.StatusComplained}, "complained_at"},
+	"email.opened":       {provider.Class{Kind: domain.KindOpened}, "opened_at"},
+	"email.clicked":      {provider.Class{Kind: domain.KindClicked}, "clicked_at"},
+	"email.unsubscribed": {provider.Class{Kind: domain.KindUnsubscribed}, "unsubscribed_at"},
+	"email.received":     {provider.Class{Kind: domain.KindInbound}, "received_at"},
+	"inbound.received":   {provider.Class{Kind: domain.KindInbound}, "received_at"},
 }
 
-type object map[string]json.RawMessage
+type object = jsonfield.Object
 
-// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func badRequest(format string, args ...any) error {
-	return fmt.Errorf("postscale: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
-}
+var (
+	optionalString = jsonfield.OptionalString
+	timeField      = jsonfield.Time
+	fields         = provider.Fields{Provider: Name}
+)
+
+func badRequest(format string, args ...any) error { return provider.BadRequest(Name, format, args...) }
 
 // parse handles both payload shapes Postscale documents:
 //
@@ -50,21 +50,9 @@ func badRequest(format string, args ...any) error {
 // The flat shape has no event id. Postscale's Delivery-ID header is per attempt and cannot
 // dedupe retries, so the id is derived from what is stable across them: "<event>:<email_id>".
 func parse(body []byte) (domain.Event, error) {
-	var top object
-	if err := json.Unmarshal(body, &top); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			return domain.Event{}, badRequest("malformed JSON at offset %d", syn.Offset)
-		case errors.As(err, &typ):
-			return domain.Event{}, badRequest("body is a JSON %s, not an object", typ.Value)
-		default:
-			return domain.Event{}, badRequest("malformed JSON")
-		}
-	}
-	if top == nil {
-		return domain.Event{}, badRequest("body is JSON null, not an object")
+	top, err := provider.DecodeObject(Name, body)
+	if err != nil {
+		return domain.Event{}, err
 	}
 
 	_, hasType := top["type"]
@@ -73,59 +61,59 @@ func parse(body []byte) (domain.Event, error) {
 	flat := hasEvent && !(hasType && hasData)
 
 	ev := domain.Event{Provider: Name}
-	var fields object
+	var data object
 	var fallbackTimes []string
 	if flat {
-		typ, err := requiredString(top, "event")
+		typ, err := fields.Required(top, "event")
 		if err != nil {
 			return domain.Event{}, err
 		}
-		emailID, err := requiredString(top, "email_id")
+		emailID, err := fields.Required(top, "email_id")
 		if err != nil {
 			return domain.Event{}, err
 		}
-		ev.Type, ev.EventID, fields = typ, typ+":"+emailID, top
+		ev.Type, ev.EventID, data = typ, typ+":"+emailID, top
 		fallbackTimes = []string{"timestamp", "received_at"}
 	} else {
-		id, err := requiredString(top, "id")
+		id, err := fields.Required(top, "id")
 		if err != nil {
 			return domain.Event{}, err
 		}
-		typ, err := requiredString(top, "type")
+		typ, err := fields.Required(top, "type")
 		if err != nil {
 			return domain.Event{}, err
 		}
 		ev.Type, ev.EventID = typ, id
-		if fields, err = dataObject(top); err != nil {
+		if data, err = dataObject(top); err != nil {
 			return domain.Event{}, err
 		}
 	}
 
 	info, known := types[ev.Type]
 	if !known {
-		info = typeInfo{kind: domain.KindUnknown}
+		info = typeInfo{Class: provider.Class{Kind: domain.KindUnknown}}
 	}
-	ev.Kind, ev.Status = info.kind, info.status
+	ev.Kind, ev.Status = info.Kind, info.Status
 
-	ev.MessageID = optionalString(fields, "email_id")
-	if ev.MessageID == "" && ev.Kind.AppliesToMessage() {
+	ev.MessageID = optionalString(data, "email_id")
+	if provider.Unapplicable(&ev) {
 		where := "data.email_id"
 		if flat {
 			where = "email_id"
 		}
 		return domain.Event{}, badRequest("%s event has no %s", ev.Type, where)
 	}
-	ev.Recipient = recipient(fields["to"], true)
+	ev.Recipient = recipient(data["to"], true)
 	if ev.Status == domain.StatusBounced {
-		ev.BounceType = bounceType(fields)
-		bounce.Apply(&ev, bounceInput(fields))
+		ev.BounceType = bounceType(data)
+		bounce.Apply(&ev, bounceInput(data))
 	}
 
 	// A flat inbound event's own received_at is less authoritative than its timestamp: the
 	// docs give timestamp first and received_at only in an older sample.
 	var at time.Time
-	if info.at != "" && !(flat && info.kind == domain.KindInbound) {
-		at = timeField(fields, info.at)
+	if info.at != "" && !(flat && info.Kind == domain.KindInbound) {
+		at = timeField(data, info.at)
 	}
 	if at.IsZero() && !flat {
 		at = timeField(top, "created_at")
@@ -142,39 +130,9 @@ func parse(body []byte) (domain.Event, error) {
 	return ev, nil
 }
 
-// requiredString returns the non-blank string at key, or a bad-request error naming the key.
-func requiredString(o object, key string) (string, error) {
-	raw, ok := o[key]
-	if !ok || isNull(raw) {
-		return "", badRequest("missing %q", key)
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", badRequest("%q is not a string", key)
-	}
-	if strings.TrimSpace(s) == "" {
-		return "", badRequest("%q is empty", key)
-	}
-	return s, nil
-}
-
-// optionalString returns the string at key, or "" when it is absent or not a string: optional
-// fields of the wrong type are ignored rather than failing an event that can still be applied.
-func optionalString(o object, key string) string {
-	raw, ok := o[key]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
 func dataObject(top object) (object, error) {
 	raw, ok := top["data"]
-	if !ok || isNull(raw) {
+	if !ok || jsonfield.IsNull(raw) {
 		return object{}, nil
 	}
 	var data object
@@ -182,10 +140,6 @@ func dataObject(top object) (object, error) {
 		return nil, badRequest(`"data" is not an object`)
 	}
 	return data, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return strings.TrimSpace(string(raw)) == "null"
 }
 
 // recipient takes the first address from "to", which Postscale sends as a string or as an array
@@ -245,7 +199,7 @@ func bounceType(fields object) string {
 // also read from the text.
 func bounceInput(fields object) bounce.Input {
 	in := bounce.Input{
-		Diagnostic:   firstNonEmpty(optionalString(fields, "diagnostic"), optionalString(fields, "reason")),
+		Diagnostic:   cmp.Or(optionalString(fields, "diagnostic"), optionalString(fields, "reason")),
 		SMTPCode:     firstCode(fields["smtp_code"]),
 		EnhancedCode: optionalString(fields, "enhanced_code"),
 		ProviderReasons: []string{
@@ -254,21 +208,12 @@ func bounceInput(fields object) bounce.Input {
 	}
 	var b object
 	if raw, ok := fields["bounce"]; ok && json.Unmarshal(raw, &b) == nil && b != nil {
-		in.Diagnostic = firstNonEmpty(in.Diagnostic, optionalString(b, "diagnostic"), optionalString(b, "message"), optionalString(b, "reason"))
+		in.Diagnostic = cmp.Or(in.Diagnostic, optionalString(b, "diagnostic"), optionalString(b, "message"), optionalString(b, "reason"))
 		in.SMTPCode = firstCode(fields["smtp_code"], b["code"], b["smtp_code"])
-		in.EnhancedCode = firstNonEmpty(in.EnhancedCode, optionalString(b, "enhanced_code"), optionalString(b, "status"))
+		in.EnhancedCode = cmp.Or(in.EnhancedCode, optionalString(b, "enhanced_code"), optionalString(b, "status"))
 		in.ProviderReasons = append(in.ProviderReasons, optionalString(b, "type"), optionalString(b, "bounce_type"))
 	}
 	return in
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // firstCode is the first of raws that is a whole number (a JSON number or a numeric string).
@@ -279,16 +224,4 @@ func firstCode(raws ...json.RawMessage) int {
 		}
 	}
 	return 0
-}
-
-func timeField(o object, key string) time.Time {
-	s := optionalString(o, key)
-	if s == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
 }

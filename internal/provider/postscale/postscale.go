@@ -8,7 +8,6 @@ package postscale
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -37,9 +36,8 @@ func init() {
 
 // Adapter verifies and parses Postscale webhooks for one endpoint.
 type Adapter struct {
-	secrets   []string
-	tolerance time.Duration
-	allow     allowlist.List // allow_cidrs; empty allows every address
+	scheme *signature.Timestamped
+	allow  allowlist.List // allow_cidrs; empty allows every address
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -67,7 +65,11 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{secrets: append([]string(nil), s.Secrets...), tolerance: tol, allow: allow}, nil
+	scheme, err := signature.NewTimestamped(s.Secrets, tol)
+	if err != nil {
+		return nil, fmt.Errorf("postscale: secrets: %w", err)
+	}
+	return &Adapter{scheme: scheme, allow: allow}, nil
 }
 
 // Verify checks X-Postscale-Signature over the raw body. Failures wrap both
@@ -77,7 +79,7 @@ func (a *Adapter) Verify(r provider.Request) error {
 	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("%s: %w: source address not allowed", Name, provider.ErrUnauthorized)
 	}
-	if err := signature.VerifyTimestamped(r.Header.Get(SignatureHeader), r.Body, a.secrets, a.tolerance, r.Now); err != nil {
+	if err := a.scheme.Verify(r.Header.Get(SignatureHeader), r.Body, r.Now); err != nil {
 		return fmt.Errorf("postscale: %w: %w", provider.ErrUnauthorized, err)
 	}
 	return nil
@@ -85,15 +87,5 @@ func (a *Adapter) Verify(r provider.Request) error {
 
 // Parse turns a verified body into exactly one normalized event.
 func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
-	ev, err := parse(r.Body)
-	if err != nil {
-		return nil, err
-	}
-	return []domain.Event{ev}, nil
-}
-
-// SignRequest sets X-Postscale-Signature on req as Postscale would for body at now. It is the
-// sender side of Verify, for the simulator and tests; it does not touch the request body.
-func SignRequest(req *http.Request, secret string, body []byte, now time.Time) {
-	req.Header.Set(SignatureHeader, signature.SignTimestamped(secret, now, body))
+	return provider.One(parse(r.Body))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -73,7 +74,7 @@ func TestNewCopiesSecrets(t *testing.T) {
 	body := []byte(`{}`)
 	h := http.Header{}
 	now := time.Unix(1614265330, 0)
-	h.Set(SignatureHeader, signature.SignTimestamped(testSecret, now, body))
+	h.Set(SignatureHeader, providertest.PostscaleSignature(testSecret, now, body))
 	if err := a.Verify(provider.Request{Header: h, Body: body, Now: now}); err != nil {
 		t.Fatalf("Verify after caller mutated its slice: %v", err)
 	}
@@ -87,7 +88,7 @@ func TestVerify(t *testing.T) {
 	now := time.Date(2026, 1, 18, 10, 30, 5, 0, time.UTC)
 	sign := func(secret string, at time.Time) http.Header {
 		req := httptest.NewRequest(http.MethodPost, "/hooks/postscale", bytes.NewReader(body))
-		SignRequest(req, secret, body, at)
+		providertest.SignPostscale(req, secret, body, at)
 		return req.Header
 	}
 	rotated := sign(testSecret, now)
@@ -144,7 +145,7 @@ func TestVerifyCustomTolerance(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	body := []byte(`{}`)
 	h := http.Header{}
-	h.Set(SignatureHeader, signature.SignTimestamped(testSecret, now.Add(-8*time.Minute), body))
+	h.Set(SignatureHeader, providertest.PostscaleSignature(testSecret, now.Add(-8*time.Minute), body))
 	if err := a.Verify(provider.Request{Header: h, Body: body, Now: now}); err != nil {
 		t.Fatalf("8 minutes old with 10-minute tolerance: %v", err)
 	}

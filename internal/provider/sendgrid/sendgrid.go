@@ -8,18 +8,8 @@ package sendgrid
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -44,22 +34,14 @@ const (
 // deduplicated on sg_event_id for good. See docs/providers/sendgrid.md.
 const DefaultTolerance = 25 * time.Hour
 
-// Limits on the signature headers. A DER ECDSA P-256 signature is at most 72 bytes (96 base64
-// characters); the caps keep hostile headers from costing more than a legitimate one.
-const (
-	maxSignatureLen = 256
-	maxTimestampLen = 18 // 18 digits cannot overflow int64
-)
-
 func init() {
 	provider.Register(Name, New)
 }
 
 // Adapter verifies and parses SendGrid Event Webhook requests for one endpoint.
 type Adapter struct {
-	keys      []*ecdsa.PublicKey
-	tolerance time.Duration
-	allow     allowlist.List // allow_cidrs; empty allows every address
+	scheme *signature.ECDSA
+	allow  allowlist.List // allow_cidrs; empty allows every address
 }
 
 var _ provider.Adapter = (*Adapter)(nil)
@@ -75,7 +57,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	}
 	keys := make([]*ecdsa.PublicKey, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
-		k, err := parsePublicKey(sec)
+		k, err := signature.ParseECDSAPublicKey(sec)
 		if err != nil {
 			return nil, fmt.Errorf("sendgrid: secrets[%d]: %w", i, err)
 		}
@@ -92,44 +74,11 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{keys: keys, tolerance: tol, allow: allow}, nil
-}
-
-// parsePublicKey decodes a verification key. Error messages never include the key text.
-func parsePublicKey(s string) (*ecdsa.PublicKey, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("is empty")
-	}
-	var der []byte
-	if strings.HasPrefix(s, "-----BEGIN") {
-		block, _ := pem.Decode([]byte(s))
-		if block == nil || block.Type != "PUBLIC KEY" {
-			return nil, errors.New("is not a PEM \"PUBLIC KEY\" block")
-		}
-		der = block.Bytes
-	} else {
-		// Keys pasted from the dashboard sometimes carry line breaks; base64 has no spaces.
-		compact := strings.Map(func(r rune) rune {
-			if r == ' ' || r == '\t' || r == '\n' || r == '\r' {
-				return -1
-			}
-			return r
-		}, s)
-		var err error
-		if der, err = base64.StdEncoding.DecodeString(compact); err != nil {
-			return nil, errors.New("is not base64 (expected the verification key from the Signed Event Webhook settings)")
-		}
-	}
-	pub, err := x509.ParsePKIXPublicKey(der)
+	scheme, err := signature.NewECDSA(keys, tol)
 	if err != nil {
-		return nil, errors.New("is not a DER (PKIX) public key")
+		return nil, fmt.Errorf("sendgrid: secrets: %w", err)
 	}
-	k, ok := pub.(*ecdsa.PublicKey)
-	if !ok || k.Curve != elliptic.P256() {
-		return nil, errors.New("is not an ECDSA P-256 public key")
-	}
-	return k, nil
+	return &Adapter{scheme: scheme, allow: allow}, nil
 }
 
 // Verify checks the Signed Event Webhook signature over the raw body. Failures wrap
@@ -145,6 +94,7 @@ func (a *Adapter) Verify(r provider.Request) error {
 	return nil
 }
 
+// verify names the missing header itself; the scheme checks the rest.
 func (a *Adapter) verify(sig, ts string, body []byte, now time.Time) error {
 	switch {
 	case sig == "" && ts == "":
@@ -153,74 +103,12 @@ func (a *Adapter) verify(sig, ts string, body []byte, now time.Time) error {
 		return fmt.Errorf("%w: no %s header", signature.ErrMissingSignature, SignatureHeader)
 	case ts == "":
 		return fmt.Errorf("%w: no %s header", signature.ErrMissingSignature, TimestampHeader)
-	case len(sig) > maxSignatureLen:
-		return fmt.Errorf("%w: signature is %d bytes, limit %d", signature.ErrMalformedSignature, len(sig), maxSignatureLen)
 	}
-	unix, ok := signature.ParseUnix(ts)
-	if !ok {
-		return fmt.Errorf("%w: timestamp is not unix seconds", signature.ErrMalformedSignature)
-	}
-	der, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || len(der) == 0 {
-		return fmt.Errorf("%w: signature is not base64", signature.ErrMalformedSignature)
-	}
-	// Checked before the (comparatively expensive) ECDSA verification.
-	if signed := time.Unix(unix, 0); !signature.WithinTolerance(signed, now, a.tolerance) {
-		return fmt.Errorf("%w: signed at %d, %s from now, tolerance %s",
-			signature.ErrTimestampOutOfTolerance, unix, now.Sub(signed).Round(time.Second), a.tolerance)
-	}
-	d := digest(ts, body)
-	for _, k := range a.keys {
-		if ecdsa.VerifyASN1(k, d[:], der) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: checked against %d key(s)", signature.ErrNoMatchingSignature, len(a.keys))
+	return a.scheme.Verify(sig, ts, body, now)
 }
 
 // Parse turns a verified body (a JSON array) into one event per element. A body that is not a
 // non-empty array of objects each with a string sg_event_id and event fails as a whole.
 func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	return parse(r.Body)
-}
-
-// digest is SHA-256 of timestamp || body, what SendGrid signs.
-func digest(ts string, body []byte) [sha256.Size]byte {
-	h := sha256.New()
-	_, _ = io.WriteString(h, ts)
-	_, _ = h.Write(body)
-	var d [sha256.Size]byte
-	h.Sum(d[:0])
-	return d
-}
-
-// Sign returns the X-Twilio-Email-Event-Webhook-Signature value SendGrid would send for body
-// signed at ts (the exact X-Twilio-Email-Event-Webhook-Timestamp header value). It is the sender
-// side of Verify, for tests and the simulator, with a locally generated P-256 key. It panics if
-// the key cannot sign, which only a malformed key causes.
-func Sign(priv *ecdsa.PrivateKey, ts string, body []byte) string {
-	d := digest(ts, body)
-	sig, err := ecdsa.SignASN1(rand.Reader, priv, d[:])
-	if err != nil {
-		panic("sendgrid: sign: " + err.Error())
-	}
-	return base64.StdEncoding.EncodeToString(sig)
-}
-
-// SignRequest sets both signature headers on req as SendGrid would for body at now. It does not
-// touch the request body.
-func SignRequest(req *http.Request, priv *ecdsa.PrivateKey, body []byte, now time.Time) {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	req.Header.Set(TimestampHeader, ts)
-	req.Header.Set(SignatureHeader, Sign(priv, ts, body))
-}
-
-// PublicKeyBase64 encodes pub the way the SendGrid dashboard shows a verification key (base64
-// DER PKIX), ready for Settings.Secrets. It panics for a key x509 cannot marshal.
-func PublicKeyBase64(pub *ecdsa.PublicKey) string {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		panic("sendgrid: marshal public key: " + err.Error())
-	}
-	return base64.StdEncoding.EncodeToString(der)
 }

@@ -18,7 +18,7 @@ func benchRequest(b *testing.B, fixture, version string) provider.Request {
 		b.Fatal(err)
 	}
 	env := offlineEnvelope(string(msg))
-	if err := SignEnvelope(&env, k, version); err != nil {
+	if err := signEnvelope(&env, k, version); err != nil {
 		b.Fatal(err)
 	}
 	h := http.Header{}

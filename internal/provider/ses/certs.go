@@ -314,13 +314,6 @@ func (c *certCache) rememberLocked(key string, err error, now time.Time) {
 	c.failures[key] = certFailure{err: err, until: now.Add(FailedCertTTL)}
 }
 
-// put stores a certificate (tests inject one to run offline).
-func (c *certCache) put(key string, cert *x509.Certificate) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.putLocked(key, cert)
-}
-
 func (c *certCache) putLocked(key string, cert *x509.Certificate) {
 	if _, ok := c.entries[key]; !ok {
 		for len(c.order) >= c.max {
@@ -346,12 +339,6 @@ func (c *certCache) remove(key string) {
 			break
 		}
 	}
-}
-
-func (c *certCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
 }
 
 // noRedirects makes a copy of client that never follows a redirect: a certificate or a

@@ -3,21 +3,13 @@ package ses
 import (
 	"bytes"
 	"crypto"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha1" //nolint:gosec // SNS SignatureVersion 1 is SHA1withRSA; it is what SNS sends by default.
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"strings"
-	"time"
 )
 
 // SNS message types: the x-amz-sns-message-type header and the body's Type.
@@ -204,61 +196,4 @@ func digest(version, s string) (crypto.Hash, []byte, bool) {
 		return crypto.SHA256, h[:], true
 	}
 	return 0, nil, false
-}
-
-// SignEnvelope signs env as SNS would with key: it sets SignatureVersion to version ("1" or "2")
-// and Signature to the base64 RSA PKCS#1 v1.5 signature of the canonical string. Set every
-// other field first (Type, MessageID, TopicARN, Message, Timestamp, SigningCertURL, and Token
-// and SubscribeURL for confirmations); changing a signed field afterwards invalidates it. It is
-// the sender side of Verify, for tests, the simulator and end-to-end runs.
-func SignEnvelope(env *Envelope, key *rsa.PrivateKey, version string) error {
-	if key == nil {
-		return errors.New("ses: SignEnvelope: nil key")
-	}
-	s, err := stringToSign(env)
-	if err != nil {
-		return fmt.Errorf("ses: SignEnvelope: %w", err)
-	}
-	h, sum, ok := digest(version, s)
-	if !ok {
-		return fmt.Errorf("ses: SignEnvelope: unsupported signature version %q", version)
-	}
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, h, sum)
-	if err != nil {
-		return fmt.Errorf("ses: SignEnvelope: %w", err)
-	}
-	env.SignatureVersion = version
-	env.Signature = base64.StdEncoding.EncodeToString(sig)
-	return nil
-}
-
-// Body marshals env to the JSON SNS would POST.
-func (e Envelope) Body() []byte {
-	b, err := json.Marshal(e)
-	if err != nil { // an Envelope holds only strings
-		panic(err)
-	}
-	return b
-}
-
-// SelfSignedCertPEM returns a PEM certificate for key, valid from notBefore to notAfter, to
-// serve at a SigningCertURL in tests (from an httptest TLS server whose host CertHostPattern
-// matches, with its client as Settings.HTTPClient).
-func SelfSignedCertPEM(key *rsa.PrivateKey, notBefore, notAfter time.Time) ([]byte, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "sns.amazonaws.com (mailhook test)"},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }

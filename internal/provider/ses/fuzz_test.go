@@ -143,7 +143,7 @@ func FuzzParse(f *testing.F) {
 func FuzzVerify(f *testing.F) {
 	k, _ := keys(f)
 	add := func(env Envelope, version string) {
-		if err := SignEnvelope(&env, k, version); err != nil {
+		if err := signEnvelope(&env, k, version); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(env.Type, env.Body())

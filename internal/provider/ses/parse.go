@@ -55,13 +55,9 @@ var types = map[string]typeInfo{
 	"Subscription":      {domain.KindUnsubscribed, domain.StatusNone, "subscription", "", fanOne},
 }
 
-type object map[string]json.RawMessage
+type object = jsonfield.Object
 
-// badRequest wraps provider.ErrBadRequest with the reason last; reasons name fields, never
-// echo body content.
-func badRequest(format string, args ...any) error {
-	return fmt.Errorf("ses: %w: %w", provider.ErrBadRequest, fmt.Errorf(format, args...))
-}
+func badRequest(format string, args ...any) error { return provider.BadRequest(Name, format, args...) }
 
 type recipient struct {
 	addr string // as SES wrote it (the bare address when it parses as one)
@@ -107,7 +103,7 @@ func parse(body []byte) ([]domain.Event, error) {
 	}
 	mailObj := objectField(msg, "mail")
 	mailID := optionalString(mailObj, "messageId")
-	if mailID == "" && info.kind != domain.KindUnknown {
+	if mailID == "" && info.kind.AppliesToMessage() {
 		return nil, badRequest("%s event has no mail.messageId", typ)
 	}
 	detail := objectField(msg, info.detail)
@@ -344,39 +340,17 @@ func normalize(s string) (recipient, bool) {
 	return recipient{addr: s, key: strings.ToLower(s)}, true
 }
 
+// objectField is the object at key, nil when it is absent or not an object. An empty key (an
+// unknown type has no detail object) is never looked up: a hostile body may carry one.
 func objectField(o object, key string) object {
-	raw, ok := o[key]
-	if !ok || key == "" {
+	if key == "" {
 		return nil
 	}
-	var out object
-	if json.Unmarshal(raw, &out) != nil {
-		return nil
-	}
+	out, _ := jsonfield.Nested(o, key)
 	return out
 }
 
-// optionalString returns the trimmed string at key, or "" when absent or not a string.
-func optionalString(o object, key string) string {
-	raw, ok := o[key]
-	if !ok {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
-func timeField(o object, key string) time.Time {
-	s := optionalString(o, key)
-	if s == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
+var (
+	optionalString = jsonfield.OptionalString
+	timeField      = jsonfield.Time
+)

@@ -61,9 +61,9 @@ func newFakeSNS(t testing.TB) *fakeSNS {
 	key, alt := keys(t)
 	now := time.Now()
 	pemFor := func(k *rsa.PrivateKey, from, to time.Time) []byte {
-		b, err := SelfSignedCertPEM(k, from, to)
+		b, err := selfSignedCertPEM(k, from, to)
 		if err != nil {
-			t.Fatalf("SelfSignedCertPEM: %v", err)
+			t.Fatalf("selfSignedCertPEM: %v", err)
 		}
 		return b
 	}
@@ -174,8 +174,8 @@ func (f *fakeSNS) confirmation(typ string) Envelope {
 
 func sign(t testing.TB, env Envelope, key *rsa.PrivateKey, version string) Envelope {
 	t.Helper()
-	if err := SignEnvelope(&env, key, version); err != nil {
-		t.Fatalf("SignEnvelope: %v", err)
+	if err := signEnvelope(&env, key, version); err != nil {
+		t.Fatalf("signEnvelope: %v", err)
 	}
 	return env
 }
@@ -574,7 +574,7 @@ func mustPEM(t testing.TB) []byte {
 
 func mustPEMValid(t testing.TB, k *rsa.PrivateKey, from, to time.Time) []byte {
 	t.Helper()
-	b, err := SelfSignedCertPEM(k, from, to)
+	b, err := selfSignedCertPEM(k, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -685,15 +685,15 @@ func TestControlNotification(t *testing.T) {
 func TestSignEnvelopeRejects(t *testing.T) {
 	k, _ := keys(t)
 	env := Envelope{Type: TypeNotification, MessageID: "m", TopicARN: testTopic, Message: "x", Timestamp: "t"}
-	if err := SignEnvelope(&env, k, "3"); err == nil {
+	if err := signEnvelope(&env, k, "3"); err == nil {
 		t.Error("version 3 accepted")
 	}
-	if err := SignEnvelope(&env, nil, SignatureVersion1); err == nil {
+	if err := signEnvelope(&env, nil, SignatureVersion1); err == nil {
 		t.Error("nil key accepted")
 	}
 	bad := env
 	bad.Type = "Other"
-	if err := SignEnvelope(&bad, k, SignatureVersion1); err == nil {
+	if err := signEnvelope(&bad, k, SignatureVersion1); err == nil {
 		t.Error("unknown Type accepted")
 	}
 }

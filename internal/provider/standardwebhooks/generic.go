@@ -45,7 +45,7 @@ func parseGeneric(m *fieldmap.Mapping, name string, body []byte) (domain.Event, 
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return domain.Event{}, badRequest(name, "body is a JSON %s, not an object", fieldmap.Kind(v))
+		return domain.Event{}, provider.BadRequest(name, "body is a JSON %s, not an object", fieldmap.Kind(v))
 	}
 	ev, err := m.Map(name, obj, "")
 	if err != nil {

@@ -158,7 +158,7 @@ func TestParseFixtures(t *testing.T) {
 	for typ, want := range resendTypes {
 		found := false
 		for _, f := range resend {
-			found = found || (f.want.Type == typ && f.want.Kind == want.kind && f.want.Status == want.status)
+			found = found || (f.want.Type == typ && f.want.Kind == want.Kind && f.want.Status == want.Status)
 		}
 		if !found {
 			t.Errorf("resend type %s has no fixture", typ)
@@ -318,7 +318,11 @@ func FuzzVerify(f *testing.F) {
 			// Accepted: one configured secret must really have signed exactly this.
 			ok := false
 			for _, secret := range []string{newSecret, vecSecret} {
-				ok = ok || signature.VerifyStandard(secret, h.Get(set.id), h.Get(set.timestamp), h.Get(set.signature), body, DefaultTolerance, vecNow) == nil
+				s, err := signature.NewStandard(secret, DefaultTolerance)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok = ok || s.Verify(h.Get(set.id), h.Get(set.timestamp), h.Get(set.signature), body, vecNow) == nil
 			}
 			if !ok {
 				t.Fatalf("accepted id=%q ts=%q sig=%q", id, stamp, sig)

@@ -6,7 +6,7 @@
 //     the endpoint's generic settings (provider.Generic).
 //
 // Both verify "v1,<base64 HMAC-SHA256>" over "<id>.<timestamp>.<raw body>", keyed by the
-// base64-decoded part of a "whsec_…" secret, with signature.VerifyStandard, and both take the
+// base64-decoded part of a "whsec_…" secret, with signature.Standard, and both take the
 // event id from the webhook-id (svix-id) header, which stays the same on every retry of a message.
 // See docs/providers/resend.md and docs/providers/standard-webhooks.md.
 package standardwebhooks
@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -63,12 +62,12 @@ var (
 
 // Adapter verifies and parses one endpoint's requests for either provider.
 type Adapter struct {
-	name      string
-	secrets   []string
-	tolerance time.Duration
-	allow     allowlist.List
-	own       headerSet
-	other     headerSet
+	name string
+	// schemes holds one verifier per configured secret, several while rotating.
+	schemes []*signature.Standard
+	allow   allowlist.List
+	own     headerSet
+	other   headerSet
 	// generic is the body mapping of a "standard-webhooks" endpoint; nil for Resend.
 	generic *fieldmap.Mapping
 }
@@ -108,14 +107,21 @@ func newAdapter(name string, s provider.Settings) (*Adapter, error) {
 	if len(s.Secrets) == 0 {
 		return nil, fmt.Errorf("%s: secrets: at least one whsec_ signing secret is required", name)
 	}
+	tol := s.Tolerance
+	if tol == 0 {
+		tol = DefaultTolerance
+	}
+	schemes := make([]*signature.Standard, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
 		// The error names the key, never the secret.
 		if strings.TrimSpace(sec) == "" {
 			return nil, fmt.Errorf("%s: secrets[%d] is empty", name, i)
 		}
-		if _, err := signature.StandardKey(sec); err != nil {
+		scheme, err := signature.NewStandard(sec, tol)
+		if err != nil {
 			return nil, fmt.Errorf("%s: secrets[%d] is not a whsec_<base64> signing secret", name, i)
 		}
+		schemes = append(schemes, scheme)
 	}
 	if s.Tolerance < 0 {
 		return nil, fmt.Errorf("%s: tolerance %s is negative", name, s.Tolerance)
@@ -130,11 +136,7 @@ func newAdapter(name string, s provider.Settings) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
-	return &Adapter{name: name, secrets: append([]string(nil), s.Secrets...), tolerance: tol, allow: allow}, nil
+	return &Adapter{name: name, schemes: schemes, allow: allow}, nil
 }
 
 // headers returns the id, timestamp and signature header values: the provider's own set when
@@ -158,8 +160,8 @@ func (a *Adapter) Verify(r provider.Request) error {
 	}
 	id, ts, sig := a.headers(r.Header)
 	var err error
-	for _, secret := range a.secrets {
-		if err = signature.VerifyStandard(secret, id, ts, sig, r.Body, a.tolerance, r.Now); err == nil {
+	for _, scheme := range a.schemes {
+		if err = scheme.Verify(id, ts, sig, r.Body, r.Now); err == nil {
 			return nil
 		}
 		// Missing headers, a malformed header or a stale timestamp fail for every secret alike.
@@ -175,7 +177,7 @@ func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	id, _, _ := a.headers(r.Header)
 	id = strings.TrimSpace(id)
 	if id == "" {
-		return nil, badRequest(a.name, "no %s header", a.own.id)
+		return nil, provider.BadRequest(a.name, "no %s header", a.own.id)
 	}
 	var (
 		ev  domain.Event
@@ -191,25 +193,4 @@ func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
 	}
 	ev.Provider, ev.EventID = a.name, id
 	return []domain.Event{ev}, nil
-}
-
-// Sign returns the three Standard Webhooks headers (webhook-id, webhook-timestamp,
-// webhook-signature) a sender would attach to body with secret at ts. It is the sender side of
-// Verify for tests and simulators; both providers accept these headers.
-func Sign(secret, id string, ts time.Time, body []byte) (http.Header, error) {
-	sig, err := signature.SignStandard(secret, id, ts, body)
-	if err != nil {
-		return nil, err
-	}
-	h := http.Header{}
-	h.Set(signature.HeaderWebhookID, id)
-	h.Set(signature.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	h.Set(signature.HeaderWebhookSignature, sig)
-	return h, nil
-}
-
-// badRequest wraps provider.ErrBadRequest and puts the reason last, so the innermost error (what
-// the HTTP layer reports) says what is wrong. Reasons name fields, never echo body content.
-func badRequest(name, format string, args ...any) error {
-	return fmt.Errorf("%s: %w: %w", name, provider.ErrBadRequest, fmt.Errorf(format, args...))
 }

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -78,7 +79,7 @@ func svix(h http.Header) http.Header {
 
 func sign(t testing.TB, secret, id string, at time.Time, body []byte) http.Header {
 	t.Helper()
-	h, err := Sign(secret, id, at, body)
+	h, err := providertest.StandardHeaders(secret, id, at, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestPublishedVector(t *testing.T) {
 			}
 		}
 	}
-	h, err := Sign(vecSecret, vecID, vecNow, []byte(vecBody))
+	h, err := providertest.StandardHeaders(vecSecret, vecID, vecNow, []byte(vecBody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +188,10 @@ func TestPublishedVector(t *testing.T) {
 }
 
 func TestSignErrors(t *testing.T) {
-	if _, err := Sign("whsec_***", vecID, vecNow, nil); err == nil {
+	if _, err := providertest.StandardHeaders("whsec_***", vecID, vecNow, nil); err == nil {
 		t.Error("Sign with a bad secret: expected an error")
 	}
-	if _, err := Sign(vecSecret, "", vecNow, nil); err == nil {
+	if _, err := providertest.StandardHeaders(vecSecret, "", vecNow, nil); err == nil {
 		t.Error("Sign with an empty id: expected an error")
 	}
 }
