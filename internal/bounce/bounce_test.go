@@ -178,8 +178,8 @@ func TestParseEnhancedCode(t *testing.T) {
 		"5.1":                             "",
 		"":                                "",
 	} {
-		if got := ParseEnhancedCode(in); got != want {
-			t.Errorf("ParseEnhancedCode(%q) = %q, want %q", in, got, want)
+		if got := findEnhanced(in).String(); got != want {
+			t.Errorf("findEnhanced(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -318,7 +318,7 @@ func FuzzClassify(f *testing.F) {
 		if b.SMTPCode != 0 && !validReply(b.SMTPCode) {
 			t.Fatalf("smtp code %d", b.SMTPCode)
 		}
-		if b.EnhancedCode != "" && ParseEnhancedCode(b.EnhancedCode) != b.EnhancedCode {
+		if b.EnhancedCode != "" && findEnhanced(b.EnhancedCode).String() != b.EnhancedCode {
 			t.Fatalf("enhanced code %q", b.EnhancedCode)
 		}
 		if dropped && (b.SMTPCode != 0 || b.EnhancedCode != "") {

@@ -19,11 +19,8 @@ func (c enhanced) String() string {
 	return strconv.Itoa(c.class) + "." + strconv.Itoa(c.subject) + "." + strconv.Itoa(c.detail)
 }
 
-// ParseEnhancedCode returns the first RFC 3463 code in s ("550 5.1.1 <x>: …" → "5.1.1",
-// "550 #5.1.0 Address rejected" → "5.1.0"), or "" when there is none.
-func ParseEnhancedCode(s string) string { return findEnhanced(s).String() }
-
-// findEnhanced scans for class.subject.detail with class 2, 4 or 5 and subject 0 to 7, the
+// findEnhanced returns the first RFC 3463 code in s ("550 5.1.1 <x>: …" → 5.1.1,
+// "550 #5.1.0 Address rejected" → 5.1.0). It scans for class.subject.detail with class 2, 4 or 5 and subject 0 to 7, the
 // subjects RFC 3463 defines: a version number ("Exim 4.94.2") or an IP address ("192.0.2.1")
 // is not a status code. The code must stand alone: no digit or '.' right before it, no digit
 // and no ".<digit>" right after it.

@@ -552,13 +552,6 @@ func (s *Source) Done(req *Request) {
 	}
 }
 
-// Pending is how many later re-sends are still queued (never sent when the run ends first).
-func (s *Source) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.resend)
-}
-
 func (s *Source) pickProvider() string {
 	if len(s.provs) == 1 {
 		return s.provs[0]

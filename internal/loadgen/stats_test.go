@@ -115,7 +115,8 @@ temporal_request{namespace="default",nexus_operation="x",operation="StartWorkflo
 temporal_request_latency_bucket{operation="StartWorkflowExecution",le="0.1"} 99
 temporal_request_failure{namespace="default",operation="StartWorkflowExecution"} 40
 `
-	got, err := parseTemporalOps(bufio.NewScanner(strings.NewReader(text)))
+	samples, err := parseExposition(bufio.NewScanner(strings.NewReader(text)))
+	got := temporalOps(samples)
 	if err != nil {
 		t.Fatal(err)
 	}

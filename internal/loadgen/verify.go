@@ -46,10 +46,6 @@ func (v *verdict) fail(name, format string, args ...any) {
 	v.checks = append(v.checks, Check{Name: name, Detail: fmt.Sprintf(format, args...)})
 }
 
-func (v *verdict) pass(name, format string, args ...any) {
-	v.checks = append(v.checks, Check{Name: name, OK: true, Detail: fmt.Sprintf(format, args...)})
-}
-
 func (v *verdict) passed() bool {
 	for _, c := range v.checks {
 		if !c.OK {
@@ -641,11 +637,6 @@ func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (
 		return nil, err
 	}
 	return temporalOps(samples), nil
-}
-
-func parseTemporalOps(sc *bufio.Scanner) (map[string]float64, error) {
-	samples, err := parseExposition(sc)
-	return temporalOps(samples), err
 }
 
 func temporalOps(samples []promSample) map[string]float64 {
