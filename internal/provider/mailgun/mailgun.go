@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -52,21 +51,14 @@ var (
 // during a rotation (or for a parent account and its subaccounts) and a request is accepted when
 // any of them matches. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New("mailgun: secrets: at least one webhook signing key is required")
+	// A blank key (white space included) is public knowledge: anyone could produce a matching
+	// signature. RequireSecrets refuses it.
+	if err := s.RequireSecrets(Name, "webhook signing key"); err != nil {
+		return nil, err
 	}
-	for i, sec := range s.Secrets {
-		// An empty key is public knowledge: anyone could produce a matching signature.
-		if strings.TrimSpace(sec) == "" {
-			return nil, fmt.Errorf("mailgun: secrets[%d] is empty", i)
-		}
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("mailgun: tolerance %s is negative", s.Tolerance)
-	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
+	tol, err := s.ToleranceOr(Name, DefaultTolerance)
+	if err != nil {
+		return nil, err
 	}
 	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
 	if err != nil {

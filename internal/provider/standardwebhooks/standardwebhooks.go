@@ -104,27 +104,21 @@ func NewStandard(s provider.Settings) (provider.Adapter, error) {
 }
 
 func newAdapter(name string, s provider.Settings) (*Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, fmt.Errorf("%s: secrets: at least one whsec_ signing secret is required", name)
+	if err := s.RequireSecrets(name, "whsec_ signing secret"); err != nil {
+		return nil, err
 	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
+	tol, err := s.ToleranceOr(name, DefaultTolerance)
+	if err != nil {
+		return nil, err
 	}
 	schemes := make([]*signature.Standard, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
-		// The error names the key, never the secret.
-		if strings.TrimSpace(sec) == "" {
-			return nil, fmt.Errorf("%s: secrets[%d] is empty", name, i)
-		}
 		scheme, err := signature.NewStandard(sec, tol)
 		if err != nil {
+			// The error names the key, never the secret.
 			return nil, fmt.Errorf("%s: secrets[%d] is not a whsec_<base64> signing secret", name, i)
 		}
 		schemes = append(schemes, scheme)
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("%s: tolerance %s is negative", name, s.Tolerance)
 	}
 	switch {
 	case len(s.TopicARNs) > 0:
