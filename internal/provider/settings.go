@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 )
 
 // The checks below are the ones every adapter's constructor makes on the settings it shares
 // with the others. They live here so that each message is written once and reads the same for
 // every provider ("<adapter>: secrets[1] is empty"), and so that a new adapter gets them by
-// calling two methods instead of copying a block. adapter is the provider name that prefixes
+// calling them instead of copying a block. adapter is the provider name that prefixes
 // each error; the config layer puts the endpoint's key in front of it.
 
 // RequireSecrets returns an error unless at least one secret is configured and none is blank.
@@ -43,4 +45,24 @@ func (s Settings) ToleranceOr(adapter string, def time.Duration) (time.Duration,
 	default:
 		return s.Tolerance, nil
 	}
+}
+
+// CheckSigned makes the checks of an adapter that verifies a timestamped signature made with its
+// secrets (postscale, sendgrid, mailgun, resend, standard-webhooks): RequireSecrets(adapter,
+// what), ToleranceOr(adapter, def), then AllowCIDRs parsed into the allow-list Verify checks
+// first. It returns the tolerance to build the scheme with; the adapter still decodes the
+// secrets its own way.
+func (s Settings) CheckSigned(adapter, what string, def time.Duration) (time.Duration, allowlist.List, error) {
+	if err := s.RequireSecrets(adapter, what); err != nil {
+		return 0, nil, err
+	}
+	tol, err := s.ToleranceOr(adapter, def)
+	if err != nil {
+		return 0, nil, err
+	}
+	allow, err := allowlist.Parse(adapter, s.AllowCIDRs)
+	if err != nil {
+		return 0, nil, err
+	}
+	return tol, allow, nil
 }

@@ -59,3 +59,39 @@ func TestToleranceOr(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckSigned(t *testing.T) {
+	const def = 5 * time.Minute
+	tests := map[string]struct {
+		s       Settings
+		wantTol time.Duration
+		wantErr string
+	}{
+		"missing secrets": {Settings{}, 0, "acme: secrets: at least one signing key is required"},
+		"blank secret":    {Settings{Secrets: []string{" "}}, 0, "acme: secrets[0] is empty"},
+		"negative":        {Settings{Secrets: []string{"k"}, Tolerance: -time.Second}, 0, "acme: tolerance -1s is negative"},
+		"bad CIDR":        {Settings{Secrets: []string{"k"}, AllowCIDRs: []string{"10.0.0.0/8", "nope"}}, 0, `acme: allow_cidrs[1] "nope" is not a CIDR or an IP address`},
+		"zero → default":  {Settings{Secrets: []string{"k"}, AllowCIDRs: []string{"10.0.0.0/8"}}, def, ""},
+		"set":             {Settings{Secrets: []string{"k"}, Tolerance: time.Hour}, time.Hour, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tol, allow, err := tc.s.CheckSigned("acme", "signing key", def)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("CheckSigned: error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("CheckSigned: %v", err)
+			}
+			if tol != tc.wantTol {
+				t.Errorf("tolerance = %s, want %s", tol, tc.wantTol)
+			}
+			if len(allow) != len(tc.s.AllowCIDRs) || (len(allow) > 0 && !allow.Allows("10.1.2.3")) {
+				t.Errorf("allow-list = %v from %v", allow, tc.s.AllowCIDRs)
+			}
+		})
+	}
+}

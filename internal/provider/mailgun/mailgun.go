@@ -52,15 +52,8 @@ var (
 // any of them matches. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
 	// A blank key (white space included) is public knowledge: anyone could produce a matching
-	// signature. RequireSecrets refuses it.
-	if err := s.RequireSecrets(Name, "webhook signing key"); err != nil {
-		return nil, err
-	}
-	tol, err := s.ToleranceOr(Name, DefaultTolerance)
-	if err != nil {
-		return nil, err
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	// signature. CheckSigned refuses it.
+	tol, allow, err := s.CheckSigned(Name, "webhook signing key", DefaultTolerance)
 	if err != nil {
 		return nil, err
 	}

@@ -45,14 +45,7 @@ var _ provider.Adapter = (*Adapter)(nil)
 // unsigned endpoints are deliberately not supported, since an unsigned endpoint would accept
 // anyone's events. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if err := s.RequireSecrets(Name, "signing secret"); err != nil {
-		return nil, err
-	}
-	tol, err := s.ToleranceOr(Name, DefaultTolerance)
-	if err != nil {
-		return nil, err
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	tol, allow, err := s.CheckSigned(Name, "signing secret", DefaultTolerance)
 	if err != nil {
 		return nil, err
 	}

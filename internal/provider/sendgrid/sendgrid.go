@@ -51,7 +51,8 @@ var _ provider.Adapter = (*Adapter)(nil)
 // request is accepted when any of them verifies it. A key that does not parse is rejected here,
 // not on the first request. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if err := s.RequireSecrets(Name, "verification key (the Signed Event Webhook public key)"); err != nil {
+	tol, allow, err := s.CheckSigned(Name, "verification key (the Signed Event Webhook public key)", DefaultTolerance)
+	if err != nil {
 		return nil, err
 	}
 	keys := make([]*ecdsa.PublicKey, 0, len(s.Secrets))
@@ -61,14 +62,6 @@ func New(s provider.Settings) (provider.Adapter, error) {
 			return nil, fmt.Errorf("sendgrid: secrets[%d]: %w", i, err)
 		}
 		keys = append(keys, k)
-	}
-	tol, err := s.ToleranceOr(Name, DefaultTolerance)
-	if err != nil {
-		return nil, err
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
-	if err != nil {
-		return nil, err
 	}
 	scheme, err := signature.NewECDSA(keys, tol)
 	if err != nil {

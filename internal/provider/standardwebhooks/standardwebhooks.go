@@ -104,10 +104,7 @@ func NewStandard(s provider.Settings) (provider.Adapter, error) {
 }
 
 func newAdapter(name string, s provider.Settings) (*Adapter, error) {
-	if err := s.RequireSecrets(name, "whsec_ signing secret"); err != nil {
-		return nil, err
-	}
-	tol, err := s.ToleranceOr(name, DefaultTolerance)
+	tol, allow, err := s.CheckSigned(name, "whsec_ signing secret", DefaultTolerance)
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +122,6 @@ func newAdapter(name string, s provider.Settings) (*Adapter, error) {
 		return nil, fmt.Errorf("%s: topic_arns applies only to Amazon SES", name)
 	case s.CertHostPattern != "":
 		return nil, fmt.Errorf("%s: cert_host_pattern applies only to Amazon SES", name)
-	}
-	allow, err := allowlist.Parse(name, s.AllowCIDRs)
-	if err != nil {
-		return nil, err
 	}
 	return &Adapter{name: name, schemes: schemes, allow: allow}, nil
 }
