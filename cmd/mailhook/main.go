@@ -194,12 +194,16 @@ starts it and points deploy/mailhook.dev.yaml's sink "dev" at it, so ` + "`mailh
 printed notifications. Not for production: it keeps nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			h, err := devsink.New(sinkSecret, c.OutOrStdout(), log)
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", sinkAddr)
 			if err != nil {
 				return fmt.Errorf("dev-sink: listen on %s: %w", sinkAddr, err)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "dev-sink: receiving notifications at http://%s/ (signature checked with the dev sink secret)\n", ln.Addr())
-			srv := &http.Server{Handler: &devsink.Handler{Secret: sinkSecret, Out: c.OutOrStdout(), Log: log}, ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-c.Context().Done()
 				_ = srv.Close()

@@ -22,28 +22,28 @@ const Tolerance = 5 * time.Minute
 // maxBody bounds a notification (an inbound email's notification carries its body).
 const maxBody = 4 << 20
 
-// Handler verifies and prints notifications to out. Secret is the sink's configured secret.
+// Handler verifies and prints notifications to Out. Build it with New.
 type Handler struct {
-	Secret string
-	Out    io.Writer
-	Log    *slog.Logger
-	Now    func() time.Time
+	Out io.Writer
+	Log *slog.Logger
+	Now func() time.Time
 
-	// The secret is decoded once, on the first request: Handler is built as a literal.
-	schemeOnce sync.Once
-	scheme     *signature.Standard
-	schemeErr  error
+	scheme *signature.Standard // the sink's secret, decoded by New
 
 	mu   sync.Mutex
 	seen map[string]bool // notification ids, to mark the retries a sink must drop
 }
 
-func (h *Handler) verify(id, timestamp, sig string, body []byte, now time.Time) error {
-	h.schemeOnce.Do(func() { h.scheme, h.schemeErr = signature.NewStandard(h.Secret, Tolerance) })
-	if h.schemeErr != nil {
-		return h.schemeErr
+// New builds a Handler that verifies with secret (the sink's whsec_<base64> secret) and prints
+// to out; log nil means slog.Default. The secret is decoded here, so a bad one stops the command
+// at start-up instead of refusing every notification with 401.
+func New(secret string, out io.Writer, log *slog.Logger) (*Handler, error) {
+	scheme, err := signature.NewStandard(secret, Tolerance)
+	if err != nil {
+		// The error says what is wrong, never the secret.
+		return nil, fmt.Errorf("dev-sink: secret: %w", err)
 	}
-	return h.scheme.Verify(id, timestamp, sig, body, now)
+	return &Handler{Out: out, Log: log, scheme: scheme}, nil
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +61,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		now = h.Now
 	}
 	id := r.Header.Get(signature.HeaderWebhookID)
-	if err := h.verify(id, r.Header.Get(signature.HeaderWebhookTimestamp),
+	if err := h.scheme.Verify(id, r.Header.Get(signature.HeaderWebhookTimestamp),
 		r.Header.Get(signature.HeaderWebhookSignature), body, now()); err != nil {
 		h.log().Warn("notification refused: bad signature (is the sink's secret the dev sink's?)", "id", id, "error", err)
 		http.Error(w, "invalid signature", http.StatusUnauthorized)

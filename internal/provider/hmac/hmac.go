@@ -56,16 +56,11 @@ var _ provider.Adapter = (*Adapter)(nil)
 // key at fault. Settings.Secrets are the HMAC keys, used as the raw bytes of each string (several
 // while rotating: a signature made with any of them is accepted).
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New("hmac: secrets: at least one HMAC key is required")
+	if err := s.RequireSecrets(Name, "HMAC key"); err != nil {
+		return nil, err
 	}
 	a := &Adapter{}
 	opts := signature.HMACOptions{Secrets: s.Secrets}
-	for i, sec := range s.Secrets {
-		if sec == "" {
-			return nil, fmt.Errorf("hmac: secrets[%d] is empty", i)
-		}
-	}
 	g := s.Generic
 	if g == nil {
 		return nil, errors.New("hmac: generic is required (at least generic.signature_header, generic.event_id_field or generic.event_id_header, and generic.message_id_field)")
@@ -126,13 +121,8 @@ func New(s provider.Settings) (provider.Adapter, error) {
 			return nil, errors.New("hmac: generic.timestamp_header is required with generic.signed: timestamp_body")
 		}
 		opts.TimestampHeader, opts.Separator = a.timestampHeader, g.Separator
-		switch {
-		case s.Tolerance < 0:
-			return nil, fmt.Errorf("hmac: tolerance %s is negative", s.Tolerance)
-		case s.Tolerance == 0:
-			opts.Tolerance = DefaultTolerance
-		default:
-			opts.Tolerance = s.Tolerance
+		if opts.Tolerance, err = s.ToleranceOr(Name, DefaultTolerance); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("hmac: generic.signed %q is not %s or %s", g.Signed, SignedBody, SignedTimestampBody)

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -52,23 +51,9 @@ var (
 // during a rotation (or for a parent account and its subaccounts) and a request is accepted when
 // any of them matches. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New("mailgun: secrets: at least one webhook signing key is required")
-	}
-	for i, sec := range s.Secrets {
-		// An empty key is public knowledge: anyone could produce a matching signature.
-		if strings.TrimSpace(sec) == "" {
-			return nil, fmt.Errorf("mailgun: secrets[%d] is empty", i)
-		}
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("mailgun: tolerance %s is negative", s.Tolerance)
-	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	// A blank key (white space included) is public knowledge: anyone could produce a matching
+	// signature. CheckSigned refuses it.
+	tol, allow, err := s.CheckSigned(Name, "webhook signing key", DefaultTolerance)
 	if err != nil {
 		return nil, err
 	}

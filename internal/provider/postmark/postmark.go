@@ -57,16 +57,14 @@ var _ provider.Adapter = (*Adapter)(nil)
 // Settings Postmark cannot use (tolerance: it signs no timestamp; generic; SNS keys) are rejected
 // rather than silently ignored.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New(`postmark: secrets: at least one "user:password" pair is required`)
+	if err := s.RequireSecrets(Name, `"user:password" pair`); err != nil {
+		return nil, err
 	}
 	a := &Adapter{}
 	for i, sec := range s.Secrets {
 		// Never echo the secret itself in the error.
 		user, pass, ok := strings.Cut(sec, ":")
 		switch {
-		case strings.TrimSpace(sec) == "":
-			return nil, fmt.Errorf("postmark: secrets[%d] is empty", i)
 		case !ok:
 			return nil, fmt.Errorf(`postmark: secrets[%d] is not "user:password" (no colon)`, i)
 		case user == "":

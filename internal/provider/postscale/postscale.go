@@ -6,7 +6,6 @@
 package postscale
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -46,22 +45,7 @@ var _ provider.Adapter = (*Adapter)(nil)
 // unsigned endpoints are deliberately not supported, since an unsigned endpoint would accept
 // anyone's events. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New("postscale: secrets: at least one signing secret is required")
-	}
-	for i, sec := range s.Secrets {
-		if sec == "" {
-			return nil, fmt.Errorf("postscale: secrets[%d] is empty", i)
-		}
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("postscale: tolerance %s is negative", s.Tolerance)
-	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
+	tol, allow, err := s.CheckSigned(Name, "signing secret", DefaultTolerance)
 	if err != nil {
 		return nil, err
 	}

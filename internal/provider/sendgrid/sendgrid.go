@@ -8,7 +8,6 @@ package sendgrid
 
 import (
 	"crypto/ecdsa"
-	"errors"
 	"fmt"
 	"time"
 
@@ -52,8 +51,9 @@ var _ provider.Adapter = (*Adapter)(nil)
 // request is accepted when any of them verifies it. A key that does not parse is rejected here,
 // not on the first request. A zero tolerance means DefaultTolerance.
 func New(s provider.Settings) (provider.Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, errors.New("sendgrid: secrets: at least one verification key (the Signed Event Webhook public key) is required")
+	tol, allow, err := s.CheckSigned(Name, "verification key (the Signed Event Webhook public key)", DefaultTolerance)
+	if err != nil {
+		return nil, err
 	}
 	keys := make([]*ecdsa.PublicKey, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
@@ -62,17 +62,6 @@ func New(s provider.Settings) (provider.Adapter, error) {
 			return nil, fmt.Errorf("sendgrid: secrets[%d]: %w", i, err)
 		}
 		keys = append(keys, k)
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("sendgrid: tolerance %s is negative", s.Tolerance)
-	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
-	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
-	if err != nil {
-		return nil, err
 	}
 	scheme, err := signature.NewECDSA(keys, tol)
 	if err != nil {

@@ -123,11 +123,13 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ses: cert_host_pattern: %w", err)
 	}
-	switch {
-	case s.Tolerance < 0:
-		return nil, fmt.Errorf("ses: tolerance %s is negative", s.Tolerance)
-	case s.Tolerance > 0 && s.Tolerance < MinTolerance:
-		return nil, fmt.Errorf("ses: tolerance %s is shorter than the %s SNS keeps retrying with the original Timestamp; retried events would be rejected (use 0 for no check)", s.Tolerance, MinTolerance)
+	// Zero means no Timestamp check at all, not a default window.
+	tol, err := s.ToleranceOr(Name, 0)
+	if err != nil {
+		return nil, err
+	}
+	if tol > 0 && tol < MinTolerance {
+		return nil, fmt.Errorf("ses: tolerance %s is shorter than the %s SNS keeps retrying with the original Timestamp; retried events would be rejected (use 0 for no check)", tol, MinTolerance)
 	}
 	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
 	if err != nil {
@@ -137,7 +139,7 @@ func New(s provider.Settings) (provider.Adapter, error) {
 		topics:    topics,
 		hosts:     hosts,
 		client:    noRedirects(s.HTTPClient),
-		tolerance: s.Tolerance,
+		tolerance: tol,
 		allow:     allow,
 		certs:     newCertCache(CertCacheSize),
 	}, nil

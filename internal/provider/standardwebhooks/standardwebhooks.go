@@ -104,37 +104,24 @@ func NewStandard(s provider.Settings) (provider.Adapter, error) {
 }
 
 func newAdapter(name string, s provider.Settings) (*Adapter, error) {
-	if len(s.Secrets) == 0 {
-		return nil, fmt.Errorf("%s: secrets: at least one whsec_ signing secret is required", name)
-	}
-	tol := s.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
+	tol, allow, err := s.CheckSigned(name, "whsec_ signing secret", DefaultTolerance)
+	if err != nil {
+		return nil, err
 	}
 	schemes := make([]*signature.Standard, 0, len(s.Secrets))
 	for i, sec := range s.Secrets {
-		// The error names the key, never the secret.
-		if strings.TrimSpace(sec) == "" {
-			return nil, fmt.Errorf("%s: secrets[%d] is empty", name, i)
-		}
 		scheme, err := signature.NewStandard(sec, tol)
 		if err != nil {
+			// The error names the key, never the secret.
 			return nil, fmt.Errorf("%s: secrets[%d] is not a whsec_<base64> signing secret", name, i)
 		}
 		schemes = append(schemes, scheme)
-	}
-	if s.Tolerance < 0 {
-		return nil, fmt.Errorf("%s: tolerance %s is negative", name, s.Tolerance)
 	}
 	switch {
 	case len(s.TopicARNs) > 0:
 		return nil, fmt.Errorf("%s: topic_arns applies only to Amazon SES", name)
 	case s.CertHostPattern != "":
 		return nil, fmt.Errorf("%s: cert_host_pattern applies only to Amazon SES", name)
-	}
-	allow, err := allowlist.Parse(name, s.AllowCIDRs)
-	if err != nil {
-		return nil, err
 	}
 	return &Adapter{name: name, schemes: schemes, allow: allow}, nil
 }
