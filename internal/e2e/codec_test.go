@@ -171,8 +171,8 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	}
 
 	// The pipeline works: the worker decrypts its inputs, and the sink gets plaintext.
-	h.waitProcessed(30*time.Second, evID, "email.received:"+emailID)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitProcessed(evID, "email.received:"+emailID)
+	h.waitDelivered(2)
 	var sawBounce, sawInbound bool
 	for _, d := range h.sink.delivered() {
 		data, _ := d.Body["data"].(map[string]any)
@@ -333,8 +333,8 @@ func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
 	if err := after.waitWorkflow(wf); err != nil {
 		t.Fatalf("run started before the codec: %v", err)
 	}
-	before.waitProcessed(10*time.Second, evID)
-	waitFor(t, 10*time.Second, func() bool { return len(after.sink.delivered()) == 1 })
+	before.waitProcessed(evID)
+	after.waitDelivered(1)
 
 	hist := history(t, plain, wf)
 	if enc := string(startedInput(t, hist).GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {

@@ -37,7 +37,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	if code, resp := h.post(h.envelope(before, "email.sent", h.id("msg_a"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("before outage: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, before)
+	h.waitProcessed(before)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND NOT awaiting_start AND relayed_at IS NOT NULL`, before); n != 1 {
 		t.Fatal("the start of the accepted event was not recorded")
 	}
@@ -73,9 +73,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 		t.Fatalf("/readyz during the outage: %d %v, want 200 with the temporal check failing (and no error text)", code, resp)
 	}
 	// The starts fail, back off and are tried again; the rows say why; nothing is processed.
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts > 1 AND relay_error <> ''`) == 2
-	})
+	h.waitQuery(2, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts > 1 AND relay_error <> ''`)
 	if got := h.scrape(`mailhook_inbox_events`); got != 2 {
 		t.Fatalf("mailhook_inbox_events = %v, want 2", got)
 	}
@@ -87,7 +85,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	}
 
 	testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: hostPort, DBFile: dbFile})
-	h.waitProcessed(90*time.Second, delivered, bounced)
+	h.waitProcessed(delivered, bounced)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`); n != 0 {
 		t.Fatalf("%d events still in the inbox after the drain", n)
 	}
@@ -101,7 +99,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 		t.Fatalf("msg_a %s, want delivered", m.Status)
 	}
 	// sent, delivered, bounced: one notification each, no id twice.
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= 3 })
+	waitAtLeast(t, "notifications the sink accepted", 3, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	ids := map[string]int{}
 	for _, d := range h.sink.delivered() {
@@ -112,7 +110,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	}
 	for _, id := range []string{delivered, bounced} {
 		var res workflows.Result
-		if err := h.svc.Temporal.GetWorkflow(context.Background(), "postscale:"+id, "").Get(context.Background(), &res); err != nil {
+		if err := h.closed("postscale:"+id).Get(context.Background(), &res); err != nil {
 			t.Fatalf("workflow postscale:%s: %v", id, err)
 		}
 		if res.Outcome != "moved" {
@@ -144,9 +142,7 @@ func TestWorkerStoppedMidFlightThenRestarted(t *testing.T) {
 		}
 	}
 	// Wait until notifications are in flight (recorded and applied, blocked at the sink).
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM notifications WHERE provider = 'postscale' AND event_id = ANY($1)`, ids) == 5
-	})
+	h.waitQuery(5, `SELECT count(*) FROM notifications WHERE provider = 'postscale' AND event_id = ANY($1)`, ids)
 	h.stopWorker()
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, ids); n != 0 {
 		t.Fatalf("%d events marked processed while their notification was still in flight", n)
@@ -157,7 +153,7 @@ func TestWorkerStoppedMidFlightThenRestarted(t *testing.T) {
 	close(block)
 
 	h.startWorker()
-	h.waitProcessed(90*time.Second, ids...)
+	h.waitProcessed(ids...)
 	seen := map[string]int{}
 	for _, d := range h.sink.delivered() {
 		seen[d.ID]++

@@ -43,9 +43,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	if code, resp := send(real); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("real event: %d %v", code, resp)
 	}
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id = $1 AND processed_at IS NOT NULL`, realID) == 1
-	})
+	h.waitQuery(1, `SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id = $1 AND processed_at IS NOT NULL`, realID)
 
 	forged := map[string][]byte{
 		"permanent failure": mailgun.SignedBody(key, ts, token, eventData(h.id("mg_forged_fail"), "failed", `,"severity":"permanent","reason":"bounce"`)),
@@ -115,8 +113,8 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("post: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, evID)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitProcessed(evID)
+	h.waitDelivered(2)
 
 	if m := h.messageOf("postscale", msgID); m.Status != domain.StatusBounced || m.MessageID != msgID || m.Recipient != recipient {
 		t.Fatalf("GET message %q: %+v", msgID, m)

@@ -43,11 +43,11 @@ func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
 	if accepted != 1 {
 		t.Fatalf("%d requests were accepted, want exactly 1 (the rest duplicate)", accepted)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, evID); n != 1 {
 		t.Fatalf("%d webhook_events rows, want 1", n)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= 1 })
+	waitAtLeast(t, "notifications the sink accepted", 1, func() int { return len(h.sink.delivered()) })
 	time.Sleep(500 * time.Millisecond) // give a wrongly duplicated notification time to show up
 	if got := h.sink.delivered(); len(got) != 1 {
 		t.Fatalf("sink received %d notifications, want 1: %+v", len(got), got)
@@ -64,7 +64,7 @@ func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
 	if err := h.waitWorkflow("postscale:" + evID); err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitDelivered(1)
 	if code, resp := h.post(body); code != 200 || resp["status"] != "duplicate" {
 		t.Fatalf("re-post after close: %d %v, want 200 duplicate", code, resp)
 	}
@@ -100,7 +100,7 @@ func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("post %s: %d %v", typ, code, resp)
 		}
-		h.waitProcessed(30*time.Second, ids[typ])
+		h.waitProcessed(ids[typ])
 	}
 
 	code, m := h.message(msgID)
@@ -144,8 +144,8 @@ func TestInboundEmailIsNotified(t *testing.T) {
 	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("post inbound: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, "email.received:"+emailID)
-	waitFor(t, 5*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitProcessed("email.received:" + emailID)
+	h.waitDelivered(1)
 	d := h.sink.delivered()[0]
 	data := d.Body["data"].(map[string]any)
 	payload := data["payload"].(map[string]any)
@@ -204,7 +204,7 @@ func TestUnknownTypeIsAcceptedAndRecorded(t *testing.T) {
 	if code, resp := h.post(h.envelope(evID, "email.teleported", h.id("msg_unknown"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("unknown type: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := h.query(`SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("an unknown type created %d messages", n)
 	}
@@ -222,7 +222,7 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 	if code, _ := h.post(h.envelope(evID, "email.delivered", h.id("msg_flaky"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	attempts := h.sink.attempts()
 	if len(attempts) != 4 {
 		t.Fatalf("sink saw %d attempts, want 4", len(attempts))
@@ -245,24 +245,13 @@ func TestDownstream400IsRecordedAsFailedAndEventProcessed(t *testing.T) {
 	if code, _ := h.post(h.envelope(evID, "email.delivered", h.id("msg_400"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := len(h.sink.attempts()); n != 1 {
 		t.Fatalf("a 400 was retried: %d attempts", n)
 	}
 	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
 	if len(ns) != 1 || ns[0].Status != store.NotificationFailed || ns[0].LastError == "" {
 		t.Fatalf("notification rows %+v, want one failed row with the error", ns)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -279,7 +268,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 	if code, _ := h.post(h.envelope(evID, "email.complained", h.id("msg_giveup"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := len(h.sink.attempts()); n < 2 {
 		t.Fatalf("a 500 was not retried: %d attempts", n)
 	}

@@ -58,14 +58,8 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 		t.Fatalf("sendgrid batch again: %d %v", code, resp)
 	}
 
-	h.waitProcessed(30*time.Second, shared)
-	deadline := time.Now().Add(30 * time.Second)
-	for h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'sendgrid' AND processed_at IS NOT NULL`) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("sendgrid events not processed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	h.waitProcessed(shared)
+	h.waitQuery(2, `SELECT count(*) FROM webhook_events WHERE provider = 'sendgrid' AND processed_at IS NOT NULL`)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, shared); n != 2 {
 		t.Fatalf("%d rows for the shared id, want one per provider", n)
 	}
@@ -77,7 +71,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	// One notification per status move: postscale's delivered, sendgrid's bounce, and
 	// sendgrid's processed only if it was applied before the bounce (the two run concurrently).
 	moves := h.query(`SELECT count(*) FROM message_events WHERE message_id = $1 AND outcome = 'moved'`, shared)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= moves })
+	waitAtLeast(t, "notifications the sink accepted", moves, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	got := map[string]int{}
 	for _, d := range h.sink.delivered() {
@@ -157,9 +151,7 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 			t.Fatalf("%s: %d %v, want accepted (not a duplicate of the other sender)", ep, code, resp)
 		}
 	}
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID) == 2
-	})
+	h.waitQuery(2, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID)
 	for _, ep := range []string{"acme", "globex"} {
 		if m := h.messageOf(ep, msgID); m.Status != domain.StatusDelivered {
 			t.Fatalf("%s message status %q", ep, m.Status)

@@ -49,10 +49,10 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	if code, resp := h.post(withRecipient(h.envelope(bounce, "email.bounced", h.id("msg_scope_3"), at, `,"bounce_type":"hard"`), bob)); code != 200 {
 		t.Fatalf("post bounce: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, unsub, complaint, bounce)
+	h.waitProcessed(unsub, complaint, bounce)
 
 	// suppression.added names each scope.
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(config.TypeSuppressionAdded)) == 3 })
+	waitCount(t, config.TypeSuppressionAdded+" notifications", 3, func() int { return len(h.deliveredOfType(config.TypeSuppressionAdded)) })
 	scopes := map[string]string{}
 	for _, d := range h.deliveredOfType(config.TypeSuppressionAdded) {
 		data := d.Body["data"].(map[string]any)

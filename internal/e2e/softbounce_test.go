@@ -51,7 +51,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	details := h.ensureBounceDetails(ids...)
 	h.startWorker()
-	h.waitProcessed(60*time.Second, ids...)
+	h.waitProcessed(ids...)
 
 	// One suppression, by the threshold, global, seen once.
 	if n := h.query(`SELECT count(*) FROM suppressions`); n != 1 {
@@ -72,7 +72,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 
 	// The sink: one suppression.added, by the event that reached the threshold, and a status
 	// change per message, each with its bounce.
-	waitFor(t, 15*time.Second, func() bool { return len(h.sink.delivered()) == 6 })
+	h.waitDelivered(6)
 	time.Sleep(300 * time.Millisecond) // room for a wrongly duplicated notification to show up
 	sups := h.deliveredOfType(config.TypeSuppressionAdded)
 	if len(sups) != 1 {
@@ -120,11 +120,11 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	maps.Copy(details, h.ensureBounceDetails(ev4))
 	h.startWorker()
-	h.waitProcessed(30*time.Second, ev4)
+	h.waitProcessed(ev4)
 	if n := h.query(`SELECT times_seen FROM suppressions WHERE address = 'soft@example.com'`); n != 2 {
 		t.Fatalf("times_seen %d after a fourth soft bounce, want 2", n)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 7 })
+	h.waitDelivered(7)
 	time.Sleep(300 * time.Millisecond)
 	if n := len(h.deliveredOfType(config.TypeSuppressionAdded)); n != 1 {
 		t.Fatalf("%d suppression.added after a fourth soft bounce, want still 1", n)
