@@ -36,13 +36,19 @@ import (
 // injects one fault per subtest and then checks the same verdict: every accepted event has
 // exactly one webhook_events row and is processed, nothing is applied twice, and the sink got
 // every notification id, never a second distinct id for the same event.
+//
+// Each scenario has its own Temporal dev server, database, sink and processes, so they run in
+// parallel: the others overlap the two minutes the Temporal outage mostly waits, and their
+// verdicts are progress-based (testenv.WaitFor), so sharing the machine cannot fail them.
 func TestProcessFaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: skipping integration test")
 	}
 	bin := buildMailhook(t)
 
 	t.Run("worker killed -9 mid-load and restarted", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		l := e.startLoad()
 		time.Sleep(2 * time.Second)
@@ -64,6 +70,7 @@ func TestProcessFaults(t *testing.T) {
 	// (20/s): the ~2,400 events of the outage drain in a couple of minutes on a 2-core CI
 	// machine; the benchmark (docs/BENCHMARKS.md) covers the high rates.
 	t.Run("temporal stopped for 2 minutes under load: zero 5xx, each event processed once", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		l := e.startLoadEvery(50 * time.Millisecond)
 		time.Sleep(2 * time.Second)
@@ -80,9 +87,10 @@ func TestProcessFaults(t *testing.T) {
 			time.Sleep(5 * time.Second)
 		}
 		waiting := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`)
+		acceptedDuring := l.count() - acceptedBefore
 		e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
 		t.Logf("temporal down for %s: %d events accepted meanwhile, %d waiting in the inbox when it came back",
-			time.Since(down).Round(time.Millisecond), l.count()-acceptedBefore, waiting)
+			time.Since(down).Round(time.Millisecond), acceptedDuring, waiting)
 		time.Sleep(3 * time.Second)
 		accepted := l.stop()
 		if n := l.unavailable.Load() + l.transport.Load(); n != 0 {
@@ -91,8 +99,12 @@ func TestProcessFaults(t *testing.T) {
 		if notReady != 0 {
 			t.Errorf("/readyz failed %d times during the outage: a load balancer would stop sending", notReady)
 		}
-		if waiting < 1000 {
-			t.Errorf("only %d events waited in the inbox: the outage was not exercised under load", waiting)
+		// What was accepted during the outage waited in the inbox (the events accepted just
+		// before it that were not yet started may wait too). How many that is depends on how
+		// fast the machine answers (20/s asked, over 1,000 on a quiet machine), so the floor is
+		// what makes it a load, not a rate.
+		if waiting < 200 || waiting*10 < acceptedDuring*9 {
+			t.Errorf("only %d events waited in the inbox of %d accepted during the outage: the outage was not exercised under load", waiting, acceptedDuring)
 		}
 		e.verdict(accepted, verdictOptions{exactlyOnce: true})
 		if n := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start OR relayed_at IS NULL`); n != 0 {
@@ -128,6 +140,7 @@ func TestProcessFaults(t *testing.T) {
 	// is already 10+ attempts per notification, the same retry path a longer outage takes, and
 	// it keeps the suite short.
 	t.Run("sink answers 500 for 20s, then 200: every id delivered exactly once", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		healthyAt := time.Now().Add(20 * time.Second)
 		e.sink.mu.Lock()
@@ -148,6 +161,7 @@ func TestProcessFaults(t *testing.T) {
 	})
 
 	t.Run("sink answers 400: notifications failed after one attempt, counted as rejected", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		e.sink.mu.Lock()
 		e.sink.respond = func(string, int) int { return http.StatusBadRequest }
@@ -175,6 +189,7 @@ func TestProcessFaults(t *testing.T) {
 	})
 
 	t.Run("postgres restarted mid-load (private cluster)", func(t *testing.T) {
+		t.Parallel()
 		pg := startPrivatePostgres(t)
 		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t)})
 		l := e.startLoad()
