@@ -74,6 +74,7 @@ func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (ingest.St
 // handoff here), three relays draining the same inbox concurrently start every event's workflow
 // exactly once; the worker then processes and notifies each once.
 func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
+	t.Parallel()
 	h, postBatch := sendgridHarness(t, harnessOptions{noHandoff: true, noWorker: true})
 	now := time.Now().Truncate(time.Second)
 	sg := h.id("sg")
@@ -155,6 +156,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 // only start of the event is the one right after its acceptance (counted at the Temporal
 // client).
 func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	id := h.id("evt_dup")
 	workflowID := "postscale:" + id
@@ -187,6 +189,7 @@ func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
 // answered 400 with a short reason and stores nothing; every valid request is answered 200 and
 // its event processed.
 func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_poison")
 	poisons := map[string]struct{ body, reason string }{
@@ -260,6 +263,7 @@ func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.
 // processes the others and names the refused one (SendGrid re-sends a batch whole on any
 // non-2xx, for 24 hours: a 4xx would have lost the good events with the bad).
 func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) {
+	t.Parallel()
 	h, postBatch := sendgridHarness(t, harnessOptions{maxEventsPerRequest: 200})
 
 	code, resp := postBatch(sendgridBatch(h.id("over"), 201))
@@ -297,6 +301,7 @@ func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) 
 // redrive leaves it alone. Once the cause is fixed, a redrive with quarantined=true runs it: it
 // is processed and notified once.
 func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
@@ -356,6 +361,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 // built from PostgreSQL: the email is processed and delivered whole, and its history is as
 // small as a 200-byte open's.
 func TestLargeInboundEmailIsProcessedWithASmallHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	emailID := h.id("em_big")
 	html := strings.Repeat("<p>a&b</p>", 100_000) // 1,000,000 bytes; 3.5 MB once JSON-escaped

@@ -21,6 +21,7 @@ import (
 // not notified again. A fresh dev server on the same database stands in for a Temporal that has
 // forgotten.
 func TestRedeliveryAfterTemporalForgotIsStillADuplicate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_forgot")
 	body := h.envelope(evID, "email.delivered", h.id("msg_forgot"), time.Now(), "")
@@ -56,6 +57,7 @@ func TestRedeliveryAfterTemporalForgotIsStillADuplicate(t *testing.T) {
 
 // TestSimulateShowsTheLifecycle runs `mailhook simulate` against a live mailhook.
 func TestSimulateShowsTheLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	var out bytes.Buffer
 	err := simulate.Run(context.Background(), simulate.Options{

@@ -122,6 +122,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 // TestWorkerStoppedMidFlightThenRestarted: events accepted while the worker dies half-way all
 // end processed once a new worker starts, each notified once.
 func TestWorkerStoppedMidFlightThenRestarted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.cfg.Notify.AttemptTimeout = time.Second
 	h.svc.Config.Notify.AttemptTimeout = time.Second

@@ -22,6 +22,7 @@ import (
 // it are refused with Mailgun's "do not retry" 406 and counted; Mailgun's own retry of the real
 // event still passes (as a duplicate).
 func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
+	t.Parallel()
 	const key = "mailgun-signing-key-e2e"
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
 		Name: "mailgun", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{key}},
@@ -101,6 +102,7 @@ func (b *syncBuffer) String() string {
 // message and the suppression, lifting it) no log line of the process, mailhook's or the
 // Temporal SDK's at debug level, holds the address.
 func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	h := newHarness(t, harnessOptions{logs: logs,
 		sinkTypes: []string{config.TypeStatusChanged, config.TypeSuppressionAdded}})

@@ -30,6 +30,7 @@ const HistoryDirEnv = "MAILHOOK_HISTORY_DIR"
 // `workflow show --output json` format, and replays it. The replay test in workflows/ replays
 // the checked-in copies against every later version of the code.
 func TestRecordScenarioHistories(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
 	dir := os.Getenv(HistoryDirEnv)
 	if dir == "" {

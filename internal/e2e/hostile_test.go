@@ -429,6 +429,7 @@ func TestHostileRequestsAreRefusedAndStoreNothing(t *testing.T) {
 // notification all agree. An attacker gains nothing: the signature covers the raw bytes, so only
 // a holder of the secret can send such a body, and they could sign any body they like.
 func TestOddButSignedBodiesAreProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	first, last := h.id("evt_dup_first"), h.id("evt_dup_last")
 	dup := fmt.Sprintf(`{"id":%q,"type":"email.sent","created_at":%q,"data":{"email_id":%q,"email_id":%q,"to":"user@example.com"},"id":%q,"type":"email.delivered"}`,

@@ -51,6 +51,7 @@ func shape(t *testing.T, h *harness, workflowID string) (workflowTasks, activity
 // re-send, an open), completes in one workflow task with no activity task: its steps and its
 // notification's first attempt run as local activities. Every history stays under 4 KB.
 func TestLeanWorkflowShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_lean")
 	base := time.Now().Add(-time.Hour)
@@ -92,6 +93,7 @@ func TestLeanWorkflowShape(t *testing.T) {
 // error. When PostgreSQL is back the run completes, and the event is processed and notified
 // once.
 func TestStuckDatabaseStepIsVisibleInDescribe(t *testing.T) {
+	t.Parallel()
 	pg := startPrivatePostgres(t)
 	h := newHarness(t, harnessOptions{dbURL: pg.createDatabase(t), noWorker: true})
 	id := h.id("evt_stuck")

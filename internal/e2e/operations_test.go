@@ -66,6 +66,7 @@ func (h *harness) deliveredOfType(typ string) []delivery {
 }
 
 func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_fix")
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -176,6 +177,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 }
 
 func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWithSinkTypes(t, harnessOptions{}, config.TypeStatusChanged, config.TypeSuppressionAdded)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	msgA, msgB := h.id("msg_sup_a"), h.id("msg_sup_b")
@@ -296,6 +298,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 }
 
 func TestOperationsAPIRefusesMissingToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true})
 	routes := []struct{ method, path, body string }{
 		{http.MethodGet, "/v1/suppressions", ""},

@@ -12,6 +12,7 @@ import (
 )
 
 func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msgID := h.id("evt_conc"), h.id("msg_conc")
 	body := h.envelope(evID, "email.delivered", msgID, time.Now(), "")
@@ -55,6 +56,7 @@ func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
 }
 
 func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msgID := h.id("evt_repost"), h.id("msg_repost")
 	body := h.envelope(evID, "email.sent", msgID, time.Now(), "")
@@ -78,6 +80,7 @@ func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
 }
 
 func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msgID := h.id("msg_life")
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -138,6 +141,7 @@ func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
 }
 
 func TestInboundEmailIsNotified(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	emailID := h.id("inb")
 	body := `{"event":"email.received","timestamp":"2026-11-29T10:30:00Z","email_id":"` + emailID + `","message_id":"<x@example.com>","from":"customer@example.com","to":"support@app.example","subject":"Help","text":"hi","html":"<p>hi</p>","headers":[{"name":"Message-ID","value":"<x@example.com>"}],"attachments":[],"spf":"pass","dkim":"pass"}`
@@ -158,6 +162,7 @@ func TestInboundEmailIsNotified(t *testing.T) {
 }
 
 func TestRejectedRequestsStoreNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_rej")
 	body := h.envelope(evID, "email.delivered", h.id("msg_rej"), time.Now(), "")
@@ -199,6 +204,7 @@ func TestRejectedRequestsStoreNothing(t *testing.T) {
 }
 
 func TestUnknownTypeIsAcceptedAndRecorded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_unknown")
 	if code, resp := h.post(h.envelope(evID, "email.teleported", h.id("msg_unknown"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
@@ -211,6 +217,7 @@ func TestUnknownTypeIsAcceptedAndRecorded(t *testing.T) {
 }
 
 func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sink.respond = func(_ string, attempt int) int {
 		if attempt <= 3 {
@@ -239,6 +246,7 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 }
 
 func TestDownstream400IsRecordedAsFailedAndEventProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sink.respond = func(string, int) int { return http.StatusBadRequest }
 	evID := h.id("evt_400")
@@ -262,6 +270,7 @@ func withBody(req *http.Request, body string) *http.Request {
 }
 
 func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
 	h.sink.respond = func(string, int) int { return http.StatusInternalServerError }
 	evID := h.id("evt_giveup")
@@ -282,6 +291,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 }
 
 func TestAdminAPIRefusesMissingOrWrongToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true})
 	for name, header := range map[string]string{"missing": "", "wrong": "Bearer not-the-token-at-all", "not bearer": "Basic " + adminToken} {
 		req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/postscale/x", nil)

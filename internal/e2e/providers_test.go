@@ -26,6 +26,7 @@ import (
 // live, their events carry the same-looking ids, and nothing collides: each event and message is
 // keyed by its provider, and notifications from both reach the sink.
 func TestPostscaleAndSendGridSideBySide(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +92,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 // credentials gets the provider's "do not retry" rejection, and nothing is stored. A provider
 // registered without an entry here fails the test.
 func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
+	t.Parallel()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	generic := &provider.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
 	settings := map[string]provider.Settings{
@@ -134,6 +136,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 // may use the same ids; their events and messages are keyed by endpoint name, so they never
 // dedupe against each other.
 func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
+	t.Parallel()
 	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", AllowUnsignedReplay: true, EventIDField: "id",
 		TypeField: "event", MessageIDField: "message.id", StatusMap: map[string]string{"delivered": "delivered"}}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
@@ -162,6 +165,7 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 // TestSESCertificateUnreachableIsRetryable: when the SNS signing certificate cannot be fetched,
 // verification cannot complete; SNS drops a message on any 4xx, so mailhook answers 503.
 func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
+	t.Parallel()
 	topic := "arn:aws:sns:us-east-1:123456789012:ses-events"
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "ses", Provider: "ses",
@@ -195,6 +199,7 @@ func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
 // TestAllowCIDRsAppliesToEveryProvider: an endpoint's allow_cidrs is honoured whatever its
 // provider; here the test client's 127.0.0.1 is outside it.
 func TestAllowCIDRsAppliesToEveryProvider(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "fenced", Provider: "postscale",
 		Settings: provider.Settings{Secrets: []string{webhookSecret}, AllowCIDRs: []string{"192.0.2.0/24"}},

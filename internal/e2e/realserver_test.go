@@ -17,6 +17,7 @@ import (
 // message ends bounced, the sink gets one notification per change, and the runs have the lean
 // shape there too (one workflow task for an event that notifies nothing).
 func TestCoreLifecycleOnARealTemporalServer(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartRealServer(t)
 	tc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: "default", Logger: sdklog.NewStructuredLogger(testenv.Logger())})
 	if err != nil {

@@ -68,6 +68,7 @@ func recExpected(t *testing.T, content string) string {
 // `mailhook report daily` runs it) and from GET /v1/reports/daily, against a matching and a
 // mismatching expected CSV.
 func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ids := []string{h.id("evt_rep_d1"), h.id("evt_rep_d2"), h.id("evt_rep_b1")}
 	for i, body := range []string{
@@ -173,6 +174,7 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // The worker's start-up creates the schedule (and updates it when it exists); a triggered run
 // re-drives a stuck event, writes daily_counts and sends report.daily.
 func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWithSinkTypes(t, harnessOptions{}, config.TypeStatusChanged, config.TypeReportDaily)
 	// Each call is a single quick operation; the waits on asynchronous work below are
 	// progress-based, so no total deadline is put on the test.
@@ -307,6 +309,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 // Replay without --renotify sends nothing to a sink that already got the notification; with it
 // the sink gets it once more under the replay's id.
 func TestReplayWithoutAndWithRenotify(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msg := h.id("evt_replay"), h.id("msg_replay")
 	if code, resp := h.post(h.envelope(evID, "email.delivered", msg, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
@@ -396,6 +399,7 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 // Redrive (API and CLI code path) starts a stuck event's workflow, leaves recent ones alone and
 // skips rows without a normalized event.
 func TestRedriveStartsAStuckEvent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	now := time.Now().UTC()
 	stuck, recent, legacy := h.id("evt_rd_stuck"), h.id("evt_rd_recent"), h.id("evt_rd_legacy")

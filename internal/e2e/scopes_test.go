@@ -35,6 +35,7 @@ func (h *harness) acceptStreamEvent(ev domain.Event) {
 // hard bounce globally; the check endpoint, the ?scope= filters and the per-scope lift answer
 // over real HTTP from PostgreSQL, every answer held to the OpenAPI document.
 func TestSuppressionScopesAndCheck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{
 		sinkTypes:         []string{config.TypeSuppressionAdded},
 		suppressionScopes: map[string]string{"broadcast": "marketing", "outbound": "transactional"},

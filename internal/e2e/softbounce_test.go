@@ -22,6 +22,7 @@ import (
 // messages and their status notifications show the bounce details, and the daily report counts
 // their categories. Every answer is held to the OpenAPI document by the harness.
 func TestSoftBounceThresholdOverHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{
 		noWorker:   true, // all the bounces wait for the worker, then race for the threshold
 		softBounce: config.SoftBounce{Count: 3, Within: 168 * time.Hour},
