@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,8 +61,20 @@ var (
 	sharedErr  error
 )
 
+// e2eParallel is how many tests of this package run at once unless -parallel says otherwise.
+// They mostly wait on Temporal, PostgreSQL and their sinks rather than compute, so the default
+// (GOMAXPROCS, 2 on CI) left the long fault scenarios queued behind each other; their verdicts
+// are progress-based, so the shared CPU slows them without failing them.
+const e2eParallel = 4
+
 func TestMain(m *testing.M) {
 	slog.SetDefault(testenv.Logger())
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < e2eParallel {
+		_ = flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 	code := m.Run()
 	if sharedSrv != nil {
 		_ = sharedSrv.Stop()
