@@ -72,6 +72,7 @@ func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (domain.St
 // handoff here), three relays draining the same inbox concurrently start every event's workflow
 // exactly once; the worker then processes and notifies each once.
 func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
+	t.Parallel()
 	h, postBatch := sendgridHarness(t, harnessOptions{noHandoff: true, noWorker: true})
 	now := time.Now().Truncate(time.Second)
 	sg := h.id("sg")
@@ -112,7 +113,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		r.Options.Concurrency = 4
 		stops = append(stops, h.startRelay(r))
 	}
-	waitFor(t, 60*time.Second, func() bool { return h.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`) == 0 })
+	h.waitQuery(0, `SELECT count(*) FROM webhook_events WHERE awaiting_start`)
 	for _, stop := range stops {
 		stop()
 	}
@@ -128,11 +129,9 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 	counter.mu.Unlock()
 
 	h.startWorker()
-	waitFor(t, 120*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`) == n+3
-	})
+	h.waitQuery(n+3, `SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`)
 	// Every event moves its message once: one notification each, each id once.
-	waitFor(t, 30*time.Second, func() bool { return len(h.sink.delivered()) >= n+2 })
+	waitAtLeast(t, "notifications the sink accepted", n+2, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	ids := map[string]bool{}
 	for _, d := range h.sink.delivered() {
@@ -155,6 +154,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 // only start of the event is the one right after its acceptance (counted at the Temporal
 // client).
 func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	id := h.id("evt_dup")
 	workflowID := "postscale:" + id
@@ -162,7 +162,7 @@ func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
 	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("first: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, id)
+	h.waitProcessed(id)
 	for i := range 20 {
 		if code, resp := h.post(body); code != 200 || resp["status"] != "duplicate" {
 			t.Fatalf("re-send %d: %d %v", i, code, resp)
@@ -187,6 +187,7 @@ func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
 // answered 400 with a short reason and stores nothing; every valid request is answered 200 and
 // its event processed.
 func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_poison")
 	poisons := map[string]struct{ body, reason string }{
@@ -244,7 +245,7 @@ func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.
 		t.Fatalf("%d of 160 valid requests failed alongside the poison, e.g. %s", len(failed), failed[0])
 	}
 	t.Logf("160 valid requests accepted while %d poison requests were refused", poisonSent.Load())
-	h.waitProcessed(120*time.Second, accepted...)
+	h.waitProcessed(accepted...)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id NOT LIKE 'evt_valid_%'`); n != 0 {
 		t.Fatalf("%d refused events were stored", n)
 	}
@@ -260,6 +261,7 @@ func TestUnstorableEventsAreRefusedAloneWhileValidTrafficIsProcessed(t *testing.
 // processes the others and names the refused one (SendGrid re-sends a batch whole on any
 // non-2xx, for 24 hours: a 4xx would have lost the good events with the bad).
 func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) {
+	t.Parallel()
 	h, postBatch := sendgridHarness(t, harnessOptions{maxEventsPerRequest: 200})
 
 	code, resp := postBatch(sendgridBatch(h.id("over"), 201))
@@ -287,16 +289,7 @@ func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) 
 	if r := rejected[0].(map[string]any); r["index"] != float64(1) || !strings.Contains(fmt.Sprint(r["reason"]), "event id") {
 		t.Fatalf("rejected %v, want index 1 with a reason naming the event id", r)
 	}
-	h.waitProcessed2("sendgrid", 120*time.Second, bad+"_0", bad+"_2")
-}
-
-// waitProcessed2 is waitProcessed for another provider.
-func (h *harness) waitProcessed2(providerName string, timeout time.Duration, eventIDs ...string) {
-	h.t.Helper()
-	waitFor(h.t, timeout, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE provider = $1 AND event_id = ANY($2) AND processed_at IS NOT NULL`,
-			providerName, eventIDs) == len(eventIDs)
-	})
+	h.waitProcessedOf("sendgrid", bad+"_0", bad+"_2")
 }
 
 // TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix: when PostgreSQL refuses an
@@ -306,6 +299,7 @@ func (h *harness) waitProcessed2(providerName string, timeout time.Duration, eve
 // redrive leaves it alone. Once the cause is fixed, a redrive with quarantined=true runs it: it
 // is processed and notified once.
 func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
@@ -321,7 +315,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
 		t.Fatalf("workflow: %v, want it failed as quarantined", err)
 	}
-	h.waitProcessed(30*time.Second, good)
+	h.waitProcessed(good)
 	code, resp := h.admin(http.MethodGet, "/v1/quarantine", "")
 	events, _ := resp["events"].([]any)
 	if code != 200 || len(events) != 1 {
@@ -348,14 +342,14 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 	if code, resp := h.admin(http.MethodPost, "/v1/redrive", `{"quarantined":true}`); code != 200 || resp["started"] != float64(1) {
 		t.Fatalf("redrive quarantined: %d %v, want 1 started", code, resp)
 	}
-	h.waitProcessed(60*time.Second, id)
+	h.waitProcessed(id)
 	if m := h.messageOf("postscale", "poison_"+h.prefix); m.Status != domain.StatusDelivered {
 		t.Fatalf("message %s, want delivered", m.Status)
 	}
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {
 		t.Fatalf("%d events still quarantined after the redrive", n)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitDelivered(2)
 }
 
 // TestLargeInboundEmailIsProcessedWithASmallHistory: a legitimate, signed inbound email near the
@@ -365,6 +359,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 // built from PostgreSQL: the email is processed and delivered whole, and its history is as
 // small as a 200-byte open's.
 func TestLargeInboundEmailIsProcessedWithASmallHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	emailID := h.id("em_big")
 	html := strings.Repeat("<p>a&b</p>", 100_000) // 1,000,000 bytes; 3.5 MB once JSON-escaped
@@ -374,8 +369,8 @@ func TestLargeInboundEmailIsProcessedWithASmallHistory(t *testing.T) {
 		t.Fatalf("post: %d %v", code, resp)
 	}
 	key := "email.received:" + emailID
-	h.waitProcessed(60*time.Second, key)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitProcessed(key)
+	h.waitDelivered(1)
 	d := h.sink.delivered()[0]
 	data, _ := d.Body["data"].(map[string]any)
 	payload, _ := data["payload"].(map[string]any)

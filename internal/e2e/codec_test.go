@@ -153,6 +153,7 @@ func startedInput(t *testing.T, events []*historypb.HistoryEvent) *commonpb.Payl
 }
 
 func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
+	t.Parallel()
 	h, plain := newCodecHarness(t, codecHarnessOptions{})
 	recipient := "jane.doe+" + h.prefix + "@example.com"
 	sender := "patient+" + h.prefix + "@example.org"
@@ -171,8 +172,8 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	}
 
 	// The pipeline works: the worker decrypts its inputs, and the sink gets plaintext.
-	h.waitProcessed(30*time.Second, evID, "email.received:"+emailID)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitProcessed(evID, "email.received:"+emailID)
+	h.waitDelivered(2)
 	var sawBounce, sawInbound bool
 	for _, d := range h.sink.delivered() {
 		data, _ := d.Body["data"].(map[string]any)
@@ -323,6 +324,7 @@ func payloadDataContains(out, s string) bool {
 // A run started before temporal.codec was turned on (plaintext input) is finished by a worker
 // that has the codec: unencrypted payloads pass through its decoder.
 func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
+	t.Parallel()
 	before := newHarness(t, harnessOptions{noWorker: true})
 	evID, msgID := before.id("evt_pre_codec"), before.id("msg_pre_codec")
 	if code, resp := before.post(before.envelope(evID, "email.delivered", msgID, time.Now(), "")); code != http.StatusOK || resp["status"] != "accepted" {
@@ -333,8 +335,8 @@ func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
 	if err := after.waitWorkflow(wf); err != nil {
 		t.Fatalf("run started before the codec: %v", err)
 	}
-	before.waitProcessed(10*time.Second, evID)
-	waitFor(t, 10*time.Second, func() bool { return len(after.sink.delivered()) == 1 })
+	before.waitProcessed(evID)
+	after.waitDelivered(1)
 
 	hist := history(t, plain, wf)
 	if enc := string(startedInput(t, hist).GetPayloads()[0].GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
@@ -373,6 +375,7 @@ func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
 // Cloud itself cannot be reached from the tests; this stands a TLS-terminating proxy that
 // demands a client certificate from a test CA in front of the dev server.
 func TestTLSClientOptionsReachTemporal(t *testing.T) {
+	t.Parallel()
 	sharedTemporal(t)
 	f := tlstest.Write(t, t.TempDir(), "temporal.test")
 	proxy := tlsProxy(t, f.ServerConfig(t), sharedSrv.FrontendHostPort())

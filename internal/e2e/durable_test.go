@@ -21,14 +21,15 @@ import (
 // not notified again. A fresh dev server on the same database stands in for a Temporal that has
 // forgotten.
 func TestRedeliveryAfterTemporalForgotIsStillADuplicate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_forgot")
 	body := h.envelope(evID, "email.delivered", h.id("msg_forgot"), time.Now(), "")
 	if code, _ := h.post(body); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
-	waitFor(t, 5*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitProcessed(evID)
+	h.waitDelivered(1)
 	h.stopWorker()
 
 	fresh := testenv.StartTemporal(t, testenv.DevServerOptions{})
@@ -56,6 +57,7 @@ func TestRedeliveryAfterTemporalForgotIsStillADuplicate(t *testing.T) {
 
 // TestSimulateShowsTheLifecycle runs `mailhook simulate` against a live mailhook.
 func TestSimulateShowsTheLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	var out bytes.Buffer
 	err := simulate.Run(context.Background(), simulate.Options{
@@ -72,12 +74,12 @@ func TestSimulateShowsTheLifecycle(t *testing.T) {
 		}
 	}
 	// The bounce and the inbound email are always notified; delivered only if it came first.
-	waitFor(t, 10*time.Second, func() bool {
+	testenv.WaitFor(t, "the bounce's and the inbound email's notifications", testenv.Stall, func() (int64, bool, error) {
 		types := map[string]bool{}
 		for _, d := range h.sink.delivered() {
 			data, _ := d.Body["data"].(map[string]any)
 			types[fmt.Sprint(d.Body["type"], "/", data["status"])] = true
 		}
-		return types["message.status_changed/bounced"] && types["email.received/<nil>"]
+		return int64(len(h.sink.delivered())), types["message.status_changed/bounced"] && types["email.received/<nil>"], nil
 	})
 }

@@ -36,13 +36,19 @@ import (
 // injects one fault per subtest and then checks the same verdict: every accepted event has
 // exactly one webhook_events row and is processed, nothing is applied twice, and the sink got
 // every notification id, never a second distinct id for the same event.
+//
+// Each scenario has its own Temporal dev server, database, sink and processes, so they run in
+// parallel: the others overlap the two minutes the Temporal outage mostly waits, and their
+// verdicts are progress-based (testenv.WaitFor), so sharing the machine cannot fail them.
 func TestProcessFaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: skipping integration test")
 	}
 	bin := buildMailhook(t)
 
 	t.Run("worker killed -9 mid-load and restarted", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		l := e.startLoad()
 		time.Sleep(2 * time.Second)
@@ -55,7 +61,7 @@ func TestProcessFaults(t *testing.T) {
 		accepted := l.stop()
 		// Activities the killed worker had started are retried once their start-to-close
 		// timeout (30 s for the database steps) runs out.
-		e.verdict(accepted, 120*time.Second, verdictOptions{})
+		e.verdict(accepted, verdictOptions{})
 	})
 
 	// A Temporal outage, two minutes long, is invisible to the provider: every request is
@@ -64,6 +70,7 @@ func TestProcessFaults(t *testing.T) {
 	// (20/s): the ~2,400 events of the outage drain in a couple of minutes on a 2-core CI
 	// machine; the benchmark (docs/BENCHMARKS.md) covers the high rates.
 	t.Run("temporal stopped for 2 minutes under load: zero 5xx, each event processed once", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		l := e.startLoadEvery(50 * time.Millisecond)
 		time.Sleep(2 * time.Second)
@@ -80,9 +87,10 @@ func TestProcessFaults(t *testing.T) {
 			time.Sleep(5 * time.Second)
 		}
 		waiting := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`)
+		acceptedDuring := l.count() - acceptedBefore
 		e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
 		t.Logf("temporal down for %s: %d events accepted meanwhile, %d waiting in the inbox when it came back",
-			time.Since(down).Round(time.Millisecond), l.count()-acceptedBefore, waiting)
+			time.Since(down).Round(time.Millisecond), acceptedDuring, waiting)
 		time.Sleep(3 * time.Second)
 		accepted := l.stop()
 		if n := l.unavailable.Load() + l.transport.Load(); n != 0 {
@@ -91,10 +99,14 @@ func TestProcessFaults(t *testing.T) {
 		if notReady != 0 {
 			t.Errorf("/readyz failed %d times during the outage: a load balancer would stop sending", notReady)
 		}
-		if waiting < 1000 {
-			t.Errorf("only %d events waited in the inbox: the outage was not exercised under load", waiting)
+		// What was accepted during the outage waited in the inbox (the events accepted just
+		// before it that were not yet started may wait too). How many that is depends on how
+		// fast the machine answers (20/s asked, over 1,000 on a quiet machine), so the floor is
+		// what makes it a load, not a rate.
+		if waiting < 200 || waiting*10 < acceptedDuring*9 {
+			t.Errorf("only %d events waited in the inbox of %d accepted during the outage: the outage was not exercised under load", waiting, acceptedDuring)
 		}
-		e.verdict(accepted, 420*time.Second, verdictOptions{exactlyOnce: true})
+		e.verdict(accepted, verdictOptions{exactlyOnce: true})
 		if n := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start OR relayed_at IS NULL`); n != 0 {
 			t.Errorf("%d events never left the inbox", n)
 		}
@@ -114,11 +126,14 @@ func TestProcessFaults(t *testing.T) {
 		// it. So every event not counted as started must be explained by a failed start.
 		relayed := e.worker.scrape(t, `mailhook_relay_starts_total{result="started"}`)
 		handed := e.serve.scrape(t, `mailhook_handoff_starts_total{result="started"}`)
-		dups := e.worker.scrape(t, `mailhook_relay_starts_total{result="duplicate"}`) +
-			e.serve.scrape(t, `mailhook_handoff_starts_total{result="duplicate"}`)
+		relayDups := e.worker.scrape(t, `mailhook_relay_starts_total{result="duplicate"}`)
+		dups := relayDups + e.serve.scrape(t, `mailhook_handoff_starts_total{result="duplicate"}`)
 		failed := e.worker.scrape(t, `mailhook_relay_starts_total{result="error"}`) +
 			e.serve.scrape(t, `mailhook_handoff_starts_total{result="error"}`)
-		if missing := float64(len(accepted)) - (relayed + handed + dups); missing > failed || relayed < float64(waiting)*0.9 {
+		// A relay start that timed out while the returning server was busy may have started the
+		// run; the relay's next try counts it a duplicate, and it is still the relay's start (in
+		// the baseline of issue 18: 2,183 started and 303 duplicates for 2,432 waiting).
+		if missing := float64(len(accepted)) - (relayed + handed + dups); missing > failed || relayed+relayDups < float64(waiting)*0.9 {
 			t.Errorf("starts: relay %v + serve %v (+ %v found already started, %v failed) for %d accepted events, %d of them waiting through the outage",
 				relayed, handed, dups, failed, len(accepted), waiting)
 		}
@@ -128,6 +143,7 @@ func TestProcessFaults(t *testing.T) {
 	// is already 10+ attempts per notification, the same retry path a longer outage takes, and
 	// it keeps the suite short.
 	t.Run("sink answers 500 for 20s, then 200: every id delivered exactly once", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		healthyAt := time.Now().Add(20 * time.Second)
 		e.sink.mu.Lock()
@@ -141,13 +157,14 @@ func TestProcessFaults(t *testing.T) {
 		l := e.startLoad()
 		time.Sleep(5 * time.Second)
 		accepted := l.stop()
-		e.verdict(accepted, 120*time.Second, verdictOptions{exactlyOnce: true})
+		e.verdict(accepted, verdictOptions{exactlyOnce: true})
 		if n := len(e.sink.attempts()) - len(e.sink.delivered()); n == 0 {
 			t.Errorf("the sink never answered 500: the fault was not exercised")
 		}
 	})
 
 	t.Run("sink answers 400: notifications failed after one attempt, counted as rejected", func(t *testing.T) {
+		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
 		e.sink.mu.Lock()
 		e.sink.respond = func(string, int) int { return http.StatusBadRequest }
@@ -155,7 +172,7 @@ func TestProcessFaults(t *testing.T) {
 		l := e.startLoad()
 		time.Sleep(3 * time.Second)
 		accepted := l.stop()
-		e.verdict(accepted, 90*time.Second, verdictOptions{rejected: true})
+		e.verdict(accepted, verdictOptions{rejected: true})
 		failed := e.query(`SELECT count(*) FROM notifications WHERE status = 'failed' AND attempts = 1`)
 		if failed == 0 {
 			t.Fatalf("no failed notification")
@@ -175,6 +192,7 @@ func TestProcessFaults(t *testing.T) {
 	})
 
 	t.Run("postgres restarted mid-load (private cluster)", func(t *testing.T) {
+		t.Parallel()
 		pg := startPrivatePostgres(t)
 		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t)})
 		l := e.startLoad()
@@ -186,7 +204,7 @@ func TestProcessFaults(t *testing.T) {
 		t.Logf("postgres down for %s", time.Since(down).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		accepted := l.stop()
-		e.verdict(accepted, 120*time.Second, verdictOptions{})
+		e.verdict(accepted, verdictOptions{})
 		// The outage did reach the activities (they failed and were retried).
 		if n := e.worker.countLog(`"msg":"Activity error."`); n == 0 {
 			t.Errorf("no activity failed while PostgreSQL was down: the fault was not exercised")
@@ -295,7 +313,7 @@ acceptance:
 	}
 	e.serve = e.start("serve", []string{"serve", "--worker=false"}, nil)
 	e.serve.httpAddr = httpAddr
-	waitFor(t, 30*time.Second, func() bool { return e.serve.get("/readyz") == http.StatusOK })
+	waitUntil(t, "serve's /readyz answering 200", func() bool { return e.serve.get("/readyz") == http.StatusOK })
 	e.worker = e.startWorker()
 	return e
 }
@@ -306,7 +324,7 @@ func (e *procEnv) startWorker() *proc {
 	addr := testenv.FreeHostPort(e.t)
 	p := e.start(fmt.Sprintf("worker-%d", e.workers), []string{"worker"}, []string{serve.EnvMetricsAddress + "=" + addr})
 	p.httpAddr = addr
-	p.waitLog(e.t, `"msg":"worker started"`, 60*time.Second)
+	p.waitLog(e.t, `"msg":"worker started"`)
 	return p
 }
 
@@ -396,24 +414,22 @@ func (p *proc) countLog(needle string) int {
 	return bytes.Count(raw, []byte(needle))
 }
 
-func (p *proc) waitLog(t *testing.T, needle string, timeout time.Duration) {
+// waitLog waits for the process to log needle. The size of its log is the progress: a process
+// that is still starting up writes lines; one that hangs does not.
+func (p *proc) waitLog(t *testing.T, needle string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.WaitFor(t, p.name+" logging "+needle, testenv.Stall, func() (int64, bool, error) {
 		raw, _ := os.ReadFile(p.logPath)
 		if bytes.Contains(raw, []byte(needle)) {
-			return
+			return 0, true, nil
 		}
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited (%v) before logging %s", p.name, p.exitErr, needle)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not log %s within %s", p.name, needle, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return int64(len(raw)), false, nil
+	})
 }
 
 func (p *proc) get(path string) int {
@@ -574,24 +590,19 @@ type verdictOptions struct {
 
 // verdict waits until every accepted event is processed and checks what the fault may not
 // have broken.
-func (e *procEnv) verdict(accepted []string, timeout time.Duration, o verdictOptions) {
+func (e *procEnv) verdict(accepted []string, o verdictOptions) {
 	t := e.t
 	t.Helper()
 	if len(accepted) == 0 {
 		t.Fatal("no event was accepted")
 	}
 	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		n := e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)
-		if n == len(accepted) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d accepted events processed after %s", n, len(accepted), timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	// However long the drain takes on a loaded machine, it is a verdict only when it stops: the
+	// count of processed events is the progress. Retried activities wait out their 30 s
+	// start-to-close timeout while the others go on.
+	testenv.WaitCount(t, "accepted events processed", testenv.Stall, int64(len(accepted)), func() (int64, error) {
+		return int64(e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)), nil
+	})
 	t.Logf("all %d accepted events processed %s after the load stopped", len(accepted), time.Since(start).Round(time.Millisecond))
 
 	// Exactly one row per accepted event, and none for anything else.
@@ -655,7 +666,7 @@ func (e *procEnv) verdict(accepted []string, timeout time.Duration, o verdictOpt
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(e.sink.attempts()) >= len(ids) })
+	waitAtLeast(t, "requests the sink got", len(ids), func() int { return len(e.sink.attempts()) })
 	got := map[string]int{}   // notification id → 2xx answers
 	tried := map[string]int{} // notification id → requests
 	perEvent := map[string]map[string]bool{}

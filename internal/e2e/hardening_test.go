@@ -22,6 +22,7 @@ import (
 // it are refused with Mailgun's "do not retry" 406 and counted; Mailgun's own retry of the real
 // event still passes (as a duplicate).
 func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
+	t.Parallel()
 	const key = "mailgun-signing-key-e2e"
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
 		Name: "mailgun", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{key}},
@@ -43,9 +44,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	if code, resp := send(real); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("real event: %d %v", code, resp)
 	}
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id = $1 AND processed_at IS NOT NULL`, realID) == 1
-	})
+	h.waitQuery(1, `SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id = $1 AND processed_at IS NOT NULL`, realID)
 
 	forged := map[string][]byte{
 		"permanent failure": providertest.MailgunBody(key, ts, token, eventData(h.id("mg_forged_fail"), "failed", `,"severity":"permanent","reason":"bounce"`)),
@@ -103,6 +102,7 @@ func (b *syncBuffer) String() string {
 // message and the suppression, lifting it) no log line of the process, mailhook's or the
 // Temporal SDK's at debug level, holds the address.
 func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	h := newHarness(t, harnessOptions{logs: logs,
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded}})
@@ -115,8 +115,8 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("post: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, evID)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitProcessed(evID)
+	h.waitDelivered(2)
 
 	if m := h.messageOf("postscale", msgID); m.Status != domain.StatusBounced || m.MessageID != msgID || m.Recipient != recipient {
 		t.Fatalf("GET message %q: %+v", msgID, m)

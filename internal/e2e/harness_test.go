@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,12 +18,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -58,8 +62,20 @@ var (
 	sharedErr  error
 )
 
+// e2eParallel is how many tests of this package run at once unless -parallel says otherwise.
+// They mostly wait on Temporal, PostgreSQL and their sinks rather than compute, so the default
+// (GOMAXPROCS, 2 on CI) left the long fault scenarios queued behind each other; their verdicts
+// are progress-based, so the shared CPU slows them without failing them.
+const e2eParallel = 4
+
 func TestMain(m *testing.M) {
 	slog.SetDefault(testenv.Logger())
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < e2eParallel {
+		_ = flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 	code := m.Run()
 	if sharedSrv != nil {
 		_ = sharedSrv.Stop()
@@ -202,6 +218,8 @@ type harnessOptions struct {
 	suppressionScopes map[string]string
 	// softBounce is config suppression.soft_bounce (zero: off).
 	softBounce config.SoftBounce
+	// startTimeout, when set, replaces temporal.start_timeout (3 s).
+	startTimeout time.Duration
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -221,6 +239,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Database.URL = dbURL
 	cfg.Temporal.TaskQueue = "mailhook-e2e-" + randomHex(4)
 	cfg.Temporal.StartTimeout = 3 * time.Second
+	if o.startTimeout > 0 {
+		cfg.Temporal.StartTimeout = o.startTimeout
+	}
 	cfg.Temporal.RetryAfter = 5 * time.Second
 	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second}
 	if o.notifyTimeout > 0 {
@@ -396,46 +417,98 @@ func (h *harness) query(sql string, args ...any) int {
 	return n
 }
 
-// waitProcessed waits until every event has processed_at set.
-func (h *harness) waitProcessed(timeout time.Duration, eventIDs ...string) {
+// waitProcessed waits until every event has processed_at set. It fails when the count of
+// processed events stops changing for testenv.Stall, never because a total time has passed.
+func (h *harness) waitProcessed(eventIDs ...string) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'postscale' AND event_id = ANY($1) AND processed_at IS NOT NULL`, eventIDs)
-		if n == len(eventIDs) {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%d of %d events processed after %s", n, len(eventIDs), timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	h.waitProcessedOf("postscale", eventIDs...)
+}
+
+// waitProcessedOf is waitProcessed for any provider's events.
+func (h *harness) waitProcessedOf(providerName string, eventIDs ...string) {
+	h.t.Helper()
+	h.waitQuery(len(eventIDs), `SELECT count(*) FROM webhook_events WHERE provider = $1 AND event_id = ANY($2) AND processed_at IS NOT NULL`,
+		providerName, eventIDs)
+}
+
+// waitQuery waits until the count sql returns is want; the count is the progress.
+func (h *harness) waitQuery(want int, sql string, args ...any) {
+	h.t.Helper()
+	waitCount(h.t, strings.Join(strings.Fields(sql), " "), want, func() int { return h.query(sql, args...) })
+}
+
+// waitDelivered waits until the sink has accepted exactly n notifications.
+func (h *harness) waitDelivered(n int) {
+	h.t.Helper()
+	waitCount(h.t, "notifications the sink accepted", n, func() int { return len(h.sink.delivered()) })
+}
+
+// waitCount waits until count() is want, failing when the count has not changed for
+// testenv.Stall (see testenv.WaitCount).
+func waitCount(t *testing.T, what string, want int, count func() int) {
+	t.Helper()
+	testenv.WaitCount(t, what, testenv.Stall, int64(want), func() (int64, error) { return int64(count()), nil })
+}
+
+// waitAtLeast waits until count() is at least want; the count is the progress.
+func waitAtLeast(t *testing.T, what string, want int, count func() int) {
+	t.Helper()
+	testenv.WaitFor(t, fmt.Sprintf("%s (want at least %d)", what, want), testenv.Stall, func() (int64, bool, error) {
+		n := count()
+		return int64(n), n >= want, nil
+	})
+}
+
+// waitUntil waits for a condition with no count to watch (a server ready, a span ended, a
+// workflow's activity failing once): one step, bounded by testenv.Stall.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testenv.WaitUntil(t, what, testenv.Stall, cond)
 }
 
 // waitWorkflow waits for an event's workflow to close and returns its error.
 func (h *harness) waitWorkflow(workflowID string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	return h.run(ctx, workflowID).Get(ctx, nil)
+	h.t.Helper()
+	return h.closed(workflowID).Get(context.Background(), nil)
 }
 
-// run returns an event's workflow run once it exists: the 200 comes when the event is
-// recorded, and its workflow is started right after.
-func (h *harness) run(ctx context.Context, workflowID string) client.WorkflowRun {
+// closed returns an event's workflow run once it has closed (see waitClosed).
+func (h *harness) closed(workflowID string) client.WorkflowRun {
 	h.t.Helper()
-	for {
-		_, err := h.svc.Temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+	return waitClosed(h.t, h.svc.Temporal, workflowID, "")
+}
+
+// started returns an event's workflow run once it exists: the 200 comes when the event is
+// recorded, and its workflow is started right after.
+func (h *harness) started(workflowID string) client.WorkflowRun {
+	h.t.Helper()
+	waitUntil(h.t, "workflow "+workflowID+" started", func() bool {
+		_, err := h.svc.Temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
 		var notFound *serviceerror.NotFound
-		if err == nil || !errors.As(err, &notFound) {
-			break
+		return err == nil || !errors.As(err, &notFound)
+	})
+	return h.svc.Temporal.GetWorkflow(context.Background(), workflowID, "")
+}
+
+// waitClosed waits until a workflow run has closed and returns it, so that Get on it answers at
+// once. Its history length is the progress: a run that keeps executing activities, retries
+// included, is waited for however long that takes; one that does nothing for testenv.Stall
+// (or is never started) fails the test.
+func waitClosed(t *testing.T, c client.Client, workflowID, runID string) client.WorkflowRun {
+	t.Helper()
+	testenv.WaitFor(t, "workflow "+workflowID+" to close", testenv.Stall, func() (int64, bool, error) {
+		d, err := c.DescribeWorkflowExecution(context.Background(), workflowID, runID)
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			return 0, false, nil // not started yet
 		}
-		select {
-		case <-ctx.Done():
-			h.t.Fatalf("workflow %s was never started", workflowID)
-		case <-time.After(50 * time.Millisecond):
+		if err != nil {
+			return 0, false, err
 		}
-	}
-	return h.svc.Temporal.GetWorkflow(ctx, workflowID, "")
+		info := d.GetWorkflowExecutionInfo()
+		return info.GetHistoryLength(), info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	})
+	return c.GetWorkflow(context.Background(), workflowID, runID)
 }
 
 // startCounter counts the workflow starts made through the harness's Temporal client, by

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +52,7 @@ func shape(t *testing.T, h *harness, workflowID string) (workflowTasks, activity
 // re-send, an open), completes in one workflow task with no activity task: its steps and its
 // notification's first attempt run as local activities. Every history stays under 4 KB.
 func TestLeanWorkflowShape(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_lean")
 	base := time.Now().Add(-time.Hour)
@@ -61,7 +61,7 @@ func TestLeanWorkflowShape(t *testing.T) {
 		if code, resp := h.post(h.envelope(c.id, c.typ, msg, base, "")); code != 200 || resp["status"] != "accepted" {
 			t.Fatalf("%s: %d %v", c.typ, code, resp)
 		}
-		h.waitProcessed(30*time.Second, c.id)
+		h.waitProcessed(c.id)
 	}
 	for _, c := range []struct {
 		id                           string
@@ -95,6 +95,7 @@ func TestLeanWorkflowShape(t *testing.T) {
 // error. When PostgreSQL is back the run completes, and the event is processed and notified
 // once.
 func TestStuckDatabaseStepIsVisibleInDescribe(t *testing.T) {
+	t.Parallel()
 	pg := startPrivatePostgres(t)
 	h := newHarness(t, harnessOptions{dbURL: pg.createDatabase(t), noWorker: true})
 	id := h.id("evt_stuck")
@@ -102,15 +103,16 @@ func TestStuckDatabaseStepIsVisibleInDescribe(t *testing.T) {
 	if code, resp := h.post(h.envelope(id, "email.delivered", h.id("msg_stuck"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("post: %d %v", code, resp)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	h.run(ctx, wf) // started, waiting for a worker
+	// Each call is a single quick operation; the waits on asynchronous work below are
+	// progress-based, so no total deadline is put on the test.
+	ctx := t.Context()
+	h.started(wf) // started, waiting for a worker
 	pg.stop(t, "fast")
 	h.startWorker()
 
 	var step, lastErr string
 	var attempt int32
-	waitFor(t, 60*time.Second, func() bool {
+	waitUntil(t, "a pending activity of "+wf+" with a failure", func() bool {
 		d, err := h.svc.Temporal.DescribeWorkflowExecution(ctx, wf, "")
 		if err != nil {
 			return false
@@ -129,11 +131,11 @@ func TestStuckDatabaseStepIsVisibleInDescribe(t *testing.T) {
 	}
 
 	pg.start(t)
-	h.waitProcessed(2*time.Minute, id)
+	h.waitProcessed(id)
 	if res := h.result(wf); res.Outcome != "moved" || len(res.Notifications) != 1 {
 		t.Fatalf("result %+v, want moved and notified", res)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitDelivered(1)
 	time.Sleep(300 * time.Millisecond)
 	if n := len(h.sink.delivered()); n != 1 {
 		t.Fatalf("sink got %d notifications, want 1", n)

@@ -32,6 +32,7 @@ func (h *harness) scrape(series string) float64 {
 }
 
 func TestMetricsMoveWithTraffic(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_metrics")
 	body := h.envelope(evID, "email.delivered", h.id("msg_metrics"), time.Now(), "")

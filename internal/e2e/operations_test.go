@@ -45,10 +45,8 @@ func withRecipient(body, to string) string {
 
 func (h *harness) result(workflowID string) domain.Result {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	var res domain.Result
-	if err := h.run(ctx, workflowID).Get(ctx, &res); err != nil {
+	if err := h.closed(workflowID).Get(context.Background(), &res); err != nil {
 		h.t.Fatalf("workflow %s: %v", workflowID, err)
 	}
 	return res
@@ -66,6 +64,7 @@ func (h *harness) deliveredOfType(typ string) []delivery {
 }
 
 func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_fix")
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -78,9 +77,9 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 		if code, resp := h.post(p.body); code != 200 || resp["status"] != "accepted" {
 			t.Fatalf("post %s: %d %v", p.id, code, resp)
 		}
-		h.waitProcessed(30*time.Second, p.id)
+		h.waitProcessed(p.id)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitDelivered(2)
 
 	// Refused before anything starts.
 	path := "/v1/messages/postscale/" + msg + "/corrections"
@@ -115,7 +114,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 		t.Fatalf("correction result %+v, want moved bounced → delivered, version 3", res)
 	}
 
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 3 })
+	h.waitDelivered(3)
 	got := h.sink.delivered()
 	prev := got[1].Body["data"].(map[string]any)
 	data := got[2].Body["data"].(map[string]any)
@@ -176,6 +175,7 @@ func TestCorrectionMovesBouncedBackToDelivered(t *testing.T) {
 }
 
 func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWithSinkTypes(t, harnessOptions{}, domain.TypeStatusChanged, domain.TypeSuppressionAdded)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	msgA, msgB := h.id("msg_sup_a"), h.id("msg_sup_b")
@@ -189,7 +189,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 		if code, resp := h.post(bodies[i]); code != 200 || resp["status"] != "accepted" {
 			t.Fatalf("post %s: %d %v", id, code, resp)
 		}
-		h.waitProcessed(30*time.Second, id)
+		h.waitProcessed(id)
 	}
 	if res := h.result("postscale:" + evA); !res.Suppressed || len(res.Notifications) != 2 {
 		t.Fatalf("first bounce: %+v, want suppressed with a status and a suppression notification", res)
@@ -204,7 +204,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 		t.Fatalf("times_seen %d, want 2", n)
 	}
 
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 3 })
+	h.waitDelivered(3)
 	time.Sleep(300 * time.Millisecond) // room for a wrongly duplicated notification to show up
 	sups := h.deliveredOfType(domain.TypeSuppressionAdded)
 	if len(sups) != 1 {
@@ -227,7 +227,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 	if code, _ := h.post(withRecipient(h.envelope(evC, "email.complained", h.id("msg_sup_c"), base, ""), "zed@example.com")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evC)
+	h.waitProcessed(evC)
 
 	code, resp := h.admin(http.MethodGet, "/v1/suppressions", "")
 	if list, _ := resp["suppressions"].([]any); code != 200 || len(list) != 2 || resp["next_after"] != "" {
@@ -291,11 +291,12 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 	if code, _ := h.post(h.envelope(evD, "email.bounced", h.id("msg_sup_d"), base.Add(2*time.Minute), `,"bounce_type":"hard"`)); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evD)
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) == 3 })
+	h.waitProcessed(evD)
+	waitCount(t, domain.TypeSuppressionAdded+" notifications", 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
 }
 
 func TestOperationsAPIRefusesMissingToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true})
 	routes := []struct{ method, path, body string }{
 		{http.MethodGet, "/v1/suppressions", ""},

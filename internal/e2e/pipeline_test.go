@@ -11,6 +11,7 @@ import (
 )
 
 func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msgID := h.id("evt_conc"), h.id("msg_conc")
 	body := h.envelope(evID, "email.delivered", msgID, time.Now(), "")
@@ -42,11 +43,11 @@ func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
 	if accepted != 1 {
 		t.Fatalf("%d requests were accepted, want exactly 1 (the rest duplicate)", accepted)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, evID); n != 1 {
 		t.Fatalf("%d webhook_events rows, want 1", n)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= 1 })
+	waitAtLeast(t, "notifications the sink accepted", 1, func() int { return len(h.sink.delivered()) })
 	time.Sleep(500 * time.Millisecond) // give a wrongly duplicated notification time to show up
 	if got := h.sink.delivered(); len(got) != 1 {
 		t.Fatalf("sink received %d notifications, want 1: %+v", len(got), got)
@@ -54,6 +55,7 @@ func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
 }
 
 func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msgID := h.id("evt_repost"), h.id("msg_repost")
 	body := h.envelope(evID, "email.sent", msgID, time.Now(), "")
@@ -63,7 +65,7 @@ func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
 	if err := h.waitWorkflow("postscale:" + evID); err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitDelivered(1)
 	if code, resp := h.post(body); code != 200 || resp["status"] != "duplicate" {
 		t.Fatalf("re-post after close: %d %v, want 200 duplicate", code, resp)
 	}
@@ -77,6 +79,7 @@ func TestRepostAfterWorkflowClosedIsDuplicateAndSendsNothing(t *testing.T) {
 }
 
 func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	msgID := h.id("msg_life")
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
@@ -99,7 +102,7 @@ func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("post %s: %d %v", typ, code, resp)
 		}
-		h.waitProcessed(30*time.Second, ids[typ])
+		h.waitProcessed(ids[typ])
 	}
 
 	code, m := h.message(msgID)
@@ -137,14 +140,15 @@ func TestLifecycleOutOfOrderEndsBouncedNotifyingOnlyForwardMoves(t *testing.T) {
 }
 
 func TestInboundEmailIsNotified(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	emailID := h.id("inb")
 	body := `{"event":"email.received","timestamp":"2026-11-29T10:30:00Z","email_id":"` + emailID + `","message_id":"<x@example.com>","from":"customer@example.com","to":"support@app.example","subject":"Help","text":"hi","html":"<p>hi</p>","headers":[{"name":"Message-ID","value":"<x@example.com>"}],"attachments":[],"spf":"pass","dkim":"pass"}`
 	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("post inbound: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, "email.received:"+emailID)
-	waitFor(t, 5*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitProcessed("email.received:" + emailID)
+	h.waitDelivered(1)
 	d := h.sink.delivered()[0]
 	data := d.Body["data"].(map[string]any)
 	payload := data["payload"].(map[string]any)
@@ -157,6 +161,7 @@ func TestInboundEmailIsNotified(t *testing.T) {
 }
 
 func TestRejectedRequestsStoreNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_rej")
 	body := h.envelope(evID, "email.delivered", h.id("msg_rej"), time.Now(), "")
@@ -198,18 +203,20 @@ func TestRejectedRequestsStoreNothing(t *testing.T) {
 }
 
 func TestUnknownTypeIsAcceptedAndRecorded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_unknown")
 	if code, resp := h.post(h.envelope(evID, "email.teleported", h.id("msg_unknown"), time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("unknown type: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := h.query(`SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("an unknown type created %d messages", n)
 	}
 }
 
 func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sink.respond = func(_ string, attempt int) int {
 		if attempt <= 3 {
@@ -221,7 +228,7 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 	if code, _ := h.post(h.envelope(evID, "email.delivered", h.id("msg_flaky"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	attempts := h.sink.attempts()
 	if len(attempts) != 4 {
 		t.Fatalf("sink saw %d attempts, want 4", len(attempts))
@@ -238,30 +245,20 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 }
 
 func TestDownstream400IsRecordedAsFailedAndEventProcessed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.sink.respond = func(string, int) int { return http.StatusBadRequest }
 	evID := h.id("evt_400")
 	if code, _ := h.post(h.envelope(evID, "email.delivered", h.id("msg_400"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := len(h.sink.attempts()); n != 1 {
 		t.Fatalf("a 400 was retried: %d attempts", n)
 	}
 	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
 	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || ns[0].LastError == "" {
 		t.Fatalf("notification rows %+v, want one failed row with the error", ns)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -272,13 +269,14 @@ func withBody(req *http.Request, body string) *http.Request {
 }
 
 func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
 	h.sink.respond = func(string, int) int { return http.StatusInternalServerError }
 	evID := h.id("evt_giveup")
 	if code, _ := h.post(h.envelope(evID, "email.complained", h.id("msg_giveup"), time.Now(), "")); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitProcessed(30*time.Second, evID)
+	h.waitProcessed(evID)
 	if n := len(h.sink.attempts()); n < 2 {
 		t.Fatalf("a 500 was not retried: %d attempts", n)
 	}
@@ -292,6 +290,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 }
 
 func TestAdminAPIRefusesMissingOrWrongToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true})
 	for name, header := range map[string]string{"missing": "", "wrong": "Bearer not-the-token-at-all", "not bearer": "Basic " + adminToken} {
 		req, _ := http.NewRequest(http.MethodGet, h.api.URL+"/v1/messages/postscale/x", nil)

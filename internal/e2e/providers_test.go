@@ -25,6 +25,7 @@ import (
 // live, their events carry the same-looking ids, and nothing collides: each event and message is
 // keyed by its provider, and notifications from both reach the sink.
 func TestPostscaleAndSendGridSideBySide(t *testing.T) {
+	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +58,8 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 		t.Fatalf("sendgrid batch again: %d %v", code, resp)
 	}
 
-	h.waitProcessed(30*time.Second, shared)
-	deadline := time.Now().Add(30 * time.Second)
-	for h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'sendgrid' AND processed_at IS NOT NULL`) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("sendgrid events not processed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	h.waitProcessed(shared)
+	h.waitQuery(2, `SELECT count(*) FROM webhook_events WHERE provider = 'sendgrid' AND processed_at IS NOT NULL`)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, shared); n != 2 {
 		t.Fatalf("%d rows for the shared id, want one per provider", n)
 	}
@@ -76,7 +71,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	// One notification per status move: postscale's delivered, sendgrid's bounce, and
 	// sendgrid's processed only if it was applied before the bounce (the two run concurrently).
 	moves := h.query(`SELECT count(*) FROM message_events WHERE message_id = $1 AND outcome = 'moved'`, shared)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= moves })
+	waitAtLeast(t, "notifications the sink accepted", moves, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	got := map[string]int{}
 	for _, d := range h.sink.delivered() {
@@ -96,6 +91,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 // credentials gets the provider's "do not retry" rejection, and nothing is stored. A provider
 // registered without an entry here fails the test.
 func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
+	t.Parallel()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	generic := &provider.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
 	settings := map[string]provider.Settings{
@@ -139,6 +135,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 // may use the same ids; their events and messages are keyed by endpoint name, so they never
 // dedupe against each other.
 func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
+	t.Parallel()
 	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", AllowUnsignedReplay: true, EventIDField: "id",
 		TypeField: "event", MessageIDField: "message.id", StatusMap: map[string]string{"delivered": "delivered"}}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
@@ -156,9 +153,7 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 			t.Fatalf("%s: %d %v, want accepted (not a duplicate of the other sender)", ep, code, resp)
 		}
 	}
-	waitFor(t, 30*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID) == 2
-	})
+	h.waitQuery(2, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NOT NULL`, evID)
 	for _, ep := range []string{"acme", "globex"} {
 		if m := h.messageOf(ep, msgID); m.Status != domain.StatusDelivered {
 			t.Fatalf("%s message status %q", ep, m.Status)
@@ -169,6 +164,7 @@ func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 // TestSESCertificateUnreachableIsRetryable: when the SNS signing certificate cannot be fetched,
 // verification cannot complete; SNS drops a message on any 4xx, so mailhook answers 503.
 func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
+	t.Parallel()
 	topic := "arn:aws:sns:us-east-1:123456789012:ses-events"
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "ses", Provider: "ses",
@@ -202,6 +198,7 @@ func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
 // TestAllowCIDRsAppliesToEveryProvider: an endpoint's allow_cidrs is honoured whatever its
 // provider; here the test client's 127.0.0.1 is outside it.
 func TestAllowCIDRsAppliesToEveryProvider(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "fenced", Provider: "postscale",
 		Settings: provider.Settings{Secrets: []string{webhookSecret}, AllowCIDRs: []string{"192.0.2.0/24"}},

@@ -18,6 +18,7 @@ import (
 // message ends bounced, the sink gets one notification per change, and the runs have the lean
 // shape there too (one workflow task for an event that notifies nothing).
 func TestCoreLifecycleOnARealTemporalServer(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartRealServer(t)
 	tc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: "default", Logger: sdklog.NewStructuredLogger(testenv.Logger())})
 	if err != nil {
@@ -44,13 +45,13 @@ func TestCoreLifecycleOnARealTemporalServer(t *testing.T) {
 	send(post{delivered, "email.delivered", "", "accepted"}, post{bounced, "email.bounced", `,"bounce_type":"hard"`, "accepted"})
 	// Events run concurrently: sent arrives once the two that outrank it are applied, so its
 	// outcome is certain (stale) rather than a race.
-	h.waitProcessed(2*time.Minute, delivered, bounced)
+	h.waitProcessed(delivered, bounced)
 	send(post{sent, "email.sent", "", "accepted"}, post{delivered, "email.delivered", "", "duplicate"}, post{opened, "email.opened", "", "accepted"})
 	inbound := h.id("inb_real")
 	if code, _ := h.post(`{"event":"email.received","timestamp":"2026-11-29T10:30:00Z","email_id":"` + inbound + `","from":"a@example.com","to":"support@app.example","subject":"Hi","text":"hi"}`); code != http.StatusOK {
 		t.Fatalf("inbound: %d", code)
 	}
-	h.waitProcessed(2*time.Minute, delivered, bounced, sent, opened, "email.received:"+inbound)
+	h.waitProcessed(delivered, bounced, sent, opened, "email.received:"+inbound)
 
 	if m := h.messageOf("postscale", msg); m.Status != "bounced" || m.BounceType != "hard" || m.Opens != 1 {
 		t.Fatalf("message %s/%s opens %d, want bounced/hard with 1 open", m.Status, m.BounceType, m.Opens)
@@ -58,7 +59,7 @@ func TestCoreLifecycleOnARealTemporalServer(t *testing.T) {
 	// sent is stale (bounced and delivered outrank it); delivered moved only if it came before
 	// the bounce. Either way: one notification per move, plus the inbound email.
 	moves := h.query(`SELECT count(*) FROM message_events WHERE outcome = 'moved'`)
-	waitFor(t, 30*time.Second, func() bool { return len(h.sink.delivered()) == moves+1 })
+	h.waitDelivered(moves + 1)
 	time.Sleep(300 * time.Millisecond)
 	ids := map[string]bool{}
 	for _, d := range h.sink.delivered() {

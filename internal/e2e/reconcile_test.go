@@ -66,6 +66,7 @@ func recExpected(t *testing.T, content string) string {
 // `mailhook report daily` runs it) and from GET /v1/reports/daily, against a matching and a
 // mismatching expected CSV.
 func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ids := []string{h.id("evt_rep_d1"), h.id("evt_rep_d2"), h.id("evt_rep_b1")}
 	for i, body := range []string{
@@ -77,7 +78,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 			t.Fatalf("post %s: %d %v", ids[i], code, resp)
 		}
 	}
-	h.waitProcessed(30*time.Second, ids...)
+	h.waitProcessed(ids...)
 	// A fixed UTC day, so the test does not depend on when it runs (midnight included): move the
 	// processed events to it, and add one that was never processed.
 	day := time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
@@ -171,9 +172,11 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // The worker's start-up creates the schedule (and updates it when it exists); a triggered run
 // re-drives a stuck event, writes daily_counts and sends report.daily.
 func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
+	t.Parallel()
 	h := newHarnessWithSinkTypes(t, harnessOptions{}, domain.TypeStatusChanged, domain.TypeReportDaily)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	// Each call is a single quick operation; the waits on asynchronous work below are
+	// progress-based, so no total deadline is put on the test.
+	ctx := t.Context()
 	sc := h.svc.Temporal.ScheduleClient()
 	// The schedule is per namespace: start from none, leave none.
 	_ = sc.GetHandle(ctx, reconcile.ScheduleID).Delete(ctx)
@@ -223,7 +226,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		t.Fatalf("trigger: %v", err)
 	}
 	var run *client.ScheduleWorkflowExecution
-	waitFor(t, 30*time.Second, func() bool {
+	waitUntil(t, "the triggered schedule's run", func() bool {
 		d, err := handle.Describe(ctx)
 		if err == nil && len(d.Info.RecentActions) > 0 {
 			run = d.Info.RecentActions[0].StartWorkflowResult
@@ -231,7 +234,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		return run != nil
 	})
 	var res workflows.DailyReconcileResult
-	if err := h.svc.Temporal.GetWorkflow(ctx, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
+	if err := waitClosed(t, h.svc.Temporal, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
 		t.Fatalf("DailyReconcile %s: %v", run.WorkflowID, err)
 	}
 	if r := res.Redrive; r == nil || r.Started != 1 || r.Skipped != 1 || r.Considered != 2 {
@@ -239,11 +242,11 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	}
 
 	// The stuck event is processed by its normal workflow and notified.
-	h.waitProcessed(30*time.Second, stuckID)
+	h.waitProcessed(stuckID)
 	if res := h.result("postscale:" + stuckID); res.Outcome != "moved" {
 		t.Fatalf("re-driven run: %+v", res)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeStatusChanged)) == 1 })
+	waitCount(t, domain.TypeStatusChanged+" notifications", 1, func() int { return len(h.deliveredOfType(domain.TypeStatusChanged)) })
 
 	// daily_counts holds the day's counts as the report computes them.
 	yesterday := res.Date
@@ -280,7 +283,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		t.Fatalf("backfill: %v", err)
 	}
 	var backfilled *client.ScheduleWorkflowExecution
-	waitFor(t, 30*time.Second, func() bool {
+	waitUntil(t, "the backfilled schedule's run", func() bool {
 		d, err := handle.Describe(ctx)
 		if err != nil {
 			return false
@@ -293,7 +296,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		return backfilled != nil
 	})
 	var bres workflows.DailyReconcileResult
-	if err := h.svc.Temporal.GetWorkflow(ctx, backfilled.WorkflowID, backfilled.FirstExecutionRunID).Get(ctx, &bres); err != nil {
+	if err := waitClosed(t, h.svc.Temporal, backfilled.WorkflowID, backfilled.FirstExecutionRunID).Get(ctx, &bres); err != nil {
 		t.Fatalf("backfilled DailyReconcile: %v", err)
 	}
 	if want := missed.AddDate(0, 0, -1).Format(store.DateLayout); bres.Date != want {
@@ -304,13 +307,14 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 // Replay without --renotify sends nothing to a sink that already got the notification; with it
 // the sink gets it once more under the replay's id.
 func TestReplayWithoutAndWithRenotify(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	evID, msg := h.id("evt_replay"), h.id("msg_replay")
 	if code, resp := h.post(h.envelope(evID, "email.delivered", msg, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
 		t.Fatalf("post: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, evID)
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitProcessed(evID)
+	h.waitDelivered(1)
 	firstID := domain.NotificationID("postscale", evID, "app", domain.TypeStatusChanged)
 
 	// API, without renotify (an empty body).
@@ -335,6 +339,9 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The run is awaited by its progress first; Wait, the CLI's code path, then finds it closed
+	// and fills in the result.
+	waitClosed(t, h.svc.Temporal, rr.WorkflowID, "")
 	if done, err := svc.Wait(ctx, &rr, time.Minute); err != nil || !done {
 		t.Fatalf("wait for replay 2: %v %v", done, err)
 	}
@@ -347,7 +354,7 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 		rr.Result.Notifications[0].ID != replayID || rr.Result.Notifications[0].AlreadySent {
 		t.Fatalf("replay 2 %+v\n%s", rr, out.String())
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 2 })
+	h.waitDelivered(2)
 	time.Sleep(300 * time.Millisecond)
 	got := h.sink.delivered()
 	if len(got) != 2 || got[0].ID != firstID || got[1].ID != replayID {
@@ -390,6 +397,7 @@ func TestReplayWithoutAndWithRenotify(t *testing.T) {
 // Redrive (API and CLI code path) starts a stuck event's workflow, leaves recent ones alone and
 // skips rows without a normalized event.
 func TestRedriveStartsAStuckEvent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	now := time.Now().UTC()
 	stuck, recent, legacy := h.id("evt_rd_stuck"), h.id("evt_rd_recent"), h.id("evt_rd_legacy")
@@ -404,11 +412,11 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 	if code != http.StatusOK || resp["started"] != float64(1) || resp["skipped"] != float64(1) || resp["considered"] != float64(2) {
 		t.Fatalf("redrive: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, stuck)
+	h.waitProcessed(stuck)
 	if res := h.result("postscale:" + stuck); res.Outcome != "moved" || len(res.Notifications) != 1 {
 		t.Fatalf("re-driven run: %+v", res)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 1 })
+	h.waitDelivered(1)
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND processed_at IS NULL`, recent); n != 1 {
 		t.Fatal("a recent event was re-driven")
 	}
@@ -432,7 +440,7 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 			t.Fatalf("redrive output lacks %q:\n%s", want, out.String())
 		}
 	}
-	h.waitProcessed(30*time.Second, recent)
+	h.waitProcessed(recent)
 
 	// A redrive of an event whose workflow is still open is a duplicate start, reported as running.
 	h.sink.mu.Lock()
@@ -442,9 +450,7 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 	if code, _ := h.post(h.envelope(openID, "email.bounced", h.id("msg_rd_o"), now, `,"bounce_type":"soft"`)); code != 200 {
 		t.Fatal(code)
 	}
-	waitFor(t, 10*time.Second, func() bool {
-		return h.query(`SELECT count(*) FROM notifications WHERE event_id = $1`, openID) == 1
-	})
+	h.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1`, openID)
 	res, err = svc.Redrive(context.Background(), domain.RedriveInput{OlderThan: time.Microsecond})
 	h.sink.mu.Lock()
 	close(h.sink.block)
@@ -456,5 +462,5 @@ func TestRedriveStartsAStuckEvent(t *testing.T) {
 	if res.Running != 1 || res.Started != 0 {
 		t.Fatalf("redrive of an open run: %+v", res)
 	}
-	h.waitProcessed(30*time.Second, openID)
+	h.waitProcessed(openID)
 }

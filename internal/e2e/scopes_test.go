@@ -33,6 +33,7 @@ func (h *harness) acceptStreamEvent(ev domain.Event) {
 // hard bounce globally; the check endpoint, the ?scope= filters and the per-scope lift answer
 // over real HTTP from PostgreSQL, every answer held to the OpenAPI document.
 func TestSuppressionScopesAndCheck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{
 		sinkTypes:         []string{domain.TypeSuppressionAdded},
 		suppressionScopes: map[string]string{"broadcast": "marketing", "outbound": "transactional"},
@@ -47,10 +48,10 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	if code, resp := h.post(withRecipient(h.envelope(bounce, "email.bounced", h.id("msg_scope_3"), at, `,"bounce_type":"hard"`), bob)); code != 200 {
 		t.Fatalf("post bounce: %d %v", code, resp)
 	}
-	h.waitProcessed(30*time.Second, unsub, complaint, bounce)
+	h.waitProcessed(unsub, complaint, bounce)
 
 	// suppression.added names each scope.
-	waitFor(t, 10*time.Second, func() bool { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) == 3 })
+	waitCount(t, domain.TypeSuppressionAdded+" notifications", 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
 	scopes := map[string]string{}
 	for _, d := range h.deliveredOfType(domain.TypeSuppressionAdded) {
 		data := d.Body["data"].(map[string]any)

@@ -22,6 +22,7 @@ import (
 // messages and their status notifications show the bounce details, and the daily report counts
 // their categories. Every answer is held to the OpenAPI document by the harness.
 func TestSoftBounceThresholdOverHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{
 		noWorker:   true, // all the bounces wait for the worker, then race for the threshold
 		softBounce: config.SoftBounce{Count: 3, Within: 168 * time.Hour},
@@ -51,7 +52,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	details := h.ensureBounceDetails(ids...)
 	h.startWorker()
-	h.waitProcessed(60*time.Second, ids...)
+	h.waitProcessed(ids...)
 
 	// One suppression, by the threshold, global, seen once.
 	if n := h.query(`SELECT count(*) FROM suppressions`); n != 1 {
@@ -72,7 +73,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 
 	// The sink: one suppression.added, by the event that reached the threshold, and a status
 	// change per message, each with its bounce.
-	waitFor(t, 15*time.Second, func() bool { return len(h.sink.delivered()) == 6 })
+	h.waitDelivered(6)
 	time.Sleep(300 * time.Millisecond) // room for a wrongly duplicated notification to show up
 	sups := h.deliveredOfType(domain.TypeSuppressionAdded)
 	if len(sups) != 1 {
@@ -120,11 +121,11 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	}
 	maps.Copy(details, h.ensureBounceDetails(ev4))
 	h.startWorker()
-	h.waitProcessed(30*time.Second, ev4)
+	h.waitProcessed(ev4)
 	if n := h.query(`SELECT times_seen FROM suppressions WHERE address = 'soft@example.com'`); n != 2 {
 		t.Fatalf("times_seen %d after a fourth soft bounce, want 2", n)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) == 7 })
+	h.waitDelivered(7)
 	time.Sleep(300 * time.Millisecond)
 	if n := len(h.deliveredOfType(domain.TypeSuppressionAdded)); n != 1 {
 		t.Fatalf("%d suppression.added after a fourth soft bounce, want still 1", n)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mailhook/mailhook/internal/telemetry"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // traceparent is W3C's header: version-traceid-parentid-flags.
@@ -35,7 +36,7 @@ func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 	if err := h.waitWorkflow("postscale:" + evID); err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(h.sink.delivered()) >= 1 })
+	waitAtLeast(t, "notifications the sink accepted", 1, func() int { return len(h.sink.delivered()) })
 	d := h.sink.delivered()[0]
 	m := traceparentRE.FindStringSubmatch(d.Header.Get("traceparent"))
 	if m == nil {
@@ -44,7 +45,7 @@ func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 
 	// The server span: the webhook request's, named after its route, with the route as its path.
 	var server sdktrace.ReadOnlySpan
-	waitFor(t, 10*time.Second, func() bool {
+	waitUntil(t, "the webhook request's server span", func() bool {
 		for _, s := range rec.Ended() {
 			if s.SpanKind() == trace.SpanKindServer && s.Name() == "POST /webhooks/:endpoint" {
 				server = s
@@ -67,7 +68,8 @@ func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 		start, run, activity, query, sink sdktrace.ReadOnlySpan
 		names                             []string
 	)
-	ok := waitUntil(10*time.Second, func() bool {
+	// The count of ended spans is the progress: the wait goes on while spans keep ending.
+	err := testenv.Wait("the trace's spans", testenv.Stall, func() (int64, bool, error) {
 		start, run, activity, query, sink, names = nil, nil, nil, nil, nil, nil
 		for _, s := range rec.Ended() {
 			if s.SpanContext().TraceID() != traceID {
@@ -87,11 +89,11 @@ func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 				sink = s
 			}
 		}
-		return start != nil && run != nil && activity != nil && query != nil && sink != nil
+		return int64(len(rec.Ended())), start != nil && run != nil && activity != nil && query != nil && sink != nil, nil
 	})
-	if !ok {
-		t.Fatalf("trace %s lacks a span: StartWorkflow %v, RunWorkflow %v, RunActivity %v, pgx query %v, sink request %v; it has %q",
-			traceID, start != nil, run != nil, activity != nil, query != nil, sink != nil, names)
+	if err != nil {
+		t.Fatalf("%v: trace %s lacks a span: StartWorkflow %v, RunWorkflow %v, RunActivity %v, pgx query %v, sink request %v; it has %q",
+			err, traceID, start != nil, run != nil, activity != nil, query != nil, sink != nil, names)
 	}
 	// The handoff started the workflow after the answer, as a child of the request's span.
 	if start.Parent().SpanID() != server.SpanContext().SpanID() {
@@ -118,15 +120,4 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
-}
-
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
 }

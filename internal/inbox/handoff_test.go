@@ -50,9 +50,9 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	for _, v := range got {
 		require.Equal(t, inbox.Accepted, v.Status)
 	}
-	require.Eventually(t, func() bool {
-		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0 OR relayed_at IS NOT NULL`) == 3
-	}, 10*time.Second, 10*time.Millisecond)
+	waitCount(t, "events the handoff settled", 3, func() int {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0 OR relayed_at IS NOT NULL`)
+	})
 	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_ok' AND NOT awaiting_start AND relayed_at IS NOT NULL`))
 	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_refused' AND NOT awaiting_start
 		AND quarantine_stage = 'start' AND quarantine_error LIKE '%Blob data size exceeds limit'`))
@@ -77,9 +77,9 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool {
-		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relayed_at IS NOT NULL`) >= 10
-	}, 10*time.Second, 10*time.Millisecond)
+	waitAtLeast(t, "events started", 10, func() int {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relayed_at IS NOT NULL`)
+	})
 	time.Sleep(time.Second) // the in-flight count is re-read every 500 ms
 	assert.Equal(t, 10, f.count(), "started beyond max_in_flight")
 	assert.Equal(t, 20, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`),
@@ -99,10 +99,10 @@ func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return f.count() == 4 }, 10*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool {
-		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`) == 4
-	}, 10*time.Second, 10*time.Millisecond)
+	waitCount(t, "starts", 4, f.count)
+	waitCount(t, "events whose one start failed", 4, func() int {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`)
+	})
 	for i := 4; i < 20; i++ {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)

@@ -332,7 +332,9 @@ func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT 1 FROM webhook_events WHERE event_id = 'evt_held' FOR UPDATE`)
 	require.NoError(t, err)
 
-	settleCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// A SettleStarts that waited for the held row would wait for ever (the lock is released only
+	// after it returns): the bound is a hang guard, generous so a loaded machine never reaches it.
+	settleCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	require.NoError(t, s.SettleStarts(settleCtx, []store.StartOutcome{
 		{Provider: provider, EventID: "evt_held"}, {Provider: provider, EventID: "evt_free"},

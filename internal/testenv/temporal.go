@@ -85,6 +85,14 @@ func StartTemporalServer(o DevServerOptions) (*testsuite.DevServer, error) {
 	for _, k := range []temporal.SearchAttributeKeyKeyword{ingest.ProviderKey, ingest.EventTypeKey, ingest.MessageIDKey} {
 		attrs = append(attrs, k.ValueSet(""))
 	}
+	extra := []string{"--headless"}
+	if o.DBFile != "" {
+		// The tests restart a file-backed server by stopping its process, never the machine, so
+		// SQLite's fsync on every commit buys them nothing; without it (and with a write-ahead
+		// log) the server starts workflows 2.3 times as fast (400 starts: 12.8 s, 5.5 s), which
+		// was what bounded the drain after TestProcessFaults' Temporal outage.
+		extra = append(extra, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off")
+	}
 	srv, err := testsuite.StartDevServer(context.Background(), testsuite.DevServerOptions{
 		ExistingPath: cli,
 		ClientOptions: &client.Options{
@@ -95,7 +103,7 @@ func StartTemporalServer(o DevServerOptions) (*testsuite.DevServer, error) {
 		DBFilename:       o.DBFile,
 		LogLevel:         "error",
 		SearchAttributes: temporal.NewSearchAttributes(attrs...),
-		ExtraArgs:        []string{"--headless"},
+		ExtraArgs:        extra,
 		Stdout:           io.Discard,
 		Stderr:           io.Discard,
 	})
