@@ -280,7 +280,11 @@ func SampleCPU(targets []CPUTarget) CPUSample {
 		}
 		m := map[int]time.Duration{}
 		for _, p := range pids {
-			m[p] = ProcCPU(p)
+			// A process that exited after it was listed reads as 0: leave it out, so it is
+			// lost (see CPUUse) instead of counting its whole past as negative use.
+			if c := ProcCPU(p); c > 0 {
+				m[p] = c
+			}
 		}
 		s.CPU[t.Label] = m
 	}
@@ -298,7 +302,12 @@ func CPUUse(from, to CPUSample) map[string]float64 {
 	for label, pids := range to.CPU {
 		var used time.Duration
 		for pid, v := range pids {
-			used += v - from.CPU[label][pid]
+			// Less than before: the pid was reused by a newer process; count it from its start.
+			if d := v - from.CPU[label][pid]; d > 0 {
+				used += d
+			} else if d < 0 {
+				used += v
+			}
 		}
 		out[label] = used.Seconds() / wall
 	}

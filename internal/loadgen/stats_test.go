@@ -282,3 +282,19 @@ untyped_metric 3
 		}
 	}
 }
+
+// A process that exited between two samples is lost and a reused pid counts from its start;
+// neither may make a target's use negative (seen under load: -9.3 cores).
+func TestCPUUseNeverCountsAnExitedProcessAsNegative(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	from := CPUSample{At: t0, CPU: map[string]map[int]time.Duration{"user": {1: 10 * time.Second, 2: 50 * time.Second, 3: 40 * time.Second}}}
+	to := CPUSample{At: t0.Add(10 * time.Second), CPU: map[string]map[int]time.Duration{"user": {
+		1: 15 * time.Second, // used 5 s
+		// 2 exited: lost
+		3: 2 * time.Second, // reused by a process that has used 2 s
+		4: 3 * time.Second, // new: 3 s
+	}}}
+	if got := CPUUse(from, to)["user"]; got != 1.0 {
+		t.Fatalf("user used %.2f cores, want 1.00 ((5+2+3) s over 10 s)", got)
+	}
+}
