@@ -108,13 +108,13 @@ func NewInboxRow(ev domain.Event) (InboxRow, error) {
 	if err != nil {
 		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, err)
 	}
-	norm, ok := normalizedEvent(ev).([]byte)
+	norm, ok := normalizedEvent(ev).(string)
 	if !ok {
 		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, errNoNormalizedForm)
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
-		payload: string(payload), normalized: string(norm)}, nil
+		payload: string(payload), normalized: norm}, nil
 }
 
 // EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this

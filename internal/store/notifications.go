@@ -22,8 +22,9 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 	if len(n.Body) == 0 {
 		return Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
 	}
+	// The body goes as text: []byte would be bytea in QueryExecModeExec (see normalizedEvent).
 	if _, err := s.pool.Exec(ctx, qInsertNotification,
-		id, n.Provider, n.EventID, n.Sink, n.Type, n.Body); err != nil {
+		id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body)); err != nil {
 		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
 	}
 	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,

@@ -53,12 +53,15 @@ var ErrNotNormalized = errors.New("recorded without a normalized event (before m
 // every retry), so anything jsonb would refuse is stored as NULL instead: \u0000 can only come
 // from a field no text column holds already (the recipient, the bounce type), since the
 // provider's raw JSON and the event id, type and message id are stored as they are anyway.
+//
+// It is a string, not []byte: in QueryExecModeExec (a transaction pooler, WithTransactionPooler)
+// pgx picks a parameter's type from its Go type, and []byte goes as bytea, which jsonb refuses.
 func normalizedEvent(ev domain.Event) any {
 	b, err := json.Marshal(ev)
 	if err != nil || jsonbStorable(b) != nil {
 		return nil
 	}
-	return b
+	return string(b)
 }
 
 const (
