@@ -68,6 +68,7 @@ Environment (a config file, --config or $MAILHOOK_CONFIG, may set the same and m
 in the file expands from the environment):
   MAILHOOK_CONFIG           the YAML config file
   DATABASE_URL              PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable)
+  DATABASE_LISTEN_URL       session-mode PostgreSQL URL for migrations (default: DATABASE_URL)
   TEMPORAL_ADDRESS          Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE        Temporal namespace (default "default")
   POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
@@ -142,14 +143,15 @@ config tunes concurrency, pollers and stop_timeout.` + envHelp(`
 	migrateCmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply database migrations",
-		Long: `Applies the embedded SQL migrations (goose) to database.url, under a PostgreSQL lock so two
-processes may run it at once. Run it before serve or worker, and after every upgrade.` + envHelp(),
+		Long: `Applies the embedded SQL migrations (goose) to database.listen_url (database.url when unset),
+under a PostgreSQL session lock so two processes may run it at once; that lock needs a session-mode
+connection, never a transaction-mode pooler. Run it before serve or worker, and after every upgrade.` + envHelp(),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := load()
 			if err != nil {
 				return err
 			}
-			return store.Migrate(c.Context(), cfg.Database.URL)
+			return store.Migrate(c.Context(), cfg.Database.SessionURL())
 		},
 	}
 

@@ -169,7 +169,7 @@ func openStore(c *cobra.Command, load func() (config.Config, error)) (*store.Sto
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(c.Context(), cfg.Database.URL)
+	return store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
 }
 
 // cliActor names who ran a replay from the command line.

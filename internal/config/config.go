@@ -90,7 +90,53 @@ type HTTP struct {
 
 // Database configures PostgreSQL.
 type Database struct {
+	// URL is the main pool's: every query of serve, worker and the admin commands. It may name
+	// a PgBouncer in transaction mode (set Pooler, docs/OPERATIONS.md).
 	URL string `yaml:"url"`
+	// ListenURL is a session-mode connection (PostgreSQL itself, or a PgBouncer pool in
+	// session mode), for what holds state across transactions: the migrations' session advisory
+	// lock, and any future LISTEN. Empty: URL (SessionURL).
+	ListenURL string `yaml:"listen_url"`
+	// Pooler says what URL connects through: "" or "session" (PostgreSQL, or a session-mode
+	// pooler), or "transaction" (a transaction-mode pooler such as PgBouncer's
+	// pool_mode = transaction). See store.WithTransactionPooler for what it changes.
+	Pooler string `yaml:"pooler"`
+}
+
+// Poolers database.pooler accepts.
+const (
+	PoolerSession     = "session"
+	PoolerTransaction = "transaction"
+)
+
+// SessionURL is the URL of the session-mode connection: ListenURL, or URL when it is unset.
+func (d Database) SessionURL() string {
+	if d.ListenURL != "" {
+		return d.ListenURL
+	}
+	return d.URL
+}
+
+// TransactionPooler reports whether URL goes through a transaction-mode pooler.
+func (d Database) TransactionPooler() bool { return d.Pooler == PoolerTransaction }
+
+func (d Database) validate() error {
+	if d.URL == "" {
+		return errors.New("config: database.url is empty (set DATABASE_URL)")
+	}
+	switch d.Pooler {
+	case "", PoolerSession:
+	case PoolerTransaction:
+		// The migrations' lock is a session advisory lock: through a transaction pooler its
+		// unlock can land on another server connection, and the lock stays held for ever.
+		if d.ListenURL == "" || d.ListenURL == d.URL {
+			return errors.New("config: database.pooler is transaction, so database.listen_url (DATABASE_LISTEN_URL) must name " +
+				"a session-mode connection (PostgreSQL itself, or a PgBouncer pool in session mode), not database.url")
+		}
+	default:
+		return fmt.Errorf("config: database.pooler %q must be session or transaction (empty: session)", d.Pooler)
+	}
+	return nil
 }
 
 // Temporal configures the Temporal client and worker.
@@ -187,7 +233,8 @@ func Defaults() Config {
 		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second,
 			MaxEventsPerRequest: 1000},
 		Database: Database{
-			URL: envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable"),
+			URL:       envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable"),
+			ListenURL: os.Getenv("DATABASE_LISTEN_URL"),
 		},
 		Temporal: Temporal{
 			Address:      envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
@@ -326,8 +373,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: http.trusted_proxies[%d] %q is not an IP or CIDR", i, p)
 		}
 	}
-	if c.Database.URL == "" {
-		return errors.New("config: database.url is empty (set DATABASE_URL)")
+	if err := c.Database.validate(); err != nil {
+		return err
 	}
 	if c.Temporal.Address == "" || c.Temporal.Namespace == "" || c.Temporal.TaskQueue == "" {
 		return errors.New("config: temporal.address, temporal.namespace and temporal.task_queue must be set")

@@ -389,3 +389,50 @@ func TestLogLevelAndWorkerOptions(t *testing.T) {
 		}
 	}
 }
+
+// database.listen_url falls back to database.url; a transaction pooler needs a session-mode
+// listen_url of its own, since the migrations' session lock cannot go through it.
+func TestDatabaseListenURLAndPooler(t *testing.T) {
+	const direct = `"postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable"`
+	const pooled = `"postgres://postgres@127.0.0.1:6432/mailhook?sslmode=disable"`
+	// Quoted for YAML's flow mappings; unquote for comparisons.
+	directURL, pooledURL := strings.Trim(direct, `"`), strings.Trim(pooled, `"`)
+	t.Setenv("DATABASE_URL", directURL)
+	t.Setenv("DATABASE_LISTEN_URL", "")
+
+	cfg, err := config.Load(write(t, "database: {url: "+pooled+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Database.SessionURL(); got != pooledURL || cfg.Database.TransactionPooler() {
+		t.Fatalf("no listen_url: session url %q, transaction pooler %v", got, cfg.Database.TransactionPooler())
+	}
+
+	t.Setenv("DATABASE_LISTEN_URL", directURL)
+	cfg, err = config.Load(write(t, "database: {url: "+pooled+", pooler: transaction}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Database.SessionURL(); got != directURL || !cfg.Database.TransactionPooler() {
+		t.Fatalf("DATABASE_LISTEN_URL: session url %q, transaction pooler %v", got, cfg.Database.TransactionPooler())
+	}
+	// The example's ${DATABASE_LISTEN_URL:-} reads the same variable.
+	t.Setenv("DATABASE_LISTEN_URL", "")
+	cfg, err = config.Load(write(t, "database: {url: "+pooled+", listen_url: \"${DATABASE_LISTEN_URL:-}\"}\n"))
+	if err != nil || cfg.Database.SessionURL() != pooledURL {
+		t.Fatalf("empty listen_url: %v, %q", err, cfg.Database.SessionURL())
+	}
+
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"transaction without listen_url": {"database: {url: " + pooled + ", pooler: transaction}", "database.listen_url"},
+		"transaction, listen_url = url":  {"database: {url: " + pooled + ", listen_url: " + pooled + ", pooler: transaction}", "database.listen_url"},
+		"unknown pooler":                 {"database: {url: " + pooled + ", listen_url: " + direct + ", pooler: statement}", "database.pooler"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := config.Load(write(t, tc.yaml+"\n"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}

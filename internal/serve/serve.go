@@ -61,10 +61,18 @@ type Service struct {
 	handoff    *inbox.Handoff
 }
 
+// StoreOptions are the store.Open options database.* asks for.
+func StoreOptions(d config.Database) []store.Option {
+	if d.TransactionPooler() {
+		return []store.Option{store.WithTransactionPooler()}
+	}
+	return nil
+}
+
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
 // even while Temporal is down, and requests get 503 until it is back.
 func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Service, error) {
-	st, err := store.Open(ctx, cfg.Database.URL)
+	st, err := store.Open(ctx, cfg.Database.URL, StoreOptions(cfg.Database)...)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

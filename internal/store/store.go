@@ -34,12 +34,40 @@ type Store struct {
 	softBounce SoftBounce
 }
 
+// Option changes how Open connects.
+type Option func(*pgxpool.Config, string)
+
+// WithTransactionPooler makes the pool work through a transaction-mode pooler (PgBouncer's
+// pool_mode = transaction), where consecutive transactions of one client connection may run on
+// different server connections. Nothing of the store's own is session-scoped (its advisory
+// lock is pg_advisory_xact_lock, settings are not SET, there is no LISTEN or temporary table);
+// what is left is pgx's default statement cache: it prepares each query once per connection
+// under a name, and through the pooler that name is missing on the next server connection
+// ("prepared statement ... does not exist") or taken on it ("already exists"). So queries run
+// in QueryExecModeExec: the unnamed statement, parsed and executed in one round trip, with
+// the argument types taken from their Go types. A default_query_exec_mode the URL names is
+// kept: the URL is the operator's explicit choice. Migrations never take this path: their
+// session lock needs database.listen_url.
+//
+// It is an option, not only the documented URL parameter, so that database.pooler states the
+// deployment once: the config can then insist on a separate session-mode listen_url.
+func WithTransactionPooler() Option {
+	return func(cfg *pgxpool.Config, databaseURL string) {
+		if !strings.Contains(databaseURL, "default_query_exec_mode") {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
+	}
+}
+
 // Open connects to the database at databaseURL and checks that it answers. It does not
 // migrate: call Migrate first.
-func Open(ctx context.Context, databaseURL string) (*Store, error) {
+func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open store: parse database url: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg, databaseURL)
 	}
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		// pgx's default (4, or the number of CPUs) is shared here by the accept path's writers,
@@ -85,8 +113,9 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
 	}
 	var inserted bool
+	// JSON goes as text, never []byte: see normalizedEvent.
 	err = s.pool.QueryRow(ctx, qInsertWebhookEvent,
-		ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), payload,
+		ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), string(payload),
 		normalizedEvent(ev),
 	).Scan(&inserted)
 	switch {
