@@ -53,10 +53,11 @@ run:
 	echo
 	$(BIN) serve
 
-# Everything CI runs. Fails (never skips) when PostgreSQL, the Temporal CLI, the real Temporal
-# server, docker-compose or promtool cannot be had.
+# Everything CI runs. Fails (never skips) when PostgreSQL, PgBouncer, the Temporal CLI, the real
+# Temporal server, docker-compose or promtool cannot be had.
 test: vet fmt-check tidy-check
 	@scripts/ensure-postgres.sh
+	scripts/ensure-pgbouncer.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
 	# The real Temporal server one e2e test runs against: built once, cached outside the repo.

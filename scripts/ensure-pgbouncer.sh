@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Make sure a pgbouncer binary is installed for the tests that start their own PgBouncer in
+# front of PostgreSQL (internal/store/storetest.PgBouncer). Nothing is started or configured
+# here: each test runs its own pgbouncer on a free port.
+#
+#   1. If $PGBOUNCER, `pgbouncer` on PATH or /usr/sbin/pgbouncer exists, it is used as it is.
+#   2. Otherwise apt-get install pgbouncer (Debian's package starts no service in a container).
+#
+# Idempotent. Prints what it did. Exits non-zero with a clear message when PgBouncer cannot be
+# had, so CI fails instead of skipping the test.
+set -euo pipefail
+
+log() { printf 'ensure-pgbouncer: %s\n' "$*"; }
+die() {
+	printf 'ensure-pgbouncer: ERROR: %s\n' "$*" >&2
+	exit 1
+}
+
+as_root() {
+	if [[ $(id -u) -eq 0 ]]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		sudo -n "$@"
+	else
+		die "need root to run: $* (re-run as root, or install pgbouncer yourself)"
+	fi
+}
+
+find_pgbouncer() {
+	if [[ -n ${PGBOUNCER:-} ]]; then
+		[[ -x $PGBOUNCER ]] || die "PGBOUNCER=${PGBOUNCER} is not an executable"
+		printf '%s\n' "$PGBOUNCER"
+	elif command -v pgbouncer >/dev/null 2>&1; then
+		command -v pgbouncer
+	elif [[ -x /usr/sbin/pgbouncer ]]; then
+		printf '%s\n' /usr/sbin/pgbouncer
+	else
+		return 1
+	fi
+}
+
+main() {
+	local bin
+	if bin=$(find_pgbouncer); then
+		log "using ${bin} ($("$bin" --version 2>/dev/null | head -1))"
+		return 0
+	fi
+	command -v apt-get >/dev/null 2>&1 ||
+		die "pgbouncer is not installed and apt-get is not available; install PgBouncer (or set PGBOUNCER to its binary)"
+	log "pgbouncer is not installed; installing it with apt-get"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer ||
+		{ as_root env DEBIAN_FRONTEND=noninteractive apt-get update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer; } ||
+		die "apt-get install pgbouncer failed"
+	bin=$(find_pgbouncer) || die "pgbouncer installed but not found on PATH or at /usr/sbin/pgbouncer"
+	log "installed ${bin} ($("$bin" --version 2>/dev/null | head -1))"
+}
+
+main "$@"
