@@ -199,18 +199,21 @@ func TestProcessFaults(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		pg.stop(t, "immediate") // as a crash: no checkpoint, recovery on start
 		down := time.Now()
+		// PostgreSQL stays down until the worker has met the outage (its relay polls the
+		// database continuously, so it must), and 3 s more for the steps in flight: on a loaded
+		// machine a fixed outage could pass before the worker next touched the database, and
+		// the scenario would prove nothing.
+		e.worker.waitLog(t, `"msg":"inbox relay batch failed"`)
 		time.Sleep(3 * time.Second)
 		pg.start(t)
 		t.Logf("postgres down for %s", time.Since(down).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		accepted := l.stop()
 		e.verdict(accepted, verdictOptions{})
-		// The outage did reach the activities (they failed and were retried).
-		if n := e.worker.countLog(`"msg":"Activity error."`); n == 0 {
-			t.Errorf("no activity failed while PostgreSQL was down: the fault was not exercised")
-		} else {
-			t.Logf("%d activity attempts failed during the outage and were retried", n)
-		}
+		// Whether a step was in flight when the database went away depends on the machine's
+		// speed, so it is reported, not required; the relay's failures above are.
+		t.Logf("during the outage the worker's relay failed %d batches and %d activity attempts failed and were retried",
+			e.worker.countLog(`"msg":"inbox relay batch failed"`), e.worker.countLog(`"msg":"Activity error."`))
 	})
 }
 
