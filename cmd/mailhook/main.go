@@ -151,7 +151,22 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 			if err != nil {
 				return err
 			}
-			return store.Migrate(c.Context(), cfg.Database.SessionURL())
+			if err := store.Migrate(c.Context(), cfg.Database.SessionURL()); err != nil {
+				return err
+			}
+			// The payload partitions for now and ahead, so the first insert finds its own.
+			st, err := store.Open(c.Context(), cfg.Database.SessionURL())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			now := time.Now()
+			created, err := st.EnsurePartitions(c.Context(), serve.Partitioning(cfg.Retention), now, now)
+			if err != nil {
+				return err
+			}
+			slog.InfoContext(c.Context(), "payload partitions ready", "created", len(created))
+			return nil
 		},
 	}
 

@@ -52,6 +52,8 @@ type Config struct {
 	Worker      Worker      `yaml:"worker"` // process.go
 	// Telemetry turns on OpenTelemetry tracing (telemetry.go); off by default.
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Retention: how long dedupe keys and payloads are kept (retention.go).
+	Retention Retention `yaml:"retention"`
 }
 
 // Admin protects the /v1 API. Webhook endpoints are authenticated by their signatures alone.
@@ -230,6 +232,7 @@ func (s Sink) Wants(typ string) bool {
 // Defaults returns the configuration used when no file is given.
 func Defaults() Config {
 	return Config{
+		Retention: DefaultRetention(),
 		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second,
 			MaxEventsPerRequest: 1000},
 		Database: Database{
@@ -392,6 +395,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Telemetry.validate(); err != nil {
+		return err
+	}
+	if err := c.Retention.validate(); err != nil {
 		return err
 	}
 	if c.Acceptance.InsertTimeout <= 0 {

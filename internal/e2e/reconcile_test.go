@@ -18,6 +18,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -82,8 +83,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	// A fixed UTC day, so the test does not depend on when it runs (midnight included): move the
 	// processed events to it, and add one that was never processed.
 	day := time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
-	if _, err := h.svc.Store.Pool().Exec(context.Background(),
-		`UPDATE webhook_events SET received_at = $1 WHERE event_id = ANY($2)`, day.Add(9*time.Hour), ids); err != nil {
+	if err := storetest.Backdate(context.Background(), h.svc.Store, day.Add(9*time.Hour), ids...); err != nil {
 		t.Fatal(err)
 	}
 	h.recInsert(h.id("evt_rep_d3"), "email.delivered", h.id("msg_rep4"), day.Add(23*time.Hour+59*time.Minute), true, false)

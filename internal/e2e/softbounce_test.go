@@ -14,6 +14,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
 // Postscale soft bounces over HTTP, with config suppression.soft_bounce {count: 3, within:
@@ -136,8 +137,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	day := time.Now().UTC().AddDate(0, 0, -2)
 	date := day.Format(store.DateLayout)
 	all := slices.Concat(ids, []string{ev4})
-	if _, err := h.svc.Store.Pool().Exec(context.Background(),
-		`UPDATE webhook_events SET received_at = $1 WHERE event_id = ANY($2)`, day, all); err != nil {
+	if err := storetest.Backdate(context.Background(), h.svc.Store, day, all...); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{}
@@ -154,7 +154,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 }
 
 // ensureBounceDetails returns, by event id, the bounce details the Postscale adapter stored
-// with each recorded event (normalized.bounce). Where it stored none, the details the payload
+// with each recorded event (event_payloads.event's bounce). Where it stored none, the details the payload
 // carries are written into the stored event as the classifier would derive them, before the
 // worker processes it: what this test checks is what happens to the details, not how a
 // provider's fields become them (internal/bounce and the adapters' tests do).
@@ -162,12 +162,12 @@ func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*domain.Bou
 	h.t.Helper()
 	ctx := context.Background()
 	fallback := `{"smtp_code":452,"enhanced_code":"4.2.2","diagnostic":"452 4.2.2 <soft@example.com>: Mailbox full, try again later","category":"mailbox_full"}`
-	if _, err := h.svc.Store.Pool().Exec(ctx, `UPDATE webhook_events SET normalized = jsonb_set(normalized, '{bounce}', $2::jsonb)
-		WHERE provider = 'postscale' AND event_id = ANY($1) AND normalized->'bounce' IS NULL`, eventIDs, fallback); err != nil {
+	if _, err := h.svc.Store.Pool().Exec(ctx, `UPDATE event_payloads SET event = jsonb_set(event, '{bounce}', $2::jsonb)
+		WHERE provider = 'postscale' AND event_id = ANY($1) AND event->'bounce' IS NULL`, eventIDs, fallback); err != nil {
 		h.t.Fatal(err)
 	}
 	out := map[string]*domain.Bounce{}
-	rows, err := h.svc.Store.Pool().Query(ctx, `SELECT event_id, normalized->'bounce' FROM webhook_events
+	rows, err := h.svc.Store.Pool().Query(ctx, `SELECT event_id, event->'bounce' FROM event_payloads
 		WHERE provider = 'postscale' AND event_id = ANY($1)`, eventIDs)
 	if err != nil {
 		h.t.Fatal(err)

@@ -42,9 +42,6 @@ type Relay struct {
 	Log     *slog.Logger
 }
 
-// errNoEvent is the start error of a row without a normalized event (rows recorded before
-// migration 00003): there is nothing to start it from, so it is quarantined.
-var errNoEvent = errors.New("no normalized event stored: cannot start")
 
 // Run relays until ctx ends. It never gives up: while Temporal or PostgreSQL is down it backs off
 // up to Options.MaxBackoff and tries again, and the events wait in the table meanwhile.
@@ -145,7 +142,8 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 	}
 	for i, rec := range evs {
 		if rec.Event == nil {
-			errs[i] = fmt.Errorf("%w: %w", store.ErrUnstartable, errNoEvent)
+			// Nothing to start it from (rec.Missing says why): it is quarantined.
+			errs[i] = fmt.Errorf("%w: %w", store.ErrUnstartable, rec.Missing)
 			r.Metrics.RelayStart(metrics.StartRefused)
 			continue
 		}

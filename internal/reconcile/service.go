@@ -91,7 +91,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 		o := domain.RedriveOutcome{Provider: rec.Provider, EventID: rec.EventID, EventType: rec.Type, ReceivedAt: rec.ReceivedAt}
 		switch {
 		case rec.Event == nil:
-			o.Outcome, o.Error = domain.RedriveSkipped, store.ErrNotNormalized.Error()
+			o.Outcome, o.Error = domain.RedriveSkipped, rec.Missing.Error()
 		default:
 			st, err := s.Starter.Start(ctx, *rec.Event)
 			switch {
@@ -156,7 +156,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		return ReplayResult{}, fmt.Errorf("replay: %w", err)
 	}
 	if rec.Event == nil {
-		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, store.ErrNotNormalized)
+		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, rec.Missing)
 	}
 	// A reserved number whose workflow ID turns out to be taken (an earlier attempt that
 	// started it but lost its answer) is kept, as that replay did run; the next one is tried.

@@ -69,6 +69,11 @@ func StoreOptions(d config.Database) []store.Option {
 	return nil
 }
 
+// Partitioning is the store's partitioning retention.* asks for.
+func Partitioning(r config.Retention) store.Partitioning {
+	return store.Partitioning{Daily: r.Partition == config.PartitionDaily, Ahead: r.PartitionsAhead}
+}
+
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
 // even while Temporal is down, and requests get 503 until it is back.
 func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Service, error) {
@@ -78,6 +83,15 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	}
 	st.SetSuppressionScopes(cfg.Suppression.Scopes)
 	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
+	st.SetPartitioning(Partitioning(cfg.Retention))
+	// The retention run creates partitions ahead every day; this covers a first start, and a
+	// store that finds one missing creates it itself, so a failure here is not fatal.
+	now := time.Now()
+	if created, err := st.EnsurePartitions(ctx, Partitioning(cfg.Retention), now, now); err != nil {
+		log.WarnContext(ctx, "could not create the payload partitions ahead; inserts will create a missing one", "error", err)
+	} else if len(created) > 0 {
+		log.InfoContext(ctx, "payload partitions created", "count", len(created), "first", created[0].Name)
+	}
 	sdkMetrics, closeMetrics := m.TemporalHandler()
 	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
 	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)

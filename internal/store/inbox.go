@@ -18,17 +18,31 @@ import (
 
 const (
 	// One statement per request, whatever the batch size: the arrays are unnested into rows,
-	// in array order, which is the order EnqueueRows sorted them into (see there).
+	// in array order, which is the order EnqueueRows sorted them into (see there). The key rows
+	// and the payload rows are inserted by the same statement, so both or neither commit.
 	// ON CONFLICT DO NOTHING returns only the rows this statement inserted, so an event id
 	// missing from the result was already recorded (a duplicate), by this request or another.
 	qEnqueue = `
-INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload,
-                            normalized, awaiting_start, next_attempt_at)
-SELECT p, e, t, m, o, pl::jsonb, n::jsonb, true, now() + $8 * interval '1 microsecond'
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
-     AS u(p, e, t, m, o, pl, n)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING provider, event_id`
+WITH u AS (
+    SELECT *
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
+         WITH ORDINALITY AS u(p, e, t, m, o, pl, n, i)
+), k AS (
+    INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, awaiting_start,
+                                next_attempt_at)
+    SELECT p, e, t, m, o, true, now() + $8 * interval '1 microsecond'
+    FROM u
+    ORDER BY i
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING provider, event_id, received_at
+), payloads AS (
+    -- Each new key's payload, from its first position in the arrays.
+    INSERT INTO event_payloads (provider, event_id, received_at, payload, event)
+    SELECT DISTINCT ON (k.provider, k.event_id) k.provider, k.event_id, k.received_at, u.pl::jsonb, u.n::jsonb
+    FROM k JOIN u ON u.p = k.provider AND u.e = k.event_id
+    ORDER BY k.provider, k.event_id, u.i
+)
+SELECT provider, event_id FROM k`
 
 	// SKIP LOCKED lets every relay take a different slice of the waiting rows that are due; the
 	// row locks last until the batch's transaction ends, so no other relay starts these
@@ -36,11 +50,11 @@ RETURNING provider, event_id`
 	// arrived meanwhile, so it never holds the head of the queue.
 	qClaimInbox = `
 SELECT ` + recordedColumns + `
-FROM webhook_events
-WHERE awaiting_start AND next_attempt_at <= now()
-ORDER BY next_attempt_at
+FROM webhook_events w ` + storedJoin + `
+WHERE w.awaiting_start AND w.next_attempt_at <= now()
+ORDER BY w.next_attempt_at
 LIMIT $1
-FOR UPDATE SKIP LOCKED`
+FOR UPDATE OF w SKIP LOCKED`
 
 	// The settle statements below update only rows still waiting that no other transaction
 	// holds: a row a relay has claimed (locked) is the relay's to settle, and the process that
@@ -92,7 +106,8 @@ type InboxRow struct {
 	provider, eventID, eventType string
 	messageID                    *string
 	occurredAt                   *time.Time
-	payload, normalized          string
+	payload                      string
+	normalized                   string
 }
 
 var errNoNormalizedForm = errors.New("the event has no JSON form PostgreSQL can store")
@@ -104,17 +119,14 @@ func (r InboxRow) Key() (provider, eventID string) { return r.provider, r.eventI
 // normalized form (the relay starts the workflow from it, so without it the event could never
 // be processed; Storable refuses such events first, this is the backstop).
 func NewInboxRow(ev domain.Event) (InboxRow, error) {
-	payload, err := eventPayload(ev)
-	if err != nil {
-		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, err)
-	}
-	norm, ok := normalizedEvent(ev).(string)
+	payload, event := payloadColumns(ev)
+	norm, ok := event.(string)
 	if !ok {
 		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, errNoNormalizedForm)
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
-		payload: string(payload), normalized: norm}, nil
+		payload: payload, normalized: norm}, nil
 }
 
 // EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this
@@ -139,15 +151,19 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Durati
 		providers[i], ids[i], types[i], msgIDs[i] = r.provider, r.eventID, r.eventType, r.messageID
 		occurred[i], payloads[i], normalized[i] = r.occurredAt, r.payload, r.normalized
 	}
-	rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds())
-	if err != nil {
-		return nil, enqueueError(n, err)
-	}
 	inserted := make(map[[2]string]bool, n)
-	var p, e string
-	_, err = pgx.ForEachRow(rows, []any{&p, &e}, func() error {
-		inserted[[2]string{p, e}] = true
-		return nil
+	err := s.withPartitions(ctx, func() error {
+		clear(inserted)
+		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds())
+		if err != nil {
+			return err
+		}
+		var p, e string
+		_, err = pgx.ForEachRow(rows, []any{&p, &e}, func() error {
+			inserted[[2]string{p, e}] = true
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, enqueueError(n, err)

@@ -34,7 +34,8 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false, true}, got)
 
-	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND normalized IS NOT NULL`))
+	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM webhook_events w JOIN event_payloads p USING (provider, event_id, received_at)
+		WHERE w.awaiting_start AND p.event IS NOT NULL`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_c' AND message_id IS NULL AND occurred_at IS NULL`))
 	n, oldest, err := s.Inbox(ctx)
 	require.NoError(t, err)

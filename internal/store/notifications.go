@@ -22,15 +22,23 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 	if len(n.Body) == 0 {
 		return Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
 	}
-	// The body goes as text: []byte would be bytea in QueryExecModeExec (see normalizedEvent).
-	if _, err := s.pool.Exec(ctx, qInsertNotification,
-		id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body)); err != nil {
+	// The body goes as text: []byte would be bytea in QueryExecModeExec (see payloadColumns).
+	err := s.withPartitions(ctx, func() error {
+		_, err := s.pool.Exec(ctx, qInsertNotification, id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body))
+		return err
+	})
+	if err != nil {
 		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
 	}
 	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,
 		n.Provider, n.EventID, n.Sink, n.Type))
 	if err != nil {
 		return Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
+	}
+	if len(stored.Body) == 0 {
+		// Written long ago and its body since removed by retention: sending another body under
+		// the same id would break "one id, the same bytes", so it is not sent again.
+		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, ErrPayloadExpired)
 	}
 	return stored, nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -38,18 +37,25 @@ const (
 	// happened, so the row leaves the inbox here too: the start's own record may not have been
 	// written yet (it skips a row this transaction holds), and a relay must not start it again.
 	qTakeUp = `
-UPDATE webhook_events
-SET picked_at = COALESCE(picked_at, now()), awaiting_start = false,
-    relayed_at = COALESCE(relayed_at, now())
-WHERE provider = $1 AND event_id = $2
-RETURNING normalized, processed_at IS NOT NULL`
+WITH w AS (
+    UPDATE webhook_events
+    SET picked_at = COALESCE(picked_at, now()), awaiting_start = false,
+        relayed_at = COALESCE(relayed_at, now())
+    WHERE provider = $1 AND event_id = $2
+    RETURNING provider, event_id, received_at, processed_at, payload, normalized
+)
+SELECT w.processed_at IS NOT NULL, ` + storedColumns + `
+FROM w ` + storedJoin
 
 	qMarkProcessedIn = `
 UPDATE webhook_events
 SET processed_at = COALESCE(processed_at, now())
 WHERE provider = $1 AND event_id = $2`
 
-	qStoredEvent = `SELECT normalized FROM webhook_events WHERE provider = $1 AND event_id = $2`
+	qStoredEvent = `
+SELECT ` + storedColumns + `
+FROM webhook_events w ` + storedJoin + `
+WHERE w.provider = $1 AND w.event_id = $2`
 )
 
 // Process takes up a recorded event and, in one transaction, applies it to its message (for the
@@ -57,17 +63,17 @@ WHERE provider = $1 AND event_id = $2`
 // nothing is to be notified of the outcome, marks it processed. A retry after a commit finds the
 // recorded outcome and returns it again (or Duplicate, once processed). An event already
 // processed is a Duplicate unless replay is set. Errors wrap ErrNotFound (no such event),
-// ErrNotNormalized (recorded before normalized events were kept), ErrNotApplicable, or a
+// ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
 func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
 	var out ProcessResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = ProcessResult{}
 		var (
-			normalized []byte
-			processed  bool
+			st        stored
+			processed bool
 		)
-		err := tx.QueryRow(ctx, qTakeUp, provider, eventID).Scan(&normalized, &processed)
+		err := tx.QueryRow(ctx, qTakeUp, provider, eventID).Scan(append([]any{&processed}, st.dest()...)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -78,11 +84,11 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 			out.Duplicate = true
 			return nil
 		}
-		if normalized == nil {
-			return ErrNotNormalized
-		}
-		if err := json.Unmarshal(normalized, &out.Event); err != nil {
-			return fmt.Errorf("%w: decode the stored event: %w", ErrNotApplicable, err)
+		if out.Event, err = st.decode(); err != nil {
+			if errors.Is(err, ErrNoStoredEvent) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", ErrNotApplicable, err)
 		}
 		ev := out.Event
 		if ev.Kind.AppliesToMessage() {
@@ -133,15 +139,13 @@ func applicable(ev domain.Event) error {
 // StoredEvent returns the recorded event and, when it was applied to a message, its recorded
 // outcome (applied false otherwise): what a notification of it is built from.
 func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res ApplyResult, applied bool, err error) {
-	var normalized []byte
-	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(&normalized)
+	var st stored
+	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(st.dest()...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		err = ErrNotFound
-	case err == nil && normalized == nil:
-		err = ErrNotNormalized
 	case err == nil:
-		err = json.Unmarshal(normalized, &ev)
+		ev, err = st.decode()
 	}
 	if err == nil {
 		res, applied, err = recordedOutcome(ctx, s.pool, provider, eventID)

@@ -4,12 +4,6 @@ package store
 // migrations/ in one place.
 
 const (
-	qInsertWebhookEvent = `
-INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, payload, normalized)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING true`
-
 	// An existing row: the inbox wrote it, or an earlier run of this event did. Either way this
 	// run has now taken it up (picked_at, which the relay's in-flight count reads); the first
 	// time is kept.
@@ -82,24 +76,35 @@ FROM message_events
 WHERE provider = $1 AND message_id = $2
 ORDER BY received_at, event_id`
 
+	// The state row and its body (partitioned by created_at, kept for retention.payloads) in
+	// one statement: both or neither.
 	qInsertNotification = `
-INSERT INTO notifications (id, provider, event_id, sink, type, body)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (provider, event_id, sink, type) DO NOTHING`
+WITH n AS (
+    INSERT INTO notifications (id, provider, event_id, sink, type)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (provider, event_id, sink, type) DO NOTHING
+    RETURNING id, created_at
+)
+INSERT INTO notification_bodies (id, created_at, body)
+SELECT id, created_at, $6::jsonb FROM n`
 
-	notificationColumns = `id, provider, event_id, sink, type, status, attempts,
-       COALESCE(last_error, ''), body, created_at, sent_at`
+	// The body is NULL once retention dropped its partition. n.body is the legacy column of
+	// rows written before migration 00009.
+	notificationColumns = `n.id, n.provider, n.event_id, n.sink, n.type, n.status, n.attempts,
+       COALESCE(n.last_error, ''), COALESCE(b.body, n.body), n.created_at, n.sent_at`
+	notificationFrom = `notifications n
+LEFT JOIN notification_bodies b ON b.id = n.id AND b.created_at = n.created_at`
 
 	qGetNotification = `
 SELECT ` + notificationColumns + `
-FROM notifications
-WHERE provider = $1 AND event_id = $2 AND sink = $3 AND type = $4`
+FROM ` + notificationFrom + `
+WHERE n.provider = $1 AND n.event_id = $2 AND n.sink = $3 AND n.type = $4`
 
 	qListNotifications = `
 SELECT ` + notificationColumns + `
-FROM notifications
-WHERE provider = $1 AND event_id = $2
-ORDER BY created_at, sink, type`
+FROM ` + notificationFrom + `
+WHERE n.provider = $1 AND n.event_id = $2
+ORDER BY n.created_at, n.sink, n.type`
 
 	// An attempt still running when the workflow gave up can finish after the row was marked
 	// failed; it is counted, but the recorded reason for giving up stays.

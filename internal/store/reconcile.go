@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -39,29 +38,11 @@ type RecordedEvent struct {
 	Type        string     `json:"event_type"`
 	ReceivedAt  time.Time  `json:"received_at"`
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
-	// Event is the normalized event RecordEvent stored; nil for rows recorded before the
-	// normalized column existed, which cannot be processed again.
-	Event *domain.Event `json:"-"`
-}
-
-// ErrNotNormalized is returned (wrapped) for an event recorded before webhook_events.normalized
-// existed: there is no normalized event to run it again from.
-var ErrNotNormalized = errors.New("recorded without a normalized event (before migration 00003)")
-
-// normalizedEvent is what webhook_events.normalized keeps of ev: the workflow input's event, so
-// it can be processed again. It must never make RecordEvent fail (that would fail the event on
-// every retry), so anything jsonb would refuse is stored as NULL instead: \u0000 can only come
-// from a field no text column holds already (the recipient, the bounce type), since the
-// provider's raw JSON and the event id, type and message id are stored as they are anyway.
-//
-// It is a string, not []byte: in QueryExecModeExec (a transaction pooler, WithTransactionPooler)
-// pgx picks a parameter's type from its Go type, and []byte goes as bytea, which jsonb refuses.
-func normalizedEvent(ev domain.Event) any {
-	b, err := json.Marshal(ev)
-	if err != nil || jsonbStorable(b) != nil {
-		return nil
-	}
-	return string(b)
+	// Event is the stored event; nil when there is none to process again, and Missing says
+	// why (it wraps ErrNoStoredEvent: recorded before normalized events were kept, or retention
+	// removed the payload).
+	Event   *domain.Event `json:"-"`
+	Missing error         `json:"-"`
 }
 
 const (
@@ -93,23 +74,23 @@ WITH saved AS (
 SELECT provider, event_type, received, processed, unprocessed, awaiting_start, quarantined FROM saved
 ORDER BY provider, event_type`
 
-	recordedColumns = `provider, event_id, event_type, received_at, processed_at, normalized`
+	recordedColumns = `w.provider, w.event_id, w.event_type, w.received_at, w.processed_at, ` + storedColumns
 
 	// The database clock decides the age, as it set received_at. The partial index on
 	// unprocessed rows serves it. $3 chooses the quarantined events or the others, never both:
 	// the daily redrive must not retry what is known to fail.
 	qStuckEvents = `
 SELECT ` + recordedColumns + `
-FROM webhook_events
-WHERE processed_at IS NULL AND received_at < now() - $1 * interval '1 microsecond'
-  AND (quarantined_at IS NOT NULL) = $3
-ORDER BY received_at, provider, event_id
+FROM webhook_events w ` + storedJoin + `
+WHERE w.processed_at IS NULL AND w.received_at < now() - $1 * interval '1 microsecond'
+  AND (w.quarantined_at IS NOT NULL) = $3
+ORDER BY w.received_at, w.provider, w.event_id
 LIMIT $2`
 
 	qRecordedEvent = `
 SELECT ` + recordedColumns + `
-FROM webhook_events
-WHERE provider = $1 AND event_id = $2`
+FROM webhook_events w ` + storedJoin + `
+WHERE w.provider = $1 AND w.event_id = $2`
 
 	// Concurrent reservations of one event may compute the same n; the primary key lets one
 	// win and the other retries. The foreign key refuses an event that was never recorded.
@@ -250,17 +231,19 @@ func (s *Store) RecordedEvent(ctx context.Context, provider, eventID string) (Re
 
 func scanRecorded(row pgx.Row) (RecordedEvent, error) {
 	var (
-		r          RecordedEvent
-		normalized []byte
+		r  RecordedEvent
+		st stored
 	)
-	if err := row.Scan(&r.Provider, &r.EventID, &r.Type, &r.ReceivedAt, &r.ProcessedAt, &normalized); err != nil {
+	if err := row.Scan(append([]any{&r.Provider, &r.EventID, &r.Type, &r.ReceivedAt, &r.ProcessedAt}, st.dest()...)...); err != nil {
 		return RecordedEvent{}, err
 	}
-	if normalized != nil {
-		var ev domain.Event
-		if err := json.Unmarshal(normalized, &ev); err != nil {
-			return RecordedEvent{}, fmt.Errorf("decode normalized event %s:%s: %w", r.Provider, r.EventID, err)
-		}
+	ev, err := st.decode()
+	switch {
+	case errors.Is(err, ErrNoStoredEvent):
+		r.Missing = err
+	case err != nil:
+		return RecordedEvent{}, fmt.Errorf("decode stored event %s:%s: %w", r.Provider, r.EventID, err)
+	default:
 		r.Event = &ev
 	}
 	return r, nil

@@ -27,8 +27,7 @@ func recordAt(t *testing.T, s *store.Store, ev domain.Event, at time.Time, proce
 	t.Helper()
 	_, err := s.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
-	_, err = s.Pool().Exec(t.Context(), `UPDATE webhook_events SET received_at = $3 WHERE provider = $1 AND event_id = $2`, ev.Provider, ev.EventID, at)
-	require.NoError(t, err)
+	require.NoError(t, storetest.Backdate(t.Context(), s, at, ev.EventID))
 	if processed {
 		require.NoError(t, s.MarkProcessed(t.Context(), ev.Provider, ev.EventID))
 	}
@@ -53,12 +52,13 @@ func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 	assert.Equal(t, ev, got)
 	assert.Nil(t, rec.ProcessedAt)
 
-	// A row recorded before the column existed has none: nothing to replay it from.
-	_, err = s.Pool().Exec(t.Context(), `UPDATE webhook_events SET normalized = NULL WHERE event_id = 'evt_n1'`)
+	// A row recorded without a normalized event has none: nothing to replay it from.
+	_, err = s.Pool().Exec(t.Context(), `UPDATE event_payloads SET event = NULL WHERE event_id = 'evt_n1'`)
 	require.NoError(t, err)
 	rec, err = s.RecordedEvent(t.Context(), provider, "evt_n1")
 	require.NoError(t, err)
 	assert.Nil(t, rec.Event)
+	assert.ErrorIs(t, rec.Missing, store.ErrNotNormalized)
 
 	_, err = s.RecordedEvent(t.Context(), provider, "evt_nope")
 	assert.ErrorIs(t, err, store.ErrNotFound)

@@ -258,7 +258,8 @@ func IsDataError(err error) bool {
 	case "22", "54":
 		return true
 	case "23":
-		return pgErr.Code != "23505"
+		// 23505 is a duplicate key; a missing partition is the schema's want, not the data's.
+		return pgErr.Code != "23505" && !isNoPartition(err)
 	}
 	return false
 }

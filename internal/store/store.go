@@ -4,9 +4,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +30,9 @@ type Store struct {
 	scopes map[string]string
 	// softBounce is the soft-bounce escalation policy (SetSoftBounce); zero: off.
 	softBounce SoftBounce
+	// partitioning sizes the partitions an insert creates when it finds none
+	// (SetPartitioning).
+	partitioning Partitioning
 }
 
 // Option changes how Open connects.
@@ -87,8 +88,11 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		pool.Close()
 		return nil, fmt.Errorf("open store: ping: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, partitioning: DefaultPartitioning}, nil
 }
+
+// SetPartitioning sets the size of the partitions the store creates (config retention).
+func (s *Store) SetPartitioning(p Partitioning) { s.partitioning = p }
 
 // Close closes every connection; it waits for connections in use to be released.
 func (s *Store) Close() { s.pool.Close() }
@@ -108,16 +112,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
 // first delivery finished.
 func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult, error) {
-	payload, err := eventPayload(ev)
-	if err != nil {
-		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
-	}
+	payload, event := payloadColumns(ev)
 	var inserted bool
-	// JSON goes as text, never []byte: see normalizedEvent.
-	err = s.pool.QueryRow(ctx, qInsertWebhookEvent,
-		ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), string(payload),
-		normalizedEvent(ev),
-	).Scan(&inserted)
+	err := s.withPartitions(ctx, func() error {
+		return s.pool.QueryRow(ctx, qInsertWebhookEvent,
+			ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), payload, event,
+		).Scan(&inserted)
+	})
 	switch {
 	case err == nil:
 		return RecordResult{Inserted: true}, nil
@@ -133,20 +134,6 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 		return RecordResult{}, fmt.Errorf("record event %s:%s: read existing: %w", ev.Provider, ev.EventID, err)
 	}
 	return RecordResult{AlreadyProcessed: processed}, nil
-}
-
-// eventPayload is what webhook_events keeps of the event: the provider's own JSON, or, when an
-// adapter had none, the normalized event so the row still says what was received.
-func eventPayload(ev domain.Event) (json.RawMessage, error) {
-	raw := bytes.TrimSpace(ev.Raw)
-	if len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		return raw, nil
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return nil, fmt.Errorf("encode payload: %w", err)
-	}
-	return b, nil
 }
 
 // MarkProcessed records that the event's processing finished, so a later duplicate delivery

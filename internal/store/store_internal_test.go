@@ -11,19 +11,28 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-func TestEventPayload(t *testing.T) {
+func TestPayloadColumnsStoreTheRawJSONOnce(t *testing.T) {
 	raw := json.RawMessage(`{"type":"email.delivered","data":{"id":"m1"}}`)
-	got, err := eventPayload(domain.Event{Raw: raw})
-	require.NoError(t, err)
-	assert.JSONEq(t, string(raw), string(got))
-
-	ev := domain.Event{Provider: "resend", EventID: "e1", Type: "email.sent", Raw: json.RawMessage(" null ")}
-	got, err = eventPayload(ev)
-	require.NoError(t, err)
+	payload, event := payloadColumns(domain.Event{EventID: "e1", Raw: raw})
+	assert.JSONEq(t, string(raw), payload)
+	require.IsType(t, "", event)
+	assert.NotContains(t, event.(string), "m1", "the normalized event does not repeat the raw JSON")
 	var back domain.Event
-	require.NoError(t, json.Unmarshal(got, &back))
+	require.NoError(t, json.Unmarshal([]byte(event.(string)), &back))
 	assert.Equal(t, "e1", back.EventID)
-	assert.Equal(t, "email.sent", back.Type)
+	assert.JSONEq(t, "null", string(back.Raw))
+
+	ev, err := stored{event: []byte(event.(string)), payload: []byte(payload), kept: true}.decode()
+	require.NoError(t, err)
+	assert.JSONEq(t, string(raw), string(ev.Raw), "decode puts the raw JSON back")
+
+	payload, _ = payloadColumns(domain.Event{EventID: "e2", Raw: json.RawMessage(" ")})
+	assert.Equal(t, "null", payload, "no raw JSON: JSON null, not a copy of the event")
+
+	_, err = stored{}.decode()
+	assert.ErrorIs(t, err, ErrPayloadExpired)
+	_, err = stored{kept: true}.decode()
+	assert.ErrorIs(t, err, ErrNotNormalized)
 }
 
 func TestApplyEventEngagementKeepsEarliestTime(t *testing.T) {

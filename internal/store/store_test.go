@@ -136,9 +136,10 @@ func TestRecordEvent(t *testing.T) {
 		receivedOK bool
 	)
 	require.NoError(t, s.Pool().QueryRow(ctx, `
-		SELECT event_type, message_id, occurred_at, payload = $3::jsonb, processed_at IS NOT NULL,
-		       received_at <= processed_at
-		FROM webhook_events WHERE provider = $1 AND event_id = $2`,
+		SELECT w.event_type, w.message_id, w.occurred_at, p.payload = $3::jsonb, w.processed_at IS NOT NULL,
+		       w.received_at <= w.processed_at
+		FROM webhook_events w JOIN event_payloads p USING (provider, event_id, received_at)
+		WHERE provider = $1 AND event_id = $2`,
 		provider, ev.EventID, string(ev.Raw),
 	).Scan(&typ, &msg, &occurred, &payloadEq, &processed, &receivedOK))
 	assert.Equal(t, "email.delivered", typ)
@@ -160,17 +161,24 @@ func TestRecordEventWithoutRawOrMessage(t *testing.T) {
 	assert.True(t, res.Inserted)
 
 	var (
-		msg      *string
-		occurred *time.Time
-		eventID  string
+		msg         *string
+		occurred    *time.Time
+		eventID     string
+		payloadNull bool
 	)
 	require.NoError(t, s.Pool().QueryRow(ctx, `
-		SELECT message_id, occurred_at, payload->>'event_id'
-		FROM webhook_events WHERE provider = $1 AND event_id = $2`, provider, ev.EventID,
-	).Scan(&msg, &occurred, &eventID))
+		SELECT w.message_id, w.occurred_at, p.event->>'event_id', p.payload = 'null'::jsonb
+		FROM webhook_events w JOIN event_payloads p USING (provider, event_id, received_at)
+		WHERE provider = $1 AND event_id = $2`, provider, ev.EventID,
+	).Scan(&msg, &occurred, &eventID, &payloadNull))
 	assert.Nil(t, msg)
 	assert.Nil(t, occurred)
-	assert.Equal(t, "evt_inbound", eventID, "without raw JSON the normalized event is stored")
+	assert.Equal(t, "evt_inbound", eventID, "the normalized event is stored")
+	assert.True(t, payloadNull, "without raw JSON the payload is JSON null, not a second copy of the event")
+	back, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
+	require.NoError(t, err)
+	assert.Nil(t, back.Raw)
+	assert.Equal(t, "email.received", back.Type)
 }
 
 func TestRecordEventConcurrentDuplicates(t *testing.T) {

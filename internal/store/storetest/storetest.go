@@ -161,3 +161,24 @@ func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, 
 	}
 	return s.EnqueueRows(ctx, rows, 0)
 }
+
+// Backdate moves the recorded events ids (of any provider) to received_at = at, in the key
+// table and in the payload partitions alike (creating the partition at needs), the way they
+// would be had they arrived then.
+func Backdate(ctx context.Context, s *store.Store, at time.Time, ids ...string) error {
+	if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now()); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		// The payload first: it is found by the key row's received_at.
+		if _, err := tx.Exec(ctx, `
+UPDATE event_payloads p SET received_at = $1
+FROM webhook_events w
+WHERE w.event_id = ANY($2) AND p.provider = w.provider AND p.event_id = w.event_id AND p.received_at = w.received_at`,
+			at, ids); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE webhook_events SET received_at = $1 WHERE event_id = ANY($2)`, at, ids)
+		return err
+	})
+}

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// An event is stored as two rows (migration 00009): its key and state in webhook_events, kept
+// for retention.dedupe_keys, and its payload in event_payloads, partitioned by received_at and
+// dropped after retention.payloads. Rows recorded before that migration keep their payload in
+// webhook_events' legacy columns (payload, normalized) until MoveLegacyPayloads moves it.
+
+// ErrNoStoredEvent is returned (wrapped) for a recorded event there is nothing to process again
+// from: its key is kept, its payload is not.
+var ErrNoStoredEvent = errors.New("the recorded event cannot be processed again")
+
+// ErrNotNormalized: recorded before normalized events were kept (migration 00003), or with a
+// normalized form jsonb refused.
+var ErrNotNormalized = fmt.Errorf("%w: recorded without a normalized event", ErrNoStoredEvent)
+
+// ErrPayloadExpired: retention removed the payload (retention.payloads); the key remains, so a
+// re-delivery is still a duplicate.
+var ErrPayloadExpired = fmt.Errorf("%w: its payload was removed by retention (retention.payloads)", ErrNoStoredEvent)
+
+// jsonNull is the payload of an event whose adapter kept no provider JSON.
+const jsonNull = "null"
+
+// payloadColumns encodes ev for event_payloads: payload is the provider's own JSON (JSON null
+// when the adapter had none), event the normalized event without it, so the raw JSON is stored
+// once. event is nil when the normalized event holds something jsonb refuses (normalizedEvent).
+//
+// Both are strings, not []byte: in QueryExecModeExec (a transaction pooler,
+// WithTransactionPooler) pgx picks a parameter's type from its Go type, and []byte goes as
+// bytea, which jsonb refuses.
+func payloadColumns(ev domain.Event) (payload string, event any) {
+	payload = jsonNull
+	if raw := bytes.TrimSpace(ev.Raw); len(raw) > 0 {
+		payload = string(raw)
+	}
+	ev.Raw = nil
+	return payload, normalizedEvent(ev)
+}
+
+// normalizedEvent is the JSON event_payloads.event keeps of ev, so it can be processed again.
+// It must never make recording fail (that would fail the event on every retry), so anything
+// jsonb would refuse gives nil (NULL) instead: \u0000 can only come from a field no text column
+// holds already (the recipient, the bounce type), since the provider's raw JSON and the event
+// id, type and message id are stored as they are anyway.
+func normalizedEvent(ev domain.Event) any {
+	b, err := json.Marshal(ev)
+	if err != nil || jsonbStorable(b) != nil {
+		return nil
+	}
+	return string(b)
+}
+
+// storedColumns reads an event's stored form next to its webhook_events row w; storedJoin must
+// be in the FROM clause. The join names the partition key, so PostgreSQL probes only the
+// partition of w.received_at.
+const (
+	storedColumns = `p.event, p.payload, w.normalized, (p.provider IS NOT NULL OR w.payload IS NOT NULL)`
+	storedJoin    = `LEFT JOIN event_payloads p
+       ON p.provider = w.provider AND p.event_id = w.event_id AND p.received_at = w.received_at`
+)
+
+// stored is what storedColumns scan into.
+type stored struct {
+	event, payload, legacy []byte
+	kept                   bool
+}
+
+func (s *stored) dest() []any { return []any{&s.event, &s.payload, &s.legacy, &s.kept} }
+
+// decode returns the stored event, or an error wrapping ErrNoStoredEvent.
+func (s stored) decode() (domain.Event, error) {
+	var ev domain.Event
+	switch {
+	case !s.kept:
+		return ev, ErrPayloadExpired
+	case s.event != nil:
+		if err := json.Unmarshal(s.event, &ev); err != nil {
+			return ev, fmt.Errorf("decode the stored event: %w", err)
+		}
+		ev.Raw = nil
+		if !bytes.Equal(s.payload, []byte(jsonNull)) {
+			ev.Raw = s.payload
+		}
+		return ev, nil
+	case s.legacy != nil:
+		// Recorded before 00009 and not moved yet: the legacy form holds its own raw.
+		if err := json.Unmarshal(s.legacy, &ev); err != nil {
+			return ev, fmt.Errorf("decode the stored event: %w", err)
+		}
+		return ev, nil
+	}
+	return ev, ErrNotNormalized
+}
+
+// MoveLegacyPayloads moves the payloads of rows recorded before migration 00009 from
+// webhook_events into event_payloads, batch rows per transaction in key order, until none is
+// left or ctx ends, and returns how many it moved. Each batch locks only its own rows, for
+// milliseconds, so it runs beside the service (the retention run calls it until none is left);
+// a row another transaction holds is skipped and moved by a later run.
+func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitioning) (int64, error) {
+	var oldest *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(received_at) FROM webhook_events WHERE payload IS NOT NULL`).Scan(&oldest); err != nil {
+		return 0, fmt.Errorf("move legacy payloads: %w", err)
+	}
+	if oldest == nil {
+		return 0, nil
+	}
+	if _, err := s.EnsurePartitions(ctx, p, *oldest, time.Now()); err != nil {
+		return 0, fmt.Errorf("move legacy payloads: %w", err)
+	}
+	var (
+		moved            int64
+		lastP, lastE     string
+		batchN, batchMax int
+	)
+	for {
+		err := s.pool.QueryRow(ctx, qMoveLegacy, lastP, lastE, batch).Scan(&batchN, &batchMax, &lastP, &lastE)
+		if err != nil {
+			return moved, fmt.Errorf("move legacy payloads after %s:%s: %w", lastP, lastE, err)
+		}
+		moved += int64(batchN)
+		if batchMax == 0 {
+			return moved, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return moved, err
+		}
+	}
+}
+
+// Walks the primary key from ($1, $2): each batch reads the next $3 keys, so the walk is linear
+// in the table however many rows are already moved. jsonb's minus drops the raw copy the legacy
+// normalized column held. The last key of the batch is returned whether or not its row was
+// moved, and seen = 0 ends the walk.
+const qMoveLegacy = `
+WITH keys AS (
+    SELECT provider, event_id
+    FROM webhook_events
+    WHERE (provider, event_id) > ($1, $2)
+    ORDER BY provider, event_id
+    LIMIT $3
+), b AS (
+    SELECT w.provider, w.event_id, w.received_at, w.payload, w.normalized
+    FROM webhook_events w JOIN keys USING (provider, event_id)
+    WHERE w.payload IS NOT NULL
+    FOR UPDATE OF w SKIP LOCKED
+), ins AS (
+    INSERT INTO event_payloads (provider, event_id, received_at, payload, event)
+    -- A legacy row whose adapter had no JSON of its own stored the normalized event as its
+    -- payload, with a null raw: that is JSON null in the new form.
+    SELECT provider, event_id, received_at,
+           CASE WHEN normalized->'raw' = 'null'::jsonb THEN 'null'::jsonb ELSE payload END,
+           normalized - 'raw'
+    FROM b
+    ON CONFLICT DO NOTHING
+), upd AS (
+    UPDATE webhook_events w
+    SET payload = NULL, normalized = NULL
+    FROM b
+    WHERE w.provider = b.provider AND w.event_id = b.event_id
+    RETURNING 1
+), last AS (
+    SELECT provider, event_id FROM keys ORDER BY provider DESC, event_id DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM upd)::int, (SELECT count(*) FROM keys)::int,
+       COALESCE((SELECT provider FROM last), ''), COALESCE((SELECT event_id FROM last), '')`
+
+// qInsertWebhookEvent inserts the key row and, when it is new, the payload row, in one
+// statement; it returns pgx.ErrNoRows for a key already recorded.
+const qInsertWebhookEvent = `
+WITH k AS (
+    INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING provider, event_id, received_at
+)
+INSERT INTO event_payloads (provider, event_id, received_at, payload, event)
+SELECT provider, event_id, received_at, $6::jsonb, $7::jsonb FROM k
+RETURNING true`
+
