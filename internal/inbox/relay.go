@@ -42,7 +42,6 @@ type Relay struct {
 	Log     *slog.Logger
 }
 
-
 // Run relays until ctx ends. It never gives up: while Temporal or PostgreSQL is down it backs off
 // up to Options.MaxBackoff and tries again, and the events wait in the table meanwhile.
 func (r *Relay) Run(ctx context.Context) {

@@ -187,4 +187,3 @@ WITH k AS (
 INSERT INTO event_payloads (provider, event_id, received_at, payload, event)
 SELECT provider, event_id, received_at, $6::jsonb, $7::jsonb FROM k
 RETURNING true`
-
