@@ -1,0 +1,242 @@
+package store_test
+
+// Scale benchmarks for issue 14's goals (docs/BENCHMARKS.md, "Data lifecycle at scale"): the
+// acceptance insert on an empty database against one holding MAILHOOK_BENCH_ROWS events spread
+// over past months, and the sizes per million events. They load real events: the Postscale
+// adapter parses its published examples, and EnqueueRows (the acceptance path's insert) stores
+// them; older months are copies of that month moved back in time, made by SQL because loading
+// ten million events through the insert alone would take the better part of an hour.
+//
+//	MAILHOOK_BENCH_ROWS=10000000 go test -run '^$' -bench 'AcceptInsert' -benchtime 20000x -count 3 ./internal/store/
+//
+// The loaded database (mailhook_bench_<rows>) is made once and kept, also between runs, since
+// loading it takes minutes; drop it when done. Its sizes are logged.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	mhprovider "github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/postscale"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// benchTemplates are the Postscale examples the load is made of, in the proportions a sender
+// sees them (mostly sent and delivered, some opens, few bounces).
+var benchTemplates = []struct {
+	file   string
+	weight int
+}{
+	{"email_sent.json", 40}, {"email_delivered.json", 40}, {"email_opened.json", 12},
+	{"email_clicked.json", 4}, {"email_bounced_hard.json", 2}, {"email_deferred.json", 1},
+	{"email_complained.json", 1},
+}
+
+// benchEvents makes n distinct events from the templates: ids, message ids and recipients vary.
+func benchEvents(tb testing.TB, prefix string, n int) []domain.Event {
+	tb.Helper()
+	a, err := postscale.New(mhprovider.Settings{Secrets: []string{"whsec_bench"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var bodies [][]byte
+	for _, t := range benchTemplates {
+		b, err := os.ReadFile("../provider/postscale/testdata/" + t.file)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for range t.weight {
+			bodies = append(bodies, b)
+		}
+	}
+	out := make([]domain.Event, n)
+	for i := range n {
+		evs, err := a.Parse(mhprovider.Request{Body: bodies[i%len(bodies)]})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ev := evs[0]
+		ev.EventID = fmt.Sprintf("%s_%d", prefix, i)
+		ev.MessageID = fmt.Sprintf("msg_%s_%d", prefix, i/3)
+		ev.Recipient = fmt.Sprintf("user%d@example.com", i%100000)
+		out[i] = ev
+	}
+	return out
+}
+
+// enqueueAll stores evs through EnqueueRows, batch events per statement.
+func enqueueAll(tb testing.TB, s *store.Store, evs []domain.Event, batch int) {
+	tb.Helper()
+	for i := 0; i < len(evs); i += batch {
+		end := min(i+batch, len(evs))
+		rows := make([]store.InboxRow, 0, end-i)
+		for _, ev := range evs[i:end] {
+			r, err := store.NewInboxRow(ev)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			rows = append(rows, r)
+		}
+		if _, err := s.EnqueueRows(context.Background(), rows, 0); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// Copies of the loaded month moved back $1 months: keys (processed, out of the inbox, as
+// old events are) and payloads, with the same received_at so they join.
+const qCopyMonthBack = `
+WITH k AS (
+    INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, received_at,
+                                processed_at, picked_at, relayed_at, awaiting_start)
+    SELECT provider, event_id || '_m' || $1, event_type, message_id, occurred_at,
+           received_at - make_interval(months => $1), received_at - make_interval(months => $1) + interval '2 seconds',
+           received_at - make_interval(months => $1), received_at - make_interval(months => $1), false
+    FROM webhook_events WHERE event_id NOT LIKE '%\_m%'
+    RETURNING 1
+)
+INSERT INTO event_payloads (provider, event_id, received_at, payload, event)
+SELECT provider, event_id || '_m' || $1, received_at - make_interval(months => $1), payload, event
+FROM event_payloads WHERE event_id NOT LIKE '%\_m%'`
+
+var (
+	loadedOnce sync.Once
+	loaded     *store.Store
+)
+
+// loadedStore returns a store holding MAILHOOK_BENCH_ROWS events (default 1,000,000): a tenth
+// (or at most a million) loaded through EnqueueRows, the rest copies in past months.
+func loadedStore(b *testing.B) *store.Store {
+	loadedOnce.Do(func() {
+		total := 1_000_000
+		if v := os.Getenv("MAILHOOK_BENCH_ROWS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total = n
+		}
+		dbURL, fresh := storetest.KeptDatabase(b, fmt.Sprintf("mailhook_bench_%d", total))
+		s, err := store.Open(context.Background(), dbURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var have int
+		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM webhook_events WHERE event_id LIKE 'bench\_%'`).Scan(&have); err != nil {
+			b.Fatal(err)
+		}
+		if !fresh && have >= total*9/10 {
+			b.Logf("reusing the loaded database (%d events)", have)
+			logSizes(b, s)
+			loaded = s
+			return
+		}
+		if !fresh {
+			b.Fatalf("database %s exists but holds %d of %d events: drop it and run again", fmt.Sprintf("mailhook_bench_%d", total), have, total)
+		}
+		months := max(1, min(12, total/1_000_000))
+		perMonth := total / months
+		start := time.Now()
+		now := time.Now()
+		if _, err := s.EnsurePartitions(context.Background(), store.DefaultPartitioning, now.AddDate(0, -months, 0), now); err != nil {
+			b.Fatal(err)
+		}
+		enqueueAll(b, s, benchEvents(b, "bench", perMonth), 1000)
+		b.Logf("loaded %d events through EnqueueRows in %s", perMonth, time.Since(start).Round(time.Second))
+		for m := 1; m < months; m++ {
+			if _, err := s.Pool().Exec(context.Background(), qCopyMonthBack, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := s.Pool().Exec(context.Background(), `VACUUM ANALYZE`); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("loaded %d events in %d months in %s", perMonth*months, months, time.Since(start).Round(time.Second))
+		logSizes(b, s)
+		loaded = s
+	})
+	if loaded == nil {
+		b.Fatal("the loaded database could not be made")
+	}
+	return loaded
+}
+
+// logSizes logs each table's rows and heap, index and TOAST sizes.
+func logSizes(tb testing.TB, s *store.Store) {
+	rows, err := s.Pool().Query(context.Background(), `
+SELECT c.relname,
+       COALESCE((SELECT sum(cc.reltuples) FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid WHERE i.inhparent = c.oid), c.reltuples)::bigint,
+       pg_size_pretty(COALESCE((SELECT sum(pg_table_size(i.inhrelid)) FROM pg_inherits i WHERE i.inhparent = c.oid), pg_table_size(c.oid))::bigint),
+       pg_size_pretty(COALESCE((SELECT sum(pg_indexes_size(i.inhrelid)) FROM pg_inherits i WHERE i.inhparent = c.oid), pg_indexes_size(c.oid))::bigint)
+FROM pg_class c
+WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND c.relname <> 'goose_db_version'
+ORDER BY 1`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			name, table, index string
+			n                  int64
+		)
+		if err := rows.Scan(&name, &n, &table, &index); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Logf("%-22s rows %10d  table+toast %9s  indexes %9s", name, n, table, index)
+	}
+}
+
+// BenchmarkAcceptInsert is the acceptance insert of one event per request (a provider's usual
+// webhook), from 16 concurrent requests, on an empty database and on the loaded one.
+func BenchmarkAcceptInsert(b *testing.B) {
+	run := func(b *testing.B, s *store.Store, prefix string) {
+		evs := benchEvents(b, prefix, b.N)
+		rows := make([]store.InboxRow, len(evs))
+		for i, ev := range evs {
+			r, err := store.NewInboxRow(ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows[i] = r
+		}
+		var next atomic.Int64
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := next.Add(1) - 1
+				if _, err := s.EnqueueRows(context.Background(), rows[i:i+1], time.Second); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	}
+	run0 := 0
+	b.Run("empty", func(b *testing.B) {
+		run0++
+		s, err := store.Open(context.Background(), storetest.NewDatabase(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		run(b, s, fmt.Sprintf("empty%d", run0))
+	})
+	run1 := 0
+	b.Run("loaded", func(b *testing.B) {
+		run1++
+		run(b, loadedStore(b), fmt.Sprintf("new%d_%d", time.Now().UnixNano(), run1))
+	})
+}
