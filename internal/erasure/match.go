@@ -72,20 +72,20 @@ func NewMatcher(address string) (*Matcher, error) {
 		}
 		seen[form] = true
 		m.forms = append(m.forms, regexp.MustCompile(`(?i)`+regexp.QuoteMeta(form)))
-		m.likes = append(m.likes, likePattern(form))
+		m.likes = append(m.likes, likePattern(strings.ToLower(form)))
 		// jsonb's text form escapes " and \: a candidate query over payload::text must look for
 		// the escaped form of an address that holds one.
 		if escaped := jsonEscaped(form); escaped != form {
-			m.likes = append(m.likes, likePattern(escaped))
+			m.likes = append(m.likes, likePattern(strings.ToLower(escaped)))
 		}
 	}
 	return m, nil
 }
 
-// LikePatterns are ILIKE patterns (PostgreSQL's default escape, \) that every text mentioning
-// the address matches, among others: a candidate query selects rows with `col ILIKE ANY(…)`,
-// and Mentions, RedactText and RedactJSON decide. They are a superset because ILIKE knows no
-// boundaries.
+// LikePatterns are lower-case LIKE patterns (PostgreSQL's default escape, \) that the lower-cased
+// text of every value mentioning the address matches, among others: a candidate query selects
+// rows with `lower(col) LIKE ANY(…)`, which is ILIKE's match, and Mentions, RedactText and
+// RedactJSON decide. They are a superset because LIKE knows no boundaries.
 func (m *Matcher) LikePatterns() []string { return append([]string(nil), m.likes...) }
 
 // Mentions reports whether s mentions the address.

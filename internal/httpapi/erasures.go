@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -15,6 +16,10 @@ import (
 type Erasures interface {
 	Erase(ctx context.Context, req store.ErasureRequest) (store.Erasure, error)
 }
+
+// eraseTimeout bounds one erasure: its scan of every payload takes seconds per hundred thousand
+// events (docs/BENCHMARKS.md), so this only stops one that hangs.
+const eraseTimeout = 10 * time.Minute
 
 // erasureRequest is the body of POST /v1/erasures.
 type erasureRequest struct {
@@ -42,7 +47,12 @@ func (s *Server) erase(c *gin.Context) {
 		return
 	}
 	actor := c.GetString(actorKey)
-	res, err := s.Erasures.Erase(c.Request.Context(), store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason})
+	// An erasure that has begun runs to its end even if the caller goes away (a proxy's or the
+	// client's timeout on a large database): a retry then finds nothing left, instead of
+	// starting the whole scan again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), eraseTimeout)
+	defer cancel()
+	res, err := s.Erasures.Erase(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason})
 	switch {
 	case errors.Is(err, store.ErrInvalidAddress):
 		s.fail(c, refuse(kindBadRequest, "address: "+store.ErrInvalidAddress.Error()))
