@@ -243,13 +243,16 @@ func (w *eraser) payloads(ctx context.Context) error {
 		receivedAt        time.Time
 		payload, event    []byte
 		inbound           bool
-		keys              [3][]any // provider, event_id, received_at
+		// The keys as typed slices: in QueryExecModeExec (WithTransactionPooler) pgx picks an
+		// array parameter's type from its Go type.
+		providers, eventIDs []string
+		receivedAts         []time.Time
 	)
 	err := w.candidates(ctx, "event_payloads", qFindPayloads, []any{&provider, &eventID, &receivedAt}, func() error {
-		keys[0], keys[1], keys[2] = append(keys[0], provider), append(keys[1], eventID), append(keys[2], receivedAt)
+		providers, eventIDs, receivedAts = append(providers, provider), append(eventIDs, eventID), append(receivedAts, receivedAt)
 		return nil
 	})
-	if err != nil || len(keys[0]) == 0 {
+	if err != nil || len(providers) == 0 {
 		return err
 	}
 	return w.locked(ctx, "event_payloads", qLockPayloads, []any{&provider, &eventID, &receivedAt, &payload, &event, &inbound}, func() error {
@@ -269,7 +272,7 @@ func (w *eraser) payloads(ctx context.Context) error {
 			w.change("event_payloads", qEraseUpdatePayload, provider, eventID, receivedAt, newPayload, newEvent)
 		}
 		return nil
-	}, keys[0], keys[1], keys[2], string(domain.KindInbound))
+	}, providers, eventIDs, receivedAts, string(domain.KindInbound))
 }
 
 func (w *eraser) events(ctx context.Context) error {
@@ -302,17 +305,18 @@ func (w *eraser) events(ctx context.Context) error {
 
 func (w *eraser) bodies(ctx context.Context) error {
 	var (
-		id        string
-		createdAt time.Time
-		body      []byte
-		inbound   bool
-		keys      [2][]any // id, created_at
+		id         string
+		createdAt  time.Time
+		body       []byte
+		inbound    bool
+		ids        []string
+		createdAts []time.Time
 	)
 	err := w.candidates(ctx, "notification_bodies", qFindBodies, []any{&id, &createdAt}, func() error {
-		keys[0], keys[1] = append(keys[0], id), append(keys[1], createdAt)
+		ids, createdAts = append(ids, id), append(createdAts, createdAt)
 		return nil
 	})
-	if err != nil || len(keys[0]) == 0 {
+	if err != nil || len(ids) == 0 {
 		return err
 	}
 	return w.locked(ctx, "notification_bodies", qLockBodies, []any{&id, &createdAt, &body, &inbound}, func() error {
@@ -327,7 +331,7 @@ func (w *eraser) bodies(ctx context.Context) error {
 			w.change("notification_bodies", qEraseUpdateBody, id, createdAt, newBody)
 		}
 		return nil
-	}, keys[0], keys[1], domain.TypeEmailReceived)
+	}, ids, createdAts, domain.TypeEmailReceived)
 }
 
 func (w *eraser) notifications(ctx context.Context) error {

@@ -266,3 +266,27 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 	assert.Equal(t, int64(2), sups[0].TimesSeen)
 	assert.True(t, sups[0].FirstSeen.Equal(at(0)) && sups[0].LastSeen.Equal(at(10)), "the window covers both: %v %v", sups[0].FirstSeen, sups[0].LastSeen)
 }
+
+// Through a transaction-mode pooler the store runs every query in QueryExecModeExec, where pgx
+// types each parameter by its Go type (WithTransactionPooler): the erasure's arrays, keys and
+// jsonb texts must go as PostgreSQL expects them there too.
+func TestEraseInExecMode(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	s, err := store.Open(t.Context(), dbURL, store.WithTransactionPooler())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetErasureHasher(erasureHasher(t))
+	loadPerson(t, s, "jane", janeMixed)
+
+	e, err := s.Erase(t.Context(), store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "exec mode"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(23), e.Total)
+	hits, err := storetest.Hits(t.Context(), s.Pool(), janeAddress, janeInURL)
+	require.NoError(t, err)
+	assert.Empty(t, hits)
+	check, err := s.CheckSuppression(t.Context(), janeAddress, "")
+	require.NoError(t, err)
+	assert.True(t, check.Suppressed)
+}
