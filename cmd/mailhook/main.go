@@ -73,6 +73,8 @@ in the file expands from the environment):
   TEMPORAL_NAMESPACE        Temporal namespace (default "default")
   POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
   MAILHOOK_ADMIN_TOKEN      bearer token of the /v1 API when the config lists none (default: a development token)
+  MAILHOOK_ERASURE_KEY      erasure.hash_key: base64 of 32+ random bytes keying erased addresses' hashes
+                            (default: none, and erasure is refused)
   MAILHOOK_LOG_LEVEL        debug, info, warn or error (overrides log.level)
   OTEL_EXPORTER_OTLP_ENDPOINT  turns tracing on (OTLP/gRPC collector); OTEL_SERVICE_NAME,
                             OTEL_TRACES_SAMPLER and the other standard OTEL_* variables apply`
@@ -249,6 +251,7 @@ printed notifications. Not for production: it keeps nothing.`,
 	// not carry it (TestServerBinaryLinksNoTestTooling).
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
+	cmd.AddCommand(eraseCommand(load))         // erase.go
 	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
 	for _, c := range cmd.Commands() {
@@ -268,5 +271,5 @@ printed notifications. Not for production: it keeps nothing.`,
 // worker and migrate, whose help is written out in full.
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
-	"mailhook replay": true, "mailhook redrive": true,
+	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
 }

@@ -54,6 +54,8 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 	// Retention: how long dedupe keys and payloads are kept (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Erasure: the key of the hash an erased address leaves behind (erasure.go).
+	Erasure Erasure `yaml:"erasure"`
 }
 
 // Admin protects the /v1 API. Webhook endpoints are authenticated by their signatures alone.
@@ -233,6 +235,7 @@ func (s Sink) Wants(typ string) bool {
 func Defaults() Config {
 	return Config{
 		Retention: DefaultRetention(),
+		Erasure:   Erasure{HashKey: os.Getenv(EnvErasureKey)},
 		HTTP: HTTP{Address: ":8000", MaxBodyBytes: 1 << 20, ReadTimeout: 30 * time.Second, ShutdownTimeout: 20 * time.Second,
 			MaxEventsPerRequest: 1000},
 		Database: Database{
@@ -398,6 +401,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Retention.validate(); err != nil {
+		return err
+	}
+	if err := c.Erasure.validate(); err != nil {
 		return err
 	}
 	if c.Acceptance.InsertTimeout <= 0 {

@@ -52,6 +52,7 @@ import (
 const (
 	webhookSecret = "whsec_e2e_postscale_secret"
 	adminToken    = "e2e-admin-token-0123456789"
+	erasureKey    = "ZTJlLWVyYXN1cmUtaGFzaC1rZXktb2YtMzItYnl0ZXMhIQ==" // config erasure.hash_key
 )
 
 var sinkSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-sink-secret-32-bytes-long!!!"))
@@ -260,6 +261,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	cfg.Suppression.Scopes = o.suppressionScopes
 	cfg.Suppression.SoftBounce = o.softBounce
+	cfg.Erasure.HashKey = erasureKey
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +272,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(st.Close)
 	st.SetSuppressionScopes(cfg.Suppression.Scopes) // as serve.Dial does
 	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
+	hasher, err := cfg.Erasure.Hasher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetErasureHasher(hasher)
 	logger := testenv.Logger()
 	if o.logs != nil {
 		logger = slog.New(telemetry.NewLogHandler(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

@@ -23,6 +23,7 @@ const (
 	kindNotFound                     // no such endpoint, message, event, suppression or route
 	kindTimeout                      // the body did not arrive within http.read_timeout
 	kindConflict                     // the request cannot apply to what is recorded
+	kindNotConfigured                // the route needs configuration this process lacks (a 4xx: no retry helps until it is set)
 	kindTooLarge                     // the body is larger than http.max_body_bytes
 	kindTooManyEvents                // more events than http.max_events_per_request
 	kindInternal                     // a bug (a recovered panic): not the caller's doing
@@ -50,6 +51,7 @@ var answers = [numKinds]answerOf{
 	kindNotFound:         {http.StatusNotFound, "not found", "no such route"},
 	kindTimeout:          {http.StatusRequestTimeout, "body not received in time", "the body did not arrive within http.read_timeout"},
 	kindConflict:         {http.StatusConflict, "conflict", "the request conflicts with what is recorded"},
+	kindNotConfigured:    {http.StatusConflict, "not configured", "this route needs configuration the server does not have"},
 	kindTooLarge:         {http.StatusRequestEntityTooLarge, "body too large", "the body is larger than http.max_body_bytes"},
 	kindTooManyEvents:    {http.StatusRequestEntityTooLarge, "too many events in one request", "more events than http.max_events_per_request"},
 	kindInternal:         {http.StatusInternalServerError, "internal error", "an unexpected error; it is logged"},

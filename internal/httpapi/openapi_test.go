@@ -187,6 +187,16 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":1001}`, want: 400},
 		{method: "POST", target: "/v1/redrive", header: token, body: `{"limit":13}`, want: 503},
 
+		// Erasure.
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"Jane@Example.com","reason":"art. 17 request"}`, want: 200},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"gone@example.com","reason":"asked twice"}`, want: 200},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"jane@example.com"}`, want: 400},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"reason":"x"}`, want: 400},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"adress":"jane@example.com","reason":"x"}`, want: 400},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"example.com","reason":"x"}`, want: 400},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"unconfigured@example.com","reason":"x"}`, want: 409},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"down@example.com","reason":"x"}`, want: 503},
+
 		// Paths and methods nothing serves: the same JSON body (the document's NotRouted), with
 		// or without a token.
 		{method: "GET", target: "/v1/widgets", header: token, want: 404},
@@ -284,6 +294,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Quarantine:          fake,
 		Nonces:              fake,
 		Reconciler:          fake,
+		Erasures:            fake,
 		Ready: map[string]func(context.Context) error{
 			"postgres": func(context.Context) error { return fake.readiness("postgres") },
 			"temporal": func(context.Context) error { return fake.readiness("temporal") },
@@ -578,6 +589,28 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 	}
 	res.More = true
 	return res, nil
+}
+
+func (b *fakeBackend) Erase(_ context.Context, req store.ErasureRequest) (store.Erasure, error) {
+	addr := store.NormalizeAddress(req.Address)
+	switch {
+	case !strings.Contains(addr, "@"):
+		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrInvalidAddress)
+	case addr == "unconfigured@example.com":
+		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
+	case addr == "down@example.com":
+		return store.Erasure{}, errDown
+	}
+	counts := map[string]int64{}
+	for _, table := range store.ErasureTables {
+		counts[table] = 0
+	}
+	e := store.Erasure{ID: 1, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32), ErasedBy: req.ErasedBy, Reason: req.Reason,
+		Counts: counts, ErasedAt: t1}
+	if addr != "gone@example.com" { // erased before: nothing left
+		e.Counts["event_payloads"], e.Counts["suppressions"], e.Total, e.TookMS = 3, 1, 4, 12
+	}
+	return e, nil
 }
 
 // A /v1 400 says what is wrong in reason, as webhook answers do; error is the kind.

@@ -1,5 +1,5 @@
 // Package httpapi is mailhook's HTTP surface: webhook ingestion, health, and the admin API
-// (messages, corrections, suppressions).
+// (messages, corrections, suppressions, erasure).
 package httpapi
 
 import (
@@ -96,6 +96,8 @@ type Server struct {
 	Reconciler Reconciler
 	// Codec, when set, serves the Temporal remote codec endpoint under /codec (codec.go).
 	Codec *CodecEndpoint
+	// Erasures, when set, serves POST /v1/erasures (erasures.go).
+	Erasures Erasures
 }
 
 // Which routes an engine serves: one listener serves both; with http.admin_address the public
@@ -167,7 +169,10 @@ func (s *Server) handler(routes int) http.Handler {
 		v1.GET("/suppressions/:address", s.getSuppression)
 		v1.DELETE("/suppressions/:address", s.liftSuppression)
 		v1.GET("/quarantine", s.listQuarantine) // quarantine.go
-		s.reconcileRoutes(v1)                   // reports.go
+		if s.Erasures != nil {
+			v1.POST("/erasures", s.erase) // erasures.go
+		}
+		s.reconcileRoutes(v1) // reports.go
 		if s.Metrics != nil {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 		}

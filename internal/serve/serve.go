@@ -84,6 +84,13 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	st.SetSuppressionScopes(cfg.Suppression.Scopes)
 	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	st.SetPartitioning(Partitioning(cfg.Retention))
+	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
+	hasher, err := cfg.Erasure.Hasher()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	st.SetErasureHasher(hasher)
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
@@ -164,6 +171,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		AdminTokens: adminTokens(s.Config.Admin),
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
+		Erasures:    s.Store,
 	}
 	return srv, nil
 }
@@ -367,6 +375,14 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	}
 	if cfg.UsesDevSecret() {
 		log.Warn("an endpoint uses the built-in development signing secret; set POSTSCALE_WEBHOOK_SECRET or a config file before exposing mailhook")
+	}
+	switch {
+	case cfg.UsesDevErasureKey():
+		log.Warn("erasure hashes with the public development key (deploy/mailhook.dev.yaml): anyone can check a guessed address against the hashes; " +
+			"set MAILHOOK_ERASURE_KEY or erasure.hash_key before exposing mailhook, and before the first erasure")
+	case cfg.Erasure.HashKey == "":
+		log.Warn("erasure.hash_key (MAILHOOK_ERASURE_KEY) is not set: POST /v1/erasures and mailhook erase are refused until it is " +
+			"(base64 of 32 random bytes: openssl rand -base64 32)")
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)

@@ -151,19 +151,22 @@ RETURNING xmax = 0`
 
 	suppressionColumns = `address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen`
 
-	// Global ('') sorts first: the row that matters most for the address leads.
+	// Global ('') sorts first: the row that matters most for the address leads. $2 is the key
+	// the address was left under if it was erased (Store.erasedKey); the address's own row
+	// leads its erased one within a scope.
 	qAddressSuppressions = `
 SELECT ` + suppressionColumns + `
 FROM suppressions
-WHERE address = $1
-ORDER BY scope`
+WHERE address IN ($1, $2)
+ORDER BY scope, address <> $1`
 
-	// The check a sender makes before every send: one probe of the (address, scope) primary key
-	// for at most two rows, the global one and the asked scope's ($2 = '' asks global only).
+	// The check a sender makes before every send: one scan of the (address, scope) primary key
+	// for at most four rows, the global one and the asked scope's ($2 = '' asks global only), of
+	// the address and of the key it was left under if it was erased ($3, Store.erasedKey).
 	qCheckSuppression = `
 SELECT scope, reason
 FROM suppressions
-WHERE address = $1 AND scope IN ('', $2)
+WHERE address IN ($1, $3) AND scope IN ('', $2)
 ORDER BY scope`
 
 	// Keyset paging by address, whole addresses per page: page picks the next $2 addresses with
@@ -184,9 +187,10 @@ FROM suppressions JOIN page USING (address)
 WHERE true%[1]s
 ORDER BY address, scope`
 
+	// The address's row and, once it was erased, its hash's ($3, Store.erasedKey).
 	qDeleteSuppression = `
 DELETE FROM suppressions
-WHERE address = $1 AND scope = $2
+WHERE address IN ($1, $3) AND scope = $2
 RETURNING ` + suppressionColumns
 
 	qInsertSuppressionLift = `

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -33,6 +34,9 @@ type Store struct {
 	// partitioning sizes the partitions an insert creates when it finds none
 	// (SetPartitioning).
 	partitioning Partitioning
+	// hasher keys the hash an erased address leaves behind (SetErasureHasher); zero: erasure
+	// is refused, and suppressions are looked up by the plain address only.
+	hasher erasure.Hasher
 }
 
 // Option changes how Open connects.

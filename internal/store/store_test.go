@@ -90,7 +90,11 @@ func TestMigrateConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	assert.Equal(t, len(files)+1, countRows(t, s, `SELECT count(*) FROM goose_db_version`))
-	for v := 1; v <= len(files); v++ {
+	for _, f := range files {
+		// Versions are the files' numbers, which may have gaps (one taken by work not merged yet).
+		var v int
+		_, err := fmt.Sscanf(filepath.Base(f), "%05d_", &v)
+		require.NoError(t, err, f)
 		assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM goose_db_version WHERE version_id = $1`, v), "version %d", v)
 	}
 	assert.Equal(t, 8, countRows(t, s, `SELECT count(*) FROM information_schema.tables

@@ -1,16 +1,19 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
@@ -105,11 +108,13 @@ func KnownSuppressionReason(r string) bool {
 }
 
 // AddressSuppressions returns every scope's suppression of an address (normalized first), the
-// global one first, then by scope name. The error wraps ErrNotFound when the address is not
-// suppressed in any scope.
+// global one first, then by scope name; an erased address's rows are found by its hash, and
+// show the hash (the address's own row first when it has both in a scope: suppressed again
+// after the erasure). The error wraps ErrNotFound when the address is not suppressed in any
+// scope.
 func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
 	address = NormalizeAddress(address)
-	rows, err := s.pool.Query(ctx, qAddressSuppressions, address)
+	rows, err := s.pool.Query(ctx, qAddressSuppressions, address, s.erasedKey(address))
 	if err == nil {
 		var sups []Suppression
 		sups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
@@ -148,8 +153,9 @@ type SuppressionCheck struct {
 }
 
 // CheckSuppression says whether the address (normalized first) is suppressed for mail of scope
-// (GlobalScope or a scope name): it is when it has a global row or a row of that scope. It is
-// the check a sender makes before every send, so it is one indexed read and nothing else.
+// (GlobalScope or a scope name): it is when it, or its hash once erased, has a global row or a
+// row of that scope. It is the check a sender makes before every send, so it is one indexed read
+// and nothing else.
 func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
 	address = NormalizeAddress(address)
 	if scope == "" {
@@ -160,14 +166,14 @@ func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (Su
 			redact.Address(address), scope, ErrInvalidSuppressionQuery)
 	}
 	out := SuppressionCheck{Address: address, Scope: scope, Reasons: []string{}}
-	rows, err := s.pool.Query(ctx, qCheckSuppression, address, storedScope(scope))
+	rows, err := s.pool.Query(ctx, qCheckSuppression, address, storedScope(scope), s.erasedKey(address))
 	if err != nil {
 		return SuppressionCheck{}, fmt.Errorf("check suppression %s in %s: %w", redact.Address(address), scope, err)
 	}
 	var storedSc, reason string
 	_, err = pgx.ForEachRow(rows, []any{&storedSc, &reason}, func() error {
 		out.Suppressed = true
-		if len(out.Reasons) == 0 || out.Reasons[0] != reason {
+		if !slices.Contains(out.Reasons, reason) {
 			out.Reasons = append(out.Reasons, reason)
 		}
 		return nil
@@ -222,7 +228,9 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 
 // LiftSuppression removes an address's suppression in one scope (GlobalScope or a scope name;
 // "" means global) and writes the audit row (the suppression as it was, who lifted it and why)
-// in the same transaction. The address's other scopes keep theirs. The error wraps ErrNotFound
+// in the same transaction; an erased address's row, kept under its hash, is lifted too (its
+// audit row holds the hash), so the address is no longer suppressed in that scope whichever
+// rows it had. The address's other scopes keep theirs. The error wraps ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
 func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = NormalizeAddress(address)
@@ -231,23 +239,60 @@ func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, l
 	}
 	var lift SuppressionLift
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		sup, err := scanSuppression(tx.QueryRow(ctx, qDeleteSuppression, address, storedScope(scope)))
+		rows, err := tx.Query(ctx, qDeleteSuppression, address, storedScope(scope), s.erasedKey(address))
 		if err != nil {
 			return err
 		}
-		lift = SuppressionLift{
-			Address: sup.Address, Scope: sup.Scope, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
-			MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen,
-			TimesSeen: sup.TimesSeen, LiftedBy: liftedBy, LiftReason: liftReason,
+		sups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
+			return scanSuppression(row)
+		})
+		if err != nil {
+			return err
 		}
-		return tx.QueryRow(ctx, qInsertSuppressionLift, sup.Address, storedScope(sup.Scope), sup.Reason, sup.Provider,
-			sup.EventID, sup.MessageID, sup.FirstSeen, sup.LastSeen, sup.TimesSeen, liftedBy, liftReason,
-		).Scan(&lift.ID, &lift.LiftedAt)
+		if len(sups) == 0 {
+			return ErrNotFound
+		}
+		// The address's own row first, then its erased one: the answer is the first's lift.
+		slices.SortStableFunc(sups, func(a, b Suppression) int {
+			return cmp.Compare(boolRank(erasure.IsHash(a.Address)), boolRank(erasure.IsHash(b.Address)))
+		})
+		for i, sup := range sups {
+			l := SuppressionLift{
+				Address: sup.Address, Scope: sup.Scope, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
+				MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen,
+				TimesSeen: sup.TimesSeen, LiftedBy: liftedBy, LiftReason: liftReason,
+			}
+			if err := tx.QueryRow(ctx, qInsertSuppressionLift, sup.Address, storedScope(sup.Scope), sup.Reason, sup.Provider,
+				sup.EventID, sup.MessageID, sup.FirstSeen, sup.LastSeen, sup.TimesSeen, liftedBy, liftReason,
+			).Scan(&l.ID, &l.LiftedAt); err != nil {
+				return err
+			}
+			if i == 0 {
+				lift = l
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return SuppressionLift{}, fmt.Errorf("lift suppression %s in %s: %w", redact.Address(address), scope, err)
 	}
 	return lift, nil
+}
+
+// erasedKey is the suppressions key an erased address was left under (Erase): its hash, or the
+// address itself when erasure is not configured, so that a query for both asks for one.
+func (s *Store) erasedKey(address string) string {
+	if h, err := s.hasher.Hash(address); err == nil {
+		return h
+	}
+	return address
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func scanSuppression(row pgx.Row) (Suppression, error) {

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/exitcode"
+	"github.com/mailhook/mailhook/internal/serve"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// eraseCommand is `mailhook erase`: POST /v1/erasures from the command line, straight against
+// the database of the config.
+func eraseCommand(load func() (config.Config, error)) *cobra.Command {
+	var address, reason, format string
+	cmd := &cobra.Command{
+		Use:   "erase",
+		Short: "Erase an address and everything that names it (GDPR art. 17)",
+		Long: `Removes or redacts the address everywhere mailhook stored it, in one transaction: inbound
+emails from, to or mentioning it lose their payload and notification body, every other payload and
+notification body has it replaced by [erased], messages and their history lose it as recipient
+and in diagnostics and notes, its soft bounces are deleted, and its suppressions stay, kept under
+a keyed hash (erasure.hash_key) that the suppression check still finds. It prints, per table, the
+rows changed, and records the erasure (by its hash, never the address) in the erasures table.
+Running it again finds nothing left. Temporal's histories are not changed: docs/OPERATIONS.md
+"Erasure" says what they may still hold, until the namespace's retention removes them.
+
+--address - reads the address from the first line of standard input, so that it stays out of the
+shell's history and the process list.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if format != "table" && format != "json" {
+				return exitcode.UsageError(fmt.Errorf("--format %q: want table or json", format))
+			}
+			if address == "-" {
+				line, err := bufio.NewReader(c.InOrStdin()).ReadString('\n')
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("read the address from stdin: %w", err)
+				}
+				address = line
+			}
+			if strings.TrimSpace(address) == "" || strings.TrimSpace(reason) == "" {
+				return exitcode.UsageError(errors.New("--address and --reason are required"))
+			}
+			cfg, err := load()
+			if err != nil {
+				return err
+			}
+			hasher, err := cfg.Erasure.Hasher()
+			if err != nil {
+				return exitcode.UsageError(err)
+			}
+			if !hasher.Configured() {
+				return exitcode.UsageError(fmt.Errorf("config: %w", store.ErrErasureNotConfigured))
+			}
+			st, err := store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			st.SetErasureHasher(hasher)
+			e, err := st.Erase(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason)})
+			if errors.Is(err, store.ErrInvalidAddress) {
+				return exitcode.UsageError(fmt.Errorf("--address: %w", store.ErrInvalidAddress))
+			}
+			if err != nil {
+				return err
+			}
+			return printErasure(c.OutOrStdout(), e, format)
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", "", `the address to erase ("-": read it from stdin)`)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (the request's date, a ticket); recorded with the address redacted")
+	cmd.Flags().StringVar(&format, "format", "table", "table or json (the answer of POST /v1/erasures)")
+	return cmd
+}
+
+func printErasure(out io.Writer, e store.Erasure, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	if e.Total == 0 {
+		_, err := fmt.Fprintf(out, "Nothing left to erase: %s\n(erasure %d recorded, by %s)\n", e.AddressHash, e.ID, e.ErasedBy)
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TABLE\tROWS CHANGED")
+	for _, table := range store.ErasureTables {
+		fmt.Fprintf(w, "%s\t%d\n", table, e.Counts[table])
+	}
+	fmt.Fprintf(w, "total\t%d\n", e.Total)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "Erased in %d ms (erasure %d, by %s). Its suppressions are kept as %s\n", e.TookMS, e.ID, e.ErasedBy, e.AddressHash)
+	return err
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+const testErasureKey = "dGhlLWNsaS10ZXN0cy1lcmFzdXJlLWtleS0zMi1ieXRlcyE=" // 35 bytes
+
+// mailhook erase: refused (exit 2) without a key or without a reason; with both it erases, and
+// a second run finds nothing left. The address read from stdin stays off the command line.
+func TestEraseCommand(t *testing.T) {
+	dbURL := storetest.NewDatabase(t)
+	t.Setenv("MAILHOOK_CONFIG", "")
+	t.Setenv("DATABASE_URL", dbURL)
+	run := func(stdin string, args ...string) (string, error) {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append([]string{"erase"}, args...))
+		c.SetIn(strings.NewReader(stdin))
+		c.SetOut(&out)
+		c.SetErr(io.Discard)
+		err := c.Execute()
+		return out.String(), err
+	}
+
+	t.Setenv(config.EnvErasureKey, "")
+	if _, err := run("", "--address", "jane@example.com", "--reason", "art. 17"); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "erasure.hash_key") {
+		t.Fatalf("erase without a key: %v (exit %d), want exit %d naming erasure.hash_key", err, exitCode(err), exitUsage)
+	}
+	t.Setenv(config.EnvErasureKey, testErasureKey)
+	for _, args := range [][]string{{"--address", "jane@example.com"}, {"--reason", "x"}, {"--address", "example.com", "--reason", "x"}} {
+		if _, err := run("", args...); exitCode(err) != exitUsage {
+			t.Errorf("erase %v: %v (exit %d), want %d", args, err, exitCode(err), exitUsage)
+		}
+	}
+
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ev := domain.Event{Provider: "postscale", EventID: "evt_cli", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		BounceType: domain.BounceHard, MessageID: "msg_cli", Recipient: "Jane@Example.com", OccurredAt: time.Now(),
+		Raw: json.RawMessage(`{"to":"Jane@Example.com"}`)}
+	if _, err := st.RecordEvent(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyStatus(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := run("jane@example.com\n", "--address", "-", "--reason", "ticket 12")
+	if err != nil || !strings.Contains(out, "suppressions         1") || !strings.Contains(out, erasure.HashPrefix) || strings.Contains(out, "jane@") {
+		t.Fatalf("erase: %v\n%s", err, out)
+	}
+	hits, err := storetest.Hits(t.Context(), st.Pool(), "jane@example.com")
+	if err != nil || len(hits) != 0 {
+		t.Fatalf("after erase, the address is still in %v (%v)", hits, err)
+	}
+	out, err = run("", "--address", "JANE@example.com", "--reason", "again", "--format", "json")
+	var e store.Erasure
+	if err != nil || json.Unmarshal([]byte(out), &e) != nil || e.Total != 0 || e.ErasedBy == "" {
+		t.Fatalf("erase again: %v\n%s", err, out)
+	}
+	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	st.SetErasureHasher(h)
+	if check, err := st.CheckSuppression(t.Context(), "jane@example.com", ""); err != nil || !check.Suppressed {
+		t.Fatalf("the erased address is not suppressed any more: %+v %v", check, err)
+	}
+}

@@ -1,0 +1,48 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/mailhook/mailhook/internal/erasure"
+)
+
+// EnvErasureKey is the variable erasure.hash_key defaults to.
+const EnvErasureKey = "MAILHOOK_ERASURE_KEY"
+
+// DevErasureKey is the erasure hash key of deploy/mailhook.dev.yaml: public, like the other
+// development values, so anyone can check a guessed address against the hashes it made. Start-up
+// warns while it is in use.
+const DevErasureKey = "bWFpbGhvb2stZGV2LWVyYXN1cmUta2V5LWxvY2FsLW9ubHkh"
+
+// Erasure configures erasing an address (`mailhook erase`, POST /v1/erasures; docs/OPERATIONS.md
+// "Erasure").
+type Erasure struct {
+	// HashKey keys the HMAC-SHA256 that replaces an erased address in the suppressions (so it
+	// stays suppressed) and in the audit rows: base64 of at least 32 random bytes
+	// (`openssl rand -base64 32`), kept secret like the other keys. Unset (the default, unless
+	// MAILHOOK_ERASURE_KEY is set): erasure is refused, because a hash under no key, or under a
+	// made-up default one, can be reversed by hashing guessed addresses. Never change it once
+	// an address was erased: a suppression hashed under the old key no longer matches, and the
+	// address could be mailed again.
+	HashKey string `yaml:"hash_key"`
+}
+
+// Hasher is the erasure's hasher: the zero Hasher (not configured) when HashKey is unset.
+func (e Erasure) Hasher() (erasure.Hasher, error) {
+	if e.HashKey == "" {
+		return erasure.Hasher{}, nil
+	}
+	key, err := erasure.ParseKey(e.HashKey)
+	if err != nil {
+		return erasure.Hasher{}, fmt.Errorf("config: erasure.hash_key: %w", err)
+	}
+	return erasure.NewHasher(key)
+}
+
+func (e Erasure) validate() error {
+	_, err := e.Hasher()
+	return err
+}
+
+// UsesDevErasureKey reports whether erasure hashes under the public development key.
+func (c Config) UsesDevErasureKey() bool { return c.Erasure.HashKey == DevErasureKey }

@@ -1,0 +1,192 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// Erasure over real HTTP, after the address went through every normal path: an inbound email
+// from it (notified as email.received), a hard bounce that suppresses it (notified as a status
+// change and suppression.added, its diagnostic and an unsubscribe link naming it), a lift of that
+// suppression whose reason names it, a second hard bounce that suppresses it again, a soft bounce
+// (recorded for the escalation), and a correction whose reason names it. POST /v1/erasures then
+// leaves it in no text, varchar, json or jsonb column of any table (enumerated from the catalog,
+// so a table added later is held to this too), the check still says suppressed, every row that
+// did not mention it (another person's among them) is as it was, and a second erasure changes
+// nothing but its own audit row. Every answer is held to the OpenAPI document by the harness.
+func TestErasureOverHTTP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{
+		softBounce: config.SoftBounce{Count: 3, Within: 168 * time.Hour},
+		sinkTypes:  []string{domain.TypeStatusChanged, domain.TypeEmailReceived, domain.TypeSuppressionAdded},
+	})
+	ctx := context.Background()
+	const (
+		jane      = "jane.erase@example.com"
+		janeMixed = "Jane.Erase@Example.COM"
+		janeInURL = "jane.erase%40example.com"
+		bob       = "bob.keep@example.com"
+	)
+	at := time.Now().Add(-time.Hour).Truncate(time.Second)
+	inbound := func(emailID, from string) string {
+		return `{"event":"email.received","timestamp":"` + at.UTC().Format(time.RFC3339) + `","email_id":"` + emailID +
+			`","from":"` + from + `","to":"support@app.example","subject":"Please forget me","text":"This is ` +
+			strings.ToUpper(from) + ` writing","html":"<p>Reply to <a href=\"mailto:` + from + `\">me</a></p>"}`
+	}
+	hardBounce := func(eventID, messageID, to string, minute int) string {
+		extra := fmt.Sprintf(`,"bounce":{"type":"Permanent","code":"550","diagnostic":"550 5.1.1 <%s>: user unknown"},"unsubscribe_url":"https://app.example/u?e=%s&t=1"`,
+			to, url.QueryEscape(to))
+		return withRecipient(h.envelope(eventID, "email.bounced", messageID, at.Add(time.Duration(minute)*time.Minute), extra), to)
+	}
+	post := func(body string) {
+		t.Helper()
+		if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
+			t.Fatalf("post: %d %v", code, resp)
+		}
+	}
+
+	inJane, inBob := h.id("in_jane"), h.id("in_bob")
+	bounce1, bounce2, soft, bobBounce := h.id("evt_er_b1"), h.id("evt_er_b2"), h.id("evt_er_soft"), h.id("evt_er_bob")
+	msg1 := h.id("msg_er_1")
+	post(inbound(inJane, janeMixed))
+	post(inbound(inBob, bob))
+	post(hardBounce(bounce1, msg1, janeMixed, 0))
+	post(hardBounce(bobBounce, h.id("msg_er_bob"), bob, 0))
+	post(withRecipient(h.envelope(soft, "email.bounced", h.id("msg_er_soft"), at.Add(2*time.Minute),
+		`,"bounce":{"type":"Transient","code":"452","diagnostic":"452 4.2.2 mailbox of `+jane+` full"}`), jane))
+	h.waitProcessed("email.received:"+inJane, "email.received:"+inBob, bounce1, bobBounce, soft)
+
+	if code, resp := h.admin(http.MethodDelete, "/v1/suppressions/"+url.PathEscape(jane), `{"reason":"`+jane+` asked to be mailed again"}`); code != http.StatusOK {
+		t.Fatalf("lift: %d %v", code, resp)
+	}
+	post(hardBounce(bounce2, h.id("msg_er_2"), jane, 3))
+	h.waitProcessed(bounce2)
+	code, resp := h.admin(http.MethodPost, "/v1/messages/postscale/"+url.PathEscape(msg1)+"/corrections",
+		`{"status":"delivered","reason":"`+janeMixed+` confirmed receipt by phone"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("correction: %d %v", code, resp)
+	}
+	h.waitProcessed(resp["event_id"].(string))
+	if n := h.query(`SELECT count(*) FROM notifications WHERE status <> 'sent'`); n != 0 {
+		t.Fatalf("%d notifications not sent", n)
+	}
+
+	// Where the address is now, as the test means it to be.
+	pool := h.svc.Store.Pool()
+	hits, err := storetest.Hits(ctx, pool, jane, janeInURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"event_payloads.payload", "event_payloads.event", "notification_bodies.body", "messages.recipient",
+		"message_events.recipient", "message_events.diagnostic", "message_events.note", "soft_bounces.address",
+		"suppressions.address", "suppression_lifts.address", "suppression_lifts.lift_reason"} {
+		if hits[col] == 0 {
+			t.Errorf("before the erasure, %s does not mention the address: the test does not load it there (%v)", col, hits)
+		}
+	}
+	before, err := storetest.Snapshot(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	erase := func(address, reason string) map[string]any {
+		t.Helper()
+		code, resp := h.admin(http.MethodPost, "/v1/erasures", fmt.Sprintf(`{"address":%q,"reason":%q}`, address, reason))
+		if code != http.StatusOK {
+			t.Fatalf("POST /v1/erasures: %d %v", code, resp)
+		}
+		return resp
+	}
+	first := erase(janeMixed, "art. 17 request from "+jane+", ticket 4711")
+	hash, _ := first["address_hash"].(string)
+	counts, _ := first["counts"].(map[string]any)
+	if !erasure.IsHash(hash) || first["total"].(float64) == 0 || first["erased_by"] != "e2e-operator" ||
+		first["reason"] != "art. 17 request from [erased], ticket 4711" {
+		t.Fatalf("first erasure: %v", first)
+	}
+	t.Logf("erased: %v, in %v ms; before, the address was in %v", counts, first["took_ms"], hits)
+	for _, table := range []string{"event_payloads", "notification_bodies", "messages", "message_events", "soft_bounces", "suppressions", "suppression_lifts"} {
+		if n, _ := counts[table].(float64); n == 0 {
+			t.Errorf("the erasure changed no row of %s: %v", table, counts)
+		}
+	}
+
+	// Nowhere any more: every text, varchar, json and jsonb column of every table.
+	columns, err := storetest.TextColumns(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := storetest.Hits(ctx, pool, jane, janeInURL); err != nil || len(hits) != 0 {
+		t.Fatalf("after the erasure the address is still in %v (%v) (%d columns of every table searched)", hits, err, len(columns))
+	}
+
+	// Still suppressed, found by the plain address.
+	code, resp = h.admin(http.MethodGet, "/v1/suppressions/check?address="+janeMixed, "")
+	if code != http.StatusOK || resp["suppressed"] != true || fmt.Sprint(resp["reasons"]) != "["+domain.ReasonHardBounce+"]" {
+		t.Fatalf("check after the erasure: %d %v", code, resp)
+	}
+	code, resp = h.admin(http.MethodGet, "/v1/suppressions/"+url.PathEscape(jane), "")
+	if code != http.StatusOK || resp["address"] != hash || resp["event_id"] != bounce2 {
+		t.Fatalf("GET the erased address's suppression: %d %v", code, resp)
+	}
+	code, resp = h.admin(http.MethodGet, "/v1/suppressions/check?address="+bob, "")
+	if code != http.StatusOK || resp["suppressed"] != true {
+		t.Fatalf("check of the other address: %d %v", code, resp)
+	}
+
+	// Every row that did not mention the address is as it was, the other person's among them.
+	after, err := storetest.Snapshot(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mentions := func(_, row string) bool {
+		row = strings.ToLower(row)
+		return strings.Contains(row, jane) || strings.Contains(row, janeInURL)
+	}
+	if changed := storetest.Missing(before, after, mentions); len(changed) != 0 {
+		t.Fatalf("rows that did not mention the address changed:\n%s", strings.Join(changed, "\n"))
+	}
+	if n := h.query(`SELECT count(*) FROM event_payloads WHERE event_id = $1 AND payload->>'from' = $2`, "email.received:"+inBob, bob); n != 1 {
+		t.Fatal("the other person's inbound email is gone")
+	}
+
+	// The message reads as before, the address gone.
+	m := h.messageOf("postscale", msg1)
+	if m.Recipient != "" || len(m.Events) != 2 || m.Events[1].Note != "[erased] confirmed receipt by phone" {
+		t.Fatalf("message after the erasure: %+v", m)
+	}
+	// The inbound email's key stays: a provider's re-delivery is still a duplicate.
+	if code, resp := h.post(inbound(inJane, janeMixed)); code != http.StatusOK || resp["status"] != "duplicate" {
+		t.Fatalf("re-delivery of the erased inbound email: %d %v", code, resp)
+	}
+
+	// Again: nothing left; nothing changes but the erasures table, which gets its row.
+	second := erase(jane, "asked twice")
+	if second["total"].(float64) != 0 || second["address_hash"] != hash {
+		t.Fatalf("second erasure: %v", second)
+	}
+	again, err := storetest.Snapshot(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := func(table, _ string) bool { return table == "erasures" }
+	if changed := append(storetest.Missing(after, again, audit), storetest.Missing(again, after, audit)...); len(changed) != 0 {
+		t.Fatalf("the second erasure changed:\n%s", strings.Join(changed, "\n"))
+	}
+	if n := len(again["erasures"]); n != 2 {
+		t.Fatalf("%d erasures rows, want 2", n)
+	}
+	if hits, err := storetest.Hits(ctx, pool, jane, janeInURL); err != nil || len(hits) != 0 {
+		t.Fatalf("after the second erasure the address is in %v (%v)", hits, err)
+	}
+}

@@ -1,0 +1,292 @@
+package store_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// erasureHasher is a test key's hasher.
+func erasureHasher(t testing.TB) erasure.Hasher {
+	t.Helper()
+	h, err := erasure.NewHasher(bytes.Repeat([]byte("k"), erasure.MinKeyBytes))
+	require.NoError(t, err)
+	return h
+}
+
+// The address to erase, as the data spells it, and its URL-encoded form.
+const (
+	janeAddress = "jane.doe@example.com"
+	janeMixed   = "Jane.Doe@Example.COM"
+	janeInURL   = "jane.doe%40example.com"
+	bobAddress  = "bob@example.com"
+)
+
+// loadPerson records, through the store's own paths, what mailhook keeps about one address:
+// an inbound email from it and its email.received notification, a hard bounce (suppressing it,
+// with the address in its diagnostic, an unsubscribe link and a \u0040-escaped copy in the
+// provider JSON) and its status notification, whose first delivery attempt failed with a sink
+// error that echoes the address, a soft bounce, a lifted and re-added suppression, a correction
+// whose note names it, a quarantine error naming it, and rows recorded before migration 00009
+// (legacy payload columns and notification body). Ids carry tag.
+func loadPerson(t *testing.T, s *store.Store, tag, address string) {
+	t.Helper()
+	ctx := t.Context()
+	record := func(ev domain.Event) {
+		t.Helper()
+		_, err := s.RecordEvent(ctx, ev)
+		require.NoError(t, err)
+	}
+	apply := func(ev domain.Event) store.ApplyResult {
+		t.Helper()
+		record(ev)
+		res, err := s.ApplyStatus(ctx, ev)
+		require.NoError(t, err)
+		return res
+	}
+	local, domainPart, _ := strings.Cut(address, "@")
+	msg := "msg_" + tag
+
+	inbound := domain.Event{Provider: provider, EventID: "email.received:in_" + tag, Type: "email.received", Kind: domain.KindInbound,
+		MessageID: "in_" + tag, Recipient: "support@app.example", OccurredAt: at(0),
+		Raw: json.RawMessage(fmt.Sprintf(`{"from":%q,"to":"support@app.example","subject":"Please forget me","text":"I am %s, mail me at %s"}`,
+			address, tag, strings.ToUpper(address)))}
+	record(inbound)
+	_, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: inbound.EventID, Sink: "app", Type: domain.TypeEmailReceived,
+		Body: json.RawMessage(fmt.Sprintf(`{"type":"email.received","data":{"payload":%s}}`, inbound.Raw))})
+	require.NoError(t, err)
+
+	bounce := statusEvent("bounce_"+tag, msg, domain.StatusBounced, domain.BounceHard, at(1))
+	bounce.Recipient = address
+	bounce.Bounce = &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 <" + address + ">: user unknown", Category: "unknown_user"}
+	bounce.Raw = json.RawMessage(fmt.Sprintf(`{"id":"bounce_%s","to":"%s\u0040%s","unsubscribe":"https://app.example/u?e=%s%%40%s&t=1"}`,
+		tag, local, domainPart, local, domainPart))
+	require.True(t, apply(bounce).Suppressed)
+	n, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: bounce.EventID, Sink: "app", Type: domain.TypeStatusChanged,
+		Body: json.RawMessage(fmt.Sprintf(`{"type":"message.status_changed","data":{"recipient":%q}}`, address))})
+	require.NoError(t, err)
+	require.NoError(t, s.RecordNotificationAttempt(ctx, n.ID, `notify: sink responded 422: {"error":"unknown recipient `+address+`"}`))
+
+	soft := statusEvent("soft_"+tag, "msg_soft_"+tag, domain.StatusBounced, domain.BounceSoft, at(2))
+	soft.Recipient = address
+	apply(soft)
+
+	_, err = s.LiftSuppression(ctx, address, store.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
+	require.NoError(t, err)
+	again := statusEvent("again_"+tag, "msg_again_"+tag, domain.StatusBounced, domain.BounceHard, at(3))
+	again.Recipient = address
+	require.True(t, apply(again).Suppressed)
+
+	correction := domain.Event{Provider: provider, EventID: "correction-" + tag, Type: domain.CorrectionType, Kind: domain.KindCorrection,
+		Status: domain.StatusDelivered, MessageID: msg, OccurredAt: at(4),
+		Raw: json.RawMessage(fmt.Sprintf(`{"status":"delivered","reason":"%s confirmed receipt","actor":"ops"}`, address))}
+	apply(correction)
+
+	quarantined := statusEvent("quarantined_"+tag, "msg_q_"+tag, domain.StatusDelivered, "", at(5))
+	record(quarantined)
+	require.NoError(t, s.Quarantine(ctx, provider, quarantined.EventID, "Process", "value refused for "+address))
+
+	// Recorded before 00009: the payloads in webhook_events, the body in notifications.
+	legacy := fmt.Sprintf(`{"provider":%q,"event_id":"legacy_%s","kind":"status","recipient":%q,"raw":{"to":%q}}`, provider, tag, address, address)
+	legacyIn := fmt.Sprintf(`{"provider":%q,"event_id":"legacy_in_%s","kind":"inbound","raw":{"from":%q}}`, provider, tag, address)
+	_, err = s.Pool().Exec(ctx, `
+INSERT INTO webhook_events (provider, event_id, event_type, payload, normalized, processed_at) VALUES
+    ($1, 'legacy_' || $2, 'email.bounced', ($3::jsonb)->'raw', $3::jsonb, now()),
+    ($1, 'legacy_in_' || $2, 'email.received', ($4::jsonb)->'raw', $4::jsonb, now())`,
+		provider, tag, legacy, legacyIn)
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(ctx, `
+INSERT INTO notifications (id, provider, event_id, sink, type, status, body) VALUES
+    ('ntf_legacy_' || $2, $1, 'legacy_' || $2, 'app', 'message.status_changed', 'sent', jsonb_build_object('data', jsonb_build_object('recipient', $3::text))),
+    ('ntf_legacy_in_' || $2, $1, 'legacy_in_' || $2, 'app', 'email.received', 'sent', jsonb_build_object('data', $4::jsonb))`,
+		provider, tag, address, legacyIn)
+	require.NoError(t, err)
+}
+
+// Erasing an address leaves no trace of it in any text, varchar, json or jsonb column of any
+// table (read from the catalog, so a table added later is held to it too), keeps it
+// suppressed, touches nobody else's rows, and changes nothing the second time.
+func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	ctx := t.Context()
+	loadPerson(t, s, "jane", janeMixed)
+	loadPerson(t, s, "bob", bobAddress)
+
+	// Without a key, nothing is erased.
+	_, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "art. 17"})
+	require.ErrorIs(t, err, store.ErrErasureNotConfigured)
+	s.SetErasureHasher(erasureHasher(t))
+	for _, bad := range []string{"example.com", "", "jane doe@example.com"} {
+		_, err := s.Erase(ctx, store.ErasureRequest{Address: bad, ErasedBy: "ops"})
+		require.ErrorIs(t, err, store.ErrInvalidAddress, "%q", bad)
+	}
+
+	hits, err := storetest.Hits(ctx, s.Pool(), janeAddress, janeInURL)
+	require.NoError(t, err)
+	require.NotEmpty(t, hits["event_payloads.payload"], "the test loads the address where erasure must find it: %v", hits)
+	before, err := storetest.Snapshot(ctx, s.Pool())
+	require.NoError(t, err)
+
+	e, err := s.Erase(ctx, store.ErasureRequest{Address: " " + janeMixed, ErasedBy: "ops", Reason: "request from " + janeAddress + " of 1 May"})
+	require.NoError(t, err)
+	hash, _ := erasureHasher(t).Hash(janeAddress)
+	assert.Equal(t, hash, e.AddressHash)
+	assert.Equal(t, "request from [erased] of 1 May", e.Reason)
+	assert.Equal(t, map[string]int64{
+		"event_payloads":      5, // the inbound email (removed), the two bounces, the soft bounce, the correction
+		"webhook_events":      3, // the two legacy rows, the quarantine error
+		"notification_bodies": 2, // email.received (removed), status_changed
+		"notifications":       3, // the two legacy bodies, the sink's error
+		"messages":            3, // the three messages' recipients, the first one's diagnostic
+		"message_events":      4, // bounce, soft bounce, second bounce (recipients, diagnostics), correction (note)
+		"soft_bounces":        1,
+		"suppressions":        1,
+		"suppression_lifts":   1,
+	}, e.Counts)
+	assert.Equal(t, int64(23), e.Total)
+
+	// No column of any table mentions the address any more, in either form.
+	hits, err = storetest.Hits(ctx, s.Pool(), janeAddress, janeInURL)
+	require.NoError(t, err)
+	assert.Empty(t, hits, "columns that still mention the erased address")
+
+	// It stays suppressed, found by the plain address.
+	check, err := s.CheckSuppression(ctx, janeMixed, "marketing")
+	require.NoError(t, err)
+	assert.True(t, check.Suppressed)
+	assert.Equal(t, []string{domain.ReasonHardBounce}, check.Reasons)
+	sups, err := s.AddressSuppressions(ctx, janeAddress)
+	require.NoError(t, err)
+	require.Len(t, sups, 1)
+	assert.Equal(t, hash, sups[0].Address)
+	assert.Equal(t, "again_jane", sups[0].EventID)
+
+	// Bob's rows, and every row that did not mention Jane, are as they were.
+	mentions := func(_, row string) bool {
+		return strings.Contains(strings.ToLower(row), janeAddress) || strings.Contains(strings.ToLower(row), janeInURL)
+	}
+	after, err := storetest.Snapshot(ctx, s.Pool())
+	require.NoError(t, err)
+	assert.Empty(t, storetest.Missing(before, after, mentions), "rows that did not mention the address changed")
+	check, err = s.CheckSuppression(ctx, bobAddress, "")
+	require.NoError(t, err)
+	assert.True(t, check.Suppressed)
+
+	// Again: nothing left, nothing changed but a second audit row.
+	e2, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "repeated"})
+	require.NoError(t, err)
+	assert.Zero(t, e2.Total)
+	for _, table := range store.ErasureTables {
+		assert.Zero(t, e2.Counts[table], table)
+	}
+	again, err := storetest.Snapshot(ctx, s.Pool())
+	require.NoError(t, err)
+	erasures := func(table, _ string) bool { return table == "erasures" }
+	assert.Empty(t, storetest.Missing(after, again, erasures))
+	assert.Empty(t, storetest.Missing(again, after, erasures))
+	assert.Len(t, again["erasures"], 2)
+
+	// The inbound email is gone, its key kept (a re-delivery is still a duplicate); the bounce
+	// can still be processed again, and finds no recipient.
+	_, _, _, err = s.StoredEvent(ctx, provider, "email.received:in_jane")
+	require.ErrorIs(t, err, store.ErrNoStoredEvent)
+	res, err := s.RecordEvent(ctx, domain.Event{Provider: provider, EventID: "email.received:in_jane", Type: "email.received", Kind: domain.KindInbound})
+	require.NoError(t, err)
+	assert.False(t, res.Inserted)
+	ev, applied, _, err := s.StoredEvent(ctx, provider, "bounce_jane")
+	require.NoError(t, err)
+	assert.Empty(t, ev.Recipient)
+	assert.Empty(t, applied.Recipient)
+	assert.Contains(t, string(ev.Raw), erasure.Placeholder)
+	assert.Equal(t, "550 5.1.1 <[erased]>: user unknown", ev.Bounce.Diagnostic)
+	m, err := s.GetMessage(ctx, provider, "msg_jane")
+	require.NoError(t, err)
+	assert.Empty(t, m.Recipient)
+	assert.Equal(t, "[erased] confirmed receipt", m.Events[len(m.Events)-1].Note)
+
+	// Lifting the erased address's suppression lifts its hashed row; the lift holds the hash.
+	lift, err := s.LiftSuppression(ctx, janeAddress, store.GlobalScope, "ops", "asked again")
+	require.NoError(t, err)
+	assert.Equal(t, hash, lift.Address)
+	check, err = s.CheckSuppression(ctx, janeAddress, "")
+	require.NoError(t, err)
+	assert.False(t, check.Suppressed)
+}
+
+// An address suppressed again after its erasure has a plain row beside its hashed one: both
+// count, and a second erasure merges them into the hashed row.
+func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	s.SetErasureHasher(erasureHasher(t))
+	ctx := t.Context()
+	bounce := func(id string, at time.Time) {
+		t.Helper()
+		ev := statusEvent(id, "msg_"+id, domain.StatusBounced, domain.BounceHard, at)
+		ev.Recipient = janeAddress
+		_, err := s.RecordEvent(ctx, ev)
+		require.NoError(t, err)
+		_, err = s.ApplyStatus(ctx, ev)
+		require.NoError(t, err)
+	}
+	bounce("b1", at(10))
+	_, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
+	require.NoError(t, err)
+	bounce("b2", at(0))
+
+	sups, err := s.AddressSuppressions(ctx, janeAddress)
+	require.NoError(t, err)
+	require.Len(t, sups, 2)
+	assert.Equal(t, janeAddress, sups[0].Address, "the address's own row first")
+	check, err := s.CheckSuppression(ctx, janeAddress, "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{domain.ReasonHardBounce}, check.Reasons, "each reason once")
+
+	e, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.Counts["suppressions"])
+	sups, err = s.AddressSuppressions(ctx, janeAddress)
+	require.NoError(t, err)
+	require.Len(t, sups, 1)
+	assert.Equal(t, e.AddressHash, sups[0].Address)
+	assert.Equal(t, "b1", sups[0].EventID, "the hashed row keeps its cause")
+	assert.Equal(t, int64(2), sups[0].TimesSeen)
+	assert.True(t, sups[0].FirstSeen.Equal(at(0)) && sups[0].LastSeen.Equal(at(10)), "the window covers both: %v %v", sups[0].FirstSeen, sups[0].LastSeen)
+}
+
+// Through a transaction-mode pooler the store runs every query in QueryExecModeExec, where pgx
+// types each parameter by its Go type (WithTransactionPooler): the erasure's arrays, keys and
+// jsonb texts must go as PostgreSQL expects them there too.
+func TestEraseInExecMode(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	s, err := store.Open(t.Context(), dbURL, store.WithTransactionPooler())
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetErasureHasher(erasureHasher(t))
+	loadPerson(t, s, "jane", janeMixed)
+
+	e, err := s.Erase(t.Context(), store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "exec mode"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(23), e.Total)
+	hits, err := storetest.Hits(t.Context(), s.Pool(), janeAddress, janeInURL)
+	require.NoError(t, err)
+	assert.Empty(t, hits)
+	check, err := s.CheckSuppression(t.Context(), janeAddress, "")
+	require.NoError(t, err)
+	assert.True(t, check.Suppressed)
+}
