@@ -10,10 +10,10 @@ import (
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
-// benchEvents is how many events BenchmarkErase loads; 1 in 5,000 is the erased address's.
-const benchEvents = 100_000
+// eraseBenchEvents is how many events BenchmarkErase loads; 1 in 5,000 is the erased address's.
+const eraseBenchEvents = 100_000
 
-// qLoadBench writes benchEvents events spread over the last 90 days (three or four monthly
+// qLoadBench writes eraseBenchEvents events spread over the last 90 days (three or four monthly
 // partitions), as the store would have recorded and processed them: webhook_events and
 // event_payloads (a provider JSON of about 700 bytes and its normalized event), one message per
 // 4 events with their message_events, a notification (row and body) per 2 events, and a
@@ -60,7 +60,7 @@ WITH ev AS (
 INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen)
 SELECT DISTINCT ON (lower(rcpt)) lower(rcpt), 'hard_bounce', 'bench', id, msg, at, at FROM ev WHERE i % 20 = 0`
 
-// BenchmarkErase measures erasing one address among benchEvents events (docs/BENCHMARKS.md,
+// BenchmarkErase measures erasing one address among eraseBenchEvents events (docs/BENCHMARKS.md,
 // "Erasure"): the first erasure, which finds and changes its rows (first-ms), and each later
 // one, which finds nothing left (ns/op). Both scan every payload and body.
 //
@@ -72,7 +72,7 @@ func BenchmarkErase(b *testing.B) {
 	now := time.Now()
 	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now)
 	require.NoError(b, err)
-	_, err = s.Pool().Exec(ctx, qLoadBench, benchEvents)
+	_, err = s.Pool().Exec(ctx, qLoadBench, eraseBenchEvents)
 	require.NoError(b, err)
 	_, err = s.Pool().Exec(ctx, `VACUUM ANALYZE`)
 	require.NoError(b, err)
@@ -86,7 +86,7 @@ func BenchmarkErase(b *testing.B) {
 	first, err := s.Erase(ctx, req)
 	require.NoError(b, err)
 	took := time.Since(start)
-	require.Equal(b, int64(benchEvents/5000), first.Counts["event_payloads"], "%v", first.Counts)
+	require.Equal(b, int64(eraseBenchEvents/5000), first.Counts["event_payloads"], "%v", first.Counts)
 
 	for b.Loop() {
 		again, err := s.Erase(ctx, req)
