@@ -33,6 +33,9 @@ type Store struct {
 	// partitioning sizes the partitions an insert creates when it finds none
 	// (SetPartitioning).
 	partitioning Partitioning
+	// sessionURL is a session-mode connection for retention's DDL (SetSessionURL); empty: the
+	// pool's own server.
+	sessionURL string
 }
 
 // Option changes how Open connects.
