@@ -514,6 +514,6 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		return fmt.Errorf("start worker on task queue %s: %w", svc.Config.Temporal.TaskQueue, err)
 	}
 	log.Info("worker started", "task_queue", svc.Config.Temporal.TaskQueue, "namespace", svc.Config.Temporal.Namespace)
-	ensureSchedule(ctx, svc, log) // reconcile.go
+	ensureSchedules(ctx, svc, log) // schedules.go
 	return nil
 }
