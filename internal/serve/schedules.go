@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/retention"
 	"github.com/mailhook/mailhook/internal/schedule"
 )
 
-// Schedules are the Temporal Schedules a worker of cfg keeps: the daily reconciliation.
+// Schedules are the Temporal Schedules a worker of cfg keeps: the daily reconciliation and
+// retention.
 func (s *Service) Schedules() []schedule.Daily {
-	return []schedule.Daily{reconcile.Schedule(s.Config)}
+	return []schedule.Daily{reconcile.Schedule(s.Config), retention.Schedule(s.Config)}
 }
 
 // ensureSchedules creates or updates the schedules once the worker runs. A failure (a

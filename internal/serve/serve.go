@@ -84,6 +84,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	st.SetSuppressionScopes(cfg.Suppression.Scopes)
 	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	st.SetPartitioning(Partitioning(cfg.Retention))
+	st.SetSessionURL(cfg.Database.ListenURL) // retention's DDL sets lock_timeout on a session
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
@@ -279,6 +280,7 @@ func (s *Service) Worker() worker.Worker {
 		SuppressionScopes: s.Config.Suppression.Scopes,
 	}).Register(w)
 	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
+	(&activities.Retention{Store: s.Store}).Register(w)
 	return w
 }
 
