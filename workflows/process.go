@@ -70,6 +70,7 @@ func (p *Processor) Register(r worker.WorkflowRegistry) {
 	// Still registered for the runs it started before ProcessEvent replaced it.
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
 	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: domain.DailyReconcileName})
+	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: domain.RetentionName})
 }
 
 // dbActivity: database steps retry until PostgreSQL is back; they never give up on their own,

@@ -68,7 +68,7 @@ Environment (a config file, --config or $MAILHOOK_CONFIG, may set the same and m
 in the file expands from the environment):
   MAILHOOK_CONFIG           the YAML config file
   DATABASE_URL              PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable)
-  DATABASE_LISTEN_URL       session-mode PostgreSQL URL for migrations (default: DATABASE_URL)
+  DATABASE_LISTEN_URL       session-mode PostgreSQL URL for migrations and retention (default: DATABASE_URL)
   TEMPORAL_ADDRESS          Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE        Temporal namespace (default "default")
   POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
@@ -252,6 +252,7 @@ printed notifications. Not for production: it keeps nothing.`,
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
 	cmd.AddCommand(eraseCommand(load))         // erase.go
+	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
 	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
 	for _, c := range cmd.Commands() {
@@ -272,4 +273,5 @@ printed notifications. Not for production: it keeps nothing.`,
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
+	"mailhook retention run": true,
 }

@@ -99,7 +99,7 @@ type Database struct {
 	URL string `yaml:"url"`
 	// ListenURL is a session-mode connection (PostgreSQL itself, or a PgBouncer pool in
 	// session mode), for what holds state across transactions: the migrations' session advisory
-	// lock, and any future LISTEN. Empty: URL (SessionURL).
+	// lock, the lock_timeout of retention's DDL, and any future LISTEN. Empty: URL (SessionURL).
 	ListenURL string `yaml:"listen_url"`
 	// Pooler says what URL connects through: "" or "session" (PostgreSQL, or a session-mode
 	// pooler), or "transaction" (a transaction-mode pooler such as PgBouncer's

@@ -20,6 +20,9 @@ const (
 	// DailyReconcileName is the daily reconciliation, which the Temporal Schedule
 	// mailhook-daily-reconcile starts at 00:30 UTC.
 	DailyReconcileName = "DailyReconcile"
+	// RetentionName enforces config retention.* (RetentionInput); the Temporal Schedule
+	// mailhook-retention starts it at 01:15 UTC.
+	RetentionName = "Retention"
 )
 
 // EventRef is ProcessEvent's input: the event's key and the few small fields an operator reads in

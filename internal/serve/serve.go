@@ -91,6 +91,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		return nil, err
 	}
 	st.SetErasureHasher(hasher)
+	st.SetSessionURL(cfg.Database.ListenURL) // retention's DDL sets lock_timeout on a session
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
@@ -287,6 +288,7 @@ func (s *Service) Worker() worker.Worker {
 		SuppressionScopes: s.Config.Suppression.Scopes,
 	}).Register(w)
 	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
+	(&activities.Retention{Store: s.Store}).Register(w)
 	return w
 }
 
@@ -530,6 +532,6 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		return fmt.Errorf("start worker on task queue %s: %w", svc.Config.Temporal.TaskQueue, err)
 	}
 	log.Info("worker started", "task_queue", svc.Config.Temporal.TaskQueue, "namespace", svc.Config.Temporal.Namespace)
-	ensureSchedule(ctx, svc, log) // reconcile.go
+	ensureSchedules(ctx, svc, log) // schedules.go
 	return nil
 }

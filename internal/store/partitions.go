@@ -77,16 +77,12 @@ func (s *Store) Partitions(ctx context.Context, table string) ([]Partition, erro
 		pending bool
 	)
 	_, err = pgx.ForEachRow(rows, []any{&name, &pending}, func() error {
-		m := partitionName.FindStringSubmatch(name)
-		if m == nil || m[1] != table {
-			return fmt.Errorf("partition %s of %s is not named <table>_p<from>_<to>: mailhook did not create it", name, table)
+		p, err := parsePartition(table, name)
+		if err != nil {
+			return err
 		}
-		from, err1 := time.Parse("20060102", m[2])
-		to, err2 := time.Parse("20060102", m[3])
-		if err := errors.Join(err1, err2); err != nil || !from.Before(to) {
-			return fmt.Errorf("partition %s of %s: bad range in its name", name, table)
-		}
-		out = append(out, Partition{Table: table, Name: name, From: from, To: to, DetachPending: pending})
+		p.DetachPending = pending
+		out = append(out, p)
 		return nil
 	})
 	if err != nil {
@@ -94,6 +90,20 @@ func (s *Store) Partitions(ctx context.Context, table string) ([]Partition, erro
 	}
 	slices.SortFunc(out, func(a, b Partition) int { return a.From.Compare(b.From) })
 	return out, nil
+}
+
+// parsePartition reads a partition of table, and its range, from its name.
+func parsePartition(table, name string) (Partition, error) {
+	m := partitionName.FindStringSubmatch(name)
+	if m == nil || m[1] != table {
+		return Partition{}, fmt.Errorf("partition %s of %s is not named <table>_p<from>_<to>: mailhook did not create it", name, table)
+	}
+	from, err1 := time.Parse("20060102", m[2])
+	to, err2 := time.Parse("20060102", m[3])
+	if err := errors.Join(err1, err2); err != nil || !from.Before(to) {
+		return Partition{}, fmt.Errorf("partition %s of %s: bad range in its name", name, table)
+	}
+	return Partition{Table: table, Name: name, From: from, To: to}, nil
 }
 
 // gaps returns the parts of [from, to) that no partition in parts (sorted) covers.
@@ -162,11 +172,28 @@ func (s *Store) EnsurePartitions(ctx context.Context, p Partitioning, from, now 
 }
 
 func (s *Store) createPartition(ctx context.Context, p Partition) (bool, error) {
-	// Bounds with an explicit +00: the session's TimeZone does not move them.
-	q := fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')`,
-		pgx.Identifier{p.Name}.Sanitize(), pgx.Identifier{p.Table}.Sanitize(),
-		p.From.Format("2006-01-02 15:04:05+00"), p.To.Format("2006-01-02 15:04:05+00"))
-	_, err := s.pool.Exec(ctx, q)
+	// CREATE TABLE ... PARTITION OF takes an ACCESS EXCLUSIVE lock on the parent: queued behind
+	// any open reader of the table, it holds every insert behind it for as long (measured: an
+	// insert waited the 2.3 s a reader stayed open). A table of its own, attached, needs only
+	// SHARE UPDATE EXCLUSIVE on the parent, which neither readers nor inserts conflict with. The
+	// explicit lock, of that same mode, makes concurrent creators take turns, so the later one
+	// finds the table (42P07) instead of racing on the catalog's unique indexes; one transaction,
+	// so there is never a table of that name that is not a partition. Bounds with an explicit
+	// +00: the session's TimeZone does not move them.
+	name, parent := pgx.Identifier{p.Name}.Sanitize(), pgx.Identifier{p.Table}.Sanitize()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, q := range []string{
+			`LOCK TABLE ` + parent + ` IN SHARE UPDATE EXCLUSIVE MODE`,
+			fmt.Sprintf(`CREATE TABLE %s (LIKE %s INCLUDING ALL)`, name, parent),
+			fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`, parent, name,
+				p.From.Format("2006-01-02 15:04:05+00"), p.To.Format("2006-01-02 15:04:05+00")),
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P07" || pgErr.Code == "42P17") {
 		// 42P07: another process created it first. 42P17: it would overlap one another process

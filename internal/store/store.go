@@ -37,6 +37,9 @@ type Store struct {
 	// hasher keys the hash an erased address leaves behind (SetErasureHasher); zero: erasure
 	// is refused, and suppressions are looked up by the plain address only.
 	hasher erasure.Hasher
+	// sessionURL is a session-mode connection for retention's DDL (SetSessionURL); empty: the
+	// pool's own server.
+	sessionURL string
 }
 
 // Option changes how Open connects.

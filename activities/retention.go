@@ -1,0 +1,209 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Registered names of the Retention activities.
+const (
+	CreatePartitionsName      = "CreatePartitions"
+	MoveLegacyPayloadsName    = "MoveLegacyPayloads"
+	DropExpiredPartitionsName = "DropExpiredPartitions"
+	PruneDedupeKeysName       = "PruneDedupeKeys"
+)
+
+// RetentionStore is the part of the store the retention activities use.
+type RetentionStore interface {
+	EnsurePartitions(ctx context.Context, p store.Partitioning, from, now time.Time) ([]store.Partition, error)
+	MoveLegacyPayloads(ctx context.Context, batch int, p store.Partitioning) (int64, error)
+	DropExpiredPartitions(ctx context.Context, o store.DropOptions) (store.PartitionReport, error)
+	PruneDedupeKeys(ctx context.Context, o store.PruneOptions) (store.PruneReport, error)
+}
+
+// Retention carries the dependencies of the Retention workflow's activities.
+type Retention struct {
+	Store RetentionStore
+	// LockTimeout bounds each wait of a partition's detach or drop for a lock; zero means
+	// store.DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Batch is how many rows one statement moves or deletes; zero means store.DefaultPruneBatch.
+	Batch int
+}
+
+// PartitionsInput sizes the partitions the activities create.
+type PartitionsInput struct {
+	Daily bool `json:"daily,omitempty"`
+	Ahead int  `json:"ahead"`
+}
+
+func (in PartitionsInput) partitioning() store.Partitioning {
+	return store.Partitioning{Daily: in.Daily, Ahead: in.Ahead}
+}
+
+// CreatePartitions creates the partitions of now and in.Ahead periods after it that are
+// missing, and returns their names.
+func (r *Retention) CreatePartitions(ctx context.Context, in PartitionsInput) ([]string, error) {
+	now := time.Now()
+	created, err := r.Store.EnsurePartitions(ctx, in.partitioning(), now, now)
+	names := make([]string, len(created))
+	for i, p := range created {
+		names[i] = p.Name
+	}
+	return names, err
+}
+
+// LegacyResult is what MoveLegacyPayloads did.
+type LegacyResult struct {
+	Moved int64 `json:"moved"`
+	// More: the activity's time ran out first; the next run moves the rest.
+	More bool `json:"more,omitempty"`
+}
+
+// MoveLegacyPayloads moves the payloads rows recorded before migration 00009 keep in
+// webhook_events into event_payloads (store.MoveLegacyPayloads), until none is left or the
+// activity's time is nearly up; it is idempotent, so a later run takes up where this one
+// stopped.
+func (r *Retention) MoveLegacyPayloads(ctx context.Context, in PartitionsInput) (LegacyResult, error) {
+	stop := heartbeatEvery(ctx, 10*time.Second) // the store's loop has no progress callback
+	defer stop()
+	bctx, cancel := budget(ctx)
+	defer cancel()
+	moved, err := r.Store.MoveLegacyPayloads(bctx, r.batch(), in.partitioning())
+	if outOfTime(ctx, bctx, err) {
+		return LegacyResult{Moved: moved, More: true}, nil
+	}
+	return LegacyResult{Moved: moved}, err
+}
+
+// DropInput says which partitions DropExpiredPartitions removes: those whose range ended at or
+// before Before.
+type DropInput struct {
+	Before time.Time `json:"before"`
+}
+
+// DropExpiredPartitions detaches and drops the expired partitions that are no longer needed
+// and reports the ones it kept (store.DropExpiredPartitions). It heartbeats the partitions it
+// dropped after each one, so a retry (after a lock timeout: the next attempt finalizes the
+// detach it left pending) reports every partition this run dropped, not only its own.
+func (r *Retention) DropExpiredPartitions(ctx context.Context, in DropInput) (store.PartitionReport, error) {
+	var earlier store.PartitionReport
+	if activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &earlier); err != nil {
+			return store.PartitionReport{}, fmt.Errorf("read the previous attempt's progress: %w", err)
+		}
+	}
+	withEarlier := func(rep store.PartitionReport) store.PartitionReport {
+		rep.Dropped = append(append([]store.DroppedPartition(nil), earlier.Dropped...), rep.Dropped...)
+		return rep
+	}
+	rep, err := r.Store.DropExpiredPartitions(ctx, store.DropOptions{
+		Before: in.Before, LockTimeout: r.LockTimeout,
+		Progress: func(rep store.PartitionReport) {
+			activity.RecordHeartbeat(ctx, store.PartitionReport{Dropped: withEarlier(rep).Dropped})
+		},
+	})
+	return withEarlier(rep), err
+}
+
+// PruneInput says which dedupe keys PruneDedupeKeys deletes: those of processed events
+// received before Before.
+type PruneInput struct {
+	Before time.Time `json:"before"`
+}
+
+// PruneResult is what PruneDedupeKeys did, over every attempt of the activity.
+type PruneResult struct {
+	store.PruneReport
+	// More: the activity's time ran out first; the next run deletes the rest.
+	More bool `json:"more,omitempty"`
+}
+
+// PruneDedupeKeys deletes the expired keys of processed events with the rows that refer to
+// them (store.PruneDedupeKeys), until none is left or the activity's time is nearly up. It
+// heartbeats its counts after every batch, so a retry adds to them.
+func (r *Retention) PruneDedupeKeys(ctx context.Context, in PruneInput) (PruneResult, error) {
+	var earlier store.PruneReport
+	if activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &earlier); err != nil {
+			return PruneResult{}, fmt.Errorf("read the previous attempt's progress: %w", err)
+		}
+	}
+	withEarlier := func(rep store.PruneReport) store.PruneReport {
+		rep.Add(earlier)
+		return rep
+	}
+	bctx, cancel := budget(ctx)
+	defer cancel()
+	rep, err := r.Store.PruneDedupeKeys(bctx, store.PruneOptions{
+		Before: in.Before, Batch: r.Batch,
+		Progress: func(rep store.PruneReport) { activity.RecordHeartbeat(ctx, withEarlier(rep)) },
+	})
+	if outOfTime(ctx, bctx, err) {
+		return PruneResult{PruneReport: withEarlier(rep), More: true}, nil
+	}
+	return PruneResult{PruneReport: withEarlier(rep)}, err
+}
+
+func (r *Retention) batch() int {
+	if r.Batch > 0 {
+		return r.Batch
+	}
+	return store.DefaultPruneBatch
+}
+
+// Register registers the retention activities under their stable names.
+func (r *Retention) Register(reg worker.ActivityRegistry) {
+	reg.RegisterActivityWithOptions(r.CreatePartitions, activity.RegisterOptions{Name: CreatePartitionsName})
+	reg.RegisterActivityWithOptions(r.MoveLegacyPayloads, activity.RegisterOptions{Name: MoveLegacyPayloadsName})
+	reg.RegisterActivityWithOptions(r.DropExpiredPartitions, activity.RegisterOptions{Name: DropExpiredPartitionsName})
+	reg.RegisterActivityWithOptions(r.PruneDedupeKeys, activity.RegisterOptions{Name: PruneDedupeKeysName})
+}
+
+// budgetMargin is the part of an activity's time a batched loop leaves itself to report what
+// it did before the activity times out.
+const budgetMargin = time.Minute
+
+// budget is ctx ending budgetMargin before the activity's deadline (or at once, if less is
+// left), so a long loop stops in time to return its progress as a result.
+func budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := activity.GetInfo(ctx).Deadline
+	if deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-budgetMargin))
+}
+
+// outOfTime reports whether err is the budget running out, rather than a failure or the
+// activity being cancelled.
+func outOfTime(ctx, budgeted context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && errors.Is(budgeted.Err(), context.DeadlineExceeded)
+}
+
+// heartbeatEvery heartbeats every period until the returned function is called, for a call
+// that reports no progress of its own: the worker is alive, and a cancellation is delivered.
+func heartbeatEvery(ctx context.Context, period time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

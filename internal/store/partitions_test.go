@@ -1,0 +1,108 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// Statements, as pg_stat_activity shows them: the store's inserts, and DDL.
+const (
+	inserts = `^\s*WITH`
+	ddl     = `^(CREATE|ALTER|DROP) TABLE`
+)
+
+// lockWaiter reports whether a backend of this database runs a statement matching pattern and
+// waits for a heavyweight lock.
+func lockWaiter(t *testing.T, s *store.Store, pattern string) bool {
+	t.Helper()
+	return countRows(t, s, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ~ $1`, pattern) > 0
+}
+
+// mustNotWait runs fn and fails the test if, while it runs, a statement matching pattern waits
+// for a lock: fn must go through whatever else holds locks meanwhile.
+func mustNotWait(t *testing.T, s *store.Store, pattern string, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		if lockWaiter(t, s, pattern) {
+			t.Fatalf("a statement matching %q waits for a lock", pattern)
+		}
+	}
+}
+
+// holdReader opens a transaction that has read every partition of event_payloads, as a long
+// report would, and returns the function that ends it.
+func holdReader(t *testing.T, s *store.Store) func() {
+	t.Helper()
+	tx, err := s.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(t.Context(), `SELECT count(*) FROM event_payloads`).Scan(&n))
+	var once sync.Once
+	end := func() { once.Do(func() { _ = tx.Rollback(context.Background()) }) }
+	t.Cleanup(end)
+	return end
+}
+
+// Creating a partition takes no lock that waits for a reader of the table (CREATE TABLE ...
+// PARTITION OF would take ACCESS EXCLUSIVE and hold every insert behind it), and concurrent
+// creators create each partition once.
+func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	now := time.Now()
+	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now, now)
+	require.NoError(t, err)
+	holdReader(t, s)
+
+	var (
+		mu      sync.Mutex
+		created []string
+	)
+	mustNotWait(t, s, ddl, func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				var ps []store.Partition
+				ps, errs[i] = s.EnsurePartitions(ctx, store.Partitioning{Ahead: 6}, now, now)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range ps {
+					created = append(created, p.Name)
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	assert.Len(t, created, 2*3, "three more months of each table, each created once")
+	parts, err := s.Partitions(ctx, store.PayloadsTable)
+	require.NoError(t, err)
+	assert.Len(t, parts, 1+6)
+	_, err = s.RecordEvent(ctx, statusEvent("ens_new", "m1", domain.StatusDelivered, "", now))
+	require.NoError(t, err)
+}
