@@ -7,7 +7,8 @@ package store_test
 // them; older months are copies of that month moved back in time, made by SQL because loading
 // ten million events through the insert alone would take the better part of an hour.
 //
-//	MAILHOOK_BENCH_ROWS=10000000 go test -run '^$' -bench 'AcceptInsert' -benchtime 20000x -count 3 ./internal/store/
+//	MAILHOOK_BENCH_ROWS=10000000 go test -run '^$' -bench 'AcceptInsert' -benchtime 20000x ./internal/store/
+//	MAILHOOK_BENCH_ROWS=10000000 go test -run '^$' -bench 'PartitionDrop' -benchtime 1x ./internal/store/
 //
 // The loaded database (mailhook_bench_<rows>) is made once and kept, also between runs, since
 // loading it takes minutes; drop it when done. Its sizes are logged.
@@ -16,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -248,4 +250,111 @@ func BenchmarkAcceptInsert(b *testing.B) {
 		run1++
 		run(b, loadedStore(b), fmt.Sprintf("new%d_%d", time.Now().UnixNano(), run1))
 	})
+}
+
+// BenchmarkPartitionDropUnderInserts drops a month of payloads (a copy of the loaded month,
+// about MAILHOOK_BENCH_ROWS/10 events, moved 13 months back) with DropExpiredPartitions while
+// 16 concurrent requests insert events, and reports how long the drop took and the insert
+// latency before and during it. Each iteration makes its own month to drop, so the loaded
+// database keeps its size.
+func BenchmarkPartitionDropUnderInserts(b *testing.B) {
+	s := loadedStore(b)
+	ctx := context.Background()
+	const back = 13
+	for i := range b.N {
+		b.StopTimer()
+		now := time.Now()
+		if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, -back-1, 0), now); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Pool().Exec(ctx, qCopyMonthBack, back); err != nil {
+			b.Fatal(err)
+		}
+		var rows int64
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM event_payloads WHERE received_at < now() - interval '12 months'`).Scan(&rows); err != nil {
+			b.Fatal(err)
+		}
+		// The keys of the copy stay (they are the dedupe window's); only payloads are dropped.
+		type sample struct {
+			at  time.Time
+			lat time.Duration
+		}
+		var (
+			mu      sync.Mutex
+			samples []sample
+			stop    = make(chan struct{})
+			wg      sync.WaitGroup
+			next    atomic.Int64
+		)
+		evs := benchEvents(b, fmt.Sprintf("drop%d_%d", now.UnixNano(), i), 200_000)
+		for range 16 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					j := next.Add(1) - 1
+					if int(j) >= len(evs) {
+						return
+					}
+					r, err := store.NewInboxRow(evs[j])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					t0 := time.Now()
+					if _, err := s.EnqueueRows(ctx, []store.InboxRow{r}, time.Second); err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					samples = append(samples, sample{t0, time.Since(t0)})
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(5 * time.Second)
+		b.StartTimer()
+		dropStart := time.Now()
+		rep, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: now.AddDate(0, -12, 0)})
+		dropEnd := time.Now()
+		b.StopTimer()
+		time.Sleep(2 * time.Second)
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Dropped) == 0 {
+			b.Fatalf("nothing dropped: %+v", rep)
+		}
+		var before, during []time.Duration
+		for _, x := range samples {
+			end := x.at.Add(x.lat)
+			switch {
+			case end.Before(dropStart):
+				before = append(before, x.lat)
+			case x.at.Before(dropEnd) && end.After(dropStart):
+				during = append(during, x.lat)
+			}
+		}
+		q := func(d []time.Duration, p float64) float64 {
+			if len(d) == 0 {
+				return 0
+			}
+			slices.Sort(d)
+			return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+		}
+		b.ReportMetric(float64(dropEnd.Sub(dropStart).Milliseconds()), "drop-ms")
+		b.ReportMetric(float64(rows), "rows-dropped")
+		b.ReportMetric(q(before, 0.99), "insert-p99-before-ms")
+		b.ReportMetric(q(before, 1), "insert-max-before-ms")
+		b.ReportMetric(q(during, 0.99), "insert-p99-during-ms")
+		b.ReportMetric(q(during, 1), "insert-max-during-ms")
+		b.ReportMetric(float64(len(during)), "inserts-during")
+		b.Logf("dropped %v (%d payload rows) in %s; %d inserts before, %d during",
+			rep.Dropped, rows, dropEnd.Sub(dropStart).Round(time.Millisecond), len(before), len(during))
+	}
 }
