@@ -21,7 +21,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/serve"
@@ -246,7 +245,7 @@ type procEnv struct {
 	dir      string
 	hostPort string
 	dbFile   string
-	temporal *testsuite.DevServer
+	temporal *testenv.DevServer
 	dbURL    string
 	pool     *pgxpool.Pool
 	sink     *receiver

@@ -31,7 +31,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
@@ -58,7 +57,7 @@ var sinkSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("e2e-sink-s
 
 var (
 	sharedOnce sync.Once
-	sharedSrv  *testsuite.DevServer
+	sharedSrv  *testenv.DevServer
 	sharedErr  error
 )
 
