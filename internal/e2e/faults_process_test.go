@@ -760,8 +760,9 @@ func startPrivatePostgres(t *testing.T) *privatePostgres {
 	if out, err := pg.run("initdb", "-D", pg.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
 		need(fmt.Errorf("initdb: %w\n%s", err, out))
 	}
-	pg.start(t)
+	// Registered first, so that a start that fails still stops whatever it started.
 	t.Cleanup(func() { pg.stop(t, "immediate") })
+	pg.start(t)
 	t.Logf("private PostgreSQL on port %s ready in %s", pg.port, time.Since(start).Round(time.Millisecond))
 	return pg
 }
@@ -778,13 +779,45 @@ func (pg *privatePostgres) run(name string, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// start starts the server and waits until it accepts connections. pg_ctl -w waits for that
+// and gives up, with an error, as soon as the postmaster exits; its own -t is a fixed total
+// (a restart after a crash runs recovery first, slow on a loaded machine), so it is put out of
+// reach and the wait is judged by progress instead: the server's log and postmaster.pid (which
+// it writes as it starts up) growing, failing when neither has changed for testenv.Stall.
 func (pg *privatePostgres) start(t *testing.T) {
 	t.Helper()
 	opts := fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=100", pg.port, pg.dir)
-	if out, err := pg.run("pg_ctl", "-D", pg.data, "-l", filepath.Join(pg.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(pg.dir, "postgres.log"))
-		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	logPath := filepath.Join(pg.dir, "postgres.log")
+	type result struct {
+		out []byte
+		err error
 	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := pg.run("pg_ctl", "-D", pg.data, "-l", logPath, "-o", opts, "-w", "-t", "86400", "start")
+		done <- result{out, err}
+	}()
+	var res result
+	testenv.WaitFor(t, "private PostgreSQL on port "+pg.port+" to accept connections", testenv.Stall, func() (int64, bool, error) {
+		select {
+		case res = <-done:
+			return 0, true, nil
+		default:
+		}
+		return fileSize(logPath) + fileSize(filepath.Join(pg.data, "postmaster.pid")), false, nil
+	})
+	if res.err != nil {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("pg_ctl start: %v\n%s\n%s", res.err, res.out, log)
+	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // stop stops the server; mode "immediate" is a crash (recovery on the next start).
