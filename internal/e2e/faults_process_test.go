@@ -602,8 +602,8 @@ func (e *procEnv) verdict(accepted []string, o verdictOptions) {
 	// However long the drain takes on a loaded machine, it is a verdict only when it stops: the
 	// count of processed events is the progress. Retried activities wait out their 30 s
 	// start-to-close timeout while the others go on.
-	testenv.WaitCount(t, "accepted events processed", testenv.Stall, int64(len(accepted)), func() (int64, error) {
-		return int64(e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)), nil
+	testenv.WaitCount(t, "accepted events processed", testenv.Stall, len(accepted), func() int {
+		return e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)
 	})
 	t.Logf("all %d accepted events processed %s after the load stopped", len(accepted), time.Since(start).Round(time.Millisecond))
 
@@ -668,7 +668,7 @@ func (e *procEnv) verdict(accepted []string, o verdictOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitAtLeast(t, "requests the sink got", len(ids), func() int { return len(e.sink.attempts()) })
+	testenv.WaitAtLeast(t, "requests the sink got", testenv.Stall, len(ids), func() int { return len(e.sink.attempts()) })
 	got := map[string]int{}   // notification id → 2xx answers
 	tried := map[string]int{} // notification id → requests
 	perEvent := map[string]map[string]bool{}

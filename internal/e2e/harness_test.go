@@ -433,29 +433,13 @@ func (h *harness) waitProcessedOf(providerName string, eventIDs ...string) {
 // waitQuery waits until the count sql returns is want; the count is the progress.
 func (h *harness) waitQuery(want int, sql string, args ...any) {
 	h.t.Helper()
-	waitCount(h.t, strings.Join(strings.Fields(sql), " "), want, func() int { return h.query(sql, args...) })
+	testenv.WaitCount(h.t, strings.Join(strings.Fields(sql), " "), testenv.Stall, want, func() int { return h.query(sql, args...) })
 }
 
 // waitDelivered waits until the sink has accepted exactly n notifications.
 func (h *harness) waitDelivered(n int) {
 	h.t.Helper()
-	waitCount(h.t, "notifications the sink accepted", n, func() int { return len(h.sink.delivered()) })
-}
-
-// waitCount waits until count() is want, failing when the count has not changed for
-// testenv.Stall (see testenv.WaitCount).
-func waitCount(t *testing.T, what string, want int, count func() int) {
-	t.Helper()
-	testenv.WaitCount(t, what, testenv.Stall, int64(want), func() (int64, error) { return int64(count()), nil })
-}
-
-// waitAtLeast waits until count() is at least want; the count is the progress.
-func waitAtLeast(t *testing.T, what string, want int, count func() int) {
-	t.Helper()
-	testenv.WaitFor(t, fmt.Sprintf("%s (want at least %d)", what, want), testenv.Stall, func() (int64, bool, error) {
-		n := count()
-		return int64(n), n >= want, nil
-	})
+	testenv.WaitCount(h.t, "notifications the sink accepted", testenv.Stall, n, func() int { return len(h.sink.delivered()) })
 }
 
 // waitUntil waits for a condition with no count to watch (a server ready, a span ended, a
