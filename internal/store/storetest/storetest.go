@@ -133,6 +133,23 @@ func withDatabase(dbURL, name string) (string, error) {
 	return dbURL + " dbname=" + name, nil
 }
 
+// WithParam returns dbURL with the connection parameter key set to value, for both URL and
+// keyword/value connection strings.
+func WithParam(dbURL, key, value string) (string, error) {
+	if strings.HasPrefix(dbURL, "postgres://") || strings.HasPrefix(dbURL, "postgresql://") {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	// A later keyword overrides an earlier one.
+	return dbURL + " " + key + "=" + value, nil
+}
+
 // redact hides a password in dbURL so it does not end up in test logs.
 func redact(dbURL string) string {
 	u, err := url.Parse(dbURL)
