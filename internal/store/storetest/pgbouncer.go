@@ -21,8 +21,8 @@ import (
 const EnvPgBouncer = "PGBOUNCER"
 
 // PgBouncerPoolSize is the server connections PgBouncer keeps per database and user: fewer
-// than a store's pool (DefaultMaxConns), so consecutive transactions of one client connection
-// land on different server connections, as in production.
+// than a test store's pool (PoolMaxConns), so consecutive transactions of one client
+// connection land on different server connections, as in production.
 const PgBouncerPoolSize = 4
 
 // PgBouncer starts a PgBouncer of the test's own in transaction pooling mode in front of the
