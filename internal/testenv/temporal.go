@@ -85,9 +85,11 @@ type DevServer struct {
 // The caller stops it (Stop) or lets t.Cleanup do it.
 func StartTemporal(t testing.TB, o DevServerOptions) *DevServer {
 	t.Helper()
+	start := time.Now()
 	srv, err := StartTemporalServer(o)
 	Need(t, "a Temporal dev server", err)
 	t.Cleanup(func() { _ = srv.Stop() })
+	t.Logf("Temporal dev server on %s ready in %s", srv.FrontendHostPort(), time.Since(start).Round(time.Millisecond))
 	return srv
 }
 
