@@ -157,7 +157,7 @@ func StartTemporalServer(o DevServerOptions) (*DevServer, error) {
 		Logger:    sdklog.NewStructuredLogger(quietLogger()),
 	}
 	what := fmt.Sprintf("Temporal dev server on %s (%s, pid %d) to answer", hostPort, cli, s.cmd.Process.Pid)
-	reached := int64(0) // 1: accepts TCP connections, 2: a client connected
+	reached := int64(0) // 1 once it accepts TCP connections
 	var lastErr error
 	err = Wait(what, Stall, func() (int64, bool, error) {
 		select {
@@ -188,6 +188,9 @@ func StartTemporalServer(o DevServerOptions) (*DevServer, error) {
 	}
 	if lastErr != nil {
 		err = fmt.Errorf("%w; last connect: %v", err, lastErr)
+	}
+	if s.client != nil {
+		s.client.Close()
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.exited
