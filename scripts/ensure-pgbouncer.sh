@@ -10,21 +10,9 @@
 # had, so CI fails instead of skipping the test.
 set -euo pipefail
 
-log() { printf 'ensure-pgbouncer: %s\n' "$*"; }
-die() {
-	printf 'ensure-pgbouncer: ERROR: %s\n' "$*" >&2
-	exit 1
-}
-
-as_root() {
-	if [[ $(id -u) -eq 0 ]]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-		sudo -n "$@"
-	else
-		die "need root to run: $* (re-run as root, or install pgbouncer yourself)"
-	fi
-}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROOT_HINT="install pgbouncer yourself"
 
 find_pgbouncer() {
 	if [[ -n ${PGBOUNCER:-} ]]; then

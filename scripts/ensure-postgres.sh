@@ -17,21 +17,9 @@ PGHOST_ADDR=127.0.0.1
 PGPORT_NUM=5432
 PGUSER_NAME=postgres
 
-log() { printf 'ensure-postgres: %s\n' "$*"; }
-die() {
-	printf 'ensure-postgres: ERROR: %s\n' "$*" >&2
-	exit 1
-}
-
-as_root() {
-	if [[ $(id -u) -eq 0 ]]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-		sudo -n "$@"
-	else
-		die "need root to run: $* (re-run as root, or start PostgreSQL on ${PGHOST_ADDR}:${PGPORT_NUM} yourself)"
-	fi
-}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROOT_HINT="start PostgreSQL on ${PGHOST_ADDR}:${PGPORT_NUM} yourself"
 
 # Debian ships the client tools under /usr/lib/postgresql/<ver>/bin as well.
 add_pg_bin_to_path() {

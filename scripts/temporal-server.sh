@@ -18,6 +18,9 @@
 #   PG                    PostgreSQL base URL (default postgres://postgres@127.0.0.1:5432); the
 #                         databases are temporal_<port> and temporal_visibility_<port>
 #   TEMPORAL_SERVER_SHARDS history shards (default 4)
+#   TEMPORAL_SERVER_MAX_CONNS PostgreSQL connections each service (frontend, history, matching,
+#                         worker) may open to the main database (default 20); to visibility's
+#                         at most 4. The e2e test sets it low: its PostgreSQL is shared.
 #   TEMPORAL_CLI          the Temporal CLI (default: scripts/ensure-temporal-cli.sh)
 #
 # `start` prints the frontend address on stdout; progress goes to stderr.
@@ -30,6 +33,7 @@ STATE=${TEMPORAL_SERVER_STATE:-$ROOT/.dev/temporal-server}
 CACHE=${TEMPORAL_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mailhook/temporal-server-$VERSION}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
+MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
 DB=temporal_$PORT
 VISDB=temporal_visibility_$PORT
 
@@ -38,6 +42,7 @@ die() {
 	log "ERROR: $*"
 	exit 1
 }
+[[ $MAX_CONNS =~ ^[1-9][0-9]*$ ]] || die "TEMPORAL_SERVER_MAX_CONNS=$MAX_CONNS is not a positive number"
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
 	PATH="$PATH:/usr/local/go/bin"
@@ -123,8 +128,8 @@ persistence:
   numHistoryShards: $SHARDS
   datastores:
 EOF
-		store default "$DB" 20
-		store visibility "$VISDB" 4
+		store default "$DB" "$MAX_CONNS"
+		store visibility "$VISDB" $((MAX_CONNS < 4 ? MAX_CONNS : 4))
 		cat <<EOF
 global:
   membership:

@@ -17,6 +17,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // sendgridHarness is a harness with a SendGrid endpoint besides postscale, and a post function
@@ -131,7 +132,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 	h.startWorker()
 	h.waitQuery(n+3, `SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`)
 	// Every event moves its message once: one notification each, each id once.
-	waitAtLeast(t, "notifications the sink accepted", n+2, func() int { return len(h.sink.delivered()) })
+	testenv.WaitAtLeast(t, "notifications the sink accepted", testenv.Stall, n+2, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	ids := map[string]bool{}
 	for _, d := range h.sink.delivered() {
@@ -374,7 +375,7 @@ func TestLargeInboundEmailIsProcessedWithASmallHistory(t *testing.T) {
 	// to read a megabyte than the attempt timeout, so the retry delivers it again, under the
 	// same Idempotency-Key, which is what the sink dedupes on. One notification, whole, is what
 	// the team's system must see.
-	waitCount(t, "distinct notifications the sink accepted", 1, func() int { return len(distinctIDs(h.sink.delivered())) })
+	testenv.WaitCount(t, "distinct notifications the sink accepted", testenv.Stall, 1, func() int { return len(distinctIDs(h.sink.delivered())) })
 	d := h.sink.delivered()[0]
 	for _, again := range h.sink.delivered()[1:] {
 		if again.ID != d.ID || again.Body["id"] != d.Body["id"] {

@@ -101,7 +101,7 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 		t.Fatalf("msg_a %s, want delivered", m.Status)
 	}
 	// sent, delivered, bounced: one notification each, no id twice.
-	waitAtLeast(t, "notifications the sink accepted", 3, func() int { return len(h.sink.delivered()) })
+	testenv.WaitAtLeast(t, "notifications the sink accepted", testenv.Stall, 3, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	ids := map[string]int{}
 	for _, d := range h.sink.delivered() {

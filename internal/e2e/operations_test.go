@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // admin calls the /v1 API with the operator's token; body "" sends none.
@@ -292,7 +293,7 @@ func TestSuppressionOnceForRepeatedHardBouncesThenLift(t *testing.T) {
 		t.Fatal(code)
 	}
 	h.waitProcessed(evD)
-	waitCount(t, domain.TypeSuppressionAdded+" notifications", 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
+	testenv.WaitCount(t, domain.TypeSuppressionAdded+" notifications", testenv.Stall, 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
 }
 
 func TestOperationsAPIRefusesMissingToken(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
@@ -47,7 +48,7 @@ func TestSameEventPosted20TimesConcurrentlyIsProcessedOnce(t *testing.T) {
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, evID); n != 1 {
 		t.Fatalf("%d webhook_events rows, want 1", n)
 	}
-	waitAtLeast(t, "notifications the sink accepted", 1, func() int { return len(h.sink.delivered()) })
+	testenv.WaitAtLeast(t, "notifications the sink accepted", testenv.Stall, 1, func() int { return len(h.sink.delivered()) })
 	time.Sleep(500 * time.Millisecond) // give a wrongly duplicated notification time to show up
 	if got := h.sink.delivered(); len(got) != 1 {
 		t.Fatalf("sink received %d notifications, want 1: %+v", len(got), got)

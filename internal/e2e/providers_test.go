@@ -19,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // TestPostscaleAndSendGridSideBySide is a migration in progress: both providers' endpoints are
@@ -71,7 +72,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	// One notification per status move: postscale's delivered, sendgrid's bounce, and
 	// sendgrid's processed only if it was applied before the bounce (the two run concurrently).
 	moves := h.query(`SELECT count(*) FROM message_events WHERE message_id = $1 AND outcome = 'moved'`, shared)
-	waitAtLeast(t, "notifications the sink accepted", moves, func() int { return len(h.sink.delivered()) })
+	testenv.WaitAtLeast(t, "notifications the sink accepted", testenv.Stall, moves, func() int { return len(h.sink.delivered()) })
 	time.Sleep(300 * time.Millisecond)
 	got := map[string]int{}
 	for _, d := range h.sink.delivered() {

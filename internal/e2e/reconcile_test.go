@@ -19,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -246,7 +247,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	if res := h.result("postscale:" + stuckID); res.Outcome != "moved" {
 		t.Fatalf("re-driven run: %+v", res)
 	}
-	waitCount(t, domain.TypeStatusChanged+" notifications", 1, func() int { return len(h.deliveredOfType(domain.TypeStatusChanged)) })
+	testenv.WaitCount(t, domain.TypeStatusChanged+" notifications", testenv.Stall, 1, func() int { return len(h.deliveredOfType(domain.TypeStatusChanged)) })
 
 	// daily_counts holds the day's counts as the report computes them.
 	yesterday := res.Date

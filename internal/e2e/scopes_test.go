@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // acceptStreamEvent records an event carrying a provider stream, as an adapter that reports one
@@ -51,7 +52,7 @@ func TestSuppressionScopesAndCheck(t *testing.T) {
 	h.waitProcessed(unsub, complaint, bounce)
 
 	// suppression.added names each scope.
-	waitCount(t, domain.TypeSuppressionAdded+" notifications", 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
+	testenv.WaitCount(t, domain.TypeSuppressionAdded+" notifications", testenv.Stall, 3, func() int { return len(h.deliveredOfType(domain.TypeSuppressionAdded)) })
 	scopes := map[string]string{}
 	for _, d := range h.deliveredOfType(domain.TypeSuppressionAdded) {
 		data := d.Body["data"].(map[string]any)

@@ -36,7 +36,7 @@ func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 	if err := h.waitWorkflow("postscale:" + evID); err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
-	waitAtLeast(t, "notifications the sink accepted", 1, func() int { return len(h.sink.delivered()) })
+	testenv.WaitAtLeast(t, "notifications the sink accepted", testenv.Stall, 1, func() int { return len(h.sink.delivered()) })
 	d := h.sink.delivered()[0]
 	m := traceparentRE.FindStringSubmatch(d.Header.Get("traceparent"))
 	if m == nil {

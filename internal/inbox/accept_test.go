@@ -15,7 +15,6 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
-	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 func ev(id string) domain.Event {
@@ -177,20 +176,4 @@ func rows(t *testing.T, s *store.Store, query string) int {
 	var n int
 	require.NoError(t, s.Pool().QueryRow(t.Context(), query).Scan(&n))
 	return n
-}
-
-// waitCount waits until count() is want, and waitAtLeast until it is at least want. They fail
-// when the count has not changed for testenv.Stall, not after a fixed total: the relays and
-// handoffs here run on a shared machine's schedule.
-func waitCount(t *testing.T, what string, want int, count func() int) {
-	t.Helper()
-	testenv.WaitCount(t, what, testenv.Stall, int64(want), func() (int64, error) { return int64(count()), nil })
-}
-
-func waitAtLeast(t *testing.T, what string, want int, count func() int) {
-	t.Helper()
-	testenv.WaitFor(t, fmt.Sprintf("%s (want at least %d)", what, want), testenv.Stall, func() (int64, bool, error) {
-		n := count()
-		return int64(n), n >= want, nil
-	})
 }

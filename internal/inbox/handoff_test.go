@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // acceptWithHandoff runs an acceptor whose accepted events go to a handoff starting them with f.
@@ -50,7 +51,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	for _, v := range got {
 		require.Equal(t, inbox.Accepted, v.Status)
 	}
-	waitCount(t, "events the handoff settled", 3, func() int {
+	testenv.WaitCount(t, "events the handoff settled", testenv.Stall, 3, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0 OR relayed_at IS NOT NULL`)
 	})
 	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_ok' AND NOT awaiting_start AND relayed_at IS NOT NULL`))
@@ -77,7 +78,7 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
-	waitAtLeast(t, "events started", 10, func() int {
+	testenv.WaitAtLeast(t, "events started", testenv.Stall, 10, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relayed_at IS NOT NULL`)
 	})
 	time.Sleep(time.Second) // the in-flight count is re-read every 500 ms
@@ -99,8 +100,8 @@ func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
-	waitCount(t, "starts", 4, f.count)
-	waitCount(t, "events whose one start failed", 4, func() int {
+	testenv.WaitCount(t, "starts", testenv.Stall, 4, f.count)
+	testenv.WaitCount(t, "events whose one start failed", testenv.Stall, 4, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`)
 	})
 	for i := 4; i < 20; i++ {

@@ -15,6 +15,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // fakeStarter stands in for Temporal's start call: these tests are about what the relay does
@@ -75,7 +76,7 @@ func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) 
 		return domain.Started, nil
 	}}
 	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
-	waitCount(t, "events waiting in the inbox", 0, func() int { return int(waiting(t, s)) })
+	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 0, func() int { return int(waiting(t, s)) })
 	assert.Equal(t, 120, f.count(), "each event started once")
 }
 
@@ -121,7 +122,7 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	head.MaxBackoff = time.Minute // a failed row waits: it must not be what the relay works on
 	run(t, &inbox.Relay{Store: s, Starter: f, Options: head})
 	// Left: the 5 rows that fail every time; the rows behind them were all started.
-	waitCount(t, "events waiting in the inbox", 5, func() int { return int(waiting(t, s)) })
+	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 5, func() int { return int(waiting(t, s)) })
 	var attempts int
 	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT max(relay_attempts) FROM webhook_events WHERE awaiting_start`).Scan(&attempts))
 	assert.LessOrEqual(t, attempts, 4, "a failing row was retried without backing off")
@@ -140,7 +141,7 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	bounded.MaxInFlight = 30
 	bounded.BatchSize = 20
 	run(t, &inbox.Relay{Store: s, Starter: f, Options: bounded})
-	waitAtLeast(t, "starts", 30, f.count)
+	testenv.WaitAtLeast(t, "starts", testenv.Stall, 30, f.count)
 	time.Sleep(500 * time.Millisecond) // time for a relay that ignored the bound to start more
 	assert.Equal(t, 30, f.count(), "started beyond max_in_flight while nothing was taken up")
 	assert.EqualValues(t, 90, waiting(t, s))
@@ -160,7 +161,7 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, res.Inserted)
 	}
-	waitAtLeast(t, "starts", 40, f.count)
+	testenv.WaitAtLeast(t, "starts", testenv.Stall, 40, f.count)
 	time.Sleep(500 * time.Millisecond)
 	assert.Equal(t, 40, f.count())
 	assert.EqualValues(t, 80, waiting(t, s))

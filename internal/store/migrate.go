@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -21,11 +21,14 @@ var embeddedMigrations embed.FS
 // may call it at once (each replica migrates on start): a PostgreSQL session advisory lock
 // makes them take turns, and the later ones find nothing left to do.
 func Migrate(ctx context.Context, databaseURL string) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	// Parsed as a pool's URL: its pool_* settings (pool_max_conns, which operators set in
+	// database.url) are pgx's, not PostgreSQL's, and pgx.ParseConfig would send them to the
+	// server as run-time parameters, which it refuses: "unrecognized configuration parameter".
+	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: parse database url: %w", err)
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 
 	migrations, err := fs.Sub(embeddedMigrations, "migrations")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/assert"
@@ -182,9 +182,9 @@ func TestScopesMigrationKeepsRowsGlobal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dbURL := storetest.NewEmptyDatabase(t)
-	cfg, err := pgx.ParseConfig(dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL) // the URL carries pool_max_conns (storetest.PoolMaxConns)
 	require.NoError(t, err)
-	db := stdlib.OpenDB(*cfg)
+	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 	migrations, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"), goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)

@@ -102,6 +102,18 @@ func TestMigrateConcurrently(t *testing.T) {
 		                                               'suppressions','suppression_lifts','daily_counts','replays')`))
 }
 
+// database.url may carry pgx's pool settings (pool_max_conns sizes the pool, docs/OPERATIONS.md),
+// and migrate runs on it when listen_url is unset. They are pgx's: sent to PostgreSQL as
+// run-time parameters, it refuses the connection ("unrecognized configuration parameter").
+func TestMigrateTakesPoolSettingsInTheURL(t *testing.T) {
+	t.Parallel()
+	dbURL, err := storetest.WithParam(storetest.NewEmptyDatabase(t), "pool_max_conns", "2")
+	require.NoError(t, err)
+	dbURL, err = storetest.WithParam(dbURL, "pool_max_conn_lifetime", "1h")
+	require.NoError(t, err)
+	require.NoError(t, store.Migrate(t.Context(), dbURL))
+}
+
 func TestOpenRejectsUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

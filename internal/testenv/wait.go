@@ -66,15 +66,25 @@ func WaitFor(t testing.TB, what string, stall time.Duration, poll Poll) {
 	}
 }
 
-// WaitCount waits until count equals want, failing the test when the count has not changed
+// WaitCount waits until count returns want, failing the test when the count has not changed
 // for stall. Most waits are of this shape: so many rows processed, so many notifications seen,
 // none left waiting. A count that went past want stops changing and fails as a stall, with
-// the count in the message.
-func WaitCount(t testing.TB, what string, stall time.Duration, want int64, count func() (int64, error)) {
+// the count in the message. A count that can fail (and should be retried) is a WaitFor.
+func WaitCount(t testing.TB, what string, stall time.Duration, want int, count func() int) {
 	t.Helper()
 	WaitFor(t, fmt.Sprintf("%s (want %d)", what, want), stall, func() (int64, bool, error) {
-		n, err := count()
-		return n, err == nil && n == want, err
+		n := count()
+		return int64(n), n == want, nil
+	})
+}
+
+// WaitAtLeast is WaitCount for a count that may go past want: it waits until count returns at
+// least want.
+func WaitAtLeast(t testing.TB, what string, stall time.Duration, want int, count func() int) {
+	t.Helper()
+	WaitFor(t, fmt.Sprintf("%s (want at least %d)", what, want), stall, func() (int64, bool, error) {
+		n := count()
+		return int64(n), n >= want, nil
 	})
 }
 

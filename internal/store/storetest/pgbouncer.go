@@ -13,14 +13,16 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // EnvPgBouncer names a pgbouncer binary to use instead of the one on PATH or in /usr/sbin.
 const EnvPgBouncer = "PGBOUNCER"
 
 // PgBouncerPoolSize is the server connections PgBouncer keeps per database and user: fewer
-// than a store's pool (DefaultMaxConns), so consecutive transactions of one client connection
-// land on different server connections, as in production.
+// than a test store's pool (PoolMaxConns), so consecutive transactions of one client
+// connection land on different server connections, as in production.
 const PgBouncerPoolSize = 4
 
 // PgBouncer starts a PgBouncer of the test's own in transaction pooling mode in front of the
@@ -76,8 +78,12 @@ pidfile = %s
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("pgbouncer: start %s: %v", bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{}) // closed when it has exited, with exitErr set
+	var exitErr error
+	go func() {
+		exitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt) // SIGINT: safe shutdown, waits for no client
 		select {
@@ -88,24 +94,37 @@ pidfile = %s
 		}
 	})
 
+	// Listening is what the wait is for; its log growing is the progress (testenv.Wait: no fixed
+	// total, a loaded machine may take its time), and an exit ends it at once.
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	logPath := filepath.Join(dir, "pgbouncer.log")
+	var dialErr error
+	err = testenv.Wait("pgbouncer listening on "+addr, testenv.Stall, func() (int64, bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return 0, true, nil
 		}
+		dialErr = err
 		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			t.Fatalf("pgbouncer exited at start (%v): %s", err, log)
+		case <-exited:
+			return 0, true, nil // reported below
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer: not listening on %s after 10s", addr)
+		var size int64
+		if fi, err := os.Stat(logPath); err == nil {
+			size = fi.Size()
 		}
-		time.Sleep(20 * time.Millisecond)
+		return size, false, nil
+	})
+	select {
+	case <-exited:
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("pgbouncer exited at start (%v): %s", exitErr, log)
+	default:
+	}
+	if err != nil {
+		t.Fatalf("%v; last connect: %v", err, dialErr)
 	}
 	u.Host = addr
 	return u.String()

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +34,21 @@ func AdminURL() string {
 	return DefaultAdminURL
 }
 
+// PoolMaxConns is the pool_max_conns the URLs of test databases carry: the most connections
+// each pool opened on one keeps (store.Open's and a test's own pgxpool; without it, 16 and 4).
+// The packages' tests run at once against one PostgreSQL, whose max_connections (100 by
+// default) is shared with whatever else uses it: `go test ./internal/...` peaked at 51 of them
+// and failed with "too many clients" once a benchmark shared the server (issue 18). Six
+// covers what one test runs at once (TestBatchAndThreeRelaysStartEachEventOnce: three relays,
+// each holding a connection through its batch, beside the test's own queries); the store never
+// holds one connection while it waits for another. An admin URL that sets pool_max_conns
+// itself keeps its value.
+const PoolMaxConns = 6
+
 // NewDatabase creates a uniquely named, migrated database that is dropped when the test ends,
-// and returns its URL. Without a reachable PostgreSQL it skips under -short and fails
-// otherwise: a missing database must not pass as green integration tests.
+// and returns its URL (with pool_max_conns: PoolMaxConns). Without a reachable PostgreSQL it
+// skips under -short and fails otherwise: a missing database must not pass as green
+// integration tests.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
 	dbURL := NewEmptyDatabase(t)
@@ -66,6 +79,9 @@ func NewEmptyDatabase(t testing.TB) string {
 
 	name := "mailhook_test_" + randomHex(8)
 	dbURL, err := withDatabase(admin, name)
+	if err == nil && !strings.Contains(admin, "pool_max_conns") {
+		dbURL, err = WithParam(dbURL, "pool_max_conns", strconv.Itoa(PoolMaxConns))
+	}
 	if err != nil {
 		t.Fatalf("test database url: %v", err)
 	}
@@ -131,6 +147,23 @@ func withDatabase(dbURL, name string) (string, error) {
 	}
 	// A later dbname keyword overrides an earlier one.
 	return dbURL + " dbname=" + name, nil
+}
+
+// WithParam returns dbURL with the connection parameter key set to value, for both URL and
+// keyword/value connection strings.
+func WithParam(dbURL, key, value string) (string, error) {
+	if strings.HasPrefix(dbURL, "postgres://") || strings.HasPrefix(dbURL, "postgresql://") {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	// A later keyword overrides an earlier one.
+	return dbURL + " " + key + "=" + value, nil
 }
 
 // redact hides a password in dbURL so it does not end up in test logs.
