@@ -253,7 +253,16 @@ type FailedNotification struct {
 // gave up still lets the event count as processed: the failure is on its row and in the UI.
 func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) error {
 	for _, f := range in.Failed {
-		if err := a.Store.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil {
+		err := a.Store.MarkNotificationFailed(ctx, f.ID, f.Error)
+		if errors.Is(err, store.ErrNotFound) {
+			// Its Notify gave up before it wrote the row (its attempts timed out first, e.g. a
+			// large inbound body on a loaded machine): nothing to mark, and retrying would never
+			// find one. The failure is in the workflow's result.
+			a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}).WarnContext(ctx,
+				"a notification that gave up was never written", "notification_id", f.ID, "sink", f.Sink)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("mark notification %s failed: %w", f.ID, err)
 		}
 	}
