@@ -78,33 +78,43 @@ type stored struct {
 
 func (s *stored) dest() []any { return []any{&s.event, &s.payload, &s.legacy, &s.kept} }
 
+// storedForm is the JSON an event is stored as: domain.Event's, and the time its body was
+// removed (StripInboundBodies), when it was.
+type storedForm struct {
+	domain.Event
+	BodyRemovedAt *time.Time `json:"body_removed_at,omitempty"`
+}
+
 // decode returns the stored event, or an error wrapping ErrNoStoredEvent.
 func (s stored) decode() (domain.Event, error) {
-	var ev domain.Event
+	var f storedForm
 	switch {
 	case !s.kept:
-		return ev, ErrPayloadExpired
+		return domain.Event{}, ErrPayloadExpired
 	case s.event != nil:
-		if err := json.Unmarshal(s.event, &ev); err != nil {
-			return ev, fmt.Errorf("decode the stored event: %w", err)
+		if err := json.Unmarshal(s.event, &f); err != nil {
+			return domain.Event{}, fmt.Errorf("decode the stored event: %w", err)
 		}
-		ev.Raw = nil
+		f.Raw = nil
 		if !bytes.Equal(s.payload, []byte(jsonNull)) {
-			ev.Raw = s.payload
+			f.Raw = s.payload
 		}
-		return ev, nil
 	case s.legacy != nil:
 		// Recorded before 00009 and not moved yet: the legacy form holds its own raw, JSON
 		// null when the adapter had none, which reads as no raw, as it does once moved.
-		if err := json.Unmarshal(s.legacy, &ev); err != nil {
-			return ev, fmt.Errorf("decode the stored event: %w", err)
+		if err := json.Unmarshal(s.legacy, &f); err != nil {
+			return domain.Event{}, fmt.Errorf("decode the stored event: %w", err)
 		}
-		if bytes.Equal(ev.Raw, []byte(jsonNull)) {
-			ev.Raw = nil
+		if bytes.Equal(f.Raw, []byte(jsonNull)) {
+			f.Raw = nil
 		}
-		return ev, nil
+	default:
+		return domain.Event{}, ErrNotNormalized
 	}
-	return ev, ErrNotNormalized
+	if f.BodyRemovedAt != nil {
+		return f.Event, ErrBodyRemoved
+	}
+	return f.Event, nil
 }
 
 // MoveLegacyPayloads moves what rows written before migration 00009 keep in their legacy
