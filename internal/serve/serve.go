@@ -84,6 +84,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	st.SetSuppressionScopes(cfg.Suppression.Scopes)
 	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	st.SetPartitioning(Partitioning(cfg.Retention))
+	st.SetInboundBodies(cfg.Retention.InboundBodiesOr().Duration())
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
