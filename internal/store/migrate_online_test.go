@@ -302,6 +302,18 @@ func logSizes(t *testing.T, s *store.Store, when string) {
 	t.Logf("sizes %s:%s", when, out)
 }
 
+// wal is what pg_stat_wal counts: the server's, every database's.
+type wal struct{ bytes, fpi int64 }
+
+func (a wal) minus(b wal) wal { return wal{a.bytes - b.bytes, a.fpi - b.fpi} }
+
+func walStats(t *testing.T, s *store.Store) wal {
+	t.Helper()
+	var w wal
+	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal`).Scan(&w.bytes, &w.fpi))
+	return w
+}
+
 // sameEvent compares a read event with the one expected, its raw JSON as JSON (jsonb keeps it
 // in its own spacing and key order).
 func sameEvent(t *testing.T, want, got domain.Event, msgAndArgs ...any) {
@@ -456,10 +468,12 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 	checkReads("after the migration, before the move")
 
 	w.setPhase(phaseMoving)
+	walBefore := walStats(t, s)
 	start = time.Now()
 	moved, err := s.MoveLegacyPayloads(ctx, batch, store.DefaultPartitioning)
 	require.NoError(t, err)
 	move := time.Since(start)
+	wal := walStats(t, s).minus(walBefore)
 	w.setPhase(phaseAfter)
 	w.waitInserts(t, 20)
 	stop()
@@ -469,6 +483,8 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 	require.Empty(t, w.errs, "the live writer")
 	t.Logf("migration to 00009 %s; move of %d rows (batch %d) %s, %.0f rows/s", migration.Round(time.Millisecond),
 		moved, batch, move.Round(time.Millisecond), float64(moved)/move.Seconds())
+	t.Logf("WAL written during the move (the whole server's, whatever else ran): %.0f MB, %d full-page images",
+		float64(wal.bytes)/(1<<20), wal.fpi)
 	t.Logf("inserts beside it: %s", w.latencies())
 
 	// Every legacy row moved: the old events and notifications, and whatever the old release
