@@ -23,6 +23,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // EnvMigrationRows sets how many events TestOnlineMigrationOfAPopulatedTable loads in the old
@@ -274,11 +275,11 @@ func (w *liveWriter) waitInserts(t *testing.T, n int) {
 	w.mu.Lock()
 	want := len(w.took[phase]) + n
 	w.mu.Unlock()
-	require.Eventually(t, func() bool {
+	testenv.WaitFor(t, "the live writer's inserts", testenv.Stall, func() (int64, bool, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return len(w.took[phase]) >= want || len(w.errs) > 0
-	}, time.Minute, 5*time.Millisecond, "the live writer made no progress")
+		return int64(len(w.took[phase])), len(w.took[phase]) >= want || len(w.errs) > 0, nil
+	})
 }
 
 // relSize is the size of table with its indexes and TOAST, and its partitions' for a
