@@ -220,6 +220,8 @@ type harnessOptions struct {
 	softBounce config.SoftBounce
 	// startTimeout, when set, replaces temporal.start_timeout (3 s).
 	startTimeout time.Duration
+	// inboundBodies is config retention.inbound_bodies (nil: unset).
+	inboundBodies *config.Period
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -261,6 +263,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Suppression.Scopes = o.suppressionScopes
 	cfg.Suppression.SoftBounce = o.softBounce
 	cfg.Erasure.HashKey = erasureKey
+	cfg.Retention.InboundBodies = o.inboundBodies
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +279,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	st.SetErasureHasher(hasher)
+	st.SetInboundBodies(cfg.Retention.InboundBodiesOr().Duration())
 	logger := testenv.Logger()
 	if o.logs != nil {
 		logger = slog.New(telemetry.NewLogHandler(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

@@ -78,6 +78,8 @@ func (s *Server) replay(c *gin.Context) {
 		s.fail(c, refuse(kindConflict, "event was recorded before replays were possible (no normalized event); it cannot be replayed"))
 	case errors.Is(err, store.ErrPayloadExpired):
 		s.fail(c, refuse(kindConflict, "the event's payload was removed by retention (retention.payloads); it cannot be replayed"))
+	case errors.Is(err, store.ErrBodyRemoved):
+		s.fail(c, refuse(kindConflict, "the inbound email's body was removed once it was notified (retention.inbound_bodies); it cannot be replayed"))
 	case err != nil:
 		level := s.Log.ErrorContext
 		if errors.Is(err, domain.ErrUnavailable) {

@@ -92,6 +92,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	}
 	st.SetErasureHasher(hasher)
 	st.SetSessionURL(cfg.Database.ListenURL) // retention's DDL sets lock_timeout on a session
+	st.SetInboundBodies(cfg.Retention.InboundBodiesOr().Duration())
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()

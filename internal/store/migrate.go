@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -21,6 +22,12 @@ var embeddedMigrations embed.FS
 // may call it at once (each replica migrates on start): a PostgreSQL session advisory lock
 // makes them take turns, and the later ones find nothing left to do.
 func Migrate(ctx context.Context, databaseURL string) error {
+	return migrateTo(ctx, databaseURL, math.MaxInt64)
+}
+
+// migrateTo applies the pending migrations up to and including version, as Migrate does: a
+// test can build a database as an older release left it (TestOnlineMigrationOfAPopulatedTable).
+func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 	// Parsed as a pool's URL: its pool_* settings (pool_max_conns, which operators set in
 	// database.url) are pgx's, not PostgreSQL's, and pgx.ParseConfig would send them to the
 	// server as run-time parameters, which it refuses: "unrecognized configuration parameter".
@@ -53,7 +60,7 @@ func Migrate(ctx context.Context, databaseURL string) error {
 		return fmt.Errorf("migrate: goose provider: %w", err)
 	}
 
-	results, err := provider.Up(ctx)
+	results, err := provider.UpTo(ctx, version)
 	if partial, ok := errors.AsType[*goose.PartialError](err); ok {
 		// Migrations before the failing one are committed: say so, the next run starts there.
 		results = partial.Applied
@@ -65,10 +72,10 @@ func Migrate(ctx context.Context, databaseURL string) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	version, err := provider.GetDBVersion(ctx)
+	current, err := provider.GetDBVersion(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: read schema version: %w", err)
 	}
-	slog.InfoContext(ctx, "database schema up to date", "version", version, "applied", len(results))
+	slog.InfoContext(ctx, "database schema up to date", "version", current, "applied", len(results))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -77,39 +78,65 @@ type stored struct {
 
 func (s *stored) dest() []any { return []any{&s.event, &s.payload, &s.legacy, &s.kept} }
 
-// decode returns the stored event, or an error wrapping ErrNoStoredEvent.
-func (s stored) decode() (domain.Event, error) {
-	var ev domain.Event
-	switch {
-	case !s.kept:
-		return ev, ErrPayloadExpired
-	case s.event != nil:
-		if err := json.Unmarshal(s.event, &ev); err != nil {
-			return ev, fmt.Errorf("decode the stored event: %w", err)
-		}
-		ev.Raw = nil
-		if !bytes.Equal(s.payload, []byte(jsonNull)) {
-			ev.Raw = s.payload
-		}
-		return ev, nil
-	case s.legacy != nil:
-		// Recorded before 00009 and not moved yet: the legacy form holds its own raw.
-		if err := json.Unmarshal(s.legacy, &ev); err != nil {
-			return ev, fmt.Errorf("decode the stored event: %w", err)
-		}
-		return ev, nil
-	}
-	return ev, ErrNotNormalized
+// storedForm is the JSON an event is stored as: domain.Event's, and the time its body was
+// removed (StripInboundBodies), when it was.
+type storedForm struct {
+	domain.Event
+	BodyRemovedAt *time.Time `json:"body_removed_at,omitempty"`
 }
 
-// MoveLegacyPayloads moves the payloads of rows recorded before migration 00009 from
-// webhook_events into event_payloads, batch rows per transaction in key order, until none is
-// left or ctx ends, and returns how many it moved. Each batch locks only its own rows, for
-// milliseconds, so it runs beside the service (the retention run calls it until none is left);
-// a row another transaction holds is skipped and moved by a later run.
+// decode returns the stored event, or an error wrapping ErrNoStoredEvent.
+func (s stored) decode() (domain.Event, error) {
+	var f storedForm
+	switch {
+	case !s.kept:
+		return domain.Event{}, ErrPayloadExpired
+	case s.event != nil:
+		if err := json.Unmarshal(s.event, &f); err != nil {
+			return domain.Event{}, fmt.Errorf("decode the stored event: %w", err)
+		}
+		f.Raw = nil
+		if !bytes.Equal(s.payload, []byte(jsonNull)) {
+			f.Raw = s.payload
+		}
+	case s.legacy != nil:
+		// Recorded before 00009 and not moved yet: the legacy form holds its own raw, JSON
+		// null when the adapter had none, which reads as no raw, as it does once moved.
+		if err := json.Unmarshal(s.legacy, &f); err != nil {
+			return domain.Event{}, fmt.Errorf("decode the stored event: %w", err)
+		}
+		if bytes.Equal(f.Raw, []byte(jsonNull)) {
+			f.Raw = nil
+		}
+	default:
+		return domain.Event{}, ErrNotNormalized
+	}
+	if f.BodyRemovedAt != nil {
+		return f.Event, ErrBodyRemoved
+	}
+	return f.Event, nil
+}
+
+// MoveLegacyPayloads moves what rows written before migration 00009 keep in their legacy
+// columns into the partitioned tables: event payloads from webhook_events (payload,
+// normalized) into event_payloads, then notification bodies from notifications.body into
+// notification_bodies, batch rows per transaction in key order, until none is left or ctx
+// ends. It returns how many rows it moved, of both kinds. Each batch locks only its own rows,
+// for milliseconds, so it runs beside the service (the retention run calls it until none is
+// left); a row another transaction holds is skipped and moved by a later run. The partitions
+// the moved rows need are created first.
+//
+// Moving frees nothing on disk by itself: the old row versions become dead space in
+// webhook_events and notifications, which VACUUM makes reusable for new rows but returns to
+// the operating system only with VACUUM FULL or pg_repack. A million events and 200,000
+// bodies took 2.5 to 3 minutes on a shared 2-core machine (docs/BENCHMARKS.md, "00009 on a
+// populated table"), which also says why the walk is in key order and not in physical order.
 func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitioning) (int64, error) {
+	if batch < 1 {
+		return 0, fmt.Errorf("move legacy payloads: batch %d: must be at least 1", batch)
+	}
 	var oldest *time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT min(received_at) FROM webhook_events WHERE payload IS NOT NULL`).Scan(&oldest); err != nil {
+	if err := s.pool.QueryRow(ctx, qOldestLegacy).Scan(&oldest); err != nil {
 		return 0, fmt.Errorf("move legacy payloads: %w", err)
 	}
 	if oldest == nil {
@@ -118,18 +145,34 @@ func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitionin
 	if _, err := s.EnsurePartitions(ctx, p, *oldest, time.Now()); err != nil {
 		return 0, fmt.Errorf("move legacy payloads: %w", err)
 	}
-	var (
-		moved            int64
-		lastP, lastE     string
-		batchN, batchMax int
-	)
+	events, err := s.moveLegacy(ctx, qMoveLegacy, batch, make([]string, 2))
+	if err != nil {
+		return events, fmt.Errorf("move legacy payloads: event payloads: %w", err)
+	}
+	bodies, err := s.moveLegacy(ctx, qMoveLegacyBodies, batch, make([]string, 1))
+	if err != nil {
+		return events + bodies, fmt.Errorf("move legacy payloads: notification bodies: %w", err)
+	}
+	return events + bodies, nil
+}
+
+// moveLegacy runs q, a walk of one table's primary key (its columns in last, "" to start),
+// until it has seen every key. q takes the last key seen and the batch size, and returns how
+// many rows it moved, how many keys it saw and the last of them.
+func (s *Store) moveLegacy(ctx context.Context, q string, batch int, last []string) (int64, error) {
+	var moved int64
 	for {
-		err := s.pool.QueryRow(ctx, qMoveLegacy, lastP, lastE, batch).Scan(&batchN, &batchMax, &lastP, &lastE)
-		if err != nil {
-			return moved, fmt.Errorf("move legacy payloads after %s:%s: %w", lastP, lastE, err)
+		args := make([]any, 0, len(last)+1)
+		var n, seen int
+		dest := []any{&n, &seen}
+		for i := range last {
+			args, dest = append(args, last[i]), append(dest, &last[i])
 		}
-		moved += int64(batchN)
-		if batchMax == 0 {
+		if err := s.pool.QueryRow(ctx, q, append(args, batch)...).Scan(dest...); err != nil {
+			return moved, fmt.Errorf("after %q: %w", strings.Join(last, ":"), err)
+		}
+		moved += int64(n)
+		if seen == 0 {
 			return moved, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -137,6 +180,11 @@ func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitionin
 		}
 	}
 }
+
+// The oldest time a legacy row needs a partition for (least ignores NULL).
+const qOldestLegacy = `
+SELECT least((SELECT min(received_at) FROM webhook_events WHERE payload IS NOT NULL),
+             (SELECT min(created_at) FROM notifications WHERE body IS NOT NULL))`
 
 // Walks the primary key from ($1, $2): each batch reads the next $3 keys, so the walk is linear
 // in the table however many rows are already moved. jsonb's minus drops the raw copy the legacy
@@ -174,6 +222,36 @@ WITH keys AS (
 )
 SELECT (SELECT count(*) FROM upd)::int, (SELECT count(*) FROM keys)::int,
        COALESCE((SELECT provider FROM last), ''), COALESCE((SELECT event_id FROM last), '')`
+
+// The same walk over notifications: a legacy body goes to notification_bodies under the
+// row's (id, created_at), where the readers (notificationFrom) look first.
+const qMoveLegacyBodies = `
+WITH keys AS (
+    SELECT id
+    FROM notifications
+    WHERE id > $1
+    ORDER BY id
+    LIMIT $2
+), b AS (
+    SELECT n.id, n.created_at, n.body
+    FROM notifications n JOIN keys USING (id)
+    WHERE n.body IS NOT NULL
+    FOR UPDATE OF n SKIP LOCKED
+), ins AS (
+    INSERT INTO notification_bodies (id, created_at, body)
+    SELECT id, created_at, body FROM b
+    ON CONFLICT DO NOTHING
+), upd AS (
+    UPDATE notifications n
+    SET body = NULL
+    FROM b
+    WHERE n.id = b.id
+    RETURNING 1
+), last AS (
+    SELECT id FROM keys ORDER BY id DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM upd)::int, (SELECT count(*) FROM keys)::int,
+       COALESCE((SELECT id FROM last), '')`
 
 // qInsertWebhookEvent inserts the key row and, when it is new, the payload row, in one
 // statement; it returns pgx.ErrNoRows for a key already recorded.

@@ -117,7 +117,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 			}
 		}
 		out.Processed = true
-		return nil
+		return s.stripProcessed(ctx, tx, provider, eventID)
 	})
 	if err != nil {
 		return ProcessResult{}, fmt.Errorf("process %s:%s: %w", provider, eventID, err)

@@ -40,6 +40,9 @@ type Store struct {
 	// sessionURL is a session-mode connection for retention's DDL (SetSessionURL); empty: the
 	// pool's own server.
 	sessionURL string
+	// stripOnProcessed removes an inbound email's body as its event is marked processed
+	// (SetInboundBodies, retention.inbound_bodies: 0).
+	stripOnProcessed bool
 }
 
 // Option changes how Open connects.
@@ -145,9 +148,22 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 
 // MarkProcessed records that the event's processing finished, so a later duplicate delivery
 // is acknowledged without running again. Marking twice keeps the first time.
+// With retention.inbound_bodies 0 (SetInboundBodies), an inbound email's body is removed in
+// the same transaction once all its notifications are sent.
 func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) error {
-	var at time.Time
-	err := s.pool.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at)
+	var err error
+	if s.stripOnProcessed {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var at time.Time
+			if err := tx.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at); err != nil {
+				return err
+			}
+			return s.stripProcessed(ctx, tx, provider, eventID)
+		})
+	} else {
+		var at time.Time
+		err = s.pool.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}

@@ -29,6 +29,13 @@ func TestPayloadColumnsStoreTheRawJSONOnce(t *testing.T) {
 	payload, _ = payloadColumns(domain.Event{EventID: "e2", Raw: json.RawMessage(" ")})
 	assert.Equal(t, "null", payload, "no raw JSON: JSON null, not a copy of the event")
 
+	_, err = stored{event: []byte(`{"event_id":"e3","kind":"inbound","body_removed_at":"2026-12-01T00:00:00+00:00"}`),
+		payload: []byte(jsonNull), kept: true}.decode()
+	assert.ErrorIs(t, err, ErrBodyRemoved, "an inbound email whose body was removed cannot be processed again")
+	_, err = stored{legacy: []byte(`{"event_id":"e4","kind":"inbound","raw":null,"body_removed_at":"2026-12-01T00:00:00+00:00"}`),
+		kept: true}.decode()
+	assert.ErrorIs(t, err, ErrBodyRemoved, "in the legacy columns too")
+
 	_, err = stored{}.decode()
 	assert.ErrorIs(t, err, ErrPayloadExpired)
 	_, err = stored{kept: true}.decode()

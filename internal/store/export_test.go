@@ -1,0 +1,5 @@
+package store
+
+// MigrateTo is migrateTo for the tests of package store_test, which build a database as an
+// older release left it.
+var MigrateTo = migrateTo
