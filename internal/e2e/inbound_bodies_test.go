@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // retention.inbound_bodies: 0 keeps an inbound email's body out of the database once its
@@ -41,7 +42,7 @@ func TestInboundBodiesAreRemovedOnceNotified(t *testing.T) {
 			key := "email.received:" + emailID
 			h.waitProcessed(key)
 
-			waitCount(t, "distinct notifications the sink accepted", 1, func() int { return len(distinctIDs(h.sink.delivered())) })
+			testenv.WaitCount(t, "distinct notifications the sink accepted", testenv.Stall, 1, func() int { return len(distinctIDs(h.sink.delivered())) })
 			d := h.sink.delivered()[0]
 			data, _ := d.Body["data"].(map[string]any)
 			payload, _ := data["payload"].(map[string]any)

@@ -171,7 +171,7 @@ func loadedStore(b *testing.B) *store.Store {
 			}
 		}
 		b.Logf("loaded %d events in %d months in %s", perMonth*months, months, time.Since(start).Round(time.Second))
-		logSizes(b, s)
+		logTableSizes(b, s)
 		loaded = s
 	})
 	if loaded == nil {
@@ -180,8 +180,8 @@ func loadedStore(b *testing.B) *store.Store {
 	return loaded
 }
 
-// logSizes logs each table's rows and heap, index and TOAST sizes.
-func logSizes(tb testing.TB, s *store.Store) {
+// logTableSizes logs each table's rows and heap, index and TOAST sizes.
+func logTableSizes(tb testing.TB, s *store.Store) {
 	rows, err := s.Pool().Query(context.Background(), `
 SELECT c.relname,
        COALESCE((SELECT sum(cc.reltuples) FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid WHERE i.inhparent = c.oid), c.reltuples)::bigint,
