@@ -37,7 +37,9 @@ func TestMTLSOptionsHandshake(t *testing.T) {
 	f := tlstest.Write(t, t.TempDir(), "temporal.test")
 	cfg := config.Defaults().Temporal
 	cfg.TLS = config.TLS{Enabled: true, CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey, ServerName: f.ServerName}
-	if err := (config.Config{HTTP: config.Defaults().HTTP, Database: config.Defaults().Database, Temporal: cfg, Notify: config.Defaults().Notify, Acceptance: config.Defaults().Acceptance}).Validate(); err != nil {
+	whole := config.Defaults()
+	whole.Temporal = cfg
+	if err := whole.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := temporalconn.ClientOptions(cfg, nil, nil)
