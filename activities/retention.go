@@ -18,6 +18,7 @@ const (
 	MoveLegacyPayloadsName    = "MoveLegacyPayloads"
 	DropExpiredPartitionsName = "DropExpiredPartitions"
 	PruneDedupeKeysName       = "PruneDedupeKeys"
+	StripInboundBodiesName    = "StripInboundBodies"
 )
 
 // RetentionStore is the part of the store the retention activities use.
@@ -26,6 +27,7 @@ type RetentionStore interface {
 	MoveLegacyPayloads(ctx context.Context, batch int, p store.Partitioning) (int64, error)
 	DropExpiredPartitions(ctx context.Context, o store.DropOptions) (store.PartitionReport, error)
 	PruneDedupeKeys(ctx context.Context, o store.PruneOptions) (store.PruneReport, error)
+	StripInboundBodies(ctx context.Context, processedBefore time.Time, batch int) (int64, error)
 }
 
 // Retention carries the dependencies of the Retention workflow's activities.
@@ -152,6 +154,34 @@ func (r *Retention) PruneDedupeKeys(ctx context.Context, in PruneInput) (PruneRe
 	return PruneResult{PruneReport: withEarlier(rep)}, err
 }
 
+// StripInput says whose inbound bodies StripInboundBodies removes: events processed before
+// Before.
+type StripInput struct {
+	Before time.Time `json:"before"`
+}
+
+// StripResult is what StripInboundBodies did.
+type StripResult struct {
+	Stripped int64 `json:"stripped"`
+	// More: the activity's time ran out first; the next run strips the rest.
+	More bool `json:"more,omitempty"`
+}
+
+// StripInboundBodies removes the email bodies of inbound events processed before in.Before and
+// all notified (store.StripInboundBodies), until none is left or the activity's time is nearly
+// up; it is idempotent.
+func (r *Retention) StripInboundBodies(ctx context.Context, in StripInput) (StripResult, error) {
+	stop := heartbeatEvery(ctx, 10*time.Second) // the store's loop has no progress callback
+	defer stop()
+	bctx, cancel := budget(ctx)
+	defer cancel()
+	n, err := r.Store.StripInboundBodies(bctx, in.Before, r.batch())
+	if outOfTime(ctx, bctx, err) {
+		return StripResult{Stripped: n, More: true}, nil
+	}
+	return StripResult{Stripped: n}, err
+}
+
 func (r *Retention) batch() int {
 	if r.Batch > 0 {
 		return r.Batch
@@ -165,6 +195,7 @@ func (r *Retention) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(r.MoveLegacyPayloads, activity.RegisterOptions{Name: MoveLegacyPayloadsName})
 	reg.RegisterActivityWithOptions(r.DropExpiredPartitions, activity.RegisterOptions{Name: DropExpiredPartitionsName})
 	reg.RegisterActivityWithOptions(r.PruneDedupeKeys, activity.RegisterOptions{Name: PruneDedupeKeysName})
+	reg.RegisterActivityWithOptions(r.StripInboundBodies, activity.RegisterOptions{Name: StripInboundBodiesName})
 }
 
 // budgetMargin is the part of an activity's time a batched loop leaves itself to report what

@@ -34,6 +34,9 @@ type RetentionResult struct {
 	Partitions store.PartitionReport `json:"partitions"`
 	// DedupeKeys counts the keys deleted and the rows deleted with them.
 	DedupeKeys *activities.PruneResult `json:"dedupe_keys,omitempty"`
+	// InboundBodies: what the inbound_bodies step did (absent when retention.inbound_bodies is
+	// not this run's to enforce).
+	InboundBodies *activities.StripResult `json:"inbound_bodies,omitempty"`
 	// Errors lists the steps that failed for good, each with its last error.
 	Errors []StepError `json:"errors,omitempty"`
 }
@@ -104,6 +107,13 @@ func Retention(ctx workflow.Context, in domain.RetentionInput) (RetentionResult,
 	step(activities.CreatePartitionsName, workflow.ExecuteActivity(createCtx, activities.CreatePartitionsName, parts), &res.PartitionsCreated)
 	// Before the drop, so payloads of legacy rows that have expired go with their partition.
 	step(activities.MoveLegacyPayloadsName, workflow.ExecuteActivity(batchCtx, activities.MoveLegacyPayloadsName, parts), &res.LegacyPayloads)
+	if in.InboundBodies > 0 {
+		var stripped activities.StripResult
+		if step(activities.StripInboundBodiesName, workflow.ExecuteActivity(batchCtx, activities.StripInboundBodiesName,
+			activities.StripInput{Before: workflow.Now(ctx).Add(-in.InboundBodies)}), &stripped) {
+			res.InboundBodies = &stripped
+		}
+	}
 	step(activities.DropExpiredPartitionsName, workflow.ExecuteActivity(batchCtx, activities.DropExpiredPartitionsName,
 		activities.DropInput{Before: payloadsBefore}), &res.Partitions)
 	if res.DedupeKeysBefore != nil {

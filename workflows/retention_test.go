@@ -149,3 +149,27 @@ func TestRetentionRefusesABadInput(t *testing.T) {
 		})
 	}
 }
+
+// retention.inbound_bodies between 0 and payloads: the bodies of inbound emails processed
+// before its cutoff are removed after the legacy move (which the strip reads from) and before
+// the drop.
+func TestRetentionStripsInboundBodiesAfterTheirOwnTime(t *testing.T) {
+	env := newRetentionEnv(t)
+	in := retentionIn
+	in.InboundBodies = 7 * day
+	var order steps
+	env.OnActivity(activities.CreatePartitionsName, mock.Anything, mock.Anything).Run(order.ran("create")).Return([]string{}, nil).Once()
+	env.OnActivity(activities.MoveLegacyPayloadsName, mock.Anything, mock.Anything).Run(order.ran("legacy")).Return(activities.LegacyResult{}, nil).Once()
+	env.OnActivity(activities.StripInboundBodiesName, mock.Anything,
+		mock.MatchedBy(func(in activities.StripInput) bool { return in.Before.Equal(retentionStart.Add(-7 * day)) })).
+		Run(order.ran("strip")).Return(activities.StripResult{Stripped: 4}, nil).Once()
+	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Run(order.ran("drop")).Return(store.PartitionReport{}, nil).Once()
+	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything, mock.Anything).Run(order.ran("prune")).Return(activities.PruneResult{}, nil).Once()
+
+	env.ExecuteWorkflow(domain.RetentionName, in)
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.RetentionResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	assert.Equal(t, []string{"create", "legacy", "strip", "drop", "prune"}, order.names)
+	assert.Equal(t, &activities.StripResult{Stripped: 4}, res.InboundBodies)
+}

@@ -20,6 +20,10 @@ type RetentionInput struct {
 	DailyPartitions bool `json:"daily_partitions,omitempty"`
 	// PartitionsAhead: how many partitions past the current one are created in advance.
 	PartitionsAhead int `json:"partitions_ahead"`
+	// InboundBodies: the bodies of inbound emails processed longer ago than this (and all
+	// notified) are removed. Zero: not by this run (retention.inbound_bodies unset keeps them
+	// with the payloads; 0 removes them as the event is marked processed).
+	InboundBodies time.Duration `json:"inbound_bodies,omitempty"`
 }
 
 // MinPayloadRetention is the shortest retention.payloads, as config validates it.
@@ -33,6 +37,8 @@ func (in RetentionInput) Validate() error {
 		return fmt.Errorf("payloads %s: must be at least %s", in.Payloads, MinPayloadRetention)
 	case in.DedupeKeys < 0, in.DedupeKeys > 0 && in.DedupeKeys < in.Payloads:
 		return fmt.Errorf("dedupe_keys %s: must be 0 (forever) or at least payloads (%s)", in.DedupeKeys, in.Payloads)
+	case in.InboundBodies < 0:
+		return fmt.Errorf("inbound_bodies %s: must not be negative", in.InboundBodies)
 	case in.PartitionsAhead < 1:
 		return errors.New("partitions_ahead must be at least 1")
 	}

@@ -30,6 +30,11 @@ func Input(r config.Retention) domain.RetentionInput {
 	if !r.DedupeKeys.Forever() {
 		in.DedupeKeys = r.DedupeKeys.Duration()
 	}
+	// Only a time between 0 (done as each event is processed) and payloads (done by the
+	// partition drop) is this run's to enforce.
+	if ib := r.InboundBodiesOr(); ib > 0 && ib < r.Payloads {
+		in.InboundBodies = ib.Duration()
+	}
 	return in
 }
 
