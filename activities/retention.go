@@ -74,15 +74,25 @@ type LegacyResult struct {
 // activity's time is nearly up; it is idempotent, so a later run takes up where this one
 // stopped.
 func (r *Retention) MoveLegacyPayloads(ctx context.Context, in PartitionsInput) (LegacyResult, error) {
-	stop := heartbeatEvery(ctx, 10*time.Second) // the store's loop has no progress callback
+	moved, more, err := untilDone(ctx, func(ctx context.Context) (int64, error) {
+		return r.Store.MoveLegacyPayloads(ctx, r.batch(), in.partitioning())
+	})
+	return LegacyResult{Moved: moved, More: more}, err
+}
+
+// untilDone runs a store loop that reports no progress of its own, heartbeating meanwhile,
+// within the activity's budget; more says the budget ran out first (not an error: the next run
+// goes on).
+func untilDone(ctx context.Context, loop func(context.Context) (int64, error)) (n int64, more bool, err error) {
+	stop := heartbeatEvery(ctx, 10*time.Second)
 	defer stop()
 	bctx, cancel := budget(ctx)
 	defer cancel()
-	moved, err := r.Store.MoveLegacyPayloads(bctx, r.batch(), in.partitioning())
+	n, err = loop(bctx)
 	if outOfTime(ctx, bctx, err) {
-		return LegacyResult{Moved: moved, More: true}, nil
+		return n, true, nil
 	}
-	return LegacyResult{Moved: moved}, err
+	return n, false, err
 }
 
 // DropInput says which partitions DropExpiredPartitions removes: those whose range ended at or
@@ -171,15 +181,10 @@ type StripResult struct {
 // all notified (store.StripInboundBodies), until none is left or the activity's time is nearly
 // up; it is idempotent.
 func (r *Retention) StripInboundBodies(ctx context.Context, in StripInput) (StripResult, error) {
-	stop := heartbeatEvery(ctx, 10*time.Second) // the store's loop has no progress callback
-	defer stop()
-	bctx, cancel := budget(ctx)
-	defer cancel()
-	n, err := r.Store.StripInboundBodies(bctx, in.Before, r.batch())
-	if outOfTime(ctx, bctx, err) {
-		return StripResult{Stripped: n, More: true}, nil
-	}
-	return StripResult{Stripped: n}, err
+	n, more, err := untilDone(ctx, func(ctx context.Context) (int64, error) {
+		return r.Store.StripInboundBodies(ctx, in.Before, r.batch())
+	})
+	return StripResult{Stripped: n, More: more}, err
 }
 
 func (r *Retention) batch() int {
