@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
@@ -48,11 +49,10 @@ type Store interface {
 	RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error)
 	ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error)
 	EnsureNotification(ctx context.Context, n store.Notification) (store.Notification, error)
-	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
 	MarkNotificationSent(ctx context.Context, id string) error
-	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
+	SinkStore
 	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, store.ApplyResult, bool, error)
 }
@@ -72,6 +72,12 @@ type Activities struct {
 	// SuppressionScopes is config suppression.scopes, as the store applies it
 	// (store.SetSuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
 	SuppressionScopes map[string]string
+	// Delivery is config notify.*: when a failing notification parks, when a sink's circuit
+	// opens, and how its drainer probes and drains (sinks.go).
+	Delivery config.Notify
+	// Drainers wakes a sink's drainer when a notification is the first to park for it. Nil in
+	// tests that run no drainer.
+	Drainers Drainers
 }
 
 // MaxRetryAfter is the longest Retry-After a sink may ask for.
@@ -165,11 +171,18 @@ func (in NotifyInput) notificationEventID() string {
 type NotifyResult struct {
 	ID          string `json:"id"`
 	AlreadySent bool   `json:"already_sent,omitempty"`
+	// Parked: not sent now; parked for the sink's drainer, which sends it under the same id
+	// (Reason says why: delivery.Reason*).
+	Parked bool   `json:"parked,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Notify delivers one notification to one sink. Its id is stable for the (event, sink, type), so
 // the downstream can dedupe on Idempotency-Key / webhook-id; a notification already sent is not
-// sent again. Retries follow the workflow's retry policy; a 4xx other than 408/429 ends them.
+// sent again. While the sink is healthy it is sent here, in its event's run. It parks for the
+// sink's drainer instead (and the run goes on) when the sink is open, paused or draining, when
+// the sink's rate or concurrency limit is reached, when the sink asks to slow down, and when
+// notify.attempts attempts have failed; a 4xx other than 408/429 fails it for good.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
 	sink, ok := findSink(a.Sinks, in.Sink)
 	if !ok {
@@ -184,9 +197,11 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
 	}
-	n, err := a.Store.EnsureNotification(ctx, store.Notification{
-		ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body,
-	})
+	row := store.Notification{ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body}
+	if in.Type == domain.TypeStatusChanged {
+		row.MessageID, row.Version = ev.MessageID, in.Apply.Version
+	}
+	n, err := a.Store.EnsureNotification(ctx, row)
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, ev, NotifyName, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
@@ -196,48 +211,86 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	case domain.NotificationFailed:
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("notification %s already failed: %s", n.ID, n.LastError), ErrTypeSinkRejected, nil)
+	case domain.NotificationParked:
+		return NotifyResult{ID: n.ID, Parked: true, Reason: n.ParkReason}, nil
 	}
 
 	log := a.logger(ctx, ev).With("sink", sink.Name, "notification_id", n.ID)
+	if why := n.Gate.ParkReason(); why != "" {
+		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
+	}
+	release, ok, err := a.tryLimits(ctx, sink)
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	if !ok {
+		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonThrottled, time.Time{})
+	}
 	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, n.Body, a.now())
-	if sendErr == nil {
+	release()
+	made := in.PriorAttempts + int(activity.GetInfo(ctx).Attempt)
+	var de *notify.DeliveryError
+	errors.As(sendErr, &de)
+	switch verdictOf(sendErr) {
+	case delivery.Sent:
 		if err := a.Store.MarkNotificationSent(ctx, n.ID); err != nil {
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.InfoContext(ctx, "notification sent")
-		a.Metrics.NotificationAttempt(sink.Name, "sent", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
+		a.Metrics.NotificationAttempt(sink.Name, "sent", true, made)
 		return NotifyResult{ID: n.ID}, nil
-	}
-	if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
-		log.WarnContext(ctx, "could not record notification attempt", "error", err)
-	}
-	var de *notify.DeliveryError
-	if errors.As(sendErr, &de) && !de.Retryable {
+	case delivery.Rejected:
+		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+			log.WarnContext(ctx, "could not record notification attempt", "error", err)
+		}
 		if err := a.Store.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", de.StatusCode)
-		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, in.PriorAttempts+int(activity.GetInfo(ctx).Attempt))
+		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, made)
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
+	case delivery.SlowDown:
+		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+			log.WarnContext(ctx, "could not record notification attempt", "error", err)
+		}
+		a.Metrics.NotificationAttempt(sink.Name, "slow_down", false, 0)
+		wait := delivery.SlowDownFor(de.RetryAfter, a.Delivery.FirstProbe(), a.MaxRetryAfter())
+		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonSlowDown, a.now().Add(wait))
 	}
-	log.WarnContext(ctx, "notification attempt failed; will retry", "error", sendErr)
+	opened, err := a.Store.DeliveryFailed(ctx, n.ID, sink.Name, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
+	if err != nil {
+		log.WarnContext(ctx, "could not record the failed attempt", "error", err)
+	}
+	if opened {
+		log.WarnContext(ctx, "sink circuit opened: its notifications park until a probe succeeds",
+			"failures", a.Delivery.OpenAfter())
+		a.wake(ctx, log, sink.Name)
+	}
+	log.WarnContext(ctx, "notification attempt failed", "attempt", made, "status", statusOf(de))
 	a.Metrics.NotificationAttempt(sink.Name, "retrying", false, 0)
-	opts := temporal.ApplicationErrorOptions{Cause: sendErr}
-	if de != nil && de.RetryAfter > 0 {
-		// Honour the sink's Retry-After, but never beyond the policy's own ceiling.
-		opts.NextRetryDelay = min(de.RetryAfter, a.MaxRetryAfter())
+	if delivery.ParksAfter(made, a.Delivery.ParkAfter(), opened) {
+		why := delivery.ReasonRetriesSpent
+		if opened {
+			why = delivery.ReasonOpen
+		}
+		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
 	}
 	return NotifyResult{}, temporal.NewApplicationErrorWithOptions(
-		fmt.Sprintf("sink %s: %v", sink.Name, sendErr), ErrTypeSinkUnavailable, opts)
+		fmt.Sprintf("sink %s: %v", sink.Name, sendErr), ErrTypeSinkUnavailable, temporal.ApplicationErrorOptions{Cause: sendErr})
 }
 
-// MarkProcessedInput closes an event: failed notifications are recorded, processed_at is set.
+// MarkProcessedInput closes an event: failed notifications are recorded, the ones whose
+// attempts ended in an error are parked, processed_at is set.
 type MarkProcessedInput struct {
 	Provider string               `json:"provider"`
 	EventID  string               `json:"event_id"`
 	Failed   []FailedNotification `json:"failed,omitempty"`
+	// Park are notifications whose attempts ended in an error rather than in a park (a worker
+	// lost during the last one, or a run started before parking whose retries ran out): they
+	// are parked for their sink's drainer.
+	Park []FailedNotification `json:"park,omitempty"`
 	// Result is the run's outcome (moved, stale, inbound …), for metrics.
 	Result domain.Outcome `json:"result,omitempty"`
 }
@@ -266,6 +319,18 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 			return fmt.Errorf("mark notification %s failed: %w", f.ID, err)
 		}
 	}
+	for _, f := range in.Park {
+		p, err := a.Store.ParkNotification(ctx, f.ID, f.Sink, delivery.ReasonRetriesSpent, time.Time{})
+		if err != nil {
+			return fmt.Errorf("park notification %s: %w", f.ID, err)
+		}
+		if p.Parked {
+			a.Metrics.NotificationParked(f.Sink, delivery.ReasonRetriesSpent)
+		}
+		if p.Woke {
+			a.wake(ctx, a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}), f.Sink)
+		}
+	}
 	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
 		return a.failed(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
 			fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err))
@@ -275,7 +340,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 	}
 	a.Metrics.EventProcessed(in.Provider, string(in.Result))
 	a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}).InfoContext(ctx, "event processed",
-		"result", in.Result, "failed_notifications", len(in.Failed))
+		"result", in.Result, "failed_notifications", len(in.Failed), "parked_notifications", len(in.Park))
 	return nil
 }
 
@@ -419,4 +484,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
 	r.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: ProcessName})
 	r.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: SendNotificationName})
+	r.RegisterActivityWithOptions(a.CheckSink, activity.RegisterOptions{Name: CheckSinkName})
+	r.RegisterActivityWithOptions(a.ProbeSink, activity.RegisterOptions{Name: ProbeSinkName})
+	r.RegisterActivityWithOptions(a.DrainSink, activity.RegisterOptions{Name: DrainSinkName})
 }

@@ -78,9 +78,9 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 		return res, nil
 	}
 
-	var failed []activities.FailedNotification
-	res.Notifications, failed = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
-	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Result: res.Outcome}
+	var failed, park []activities.FailedNotification
+	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
+	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
 	if err := dbStep(ctx, activities.MarkProcessedName, mark, nil); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
@@ -88,8 +88,9 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
-// and waits for all of them: a sink that gives up is reported, not fatal.
-func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.Notification) ([]domain.NotificationResult, []activities.FailedNotification) {
+// and waits for all of them: a sink that refuses, or that fails and has its notification parked,
+// is reported, not fatal.
+func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
 	keyID := in.NotificationEventID()
 	type sent struct {
 		out activities.NotifyResult
@@ -108,31 +109,24 @@ func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.N
 			set.Set(sent{out: out, err: err}, nil)
 		})
 	}
-	results := make([]domain.NotificationResult, len(ns))
-	var failed []activities.FailedNotification
+	results = make([]domain.NotificationResult, len(ns))
 	for i, f := range done {
 		n := ns[i]
-		id := domain.NotificationID(in.Provider, keyID, n.Sink, n.Type)
 		var r sent
 		_ = f.Get(ctx, &r)
-		if r.err != nil {
-			msg := failureMessage(r.err)
-			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
-			results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationFailed, Error: msg}
-			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
-			continue
-		}
-		results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationSent, AlreadySent: r.out.AlreadySent}
+		results[i], failed, park = outcome(ctx, notification{Type: n.Type, Sink: n.Sink},
+			domain.NotificationID(in.Provider, keyID, n.Sink, n.Type), r.out, r.err, failed, park)
 	}
-	return results, failed
+	return results, failed, park
 }
 
 // sendOne makes a notification's first attempt as a local activity, inside the workflow task:
-// most sinks answer at once, and then the notification costs no activity task. A first attempt
-// that fails and may be retried goes on as a regular activity with the durable retry policy
-// (notify.*: backing off up to max_interval, giving up after give_up_after), which shows in the
-// UI as pending with its attempts and last error; the sink's Retry-After is waited for first. A
-// sink that refuses for good (a 4xx) ends it at once, as before.
+// most sinks answer at once, and then the notification costs no activity task, and a sink that
+// is open, paused or behind parks it there as well. A first attempt that fails and may be
+// retried goes on as a regular activity (shown in the UI as pending with its attempts and last
+// error), whose notify.attempts-th failure parks it for the sink's drainer; a 4xx ends it at
+// once. The Retry-After wait below is only taken by runs recorded before parking: the activity
+// parks a notification whose sink asks to slow down instead of failing it.
 func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (activities.NotifyResult, error) {
 	var out activities.NotifyResult
 	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -50,12 +51,18 @@ func (in Input) notificationEventID() string {
 	return in.Event.EventID
 }
 
-// NotifyPolicy is the Notify activity's durable retry policy.
+// NotifyPolicy is how a notification is retried in its event's run before it parks
+// (config notify.*).
 type NotifyPolicy struct {
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
 	GiveUpAfter     time.Duration
 	AttemptTimeout  time.Duration
+	// Attempts is notify.attempts: the activity parks the notification once that many attempts
+	// failed, so its retry policy allows that many regular attempts (the first attempt, local,
+	// is one of them; the last one allowed is the spare for a worker that died during the one
+	// that would park). Zero: no bound, as for policies made before parking.
+	Attempts int
 }
 
 // Processor runs ProcessWebhookEvent with a notify retry policy. Retry policies are not part of
@@ -64,9 +71,10 @@ type Processor struct {
 	Notify NotifyPolicy
 }
 
-// Register registers the workflow under its stable name.
+// Register registers the workflows under their stable names.
 func (p *Processor) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(p.ProcessEvent, workflow.RegisterOptions{Name: domain.ProcessEventName})
+	r.RegisterWorkflowWithOptions(p.SinkDelivery, workflow.RegisterOptions{Name: domain.SinkDeliveryName})
 	// Still registered for the runs it started before ProcessEvent replaced it.
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
 	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: domain.DailyReconcileName})
@@ -158,16 +166,16 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 		res = domain.Result{Outcome: domain.OutcomeUnknownType}
 	}
 
-	var failed []activities.FailedNotification
+	var failed, park []activities.FailedNotification
 	if len(notify) > 0 {
 		base := activities.NotifyInput{Event: ev, Apply: applied}
 		if key := in.notificationEventID(); key != ev.EventID {
 			base.NotificationEventID = key
 		}
-		res.Notifications, failed = p.notifyAll(ctx, notify, base)
+		res.Notifications, failed, park = p.notifyAll(ctx, notify, base)
 	}
 
-	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Result: res.Outcome}
+	mark := activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID, Failed: failed, Park: park, Result: res.Outcome}
 	if err := workflow.ExecuteActivity(dbCtx, activities.MarkProcessedName, mark).Get(ctx, nil); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
@@ -175,17 +183,16 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 }
 
 // notifyAll sends every notification concurrently, so one slow sink does not delay the others,
-// and waits for all of them: a sink that gives up is reported, not fatal. Activities are
-// scheduled in the order of ns.
-func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) ([]domain.NotificationResult, []activities.FailedNotification) {
+// and waits for all of them: a sink that refuses or gives up is reported, not fatal. Activities
+// are scheduled in the order of ns.
+func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
 	futures := make([]workflow.Future, len(ns))
 	for i, n := range ns {
 		in := base
 		in.Sink, in.Type = n.Sink, n.Type
 		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)), activities.NotifyName, in)
 	}
-	results := make([]domain.NotificationResult, len(ns))
-	var failed []activities.FailedNotification
+	results = make([]domain.NotificationResult, len(ns))
 	for i, f := range futures {
 		n := ns[i]
 		keyID := base.Event.EventID
@@ -194,20 +201,39 @@ func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base acti
 		}
 		id := domain.NotificationID(base.Event.Provider, keyID, n.Sink, n.Type)
 		var out activities.NotifyResult
-		if err := f.Get(ctx, &out); err != nil {
-			msg := failureMessage(err)
-			workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", msg)
-			results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationFailed, Error: msg}
-			failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: msg})
-			continue
-		}
-		results[i] = domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id, Status: domain.NotificationSent, AlreadySent: out.AlreadySent}
+		err := f.Get(ctx, &out)
+		results[i], failed, park = outcome(ctx, n, id, out, err, failed, park)
 	}
-	return results, failed
+	return results, failed, park
 }
 
-// notifyOptions are a notification activity's options: the durable retry policy (notify.*), and
-// a summary naming the type and the sink in the UI.
+// outcome is one notification's result in its run, from what its activity returned: sent,
+// parked (by the activity, for the sink's drainer), failed (refused for good: appended to
+// failed), or parked by MarkProcessed (its attempts ended in an error, e.g. a worker that died
+// during the last one, or a run started before parking whose retries ran out: appended to park).
+func outcome(ctx workflow.Context, n notification, id string, out activities.NotifyResult, err error,
+	failed, park []activities.FailedNotification) (domain.NotificationResult, []activities.FailedNotification, []activities.FailedNotification) {
+	r := domain.NotificationResult{Sink: n.Sink, Type: n.Type, ID: id}
+	switch {
+	case err == nil && out.Parked:
+		r.Status, r.Reason = domain.NotificationParked, out.Reason
+	case err == nil:
+		r.Status, r.AlreadySent = domain.NotificationSent, out.AlreadySent
+	case final(err):
+		r.Status, r.Error = domain.NotificationFailed, failureMessage(err)
+		workflow.GetLogger(ctx).Warn("notification failed for good", "sink", n.Sink, "type", n.Type, "notification_id", id, "error", r.Error)
+		failed = append(failed, activities.FailedNotification{ID: id, Sink: n.Sink, Error: r.Error})
+	default:
+		r.Status, r.Reason, r.Error = domain.NotificationParked, delivery.ReasonRetriesSpent, failureMessage(err)
+		park = append(park, activities.FailedNotification{ID: id, Sink: n.Sink, Error: r.Error})
+	}
+	return r, failed, park
+}
+
+// notifyOptions are a notification activity's options: its retries before it parks (notify.*:
+// the activity parks it on its notify.attempts-th failed attempt; Temporal retry policies are not
+// part of the determinism check, so runs started with the 72 h policy of before replay alike),
+// and a summary naming the type and the sink in the UI.
 func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
@@ -217,6 +243,7 @@ func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
 			InitialInterval:        p.Notify.InitialInterval,
 			BackoffCoefficient:     2,
 			MaximumInterval:        p.Notify.MaxInterval,
+			MaximumAttempts:        int32(max(p.Notify.Attempts, 0)),
 			NonRetryableErrorTypes: []string{activities.ErrTypeSinkRejected, activities.ErrTypeUnknownSink},
 		},
 	}

@@ -114,8 +114,18 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 			Event: domain.Event{Provider: ReportProvider, EventID: "report:" + date, Type: domain.TypeReportDaily},
 			Data:  data,
 		}
-		var failed []activities.FailedNotification
-		res.Notifications, failed = q.notifyAll(ctx, notificationsOf(domain.TypeReportDaily, in.ReportSinks), base)
+		var failed, gaveUp []activities.FailedNotification
+		res.Notifications, failed, gaveUp = q.notifyAll(ctx, notificationsOf(domain.TypeReportDaily, in.ReportSinks), base)
+		// A report whose attempts ended in an error is failed, as it was before notifications
+		// parked (its activity parks it on its last failed attempt; this is a worker lost
+		// during that one): the run records it the way its history always did, and the next
+		// day's report supersedes it.
+		for i, r := range res.Notifications {
+			if r.Status == domain.NotificationParked && r.Error != "" {
+				res.Notifications[i].Status, res.Notifications[i].Reason = domain.NotificationFailed, ""
+			}
+		}
+		failed = append(failed, gaveUp...)
 		if len(failed) > 0 {
 			if err := workflow.ExecuteActivity(dbCtx, activities.MarkNotificationsFailedName, failed).Get(ctx, nil); err != nil {
 				return DailyReconcileResult{}, fmt.Errorf("mark report notifications failed: %w", err)

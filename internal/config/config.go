@@ -196,13 +196,33 @@ type Relay struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 }
 
-// Notify configures downstream delivery retries (the Notify activity's retry policy).
+// Notify configures downstream delivery: a notification's first attempts (in its event's run),
+// when it parks, each sink's circuit and its drainer (delivery.go).
 type Notify struct {
+	// InitialInterval is the wait before a failed notification's second retry, doubling up to
+	// MaxInterval (the first retry follows the first attempt at once).
 	InitialInterval time.Duration `yaml:"initial_interval"`
-	MaxInterval     time.Duration `yaml:"max_interval"`
-	GiveUpAfter     time.Duration `yaml:"give_up_after"`
+	// MaxInterval bounds the wait between retries, and how long a sink's Retry-After may hold
+	// its deliveries.
+	MaxInterval time.Duration `yaml:"max_interval"`
+	// GiveUpAfter: a notification parked longer than this ends failed.
+	GiveUpAfter time.Duration `yaml:"give_up_after"`
 	// AttemptTimeout bounds one HTTP attempt to a sink.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
+	// Attempts is how many times a notification is tried (the first included) before it parks
+	// for its sink's drainer; default 4.
+	Attempts int `yaml:"attempts"`
+	// CircuitFailures is how many failed attempts in a row open a sink's circuit; default 5.
+	CircuitFailures int `yaml:"circuit_failures"`
+	// ProbeInterval is how long an open sink waits for its first probe, doubling after each
+	// failed one up to MaxProbeInterval; defaults 5 s and 1 min.
+	ProbeInterval    time.Duration `yaml:"probe_interval"`
+	MaxProbeInterval time.Duration `yaml:"max_probe_interval"`
+	// DrainBatch is how many parked notifications one drain step sends at most; default 100.
+	DrainBatch int `yaml:"drain_batch"`
+	// DrainConcurrency is how many requests a drain sends at once to a sink without
+	// sinks[].concurrency; default 4.
+	DrainConcurrency int `yaml:"drain_concurrency"`
 }
 
 // Endpoint is one webhook URL, /webhooks/<name>, bound to a provider. Its provider settings
@@ -219,6 +239,11 @@ type Sink struct {
 	URL    string   `yaml:"url"`
 	Secret string   `yaml:"secret"`
 	Types  []string `yaml:"types"`
+	// Rate bounds the requests a second sent to the sink by every worker together (0: no
+	// bound); Concurrency the requests in flight at once (0: no bound for first attempts, and
+	// notify.drain_concurrency for a drain). Both hold across processes (delivery.go).
+	Rate        float64 `yaml:"rate"`
+	Concurrency int     `yaml:"concurrency"`
 }
 
 // Wants reports whether the sink subscribes to a notification type.
@@ -245,7 +270,7 @@ func Defaults() Config {
 		Temporal: Temporal{
 			Address:      envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 			Namespace:    envOr("TEMPORAL_NAMESPACE", "default"),
-			TaskQueue:    "mailhook",
+			TaskQueue:    domain.DefaultTaskQueue,
 			StartTimeout: 5 * time.Second,
 			RetryAfter:   30 * time.Second,
 			EagerStart:   true,
@@ -257,10 +282,16 @@ func Defaults() Config {
 			Relay:         Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
 		},
 		Notify: Notify{
-			InitialInterval: time.Second,
-			MaxInterval:     10 * time.Minute,
-			GiveUpAfter:     72 * time.Hour,
-			AttemptTimeout:  30 * time.Second,
+			InitialInterval:  time.Second,
+			MaxInterval:      10 * time.Minute,
+			GiveUpAfter:      72 * time.Hour,
+			AttemptTimeout:   30 * time.Second,
+			Attempts:         DefaultAttempts,
+			CircuitFailures:  DefaultCircuitFailures,
+			ProbeInterval:    DefaultProbeInterval,
+			MaxProbeInterval: DefaultMaxProbeInterval,
+			DrainBatch:       DefaultDrainBatch,
+			DrainConcurrency: DefaultDrainConcurrency,
 		},
 	}
 }
@@ -418,6 +449,9 @@ func (c Config) Validate() error {
 	if c.Notify.InitialInterval <= 0 || c.Notify.MaxInterval <= 0 || c.Notify.GiveUpAfter <= 0 || c.Notify.AttemptTimeout <= 0 {
 		return errors.New("config: notify.initial_interval, max_interval, give_up_after and attempt_timeout must be positive")
 	}
+	if err := c.Notify.validateDelivery(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	// Events, messages, dedupe and signature nonces are keyed by event namespace
 	// (provider.EventNamespace), so a namespace must belong to one provider. Each registered
@@ -512,6 +546,9 @@ func (c Config) Validate() error {
 		}
 		if len(s.Types) == 0 {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
+		}
+		if err := s.validateLimits(key); err != nil {
+			return err
 		}
 		for j, t := range s.Types {
 			if !domain.KnownNotificationType(t) {

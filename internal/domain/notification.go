@@ -28,7 +28,13 @@ const (
 	NotificationPending = "pending"
 	NotificationSent    = "sent"
 	NotificationFailed  = "failed"
+	// NotificationParked: not sent by its event's run (its sink was failing, paused, behind or
+	// throttled); the sink's drainer sends it under the same id.
+	NotificationParked = "parked"
 )
+
+// NotificationStatuses lists every status a notification can have.
+var NotificationStatuses = []string{NotificationPending, NotificationParked, NotificationSent, NotificationFailed}
 
 // NotificationID is the stable id of the notification of type typ about one event to one sink,
 // used as the Idempotency-Key of every delivery attempt, so a sink dedupes on it. The NUL

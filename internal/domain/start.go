@@ -23,7 +23,40 @@ const (
 	// RetentionName enforces config retention.* (RetentionInput); the Temporal Schedule
 	// mailhook-retention starts it at 01:15 UTC.
 	RetentionName = "Retention"
+	// SinkDeliveryName is a sink's drainer: one long-lived run per sink (SinkWorkflowID) that
+	// owns the sink's circuit, probes it while it is open and sends its parked notifications.
+	SinkDeliveryName = "SinkDelivery"
 )
+
+// The drainer's signal and query.
+const (
+	// SinkWakeSignal tells a drainer to look at its sink now: a notification was the first to
+	// park for it, its circuit opened, an operator paused, resumed or redelivered. It carries
+	// nothing: the sink's state is in PostgreSQL.
+	SinkWakeSignal = "wake"
+	// SinkStateQuery answers the drainer's last step (activities.SinkStep): state, parked
+	// count, oldest parked, next probe, last error.
+	SinkStateQuery = "state"
+)
+
+// DefaultTaskQueue is temporal.task_queue's default.
+const DefaultTaskQueue = "mailhook"
+
+// SinkWorkflowID is the workflow ID of a sink's drainer: sink:<name>, one per sink of the
+// mailhook whose workers poll taskQueue. A task queue other than the default is part of it
+// (sink:<name>@<task queue>): two mailhooks sharing a namespace (each its own task queue, its own
+// database) may both name a sink "app", and each needs its own drainer.
+func SinkWorkflowID(sink, taskQueue string) string {
+	if taskQueue == DefaultTaskQueue {
+		return "sink:" + sink
+	}
+	return "sink:" + sink + "@" + taskQueue
+}
+
+// SinkDeliveryInput is a drainer's input: the sink it drains.
+type SinkDeliveryInput struct {
+	Sink string `json:"sink"`
+}
 
 // EventRef is ProcessEvent's input: the event's key and the few small fields an operator reads in
 // the Temporal UI, the routing decided when it was accepted, and the replay number. The event
@@ -82,7 +115,9 @@ type NotificationResult struct {
 	Sink   string `json:"sink"`
 	Type   string `json:"type,omitempty"`
 	ID     string `json:"id"`
-	Status string `json:"status"` // sent or failed
+	Status string `json:"status"` // sent, parked (for the sink's drainer) or failed
+	// Reason says why it was parked (delivery.Reason*).
+	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
 	// AlreadySent: the notification had been sent before this run (a replay without
 	// --renotify, a reset run), so it was not sent again.

@@ -138,9 +138,9 @@ func TestProcessFaults(t *testing.T) {
 		}
 	})
 
-	// The sink fails for 20 s, not the 2 minutes an outage might last: with max_interval 2s that
-	// is already 10+ attempts per notification, the same retry path a longer outage takes, and
-	// it keeps the suite short.
+	// The sink fails for 20 s, not the 2 minutes an outage might last: its circuit opens within
+	// the first second, its notifications park, and the drainer probes every 2 s at most, the
+	// same path a longer outage takes, and it keeps the suite short.
 	t.Run("sink answers 500 for 20s, then 200: every id delivered exactly once", func(t *testing.T) {
 		t.Parallel()
 		e := newProcEnv(t, bin, procOptions{})
@@ -157,8 +157,19 @@ func TestProcessFaults(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		accepted := l.stop()
 		e.verdict(accepted, verdictOptions{exactlyOnce: true})
-		if n := len(e.sink.attempts()) - len(e.sink.delivered()); n == 0 {
+		failedAttempts := len(e.sink.attempts()) - len(e.sink.delivered())
+		if failedAttempts == 0 {
 			t.Errorf("the sink never answered 500: the fault was not exercised")
+		}
+		// The outage costs attempts per sink, not per notification: a few first attempts until
+		// the circuit opens, the retries in flight then, and a probe every 2 s at most.
+		parked := e.query(`SELECT count(*) FROM notifications WHERE park_reason IS NOT NULL`)
+		if parked == 0 {
+			t.Errorf("no notification was parked during the outage")
+		}
+		t.Logf("%d failed attempts for %d notifications, %d of them parked", failedAttempts, len(e.sink.delivered()), parked)
+		if failedAttempts > 60 {
+			t.Errorf("%d failed attempts in a 20 s outage: attempts were not bounded per sink", failedAttempts)
 		}
 	})
 
@@ -305,6 +316,8 @@ notify:
   max_interval: 2s
   give_up_after: 10m
   attempt_timeout: 5s
+  probe_interval: 500ms
+  max_probe_interval: 2s
 endpoints:
   - name: postscale
     provider: postscale
@@ -618,6 +631,11 @@ func (e *procEnv) verdict(accepted []string, o verdictOptions) {
 		return e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)
 	})
 	t.Logf("all %d accepted events processed %s after the load stopped", len(accepted), time.Since(start).Round(time.Millisecond))
+	// Notifications parked while the sink failed are the drainer's: processed events do not
+	// wait for them. The count of those still parked is the progress.
+	testenv.WaitCount(t, "parked notifications drained", testenv.Stall, 0, func() int {
+		return e.query(`SELECT count(*) FROM notifications WHERE status = 'parked'`)
+	})
 
 	// Exactly one row per accepted event, and none for anything else.
 	if n := e.query(`SELECT count(*) FROM webhook_events`); n != len(accepted) {

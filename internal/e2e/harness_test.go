@@ -222,6 +222,11 @@ type harnessOptions struct {
 	startTimeout time.Duration
 	// inboundBodies is config retention.inbound_bodies (nil: unset).
 	inboundBodies *config.Period
+	// notify, when set, changes notify.* after the harness's defaults.
+	notify func(*config.Notify)
+	// sinks, when set, changes the sinks after the harness's one ("app", this harness's
+	// receiver): more sinks, limits.
+	sinks func([]config.Sink) []config.Sink
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -245,15 +250,22 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		cfg.Temporal.StartTimeout = o.startTimeout
 	}
 	cfg.Temporal.RetryAfter = 5 * time.Second
-	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second}
+	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second,
+		ProbeInterval: 200 * time.Millisecond, MaxProbeInterval: time.Second}
 	if o.notifyTimeout > 0 {
 		cfg.Notify.GiveUpAfter = o.notifyTimeout
+	}
+	if o.notify != nil {
+		o.notify(&cfg.Notify)
 	}
 	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
 	if o.sinkTypes != nil {
 		cfg.Sinks[0].Types = o.sinkTypes
+	}
+	if o.sinks != nil {
+		cfg.Sinks = o.sinks(cfg.Sinks)
 	}
 	cfg.Acceptance.Relay.PollInterval = 500 * time.Millisecond
 	cfg.Acceptance.Relay.MaxBackoff = time.Second

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -50,7 +53,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	base := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	msg := h.id("msg_hist")
 	ids := map[string]string{}
-	for _, s := range []string{"delivered", "sent", "retried", "failed", "unknown", "giveup"} {
+	for _, s := range []string{"delivered", "sent", "retried", "failed", "unknown"} {
 		ids[s] = h.id("evt_hist_" + s)
 	}
 	fail[notification(ids["retried"], domain.TypeStatusChanged)] = func(attempt int) int {
@@ -60,7 +63,6 @@ func TestRecordScenarioHistories(t *testing.T) {
 		return http.StatusOK
 	}
 	fail[notification(ids["failed"], domain.TypeStatusChanged)] = func(int) int { return http.StatusBadRequest }
-	fail[notification(ids["giveup"], domain.TypeStatusChanged)] = func(int) int { return http.StatusInternalServerError }
 	inboundID := h.id("inb_hist")
 
 	scenarios := []struct {
@@ -71,7 +73,6 @@ func TestRecordScenarioHistories(t *testing.T) {
 		{"stale", h.envelope(ids["sent"], "email.sent", msg, base, ""), ids["sent"], "stale"},
 		{"notify-retried-then-sent", h.envelope(ids["retried"], "email.delivered", h.id("msg_hist_r"), base, ""), ids["retried"], "moved"},
 		{"notify-rejected", h.envelope(ids["failed"], "email.delivered", h.id("msg_hist_f"), base, ""), ids["failed"], "moved"},
-		{"notify-gave-up", h.envelope(ids["giveup"], "email.complained", h.id("msg_hist_g"), base, ""), ids["giveup"], "moved"},
 		{"inbound", `{"event":"email.received","timestamp":"2026-11-01T10:00:00Z","email_id":"` + inboundID + `","from":"a@example.com","to":"support@app.example","subject":"Hi","text":"hi","headers":[],"attachments":[]}`, "email.received:" + inboundID, domain.OutcomeInbound},
 		{"unknown-type", h.envelope(ids["unknown"], "email.teleported", msg, base, ""), ids["unknown"], domain.OutcomeUnknownType},
 	}
@@ -94,18 +95,55 @@ func TestRecordScenarioHistories(t *testing.T) {
 		files = append(files, writeHistory(t, h.svc.Temporal, dir, sc.name, wfID))
 	}
 
-	// Still open: a Notify retrying against a sink that is down, the state a deploy meets most
-	// often (it lasts up to notify.give_up_after). Exported mid-flight, then left to give up.
-	openID := h.id("evt_hist_open")
-	fail[notification(openID, domain.TypeStatusChanged)] = func(int) int { return http.StatusServiceUnavailable }
-	if code, _ := h.post(h.envelope(openID, "email.bounced", h.id("msg_hist_o"), base, `,"bounce_type":"soft"`)); code != 200 {
+	// Still open: a notification retrying against a sink that fails, the state a deploy meets
+	// in the run of an event (for the few attempts before it parks). On a harness whose
+	// notifications never park by themselves, so the run is sure to be open when exported; then
+	// the sink answers and the run ends.
+	h3 := newHarness(t, harnessOptions{notify: func(n *config.Notify) { n.Attempts, n.CircuitFailures = 1000, 1000 }})
+	var healed atomic.Bool
+	h3.sink.respond = func(string, int) int {
+		if healed.Load() {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	}
+	openID := h3.id("evt_hist_open")
+	if code, _ := h3.post(h3.envelope(openID, "email.bounced", h3.id("msg_hist_o"), base, `,"bounce_type":"soft"`)); code != 200 {
 		t.Fatal(code)
 	}
-	h.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1 AND attempts >= 2`, openID)
-	files = append(files, writeHistory(t, h.svc.Temporal, dir, "open-notify-retrying", "postscale:"+openID))
-	if err := h.waitWorkflow("postscale:" + openID); err != nil {
+	h3.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1 AND attempts >= 2`, openID)
+	files = append(files, writeHistory(t, h3.svc.Temporal, dir, "open-notify-retrying", "postscale:"+openID))
+	healed.Store(true)
+	if err := h3.waitWorkflow("postscale:" + openID); err != nil {
 		t.Fatal(err)
 	}
+
+	// Parked: the sink keeps failing, the notification is tried notify.attempts times and parks,
+	// and the run ends. Then the sink's drainer: it probes the failing sink, the sink answers,
+	// the drainer drains it and the sink closes (exported once the notification is sent, with
+	// the drainer waiting for the next one).
+	h4 := newHarness(t, harnessOptions{})
+	var up atomic.Bool
+	h4.sink.respond = func(string, int) int {
+		if up.Load() {
+			return http.StatusOK
+		}
+		return http.StatusInternalServerError
+	}
+	parkedID := h4.id("evt_hist_parked")
+	if code, _ := h4.post(h4.envelope(parkedID, "email.complained", h4.id("msg_hist_p"), base, "")); code != 200 {
+		t.Fatal(code)
+	}
+	if res := h4.result("postscale:" + parkedID); res.Outcome != domain.OutcomeMoved || len(res.Notifications) != 1 ||
+		res.Notifications[0].Status != domain.NotificationParked {
+		t.Fatalf("notify-parked: %+v, want moved with its notification parked", res)
+	}
+	files = append(files, writeHistory(t, h4.svc.Temporal, dir, "notify-parked", "postscale:"+parkedID))
+	h4.waitQuery(1, `SELECT count(*) FROM sinks WHERE name = 'app' AND state = 'open' AND probe_failures >= 1`)
+	up.Store(true)
+	h4.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'sent'`, parkedID)
+	h4.waitQuery(1, `SELECT count(*) FROM sinks WHERE name = 'app' AND state = 'closed'`)
+	files = append(files, writeHistory(t, h4.svc.Temporal, dir, "sink-delivery", domain.SinkWorkflowID("app", h4.cfg.Temporal.TaskQueue)))
 
 	// Duplicate: a run for an event that is already processed (a redrive racing the run, or a
 	// start after Temporal's retention passed) ends at its first step. Started directly, under
@@ -164,7 +202,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))
 
 	replayer := worker.NewWorkflowReplayer()
-	(&workflows.Processor{Notify: workflows.NotifyPolicy(h.cfg.Notify)}).Register(replayer)
+	(&workflows.Processor{Notify: serve.NotifyPolicy(h.cfg.Notify)}).Register(replayer)
 	for _, f := range files {
 		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 			t.Fatalf("replay %s: %v", f, err)

@@ -269,6 +269,9 @@ func withBody(req *http.Request, body string) *http.Request {
 	return r2
 }
 
+// A sink that stays down: the notification is retried a few times, parks, and the event is
+// processed; the drainer probes the sink and, once the notification has been parked longer than
+// notify.give_up_after, fails it.
 func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
@@ -281,6 +284,10 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 	if n := len(h.sink.attempts()); n < 2 {
 		t.Fatalf("a 500 was not retried: %d attempts", n)
 	}
+	if res := h.result("postscale:" + evID); len(res.Notifications) != 1 || res.Notifications[0].Status != domain.NotificationParked {
+		t.Fatalf("run result %+v: want its notification parked", res)
+	}
+	h.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'failed'`, evID)
 	ns, _ := h.svc.Store.ListNotifications(t.Context(), "postscale", evID)
 	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
 		t.Fatalf("notification rows %+v, want one failed row saying it gave up", ns)

@@ -69,6 +69,7 @@ type Metrics struct {
 	handoffSkipped       *prometheus.CounterVec
 	quarantined          *prometheus.CounterVec
 	rejected             *prometheus.CounterVec
+	parked               *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -129,6 +130,10 @@ func New() *Metrics {
 			Name: "mailhook_webhook_events_rejected_total",
 			Help: "Events refused at acceptance because they cannot be stored as they are (the rest of their request is accepted), by provider.",
 		}, []string{"provider"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_notifications_parked_total",
+			Help: "Notifications parked for their sink's drainer instead of being sent by their event's run, by sink and reason (circuit_open, behind, paused, retries_spent, throttled, slow_down).",
+		}, []string{"sink", "reason"}),
 		relayBatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailhook_relay_batch_errors_total",
 			Help: "Inbox relay batches that failed in PostgreSQL (claim or mark).",
@@ -150,7 +155,7 @@ func New() *Metrics {
 	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
 		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight,
-		m.handoffStarts, m.handoffSkipped, m.quarantined, m.rejected)
+		m.handoffStarts, m.handoffSkipped, m.quarantined, m.rejected, m.parked)
 	return m
 }
 
@@ -186,6 +191,23 @@ func (m *Metrics) NotificationAttempt(sink, outcome string, final bool, attempts
 	if final && attempts > 0 {
 		m.notificationAttempts.WithLabelValues(sink).Observe(float64(attempts))
 	}
+}
+
+// NotificationParked records a notification parked for its sink's drainer.
+func (m *Metrics) NotificationParked(sink, reason string) {
+	if m == nil {
+		return
+	}
+	m.parked.WithLabelValues(sink, reason).Inc()
+}
+
+// NotificationsGaveUp records n parked notifications that failed for having waited longer than
+// notify.give_up_after (outcome gave_up, as the alert MailhookNotificationsGaveUp reads it).
+func (m *Metrics) NotificationsGaveUp(sink string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.notifications.WithLabelValues(sink, "gave_up").Add(float64(n))
 }
 
 // RelayStart records one workflow start by the inbox relay.

@@ -77,6 +77,15 @@ func (e *DeliveryError) Error() string {
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
+// Brief is Error without the sink's answer: what may go into a workflow's history, a log line or
+// a metric. A sink that echoes the request would put its addresses into its answer.
+func (e *DeliveryError) Brief() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("notify: sink responded %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return e.Error()
+}
+
 // Send POSTs body to sinkURL as notification id, signed with secret at now. The id doubles as the
 // Idempotency-Key and webhook-id so a sink can drop the duplicates that retries produce. It
 // returns nil for any 2xx and a *DeliveryError otherwise.

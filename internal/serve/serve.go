@@ -278,7 +278,7 @@ func (s *Service) Worker() worker.Worker {
 		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
 		WorkerStopTimeout: wc.StopTimeout,
 	})
-	(&workflows.Processor{Notify: workflows.NotifyPolicy(s.Config.Notify)}).Register(w)
+	(&workflows.Processor{Notify: NotifyPolicy(s.Config.Notify)}).Register(w)
 	(&activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
@@ -287,10 +287,45 @@ func (s *Service) Worker() worker.Worker {
 		Metrics:       s.Metrics,
 		// The same mapping Dial gave the store, so suppression.added names the scope applied.
 		SuppressionScopes: s.Config.Suppression.Scopes,
+		Delivery:          s.Config.Notify,
+		Drainers:          s.Drainers(),
 	}).Register(w)
 	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
 	(&activities.Retention{Store: s.Store}).Register(w)
 	return w
+}
+
+// NotifyPolicy is the workflows' view of notify.*.
+func NotifyPolicy(n config.Notify) workflows.NotifyPolicy {
+	return workflows.NotifyPolicy{InitialInterval: n.InitialInterval, MaxInterval: n.MaxInterval,
+		GiveUpAfter: n.GiveUpAfter, AttemptTimeout: n.AttemptTimeout, Attempts: n.ParkAfter()}
+}
+
+// Drainers wakes the sinks' drainer workflows on this process's task queue.
+func (s *Service) Drainers() *ingest.Drainers {
+	return &ingest.Drainers{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
+}
+
+// EnsureSinks gives every configured sink its row and concurrency slots, then wakes (starting
+// where needed) each sink's drainer, which looks at its sink: a worker's start is where a sink
+// added to the config gets its drainer, and where a drainer catches up with what happened while
+// no worker ran.
+func (s *Service) EnsureSinks(ctx context.Context) error {
+	limits := make([]store.SinkLimit, len(s.Config.Sinks))
+	for i, sk := range s.Config.Sinks {
+		limits[i] = store.SinkLimit{Name: sk.Name, Concurrency: sk.Concurrency}
+	}
+	if err := s.Store.EnsureSinks(ctx, limits); err != nil {
+		return err
+	}
+	d := s.Drainers()
+	var errs []error
+	for _, sk := range s.Config.Sinks {
+		if err := d.Wake(ctx, sk.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // EnsureSearchAttributes registers mailhook's search attributes in the namespace if they are
@@ -533,6 +568,11 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		return fmt.Errorf("start worker on task queue %s: %w", svc.Config.Temporal.TaskQueue, err)
 	}
 	log.Info("worker started", "task_queue", svc.Config.Temporal.TaskQueue, "namespace", svc.Config.Temporal.Namespace)
+	sinkCtx, cancelSinks := context.WithTimeout(ctx, 30*time.Second)
+	if err := svc.EnsureSinks(sinkCtx); err != nil {
+		log.Warn("could not set up every sink's drainer; they start with the first parked notification", "error", err)
+	}
+	cancelSinks()
 	ensureSchedules(ctx, svc, log) // schedules.go
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
@@ -24,17 +26,20 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 	}
 	// The body goes as text: []byte would be bytea in QueryExecModeExec (see payloadColumns).
 	err := s.withPartitions(ctx, func() error {
-		_, err := s.pool.Exec(ctx, qInsertNotification, id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body))
+		_, err := s.pool.Exec(ctx, qInsertNotification, id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body),
+			n.MessageID, n.Version)
 		return err
 	})
 	if err != nil {
 		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
 	}
+	var state string
 	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,
-		n.Provider, n.EventID, n.Sink, n.Type))
+		n.Provider, n.EventID, n.Sink, n.Type), &state, &n.Gate.Paused)
 	if err != nil {
 		return Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
 	}
+	stored.Gate = delivery.Gate{State: delivery.State(state), Paused: n.Gate.Paused}
 	if len(stored.Body) == 0 {
 		// Written long ago and its body since removed by retention: sending another body under
 		// the same id would break "one id, the same bytes", so it is not sent again.
@@ -74,7 +79,12 @@ func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string
 // MarkNotificationSent records the successful delivery attempt. Marking a sent notification
 // again changes nothing.
 func (s *Store) MarkNotificationSent(ctx context.Context, id string) error {
-	if err := s.updateUnlessSent(ctx, qMarkNotificationSent, id); err != nil {
+	var n int
+	err := s.pool.QueryRow(ctx, qMarkNotificationSent, id).Scan(&n)
+	if err == nil && n == 0 {
+		err = s.exists(ctx, id)
+	}
+	if err != nil {
 		return fmt.Errorf("mark notification sent %s: %w", id, err)
 	}
 	return nil
@@ -99,6 +109,12 @@ func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
+	return s.exists(ctx, id)
+}
+
+// exists is nil when notification id exists (an update that changed nothing found it sent),
+// ErrNotFound when it does not.
+func (s *Store) exists(ctx context.Context, id string) error {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, qNotificationExists, id).Scan(&exists); err != nil {
 		return err
@@ -109,13 +125,14 @@ func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...
 	return nil
 }
 
-func scanNotification(row pgx.Row) (Notification, error) {
+// scanNotification scans notificationColumns, then extra.
+func scanNotification(row pgx.Row, extra ...any) (Notification, error) {
 	var (
 		n    Notification
 		body []byte
 	)
-	err := row.Scan(&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts,
-		&n.LastError, &body, &n.CreatedAt, &n.SentAt)
+	err := row.Scan(append([]any{&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts,
+		&n.LastError, &body, &n.CreatedAt, &n.SentAt, &n.MessageID, &n.Version, &n.ParkedAt, &n.ParkReason}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Notification{}, ErrNotFound
 	}

@@ -80,8 +80,8 @@ ORDER BY received_at, event_id`
 	// one statement: both or neither.
 	qInsertNotification = `
 WITH n AS (
-    INSERT INTO notifications (id, provider, event_id, sink, type)
-    VALUES ($1, $2, $3, $4, $5)
+    INSERT INTO notifications (id, provider, event_id, sink, type, message_id, version)
+    VALUES ($1, $2, $3, $4, $5, NULLIF($7, ''), NULLIF($8::bigint, 0))
     ON CONFLICT (provider, event_id, sink, type) DO NOTHING
     RETURNING id, created_at
 )
@@ -91,13 +91,16 @@ SELECT id, created_at, $6::jsonb FROM n`
 	// The body is NULL once retention dropped its partition. n.body is the legacy column of
 	// rows written before migration 00009.
 	notificationColumns = `n.id, n.provider, n.event_id, n.sink, n.type, n.status, n.attempts,
-       COALESCE(n.last_error, ''), COALESCE(b.body, n.body), n.created_at, n.sent_at`
+       COALESCE(n.last_error, ''), COALESCE(b.body, n.body), n.created_at, n.sent_at,
+       COALESCE(n.message_id, ''), COALESCE(n.version, 0), n.parked_at, COALESCE(n.park_reason, '')`
 	notificationFrom = `notifications n
 LEFT JOIN notification_bodies b ON b.id = n.id AND b.created_at = n.created_at`
 
+	// With the sink's gate, read in the same statement: a first attempt costs no query more.
 	qGetNotification = `
-SELECT ` + notificationColumns + `
+SELECT ` + notificationColumns + `, COALESCE(s.state, 'closed'), COALESCE(s.paused, false)
 FROM ` + notificationFrom + `
+LEFT JOIN sinks s ON s.name = n.sink
 WHERE n.provider = $1 AND n.event_id = $2 AND n.sink = $3 AND n.type = $4`
 
 	qListNotifications = `
@@ -111,17 +114,27 @@ ORDER BY n.created_at, n.sink, n.type`
 	qRecordNotificationAttempt = `
 UPDATE notifications
 SET attempts = attempts + 1,
-    last_error = CASE WHEN status = 'pending' THEN NULLIF($2, '') ELSE last_error END,
+    last_error = CASE WHEN status IN ('pending', 'parked') THEN NULLIF($2, '') ELSE last_error END,
     updated_at = now()
 WHERE id = $1`
 
 	// The status guard makes a repeated success a no-op, so attempts and sent_at keep the
 	// values of the delivery that actually succeeded first.
+	// A success also ends the sink's run of failures; the sinks row is written only when there
+	// was one, so a healthy sink's notifications do not all write one row.
 	qMarkNotificationSent = `
-UPDATE notifications
-SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
-    updated_at = now()
-WHERE id = $1 AND status <> 'sent'`
+WITH n AS (
+    UPDATE notifications
+    SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
+        updated_at = now()
+    WHERE id = $1 AND status <> 'sent'
+    RETURNING sink
+), s AS (
+    UPDATE sinks SET consecutive_failures = 0, updated_at = now()
+    FROM n
+    WHERE sinks.name = n.sink AND sinks.consecutive_failures > 0
+)
+SELECT count(*) FROM n`
 
 	// A notification that was delivered stays sent even if a late failure report arrives.
 	qMarkNotificationFailed = `

@@ -34,7 +34,8 @@ const (
 	// redrive after a fix, reads that payload.
 	KeptUnprocessed = "unprocessed events"
 	// KeptPendingNotifications: a notification_bodies partition holds the body of a
-	// notification still being delivered: its retries send those bytes under the same id.
+	// notification still being delivered (pending, or parked for its sink's drainer): its
+	// retries and its drain send those bytes under the same id.
 	KeptPendingNotifications = "pending notifications"
 )
 
@@ -124,11 +125,12 @@ SELECT count(*), count(quarantined_at)
 FROM webhook_events
 WHERE processed_at IS NULL AND received_at >= $1 AND received_at < $2`
 
-	// Through the partial notifications_pending_idx (migration 00010).
+	// Through the partial notifications_pending_idx (migration 00010) and
+	// notifications_parked_idx (00013): only the rows still to be delivered are read.
 	qPendingNotificationsIn = `
 SELECT count(*)
 FROM notifications
-WHERE status = 'pending' AND created_at >= $1 AND created_at < $2`
+WHERE status IN ('pending', 'parked') AND created_at >= $1 AND created_at < $2`
 )
 
 // DropExpiredPartitions detaches and drops, table by table, every partition whose range ended

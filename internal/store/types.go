@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
@@ -87,6 +88,17 @@ type Notification struct {
 	Body      json.RawMessage `json:"body"`
 	CreatedAt time.Time       `json:"created_at"`
 	SentAt    *time.Time      `json:"sent_at,omitempty"`
+	// MessageID and Version: the message a message.status_changed is about and the version it
+	// carries (a drain sends one message's updates in version order). Empty for other types.
+	MessageID string `json:"message_id,omitempty"`
+	Version   int64  `json:"version,omitempty"`
+	// ParkedAt and ParkReason: when and why it was last parked for its sink's drainer
+	// (delivery.Reason*); kept after it is sent.
+	ParkedAt   *time.Time `json:"parked_at,omitempty"`
+	ParkReason string     `json:"park_reason,omitempty"`
+	// Gate is its sink's state as EnsureNotification read it: whether the first attempt may
+	// send, or must park.
+	Gate delivery.Gate `json:"-"`
 }
 
 // Suppression is an address mail must not be sent to, in one scope, with the event that first

@@ -1,0 +1,142 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// SinkStore is the part of the store a sink's deliveries use: its gate and circuit, its limits,
+// and its parked notifications (store/sinks.go).
+type SinkStore interface {
+	ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (store.Parked, error)
+	DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr string, threshold int, probeIn time.Duration) (bool, error)
+	TakeToken(ctx context.Context, sink string, rate float64) (bool, error)
+	AcquireSlot(ctx context.Context, sink string, hold time.Duration) (int, bool, error)
+	ReleaseSlot(ctx context.Context, sink string, slot int) error
+	SinkByName(ctx context.Context, name string) (store.Sink, error)
+	ParkedBatch(ctx context.Context, sink string, limit int) ([]store.ParkedNotification, error)
+	DrainedSent(ctx context.Context, n store.ParkedNotification) error
+	GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error)
+	SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error
+	SinkAnswers(ctx context.Context, sink string) error
+	SlowDown(ctx context.Context, sink string, until time.Time) error
+	Settle(ctx context.Context, sink string) (delivery.State, error)
+	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
+	MarkNotificationFailed(ctx context.Context, id, reason string) error
+}
+
+// Drainers wakes a sink's drainer workflow (starting it when it does not run): after the first
+// notification parks for a closed sink, after a circuit opens, after an operator's pause,
+// resume or redelivery. A wake that fails is not retried: the drainer looks at its sink on its
+// own every few minutes (workflows.IdleCheck).
+type Drainers interface {
+	Wake(ctx context.Context, sink string) error
+}
+
+// park parks notification id of sink with why, wakes the sink's drainer when it is the first to
+// park, and reports it to the run: the run goes on, and the drainer sends it under the same id.
+func (a *Activities) park(ctx context.Context, log *slog.Logger, sink, id, why string, notBefore time.Time) (NotifyResult, error) {
+	p, err := a.Store.ParkNotification(ctx, id, sink, why, notBefore)
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	if p.Woke {
+		a.wake(ctx, log, sink)
+	}
+	a.Metrics.NotificationParked(sink, why)
+	log.InfoContext(ctx, "notification parked for the sink's drainer", "reason", why)
+	return NotifyResult{ID: id, Parked: true, Reason: why}, nil
+}
+
+func (a *Activities) wake(ctx context.Context, log *slog.Logger, sink string) {
+	if a.Drainers == nil {
+		return
+	}
+	if err := a.Drainers.Wake(ctx, sink); err != nil {
+		log.WarnContext(ctx, "could not wake the sink's drainer; it looks by itself within minutes", "error", err)
+	}
+}
+
+// verdictOf is how an attempt's outcome counts (delivery.Judge).
+func verdictOf(err error) delivery.Verdict {
+	if err == nil {
+		return delivery.Sent
+	}
+	var de *notify.DeliveryError
+	if !errors.As(err, &de) {
+		return delivery.Failing
+	}
+	return delivery.Judge(de.StatusCode, de.Retryable, de.RetryAfter)
+}
+
+// statusOf is the sink's HTTP status for logs (0: no answer). Logs carry the status, never the
+// sink's answer: a sink that echoes the request would put its addresses there.
+func statusOf(de *notify.DeliveryError) int {
+	if de == nil {
+		return 0
+	}
+	return de.StatusCode
+}
+
+// slotHold is how long a concurrency slot is leased for one attempt: longer than the attempt can
+// take, so a slot is never given to a second request while the first still runs.
+func (a *Activities) slotHold() time.Duration { return a.Delivery.AttemptTimeout + 15*time.Second }
+
+// tryLimits takes the sink's concurrency slot and rate token for one attempt, if the sink has
+// limits: ok false when either is spent (a first attempt parks; the drain sends it at the
+// sink's pace). The slot is taken first, so a token is spent only on a request that is sent.
+// release gives the slot back.
+func (a *Activities) tryLimits(ctx context.Context, sink config.Sink) (release func(), ok bool, err error) {
+	release = func() {}
+	if sink.Concurrency > 0 {
+		slot, ok, err := a.Store.AcquireSlot(ctx, sink.Name, a.slotHold())
+		if err != nil || !ok {
+			return release, false, err
+		}
+		release = func() {
+			// Given back even when the attempt's context has ended; a lost release only makes
+			// the slot wait out its lease.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = a.Store.ReleaseSlot(rctx, sink.Name, slot)
+		}
+	}
+	if sink.Rate > 0 {
+		if ok, err := a.Store.TakeToken(ctx, sink.Name, sink.Rate); err != nil || !ok {
+			release()
+			return func() {}, false, err
+		}
+	}
+	return release, true, nil
+}
+
+// waitLimits is tryLimits for a drain: it waits for the token and the slot instead of giving up.
+func (a *Activities) waitLimits(ctx context.Context, sink config.Sink) (release func(), err error) {
+	wait := 50 * time.Millisecond
+	if sink.Rate > 0 {
+		wait = max(wait, time.Duration(float64(time.Second)/sink.Rate/2))
+	}
+	for {
+		release, ok, err := a.tryLimits(ctx, sink)
+		if err != nil || ok {
+			return release, err
+		}
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx) // waiting on the sink's limits is progress too
+		}
+		select {
+		case <-ctx.Done():
+			return release, ctx.Err()
+		case <-time.After(min(wait, time.Second)):
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// The activities of a sink's drainer (workflows.SinkDelivery): each one a step that reads the
+// sink's state from PostgreSQL, acts on it, and returns what it found, so the workflow only
+// follows (delivery.Next). Temporal work during a sink outage is these steps, per sink: a probe
+// per probe interval, never an attempt per notification.
+
+// SinkStep is what one step of a sink's drainer found and did. The drainer's next step follows
+// from it, and the drainer's "state" query and its details in the Temporal UI show it. It never
+// holds a sink's answer or a notification's body: only counts, times and a status line.
+type SinkStep struct {
+	Sink string `json:"sink"`
+	// Configured: this worker's config names the sink (false: the drainer ends).
+	Configured bool           `json:"configured"`
+	State      delivery.State `json:"state,omitempty"`
+	Paused     bool           `json:"paused,omitempty"`
+	Parked     int64          `json:"parked"`
+	// OldestParkedAt is when the oldest parked notification was parked.
+	OldestParkedAt *time.Time `json:"oldest_parked_at,omitempty"`
+	NextProbeAt    *time.Time `json:"next_probe_at,omitempty"`
+	// Sent, Failed and GaveUp count what this step did: notifications sent, failed for good
+	// (rejected by the sink, or with no body left), and failed for having been parked longer
+	// than notify.give_up_after.
+	Sent   int   `json:"sent,omitempty"`
+	Failed int   `json:"failed,omitempty"`
+	GaveUp int64 `json:"gave_up,omitempty"`
+	// Wait is how long the drainer waits before its next step: until the next probe, or the
+	// end of the sink's Retry-After.
+	Wait time.Duration `json:"wait,omitempty"`
+	// LastError is the sink's last failure, as a status line (never its answer's body).
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Next is the drainer's next action.
+func (s SinkStep) Next() delivery.Action {
+	return delivery.Next(s.Configured, delivery.Gate{State: s.State, Paused: s.Paused}, s.Parked)
+}
+
+// Names of the drainer's activities, as registered (workflows call them by typed reference, so
+// these are what the histories record).
+const (
+	CheckSinkName = "CheckSink"
+	ProbeSinkName = "ProbeSink"
+	DrainSinkName = "DrainSink"
+)
+
+// DrainBudget bounds the time one DrainSink step starts new sends: a slow or rate-limited sink
+// drains in several steps, each short enough to show progress and to be retried cheaply.
+const DrainBudget = 2 * time.Minute
+
+// CheckSink gives up the sink's notifications parked longer than notify.give_up_after, puts its
+// state right (a draining sink with nothing parked closes; a closed one with parked
+// notifications drains), and reports it. The drainer runs it when it starts, when it is woken,
+// and when it has been idle for a while.
+func (a *Activities) CheckSink(ctx context.Context, name string) (SinkStep, error) {
+	sink, ok := findSink(a.Sinks, name)
+	if !ok {
+		return SinkStep{Sink: name}, nil
+	}
+	gaveUp, err := a.giveUp(ctx, name)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	if _, err := a.Store.Settle(ctx, name); err != nil {
+		return SinkStep{}, err
+	}
+	return a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
+}
+
+// giveUp fails the sink's notifications parked longer than notify.give_up_after. Every step
+// starts with it, so a sink that stays down gives up on time, probe after probe.
+func (a *Activities) giveUp(ctx context.Context, name string) (int64, error) {
+	n, err := a.Store.GiveUpParked(ctx, name, a.now().Add(-a.Delivery.GiveUpAfter),
+		fmt.Sprintf("gave up: parked for longer than notify.give_up_after (%s)", a.Delivery.GiveUpAfter))
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		a.sinkLogger(ctx, name).WarnContext(ctx, "parked notifications failed: parked for longer than notify.give_up_after",
+			"count", n, "give_up_after", a.Delivery.GiveUpAfter.String())
+		a.Metrics.NotificationsGaveUp(name, int(n))
+	}
+	return n, nil
+}
+
+// ProbeSink sends the notification parked longest to an open sink, as the one request that finds
+// out whether the sink is back: if it is, the circuit goes to draining and the drain follows; if
+// not, the next probe waits longer (notify.probe_interval, doubling up to max_probe_interval).
+// With nothing parked there is nothing to probe with: the circuit closes, and the next
+// notification's own attempts are the probe.
+func (a *Activities) ProbeSink(ctx context.Context, name string) (SinkStep, error) {
+	sink, ok := findSink(a.Sinks, name)
+	if !ok {
+		return SinkStep{Sink: name}, nil
+	}
+	gaveUp, err := a.giveUp(ctx, name)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	sk, err := a.Store.SinkByName(ctx, name)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	step := SinkStep{GaveUp: gaveUp}
+	if sk.State != delivery.Open || sk.Paused {
+		return a.stepWith(ctx, sink, step) // resumed, paused or closed meanwhile: nothing to probe
+	}
+	batch, err := a.Store.ParkedBatch(ctx, name, 1)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	if len(batch) == 0 {
+		if err := a.Store.SinkAnswers(ctx, name); err != nil {
+			return SinkStep{}, err
+		}
+	} else {
+		d := a.newDrain(ctx, sink, batch)
+		d.send(ctx, d.first())
+		if err := d.finish(ctx, sk); err != nil {
+			return SinkStep{}, err
+		}
+		step.Sent, step.Failed = d.sent, d.failed
+	}
+	if _, err := a.Store.Settle(ctx, name); err != nil {
+		return SinkStep{}, err
+	}
+	return a.stepWith(ctx, sink, step)
+}
+
+// DrainSink sends up to notify.drain_batch parked notifications of a draining sink, oldest parked
+// first and each message's updates in version order, at most DrainWidth at once and at the
+// sink's rate. The first failure stops it and opens the circuit again (the drainer probes
+// next); a 429 or Retry-After stops it until the time the sink named. A 4xx fails that one
+// notification and the drain goes on. Each sent notification is marked at once, so a drain
+// whose worker dies resends at most the ones in flight, under their ids.
+func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, error) {
+	sink, ok := findSink(a.Sinks, name)
+	if !ok {
+		return SinkStep{Sink: name}, nil
+	}
+	gaveUp, err := a.giveUp(ctx, name)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	sk, err := a.Store.SinkByName(ctx, name)
+	if err != nil {
+		return SinkStep{}, err
+	}
+	if sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now())) {
+		return a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
+	}
+	batch, err := a.Store.ParkedBatch(ctx, name, a.Delivery.Batch())
+	if err != nil {
+		return SinkStep{}, err
+	}
+	d := a.newDrain(ctx, sink, batch)
+	d.run(ctx, delivery.Chains(d.items()), a.Delivery.DrainWidth(sink))
+	if err := d.finish(ctx, sk); err != nil {
+		return SinkStep{}, err
+	}
+	if _, err := a.Store.Settle(ctx, name); err != nil {
+		return SinkStep{}, err
+	}
+	return a.stepWith(ctx, sink, SinkStep{Sent: d.sent, Failed: d.failed, GaveUp: gaveUp})
+}
+
+// stepWith reads the sink and says, with what the step did, what the drainer does next.
+func (a *Activities) stepWith(ctx context.Context, sink config.Sink, step SinkStep) (SinkStep, error) {
+	sk, err := a.Store.SinkByName(ctx, sink.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		sk = store.Sink{Name: sink.Name, State: delivery.Closed} // no row yet: nothing ever failed
+	} else if err != nil {
+		return SinkStep{}, err
+	}
+	step.Sink, step.Configured = sink.Name, true
+	step.State, step.Paused, step.Parked, step.OldestParkedAt = sk.State, sk.Paused, sk.Parked, sk.OldestParkedAt
+	step.LastError = sk.LastError
+	now := a.now()
+	switch {
+	case sk.Paused:
+	case sk.State == delivery.Open:
+		step.NextProbeAt = sk.NextProbeAt
+		if sk.NextProbeAt != nil {
+			step.Wait = max(sk.NextProbeAt.Sub(now), 0)
+		}
+	case sk.NotBefore != nil && sk.NotBefore.After(now):
+		step.Wait = sk.NotBefore.Sub(now)
+	}
+	return step, nil
+}
+
+// brief is what a sink's failure may say where a sink's answer must not go (a log line,
+// Temporal's history, the sinks row): its status line, never its body.
+func brief(err error) string {
+	var de *notify.DeliveryError
+	if errors.As(err, &de) {
+		return de.Brief()
+	}
+	return err.Error()
+}
+
+func (a *Activities) sinkLogger(ctx context.Context, sink string) *slog.Logger {
+	l := slog.Default().With("sink", sink)
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		l = l.With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "attempt", info.Attempt)
+	}
+	return l
+}
+
+// drain is one probe's or drain step's sends to one sink.
+type drain struct {
+	a     *Activities
+	sink  config.Sink
+	log   *slog.Logger
+	byID  map[string]store.ParkedNotification
+	order []store.ParkedNotification
+
+	mu sync.Mutex
+	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
+	// to wait (until); the sends in flight are cancelled and nothing more is sent.
+	stopped   bool
+	failing   string
+	until     time.Time
+	sent      int
+	failed    int
+	storeErrs []error
+	cancel    context.CancelFunc
+}
+
+func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []store.ParkedNotification) *drain {
+	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]store.ParkedNotification{}, order: batch}
+	for _, n := range batch {
+		d.byID[n.ID] = n
+	}
+	return d
+}
+
+func (d *drain) items() []delivery.Item {
+	out := make([]delivery.Item, len(d.order))
+	for i, n := range d.order {
+		out[i] = n.Item()
+	}
+	return out
+}
+
+// first is the notification a probe sends: the head of the first chain (the oldest parked
+// message's lowest version).
+func (d *drain) first() store.ParkedNotification {
+	return d.byID[delivery.Chains(d.items())[0][0].ID]
+}
+
+// run sends the chains, width at a time, each chain in order, until they are done, the budget
+// is spent or a send stops the step.
+func (d *drain) run(ctx context.Context, chains [][]delivery.Item, width int) {
+	ctx, d.cancel = context.WithCancel(ctx)
+	defer d.cancel()
+	deadline := time.Now().Add(DrainBudget)
+	sem := make(chan struct{}, max(width, 1))
+	var wg sync.WaitGroup
+	for _, chain := range chains {
+		if d.isStopped() || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, it := range chain {
+				if d.isStopped() || !d.send(ctx, d.byID[it.ID]) {
+					return
+				}
+				activity.RecordHeartbeat(ctx, d.progress())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (d *drain) isStopped() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopped
+}
+
+func (d *drain) progress() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sent
+}
+
+// send delivers one parked notification and records what came of it; false when its chain must
+// not go on (the step stops, or the notification is still parked).
+func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
+	a := d.a
+	log := d.log.With("notification_id", n.ID)
+	if len(n.Body) == 0 {
+		d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+		return true
+	}
+	release, err := a.waitLimits(ctx, d.sink)
+	if err != nil {
+		d.storeErr(err)
+		return false
+	}
+	sendErr := a.Sender.Send(ctx, d.sink.URL, d.sink.Secret, n.ID, n.Body, a.now())
+	release()
+	if ctx.Err() != nil {
+		return false // cancelled by the step (another send stopped it) or the worker: still parked
+	}
+	var de *notify.DeliveryError
+	errors.As(sendErr, &de)
+	switch verdictOf(sendErr) {
+	case delivery.Sent:
+		if err := a.Store.DrainedSent(ctx, n); err != nil {
+			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
+			d.storeErr(err)
+			return false
+		}
+		a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
+		d.mu.Lock()
+		d.sent++
+		d.mu.Unlock()
+		return true
+	case delivery.Rejected:
+		a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, n.Attempts+1)
+		log.WarnContext(ctx, "sink rejected a parked notification; not retrying", "status", statusOf(de))
+		d.fail(ctx, n, sendErr.Error())
+		return true
+	case delivery.SlowDown:
+		d.record(ctx, n, sendErr)
+		wait := delivery.SlowDownFor(de.RetryAfter, a.Delivery.FirstProbe(), a.MaxRetryAfter())
+		d.stop("", a.now().Add(wait))
+		log.InfoContext(ctx, "sink asked to slow down; the drain waits", "status", statusOf(de), "wait", wait.String())
+		a.Metrics.NotificationAttempt(d.sink.Name, "slow_down", false, 0)
+		return false
+	}
+	d.record(ctx, n, sendErr)
+	d.stop(brief(sendErr), time.Time{})
+	log.WarnContext(ctx, "parked notification failed; the sink's circuit opens again", "status", statusOf(de))
+	a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)
+	return false
+}
+
+func (d *drain) fail(ctx context.Context, n store.ParkedNotification, reason string) {
+	if err := d.a.Store.MarkNotificationFailed(ctx, n.ID, reason); err != nil {
+		d.storeErr(err)
+		return
+	}
+	d.mu.Lock()
+	d.failed++
+	d.mu.Unlock()
+}
+
+func (d *drain) record(ctx context.Context, n store.ParkedNotification, sendErr error) {
+	if err := d.a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+		d.storeErr(err)
+	}
+}
+
+func (d *drain) stop(failing string, until time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return
+	}
+	d.stopped, d.failing, d.until = true, failing, until
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+func (d *drain) storeErr(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.storeErrs = append(d.storeErrs, err)
+}
+
+// finish records on the sink what the sends found: failing (the circuit opens, or stays open
+// with a longer wait before the next probe), a Retry-After, or an answer (an open circuit goes to
+// draining). A store error fails the step, to be retried: what was sent is marked already.
+func (d *drain) finish(ctx context.Context, sk store.Sink) error {
+	a := d.a
+	switch {
+	case d.failing != "":
+		failedProbe := sk.State == delivery.Open
+		probeFailures := 0
+		if failedProbe {
+			probeFailures = sk.ProbeFailures + 1
+		}
+		next := a.now().Add(delivery.ProbeDelay(probeFailures, a.Delivery.FirstProbe(), a.Delivery.LongestProbe()))
+		if err := a.Store.SinkFailing(ctx, d.sink.Name, d.failing, failedProbe, next); err != nil {
+			return err
+		}
+	case !d.until.IsZero():
+		if err := a.Store.SlowDown(ctx, d.sink.Name, d.until); err != nil {
+			return err
+		}
+		if sk.State == delivery.Open {
+			if err := a.Store.SinkAnswers(ctx, d.sink.Name); err != nil {
+				return err
+			}
+		}
+	case d.sent+d.failed > 0 && sk.State == delivery.Open:
+		if err := a.Store.SinkAnswers(ctx, d.sink.Name); err != nil {
+			return err
+		}
+		d.log.InfoContext(ctx, "sink answers again: its parked notifications are drained")
+	}
+	return errors.Join(d.storeErrs...)
+}

@@ -1,0 +1,601 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// A sink's health and its parked notifications (migrations 00012 and 00013). The rules these
+// statements apply (when a circuit opens, why a notification parks, the drain's order) are
+// internal/delivery's; the statements keep each transition to one row update, so the workers and
+// the drainer that race on a sink never lose one.
+
+// Sink is a sink's row with what its drainer and an operator read: its circuit, its pause, its
+// last failure and its backlog.
+type Sink struct {
+	Name   string         `json:"name"`
+	State  delivery.State `json:"state"`
+	Paused bool           `json:"paused"`
+	// PausedAt and PausedBy: when and by which admin token an operator paused it.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	PausedBy string     `json:"paused_by,omitempty"`
+	// ConsecutiveFailures counts the failed attempts since the last success.
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	OpenedAt            *time.Time `json:"opened_at,omitempty"`
+	// ProbeFailures counts the probes that failed since the circuit opened; NextProbeAt is when
+	// the drainer probes again.
+	ProbeFailures int        `json:"probe_failures"`
+	NextProbeAt   *time.Time `json:"next_probe_at,omitempty"`
+	// NotBefore is the sink's Retry-After: nothing is sent to it before then.
+	NotBefore   *time.Time `json:"not_before,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// Parked counts the notifications waiting for the drainer; OldestParkedAt is when the oldest
+	// of them was parked.
+	Parked         int64      `json:"parked"`
+	OldestParkedAt *time.Time `json:"oldest_parked_at,omitempty"`
+	// Failed counts the sink's notifications that ended failed (rejected, or parked longer than
+	// notify.give_up_after) and are still kept.
+	Failed    int64     `json:"failed"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Gate is the sink's gate (what a first attempt reads).
+func (s Sink) Gate() delivery.Gate { return delivery.Gate{State: s.State, Paused: s.Paused} }
+
+// SinkLimit is what EnsureSinks keeps of a configured sink: its name and how many requests may be
+// in flight to it at once (0: no bound, no slots).
+type SinkLimit struct {
+	Name        string
+	Concurrency int
+}
+
+// EnsureSinks creates the rows of the configured sinks that have none, and sizes each one's
+// slots (sink_slots) to its concurrency. Every worker runs it at start; concurrent runs agree.
+// Rows of sinks no longer configured stay, with their parked notifications, until a config
+// names them again.
+func (s *Store) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
+	for _, sk := range sinks {
+		if _, err := s.pool.Exec(ctx, qEnsureSink, sk.Name, max(sk.Concurrency, 0)); err != nil {
+			return fmt.Errorf("ensure sink %s: %w", sk.Name, err)
+		}
+	}
+	return nil
+}
+
+// SinkByName reads one sink with its counts; ErrNotFound when it has no row.
+func (s *Store) SinkByName(ctx context.Context, name string) (Sink, error) {
+	sk, err := scanSink(s.pool.QueryRow(ctx, qSink, name))
+	if err != nil {
+		return Sink{}, fmt.Errorf("sink %s: %w", name, err)
+	}
+	return sk, nil
+}
+
+// ListSinks reads every sink with its counts, by name.
+func (s *Store) ListSinks(ctx context.Context) ([]Sink, error) {
+	rows, err := s.pool.Query(ctx, qListSinks)
+	if err != nil {
+		return nil, fmt.Errorf("list sinks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Sink, error) { return scanSink(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list sinks: %w", err)
+	}
+	return out, nil
+}
+
+// Parked is what ParkNotification did.
+type Parked struct {
+	// Parked: the notification is parked now (false: it was no longer pending: sent, failed or
+	// parked already).
+	Parked bool
+	// Woke: this park moved its sink from closed to draining, so the sink's drainer must be
+	// woken to send it. Parks into an open or draining sink wake nobody: the drainer is busy with
+	// that sink already, and an outage costs Temporal nothing per parked notification.
+	Woke bool
+}
+
+// ParkNotification parks a pending notification of sink for the sink's drainer with why
+// (delivery.Reason*). notBefore, when set, is the sink's own Retry-After: nothing is sent to it
+// before then.
+func (s *Store) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (Parked, error) {
+	var p Parked
+	if err := s.pool.QueryRow(ctx, qParkNotification, id, why).Scan(&p.Parked, &p.Woke); err != nil {
+		return Parked{}, fmt.Errorf("park notification %s: %w", id, err)
+	}
+	if !notBefore.IsZero() {
+		if err := s.SlowDown(ctx, sink, notBefore); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// DeliveryFailed records a failed attempt of notification id, on the row (errMsg) and on its
+// sink (sinkErr, the status line without the sink's answer), and opens the sink's circuit when
+// that makes threshold failures in a row (opened; the drainer probes it after probeIn).
+func (s *Store) DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr string, threshold int, probeIn time.Duration) (opened bool, err error) {
+	if err := s.pool.QueryRow(ctx, qDeliveryFailed, id, sink, errMsg, threshold, probeIn, sinkErr).Scan(&opened); err != nil {
+		return false, fmt.Errorf("record failed attempt of %s to sink %s: %w", id, sink, err)
+	}
+	return opened, nil
+}
+
+// TakeToken takes one request from the sink's token bucket (rate requests a second, at most one
+// second's worth saved up), shared by every worker through the sink's row: false when none is
+// left now.
+func (s *Store) TakeToken(ctx context.Context, sink string, rate float64) (bool, error) {
+	burst := max(rate, 1)
+	tag, err := s.pool.Exec(ctx, qTakeToken, sink, rate, burst)
+	if err != nil {
+		return false, fmt.Errorf("sink %s rate limit: %w", sink, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AcquireSlot leases one of the sink's concurrency slots until hold has passed: false when every
+// slot is held. A worker that dies holding one loses it when the lease ends.
+func (s *Store) AcquireSlot(ctx context.Context, sink string, hold time.Duration) (slot int, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, qAcquireSlot, sink, hold).Scan(&slot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("sink %s concurrency slot: %w", sink, err)
+	}
+	return slot, true, nil
+}
+
+// ReleaseSlot gives a slot back.
+func (s *Store) ReleaseSlot(ctx context.Context, sink string, slot int) error {
+	if _, err := s.pool.Exec(ctx, qReleaseSlot, sink, slot); err != nil {
+		return fmt.Errorf("release sink %s slot %d: %w", sink, slot, err)
+	}
+	return nil
+}
+
+// ParkedNotification is one notification a drain sends.
+type ParkedNotification struct {
+	ID        string
+	Provider  string
+	EventID   string
+	Type      string
+	MessageID string
+	Version   int64
+	Attempts  int
+	ParkedAt  time.Time
+	CreatedAt time.Time
+	// Body is nil when retention dropped it: it cannot be sent again under its id.
+	Body json.RawMessage
+}
+
+// Item is the notification as delivery.Chains orders it.
+func (p ParkedNotification) Item() delivery.Item {
+	msg := ""
+	if p.MessageID != "" {
+		msg = p.Provider + "\x00" + p.MessageID
+	}
+	return delivery.Item{ID: p.ID, Message: msg, Version: p.Version}
+}
+
+// ParkedBatch returns the next notifications the sink's drain sends: the limit parked longest,
+// plus every other parked update of the messages among them, so that a drain that takes one of
+// a message's updates takes all of them (and sends them in version order: delivery.Chains).
+func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]ParkedNotification, error) {
+	rows, err := s.pool.Query(ctx, qParkedBatch, sink, limit)
+	if err != nil {
+		return nil, fmt.Errorf("parked notifications of sink %s: %w", sink, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedNotification, error) {
+		var (
+			p    ParkedNotification
+			body []byte
+		)
+		err := row.Scan(&p.ID, &p.Provider, &p.EventID, &p.Type, &p.MessageID, &p.Version, &p.Attempts,
+			&p.ParkedAt, &p.CreatedAt, &body)
+		p.Body = body
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("parked notifications of sink %s: %w", sink, err)
+	}
+	return out, nil
+}
+
+// DrainedSent marks a parked notification sent by the drain (its sink's run of failures ends
+// with it). An inbound email's body goes with its last notification when
+// retention.inbound_bodies is 0, as it would have when its event was processed.
+func (s *Store) DrainedSent(ctx context.Context, n ParkedNotification) error {
+	if err := s.MarkNotificationSent(ctx, n.ID); err != nil {
+		return err
+	}
+	if s.stripOnProcessed && n.Type == domain.TypeEmailReceived {
+		if _, err := s.pool.Exec(ctx, qStripInboundEvent, n.Provider, n.EventID); err != nil {
+			return fmt.Errorf("remove the inbound body of %s:%s: %w", n.Provider, n.EventID, err)
+		}
+	}
+	return nil
+}
+
+// GiveUpParked fails the sink's notifications parked before before (notify.give_up_after) and
+// returns how many, in batches of bounded transactions.
+func (s *Store) GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, qGiveUpParked, sink, before, reason, sinkBatch)
+		if err != nil {
+			return total, fmt.Errorf("give up parked notifications of sink %s: %w", sink, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < sinkBatch {
+			return total, nil
+		}
+	}
+}
+
+// sinkBatch bounds the rows one statement of a sink's bulk changes touches.
+const sinkBatch = 5000
+
+// SinkFailing records that the drainer's probe or drain failed: the circuit is (again) open,
+// and the next probe is at nextProbe. failedProbe counts it as one more failed probe.
+func (s *Store) SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error {
+	if _, err := s.pool.Exec(ctx, qSinkFailing, sink, errMsg, failedProbe, nextProbe); err != nil {
+		return fmt.Errorf("sink %s failing: %w", sink, err)
+	}
+	return nil
+}
+
+// SinkAnswers records that the sink answered the drainer again: an open circuit goes to draining
+// (the parked notifications are sent next), and the failure counts start over.
+func (s *Store) SinkAnswers(ctx context.Context, sink string) error {
+	if _, err := s.pool.Exec(ctx, qSinkAnswers, sink); err != nil {
+		return fmt.Errorf("sink %s answers: %w", sink, err)
+	}
+	return nil
+}
+
+// SlowDown records the sink's Retry-After: nothing is sent to it before until.
+func (s *Store) SlowDown(ctx context.Context, sink string, until time.Time) error {
+	if _, err := s.pool.Exec(ctx, qSlowDown, sink, until); err != nil {
+		return fmt.Errorf("sink %s slow down: %w", sink, err)
+	}
+	return nil
+}
+
+// Settle puts a sink whose state no longer matches its backlog right: a draining sink with
+// nothing parked closes (its notifications are sent by their runs again), a closed one with
+// parked notifications (a park that raced the close, a redelivery) drains. It returns the state
+// it left.
+func (s *Store) Settle(ctx context.Context, sink string) (delivery.State, error) {
+	var state string
+	err := s.pool.QueryRow(ctx, qSettle, sink).Scan(&state)
+	if err != nil {
+		return "", fmt.Errorf("settle sink %s: %w", sink, err)
+	}
+	return delivery.State(state), nil
+}
+
+// PauseSink pauses (or resumes) a sink: while paused every notification for it parks and its
+// drainer sends nothing. by is the admin token's name. A resumed sink with parked notifications
+// drains them.
+func (s *Store) PauseSink(ctx context.Context, sink string, paused bool, by string) (Sink, error) {
+	if _, err := s.pool.Exec(ctx, qPauseSink, sink, paused, by); err != nil {
+		return Sink{}, fmt.Errorf("pause sink %s: %w", sink, err)
+	}
+	if !paused {
+		if _, err := s.Settle(ctx, sink); err != nil {
+			return Sink{}, err
+		}
+	}
+	return s.SinkByName(ctx, sink)
+}
+
+// RedeliverFilter selects the notifications of one sink to send again.
+type RedeliverFilter struct {
+	Sink string
+	// Since and Until bound the notifications' creation time (zero: unbounded).
+	Since, Until time.Time
+	// Provider and Type, when set, keep only that provider's events and that notification type.
+	Provider, Type string
+	// Statuses are the statuses to redeliver: failed, parked, sent.
+	Statuses []string
+	// DryRun counts and changes nothing.
+	DryRun bool
+}
+
+// Redelivery is what Redeliver did (or would do, in a dry run).
+type Redelivery struct {
+	Matched int64 `json:"matched"`
+	// Requeued were parked for the drainer, under their ids (0 in a dry run).
+	Requeued int64 `json:"requeued"`
+	// AlreadyParked were waiting for the drainer already.
+	AlreadyParked int64 `json:"already_parked"`
+	// Unavailable cannot be sent again under their id: retention removed their body (or an
+	// inbound email's body once it was delivered).
+	Unavailable int64 `json:"unavailable"`
+	// Woke: the sink went from closed to draining, and its drainer must be woken.
+	Woke bool `json:"-"`
+}
+
+// Redeliver parks the notifications f selects again, under their ids and with their stored
+// bodies, for the sink's drainer: a receiver that already had one dedupes it. It walks them in
+// id order in bounded transactions, so a large selection never holds one long transaction.
+func (s *Store) Redeliver(ctx context.Context, f RedeliverFilter) (Redelivery, error) {
+	var (
+		res  Redelivery
+		last string
+	)
+	for {
+		var matched, requeued, parked, unavailable int64
+		var next *string
+		err := s.pool.QueryRow(ctx, qRedeliver, f.Sink, f.Statuses, last, nullTime(f.Since), nullTime(f.Until),
+			f.Provider, f.Type, sinkBatch, f.DryRun).Scan(&matched, &requeued, &parked, &unavailable, &next)
+		if err != nil {
+			return res, fmt.Errorf("redeliver notifications of sink %s: %w", f.Sink, err)
+		}
+		res.Matched += matched
+		res.Requeued += requeued
+		res.AlreadyParked += parked
+		res.Unavailable += unavailable
+		if next == nil || matched < sinkBatch {
+			break
+		}
+		last = *next
+	}
+	if res.Requeued > 0 {
+		state, err := s.Settle(ctx, f.Sink)
+		if err != nil {
+			return res, err
+		}
+		res.Woke = state == delivery.Draining
+	}
+	return res, nil
+}
+
+// SinkNotificationFilter selects a page of one sink's notifications.
+type SinkNotificationFilter struct {
+	Sink   string
+	Status string // pending, parked, sent or failed
+	After  string // the last id of the previous page
+	Limit  int
+}
+
+// ListSinkNotifications returns a page of a sink's notifications of one status, in id order
+// (without their bodies), and the id to pass as After for the next page ("" on the last).
+func (s *Store) ListSinkNotifications(ctx context.Context, f SinkNotificationFilter) ([]Notification, string, error) {
+	rows, err := s.pool.Query(ctx, qListSinkNotifications, f.Sink, f.Status, f.After, f.Limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("notifications of sink %s: %w", f.Sink, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notification, error) {
+		n, err := scanNotification(row)
+		n.Body = nil
+		return n, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("notifications of sink %s: %w", f.Sink, err)
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+func scanSink(row pgx.Row) (Sink, error) {
+	var (
+		sk    Sink
+		state string
+	)
+	err := row.Scan(&sk.Name, &state, &sk.Paused, &sk.PausedAt, &sk.PausedBy, &sk.ConsecutiveFailures, &sk.OpenedAt,
+		&sk.ProbeFailures, &sk.NextProbeAt, &sk.NotBefore, &sk.LastError, &sk.LastErrorAt, &sk.UpdatedAt,
+		&sk.Parked, &sk.OldestParkedAt, &sk.Failed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Sink{}, ErrNotFound
+	}
+	sk.State = delivery.State(state)
+	return sk, err
+}
+
+const (
+	// The row, and as many slots as the concurrency (none without one); slots beyond it go.
+	qEnsureSink = `
+WITH s AS (
+    INSERT INTO sinks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING
+), slots AS (
+    INSERT INTO sink_slots (sink, slot) SELECT $1, g FROM generate_series(0, $2::int - 1) g
+    ON CONFLICT DO NOTHING
+)
+DELETE FROM sink_slots WHERE sink = $1 AND slot >= $2::int`
+
+	sinkColumns = `s.name, s.state, s.paused, s.paused_at, COALESCE(s.paused_by, ''), s.consecutive_failures,
+       s.opened_at, s.probe_failures, s.next_probe_at, s.not_before, COALESCE(s.last_error, ''),
+       s.last_error_at, s.updated_at,
+       (SELECT count(*) FROM notifications n WHERE n.sink = s.name AND n.status = 'parked'),
+       (SELECT min(n.parked_at) FROM notifications n WHERE n.sink = s.name AND n.status = 'parked'),
+       (SELECT count(*) FROM notifications n WHERE n.sink = s.name AND n.status = 'failed')`
+
+	qSink      = `SELECT ` + sinkColumns + ` FROM sinks s WHERE s.name = $1`
+	qListSinks = `SELECT ` + sinkColumns + ` FROM sinks s ORDER BY s.name`
+
+	// A closed sink goes to draining with its first parked notification (woke: its drainer must
+	// hear of it); an open or draining one is left alone, so parks during an outage do not all
+	// write the sink's row. A sink without a row (none configured it yet) gets one.
+	qParkNotification = `
+WITH n AS (
+    UPDATE notifications
+    SET status = 'parked', parked_at = now(), park_reason = $2, updated_at = now()
+    WHERE id = $1 AND status = 'pending'
+    RETURNING sink
+), s AS (
+    INSERT INTO sinks (name, state) SELECT sink, 'draining' FROM n
+    ON CONFLICT (name) DO UPDATE SET state = 'draining', updated_at = now()
+    WHERE sinks.state = 'closed'
+    RETURNING name
+)
+SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s)`
+
+	// The failure counts on the notification and on its sink; a closed sink opens at threshold
+	// ($4) failures in a row, and its first probe is due $5 later. opened is true only for the
+	// statement that opened it.
+	qDeliveryFailed = `
+WITH n AS (
+    UPDATE notifications
+    SET attempts = attempts + 1,
+        last_error = CASE WHEN status IN ('pending', 'parked') THEN NULLIF($3, '') ELSE last_error END,
+        updated_at = now()
+    WHERE id = $1
+), old AS (
+    SELECT state FROM sinks WHERE name = $2 FOR UPDATE
+), s AS (
+    UPDATE sinks
+    SET consecutive_failures = sinks.consecutive_failures + 1,
+        last_error = NULLIF($6, ''), last_error_at = now(),
+        state = CASE WHEN sinks.state = 'closed' AND sinks.consecutive_failures + 1 >= $4 THEN 'open' ELSE sinks.state END,
+        opened_at = CASE WHEN sinks.state = 'closed' AND sinks.consecutive_failures + 1 >= $4 THEN now() ELSE sinks.opened_at END,
+        probe_failures = CASE WHEN sinks.state = 'closed' AND sinks.consecutive_failures + 1 >= $4 THEN 0 ELSE sinks.probe_failures END,
+        next_probe_at = CASE WHEN sinks.state = 'closed' AND sinks.consecutive_failures + 1 >= $4 THEN now() + $5::interval ELSE sinks.next_probe_at END,
+        updated_at = now()
+    FROM old
+    WHERE sinks.name = $2
+    RETURNING old.state = 'closed' AND sinks.state = 'open' AS opened
+)
+SELECT COALESCE((SELECT opened FROM s), false)`
+
+	// The bucket holds at most $3 tokens and fills at $2 a second; clock_timestamp, not now():
+	// the time of this statement, whatever transaction it is in.
+	qTakeToken = `
+WITH t AS (SELECT clock_timestamp() AS at)
+UPDATE sinks s
+SET tokens = least($3::float8, COALESCE(s.tokens, $3::float8) + extract(epoch FROM t.at - COALESCE(s.tokens_at, t.at)) * $2::float8) - 1,
+    tokens_at = t.at
+FROM t
+WHERE s.name = $1
+  AND least($3::float8, COALESCE(s.tokens, $3::float8) + extract(epoch FROM t.at - COALESCE(s.tokens_at, t.at)) * $2::float8) >= 1`
+
+	qAcquireSlot = `
+UPDATE sink_slots
+SET held_until = clock_timestamp() + $2::interval
+WHERE (sink, slot) = (
+    SELECT sink, slot FROM sink_slots
+    WHERE sink = $1 AND held_until < clock_timestamp()
+    ORDER BY slot LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING slot`
+
+	qReleaseSlot = `UPDATE sink_slots SET held_until = '-infinity' WHERE sink = $1 AND slot = $2`
+
+	// The $2 parked longest (notifications_parked_idx), and the other parked updates of their
+	// messages (notifications_parked_message_idx), oldest parked first.
+	qParkedBatch = `
+WITH b AS (
+    SELECT id, provider, message_id FROM notifications
+    WHERE sink = $1 AND status = 'parked'
+    ORDER BY parked_at, id
+    LIMIT $2
+), ids AS (
+    SELECT id FROM b
+    UNION
+    SELECT n.id FROM notifications n
+    JOIN (SELECT DISTINCT provider, message_id FROM b WHERE message_id IS NOT NULL) m
+      ON n.provider = m.provider AND n.message_id = m.message_id
+    WHERE n.sink = $1 AND n.status = 'parked'
+)
+SELECT n.id, n.provider, n.event_id, n.type, COALESCE(n.message_id, ''), COALESCE(n.version, 0), n.attempts,
+       n.parked_at, n.created_at, COALESCE(b.body, n.body)
+FROM ids JOIN notifications n ON n.id = ids.id
+LEFT JOIN notification_bodies b ON b.id = n.id AND b.created_at = n.created_at
+ORDER BY n.parked_at, n.id`
+
+	qGiveUpParked = `
+UPDATE notifications
+SET status = 'failed', last_error = $3, updated_at = now()
+WHERE id IN (
+    SELECT id FROM notifications
+    WHERE sink = $1 AND status = 'parked' AND parked_at < $2
+    LIMIT $4)`
+
+	qSinkFailing = `
+UPDATE sinks
+SET state = 'open',
+    opened_at = CASE WHEN state = 'open' THEN opened_at ELSE now() END,
+    consecutive_failures = consecutive_failures + 1,
+    probe_failures = CASE WHEN $3 THEN probe_failures + 1 WHEN state = 'open' THEN probe_failures ELSE 0 END,
+    next_probe_at = $4, last_error = NULLIF($2, ''), last_error_at = now(), updated_at = now()
+WHERE name = $1`
+
+	qSinkAnswers = `
+UPDATE sinks
+SET state = CASE WHEN state = 'open' THEN 'draining' ELSE state END,
+    consecutive_failures = 0, probe_failures = 0, next_probe_at = NULL, updated_at = now()
+WHERE name = $1`
+
+	qSlowDown = `
+UPDATE sinks SET not_before = greatest(not_before, $2::timestamptz), updated_at = now()
+WHERE name = $1`
+
+	qSettle = `
+UPDATE sinks s
+SET state = CASE
+        WHEN s.state = 'draining' AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.sink = s.name AND n.status = 'parked')
+            THEN 'closed'
+        WHEN s.state = 'closed' AND EXISTS (SELECT 1 FROM notifications n WHERE n.sink = s.name AND n.status = 'parked')
+            THEN 'draining'
+        ELSE s.state END,
+    updated_at = now()
+WHERE s.name = $1
+RETURNING s.state`
+
+	qPauseSink = `
+INSERT INTO sinks (name, paused, paused_at, paused_by) VALUES ($1, $2, CASE WHEN $2 THEN now() END, CASE WHEN $2 THEN $3 END)
+ON CONFLICT (name) DO UPDATE
+SET paused = $2,
+    paused_at = CASE WHEN $2 THEN COALESCE(CASE WHEN sinks.paused THEN sinks.paused_at END, now()) END,
+    paused_by = CASE WHEN $2 THEN $3 END,
+    updated_at = now()`
+
+	// One chunk of a redelivery: the next $8 matching notifications by id. A parked one is left
+	// where it is in the queue; one whose body is gone (retention, or an inbound email's body
+	// removed once delivered) cannot be sent again under its id.
+	qRedeliver = `
+WITH c AS (
+    SELECT n.id, n.status,
+           COALESCE(b.body, n.body) IS NOT NULL AND NOT COALESCE(b.body, n.body) ? 'body_removed_at' AS usable
+    FROM notifications n
+    LEFT JOIN notification_bodies b ON b.id = n.id AND b.created_at = n.created_at
+    WHERE n.sink = $1 AND n.status = ANY($2::text[]) AND n.id > $3
+      AND ($4::timestamptz IS NULL OR n.created_at >= $4) AND ($5::timestamptz IS NULL OR n.created_at < $5)
+      AND ($6 = '' OR n.provider = $6) AND ($7 = '' OR n.type = $7)
+    ORDER BY n.id
+    LIMIT $8
+), u AS (
+    UPDATE notifications n
+    SET status = 'parked', parked_at = now(), park_reason = 'redelivery', updated_at = now()
+    FROM c
+    WHERE n.id = c.id AND c.usable AND c.status <> 'parked' AND NOT $9
+    RETURNING n.id
+)
+SELECT count(*),
+       (SELECT count(*) FROM u),
+       count(*) FILTER (WHERE status = 'parked'),
+       count(*) FILTER (WHERE NOT usable AND status <> 'parked'),
+       max(id)
+FROM c`
+
+	qListSinkNotifications = `
+SELECT ` + notificationColumns + `
+FROM ` + notificationFrom + `
+WHERE n.sink = $1 AND n.status = $2 AND n.id > $3
+ORDER BY n.id
+LIMIT $4`
+)

@@ -1,0 +1,356 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/store/storetest"
+)
+
+// pending writes a pending status notification of event evt for sink about message msg at
+// version v, and returns it as EnsureNotification does.
+func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) store.Notification {
+	t.Helper()
+	n, err := s.EnsureNotification(context.Background(), store.Notification{
+		Provider: "postscale", EventID: evt, Sink: sink, Type: domain.TypeStatusChanged,
+		MessageID: msg, Version: v, Body: json.RawMessage(fmt.Sprintf(`{"id":%q,"v":%d}`, evt, v)),
+	})
+	require.NoError(t, err)
+	return n
+}
+
+func sinkOf(t *testing.T, s *store.Store, name string) store.Sink {
+	t.Helper()
+	sk, err := s.SinkByName(context.Background(), name)
+	require.NoError(t, err)
+	return sk
+}
+
+// The gate a first attempt reads comes with its notification; parking the first notification of
+// a closed sink moves it to draining and is the one park that wakes its drainer.
+func TestParkingMovesAClosedSinkToDrainingOnce(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+
+	a := pending(t, s, "app", "evt_a", "msg_1", 1)
+	assert.Equal(t, delivery.Gate{State: delivery.Closed}, a.Gate)
+	p, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, store.Parked{Parked: true, Woke: true}, p)
+
+	b := pending(t, s, "app", "evt_b", "msg_2", 1)
+	assert.Equal(t, delivery.Gate{State: delivery.Draining}, b.Gate, "the next notification reads that the sink is behind")
+	p, err = s.ParkNotification(ctx, b.ID, "app", b.Gate.ParkReason(), time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, store.Parked{Parked: true}, p, "parking behind a draining sink wakes nobody")
+
+	again, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, store.Parked{}, again, "a parked notification is not parked twice")
+
+	sk := sinkOf(t, s, "app")
+	assert.Equal(t, delivery.Draining, sk.State)
+	assert.EqualValues(t, 2, sk.Parked)
+	require.NotNil(t, sk.OldestParkedAt)
+
+	// A sink no config created a row for gets one with its first park.
+	c := pending(t, s, "other", "evt_c", "msg_3", 1)
+	p, err = s.ParkNotification(ctx, c.ID, "other", delivery.ReasonThrottled, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, store.Parked{Parked: true, Woke: true}, p)
+	other := sinkOf(t, s, "other")
+	assert.Equal(t, delivery.Draining, other.State)
+	require.NotNil(t, other.NotBefore, "the sink's Retry-After is kept")
+}
+
+// Failed attempts open a closed circuit at the threshold, once; a success ends the run of
+// failures.
+func TestFailuresOpenTheCircuitAtTheThreshold(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	n := pending(t, s, "app", "evt_1", "msg_1", 1)
+	fail := func() bool {
+		opened, err := s.DeliveryFailed(ctx, n.ID, "app", "notify: sink responded 503 Service Unavailable: {\"to\":\"jane@example.com\"}",
+			"notify: sink responded 503 Service Unavailable", 3, 5*time.Second)
+		require.NoError(t, err)
+		return opened
+	}
+	assert.False(t, fail())
+	assert.False(t, fail())
+	require.NoError(t, s.MarkNotificationSent(ctx, pending(t, s, "app", "evt_2", "msg_2", 1).ID))
+	assert.Zero(t, sinkOf(t, s, "app").ConsecutiveFailures, "a success ends the run of failures")
+	assert.False(t, fail())
+	assert.False(t, fail())
+	assert.True(t, fail(), "the third failure in a row opens it")
+	assert.False(t, fail(), "only the failure that opened it says so")
+
+	sk := sinkOf(t, s, "app")
+	assert.Equal(t, delivery.Open, sk.State)
+	assert.Equal(t, 4, sk.ConsecutiveFailures)
+	require.NotNil(t, sk.OpenedAt)
+	require.NotNil(t, sk.NextProbeAt)
+	assert.WithinDuration(t, sk.OpenedAt.Add(5*time.Second), *sk.NextProbeAt, time.Second)
+	assert.Equal(t, "notify: sink responded 503 Service Unavailable", sk.LastError, "the sink row keeps the status line, not the sink's answer")
+
+	got := pending(t, s, "app", "evt_1", "msg_1", 1)
+	assert.Equal(t, 6, got.Attempts)
+	assert.Contains(t, got.LastError, "503", "the notification keeps the whole error, as before")
+	assert.Equal(t, delivery.Gate{State: delivery.Open}, got.Gate)
+
+	// The drainer's probe fails: still open, one more failed probe; then the sink answers.
+	next := time.Now().Add(20 * time.Second)
+	require.NoError(t, s.SinkFailing(ctx, "app", "notify: dial tcp: connection refused", true, next))
+	sk = sinkOf(t, s, "app")
+	assert.Equal(t, delivery.Open, sk.State)
+	assert.Equal(t, 1, sk.ProbeFailures)
+	assert.WithinDuration(t, next, *sk.NextProbeAt, time.Millisecond)
+	require.NoError(t, s.SinkAnswers(ctx, "app"))
+	sk = sinkOf(t, s, "app")
+	assert.Equal(t, delivery.Draining, sk.State)
+	assert.Zero(t, sk.ConsecutiveFailures)
+	assert.Zero(t, sk.ProbeFailures)
+}
+
+// A drain batch takes every parked update of the messages it holds, so a message's updates are
+// never split between batches, whatever order they were parked in.
+func TestParkedBatchTakesWholeMessages(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	park := func(n store.Notification) {
+		_, err := s.ParkNotification(ctx, n.ID, "app", delivery.ReasonOpen, time.Time{})
+		require.NoError(t, err)
+	}
+	// Parked in this order: m1 v3, m2 v1, m1 v2, m3 v1, m1 v4.
+	m1v3 := pending(t, s, "app", "evt_m1v3", "m1", 3)
+	park(m1v3)
+	m2 := pending(t, s, "app", "evt_m2v1", "m2", 1)
+	park(m2)
+	m1v2 := pending(t, s, "app", "evt_m1v2", "m1", 2)
+	park(m1v2)
+	park(pending(t, s, "app", "evt_m3v1", "m3", 1))
+	m1v4 := pending(t, s, "app", "evt_m1v4", "m1", 4)
+	park(m1v4)
+	park(pending(t, s, "other", "evt_other", "m1", 9)) // another sink's
+
+	batch, err := s.ParkedBatch(ctx, "app", 2)
+	require.NoError(t, err)
+	var ids []string
+	items := make([]delivery.Item, len(batch))
+	for i, n := range batch {
+		ids = append(ids, n.EventID)
+		items[i] = n.Item()
+		assert.NotEmpty(t, n.Body)
+	}
+	assert.ElementsMatch(t, []string{"evt_m1v3", "evt_m2v1", "evt_m1v2", "evt_m1v4"}, ids,
+		"the two parked longest, and m1's other updates; not m3, not the other sink's")
+	chains := delivery.Chains(items)
+	require.Len(t, chains, 2)
+	assert.Equal(t, []string{m1v2.ID, m1v3.ID, m1v4.ID}, []string{chains[0][0].ID, chains[0][1].ID, chains[0][2].ID})
+	assert.Equal(t, m2.ID, chains[1][0].ID)
+
+	for _, n := range batch {
+		require.NoError(t, s.DrainedSent(ctx, n))
+	}
+	rest, err := s.ParkedBatch(ctx, "app", 10)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	assert.Equal(t, "evt_m3v1", rest[0].EventID)
+}
+
+// Settle closes a draining sink with nothing parked and drains a closed one with something
+// parked; GiveUpParked fails what waited too long.
+func TestSettleAndGiveUp(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	n := pending(t, s, "app", "evt_1", "msg_1", 1)
+	_, err := s.ParkNotification(ctx, n.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	require.NoError(t, err)
+
+	state, err := s.Settle(ctx, "app")
+	require.NoError(t, err)
+	assert.Equal(t, delivery.Draining, state, "something is parked: it stays draining")
+
+	gaveUp, err := s.GiveUpParked(ctx, "app", time.Now().Add(-time.Hour), "gave up")
+	require.NoError(t, err)
+	assert.Zero(t, gaveUp, "parked a moment ago")
+	gaveUp, err = s.GiveUpParked(ctx, "app", time.Now().Add(time.Second), "gave up: parked for longer than notify.give_up_after (72h0m0s)")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, gaveUp)
+	failed := pending(t, s, "app", "evt_1", "msg_1", 1)
+	assert.Equal(t, domain.NotificationFailed, failed.Status)
+	assert.Contains(t, failed.LastError, "give_up_after")
+
+	state, err = s.Settle(ctx, "app")
+	require.NoError(t, err)
+	assert.Equal(t, delivery.Closed, state, "nothing parked any more: closed")
+	assert.EqualValues(t, 1, sinkOf(t, s, "app").Failed)
+}
+
+// The rate limit is one bucket for every worker: at most a second's worth of requests at once,
+// refilled at the rate.
+func TestTakeTokenIsOneBucketPerSink(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}, {Name: "other"}}))
+	took := 0
+	for range 5 {
+		ok, err := s.TakeToken(ctx, "app", 2)
+		require.NoError(t, err)
+		if ok {
+			took++
+		}
+	}
+	assert.LessOrEqual(t, took, 3, "a bucket of 2 (plus what refilled while asking) at 2/s")
+	assert.GreaterOrEqual(t, took, 2)
+	ok, err := s.TakeToken(ctx, "other", 2)
+	require.NoError(t, err)
+	assert.True(t, ok, "another sink's bucket is its own")
+	time.Sleep(600 * time.Millisecond)
+	ok, err = s.TakeToken(ctx, "app", 2)
+	require.NoError(t, err)
+	assert.True(t, ok, "refilled at 2/s")
+}
+
+// Concurrency slots are leases: at most concurrency held at once, given back or expired.
+func TestSlotsBoundConcurrency(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 2}}))
+	a, ok, err := s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = s.AcquireSlot(ctx, "app", 300*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok, "both slots held")
+	require.NoError(t, s.ReleaseSlot(ctx, "app", a))
+	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok, "a released slot is free")
+	time.Sleep(400 * time.Millisecond)
+	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok, "an expired lease is free (its worker died)")
+
+	// A smaller concurrency drops the slots beyond it.
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 1}}))
+	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}
+
+// A redelivery parks the selected notifications again under their ids; a dry run only counts.
+func TestRedeliverSelectsAndRequeues(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	var failed []store.Notification
+	for i := range 3 {
+		n := pending(t, s, "app", fmt.Sprintf("evt_f%d", i), fmt.Sprintf("m%d", i), 1)
+		require.NoError(t, s.MarkNotificationFailed(ctx, n.ID, "notify: sink responded 410 Gone"))
+		failed = append(failed, n)
+	}
+	sent := pending(t, s, "app", "evt_sent", "m9", 1)
+	require.NoError(t, s.MarkNotificationSent(ctx, sent.ID))
+	parked := pending(t, s, "app", "evt_parked", "m8", 1)
+	_, err := s.ParkNotification(ctx, parked.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	require.NoError(t, err)
+	state, err := s.Settle(ctx, "app")
+	require.NoError(t, err)
+	require.Equal(t, delivery.Draining, state)
+	// Drained meanwhile: the sink is closed again.
+	batch, err := s.ParkedBatch(ctx, "app", 10)
+	require.NoError(t, err)
+	require.NoError(t, s.DrainedSent(ctx, batch[0]))
+	state, err = s.Settle(ctx, "app")
+	require.NoError(t, err)
+	require.Equal(t, delivery.Closed, state)
+
+	dry, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, DryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, store.Redelivery{Matched: 3}, dry)
+	assert.EqualValues(t, 3, sinkOf(t, s, "app").Failed, "a dry run changes nothing")
+
+	none, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Type: domain.TypeEmailReceived})
+	require.NoError(t, err)
+	assert.Zero(t, none.Matched, "filtered by type")
+	none, err = s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Since: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	assert.Zero(t, none.Matched, "filtered by time")
+
+	res, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed, domain.NotificationSent},
+		Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour), Provider: "postscale"})
+	require.NoError(t, err)
+	assert.Equal(t, store.Redelivery{Matched: 5, Requeued: 5, Woke: true}, res,
+		"three failed, the sent one, and the drained one (sent): parked again; the sink drains")
+	sk := sinkOf(t, s, "app")
+	assert.Equal(t, delivery.Draining, sk.State)
+	assert.EqualValues(t, 5, sk.Parked)
+	assert.Zero(t, sk.Failed)
+	again := pending(t, s, "app", "evt_f0", "m0", 1)
+	assert.Equal(t, failed[0].ID, again.ID, "under the same id")
+	assert.Equal(t, domain.NotificationParked, again.Status)
+	assert.Equal(t, delivery.ReasonRedelivery, again.ParkReason)
+	assert.JSONEq(t, string(failed[0].Body), string(again.Body), "with the same body")
+
+	list, next, err := s.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	require.NotEmpty(t, next)
+	rest, last, err := s.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, After: next, Limit: 3})
+	require.NoError(t, err)
+	assert.Len(t, rest, 2)
+	assert.Empty(t, last)
+	assert.Nil(t, rest[0].Body, "a page holds no bodies")
+}
+
+func TestPauseAndResume(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	sk, err := s.PauseSink(ctx, "app", true, "ops")
+	require.NoError(t, err)
+	assert.True(t, sk.Paused)
+	assert.Equal(t, "ops", sk.PausedBy)
+	require.NotNil(t, sk.PausedAt)
+	n := pending(t, s, "app", "evt_1", "msg_1", 1)
+	assert.Equal(t, delivery.ReasonPaused, n.Gate.ParkReason())
+	_, err = s.ParkNotification(ctx, n.ID, "app", delivery.ReasonPaused, time.Time{})
+	require.NoError(t, err)
+
+	sk, err = s.PauseSink(ctx, "app", false, "ops")
+	require.NoError(t, err)
+	assert.False(t, sk.Paused)
+	assert.Nil(t, sk.PausedAt)
+	assert.Equal(t, delivery.Draining, sk.State, "resumed with something parked: it drains")
+	assert.EqualValues(t, 1, sk.Parked)
+
+	_, err = s.SinkByName(ctx, "missing")
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	all, err := s.ListSinks(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	assert.Equal(t, "app", all[0].Name)
+}

@@ -1,0 +1,154 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// IdleCheck is how long an idle drainer waits for a wake before it looks at its sink by itself:
+// the net under a wake that was lost (Temporal unreachable when the first notification parked,
+// a park that raced the drain's close). A few workflow tasks an hour per sink.
+const IdleCheck = 5 * time.Minute
+
+// maxSinkSteps bounds one run's steps (about seven history events each) before it continues as
+// new, well below Temporal's history limits, even where the server does not suggest it.
+const maxSinkSteps = 400
+
+// sinkStepOptions: a probe or a drain step retries (PostgreSQL down) from a second up to a
+// minute apart, never giving up: a drainer that stopped would strand its sink's notifications.
+// Each attempt heartbeats after every notification it sends, so a worker that dies mid-batch
+// is noticed within the heartbeat timeout and the step resumes on another.
+func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
+	attempt := max(p.Notify.AttemptTimeout, time.Second)
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: activities.DrainBudget + 2*attempt + time.Minute,
+		HeartbeatTimeout:    attempt + 30*time.Second,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+		},
+	}
+}
+
+// SinkDelivery is a sink's drainer (workflow ID sink:<name>, one per sink). It owns the sink's
+// circuit and its parked notifications, and reads as the sink's state machine:
+//
+//   - closed, nothing parked (or paused): wait for a wake, or IdleCheck, then look again;
+//   - open: wait until the next probe, then send the notification parked longest; the sink
+//     answers → draining, it fails → the next probe waits twice as long;
+//   - draining: send the parked notifications a batch at a time, oldest first, each message's
+//     updates in version order, at the sink's limits; a failure opens the circuit again, a 429
+//     waits, nothing left → closed.
+//
+// Its state lives in PostgreSQL (the sinks row and the parked notifications); each step reads it
+// and says what comes next, so the run only follows. Its Temporal work is per sink: a probe per
+// probe interval while the sink is down, a step per batch while it drains, none per parked
+// notification. The "state" query and the run's current details show the last step.
+func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInput) (activities.SinkStep, error) {
+	var a *activities.Activities
+	step := activities.SinkStep{Sink: in.Sink}
+	if err := workflow.SetQueryHandler(ctx, domain.SinkStateQuery, func() (activities.SinkStep, error) { return step, nil }); err != nil {
+		return step, err
+	}
+	wake := workflow.GetSignalChannel(ctx, domain.SinkWakeSignal)
+	check := func() error { return dbStepOf(ctx, a.CheckSink, in.Sink, &step) }
+	probe := workflow.WithActivityOptions(ctx, p.sinkStepOptions("probe "+in.Sink))
+	drain := workflow.WithActivityOptions(ctx, p.sinkStepOptions("drain "+in.Sink))
+
+	err := check()
+	for i := 0; err == nil && i < maxSinkSteps && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); i++ {
+		workflow.SetCurrentDetails(ctx, details(step))
+		switch step.Next() {
+		case delivery.Stop:
+			workflow.GetLogger(ctx).Info("sink is not configured; its drainer ends", "sink", in.Sink)
+			return step, nil
+		case delivery.Idle:
+			waitOrWake(ctx, wake, IdleCheck)
+			err = check()
+		case delivery.Probe:
+			if waitOrWake(ctx, wake, step.Wait) {
+				err = check()
+				break
+			}
+			err = workflow.ExecuteActivity(probe, a.ProbeSink, in.Sink).Get(ctx, &step)
+		case delivery.Drain:
+			if step.Wait > 0 && waitOrWake(ctx, wake, step.Wait) {
+				err = check()
+				break
+			}
+			err = workflow.ExecuteActivity(drain, a.DrainSink, in.Sink).Get(ctx, &step)
+		}
+	}
+	if err != nil {
+		return step, fmt.Errorf("sink %s: %w", in.Sink, err)
+	}
+	// What woke it meanwhile is in PostgreSQL: the next run starts by looking.
+	for wake.ReceiveAsync(nil) {
+	}
+	return step, workflow.NewContinueAsNewError(ctx, domain.SinkDeliveryName, in)
+}
+
+// waitOrWake waits d, or until a wake arrives: true when woken (every wake pending is taken, so a
+// burst of them costs one look).
+func waitOrWake(ctx workflow.Context, wake workflow.ReceiveChannel, d time.Duration) bool {
+	if d <= 0 {
+		woke := false
+		for wake.ReceiveAsync(nil) {
+			woke = true
+		}
+		return woke
+	}
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	woke := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(timerCtx, d), func(workflow.Future) {})
+	sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		woke = true
+	})
+	sel.Select(ctx)
+	for woke && wake.ReceiveAsync(nil) {
+	}
+	return woke
+}
+
+// dbStepOf is dbStep for an activity referenced by its method: a local activity, then, while it
+// keeps failing, a regular one that retries until PostgreSQL answers.
+func dbStepOf(ctx workflow.Context, activity, in, out any) error {
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, dbLocal), activity, in).Get(ctx, out)
+	if err == nil || final(err) {
+		return err
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, dbActivity), activity, in).Get(ctx, out)
+}
+
+// details is the drainer's state as the Temporal UI shows it (the run's current details).
+func details(s activities.SinkStep) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**sink %s**: %s", s.Sink, s.State)
+	if s.Paused {
+		b.WriteString(", paused")
+	}
+	fmt.Fprintf(&b, "\n\nparked: %d", s.Parked)
+	if s.OldestParkedAt != nil {
+		fmt.Fprintf(&b, " (oldest parked %s)", s.OldestParkedAt.UTC().Format(time.RFC3339))
+	}
+	if s.NextProbeAt != nil && s.State == delivery.Open {
+		fmt.Fprintf(&b, "\n\nnext probe: %s", s.NextProbeAt.UTC().Format(time.RFC3339))
+	}
+	if s.LastError != "" {
+		fmt.Fprintf(&b, "\n\nlast error: %s", s.LastError)
+	}
+	return b.String()
+}
