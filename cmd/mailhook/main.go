@@ -253,6 +253,7 @@ printed notifications. Not for production: it keeps nothing.`,
 	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
 	cmd.AddCommand(eraseCommand(load))         // erase.go
 	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
+	cmd.AddCommand(sinksCommand(load))         // sinks.go: sinks list, pause, resume, redeliver
 	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
 	for _, c := range cmd.Commands() {

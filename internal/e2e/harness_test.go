@@ -300,6 +300,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	m.RegisterBacklog(st.Backlog, logger)
 	m.RegisterInbox(st.Inbox, logger)
 	m.RegisterQuarantine(st.QuarantineCount, logger)
+	m.RegisterSinks(serve.SinkGauges(st), logger)
 	starts := &startCounter{n: map[string]int{}}
 	tracing, err := telemetry.TemporalInterceptors() // none unless tracerProvider is set
 	if err != nil {

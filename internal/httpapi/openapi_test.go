@@ -19,6 +19,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
@@ -197,6 +198,34 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"unconfigured@example.com","reason":"x"}`, want: 409},
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"down@example.com","reason":"x"}`, want: 503},
 
+		// Sinks.
+		{method: "GET", target: "/v1/sinks", header: token, want: 200},
+		{method: "GET", target: "/v1/sinks", header: map[string]string{"Authorization": "Bearer " + contractToken, "X-Fail": "sinks"}, want: 503},
+		{method: "GET", target: "/v1/sinks/app", header: token, want: 200},
+		{method: "GET", target: "/v1/sinks/new", header: token, want: 200}, // configured, no row yet
+		{method: "GET", target: "/v1/sinks/nope", header: token, want: 404},
+		{method: "GET", target: "/v1/sinks/down", header: token, want: 503},
+		{method: "POST", target: "/v1/sinks/app/pause", header: token, want: 200},
+		{method: "POST", target: "/v1/sinks/app/resume", header: token, want: 200},
+		{method: "POST", target: "/v1/sinks/nope/pause", header: token, want: 404},
+		{method: "POST", target: "/v1/sinks/nope/resume", header: token, want: 404},
+		{method: "POST", target: "/v1/sinks/down/pause", header: token, want: 503},
+		{method: "POST", target: "/v1/sinks/down/resume", header: token, want: 503},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, want: 200},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, body: `{"since":"2026-11-01T00:00:00Z","until":"2026-11-02T00:00:00Z","provider":"postscale","type":"message.status_changed","status":["failed","sent"],"dry_run":true}`, want: 200},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, body: `{"status":["pending"]}`, want: 400},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, body: `{"type":"email.teleported"}`, want: 400},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, body: `{"since":"2026-11-02T00:00:00Z","until":"2026-11-01T00:00:00Z"}`, want: 400},
+		{method: "POST", target: "/v1/sinks/app/redeliver", header: token, body: `{"sine":"2026-11-02T00:00:00Z"}`, want: 400},
+		{method: "POST", target: "/v1/sinks/nope/redeliver", header: token, want: 404},
+		{method: "POST", target: "/v1/sinks/down/redeliver", header: token, want: 503},
+		{method: "GET", target: "/v1/sinks/app/notifications", header: token, want: 200},
+		{method: "GET", target: "/v1/sinks/app/notifications?status=failed&limit=1&after=ntf_0", header: token, want: 200},
+		{method: "GET", target: "/v1/sinks/app/notifications?status=lost", header: token, want: 400},
+		{method: "GET", target: "/v1/sinks/app/notifications?limit=0", header: token, want: 400},
+		{method: "GET", target: "/v1/sinks/nope/notifications", header: token, want: 404},
+		{method: "GET", target: "/v1/sinks/down/notifications", header: token, want: 503},
+
 		// Paths and methods nothing serves: the same JSON body (the document's NotRouted), with
 		// or without a token.
 		{method: "GET", target: "/v1/widgets", header: token, want: 404},
@@ -234,7 +263,8 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 			if op.Security != nil && len(*op.Security) == 0 {
 				continue
 			}
-			target := strings.NewReplacer("{provider}", "postscale", "{message_id}", "msg_1", "{address}", "user@example.com", "{event_id}", "evt_1").Replace(path)
+			target := strings.NewReplacer("{provider}", "postscale", "{message_id}", "msg_1", "{address}", "user@example.com", "{event_id}", "evt_1",
+				"{name}", "app").Replace(path)
 			for _, header := range []string{"", "Bearer wrong-token", "Basic " + contractToken} {
 				req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
 				if header != "" {
@@ -295,6 +325,8 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Nonces:              fake,
 		Reconciler:          fake,
 		Erasures:            fake,
+		SinkStates:          fake,
+		Sinks:               []httpapi.SinkSettings{{Name: "app", Types: []string{domain.TypeStatusChanged}, Rate: 10, Concurrency: 4}, {Name: "new", Types: []string{domain.TypeEmailReceived}}, {Name: "down"}},
 		Ready: map[string]func(context.Context) error{
 			"postgres": func(context.Context) error { return fake.readiness("postgres") },
 			"temporal": func(context.Context) error { return fake.readiness("temporal") },
@@ -425,6 +457,56 @@ func (b *fakeBackend) Accept(_ context.Context, evs []domain.Event) ([]inbox.Ver
 		}
 	}
 	return out, nil
+}
+
+// The sinks: "app" is recorded (open, with parked notifications), "gone" is recorded but no
+// longer configured, "new" is configured without a row, and "down"'s database is unavailable.
+func (b *fakeBackend) ListSinks(context.Context) ([]store.Sink, error) {
+	if err := b.readiness("sinks"); err != nil { // X-Fail: sinks
+		return nil, err
+	}
+	app, _ := b.SinkByName(context.Background(), "app")
+	return []store.Sink{app, {Name: "gone", State: delivery.Closed, Parked: 3, UpdatedAt: time.Unix(1700000000, 0).UTC()}}, nil
+}
+
+func (b *fakeBackend) SinkByName(_ context.Context, name string) (store.Sink, error) {
+	switch name {
+	case "down":
+		return store.Sink{}, errDown
+	case "app":
+		at := time.Unix(1700000000, 0).UTC()
+		next := at.Add(time.Minute)
+		return store.Sink{Name: "app", State: delivery.Open, ConsecutiveFailures: 7, OpenedAt: &at, ProbeFailures: 2, NextProbeAt: &next,
+			LastError: "notify: sink responded 503 Service Unavailable", LastErrorAt: &at, Parked: 42, OldestParkedAt: &at, Failed: 1, UpdatedAt: at}, nil
+	}
+	return store.Sink{}, store.ErrNotFound
+}
+
+func (b *fakeBackend) PauseSink(ctx context.Context, name string, paused bool, by string) (store.Sink, error) {
+	sk, err := b.SinkByName(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		sk, err = store.Sink{Name: name, State: delivery.Closed}, nil
+	}
+	if paused {
+		at := time.Unix(1700000000, 0).UTC()
+		sk.Paused, sk.PausedAt, sk.PausedBy = true, &at, by
+	}
+	return sk, err
+}
+
+func (b *fakeBackend) Redeliver(_ context.Context, f store.RedeliverFilter) (store.Redelivery, error) {
+	if f.DryRun {
+		return store.Redelivery{Matched: 5, AlreadyParked: 1, Unavailable: 1}, nil
+	}
+	return store.Redelivery{Matched: 5, Requeued: 3, AlreadyParked: 1, Unavailable: 1, Woke: true}, nil
+}
+
+func (b *fakeBackend) ListSinkNotifications(_ context.Context, f store.SinkNotificationFilter) ([]store.Notification, string, error) {
+	at := time.Unix(1700000000, 0).UTC()
+	n := store.Notification{ID: "ntf_1", Provider: "postscale", EventID: "evt_1", Sink: f.Sink, Type: domain.TypeStatusChanged, Status: f.Status,
+		Attempts: 4, LastError: "notify: sink responded 503 Service Unavailable", CreatedAt: at, MessageID: "msg_1", Version: 2,
+		ParkedAt: &at, ParkReason: delivery.ReasonRetriesSpent}
+	return []store.Notification{n}, "ntf_1", nil
 }
 
 func (b *fakeBackend) BindNonce(_ context.Context, _, nonce, eventID string, _ time.Time) (string, error) {

@@ -98,6 +98,11 @@ type Server struct {
 	Codec *CodecEndpoint
 	// Erasures, when set, serves POST /v1/erasures (erasures.go).
 	Erasures Erasures
+	// SinkStates, when set, serves /v1/sinks (sinks.go) for the configured Sinks; Drainers
+	// wakes a sink's drainer after a pause, resume or redelivery.
+	SinkStates SinkStates
+	Sinks      []SinkSettings
+	Drainers   SinkDrainers
 }
 
 // Which routes an engine serves: one listener serves both; with http.admin_address the public
@@ -173,6 +178,7 @@ func (s *Server) handler(routes int) http.Handler {
 			v1.POST("/erasures", s.erase) // erasures.go
 		}
 		s.reconcileRoutes(v1) // reports.go
+		s.sinkRoutes(v1)      // sinks.go
 		if s.Metrics != nil {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 		}

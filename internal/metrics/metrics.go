@@ -320,6 +320,80 @@ func (m *Metrics) RegisterQuarantine(c Count, log *slog.Logger) {
 	m.Registry.MustRegister(&countCollector{count: c, log: log, desc: desc})
 }
 
+// SinkState is one sink's delivery state, read at scrape time.
+type SinkState struct {
+	Name   string
+	Open   bool
+	Paused bool
+	// OpenedAt is when the circuit opened (zero when it is not open).
+	OpenedAt time.Time
+	Parked   int64
+	// OldestParked is when the oldest parked notification was parked (zero when none is).
+	OldestParked time.Time
+}
+
+// SinkStates reads every sink's delivery state.
+type SinkStates func(ctx context.Context) ([]SinkState, error)
+
+// RegisterSinks exposes each sink's circuit, pause and backlog as gauges computed at scrape time
+// (the alerts MailhookSinkCircuitOpen, MailhookSinkOpenTooLong and MailhookSinkBacklogAging
+// read them). Every process reports the same table.
+func (m *Metrics) RegisterSinks(s SinkStates, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&sinkCollector{states: s, log: log,
+		open:   prometheus.NewDesc("mailhook_sink_circuit_open", "1 while the sink's circuit is open (its deliveries failed notify.circuit_failures times in a row): its notifications park and its drainer probes it.", []string{"sink"}, nil),
+		since:  prometheus.NewDesc("mailhook_sink_open_seconds", "How long the sink's circuit has been open (0 when it is not).", []string{"sink"}, nil),
+		paused: prometheus.NewDesc("mailhook_sink_paused", "1 while an operator has the sink paused.", []string{"sink"}, nil),
+		parked: prometheus.NewDesc("mailhook_sink_parked_notifications", "Notifications parked for the sink's drainer.", []string{"sink"}, nil),
+		oldest: prometheus.NewDesc("mailhook_sink_oldest_parked_age_seconds", "How long the sink's oldest parked notification has waited (0 when none).", []string{"sink"}, nil),
+	})
+}
+
+type sinkCollector struct {
+	states                              SinkStates
+	log                                 *slog.Logger
+	open, since, paused, parked, oldest *prometheus.Desc
+}
+
+func (c *sinkCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.open, c.since, c.paused, c.parked, c.oldest} {
+		ch <- d
+	}
+}
+
+func (c *sinkCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	states, err := c.states(ctx)
+	if err != nil {
+		c.log.Warn("sink metrics", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.open, err)
+		return
+	}
+	now := time.Now()
+	age := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return max(now.Sub(t).Seconds(), 0)
+	}
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, s := range states {
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, flag(s.Open), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.since, prometheus.GaugeValue, age(s.OpenedAt), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, flag(s.Paused), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(s.Parked), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age(s.OldestParked), s.Name)
+	}
+}
+
 type countCollector struct {
 	count Count
 	log   *slog.Logger

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/inbox"
@@ -116,6 +117,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	m.RegisterBacklog(st.Backlog, log)
 	m.RegisterInbox(st.Inbox, log)
 	m.RegisterQuarantine(st.QuarantineCount, log)
+	m.RegisterSinks(SinkGauges(st), log)
 	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
@@ -174,6 +176,9 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
 		Erasures:    s.Store,
+		SinkStates:  s.Store,
+		Sinks:       sinkSettings(s.Config.Sinks),
+		Drainers:    s.Drainers(),
 	}
 	return srv, nil
 }
@@ -293,6 +298,35 @@ func (s *Service) Worker() worker.Worker {
 	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
 	(&activities.Retention{Store: s.Store}).Register(w)
 	return w
+}
+
+// SinkGauges reads the sinks' states for their gauges.
+func SinkGauges(st *store.Store) metrics.SinkStates {
+	return func(ctx context.Context) ([]metrics.SinkState, error) {
+		rows, err := st.ListSinks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.SinkState, len(rows))
+		for i, r := range rows {
+			out[i] = metrics.SinkState{Name: r.Name, Open: r.State == delivery.Open, Paused: r.Paused, Parked: r.Parked}
+			if r.State == delivery.Open && r.OpenedAt != nil {
+				out[i].OpenedAt = *r.OpenedAt
+			}
+			if r.OldestParkedAt != nil {
+				out[i].OldestParked = *r.OldestParkedAt
+			}
+		}
+		return out, nil
+	}
+}
+
+func sinkSettings(sinks []config.Sink) []httpapi.SinkSettings {
+	out := make([]httpapi.SinkSettings, len(sinks))
+	for i, sk := range sinks {
+		out[i] = httpapi.SinkSettings{Name: sk.Name, Types: sk.Types, Rate: sk.Rate, Concurrency: sk.Concurrency}
+	}
+	return out
 }
 
 // NotifyPolicy is the workflows' view of notify.*.
