@@ -61,9 +61,23 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 		return step, err
 	}
 	wake := workflow.GetSignalChannel(ctx, domain.SinkWakeSignal)
-	check := func() error { return dbStepOf(ctx, a.CheckSink, in.Sink, &step) }
-	probe := workflow.WithActivityOptions(ctx, p.sinkStepOptions("probe "+in.Sink))
-	drain := workflow.WithActivityOptions(ctx, p.sinkStepOptions("drain "+in.Sink))
+	// Each step's result replaces the last one whole (decoding into step would keep the fields
+	// the new result omits, such as a pause that ended).
+	into := func(err error, next activities.SinkStep) error {
+		if err == nil {
+			step = next
+		}
+		return err
+	}
+	check := func() error {
+		var next activities.SinkStep
+		return into(dbStepOf(ctx, a.CheckSink, in.Sink, &next), next)
+	}
+	run := func(opts workflow.ActivityOptions, activity any) error {
+		var next activities.SinkStep
+		return into(workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in.Sink).Get(ctx, &next), next)
+	}
+	probe, drain := p.sinkStepOptions("probe "+in.Sink), p.sinkStepOptions("drain "+in.Sink)
 
 	err := check()
 	for i := 0; err == nil && i < maxSinkSteps && !workflow.GetInfo(ctx).GetContinueAsNewSuggested(); i++ {
@@ -80,13 +94,13 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 				err = check()
 				break
 			}
-			err = workflow.ExecuteActivity(probe, a.ProbeSink, in.Sink).Get(ctx, &step)
+			err = run(probe, a.ProbeSink)
 		case delivery.Drain:
 			if step.Wait > 0 && waitOrWake(ctx, wake, step.Wait) {
 				err = check()
 				break
 			}
-			err = workflow.ExecuteActivity(drain, a.DrainSink, in.Sink).Get(ctx, &step)
+			err = run(drain, a.DrainSink)
 		}
 	}
 	if err != nil {

@@ -101,6 +101,7 @@ type delivery struct {
 	Status int
 	Body   map[string]any
 	Header http.Header
+	At     time.Time // when it was answered
 }
 
 // receiver is the team's downstream system: it verifies every notification's signature and
@@ -156,7 +157,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	status := r.respond(id, attempt)
-	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Header: req.Header.Clone()})
+	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Header: req.Header.Clone(), At: time.Now()})
 	r.mu.Unlock()
 	w.WriteHeader(status)
 }

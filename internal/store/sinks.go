@@ -276,6 +276,10 @@ func (s *Store) SlowDown(ctx context.Context, sink string, until time.Time) erro
 // parked notifications (a park that raced the close, a redelivery) drains. It returns the state
 // it left.
 func (s *Store) Settle(ctx context.Context, sink string) (delivery.State, error) {
+	// A sink no worker has set up yet (EnsureSinks) gets its row: its state is kept there.
+	if _, err := s.pool.Exec(ctx, qEnsureSinkRow, sink); err != nil {
+		return "", fmt.Errorf("settle sink %s: %w", sink, err)
+	}
 	var state string
 	err := s.pool.QueryRow(ctx, qSettle, sink).Scan(&state)
 	if err != nil {
@@ -417,6 +421,8 @@ WITH s AS (
     ON CONFLICT DO NOTHING
 )
 DELETE FROM sink_slots WHERE sink = $1 AND slot >= $2::int`
+
+	qEnsureSinkRow = `INSERT INTO sinks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`
 
 	sinkColumns = `s.name, s.state, s.paused, s.paused_at, COALESCE(s.paused_by, ''), s.consecutive_failures,
        s.opened_at, s.probe_failures, s.next_probe_at, s.not_before, COALESCE(s.last_error, ''),
