@@ -22,7 +22,7 @@ import (
 	"github.com/mailhook/mailhook/workflows"
 )
 
-var policy = workflows.NotifyPolicy{InitialInterval: time.Second, MaxInterval: 10 * time.Minute, GiveUpAfter: 72 * time.Hour, AttemptTimeout: 30 * time.Second}
+var policy = workflows.NotifyPolicy{InitialInterval: time.Second, MaxInterval: 10 * time.Minute, GiveUpAfter: 72 * time.Hour, AttemptTimeout: 30 * time.Second, Attempts: 4}
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite

@@ -1,0 +1,185 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// newSinkEnv is an environment with SinkDelivery and its activities registered.
+func newSinkEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	env := newEnv(t)
+	a := &activities.Activities{}
+	env.RegisterActivityWithOptions(a.CheckSink, activity.RegisterOptions{Name: activities.CheckSinkName})
+	env.RegisterActivityWithOptions(a.ProbeSink, activity.RegisterOptions{Name: activities.ProbeSinkName})
+	env.RegisterActivityWithOptions(a.DrainSink, activity.RegisterOptions{Name: activities.DrainSinkName})
+	return env
+}
+
+func sinkStep(state delivery.State, parked int64, wait time.Duration) activities.SinkStep {
+	return activities.SinkStep{Sink: "crm", Configured: true, State: state, Parked: parked, Wait: wait}
+}
+
+// sinkSteps returns the mock results in turn, recording which activity ran; the last one repeats.
+type sinkSteps struct {
+	ran  []string
+	next map[string][]activities.SinkStep
+}
+
+func (s *sinkSteps) on(env *testsuite.TestWorkflowEnvironment, name string, results ...activities.SinkStep) {
+	if s.next == nil {
+		s.next = map[string][]activities.SinkStep{}
+	}
+	s.next[name] = results
+	env.OnActivity(name, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkStep, error) {
+		s.ran = append(s.ran, name)
+		r := s.next[name]
+		out := r[0]
+		if len(r) > 1 {
+			s.next[name] = r[1:]
+		}
+		return out, nil
+	}).Maybe()
+}
+
+// An idle sink waits; the first parked notification's wake makes it look, drain, and close.
+func TestSinkDeliveryDrainsWhenWokenThenIdles(t *testing.T) {
+	env := newSinkEnv(t)
+	s := &sinkSteps{}
+	s.on(env, activities.CheckSinkName, sinkStep(delivery.Closed, 0, 0), sinkStep(delivery.Draining, 250, 0), sinkStep(delivery.Closed, 0, 0))
+	s.on(env, activities.DrainSinkName, sinkStep(delivery.Draining, 150, 0), sinkStep(delivery.Draining, 50, 0), sinkStep(delivery.Closed, 0, 0))
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		res, err := env.QueryWorkflow(domain.SinkStateQuery)
+		require.NoError(t, err)
+		var st activities.SinkStep
+		require.NoError(t, res.Get(&st))
+		require.Equal(t, delivery.Closed, st.State, "drained and closed by now")
+		env.CancelWorkflow()
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
+	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName,
+		activities.DrainSinkName, activities.DrainSinkName, activities.DrainSinkName}, s.ran,
+		"look at start, idle until woken, look, drain three batches, idle")
+}
+
+// An open sink is probed after each wait the step names, never sooner, and drained once a probe
+// finds it answering.
+func TestSinkDeliveryProbesAnOpenSinkWithBackoffThenDrains(t *testing.T) {
+	env := newSinkEnv(t)
+	s := &sinkSteps{}
+	start := env.Now()
+	var probedAt []time.Duration
+	s.on(env, activities.CheckSinkName, sinkStep(delivery.Open, 40, 5*time.Second))
+	env.OnActivity(activities.ProbeSinkName, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkStep, error) {
+		s.ran = append(s.ran, activities.ProbeSinkName)
+		probedAt = append(probedAt, env.Now().Sub(start))
+		switch len(probedAt) {
+		case 1:
+			return sinkStep(delivery.Open, 40, 10*time.Second), nil
+		case 2:
+			return sinkStep(delivery.Open, 41, 20*time.Second), nil
+		}
+		return sinkStep(delivery.Draining, 40, 0), nil
+	})
+	s.on(env, activities.DrainSinkName, sinkStep(delivery.Closed, 0, 0))
+	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute) // before the next idle look
+	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
+	require.Equal(t, []string{activities.CheckSinkName, activities.ProbeSinkName, activities.ProbeSinkName,
+		activities.ProbeSinkName, activities.DrainSinkName}, s.ran)
+	require.Len(t, probedAt, 3)
+	require.GreaterOrEqual(t, probedAt[0], 5*time.Second)
+	require.GreaterOrEqual(t, probedAt[1]-probedAt[0], 10*time.Second)
+	require.GreaterOrEqual(t, probedAt[2]-probedAt[1], 20*time.Second)
+}
+
+// A wake during an open circuit's wait (an operator's pause) makes the drainer look instead of
+// probing; a paused sink is left alone until resumed.
+func TestSinkDeliveryLooksWhenWokenAndLeavesAPausedSinkAlone(t *testing.T) {
+	env := newSinkEnv(t)
+	s := &sinkSteps{}
+	paused := sinkStep(delivery.Open, 40, 0)
+	paused.Paused = true
+	s.on(env, activities.CheckSinkName, sinkStep(delivery.Open, 40, time.Minute), paused, sinkStep(delivery.Draining, 40, 0))
+	s.on(env, activities.DrainSinkName, sinkStep(delivery.Closed, 0, 0))
+	env.OnActivity(activities.ProbeSinkName, mock.Anything, mock.Anything).Return(activities.SinkStep{}, errors.New("not probed")).Never()
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 10*time.Second) // pause
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 3*time.Minute)  // resume
+	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute) // before the next idle look
+	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
+	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName, activities.CheckSinkName, activities.DrainSinkName}, s.ran)
+}
+
+// A sink no longer configured ends its drainer; a long-idle drainer continues as new before its
+// history grows large.
+func TestSinkDeliveryEndsForAnUnconfiguredSinkAndContinuesAsNew(t *testing.T) {
+	env := newSinkEnv(t)
+	env.OnActivity(activities.CheckSinkName, mock.Anything, "crm").Return(activities.SinkStep{Sink: "crm"}, nil).Once()
+	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	env = newSinkEnv(t)
+	env.OnActivity(activities.CheckSinkName, mock.Anything, "crm").Return(sinkStep(delivery.Closed, 0, 0), nil)
+	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new, got %v", env.GetWorkflowError())
+	require.Equal(t, domain.SinkDeliveryName, can.WorkflowType.Name)
+}
+
+// A notification the activity parked is reported parked, and the run ends with MarkProcessed as
+// usual; one whose attempts all ended in an error is handed to MarkProcessed to park.
+func TestProcessEventReportsParkedNotificationsAndParksTheOnesThatErred(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.StatusSinks, in.SuppressionSinks = []string{"app", "crm"}, nil
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
+		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.MatchedBy(func(s activities.SendInput) bool { return s.Sink == "app" })).
+		Return(activities.NotifyResult{ID: "ntf_app", Parked: true, Reason: delivery.ReasonOpen}, nil).Once()
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.MatchedBy(func(s activities.SendInput) bool { return s.Sink == "crm" })).
+		Return(activities.NotifyResult{}, temporal.NewApplicationError("sink crm: 503", activities.ErrTypeSinkUnavailable))
+	crm := domain.NotificationID("postscale", "evt_1", "crm", domain.TypeStatusChanged)
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.MatchedBy(func(m activities.MarkProcessedInput) bool {
+		return len(m.Failed) == 0 && len(m.Park) == 1 && m.Park[0].ID == crm && m.Park[0].Sink == "crm"
+	})).Return(nil).Once()
+	res := runEvent(t, env, in)
+	require.Len(t, res.Notifications, 2)
+	require.Equal(t, domain.NotificationParked, res.Notifications[0].Status)
+	require.Equal(t, delivery.ReasonOpen, res.Notifications[0].Reason)
+	require.Equal(t, domain.NotificationParked, res.Notifications[1].Status)
+	require.Equal(t, delivery.ReasonRetriesSpent, res.Notifications[1].Reason)
+}
+
+// The regular activity's retries are bounded by notify.attempts: the notification parks instead
+// of retrying for days.
+func TestNotifyRetriesAreBoundedByAttempts(t *testing.T) {
+	env := newEventEnv(t)
+	in := ref()
+	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
+		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+	calls := 0
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(context.Context, activities.SendInput) (activities.NotifyResult, error) {
+		calls++
+		return activities.NotifyResult{}, temporal.NewApplicationError("sink app: 503", activities.ErrTypeSinkUnavailable)
+	})
+	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
+	res := runEvent(t, env, in)
+	require.Equal(t, 1+policy.Attempts, calls, "the local attempt, then notify.attempts regular ones at most")
+	require.Equal(t, domain.NotificationParked, res.Notifications[0].Status)
+}
+
