@@ -117,7 +117,7 @@ func TestSinkDeliveryLooksWhenWokenAndLeavesAPausedSinkAlone(t *testing.T) {
 	env.OnActivity(activities.ProbeSinkName, mock.Anything, mock.Anything).Return(activities.SinkStep{}, errors.New("not probed")).Never()
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 10*time.Second) // pause
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 3*time.Minute)  // resume
-	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute) // before the next idle look
+	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute)                                         // before the next idle look
 	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
 	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName, activities.CheckSinkName, activities.DrainSinkName}, s.ran)
 }
@@ -182,4 +182,3 @@ func TestNotifyRetriesAreBoundedByAttempts(t *testing.T) {
 	require.Equal(t, 1+policy.Attempts, calls, "the local attempt, then notify.attempts regular ones at most")
 	require.Equal(t, domain.NotificationParked, res.Notifications[0].Status)
 }
-
