@@ -30,7 +30,7 @@ func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 	attempt := max(p.Notify.AttemptTimeout, time.Second)
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: activities.DrainBudget + 2*attempt + time.Minute,
-		HeartbeatTimeout:    attempt + 30*time.Second,
+		HeartbeatTimeout:    attempt + 10*time.Second,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,

@@ -249,6 +249,8 @@ const procPoolMaxConns = 8
 
 type procOptions struct {
 	dbURL string // a database to use instead of a fresh one on the shared server
+	// sink is YAML added to the sink "app" (rate, concurrency), indented as its keys.
+	sink string
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -327,14 +329,14 @@ sinks:
     url: %q
     secret: %q
     types: [message.status_changed]
-admin:
+%sadmin:
   tokens:
     - {name: e2e-operator, token: %q}
 acceptance:
   relay:
     poll_interval: 1s
     max_backoff: 5s
-`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, e.sink.srv.URL, sinkSecret, adminToken)
+`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, e.sink.srv.URL, sinkSecret, o.sink, adminToken)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

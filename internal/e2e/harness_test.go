@@ -113,6 +113,10 @@ type receiver struct {
 	got     []delivery
 	respond func(id string, attempt int) int
 	block   chan struct{} // when set, requests wait on it
+	// delay, when set, is how long each request takes to answer (a slow sink).
+	delay time.Duration
+	// inFlight counts the requests being answered; maxInFlight the most at once.
+	inFlight, maxInFlight int
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -138,8 +142,18 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.t.Errorf("Idempotency-Key %q != webhook-id %q", req.Header.Get("Idempotency-Key"), id)
 	}
 	r.mu.Lock()
-	block := r.block
+	block, delay := r.block, r.delay
+	r.inFlight++
+	r.maxInFlight = max(r.maxInFlight, r.inFlight)
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inFlight--
+		r.mu.Unlock()
+	}()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	if block != nil {
 		select {
 		case <-block:

@@ -130,11 +130,12 @@ func (s *Store) DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr st
 	return opened, nil
 }
 
-// TakeToken takes one request from the sink's token bucket (rate requests a second, at most one
-// second's worth saved up), shared by every worker through the sink's row: false when none is
-// left now.
+// TakeToken takes one request from the sink's token bucket (rate requests a second, at most a
+// tenth of a second's worth saved up, and at least one), shared by every worker through the
+// sink's row: false when none is left now. So no second holds more than rate plus a tenth of it
+// (plus one below 10/s).
 func (s *Store) TakeToken(ctx context.Context, sink string, rate float64) (bool, error) {
-	burst := max(rate, 1)
+	burst := max(rate/10, 1)
 	tag, err := s.pool.Exec(ctx, qTakeToken, sink, rate, burst)
 	if err != nil {
 		return false, fmt.Errorf("sink %s rate limit: %w", sink, err)

@@ -208,7 +208,7 @@ func TestTakeTokenIsOneBucketPerSink(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}, {Name: "other"}}))
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}, {Name: "other"}, {Name: "fast"}}))
 	took := 0
 	for range 5 {
 		ok, err := s.TakeToken(ctx, "app", 2)
@@ -217,8 +217,18 @@ func TestTakeTokenIsOneBucketPerSink(t *testing.T) {
 			took++
 		}
 	}
-	assert.LessOrEqual(t, took, 3, "a bucket of 2 (plus what refilled while asking) at 2/s")
-	assert.GreaterOrEqual(t, took, 2)
+	assert.LessOrEqual(t, took, 2, "a bucket of 1 (plus what refilled while asking) at 2/s")
+	assert.GreaterOrEqual(t, took, 1)
+	took = 0
+	for range 30 {
+		ok, err := s.TakeToken(ctx, "fast", 100)
+		require.NoError(t, err)
+		if ok {
+			took++
+		}
+	}
+	assert.GreaterOrEqual(t, took, 10, "a bucket of a tenth of a second at 100/s")
+	assert.Less(t, took, 30, "but not more than the bucket and its refill")
 	ok, err := s.TakeToken(ctx, "other", 2)
 	require.NoError(t, err)
 	assert.True(t, ok, "another sink's bucket is its own")
