@@ -277,8 +277,9 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		}
 		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
 	}
-	return NotifyResult{}, temporal.NewApplicationErrorWithOptions(
-		fmt.Sprintf("sink %s: %v", sink.Name, sendErr), ErrTypeSinkUnavailable, temporal.ApplicationErrorOptions{Cause: sendErr})
+	// The status line only: this error goes into the run's history and the SDK's log, and a sink
+	// that echoes the request would put its addresses in its answer (the row keeps the answer).
+	return NotifyResult{}, temporal.NewApplicationError(fmt.Sprintf("sink %s: %s", sink.Name, brief(sendErr)), ErrTypeSinkUnavailable)
 }
 
 // MarkProcessedInput closes an event: failed notifications are recorded, the ones whose
