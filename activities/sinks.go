@@ -235,11 +235,13 @@ type drain struct {
 	mu sync.Mutex
 	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
 	// to wait (until); the sends in flight are cancelled and nothing more is sent.
-	stopped   bool
-	failing   string
-	until     time.Time
-	sent      int
-	failed    int
+	stopped bool
+	failing string
+	until   time.Time
+	sent    int
+	failed  int
+	// answered: the sink answered (a 2xx, a 4xx, a 429): it is up, whatever it said.
+	answered  bool
 	storeErrs []error
 	cancel    context.CancelFunc
 }
@@ -331,7 +333,13 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 	}
 	var de *notify.DeliveryError
 	errors.As(sendErr, &de)
-	switch verdictOf(sendErr) {
+	verdict := verdictOf(sendErr)
+	if verdict != delivery.Failing {
+		d.mu.Lock()
+		d.answered = true
+		d.mu.Unlock()
+	}
+	switch verdict {
 	case delivery.Sent:
 		if err := a.Store.DrainedSent(ctx, n); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
@@ -422,7 +430,7 @@ func (d *drain) finish(ctx context.Context, sk store.Sink) error {
 				return err
 			}
 		}
-	case d.sent+d.failed > 0 && sk.State == delivery.Open:
+	case d.answered && sk.State == delivery.Open:
 		if err := a.Store.SinkAnswers(ctx, d.sink.Name); err != nil {
 			return err
 		}

@@ -438,6 +438,8 @@ DELETE FROM sink_slots WHERE sink = $1 AND slot >= $2::int`
 	// A closed sink goes to draining with its first parked notification (woke: its drainer must
 	// hear of it); an open or draining one is left alone, so parks during an outage do not all
 	// write the sink's row. A sink without a row (none configured it yet) gets one.
+	// Not an upsert: ON CONFLICT DO UPDATE locks the row even when its WHERE is false, and every
+	// park during an outage would queue on the sink's row.
 	qParkNotification = `
 WITH n AS (
     UPDATE notifications
@@ -445,12 +447,17 @@ WITH n AS (
     WHERE id = $1 AND status = 'pending'
     RETURNING sink
 ), s AS (
-    INSERT INTO sinks (name, state) SELECT sink, 'draining' FROM n
-    ON CONFLICT (name) DO UPDATE SET state = 'draining', updated_at = now()
-    WHERE sinks.state = 'closed'
+    UPDATE sinks SET state = 'draining', updated_at = now()
+    FROM n
+    WHERE sinks.name = n.sink AND sinks.state = 'closed'
+    RETURNING sinks.name
+), i AS (
+    INSERT INTO sinks (name, state)
+    SELECT sink, 'draining' FROM n WHERE NOT EXISTS (SELECT 1 FROM sinks WHERE sinks.name = n.sink)
+    ON CONFLICT (name) DO NOTHING
     RETURNING name
 )
-SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s)`
+SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FROM i)`
 
 	// The failure counts on the notification and on its sink; a closed sink opens at threshold
 	// ($4) failures in a row, and its first probe is due $5 later. opened is true only for the
