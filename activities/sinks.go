@@ -105,19 +105,10 @@ func (a *Activities) giveUp(ctx context.Context, name string) (int64, error) {
 // With nothing parked there is nothing to probe with: the circuit closes, and the next
 // notification's own attempts are the probe.
 func (a *Activities) ProbeSink(ctx context.Context, name string) (SinkStep, error) {
-	sink, ok := findSink(a.Sinks, name)
-	if !ok {
-		return SinkStep{Sink: name}, nil
+	sink, sk, step, err := a.startStep(ctx, name)
+	if err != nil || !step.Configured {
+		return step, err
 	}
-	gaveUp, err := a.giveUp(ctx, name)
-	if err != nil {
-		return SinkStep{}, err
-	}
-	sk, err := a.Store.SinkByName(ctx, name)
-	if err != nil {
-		return SinkStep{}, err
-	}
-	step := SinkStep{GaveUp: gaveUp}
 	if sk.State != delivery.Open || sk.Paused {
 		return a.stepWith(ctx, sink, step) // resumed, paused or closed meanwhile: nothing to probe
 	}
@@ -150,20 +141,12 @@ func (a *Activities) ProbeSink(ctx context.Context, name string) (SinkStep, erro
 // notification and the drain goes on. Each sent notification is marked at once, so a drain
 // whose worker dies resends at most the ones in flight, under their ids.
 func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, error) {
-	sink, ok := findSink(a.Sinks, name)
-	if !ok {
-		return SinkStep{Sink: name}, nil
-	}
-	gaveUp, err := a.giveUp(ctx, name)
-	if err != nil {
-		return SinkStep{}, err
-	}
-	sk, err := a.Store.SinkByName(ctx, name)
-	if err != nil {
-		return SinkStep{}, err
+	sink, sk, step, err := a.startStep(ctx, name)
+	if err != nil || !step.Configured {
+		return step, err
 	}
 	if sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now())) {
-		return a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
+		return a.stepWith(ctx, sink, step)
 	}
 	batch, err := a.Store.ParkedBatch(ctx, name, a.Delivery.Batch())
 	if err != nil {
@@ -177,7 +160,26 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 	if _, err := a.Store.Settle(ctx, name); err != nil {
 		return SinkStep{}, err
 	}
-	return a.stepWith(ctx, sink, SinkStep{Sent: d.sent, Failed: d.failed, GaveUp: gaveUp})
+	step.Sent, step.Failed = d.sent, d.failed
+	return a.stepWith(ctx, sink, step)
+}
+
+// startStep begins a probe or a drain step: the sink's config and row, with the notifications
+// that waited too long given up. step.Configured is false for a sink no longer configured.
+func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, store.Sink, SinkStep, error) {
+	sink, ok := findSink(a.Sinks, name)
+	if !ok {
+		return sink, store.Sink{}, SinkStep{Sink: name}, nil
+	}
+	gaveUp, err := a.giveUp(ctx, name)
+	if err != nil {
+		return sink, store.Sink{}, SinkStep{}, err
+	}
+	sk, err := a.Store.SinkByName(ctx, name)
+	if err != nil {
+		return sink, store.Sink{}, SinkStep{}, err
+	}
+	return sink, sk, SinkStep{Sink: name, Configured: true, GaveUp: gaveUp}, nil
 }
 
 // stepWith reads the sink and says, with what the step did, what the drainer does next.

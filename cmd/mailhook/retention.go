@@ -60,14 +60,9 @@ another. docs/OPERATIONS.md, "Retention".`,
 			if err != nil {
 				return err
 			}
-			quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
+			tc, err := dialTemporal(c, cfg)
 			if err != nil {
 				return err
-			}
-			tc, err := client.DialContext(c.Context(), opts)
-			if err != nil {
-				return fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
 			}
 			defer tc.Close()
 			run, err := retention.RunNow(c.Context(), tc, 200*time.Millisecond)
@@ -177,4 +172,18 @@ func listOrNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, ", ")
+}
+
+// dialTemporal connects to cfg's Temporal for one command, logging only the SDK's warnings.
+func dialTemporal(c *cobra.Command, cfg config.Config) (client.Client, error) {
+	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := client.DialContext(c.Context(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
+	}
+	return tc, nil
 }

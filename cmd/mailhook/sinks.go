@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
@@ -22,7 +19,6 @@ import (
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/internal/temporalconn"
 )
 
 // sinksCommand is `mailhook sinks list|pause|resume|redeliver`: each sink's delivery state, read
@@ -187,12 +183,7 @@ func openSinkStore(c *cobra.Command, load func() (config.Config, error), name st
 // wakeDrainer tells the sink's drainer to act on the change now. Without Temporal it says so:
 // the change is in the database, and the drainer acts on it within minutes by itself.
 func wakeDrainer(c *cobra.Command, cfg config.Config, name string) {
-	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
-	var tc client.Client
-	if err == nil {
-		tc, err = client.DialContext(c.Context(), opts)
-	}
+	tc, err := dialTemporal(c, cfg)
 	if err == nil {
 		defer tc.Close()
 		err = (&ingest.Drainers{Client: tc, TaskQueue: cfg.Temporal.TaskQueue}).Wake(c.Context(), name)
@@ -209,15 +200,7 @@ func withConfigured(rows []store.Sink, sinks []config.Sink) []store.Sink {
 			rows = append(rows, store.Sink{Name: sk.Name, State: delivery.Closed})
 		}
 	}
-	slices.SortFunc(rows, func(a, b store.Sink) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(rows, func(a, b store.Sink) int { return strings.Compare(a.Name, b.Name) })
 	return rows
 }
 

@@ -268,7 +268,9 @@ func TestSinkRedeliverWithFiltersAndDryRun(t *testing.T) {
 		}
 	}
 
-	// The sent one again, only when asked: under the same id, so the receiver dedupes it.
+	// The sent ones again, only when asked: under the same ids, so the receiver dedupes them.
+	// (A notification is marked sent just after the sink's 2xx.)
+	h.waitQuery(5, `SELECT count(*) FROM notifications WHERE status = 'sent'`)
 	code, body = h.admin(http.MethodPost, "/v1/sinks/app/redeliver", `{"status":["sent"],"type":"message.status_changed","provider":"postscale"}`)
 	if code != http.StatusOK || body["requeued"] != float64(5) {
 		t.Fatalf("redeliver the sent: %d %v", code, body)

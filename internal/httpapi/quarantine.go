@@ -26,14 +26,11 @@ const (
 // longest quarantined first, with the stage that refused each and why. Pass next_after as after
 // for the next page ("" on the last).
 func (s *Server) listQuarantine(c *gin.Context) {
-	f := store.QuarantineFilter{Provider: c.Query("provider"), After: c.Query("after"), Limit: defaultQuarantineLimit}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			s.fail(c, refuse(kindBadRequest, "limit must be a positive integer"))
-			return
-		}
-		f.Limit = min(n, maxQuarantineLimit)
+	f := store.QuarantineFilter{Provider: c.Query("provider"), After: c.Query("after")}
+	var bad *apiError
+	if f.Limit, bad = queryLimit(c, defaultQuarantineLimit, maxQuarantineLimit); bad != nil {
+		s.fail(c, bad)
+		return
 	}
 	list, next, err := s.Quarantine.ListQuarantine(c.Request.Context(), f)
 	switch {
@@ -45,4 +42,18 @@ func (s *Server) listQuarantine(c *gin.Context) {
 	default:
 		c.JSON(http.StatusOK, gin.H{"events": list, "next_after": next})
 	}
+}
+
+// queryLimit is a page's ?limit=: def when absent, capped at most, refused when it is not a
+// positive integer.
+func queryLimit(c *gin.Context, def, most int) (int, *apiError) {
+	l := c.Query("limit")
+	if l == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 {
+		return 0, refuse(kindBadRequest, "limit must be a positive integer")
+	}
+	return min(n, most), nil
 }

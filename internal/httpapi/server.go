@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -544,13 +543,10 @@ func (s *Server) listSuppressions(c *gin.Context) {
 		s.fail(c, refuse(kindBadRequest, badScope(f.Scope)))
 		return
 	}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			s.fail(c, refuse(kindBadRequest, "limit must be a positive integer"))
-			return
-		}
-		f.Limit = min(n, maxSuppressionLimit)
+	var bad *apiError
+	if f.Limit, bad = queryLimit(c, f.Limit, maxSuppressionLimit); bad != nil {
+		s.fail(c, bad)
+		return
 	}
 	limit := f.Limit
 	f.Limit++ // one address more tells whether there is a next page

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -118,15 +119,7 @@ func (s *Server) listSinks(c *gin.Context) {
 			out = append(out, s.view(store.Sink{Name: set.Name, State: delivery.Closed}))
 		}
 	}
-	slices.SortFunc(out, func(a, b sinkView) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b sinkView) int { return strings.Compare(a.Name, b.Name) })
 	c.JSON(http.StatusOK, gin.H{"sinks": out})
 }
 
@@ -277,18 +270,15 @@ const (
 func (s *Server) sinkNotifications(c *gin.Context) {
 	ctx := c.Request.Context()
 	f := store.SinkNotificationFilter{Sink: param(c, "name"), Status: c.DefaultQuery("status", domain.NotificationParked),
-		After: c.Query("after"), Limit: defaultSinkNotificationLimit}
+		After: c.Query("after")}
 	if !slices.Contains(domain.NotificationStatuses, f.Status) {
 		s.fail(c, &apiError{kind: kindBadRequest, reason: "unknown status " + strconv.Quote(f.Status), known: domain.NotificationStatuses})
 		return
 	}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			s.fail(c, refuse(kindBadRequest, "limit must be a positive integer"))
-			return
-		}
-		f.Limit = min(n, maxSinkNotificationLimit)
+	var bad *apiError
+	if f.Limit, bad = queryLimit(c, defaultSinkNotificationLimit, maxSinkNotificationLimit); bad != nil {
+		s.fail(c, bad)
+		return
 	}
 	if _, err := s.sinkOf(ctx, f.Sink); s.sinkFailed(c, "read sink", err) {
 		return
