@@ -325,7 +325,9 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 	}
 	release, err := a.waitLimits(ctx, d.sink)
 	if err != nil {
-		d.storeErr(err)
+		if ctx.Err() == nil { // not the step stopping (another send failed): the store failed
+			d.storeErr(err)
+		}
 		return false
 	}
 	sendErr := a.Sender.Send(ctx, d.sink.URL, d.sink.Secret, n.ID, n.Body, a.now())
