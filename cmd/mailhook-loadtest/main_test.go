@@ -17,10 +17,10 @@ func TestCommands(t *testing.T) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	if want := []string{"baseline", "keygen", "suppression-check"}; !slices.Equal(names, want) {
+	if want := []string{"baseline", "keygen", "receiver", "suppression-check"}; !slices.Equal(names, want) {
 		t.Fatalf("subcommands %v, want %v", names, want)
 	}
-	for _, args := range [][]string{{}, {"baseline"}, {"keygen"}, {"suppression-check"}} {
+	for _, args := range [][]string{{}, {"baseline"}, {"keygen"}, {"receiver"}, {"suppression-check"}} {
 		var out strings.Builder
 		c := root()
 		c.SetArgs(append(args, "--help"))
@@ -35,7 +35,7 @@ func TestCommands(t *testing.T) {
 }
 
 func TestUsageErrorsExit2(t *testing.T) {
-	for _, args := range [][]string{{"no-such-command"}, {"--no-such-flag"}, {"baseline", "--concurrency", "many"}, {"suppression-check", "--rate", "x"}} {
+	for _, args := range [][]string{{"no-such-command"}, {"--no-such-flag"}, {"baseline", "--concurrency", "many"}, {"suppression-check", "--rate", "x"}, {"receiver", "--mode", "refuse", "--secret", "whsec_eA=="}} {
 		c := root()
 		c.SetArgs(args)
 		c.SetOut(io.Discard)

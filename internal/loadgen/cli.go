@@ -18,7 +18,7 @@ import (
 )
 
 // Command is `mailhook-loadtest` (and `mailhook-loadtest keygen`, `mailhook-loadtest
-// suppression-check`).
+// suppression-check`, `mailhook-loadtest receiver`).
 func Command() *cobra.Command {
 	o := Options{}
 	var mix, keyPath string
@@ -33,7 +33,9 @@ mailhook sink with that URL, --sink-secret and types [message.status_changed, em
 suppression.added]), waits until every accepted event is processed (--database-url), and checks
 mailhook's API (--token) and database: every accepted event recorded once and processed, every
 message in the status the precedence fold of its events gives, every notification id received.
-It exits non-zero when a check fails. Loopback addresses only.`,
+It reports each notification's latency too: its first receipt at the sink minus the moment its
+event's first webhook request was sent. It exits non-zero when a check fails. Loopback
+addresses only.`,
 		Example: `  mailhook-loadtest keygen --out /tmp/sg.pem     # prints the key for the sendgrid endpoint
   mailhook-loadtest --url http://127.0.0.1:18000 --postscale-secret whsec_… \
     --sendgrid-key /tmp/sg.pem --mix postscale=3,sendgrid=1 --concurrency 50 --duration 30s \
@@ -97,6 +99,7 @@ It exits non-zero when a check fails. Loopback addresses only.`,
 	f.StringArrayVar(&cpu, "cpu", nil, "label=pid[+pid…]: report the CPU those processes used (repeatable)")
 	f.StringVar(&o.JSONPath, "json", "", "also write the report as JSON to this file")
 	f.StringVar(&o.EventsPath, "events-out", "", "write every generated event (JSON lines) to this file")
+	f.StringVar(&o.LatencyPath, "latency-out", "", "write each notification's latency to this file (CSV: sent_unix_ms, latency_ms, type, id)")
 
 	var out string
 	var force bool
@@ -115,7 +118,7 @@ It exits non-zero when a check fails. Loopback addresses only.`,
 	keygen.Flags().StringVar(&out, "out", "", "file to write the private key to (PEM, PKCS#8, mode 0600)")
 	keygen.Flags().BoolVar(&force, "force", false, "overwrite an existing file")
 	_ = keygen.MarkFlagRequired("out")
-	cmd.AddCommand(keygen, suppressionCheckCommand())
+	cmd.AddCommand(keygen, suppressionCheckCommand(), receiverCommand())
 	return cmd
 }
 

@@ -92,6 +92,8 @@ type Options struct {
 	CPU         []CPUTarget
 	JSONPath    string
 	EventsPath  string
+	// LatencyPath, when set, gets each notification's latency as CSV (writeLatencies).
+	LatencyPath string
 	Out         io.Writer
 }
 
@@ -101,6 +103,7 @@ type evState struct {
 	acked          int // 200 answers to those
 	startsAccepted int // single-event 200s whose status was "accepted"
 	firstAccept    time.Time
+	firstSent      time.Time // when the first request carrying it was sent
 }
 
 type runner struct {
@@ -282,6 +285,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Sink = sink.Stats()
+	received, sends := sink.Notifications(), r.firstSends()
+	nl := notificationLatency(received, sends)
+	rep.NotificationLatency = &nl
+	if o.LatencyPath != "" {
+		if err := writeLatencies(o.LatencyPath, received, sends); err != nil {
+			return rep, fmt.Errorf("--latency-out: %w", err)
+		}
+	}
 	rep.Verdict = v.checks
 	rep.Passed = v.passed()
 	if o.MailhookPID > 0 {
@@ -489,6 +500,9 @@ func (r *runner) send(ctx context.Context, req *Request, intended time.Time) {
 			// cannot hide queueing (coordinated omission).
 			began = intended
 		}
+		if attempt == 0 {
+			r.markSent(req, time.Now())
+		}
 		code, ans, err := r.post(ctx, req)
 		took := time.Since(began)
 		if err == nil {
@@ -575,6 +589,18 @@ func (r *runner) post(ctx context.Context, req *Request) (int, webhookAnswer, er
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = json.Unmarshal(b, &ans)
 	return resp.StatusCode, ans, nil
+}
+
+// markSent books the moment a request carrying its events was first sent (the start of their
+// notification latency).
+func (r *runner) markSent(req *Request, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range req.Events {
+		if s := r.state(ev); s.firstSent.IsZero() || at.Before(s.firstSent) {
+			s.firstSent = at
+		}
+	}
 }
 
 func (r *runner) state(ev *Event) *evState {

@@ -51,6 +51,9 @@ type Report struct {
 
 	Notifications NotificationStats `json:"notifications"`
 	Sink          SinkStats         `json:"sink"`
+	// NotificationLatency: the sink's first receipt of each notification − the first send of
+	// its event's webhook.
+	NotificationLatency *NotificationLatency `json:"notification_latency,omitempty"`
 
 	TemporalOps        map[string]float64 `json:"temporal_ops,omitempty"`
 	StartsPerEventSend float64            `json:"starts_per_event_send"`
@@ -156,6 +159,9 @@ func (r *Report) print(w io.Writer) {
 	p("  expected end statuses: %s", kv(r.ExpectedStatuses))
 	p("== notifications: %d rows for the sink (%s); sink got %d distinct ids in %d deliveries (%d ids repeated, %d of other runs)",
 		r.Notifications.Expected, kv(r.Notifications.ByType), r.Notifications.DistinctReceived, r.Notifications.Deliveries, r.Notifications.RepeatedIDs, r.Notifications.Foreign)
+	if r.NotificationLatency != nil {
+		p("  latency (webhook sent → first receipt at the sink): %s", r.NotificationLatency)
+	}
 	if len(r.TemporalOps) > 0 {
 		p("== Temporal calls by mailhook's process during the run: %s", kvf(r.TemporalOps))
 		p("  StartWorkflowExecution per event carried by an answered request: %.3f (%d event sends)", r.StartsPerEventSend, r.EventSends)
