@@ -17,6 +17,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -351,6 +352,58 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 		t.Fatalf("%d events still quarantined after the redrive", n)
 	}
 	h.waitDelivered(2)
+}
+
+// afterRun is a reconcile.Store whose MarkRedriven waits for the redriven run to close first: the
+// order eager start gives, where the worker in the starting process runs the new workflow's first
+// task before the start call returns.
+type afterRun struct {
+	reconcile.Store
+	h *harness
+}
+
+func (s afterRun) MarkRedriven(ctx context.Context, provider, eventID string) error {
+	_ = s.h.waitWorkflow(provider + ":" + eventID)
+	return s.Store.MarkRedriven(ctx, provider, eventID)
+}
+
+// A redrive of an event that still fails leaves it in quarantine, even when its run quarantines
+// it again before the redrive has settled its own start (it used to clear the quarantine after
+// the start, erasing what the run had just written: the event was neither listed nor processed
+// and the gauge read 0).
+func TestRedriveOfAStillBrokenEventKeepsItQuarantined(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	ctx := context.Background()
+	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
+		t.Fatal(err)
+	}
+	id := h.id("evt_q")
+	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("post: %d %v", code, resp)
+	}
+	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
+		t.Fatalf("workflow: %v, want it failed as quarantined", err)
+	}
+	svc := h.svc.Reconciler()
+	svc.Store = afterRun{Store: svc.Store, h: h}
+	res, err := svc.Redrive(ctx, domain.RedriveInput{Quarantined: true})
+	if err != nil || res.Started != 1 {
+		t.Fatalf("redrive: %+v, %v; want 1 started", res, err)
+	}
+	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
+		t.Fatalf("redriven run: %v, want it failed as quarantined again", err)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1 AND quarantined_at IS NOT NULL AND NOT awaiting_start`, id); n != 1 {
+		t.Fatalf("the still broken event is out of quarantine after its redrive (%d rows quarantined)", n)
+	}
+	code, resp := h.admin(http.MethodGet, "/v1/quarantine", "")
+	if events, _ := resp["events"].([]any); code != 200 || len(events) != 1 {
+		t.Fatalf("GET /v1/quarantine: %d %v, want the event listed", code, resp)
+	}
+	if got := h.scrape(`mailhook_quarantined_events`); got != 1 {
+		t.Fatalf("mailhook_quarantined_events = %v, want 1", got)
+	}
 }
 
 // TestLargeInboundEmailIsProcessedWithASmallHistory: a legitimate, signed inbound email near the

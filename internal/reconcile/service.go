@@ -31,8 +31,13 @@ type Store interface {
 	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)
 	ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error)
 	DeleteReplay(ctx context.Context, provider, eventID string, n int) error
+	Requeue(ctx context.Context, provider, eventID string, relayAfter time.Duration) error
 	MarkRedriven(ctx context.Context, provider, eventID string) error
 }
+
+// requeueGrace is how long a requeued event waits before a relay may start it: long enough for
+// the redrive's own start to settle it, so the relay does not start it too (only a duplicate).
+const requeueGrace = time.Minute
 
 // Service runs reports, redrives and replays against one store and Temporal namespace.
 type Service struct {
@@ -93,6 +98,14 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 		case rec.Event == nil:
 			o.Outcome, o.Error = domain.RedriveSkipped, rec.Missing.Error()
 		default:
+			// Out of quarantine before the start, never after: the run may quarantine it
+			// again before Start returns.
+			if in.Quarantined {
+				if err := s.Store.Requeue(ctx, rec.Provider, rec.EventID, requeueGrace); err != nil {
+					o.Outcome, o.Error = domain.RedriveFailed, err.Error()
+					break
+				}
+			}
 			st, err := s.Starter.Start(ctx, *rec.Event)
 			switch {
 			case err != nil:
@@ -102,11 +115,13 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 			default:
 				o.Outcome = domain.RedriveStarted
 			}
-			// An event waiting for its start, or in quarantine, is started now: take it out of
-			// both so the relay does not try again (it would only get a duplicate).
+			// An event waiting for its start is started now: out of the inbox, so the relay
+			// does not try again (it would only get a duplicate). One whose start failed stays
+			// there, and the relay starts it (or quarantines it again if Temporal refuses it
+			// for good).
 			if err == nil {
 				if merr := s.Store.MarkRedriven(ctx, rec.Provider, rec.EventID); merr != nil {
-					s.Log.Warn("redrive: could not take the event out of the inbox or quarantine; a relay may start it again (a duplicate)", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
+					s.Log.Warn("redrive: could not take the event out of the inbox; a relay may start it again (a duplicate)", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
 				}
 			}
 		}

@@ -57,13 +57,22 @@ LIMIT $5`
 
 	qQuarantineCount = `SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`
 
-	// A redrive has started the event again: it leaves the inbox and the quarantine. If it fails
-	// again, the step that fails puts it back.
+	// A redrive takes a quarantined event back into the inbox before it starts it: the run it
+	// starts may quarantine it again at once (an eager start runs the first task before the start
+	// returns), and that must stand. Should the redrive not get to start it, a relay will, after
+	// $3 microseconds.
+	qRequeue = `
+UPDATE webhook_events
+SET quarantined_at = NULL, quarantine_stage = NULL, quarantine_error = NULL,
+    awaiting_start = true, next_attempt_at = now() + $3 * interval '1 microsecond'
+WHERE provider = $1 AND event_id = $2 AND quarantined_at IS NOT NULL AND processed_at IS NULL`
+
+	// A redrive has started the event: it leaves the inbox. It never touches the quarantine,
+	// which only the run (or qRequeue, before the start) may change.
 	qRedriven = `
 UPDATE webhook_events
-SET awaiting_start = false, relayed_at = COALESCE(relayed_at, now()),
-    quarantined_at = NULL, quarantine_stage = NULL, quarantine_error = NULL
-WHERE provider = $1 AND event_id = $2 AND (awaiting_start OR quarantined_at IS NOT NULL)`
+SET awaiting_start = false, relayed_at = COALESCE(relayed_at, now())
+WHERE provider = $1 AND event_id = $2 AND awaiting_start`
 )
 
 // Quarantine marks an event as not processable as it is, with the stage that refused it and
@@ -130,8 +139,19 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// MarkRedriven takes an event that a redrive has just started out of the inbox and out of the
-// quarantine. An event in neither is left as it is.
+// Requeue takes a quarantined event out of the quarantine and back into the inbox, where a relay
+// starts it after relayAfter unless the caller's own start settles it first (MarkRedriven). An
+// event not in quarantine is left as it is.
+func (s *Store) Requeue(ctx context.Context, provider, eventID string, relayAfter time.Duration) error {
+	if _, err := s.pool.Exec(ctx, qRequeue, provider, eventID, relayAfter.Microseconds()); err != nil {
+		return fmt.Errorf("requeue %s:%s: %w", provider, eventID, err)
+	}
+	return nil
+}
+
+// MarkRedriven takes an event that a redrive has just started out of the inbox. An event not in
+// it is left as it is, and so is the quarantine: the run that was started may already have put
+// the event back there.
 func (s *Store) MarkRedriven(ctx context.Context, provider, eventID string) error {
 	if _, err := s.pool.Exec(ctx, qRedriven, provider, eventID); err != nil {
 		return fmt.Errorf("mark redriven %s:%s: %w", provider, eventID, err)

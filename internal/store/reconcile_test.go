@@ -153,18 +153,30 @@ func TestStuckEvents(t *testing.T) {
 	assert.True(t, more)
 	assert.Len(t, stuck, 1)
 
-	// The quarantined event is only listed when asked for; once redriven it leaves quarantine.
+	// The quarantined event is only listed when asked for. A redrive requeues it (out of
+	// quarantine, into the inbox, due after the grace it gives) before it starts it, and settling
+	// the start leaves a quarantine the run has set again as it is.
 	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
 	require.NoError(t, err)
 	require.Len(t, stuck, 1)
 	assert.Equal(t, "old_quarantined", stuck[0].EventID)
-	require.NoError(t, s.MarkRedriven(t.Context(), provider, "old_quarantined"))
+	require.NoError(t, s.Requeue(t.Context(), provider, "old_quarantined", time.Hour))
 	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
 	require.NoError(t, err)
 	assert.Empty(t, stuck)
 	n, err := s.QuarantineCount(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, n)
+	var waiting, due bool
+	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT awaiting_start, next_attempt_at <= now() FROM webhook_events WHERE provider = $1 AND event_id = 'old_quarantined'`, provider).Scan(&waiting, &due))
+	assert.True(t, waiting, "a requeued event waits in the inbox")
+	assert.False(t, due, "a requeued event is not due before the grace ends")
+
+	require.NoError(t, s.Quarantine(t.Context(), provider, "old_quarantined", "Process", "still broken"))
+	require.NoError(t, s.MarkRedriven(t.Context(), provider, "old_quarantined"))
+	n, err = s.QuarantineCount(t.Context())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "settling the redrive's start cleared the run's quarantine")
 }
 
 func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
