@@ -106,6 +106,12 @@ type Event struct {
 	Stream string `json:"stream,omitempty"`
 	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
 	Raw json.RawMessage `json:"raw"`
+	// PriorEventID is the id an earlier version of mailhook gave this same event, when its
+	// provider's id format has changed since (each provider's *_legacy.go says when it goes).
+	// Acceptance answers duplicate when a row holds it with the same OccurredAt, so a
+	// provider's retry of an event accepted before the upgrade is not processed twice. Never
+	// stored.
+	PriorEventID string `json:"-"`
 }
 
 // Bounce details, normalized across providers.

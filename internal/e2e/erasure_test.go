@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/mailhook/mailhook/internal/provider"
 	"net/http"
 	"net/url"
 	"strings"
@@ -188,5 +190,73 @@ func TestErasureOverHTTP(t *testing.T) {
 	}
 	if hits, err := storetest.Hits(ctx, pool, jane, janeInURL); err != nil || len(hits) != 0 {
 		t.Fatalf("after the second erasure the address is in %v (%v)", hits, err)
+	}
+}
+
+// Postmark records without an ID get a derived event id, which is also the run's workflow ID:
+// it holds a tag of the recipient, never the address, so after an erasure no column holds it and
+// no workflow ID ever did. A record an older version accepted under its old id (the address in
+// it) is still a duplicate when Postmark retries it.
+func TestPostmarkDerivedIDsHoldNoAddress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
+		Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}},
+	}}})
+	ctx := context.Background()
+	jane, bob := "jane.pm."+h.prefix+"@example.com", "bob.pm."+h.prefix+"@example.com"
+	msg, older := h.id("pm-msg"), h.id("pm-older")
+	stamp := time.Now().UTC().Truncate(time.Millisecond)
+	record := func(typ, msgID, rcpt, field string, at time.Time) string {
+		return fmt.Sprintf(`{"RecordType":%q,"MessageID":%q,"Recipient":%q,%q:%q,"MessageStream":"outbound"}`,
+			typ, msgID, rcpt, field, at.Format(time.RFC3339Nano))
+	}
+	post := func(body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth("hook", "correct-horse")
+		return h.do(req)
+	}
+	for _, body := range []string{record("Delivery", msg, jane, "DeliveredAt", stamp), record("Open", msg, jane, "ReceivedAt", stamp.Add(time.Minute))} {
+		if code, resp := post(body); code != http.StatusOK || resp["status"] != "accepted" {
+			t.Fatalf("post %s: %d %v", body, code, resp)
+		}
+	}
+
+	// What a version before the change stored for bob's delivery: the address in the key.
+	olderAt := stamp.Add(-time.Hour)
+	legacyID := "Delivery:" + older + ":" + bob + ":" + olderAt.Format(time.RFC3339Nano)
+	old := domain.Event{Provider: "postmark", EventID: legacyID, Type: "Delivery", Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: older, Recipient: bob, OccurredAt: olderAt, Raw: json.RawMessage(`{}`)}
+	if inserted, err := storetest.Enqueue(ctx, h.svc.Store, old); err != nil || !inserted[0] {
+		t.Fatalf("record the older version's row: %v %v", inserted, err)
+	}
+	if code, resp := post(record("Delivery", older, bob, "DeliveredAt", olderAt)); code != http.StatusOK || resp["status"] != "duplicate" {
+		t.Fatalf("Postmark's retry of a record accepted before the upgrade: %d %v, want 200 duplicate", code, resp)
+	}
+	h.waitQuery(3, `SELECT count(*) FROM webhook_events WHERE provider = 'postmark' AND processed_at IS NOT NULL`)
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'postmark'`); n != 3 {
+		t.Fatalf("%d postmark rows, want jane's two and the older version's one", n)
+	}
+	if m := h.messageOf("postmark", msg); m.Status != domain.StatusDelivered || m.Recipient != jane {
+		t.Fatalf("jane's message: %+v", m)
+	}
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'postmark' AND event_id LIKE '%@%' AND event_id <> $1`, legacyID); n != 0 {
+		t.Fatalf("%d derived event ids hold an address", n)
+	}
+	for id := range h.starts.ids() {
+		if strings.Contains(id, "@") && id != "postmark:"+legacyID {
+			t.Fatalf("workflow ID %q holds an address", id)
+		}
+	}
+
+	if code, resp := h.admin(http.MethodPost, "/v1/erasures", fmt.Sprintf(`{"address":%q,"reason":"ticket 4712"}`, jane)); code != http.StatusOK {
+		t.Fatalf("POST /v1/erasures: %d %v", code, resp)
+	}
+	if hits, err := storetest.Hits(ctx, h.svc.Store.Pool(), jane, url.QueryEscape(jane)); err != nil || len(hits) != 0 {
+		t.Fatalf("after the erasure the address is still in %v (%v)", hits, err)
+	}
+	// The keys stayed: Postmark's retry of jane's delivery is still a duplicate.
+	if code, resp := post(record("Delivery", msg, jane, "DeliveredAt", stamp)); code != http.StatusOK || resp["status"] != "duplicate" {
+		t.Fatalf("retry after the erasure: %d %v", code, resp)
 	}
 }

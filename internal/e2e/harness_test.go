@@ -117,6 +117,12 @@ type receiver struct {
 	delay time.Duration
 	// inFlight counts the requests being answered; maxInFlight the most at once.
 	inFlight, maxInFlight int
+	// echo, when set, makes every answer that is not 2xx carry the notification's data (the
+	// part naming the recipient; its first bytes are what mailhook keeps of an answer), as a
+	// sink that reports what it could not take does.
+	echo bool
+	// respondType, when set, answers in place of respond, knowing the notification's type.
+	respondType func(typ string, attempt int) int
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -171,9 +177,18 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	status := r.respond(id, attempt)
+	if r.respondType != nil {
+		typ, _ := parsed["type"].(string)
+		status = r.respondType(typ, attempt)
+	}
+	echo := r.echo
 	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Header: req.Header.Clone(), At: time.Now()})
 	r.mu.Unlock()
 	w.WriteHeader(status)
+	if echo && status >= 300 {
+		data, _ := json.Marshal(parsed["data"])
+		_, _ = w.Write(data)
+	}
 }
 
 // delivered returns the notifications the sink accepted (2xx), in arrival order.
@@ -579,6 +594,17 @@ func (c *startCounter) of(id string) int {
 }
 
 // total returns how many starts were made.
+// ids returns the workflow IDs started, each once.
+func (c *startCounter) ids() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(c.n))
+	for id := range c.n {
+		out[id] = true
+	}
+	return out
+}
+
 func (c *startCounter) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -25,13 +25,19 @@ const (
 	qEnqueue = `
 WITH u AS (
     SELECT *
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[])
-         WITH ORDINALITY AS u(p, e, t, m, o, pl, n, i)
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[],
+                $9::text[])
+         WITH ORDINALITY AS u(p, e, t, m, o, pl, n, pr, i)
 ), k AS (
+    -- An event whose key under an earlier id format (pr, domain.Event.PriorEventID) is recorded
+    -- with the same occurred_at was accepted before the upgrade: a duplicate, like its own key
+    -- (a provider's retry re-sends the same body, so the time is the same to the microsecond).
     INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, awaiting_start,
                                 next_attempt_at)
     SELECT p, e, t, m, o, true, now() + $8 * interval '1 microsecond'
     FROM u
+    WHERE pr = '' OR NOT EXISTS (SELECT 1 FROM webhook_events w
+                                 WHERE w.provider = u.p AND w.event_id = u.pr AND w.occurred_at IS NOT DISTINCT FROM u.o)
     ORDER BY i
     ON CONFLICT (provider, event_id) DO NOTHING
     RETURNING provider, event_id, received_at
@@ -108,6 +114,7 @@ type InboxRow struct {
 	occurredAt                   *time.Time
 	payload                      string
 	normalized                   string
+	priorID                      string // domain.Event.PriorEventID
 }
 
 var errNoNormalizedForm = errors.New("the event has no JSON form PostgreSQL can store")
@@ -126,7 +133,7 @@ func NewInboxRow(ev domain.Event) (InboxRow, error) {
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
-		payload: payload, normalized: norm}, nil
+		payload: payload, normalized: norm, priorID: ev.PriorEventID}, nil
 }
 
 // EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this
@@ -146,15 +153,15 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Durati
 	})
 	providers, ids, types, msgIDs, payloads, normalized := make([]string, n), make([]string, n),
 		make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
-	occurred := make([]*time.Time, n)
+	occurred, priors := make([]*time.Time, n), make([]string, n)
 	for i, r := range sorted {
 		providers[i], ids[i], types[i], msgIDs[i] = r.provider, r.eventID, r.eventType, r.messageID
-		occurred[i], payloads[i], normalized[i] = r.occurredAt, r.payload, r.normalized
+		occurred[i], payloads[i], normalized[i], priors[i] = r.occurredAt, r.payload, r.normalized, r.priorID
 	}
 	inserted := make(map[[2]string]bool, n)
 	err := s.withPartitions(ctx, func() error {
 		clear(inserted)
-		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds())
+		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds(), priors)
 		if err != nil {
 			return err
 		}

@@ -344,3 +344,30 @@ func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_held' AND awaiting_start`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_free' AND NOT awaiting_start`))
 }
+
+// An event whose provider's id format changed carries the key an older version gave it
+// (PriorEventID): when that key is recorded, the event was accepted before the upgrade and is a
+// duplicate; when it is not, the event is new. Nothing is stored under the prior key.
+func TestEnqueueTreatsAPriorKeyAsTheSameEvent(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	before := statusEvent("evt_1", "msg_1", domain.StatusDelivered, "", at(0))
+	inserted, err := storetest.Enqueue(ctx, s, before)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, inserted)
+
+	retried := before
+	retried.EventID, retried.PriorEventID = "evt_1:2026-12-02", "evt_1"
+	fresh := statusEvent("evt_2:2026-12-02", "msg_2", domain.StatusDelivered, "", at(0))
+	fresh.PriorEventID = "evt_2"
+	// The prior key recorded for another occurrence (a provider reusing an id a day later).
+	reused := statusEvent("evt_1:2026-12-03", "msg_3", domain.StatusDelivered, "", at(86400))
+	reused.PriorEventID = "evt_1"
+	inserted, err = storetest.Enqueue(ctx, s, retried, fresh, reused)
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false, true, true}, inserted,
+		"the retry of an event accepted under its prior key is a duplicate; a new one, and one that only shares the prior key, are accepted")
+	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id IN ('evt_1:2026-12-02', 'evt_2')`))
+	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM webhook_events`))
+}

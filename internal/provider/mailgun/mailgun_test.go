@@ -265,56 +265,56 @@ func TestParseFixtures(t *testing.T) {
 		file string
 		want domain.Event
 	}{
-		{"accepted", domain.Event{EventID: "CCXMjJ7nQi2N3BPigGOdgQ", Type: "accepted", Kind: domain.KindStatus, Status: domain.StatusAccepted,
+		{"accepted", domain.Event{EventID: "CCXMjJ7nQi2N3BPigGOdgQ:2026-02-03", PriorEventID: "CCXMjJ7nQi2N3BPigGOdgQ", Type: "accepted", Kind: domain.KindStatus, Status: domain.StatusAccepted,
 			MessageID: "20260203192638.000be97f99f8cea1@sample.mailgun.com", Recipient: "recipient@sample.mailgun.com", OccurredAt: at(1770146798, 519311000)}},
-		{"delivered", domain.Event{EventID: "hTWCTD81RtiDN-rtCTn8Hw", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
+		{"delivered", domain.Event{EventID: "hTWCTD81RtiDN-rtCTn8Hw:2018-08-12", PriorEventID: "hTWCTD81RtiDN-rtCTn8Hw", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "20180812211713.1.DF5966851B4BAA99@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534108637, 153125000)}},
-		{"subaccount_delivered", domain.Event{EventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
+		{"subaccount_delivered", domain.Event{EventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y:2026-02-03", PriorEventID: "Lq7Vb3Nc9Xz1Mw5Ke2Rt8Y", Type: "delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "20260203202000.4c1b0e9f2a3d5e77@tenant.example.com", Recipient: "customer@example.net", OccurredAt: at(1770149999, 874512000)}},
-		{"failed_permanent", domain.Event{EventID: "G9Bn5sL3TqKfP8dX2vWc1A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		{"failed_permanent", domain.Event{EventID: "G9Bn5sL3TqKfP8dX2vWc1A:2018-08-12", PriorEventID: "G9Bn5sL3TqKfP8dX2vWc1A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			BounceType: domain.BounceHard, MessageID: "20180812214658.1.0DF563D0B3597700@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534110422, 389832000),
 			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user",
 				Diagnostic: "5.1.1 The email account that you tried to reach does not exist. Please try 5.1.1 double-checking the recipient's email address for typos"}}},
 		// Permanent, so Mailgun says hard; X.2.2 is a persistent transient failure (RFC 3463): soft.
-		{"failed_permanent_over_quota", domain.Event{EventID: "Kq4mZ8wT2nRb6yHc0vXe3A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		{"failed_permanent_over_quota", domain.Event{EventID: "Kq4mZ8wT2nRb6yHc0vXe3A:2018-08-12", PriorEventID: "Kq4mZ8wT2nRb6yHc0vXe3A", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			BounceType: domain.BounceSoft, MessageID: "20180812214820.1.5C9E2D1A7F3B4E60@example.org", Recipient: "full@example.com", OccurredAt: at(1534110500, 124512000),
 			Bounce: &domain.Bounce{SMTPCode: 552, EnhancedCode: "5.2.2", Category: "mailbox_full",
 				Diagnostic: "5.2.2 The email account that you tried to reach is over quota. Please direct the recipient to 5.2.2 https://support.google.com/mail/?p=OverQuotaTemp"},
 			Stream: "welcome"}},
 		// espblock is soft (the adapter's mapping) and a block list is about the sender: it stays soft.
-		{"failed_permanent_espblock", domain.Event{EventID: "Hs7pX1cV5bN9mQ3wE6rT0y", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		{"failed_permanent_espblock", domain.Event{EventID: "Hs7pX1cV5bN9mQ3wE6rT0y:2018-08-12", PriorEventID: "Hs7pX1cV5bN9mQ3wE6rT0y", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			BounceType: domain.BounceSoft, MessageID: "20180812215000.1.8B2F6A0C4D9E1357@example.org", Recipient: "reader@example.net", OccurredAt: at(1534110600, 551203000),
 			Bounce: &domain.Bounce{SMTPCode: 554, EnhancedCode: "5.7.1", Category: "spam_block",
 				Diagnostic: "5.7.1 Service unavailable; Client host [209.61.151.200] blocked using zen.spamhaus.org"},
 			Stream: "newsletter"}},
-		{"failed_temporary", domain.Event{EventID: "Ub2y5mEXR3e-RvHfOpOq4w", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusDeferred,
+		{"failed_temporary", domain.Event{EventID: "Ub2y5mEXR3e-RvHfOpOq4w:2018-08-12", PriorEventID: "Ub2y5mEXR3e-RvHfOpOq4w", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: "20180812214638.1.4A7D468E9BC18C5D@example.org", Recipient: "undeliverable@nomx.example.com", OccurredAt: at(1534111899, 659519000)}},
 		// Not attempted: the address is on a suppression list. A drop, not a bounce.
-		{"failed_suppress_bounce", domain.Event{EventID: "aWxC3dYhQ2mN8pZr5tVu7g", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
+		{"failed_suppress_bounce", domain.Event{EventID: "aWxC3dYhQ2mN8pZr5tVu7g:2018-08-12", PriorEventID: "aWxC3dYhQ2mN8pZr5tVu7g", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20180812215501.1.7E2C33B9F0A14C52@example.org", Recipient: "invalid@example.com", OccurredAt: at(1534112101, 75643000),
 			Bounce: &domain.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
 		// rejected carries no recipient field.
-		{"rejected", domain.Event{EventID: "vXk9fL2pR7sT1uW3yZ5b8c", Type: "rejected", Kind: domain.KindStatus, Status: domain.StatusFailed,
+		{"rejected", domain.Event{EventID: "vXk9fL2pR7sT1uW3yZ5b8c:2018-06-22", PriorEventID: "vXk9fL2pR7sT1uW3yZ5b8c", Type: "rejected", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20180622220256.1.B31A451A2E5422BB@sandbox55887.mailgun.org", OccurredAt: at(1529704976, 104692000),
 			Bounce: &domain.Bounce{Diagnostic: "Sandbox subdomains are for test purposes only.", Category: "undetermined"}}},
-		{"opened", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRA", Type: "opened", Kind: domain.KindOpened,
+		{"opened", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRA:2018-08-12", PriorEventID: "Ase7i2zsRYeDXztHGENqRA", Type: "opened", Kind: domain.KindOpened,
 			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000), Stream: "welcome"}},
-		{"clicked", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRB", Type: "clicked", Kind: domain.KindClicked,
+		{"clicked", domain.Event{EventID: "Ase7i2zsRYeDXztHGENqRB:2018-08-12", PriorEventID: "Ase7i2zsRYeDXztHGENqRB", Type: "clicked", Kind: domain.KindClicked,
 			MessageID: "20180812213139.1.BC6694A917BB7E6A@example.org", Recipient: "recipient@example.com", OccurredAt: at(1534109655, 312881000), Stream: "welcome"}},
 		// Without message headers the click cannot be applied: recorded as unknown.
-		{"clicked_without_message", domain.Event{EventID: "kM3nQ5rS7tU9vW1xY3zA5b", Type: "clicked", Kind: domain.KindUnknown,
+		{"clicked_without_message", domain.Event{EventID: "kM3nQ5rS7tU9vW1xY3zA5b:2018-08-12", PriorEventID: "kM3nQ5rS7tU9vW1xY3zA5b", Type: "clicked", Kind: domain.KindUnknown,
 			Recipient: "recipient@example.com", OccurredAt: at(1534109600, 89676000)}},
-		{"unsubscribed", domain.Event{EventID: "W3X4JOhFT-OZidZGKKr9iA", Type: "unsubscribed", Kind: domain.KindUnsubscribed,
+		{"unsubscribed", domain.Event{EventID: "W3X4JOhFT-OZidZGKKr9iA:2013-08-22", PriorEventID: "W3X4JOhFT-OZidZGKKr9iA", Type: "unsubscribed", Kind: domain.KindUnsubscribed,
 			MessageID: "20130822232216.13966.79700@samples.mailgun.org", Recipient: "recipient@example.com", OccurredAt: at(1377213791, 421473000)}},
-		{"complained", domain.Event{EventID: "ncV2XwymRUKbPek_MIM-Gw", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
+		{"complained", domain.Event{EventID: "ncV2XwymRUKbPek_MIM-Gw:2013-08-22", PriorEventID: "ncV2XwymRUKbPek_MIM-Gw", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "20130718032413.263EE2E0926@example.org", Recipient: "recipient@example.com", OccurredAt: at(1377214260, 49634000)}},
-		{"stored", domain.Event{EventID: "czsjqFATSlC3QtAK-C80nw", Type: "stored", Kind: domain.KindUnknown,
+		{"stored", domain.Event{EventID: "czsjqFATSlC3QtAK-C80nw:2018-08-12", PriorEventID: "czsjqFATSlC3QtAK-C80nw", Type: "stored", Kind: domain.KindUnknown,
 			MessageID: "CAEj3xk8QtGQG+7dWz1m2fj@mail.example.net", OccurredAt: at(1534113307, 207281000)}},
 		// Legacy names, and a message-id in angle brackets (stripped).
-		{"legacy_dropped", domain.Event{EventID: "P8qR0sT2uV4wX6yZ8aB0cD", Type: "dropped", Kind: domain.KindStatus, Status: domain.StatusFailed,
+		{"legacy_dropped", domain.Event{EventID: "P8qR0sT2uV4wX6yZ8aB0cD:2016-04-21", PriorEventID: "P8qR0sT2uV4wX6yZ8aB0cD", Type: "dropped", Kind: domain.KindStatus, Status: domain.StatusFailed,
 			MessageID: "20160421180324.70521.79375.96884DDB@example.com", Recipient: "bounce@example.com", OccurredAt: at(1461261330, 0),
 			Bounce: &domain.Bounce{Diagnostic: "Not delivering to previously bounced address", Category: "undetermined"}}},
-		{"legacy_bounced", domain.Event{EventID: "Q9rS1tU3vW5xY7zA9bC1dE", Type: "bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+		{"legacy_bounced", domain.Event{EventID: "Q9rS1tU3vW5xY7zA9bC1dE:2016-04-21", PriorEventID: "Q9rS1tU3vW5xY7zA9bC1dE", Type: "bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			BounceType: domain.BounceHard, MessageID: "20160421175529.19495.89030.B3AE3728@example.com", Recipient: "noreply@example.com", OccurredAt: at(1461261331, 0),
 			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Category: "unknown_user", Diagnostic: "550 5.1.1 The email account that you tried to reach does not exist."}}},
 	}
@@ -436,7 +436,7 @@ func TestParseAccepts(t *testing.T) {
 		"permanent, suppressed complaint": {wrap(`{"id":"c4","event":"failed","severity":"permanent","reason":"suppress-complaint",` + msg + `}`),
 			domain.Event{EventID: "c4", Type: "failed", Kind: domain.KindStatus, Status: domain.StatusFailed, MessageID: "m@x"}},
 		"list event": {wrap(`{"id":"d","event":"list_member_uploaded","timestamp":"1534109600.5"}`),
-			domain.Event{EventID: "d", Type: "list_member_uploaded", Kind: domain.KindUnknown, OccurredAt: at(1534109600, 500000000)}},
+			domain.Event{EventID: "d:2018-08-12", PriorEventID: "d", Type: "list_member_uploaded", Kind: domain.KindUnknown, OccurredAt: at(1534109600, 500000000)}},
 		"headers not an object": {wrap(`{"id":"e","event":"delivered","message":{"headers":"x"}}`),
 			domain.Event{EventID: "e", Type: "delivered", Kind: domain.KindUnknown}},
 		"wrongly typed optional fields": {wrap(`{"id":"f","event":"accepted","recipient":7,"timestamp":true,` + msg + `}`),
@@ -444,7 +444,7 @@ func TestParseAccepts(t *testing.T) {
 		"no signature block (Verify's job)": {wrap(`{"id":"g","event":"opened",` + msg + `}`),
 			domain.Event{EventID: "g", Type: "opened", Kind: domain.KindOpened, MessageID: "m@x"}},
 		"exponent timestamp": {wrap(`{"id":"h","event":"complained","timestamp":1.5e9,` + msg + `}`),
-			domain.Event{EventID: "h", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained, MessageID: "m@x", OccurredAt: at(1500000000, 0)}},
+			domain.Event{EventID: "h:2017-07-14", PriorEventID: "h", Type: "complained", Kind: domain.KindStatus, Status: domain.StatusComplained, MessageID: "m@x", OccurredAt: at(1500000000, 0)}},
 	}
 	a := newAdapter(t, testKey)
 	for name, tt := range tests {
@@ -502,6 +502,7 @@ func innermost(err error) error {
 	}
 }
 
+// The stored event keeps its key; the prior id is for the acceptance insert only, never stored.
 func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	body, _ := os.ReadFile("testdata/delivered.json")
 	events, err := newAdapter(t, testKey).Parse(provider.Request{Body: body})
@@ -516,7 +517,7 @@ func TestParsedEventRoundTripsThroughJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal event: %v", err)
 	}
-	if back.Key() != "mailgun:hTWCTD81RtiDN-rtCTn8Hw" || !back.OccurredAt.Equal(at(1534108637, 153125000)) {
+	if back.Key() != "mailgun:hTWCTD81RtiDN-rtCTn8Hw:2018-08-12" || back.PriorEventID != "" || !back.OccurredAt.Equal(at(1534108637, 153125000)) {
 		t.Errorf("round trip = %+v", back)
 	}
 }
@@ -678,5 +679,34 @@ func TestNonceIsTheTokenUntilTheSignatureExpires(t *testing.T) {
 	}
 	if _, ok := a.(provider.NonceBinder).Nonce(provider.Request{Body: []byte(`{"event-data":{}}`)}); ok {
 		t.Fatal("a body without a signature block has a nonce")
+	}
+}
+
+// Mailgun's event ids are unique within a day: the key adds the event's UTC day, so an id reused
+// on another day is another event, while every retry of one event (same timestamp) has one key.
+// The bare id, the key before the change, rides along for the acceptance's upgrade check.
+func TestEventIDHoldsTheDay(t *testing.T) {
+	a := newAdapter(t, testKey)
+	parse := func(ts string) domain.Event {
+		t.Helper()
+		body := []byte(`{"event-data":{"id":"reused","event":"delivered","timestamp":` + ts + `,"message":{"headers":{"message-id":"m@x"}}}}`)
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events[0]
+	}
+	late, next := parse("1764719999.9"), parse("1764720000.1") // 2025-12-02 23:59:59.9 UTC, then 00:00:00.1
+	if late.EventID != "reused:2025-12-02" || next.EventID != "reused:2025-12-03" {
+		t.Fatalf("keys %q and %q, want the UTC day of each", late.EventID, next.EventID)
+	}
+	if late.PriorEventID != "reused" || next.PriorEventID != "reused" {
+		t.Fatalf("prior ids %q and %q, want the bare id", late.PriorEventID, next.PriorEventID)
+	}
+	if again := parse("1764719999.9"); again.EventID != late.EventID {
+		t.Fatalf("a retry's key %q differs from %q", again.EventID, late.EventID)
+	}
+	if ev := parse("null"); ev.EventID != "reused" || ev.PriorEventID != "" {
+		t.Fatalf("without a timestamp: key %q, prior %q; want the bare id and no prior", ev.EventID, ev.PriorEventID)
 	}
 }

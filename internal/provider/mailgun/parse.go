@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -44,11 +45,12 @@ func parse(body []byte) (domain.Event, error) {
 		return domain.Event{}, err
 	}
 
-	ev := domain.Event{Provider: Name, EventID: id, Type: typ}
+	ev := domain.Event{Provider: Name, Type: typ}
 	ev.Kind, ev.Status, ev.BounceType = classify(typ, data)
 	ev.MessageID = messageID(data)
 	ev.Recipient = jsonfield.OptionalString(data, "recipient")
 	ev.OccurredAt = jsonfield.Epoch(data, "timestamp")
+	ev.EventID, ev.PriorEventID = eventID(id, ev.OccurredAt), priorEventID(id, ev.OccurredAt)
 	// A message carries up to three tags; the first one names its stream.
 	ev.Stream = bounce.StreamName(jsonfield.FirstString(data["tags"]))
 	// An event that changes a message but does not say which one cannot be applied. Answering 406
@@ -149,4 +151,14 @@ func messageID(data object) string {
 		id = strings.TrimSpace(id[1 : len(id)-1])
 	}
 	return id
+}
+
+// eventID is the dedupe key of an event: event-data.id with the UTC day of event-data.timestamp
+// ("<id>:2026-12-02"). Mailgun says its ids are unique within a day, not for ever, and every retry
+// of an event carries the same timestamp. An event without a timestamp keeps the bare id.
+func eventID(id string, at time.Time) string {
+	if at.IsZero() {
+		return id
+	}
+	return id + ":" + at.UTC().Format(time.DateOnly)
 }

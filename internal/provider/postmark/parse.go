@@ -76,8 +76,8 @@ func badRequest(format string, args ...any) error { return provider.BadRequest(N
 //
 // The event id is "bounce:<ID>" for Bounce and SpamComplaint records (both carry the bounce
 // record's numeric ID). Other records have no id, so one is derived from fields that identify the
-// occurrence and are identical in every retry of it, since a retry re-sends the same body:
-// "<RecordType>:<MessageID>:<recipient>:<timestamp as sent>".
+// occurrence and are identical in every retry of it, since a retry re-sends the same body
+// (derivedID).
 func parse(body []byte) (domain.Event, error) {
 	top, err := provider.DecodeObject(Name, body)
 	if err != nil {
@@ -161,14 +161,15 @@ func parse(body []byte) (domain.Event, error) {
 	}
 	ev.OccurredAt = jsonfield.ParseTime(stamp)
 
-	ev.EventID = recordType + ":" + ev.MessageID + ":" + ev.Recipient + ":" + stamp
+	ev.EventID = derivedID(recordType, ev.MessageID, ev.Recipient, stamp)
+	ev.PriorEventID = priorDerivedID(recordType, ev.MessageID, ev.Recipient, stamp)
 	if recordType == "Bounce" || recordType == "SpamComplaint" {
 		id, ok, err := bounceID(top)
 		if err != nil {
 			return domain.Event{}, err
 		}
 		if ok {
-			ev.EventID = "bounce:" + id
+			ev.EventID, ev.PriorEventID = "bounce:"+id, ""
 		}
 	}
 
@@ -215,4 +216,12 @@ func bounceID(o object) (string, bool, error) {
 		}
 	}
 	return s, true, nil
+}
+
+// derivedID is the id of a record that has none: "<RecordType>:<MessageID>:<timestamp as
+// sent>:<recipient tag>". A message sent to several recipients has a record per recipient with
+// the same MessageID, so the recipient is in the id, as a tag (provider.RecipientTag), never as
+// the address.
+func derivedID(recordType, messageID, recipient, stamp string) string {
+	return recordType + ":" + messageID + ":" + stamp + ":" + provider.RecipientTag(messageID, recipient)
 }

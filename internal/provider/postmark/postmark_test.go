@@ -202,7 +202,7 @@ func TestParseFixtures(t *testing.T) {
 		file string
 		want domain.Event
 	}{
-		{"delivery", domain.Event{EventID: "Delivery:" + msg + ":" + john + ":" + bounce, Type: "Delivery", Kind: domain.KindStatus,
+		{"delivery", domain.Event{EventID: "Delivery:" + msg + ":" + bounce + ":" + provider.RecipientTag(msg, john), PriorEventID: "Delivery:" + msg + ":" + john + ":" + bounce, Type: "Delivery", Kind: domain.KindStatus,
 			Status: domain.StatusDelivered, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
 		{"bounce_hard", details(bounceEvent(0, "HardBounce", domain.KindStatus, domain.StatusBounced, domain.BounceHard),
 			550, "5.1.1", "unknown_user", "smtp;550 5.1.1 The email account that you tried to reach does not exist.")},
@@ -243,27 +243,33 @@ func TestParseFixtures(t *testing.T) {
 		{"bounce_inbound_error", bounceEvent(21, "InboundError", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_future_type", bounceEvent(22, "SomethingNew", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_without_id", domain.Event{
-			EventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
-			Type:    "Bounce:HardBounce", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard,
+			EventID:      "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:2014-08-01T13:28:10.2735393-04:00:" + provider.RecipientTag("a94dfe84-8ab9-43cf-8a1c-ac234c296e25", "jane@example.com"),
+			PriorEventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
+			Type:         "Bounce:HardBounce", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard,
 			MessageID: "a94dfe84-8ab9-43cf-8a1c-ac234c296e25", Recipient: "jane@example.com", OccurredAt: ts("2014-08-01T17:28:10.2735393Z"),
 			Bounce: &domain.Bounce{Diagnostic: "test bounce", Category: "undetermined"}}},
 		{"spam_complaint", domain.Event{EventID: "bounce:42", Type: "SpamComplaint", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
-		{"open", domain.Event{EventID: "Open:" + msg + ":" + john + ":" + bounce, Type: "Open", Kind: domain.KindOpened,
+		{"open", domain.Event{EventID: "Open:" + msg + ":" + bounce + ":" + provider.RecipientTag(msg, john), PriorEventID: "Open:" + msg + ":" + john + ":" + bounce, Type: "Open", Kind: domain.KindOpened,
 			MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}},
-		{"click", domain.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
+		{"click", domain.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:2017-10-25T15:21:11.0000000Z:" + provider.RecipientTag("00000000-0000-0000-0000-000000000000", john),
+			PriorEventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
 			Kind: domain.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
 		{"subscription_change_suppressed", domain.Event{
-			EventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
+			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T10:53:34.416071Z:" + provider.RecipientTag(msg, "bounced-address@wildbit.com"),
+			PriorEventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
 			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
 		{"subscription_change_reactivated", domain.Event{
-			EventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
+			EventID:      "SubscriptionChange::2020-02-03T08:00:00.000000Z:" + provider.RecipientTag("", john),
+			PriorEventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
 			Kind: domain.KindUnknown, Recipient: john, OccurredAt: ts("2020-02-03T08:00:00Z"), Stream: "broadcast"}},
 		{"subscription_change_manual_no_message", domain.Event{
-			EventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
+			EventID:      "SubscriptionChange::2020-02-02T09:15:00.250000Z:" + provider.RecipientTag("", "jane@example.com"),
+			PriorEventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
 			Kind: domain.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
 		{"unknown_record_type", domain.Event{
-			EventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
+			EventID:      "InboundRetry:11111111-2222-3333-4444-555555555555:2021-03-04T05:06:07Z:" + provider.RecipientTag("11111111-2222-3333-4444-555555555555", "support@example.com"),
+			PriorEventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
 			Kind: domain.KindUnknown, MessageID: "11111111-2222-3333-4444-555555555555", Recipient: "support@example.com",
 			OccurredAt: ts("2021-03-04T05:06:07Z"), Stream: "inbound"}},
 	}
@@ -296,6 +302,10 @@ func TestParseFixtures(t *testing.T) {
 			tt.want.Provider = Name
 			if !got.OccurredAt.Equal(tt.want.OccurredAt) {
 				t.Errorf("OccurredAt = %v, want %v", got.OccurredAt, tt.want.OccurredAt)
+			}
+			// The event id is a key, a workflow ID and a log field: no address.
+			if strings.Contains(got.EventID, "@") {
+				t.Errorf("id %q holds an address", got.EventID)
 			}
 			got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
 			if !reflect.DeepEqual(got, tt.want) {
@@ -398,11 +408,11 @@ func TestParseAccepts(t *testing.T) {
 		kind     domain.Kind
 	}{
 		"bounce ID as string":            {`{"RecordType":"Bounce","ID":"77","Type":"HardBounce","MessageID":"m"}`, "bounce:77", domain.KindStatus},
-		"bounce with null ID":            {`{"RecordType":"Bounce","ID":null,"Type":"SoftBounce","MessageID":"m","Email":"a@b.c","BouncedAt":"x"}`, "Bounce:m:a@b.c:x", domain.KindStatus},
+		"bounce with null ID":            {`{"RecordType":"Bounce","ID":null,"Type":"SoftBounce","MessageID":"m","Email":"a@b.c","BouncedAt":"x"}`, "Bounce:m:x:" + provider.RecipientTag("m", "a@b.c"), domain.KindStatus},
 		"bounce without Type":            {`{"RecordType":"Bounce","ID":3,"MessageID":"m"}`, "bounce:3", domain.KindUnknown},
-		"ID ignored on deliveries":       {`{"RecordType":"Delivery","ID":"x","MessageID":"m","Recipient":"a@b.c"}`, "Delivery:m:a@b.c:", domain.KindStatus},
-		"unknown record without message": {`{"RecordType":"Future"}`, "Future:::", domain.KindUnknown},
-		"unparseable time is kept in id": {`{"RecordType":"Open","MessageID":"m","Recipient":"a@b.c","ReceivedAt":"yesterday"}`, "Open:m:a@b.c:yesterday", domain.KindOpened},
+		"ID ignored on deliveries":       {`{"RecordType":"Delivery","ID":"x","MessageID":"m","Recipient":"a@b.c"}`, "Delivery:m::" + provider.RecipientTag("m", "a@b.c"), domain.KindStatus},
+		"unknown record without message": {`{"RecordType":"Future"}`, "Future:::" + provider.RecipientTag("", ""), domain.KindUnknown},
+		"unparseable time is kept in id": {`{"RecordType":"Open","MessageID":"m","Recipient":"a@b.c","ReceivedAt":"yesterday"}`, "Open:m:yesterday:" + provider.RecipientTag("m", "a@b.c"), domain.KindOpened},
 	} {
 		t.Run(name, func(t *testing.T) {
 			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(tt.body)})

@@ -68,8 +68,8 @@ type recipient struct {
 //
 // Ids. The SNS MessageId is the same on every retry of a delivery, so it is the event id. When
 // the SES event names more than one recipient, Mailhook emits one event per recipient and the
-// event id is "<MessageId>:<recipient>" (lower-cased address); with one recipient it is the
-// MessageId alone.
+// event id is "<MessageId>:<recipient tag>" (provider.RecipientTag of the lower-cased address:
+// an id holds no address); with one recipient it is the MessageId alone.
 //
 // Message key. mail.messageId, when the mail had one destination; "<mail.messageId>:<recipient>"
 // when it had several, so every recipient of a multi-recipient mail has its own message status.
@@ -169,7 +169,8 @@ func parse(body []byte) ([]domain.Event, error) {
 		ev := base
 		ev.Recipient = rc.addr
 		if len(rcpts) > 1 {
-			ev.EventID = env.MessageID + ":" + rc.key
+			ev.EventID = env.MessageID + ":" + provider.RecipientTag(env.MessageID, rc.key)
+			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.key)
 		}
 		if perRecipient && mailID != "" {
 			ev.MessageID = mailID + ":" + rc.key

@@ -93,9 +93,9 @@ var fixtureWant = map[string][]want{
 	// Permanent/General and no DSN: nothing names a cause, so no details.
 	"notification_bounce_no_dsn.json": {
 		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
-			snsID+":jane@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
 		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
-			snsID+":richard@example.com", "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:richard@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:richard@example.com"),
 	},
 	"notification_complaint.json": {status("Complaint", domain.StatusComplained,
 		"000001378603177f-7a5433e7-8edb-42ae-af10-f0181f34d6ee-000000:richard@example.com", "richard@example.com", "2016-01-27T14:59:38.237Z")},
@@ -114,15 +114,15 @@ var fixtureWant = map[string][]want{
 	"derived_bounce_per_recipient.json": {
 		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>: Recipient address rejected: User unknown in virtual mailbox table"),
-			snsID+":jane@example.com", exampleID+":jane@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), exampleID+":jane@example.com"),
 		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			554, "5.7.1", "spam_block", "smtp; 554 5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org"),
-			snsID+":richard@example.com", exampleID+":richard@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), exampleID+":richard@example.com"),
 	},
 	"derived_bounce_undetermined.json": {bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceSoft)},
 	"derived_send_multi_destination.json": {
-		withIDs(status("Send", domain.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":jane@example.com", exampleID+":jane@example.com"),
-		withIDs(status("Send", domain.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":mary@example.com", exampleID+":mary@example.com"),
+		withIDs(status("Send", domain.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), exampleID+":jane@example.com"),
+		withIDs(status("Send", domain.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "mary@example.com"), exampleID+":mary@example.com"),
 	},
 	// SES does not say which of two recipients opened: one mail-level event.
 	"derived_open_multi_destination.json": {kind("Open", domain.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
@@ -194,6 +194,10 @@ func checkEvents(t *testing.T, events []domain.Event, wants []want, body []byte)
 		if ev.Provider != Name {
 			t.Errorf("event %d: provider %q", i, ev.Provider)
 		}
+		// The event id is a key, a workflow ID and a log field: no address.
+		if strings.Contains(ev.EventID, "@") {
+			t.Errorf("event %d: id %q holds an address", i, ev.EventID)
+		}
 		if !bytes.Equal(ev.Raw, body) {
 			t.Errorf("event %d: Raw is not the SNS envelope", i)
 		}
@@ -244,9 +248,9 @@ func TestParseRecipients(t *testing.T) {
 		got = append(got, ev.EventID+" "+ev.MessageID+" "+ev.Recipient)
 	}
 	wantList := []string{
-		snsID + ":jane@example.com m1:jane@example.com Jane@Example.com",
-		snsID + ":bob@example.com m1:bob@example.com bob@example.com",
-		snsID + ":carl@example.com m1:carl@example.com carl@example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "jane@example.com") + " m1:jane@example.com Jane@Example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "bob@example.com") + " m1:bob@example.com bob@example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "carl@example.com") + " m1:carl@example.com carl@example.com",
 	}
 	if strings.Join(got, "\n") != strings.Join(wantList, "\n") {
 		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantList, "\n"))
@@ -365,5 +369,25 @@ func TestEventJSON(t *testing.T) {
 		if back.EventID != ev.EventID || back.MessageID != ev.MessageID || !json.Valid(back.Raw) {
 			t.Fatalf("round trip: %+v", back)
 		}
+	}
+}
+
+// A multi-recipient notification's events carry, for the upgrade's dedupe, the ids versions
+// before 2026-12-02 gave them, which held the address (id_legacy.go); a single recipient's event
+// kept its id and has none.
+func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
+	events, err := parseMessage(t, `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bouncedRecipients":[{"emailAddress":"Jane@Example.com"},{"emailAddress":"bob@example.com"}]},"mail":{"messageId":"m1","destination":["jane@example.com","bob@example.com"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || events[0].PriorEventID != snsID+":jane@example.com" || events[1].PriorEventID != snsID+":bob@example.com" {
+		t.Fatalf("prior ids %+v", events)
+	}
+	events, err = parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m2","destination":["a@x.io"]},"delivery":{"recipients":["a@x.io"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].EventID != snsID || events[0].PriorEventID != "" {
+		t.Fatalf("a single recipient's event: id %q, prior %q", events[0].EventID, events[0].PriorEventID)
 	}
 }
