@@ -79,6 +79,15 @@ type HTTP struct {
 	// /healthz: the internet-facing port then exposes nothing but what providers call.
 	AdminAddress string `yaml:"admin_address"`
 	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	// MaxReadingBytes bounds the webhook bodies being read at once, in bytes, all requests
+	// together: a request that would go over it gets 503 with Retry-After at once, before
+	// anything is buffered. A body is read before it can be authenticated, so without it a few
+	// thousand slow unsigned uploads hold gigabytes. Each request counts its Content-Length (or
+	// max_body_bytes when it declares none) until it is answered. 0: 64 MiB.
+	MaxReadingBytes int64 `yaml:"max_reading_bytes"`
+	// MaxReadingBytesPerClient is the share of it one client address may hold (as
+	// trusted_proxies make it out), so one slow client does not refuse every provider. 0: 8 MiB.
+	MaxReadingBytesPerClient int64 `yaml:"max_reading_bytes_per_client"`
 	// ReadTimeout bounds a whole request read, so a slow body cannot hold a connection open.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish on SIGTERM.
@@ -405,6 +414,11 @@ func (c Config) Validate() error {
 	if c.HTTP.MaxEventsPerRequest <= 0 {
 		return errors.New("config: http.max_events_per_request must be positive")
 	}
+	for key, v := range map[string]int64{"max_reading_bytes": c.HTTP.MaxReadingBytes, "max_reading_bytes_per_client": c.HTTP.MaxReadingBytesPerClient} {
+		if v < 0 || (v > 0 && v < c.HTTP.MaxBodyBytes) {
+			return fmt.Errorf("config: http.%s (%d) must be at least http.max_body_bytes (%d), or 0 for the default", key, v, c.HTTP.MaxBodyBytes)
+		}
+	}
 	for i, p := range c.HTTP.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			return fmt.Errorf("config: http.trusted_proxies[%d] %q is not an IP or CIDR", i, p)
@@ -670,4 +684,24 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// The defaults of http.max_reading_bytes and max_reading_bytes_per_client: 64 and 8 bodies of
+// the default 1 MiB.
+const (
+	DefaultMaxReadingBytes          = 64 << 20
+	DefaultMaxReadingBytesPerClient = 8 << 20
+)
+
+// ReadingBytesOr returns http.max_reading_bytes and max_reading_bytes_per_client, or their
+// defaults (never below max_body_bytes).
+func (h HTTP) ReadingBytesOr() (total, perClient int64) {
+	total, perClient = h.MaxReadingBytes, h.MaxReadingBytesPerClient
+	if total <= 0 {
+		total = max(DefaultMaxReadingBytes, h.MaxBodyBytes)
+	}
+	if perClient <= 0 {
+		perClient = max(DefaultMaxReadingBytesPerClient, h.MaxBodyBytes)
+	}
+	return total, min(perClient, total)
 }

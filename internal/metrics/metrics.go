@@ -32,7 +32,9 @@ const (
 	TooLarge          = "too_large"
 	UnknownEndpoint   = "unknown_endpoint"
 	Unavailable       = "unavailable"
-	Control           = "control" // a provider control message (SNS subscription confirmation)
+	// Busy: refused before its body was read, http.max_reading_bytes being in use.
+	Busy    = "busy"
+	Control = "control" // a provider control message (SNS subscription confirmation)
 )
 
 // Start results (the result label of mailhook_relay_starts_total and
