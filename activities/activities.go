@@ -78,6 +78,15 @@ type Activities struct {
 	// Drainers wakes a sink's drainer when a notification is the first to park for it. Nil in
 	// tests that run no drainer.
 	Drainers Drainers
+	// Log is where the activities' own lines go; nil means slog.Default().
+	Log *slog.Logger
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Log != nil {
+		return a.Log
+	}
+	return slog.Default()
 }
 
 // MaxRetryAfter is the longest Retry-After a sink may ask for.
@@ -99,7 +108,7 @@ func (a *Activities) now() time.Time {
 // its attempt, and the event's provider and id.
 func (a *Activities) logger(ctx context.Context, ev domain.Event) *slog.Logger {
 	info := activity.GetInfo(ctx)
-	return slog.Default().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name,
+	return a.log().With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name,
 		"attempt", info.Attempt, "provider", ev.Provider, "event_id", ev.EventID)
 }
 
@@ -249,8 +258,10 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		}
 		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", de.StatusCode)
 		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, made)
+		// The status line, and no cause: a cause's text goes into the run's history and the SDK's
+		// log with the message, and the sink's answer (kept in last_error) may echo the address.
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("sink %s rejected notification %s", sink.Name, n.ID), ErrTypeSinkRejected, sendErr)
+			fmt.Sprintf("sink %s rejected notification %s: %s", sink.Name, n.ID, brief(sendErr)), ErrTypeSinkRejected, nil)
 	case delivery.SlowDown:
 		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
 			log.WarnContext(ctx, "could not record notification attempt", "error", err)

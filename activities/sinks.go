@@ -218,7 +218,7 @@ func brief(err error) string {
 }
 
 func (a *Activities) sinkLogger(ctx context.Context, sink string) *slog.Logger {
-	l := slog.Default().With("sink", sink)
+	l := a.log().With("sink", sink)
 	if activity.IsActivity(ctx) {
 		info := activity.GetInfo(ctx)
 		l = l.With("workflow_id", info.WorkflowExecution.ID, "activity", info.ActivityType.Name, "attempt", info.Attempt)

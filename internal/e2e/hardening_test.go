@@ -2,7 +2,10 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/mailhook/mailhook/internal/store/storetest"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,7 +47,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	if code, resp := send(real); code != http.StatusOK || resp["status"] != "accepted" {
 		t.Fatalf("real event: %d %v", code, resp)
 	}
-	h.waitQuery(1, `SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id = $1 AND processed_at IS NOT NULL`, realID)
+	h.waitQuery(1, `SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id LIKE $1 || ':%' AND processed_at IS NOT NULL`, realID)
 
 	forged := map[string][]byte{
 		"permanent failure": providertest.MailgunBody(key, ts, token, eventData(h.id("mg_forged_fail"), "failed", `,"severity":"permanent","reason":"bounce"`)),
@@ -76,6 +79,61 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	}
 	if got := h.scrape(`mailhook_webhook_requests_total{endpoint="mailgun",outcome="replayed_signature",provider="mailgun"}`); got != 2 {
 		t.Fatalf("replayed signatures counted %v, want 2", got)
+	}
+}
+
+// Mailgun's event ids are unique within a day: the key holds the event's day. Across the upgrade
+// that added it, an event accepted by the older version under its bare id, and its signature
+// token bound to that id, are still the same event: Mailgun's retry is a duplicate, processed
+// once. An id Mailgun reuses on another day is a new event, accepted and processed.
+func TestMailgunKeyHoldsTheDayAcrossTheUpgrade(t *testing.T) {
+	t.Parallel()
+	const key = "mailgun-signing-key-e2e"
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
+		Name: "mailgun", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{key}},
+	}}})
+	ctx := context.Background()
+	msgID := h.id("msg_mgday") + "@mg.example.com"
+	id := h.id("mg_reused")
+	yesterday := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	eventData := func(typ string, at time.Time) []byte {
+		return fmt.Appendf(nil, `{"id":%q,"event":%q,"timestamp":%d,"recipient":"r@example.com","message":{"headers":{"message-id":%q}}}`,
+			id, typ, at.Unix(), msgID)
+	}
+	send := func(body []byte) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/mailgun", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		return h.do(req)
+	}
+	ts, token := strconv.FormatInt(time.Now().Unix(), 10), "tok"+h.prefix+"day0123456789abcdef0123456789abcdef0"
+	retry := providertest.MailgunBody(key, ts, token, eventData("delivered", yesterday))
+
+	// What the older version did with the first delivery: the key is the bare id, the token
+	// bound to it, the event processed.
+	old := domain.Event{Provider: "mailgun", EventID: id, Type: "delivered", Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: msgID, OccurredAt: yesterday, Raw: json.RawMessage(`{}`)}
+	if inserted, err := storetest.Enqueue(ctx, h.svc.Store, old); err != nil || !inserted[0] {
+		t.Fatalf("record the older version's row: %v %v", inserted, err)
+	}
+	if _, err := h.svc.Store.BindNonce(ctx, "mailgun", token, id, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitProcessedOf("mailgun", id)
+
+	if code, resp := send(retry); code != http.StatusOK || resp["status"] != "duplicate" {
+		t.Fatalf("Mailgun's retry after the upgrade: %d %v, want 200 duplicate", code, resp)
+	}
+	reuse := providertest.MailgunBody(key, ts, token+"x", eventData("opened", time.Now()))
+	if code, resp := send(reuse); code != http.StatusOK || resp["status"] != "accepted" {
+		t.Fatalf("the id reused a day later: %d %v, want 200 accepted", code, resp)
+	}
+	newKey := id + ":" + time.Now().UTC().Format(time.DateOnly)
+	h.waitProcessedOf("mailgun", newKey)
+	if n := h.query(`SELECT count(*) FROM webhook_events WHERE provider = 'mailgun' AND event_id LIKE $1 || '%'`, id); n != 2 {
+		t.Fatalf("%d mailgun rows for the id, want the older version's and the reuse's", n)
+	}
+	if n := h.starts.of("mailgun:" + id + ":" + yesterday.UTC().Format(time.DateOnly)); n != 0 {
+		t.Fatalf("the retry of the event accepted before the upgrade was started %d times", n)
 	}
 }
 
@@ -137,10 +195,10 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 		t.Fatalf("GET %s: %d %v", checkPath, code, resp)
 	}
 	if code, resp := admin(http.MethodPost, "/v1/messages/postscale/"+url.PathEscape(msgID)+"/corrections",
-		`{"status":"delivered","reason":"the bounce was the sender's misconfiguration"}`); code != http.StatusAccepted {
+		`{"status":"delivered","reason":"customer `+recipient+` confirmed receipt"}`); code != http.StatusAccepted {
 		t.Fatalf("correction of %q: %d %v", msgID, code, resp)
 	}
-	if code, resp := admin(http.MethodDelete, addrPath, `{"reason":"customer confirmed the mailbox"}`); code != http.StatusOK || resp["address"] != recipient {
+	if code, resp := admin(http.MethodDelete, addrPath, `{"reason":"`+recipient+` asked for mail again"}`); code != http.StatusOK || resp["address"] != recipient {
 		t.Fatalf("DELETE %s: %d %v", addrPath, code, resp)
 	}
 	if code, _ := admin(http.MethodGet, addrPath, ""); code != http.StatusNotFound {
@@ -151,9 +209,78 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	if !strings.Contains(out, "suppression lifted") || !strings.Contains(out, "j***@example.com") {
 		t.Fatalf("the lifecycle's logs were not captured (%d bytes)", len(out))
 	}
-	for _, needle := range []string{recipient, local, url.PathEscape(recipient), strings.ToLower(recipient)} {
+	// Operator text is logged as its length and a hash (redact.Text), never as written.
+	for _, needle := range []string{recipient, local, url.PathEscape(recipient), strings.ToLower(recipient), "confirmed receipt", "asked for mail again"} {
 		if i := strings.Index(out, needle); i >= 0 {
 			t.Fatalf("logs hold the address (%q): …%s…", needle, out[max(0, i-200):min(len(out), i+100)])
 		}
 	}
+}
+
+// A sink that answers an error with the request it got echoes the recipient. Whether it rejects
+// (400: failed for good) or fails (500: retried, parked, probed by the sink's drainer), its answer
+// stays in notifications.last_error (behind the admin API) and reaches no log line, at debug
+// level, and no event of the run's or the drainer's history: they carry the status line.
+func TestSinkAnswersEchoingTheAddressStayOutOfLogsAndHistories(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	h := newHarness(t, harnessOptions{logs: logs, notify: func(n *config.Notify) { n.Attempts = 2 },
+		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded}})
+	h.sink.echo = true
+	h.sink.respondType = func(typ string, _ int) int {
+		if typ == domain.TypeSuppressionAdded {
+			return http.StatusBadRequest
+		}
+		return http.StatusInternalServerError
+	}
+	local := "echoed." + h.prefix
+	recipient := local + "@example.com"
+	msgID := h.id("msg_echo")
+	evID := h.id("evt_echo")
+	body := fmt.Sprintf(`{"id":%q,"type":"email.bounced","created_at":%q,"data":{"email_id":%q,"from":"hello@app.example","to":%q,"subject":"Hi","bounce_type":"hard"}}`,
+		evID, time.Now().UTC().Format(time.RFC3339), msgID, recipient)
+	if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
+		t.Fatalf("post: %d %v", code, resp)
+	}
+	workflowID := "postscale:" + evID
+	var result domain.Result
+	if err := h.closed(workflowID).Get(context.Background(), &result); err != nil {
+		t.Fatalf("run %s: %v", workflowID, err)
+	}
+	byType := map[string]domain.NotificationResult{}
+	for _, n := range result.Notifications {
+		byType[n.Type] = n
+	}
+	if n := byType[domain.TypeSuppressionAdded]; n.Status != domain.NotificationFailed || !strings.Contains(n.Error, "400 Bad Request") {
+		t.Fatalf("the rejected notification's result: %+v (all: %+v)", n, result.Notifications)
+	}
+	if n := byType[domain.TypeStatusChanged]; n.Status != domain.NotificationParked {
+		t.Fatalf("the failing notification's result: %+v (all: %+v)", n, result.Notifications)
+	}
+	// The answers are kept where the admin API shows them.
+	h.waitQuery(2, `SELECT count(*) FROM notifications WHERE event_id = $1 AND strpos(last_error, $2) > 0`, evID, recipient)
+	// The drainer tries the parked one again (a probe or a drain), and fails the same way.
+	waitUntil(t, "the sink's drainer to try the parked notification again", func() bool {
+		n := 0
+		for _, d := range h.sink.attempts() {
+			if d.Body["type"] == domain.TypeStatusChanged {
+				n++
+			}
+		}
+		return n > 2
+	})
+
+	secrets := []string{recipient, local}
+	out := logs.String()
+	if !strings.Contains(out, "notification attempt failed") && !strings.Contains(out, "sink rejected notification") {
+		t.Fatalf("the failures' logs were not captured (%d bytes)", len(out))
+	}
+	for _, needle := range secrets {
+		if i := strings.Index(out, needle); i >= 0 {
+			t.Fatalf("logs hold the sink's answer (%q): …%s…", needle, out[max(0, i-300):min(len(out), i+100)])
+		}
+	}
+	assertNoPlaintext(t, history(t, h.svc.Temporal, workflowID), secrets...)
+	drainer := domain.SinkWorkflowID("app", h.cfg.Temporal.TaskQueue)
+	assertNoPlaintext(t, history(t, h.svc.Temporal, drainer), secrets...)
 }

@@ -34,7 +34,7 @@ type hostileServer struct {
 	addr  string
 	cfg   config.Config
 	mu    sync.Mutex
-	reads map[string]int64
+	reads map[string][]*countingReader
 }
 
 const hostileCaseHeader = "X-Hostile-Case"
@@ -43,16 +43,19 @@ const hostileCaseHeader = "X-Hostile-Case"
 // end quickly, and long enough for every honest request on a loaded 2-core machine.
 const hostileReadTimeout = 2 * time.Second
 
-func newHostileServer(t *testing.T, h *harness) *hostileServer {
+func newHostileServer(t *testing.T, h *harness, readTimeout ...time.Duration) *hostileServer {
 	t.Helper()
 	cfg := h.cfg
 	cfg.HTTP.ReadTimeout = hostileReadTimeout
+	if len(readTimeout) > 0 {
+		cfg.HTTP.ReadTimeout = readTimeout[0]
+	}
 	cfg.HTTP.Address = "127.0.0.1:0"
 	api, err := h.svc.HTTPServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &hostileServer{cfg: cfg, reads: map[string]int64{}}
+	hs := &hostileServer{cfg: cfg, reads: map[string][]*countingReader{}}
 	inner := openapitest.Validate(t, api.Handler())
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.Header.Get(hostileCaseHeader)
@@ -62,10 +65,10 @@ func newHostileServer(t *testing.T, h *harness) *hostileServer {
 		}
 		cr := &countingReader{r: r.Body}
 		r.Body = cr
-		inner.ServeHTTP(w, r)
 		hs.mu.Lock()
-		hs.reads[name] += cr.n.Load()
+		hs.reads[name] = append(hs.reads[name], cr)
 		hs.mu.Unlock()
+		inner.ServeHTTP(w, r)
 	})
 	srv := serve.NewHTTPServer(cfg, counted)
 	ln, err := net.Listen("tcp", cfg.HTTP.Address)
@@ -83,10 +86,16 @@ func newHostileServer(t *testing.T, h *harness) *hostileServer {
 	return hs
 }
 
+// bodyRead is how many bytes of the bodies of the requests named name the handler has read so
+// far (while they are read, too).
 func (hs *hostileServer) bodyRead(name string) int64 {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	return hs.reads[name]
+	var n int64
+	for _, cr := range hs.reads[name] {
+		n += cr.n.Load()
+	}
+	return n
 }
 
 type countingReader struct {
@@ -145,7 +154,18 @@ var hostileClient = &http.Client{Timeout: 30 * time.Second}
 // (its write errors are expected once the server gives up and are ignored).
 func (hs *hostileServer) raw(t *testing.T, head string, send func(w io.Writer)) hostileResult {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", hs.addr, 5*time.Second)
+	return hs.rawFrom(t, nil, head, send)
+}
+
+// rawFrom is raw from a local address of the caller's choosing (127.0.0.2: another client, as
+// every 127/8 address is this machine's); nil lets the system choose.
+func (hs *hostileServer) rawFrom(t *testing.T, local net.IP, head string, send func(w io.Writer)) hostileResult {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: local}
+	}
+	conn, err := d.Dial("tcp", hs.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,4 +579,98 @@ func latencySummary(d []time.Duration) string {
 	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
 	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s",
 		q(0.5).Round(10*time.Microsecond), q(0.9).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), s[len(s)-1].Round(10*time.Microsecond))
+}
+
+// A NUL or an invalid UTF-8 byte in an admin path or query parameter is the caller's mistake: 400
+// naming the parameter, never the 503 "retry later" that PostgreSQL's refusal of such text
+// used to become.
+func TestAdminParametersThatAreNotTextAre400(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{noWorker: true})
+	for _, path := range []string{
+		"/v1/suppressions/jane%00@example.com",
+		"/v1/suppressions/jane%FF@example.com",
+		"/v1/messages/postscale/msg%00",
+		"/v1/messages/postscale/msg%C3%28",
+		"/v1/suppressions/check?address=jane%00@example.com&scope=global",
+		"/v1/suppressions/check?address=jane%FF@example.com&scope=global",
+		"/v1/suppressions?scope=%00",
+		"/v1/quarantine?provider=post%FFscale",
+	} {
+		code, resp := h.admin(http.MethodGet, path, "")
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(resp["reason"]), "parameter") {
+			t.Errorf("GET %s: %d %v, want 400 naming the parameter", path, code, resp)
+		}
+	}
+	// The same addresses as text are answered as usual.
+	if code, resp := h.admin(http.MethodGet, "/v1/suppressions/check?address=jane@example.com&scope=global", ""); code != http.StatusOK || resp["suppressed"] != false {
+		t.Fatalf("a valid check: %d %v", code, resp)
+	}
+}
+
+// Bodies are read before they can be authenticated. The bytes being read at once are bounded, in
+// all and per client address: a client holding its share with slow unsigned uploads gets the next
+// ones refused at once (503, Retry-After, not a byte of their bodies read), while a provider at
+// another address is still accepted; once the uploads end, the client is read again.
+func TestSlowUnsignedBodiesAreBoundedPerClient(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.svc.Config.HTTP.MaxReadingBytes = 8 << 20
+	h.svc.Config.HTTP.MaxReadingBytesPerClient = 2 << 20 // two bodies of max_body_bytes (1 MiB)
+	// The uploads stall until the test lets them finish, not until a read timeout ends them.
+	hs := newHostileServer(t, h, time.Minute)
+	attacker := net.IPv4(127, 0, 0, 2)
+	size := int(hs.cfg.HTTP.MaxBodyBytes)
+	head := func(name string) string {
+		return rawHead("/webhooks/postscale", hostileCaseHeader+": "+name, "Content-Length: "+strconv.Itoa(size))
+	}
+	release := make(chan struct{})
+	upload := func(w io.Writer) {
+		// A kilobyte, a stall, then the rest: unsigned, so 401 once read.
+		if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
+			return
+		}
+		<-release
+		_, _ = w.Write(bytes.Repeat([]byte("x"), size-1024))
+	}
+	var wg sync.WaitGroup
+	held := make([]hostileResult, 2)
+	for i := range held {
+		name := "held-" + strconv.Itoa(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held[i] = hs.rawFrom(t, attacker, head(name), upload)
+		}()
+		waitUntil(t, name+"'s body being read", func() bool { return hs.bodyRead(name) > 0 })
+	}
+	for i := range 4 {
+		name := "refused-" + strconv.Itoa(i)
+		r := hs.rawFrom(t, attacker, head(name), upload)
+		if r.code != http.StatusServiceUnavailable || !strings.Contains(r.reason, "too many request bodies") || !r.closed {
+			t.Errorf("%s beyond the client's share: %d %q closed=%v, want 503 and the connection closed", name, r.code, r.reason, r.closed)
+		}
+		if n := hs.bodyRead(name); n != 0 {
+			t.Errorf("%s: %d bytes of its body read before the refusal", name, n)
+		}
+	}
+	// A provider elsewhere is unaffected while the two uploads stall.
+	body := []byte(h.envelope(h.id("evt_during_slow"), "email.delivered", h.id("msg_during_slow"), time.Now(), ""))
+	if r := hs.post(t, "", body, hostileSig(body, time.Now())); r.code != http.StatusOK {
+		t.Fatalf("a signed webhook while one client holds its share: %d %q", r.code, r.reason)
+	}
+	close(release)
+	wg.Wait()
+	for i, r := range held {
+		if r.code != http.StatusUnauthorized {
+			t.Errorf("held-%d: %d %q, want 401 once its unsigned body was read", i, r.code, r.reason)
+		}
+	}
+	if got := h.scrape(`mailhook_webhook_requests_total{endpoint="postscale",outcome="busy",provider="postscale"}`); got != 4 {
+		t.Errorf("busy refusals counted %v, want 4", got)
+	}
+	// Given back: the same client is read again.
+	if r := hs.rawFrom(t, attacker, head("after"), func(w io.Writer) { _, _ = w.Write(bytes.Repeat([]byte("x"), size)) }); r.code != http.StatusUnauthorized {
+		t.Fatalf("the client once its uploads ended: %d %q, want its body read (401 unsigned)", r.code, r.reason)
+	}
 }

@@ -200,6 +200,14 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 
 		// Sinks.
 		{method: "GET", target: "/v1/sinks", header: token, want: 200},
+		// A parameter that is not text PostgreSQL can take is the caller's mistake, on every /v1 route.
+		{method: "GET", target: "/v1/sinks?x=%FF", header: token, want: 400},
+		{method: "GET", target: "/v1/sinks/ap%00p", header: token, want: 400},
+		{method: "POST", target: "/v1/sinks/ap%FFp/pause", header: token, body: `{}`, want: 400},
+		{method: "POST", target: "/v1/sinks/ap%FFp/resume", header: token, want: 400},
+		{method: "GET", target: "/v1/messages/postscale/msg%00", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions/a%FF@example.com", header: token, want: 400},
+		{method: "GET", target: "/v1/suppressions/check?address=a%00@example.com", header: token, want: 400},
 		{method: "GET", target: "/v1/sinks", header: map[string]string{"Authorization": "Bearer " + contractToken, "X-Fail": "sinks"}, want: 503},
 		{method: "GET", target: "/v1/sinks/app", header: token, want: 200},
 		{method: "GET", target: "/v1/sinks/new", header: token, want: 200}, // configured, no row yet

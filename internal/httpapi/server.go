@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/redact"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/telemetry"
@@ -60,12 +62,18 @@ type Endpoint struct {
 	Adapter  provider.Adapter
 	// Namespace, when set, replaces the events' Provider (see provider.EventNamespace).
 	Namespace string
+	// Allow is the endpoint's allow_cidrs, checked before the body is read (the adapter's
+	// Verify checks it again); empty allows every address.
+	Allow allowlist.List
 }
 
 // Server holds the handlers' dependencies.
 type Server struct {
 	Endpoints    map[string]Endpoint
 	MaxBodyBytes int64
+	// Reading bounds the webhook bodies being read at once (http.max_reading_bytes and
+	// max_reading_bytes_per_client); nil reads without a bound.
+	Reading *ReadingBudget
 	// MaxEventsPerRequest bounds the events one request may carry (a batch); more is a 413.
 	MaxEventsPerRequest int
 	// Acceptor records webhook events and operator corrections before they are answered.
@@ -163,7 +171,7 @@ func (s *Server) handler(routes int) http.Handler {
 		r.GET("/readyz", s.readyz)
 		// Outside the token group: the document is public (openapi.go).
 		r.GET(OpenAPIPath, serveOpenAPI)
-		v1 := r.Group("/v1", s.requireToken)
+		v1 := r.Group("/v1", s.requireToken, s.requireText)
 		v1.GET("/messages/:provider/:message_id", s.message)
 		v1.POST("/messages/:provider/:message_id/corrections", s.correct)
 		v1.GET("/suppressions", s.listSuppressions)
@@ -190,6 +198,19 @@ func (s *Server) handler(routes int) http.Handler {
 		req.URL.RawPath = req.URL.EscapedPath()
 		r.ServeHTTP(w, req)
 	})
+}
+
+// readBody reads a body whose length the request declared into one buffer of that size (none of
+// io.ReadAll's doublings, which hold up to twice the body), or, undeclared, as io.ReadAll does.
+func readBody(r io.Reader, declared int64) ([]byte, error) {
+	if declared < 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, declared)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // unavailable answers 503 with Retry-After (errors.go); the handler logs the cause.
@@ -240,11 +261,28 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	providerName = ep.Provider
 	log = log.With("provider", ep.Provider)
+	// Before a byte of the body is read: whoever may not send here at all is refused for
+	// nothing, and no body is buffered beyond the process's reading budget.
+	if !ep.Allow.Allows(c.ClientIP()) {
+		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
+		return
+	}
 	if c.Request.ContentLength > s.MaxBodyBytes {
 		deny(metrics.TooLarge, refuse(kindTooLarge, ""))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes))
+	size := c.Request.ContentLength
+	if size < 0 { // chunked: it may be as large as allowed
+		size = s.MaxBodyBytes
+	}
+	client := c.ClientIP()
+	if !s.Reading.Take(client, size) {
+		c.Header("Connection", "close")
+		deny(metrics.Busy, refuse(kindUnavailable, "too many request bodies are being read; retry later"))
+		return
+	}
+	defer s.Reading.Give(client, size)
+	body, err := readBody(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes), c.Request.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -317,7 +355,9 @@ func (s *Server) webhook(c *gin.Context) {
 				deny(metrics.Unavailable, refuse(kindUnavailable, ""), "error", err)
 				return
 			}
-			if bound != events[0].EventID {
+			// A token an older version bound to the event's prior id (id_legacy.go) is the
+			// same event's.
+			if bound != events[0].EventID && (events[0].PriorEventID == "" || bound != events[0].PriorEventID) {
 				deny(metrics.ReplayedSignature, refuse(kindInvalidSignature, "signature already used for another event"),
 					"event_id", events[0].EventID)
 				return
@@ -395,6 +435,35 @@ func (s *Server) requireToken(c *gin.Context) {
 }
 
 const actorKey = "mailhook.actor"
+
+// requireText answers 400 for a path or query parameter that is not text PostgreSQL can take
+// (invalid UTF-8, or NUL, which no text column holds): without it such a request reaches a
+// query, fails there, and is answered 503, a retry that can never succeed.
+func (s *Server) requireText(c *gin.Context) {
+	bad := func(where, name, v string) bool {
+		if utf8.ValidString(v) && !strings.ContainsRune(v, 0) {
+			return false
+		}
+		s.fail(c, refuse(kindBadRequest, fmt.Sprintf("%s %q is not valid UTF-8 text without NUL", where, name)))
+		return true
+	}
+	for _, p := range c.Params {
+		if bad("path parameter", p.Key, param(c, p.Key)) {
+			return
+		}
+	}
+	for name, vs := range c.Request.URL.Query() {
+		if bad("query parameter", name, name) {
+			return
+		}
+		for _, v := range vs {
+			if bad("query parameter", name, v) {
+				return
+			}
+		}
+	}
+	c.Next()
+}
 
 func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
@@ -513,7 +582,7 @@ func (s *Server) correct(c *gin.Context) {
 		return
 	}
 	s.Log.InfoContext(c.Request.Context(), "correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
-		"status", req.Status, "reason", req.Reason, "event_id", ev.EventID, "workflow_id", ev.Key())
+		"status", req.Status, "reason", redact.Text(req.Reason), "event_id", ev.EventID, "workflow_id", ev.Key())
 	c.JSON(http.StatusAccepted, gin.H{"status": verdicts[0].Status, "event_id": ev.EventID, "workflow_id": ev.Key()})
 }
 
@@ -685,7 +754,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		s.unavailable(c)
 	default:
 		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
-			"scope", lift.Scope, "reason", lift.Reason, "lift_reason", lift.LiftReason)
+			"scope", lift.Scope, "reason", redact.Text(lift.Reason), "lift_reason", redact.Text(lift.LiftReason))
 		c.JSON(http.StatusOK, lift)
 	}
 }

@@ -3,7 +3,12 @@
 // a customer's domain while reading logs; the full address is in PostgreSQL, behind the admin API.
 package redact
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
 
 // Address masks an email address. Text without an "@" is masked whole: it may still be an
 // address (a local part alone, a malformed recipient).
@@ -21,4 +26,16 @@ func Address(a string) string {
 		first = string([]rune(a[:at])[0])
 	}
 	return first + "***" + a[at:]
+}
+
+// Text stands in for free text written by an operator or a downstream (a correction's reason, a
+// lift's note, a sink's answer): "47 chars, sha256 1f2e3d4c". Such text may name anyone, so a log
+// never carries it; the length and a short hash let a reader match a log line to the stored row
+// (sha256 of the text, in PostgreSQL: encode(sha256(convert_to(reason, 'UTF8')), 'hex')).
+func Text(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return strconv.Itoa(len([]rune(s))) + " chars, sha256 " + hex.EncodeToString(sum[:4])
 }

@@ -17,3 +17,17 @@ func TestAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestText(t *testing.T) {
+	reason := "customer jane@example.com confirmed receipt"
+	// printf '%s' "$reason" | sha256sum | cut -c1-8
+	if got, want := Text(reason), "43 chars, sha256 84875f12"; got != want {
+		t.Fatalf("Text(%q) = %q, want %q", reason, got, want)
+	}
+	if Text("élodie") != "6 chars, sha256 "+Text("élodie")[len("6 chars, sha256 "):] {
+		t.Fatalf("Text counts bytes, not characters: %q", Text("élodie"))
+	}
+	if Text("") != "" {
+		t.Fatalf("Text(\"\") = %q", Text(""))
+	}
+}

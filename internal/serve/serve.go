@@ -30,6 +30,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/temporalconn"
@@ -143,7 +144,11 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 		}
-		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a,
+		allow, err := allowlist.Parse(e.Provider, settings.AllowCIDRs)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
+		}
+		eps[e.Name] = httpapi.Endpoint{Name: e.Name, Provider: e.Provider, Adapter: a, Allow: allow,
 			Namespace: provider.EventNamespace(e.Provider, e.Name)}
 	}
 	pc, err := temporalconn.Codec(s.Config.Temporal)
@@ -153,6 +158,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	srv := &httpapi.Server{
 		Endpoints:           eps,
 		MaxBodyBytes:        s.Config.HTTP.MaxBodyBytes,
+		Reading:             httpapi.NewReadingBudget(s.Config.HTTP.ReadingBytesOr()),
 		MaxEventsPerRequest: s.Config.HTTP.MaxEventsPerRequest,
 		TrustedProxies:      s.Config.HTTP.TrustedProxies,
 		Acceptor:            s.Acceptor(),
@@ -294,6 +300,7 @@ func (s *Service) Worker() worker.Worker {
 		SuppressionScopes: s.Config.Suppression.Scopes,
 		Delivery:          s.Config.Notify,
 		Drainers:          s.Drainers(),
+		Log:               s.Log,
 	}).Register(w)
 	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
 	(&activities.Retention{Store: s.Store}).Register(w)

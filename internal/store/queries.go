@@ -137,9 +137,13 @@ WITH n AS (
 SELECT count(*) FROM n`
 
 	// A notification that was delivered stays sent even if a late failure report arrives.
+	// A notification already failed keeps the cause recorded first: the attempt that failed
+	// for good records the sink's whole answer, and the run's MarkProcessed, coming after, only
+	// knows its status line.
 	qMarkNotificationFailed = `
 UPDATE notifications
-SET status = 'failed', last_error = NULLIF($2, ''), updated_at = now()
+SET status = 'failed', updated_at = now(),
+    last_error = CASE WHEN status = 'failed' AND last_error IS NOT NULL THEN last_error ELSE NULLIF($2, '') END
 WHERE id = $1 AND status <> 'sent'`
 
 	qNotificationExists = `SELECT EXISTS (SELECT 1 FROM notifications WHERE id = $1)`
