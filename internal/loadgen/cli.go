@@ -118,7 +118,7 @@ addresses only.`,
 	keygen.Flags().StringVar(&out, "out", "", "file to write the private key to (PEM, PKCS#8, mode 0600)")
 	keygen.Flags().BoolVar(&force, "force", false, "overwrite an existing file")
 	_ = keygen.MarkFlagRequired("out")
-	cmd.AddCommand(keygen, suppressionCheckCommand(), receiverCommand())
+	cmd.AddCommand(keygen, suppressionCheckCommand(), receiverCommand(), slowBodiesCommand())
 	return cmd
 }
 
