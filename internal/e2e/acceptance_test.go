@@ -294,6 +294,21 @@ func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) 
 	h.waitProcessedOf("sendgrid", bad+"_0", bad+"_2")
 }
 
+// poisonEvent makes PostgreSQL refuse a message's data in the Process step (a CHECK constraint
+// on messages named refuse_poison stands for any data error) and posts an event it refuses;
+// it returns the event's id.
+func (h *harness) poisonEvent() string {
+	h.t.Helper()
+	if _, err := h.svc.Store.Pool().Exec(context.Background(), `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
+		h.t.Fatal(err)
+	}
+	id := h.id("evt_q")
+	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
+		h.t.Fatalf("post: %d %v", code, resp)
+	}
+	return id
+}
+
 // TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix: when PostgreSQL refuses an
 // event's data in a workflow step (here a CHECK constraint the test adds stands for any data
 // error), the step is not retried for ever: the event is quarantined with the step and the
@@ -304,13 +319,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
-	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
-		t.Fatal(err)
-	}
-	id, good := h.id("evt_q"), h.id("evt_fine")
-	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
-		t.Fatalf("post: %d %v", code, resp)
-	}
+	id, good := h.poisonEvent(), h.id("evt_fine")
 	if code, _ := h.post(h.envelope(good, "email.delivered", h.id("msg_fine"), time.Now(), "")); code != 200 {
 		t.Fatalf("post good: %d", code)
 	}
@@ -375,13 +384,7 @@ func TestRedriveOfAStillBrokenEventKeepsItQuarantined(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
-	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
-		t.Fatal(err)
-	}
-	id := h.id("evt_q")
-	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
-		t.Fatalf("post: %d %v", code, resp)
-	}
+	id := h.poisonEvent()
 	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
 		t.Fatalf("workflow: %v, want it failed as quarantined", err)
 	}
