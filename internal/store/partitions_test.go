@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -105,4 +107,25 @@ func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
 	assert.Len(t, parts, 1+6)
 	_, err = s.RecordEvent(ctx, statusEvent("ens_new", "m1", domain.StatusDelivered, "", now))
 	require.NoError(t, err)
+}
+
+// A missing partition is told from a data error by the error's fields, not its text, which
+// lc_messages translates: PostgreSQL's own error for a row with no partition is recognized, so is
+// the same error in German, and a named CHECK constraint's violation (a data error) is not.
+func TestNoPartitionIsToldByItsFieldsNotItsText(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	_, err := s.Pool().Exec(t.Context(), `INSERT INTO event_payloads (provider, event_id, received_at, payload) VALUES ('p', 'e', '2100-01-01', '{}')`)
+	require.Error(t, err)
+	assert.True(t, store.IsNoPartition(err), "PostgreSQL's error for a row no partition takes: %v", err)
+
+	german := &pgconn.PgError{Code: "23514", TableName: "event_payloads",
+		Message: `keine Partition von Relation »event_payloads« für Zeile gefunden`}
+	assert.True(t, store.IsNoPartition(fmt.Errorf("enqueue: %w", german)), "the same error under lc_messages = de_DE")
+
+	_, err = s.Pool().Exec(t.Context(), `ALTER TABLE messages ADD CONSTRAINT no_x CHECK (message_id <> 'x')`)
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(t.Context(), `INSERT INTO messages (provider, message_id, status) VALUES ('p', 'x', 'accepted')`)
+	require.Error(t, err)
+	assert.False(t, store.IsNoPartition(err), "a CHECK constraint's violation is the data's fault: %v", err)
 }
