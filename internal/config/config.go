@@ -558,6 +558,11 @@ func (c Config) Validate() error {
 		if _, err := signature.NewStandard(s.Secret, 0); err != nil {
 			return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
 		}
+		// Standard Webhooks asks for 24 to 64 random bytes: a short key can be guessed from one
+		// signed notification, and then anyone can sign notifications the sink trusts.
+		if n := signature.StandardKeyLength(s.Secret); n < MinSinkSecretBytes {
+			return fmt.Errorf("config: %s.secret (sink %q) decodes to %d bytes, want at least %d (make one with: echo whsec_$(head -c 32 /dev/urandom | base64))", key, s.Name, n, MinSinkSecretBytes)
+		}
 		if len(s.Types) == 0 {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
 		}
@@ -705,3 +710,6 @@ func (h HTTP) ReadingBytesOr() (total, perClient int64) {
 	}
 	return total, min(perClient, total)
 }
+
+// MinSinkSecretBytes is the least a sink secret may decode to (Standard Webhooks: 24 to 64).
+const MinSinkSecretBytes = 24

@@ -43,7 +43,7 @@ func TestDefaultsNeedNoFile(t *testing.T) {
 
 func TestFileWithEnvExpansion(t *testing.T) {
 	t.Setenv("PS_SECRET_NEW", "whsec_new")
-	t.Setenv("SINK_SECRET", "whsec_c2luaw==")
+	t.Setenv("SINK_SECRET", "whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=")
 	p := write(t, `
 http:
   address: ":9000"
@@ -88,7 +88,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"empty secrets":    {`endpoints: [{name: x, provider: postscale, secrets: []}]`, "endpoints[0].secrets"},
 		"blank secret":     {`endpoints: [{name: x, provider: postscale, secrets: [""]}]`, "endpoints[0].secrets[0]"},
 		"bad sink url":     {`sinks: [{name: a, url: "not a url", secret: s, types: [email.received]}]`, "sinks[0].url"},
-		"sink type":        {`sinks: [{name: a, url: "http://x", secret: whsec_c2luaw==, types: [email.sent]}]`, "sinks[0].types[0]"},
+		"sink type":        {`sinks: [{name: a, url: "http://x", secret: whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=, types: [email.sent]}]`, "sinks[0].types[0]"},
 		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
 		"unknown key":      {`htp: {address: ":1"}`, "htp"},
 		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
@@ -144,7 +144,7 @@ func TestEmptyFileMeansDefaults(t *testing.T) {
 // The example in deploy/ must stay loadable: it is what users copy.
 func TestExampleConfigLoads(t *testing.T) {
 	t.Setenv("POSTSCALE_WEBHOOK_SECRET", "whsec_example")
-	t.Setenv("APP_SINK_SECRET", "whsec_c2luaw==")
+	t.Setenv("APP_SINK_SECRET", "whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=")
 	t.Setenv("MAILHOOK_ADMIN_TOKEN", "example-admin-token")
 	cfg, err := config.Load("../../deploy/mailhook.example.yaml")
 	if err != nil {
@@ -196,7 +196,7 @@ endpoints:
 }
 
 func TestSinkMaySubscribeToSuppressionAdded(t *testing.T) {
-	t.Setenv("SINK_SECRET", "whsec_c2luaw==")
+	t.Setenv("SINK_SECRET", "whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=")
 	cfg, err := config.Load(write(t, `
 sinks:
   - name: ops
@@ -213,7 +213,7 @@ sinks:
 	if len(cfg.SinksFor(domain.TypeStatusChanged)) != 0 {
 		t.Fatal("ops does not want status changes")
 	}
-	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: whsec_c2luaw==, types: [suppression.removed]}]`))
+	_, err = config.Load(write(t, `sinks: [{name: a, url: "http://x", secret: whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=, types: [suppression.removed]}]`))
 	if err == nil || !strings.Contains(err.Error(), "sinks[0].types[0]") || !strings.Contains(err.Error(), domain.TypeSuppressionAdded) {
 		t.Fatalf("error %v; want it to name the key and list the known types", err)
 	}
@@ -287,9 +287,11 @@ func TestHardenedConfigRefusals(t *testing.T) {
 			[]string{`endpoints[0].name (endpoint "hmac") is the name of provider "hmac"`}},
 		"sink secret not base64": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: "whsec_c2luaw!!hunter2", types: [email.received]}]`,
 			[]string{`sinks[0].secret (sink "badsecret") does not decode`, "whsec_<base64>"}},
+		"sink secret too short": {`sinks: [{name: short, url: "https://app.example/hooks", secret: whsec_c2luaw==, types: [email.received]}]`,
+			[]string{`sinks[0].secret (sink "short") decodes to 4 bytes, want at least 24`}},
 		"sink secret prefix only": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: whsec_, types: [email.received]}]`,
 			[]string{`sinks[0].secret (sink "badsecret") does not decode`}},
-		"sink secret not Standard Webhooks": {`sinks: [{name: ok, url: "https://a.example", secret: whsec_c2luaw==, types: [email.received]}, {name: badsecret, url: "https://app.example/hooks", secret: "hunter2-plain-password", types: [email.received]}]`,
+		"sink secret not Standard Webhooks": {`sinks: [{name: ok, url: "https://a.example", secret: whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=, types: [email.received]}, {name: badsecret, url: "https://app.example/hooks", secret: "hunter2-plain-password", types: [email.received]}]`,
 			[]string{`sinks[1].secret (sink "badsecret") does not decode`}},
 	}
 	for name, tc := range tests {
