@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,9 @@ type Admin struct {
 type AdminToken struct {
 	Name  string `yaml:"name"`
 	Token string `yaml:"token"`
+	// Scopes is what the token may do (domain.Scopes: suppressions:check, …, admin). None: every
+	// scope, as before scopes existed; start-up warns about such a token.
+	Scopes []string `yaml:"scopes"`
 }
 
 // HTTP configures the webhook listener.
@@ -357,6 +361,13 @@ func (c Config) Warnings() []string {
 				"Use generic.signed: timestamp_body if the sender can sign a timestamp, and restrict allow_cidrs to its addresses", i, e.Name))
 		}
 	}
+	for i, t := range c.Admin.Tokens {
+		if len(t.Scopes) == 0 && t.Token != DevAdminToken {
+			out = append(out, fmt.Sprintf("admin.tokens[%d] (name %q) has no scopes, so it may do everything: list suppressed addresses, "+
+				"erase, lift suppressions, decode payloads. Give each token only what its user needs in admin.tokens[].scopes "+
+				"(a sending system: [suppressions:check]; every scope: [admin])", i, t.Name))
+		}
+	}
 	return out
 }
 
@@ -533,6 +544,11 @@ func (c Config) Validate() error {
 		}
 		if len(t.Token) < 12 {
 			return fmt.Errorf("config: admin.tokens[%d].token (name %q) must be at least 12 characters", i, t.Name)
+		}
+		for j, sc := range t.Scopes {
+			if !slices.Contains(domain.Scopes, sc) {
+				return fmt.Errorf("config: admin.tokens[%d].scopes[%d] (name %q): unknown scope %q (known: %s)", i, j, t.Name, sc, strings.Join(domain.Scopes, ", "))
+			}
 		}
 	}
 	sinks := map[string]bool{}

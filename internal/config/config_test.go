@@ -287,6 +287,8 @@ func TestHardenedConfigRefusals(t *testing.T) {
 			[]string{`endpoints[0].name (endpoint "hmac") is the name of provider "hmac"`}},
 		"sink secret not base64": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: "whsec_c2luaw!!hunter2", types: [email.received]}]`,
 			[]string{`sinks[0].secret (sink "badsecret") does not decode`, "whsec_<base64>"}},
+		"admin token scope unknown": {`admin: {tokens: [{name: sender, token: sender-token-123, scopes: [suppressions:check, suppression:read]}]}`,
+			[]string{`admin.tokens[0].scopes[1] (name "sender"): unknown scope "suppression:read"`, "suppressions:read"}},
 		"sink secret too short": {`sinks: [{name: short, url: "https://app.example/hooks", secret: whsec_c2luaw==, types: [email.received]}]`,
 			[]string{`sinks[0].secret (sink "short") decodes to 4 bytes, want at least 24`}},
 		"sink secret prefix only": {`sinks: [{name: badsecret, url: "https://app.example/hooks", secret: whsec_, types: [email.received]}]`,
@@ -436,5 +438,21 @@ func TestDatabaseListenURLAndPooler(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// A token without scopes keeps its old meaning (every scope) and is warned about, the built-in
+// development token aside (it has its own warning); a token with scopes is not.
+func TestAdminTokensWithoutScopesAreWarnedAbout(t *testing.T) {
+	cfg, err := config.Load(write(t, "admin:\n  tokens:\n    - {name: ops, token: ops-token-123456}\n    - {name: sender, token: sender-token-123, scopes: [suppressions:check]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cfg.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], `admin.tokens[0] (name "ops") has no scopes`) {
+		t.Fatalf("warnings %q, want one naming the token without scopes", w)
+	}
+	if got := cfg.Admin.Tokens[1].Scopes; len(got) != 1 || got[0] != "suppressions:check" {
+		t.Fatalf("scopes %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mailhook/mailhook/internal/codec"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // CodecEndpoint serves Temporal's remote codec protocol (POST <base>/encode and <base>/decode,
@@ -51,7 +52,7 @@ func (s *Server) mountCodec(r *gin.Engine) {
 	g := r.Group(CodecPath, s.codecCORS(allowed))
 	for _, op := range []string{"/encode", "/decode"} {
 		g.OPTIONS(op, codecPreflight)
-		g.POST(op, s.requireToken, func(c *gin.Context) {
+		g.POST(op, s.requireToken, s.need(domain.ScopeCodec), func(c *gin.Context) {
 			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxCodecBody)
 			// Who read what: decoding shows addresses and mail bodies.
 			s.Log.InfoContext(c.Request.Context(), "codec", "op", strings.TrimPrefix(op, "/"), "actor", c.GetString(actorKey),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"github.com/mailhook/mailhook/internal/domain"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,8 @@ func codecServer(t *testing.T) (*httptest.Server, *codec.Codec) {
 		t.Fatal(err)
 	}
 	s := &httpapi.Server{
-		AdminTokens: map[string]string{codecToken: "ops"},
+		AdminTokens: map[string]string{codecToken: "ops", checkOnlyToken: "sender"},
+		TokenScopes: map[string][]string{checkOnlyToken: {domain.ScopeSuppressionsCheck}},
 		Codec:       httpapi.NewCodecEndpoint(c, []string{uiOrigin + "/"}),
 	}
 	srv := httptest.NewServer(s.Handler())
@@ -162,5 +164,25 @@ func TestNoCodecNoEndpoint(t *testing.T) {
 	resp, _ := send(t, http.MethodPost, srv.URL+"/codec/decode", map[string]string{"Authorization": "Bearer " + codecToken}, []byte(`{"payloads":[]}`))
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("codec endpoint without a codec: %d", resp.StatusCode)
+	}
+}
+
+// checkOnlyToken holds suppressions:check alone: what a sending system's token needs, and not
+// enough to decode payloads.
+const checkOnlyToken = "codec-test-check-only-token"
+
+func TestCodecNeedsTheCodecScope(t *testing.T) {
+	srv, c := codecServer(t)
+	p, err := c.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`{"a":1}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, raw := send(t, http.MethodPost, srv.URL+"/codec/decode", map[string]string{"Authorization": "Bearer " + checkOnlyToken, "Content-Type": "application/json"}, payloadsJSON(t, p...))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(raw), `codec`) {
+		t.Fatalf("decode with a check-only token: %d %s, want 403 naming the codec scope", resp.StatusCode, raw)
+	}
+	resp, raw = send(t, http.MethodPost, srv.URL+"/codec/decode", map[string]string{"Authorization": "Bearer " + codecToken, "Content-Type": "application/json"}, payloadsJSON(t, p...))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("decode with a token without scopes (every scope): %d %s", resp.StatusCode, raw)
 	}
 }

@@ -20,6 +20,7 @@ const (
 	kindUnauthenticated              // no admin bearer token, or not one of admin.tokens
 	kindInvalidSignature             // a webhook whose signature is missing, wrong or already used
 	kindForbidden                    // a codec preflight from an origin not allowed
+	kindMissingScope                 // the token does not hold the scope the route needs
 	kindNotFound                     // no such endpoint, message, event, suppression or route
 	kindTimeout                      // the body did not arrive within http.read_timeout
 	kindConflict                     // the request cannot apply to what is recorded
@@ -48,6 +49,7 @@ var answers = [numKinds]answerOf{
 	kindUnauthenticated:  {http.StatusUnauthorized, "missing or invalid bearer token", "send Authorization: Bearer with a token of admin.tokens"},
 	kindInvalidSignature: {http.StatusUnauthorized, "invalid signature", "invalid signature"},
 	kindForbidden:        {http.StatusForbidden, "origin not allowed", "temporal.codec.cors_origins does not list this origin"},
+	kindMissingScope:     {http.StatusForbidden, "missing scope", "this token does not hold the scope this route needs"},
 	kindNotFound:         {http.StatusNotFound, "not found", "no such route"},
 	kindTimeout:          {http.StatusRequestTimeout, "body not received in time", "the body did not arrive within http.read_timeout"},
 	kindConflict:         {http.StatusConflict, "conflict", "the request conflicts with what is recorded"},

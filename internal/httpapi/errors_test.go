@@ -34,7 +34,7 @@ func TestErrorMappingTable(t *testing.T) {
 	documented := doc.Components.Schemas.Error.Properties.Error.Enum
 	want := map[kind]int{
 		kindBadRequest: 400, kindBadPayload: 400, kindBadControl: 400, kindUnauthenticated: 401, kindInvalidSignature: 401,
-		kindForbidden: 403, kindNotFound: 404, kindTimeout: 408, kindConflict: 409, kindNotConfigured: 409, kindTooLarge: 413, kindTooManyEvents: 413,
+		kindForbidden: 403, kindMissingScope: 403, kindNotFound: 404, kindTimeout: 408, kindConflict: 409, kindNotConfigured: 409, kindTooLarge: 413, kindTooManyEvents: 413,
 		kindInternal: 500, kindUnavailable: 503,
 	}
 	var codes []string

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +32,9 @@ import (
 )
 
 const contractToken = "contract-test-admin-token"
+
+// scopedToken is the contract fixture's token that holds scope alone.
+func scopedToken(scope string) string { return "contract-token-" + scope }
 
 func TestOpenAPIDocumentLoadsAndValidates(t *testing.T) {
 	ctx := context.Background()
@@ -285,6 +290,43 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		}
 	}
 
+	// Every guarded operation names the one scope it needs, and the router agrees: a token
+	// holding another scope gets 403 naming it, and one holding it (or admin) gets past.
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Security == nil || len(*op.Security) == 0 {
+				continue
+			}
+			req := (*op.Security)[0]["bearerAuth"]
+			if len(*op.Security) != 1 || len(req) != 1 || !slices.Contains(domain.Scopes, req[0]) {
+				t.Errorf("%s %s: security %v, want one bearerAuth requirement naming one scope of domain.Scopes", method, path, *op.Security)
+				continue
+			}
+			scope := req[0]
+			target := strings.NewReplacer("{provider}", "postscale", "{message_id}", "msg_1", "{address}", "user@example.com", "{event_id}", "evt_1",
+				"{name}", "app").Replace(path)
+			other := domain.ScopeCodec
+			if scope == other {
+				other = domain.ScopeErasure
+			}
+			if domain.Grants([]string{other}, scope) {
+				t.Fatalf("%s grants %s", other, scope)
+			}
+			for _, held := range []string{other, scope, domain.ScopeAdmin} {
+				r := httptest.NewRequest(method, target, strings.NewReader(`{}`))
+				r.Header.Set("Authorization", "Bearer "+scopedToken(held))
+				r.Header.Set("Content-Type", "application/json")
+				status, raw := f.do(r)
+				switch {
+				case held == other && (status != http.StatusForbidden || !strings.Contains(raw, strconv.Quote(scope)[1:len(strconv.Quote(scope))-1])):
+					t.Errorf("%s %s with a token holding %s: %d %s, want 403 naming %s", method, target, held, status, raw, scope)
+				case held != other && (status == http.StatusForbidden || status == http.StatusUnauthorized):
+					t.Errorf("%s %s with a token holding %s: %d %s, want it let through", method, target, held, status, raw)
+				}
+			}
+		}
+	}
+
 	// Every documented answer was seen, but those no test can bring about here.
 	unreachable := map[string]string{
 		"receiveWebhook 431": "answered by net/http before the handler runs",
@@ -342,7 +384,13 @@ func newContractFixture(t *testing.T) *contractFixture {
 		NotRequired: map[string]bool{"temporal": true},
 		RetryAfter:  5 * time.Second,
 		AdminTokens: map[string]string{contractToken: "contract"},
+		TokenScopes: map[string][]string{},
 		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	// One token per scope, holding that scope alone (scopedToken).
+	for _, sc := range domain.Scopes {
+		s.AdminTokens[scopedToken(sc)] = "holds " + sc
+		s.TokenScopes[scopedToken(sc)] = []string{sc}
 	}
 	inner := s.Handler()
 	// X-Fail names the readiness check to fail for this request.

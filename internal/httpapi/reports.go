@@ -27,9 +27,9 @@ func (s *Server) reconcileRoutes(v1 *gin.RouterGroup) {
 	if s.Reconciler == nil {
 		return
 	}
-	v1.GET("/reports/daily", s.dailyReport)
-	v1.POST("/events/:provider/:event_id/replay", s.replay)
-	v1.POST("/redrive", s.redrive)
+	v1.GET("/reports/daily", s.need(domain.ScopeReportsRead), s.dailyReport)
+	v1.POST("/events/:provider/:event_id/replay", s.need(domain.ScopeReplay), s.replay)
+	v1.POST("/redrive", s.need(domain.ScopeReplay), s.redrive)
 }
 
 // dailyReport answers GET /v1/reports/daily?date=YYYY-MM-DD&provider=: per provider and event

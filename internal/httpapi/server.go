@@ -99,6 +99,9 @@ type Server struct {
 	Metrics *metrics.Metrics
 	// AdminTokens maps bearer token → actor name for the /v1 API. Empty refuses every request.
 	AdminTokens map[string]string
+	// TokenScopes maps a token to the scopes it holds (domain.Scopes); a token not in it may do
+	// everything.
+	TokenScopes map[string][]string
 	// Reconciler, when set, serves the daily report, replays and redrives (reports.go).
 	Reconciler Reconciler
 	// Codec, when set, serves the Temporal remote codec endpoint under /codec (codec.go).
@@ -172,17 +175,17 @@ func (s *Server) handler(routes int) http.Handler {
 		// Outside the token group: the document is public (openapi.go).
 		r.GET(OpenAPIPath, serveOpenAPI)
 		v1 := r.Group("/v1", s.requireToken, s.requireText)
-		v1.GET("/messages/:provider/:message_id", s.message)
-		v1.POST("/messages/:provider/:message_id/corrections", s.correct)
-		v1.GET("/suppressions", s.listSuppressions)
+		v1.GET("/messages/:provider/:message_id", s.need(domain.ScopeMessagesRead), s.message)
+		v1.POST("/messages/:provider/:message_id/corrections", s.need(domain.ScopeCorrections), s.correct)
+		v1.GET("/suppressions", s.need(domain.ScopeSuppressionsRead), s.listSuppressions)
 		// gin routes the static segment before the parameter, and falls back to :address for
 		// an address that merely starts with "check" (check@…, checker@…).
-		v1.GET("/suppressions/check", s.checkSuppression)
-		v1.GET("/suppressions/:address", s.getSuppression)
-		v1.DELETE("/suppressions/:address", s.liftSuppression)
-		v1.GET("/quarantine", s.listQuarantine) // quarantine.go
+		v1.GET("/suppressions/check", s.need(domain.ScopeSuppressionsCheck), s.checkSuppression)
+		v1.GET("/suppressions/:address", s.need(domain.ScopeSuppressionsRead), s.getSuppression)
+		v1.DELETE("/suppressions/:address", s.need(domain.ScopeSuppressionsWrite), s.liftSuppression)
+		v1.GET("/quarantine", s.need(domain.ScopeReportsRead), s.listQuarantine) // quarantine.go
 		if s.Erasures != nil {
-			v1.POST("/erasures", s.erase) // erasures.go
+			v1.POST("/erasures", s.need(domain.ScopeErasure), s.erase) // erasures.go
 		}
 		s.reconcileRoutes(v1) // reports.go
 		s.sinkRoutes(v1)      // sinks.go
@@ -418,11 +421,11 @@ const DefaultMaxEventsPerRequest = 1000
 // actor. Every token is compared, in constant time, so timing tells nothing about which matched.
 func (s *Server) requireToken(c *gin.Context) {
 	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	actor := ""
+	actor, matched := "", ""
 	if ok {
 		for token, name := range s.AdminTokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-				actor = name
+				actor, matched = name, token
 			}
 		}
 	}
@@ -431,10 +434,27 @@ func (s *Server) requireToken(c *gin.Context) {
 		return
 	}
 	c.Set(actorKey, actor)
+	c.Set(scopesKey, s.TokenScopes[matched])
 	c.Next()
 }
 
-const actorKey = "mailhook.actor"
+const (
+	actorKey  = "mailhook.actor"
+	scopesKey = "mailhook.scopes"
+)
+
+// need admits a request whose token holds scope (domain.Grants); others get 403 naming it.
+func (s *Server) need(scope string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		held, _ := c.Get(scopesKey)
+		scopes, _ := held.([]string)
+		if !domain.Grants(scopes, scope) {
+			s.fail(c, refuse(kindMissingScope, fmt.Sprintf("this token lacks the scope %q (admin.tokens[].scopes)", scope)))
+			return
+		}
+		c.Next()
+	}
+}
 
 // requireText answers 400 for a path or query parameter that is not text PostgreSQL can take
 // (invalid UTF-8, or NUL, which no text column holds): without it such a request reaches a

@@ -58,12 +58,12 @@ func (s *Server) sinkRoutes(v1 *gin.RouterGroup) {
 	if s.SinkStates == nil {
 		return
 	}
-	v1.GET("/sinks", s.listSinks)
-	v1.GET("/sinks/:name", s.getSink)
-	v1.POST("/sinks/:name/pause", func(c *gin.Context) { s.pauseSink(c, true) })
-	v1.POST("/sinks/:name/resume", func(c *gin.Context) { s.pauseSink(c, false) })
-	v1.POST("/sinks/:name/redeliver", s.redeliver)
-	v1.GET("/sinks/:name/notifications", s.sinkNotifications)
+	v1.GET("/sinks", s.need(domain.ScopeSinksRead), s.listSinks)
+	v1.GET("/sinks/:name", s.need(domain.ScopeSinksRead), s.getSink)
+	v1.POST("/sinks/:name/pause", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, true) })
+	v1.POST("/sinks/:name/resume", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, false) })
+	v1.POST("/sinks/:name/redeliver", s.need(domain.ScopeSinksWrite), s.redeliver)
+	v1.GET("/sinks/:name/notifications", s.need(domain.ScopeSinksRead), s.sinkNotifications)
 }
 
 func (s *Server) settingsOf(name string) (SinkSettings, bool) {

@@ -179,6 +179,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Log:         s.Log,
 		Metrics:     s.Metrics,
 		AdminTokens: adminTokens(s.Config.Admin),
+		TokenScopes: tokenScopes(s.Config.Admin),
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
 		Erasures:    s.Store,
@@ -273,6 +274,17 @@ func adminTokens(a config.Admin) map[string]string {
 	out := make(map[string]string, len(a.Tokens))
 	for _, t := range a.Tokens {
 		out[t.Token] = t.Name
+	}
+	return out
+}
+
+// tokenScopes maps each admin token with scopes to them; a token without any may do everything.
+func tokenScopes(a config.Admin) map[string][]string {
+	out := map[string][]string{}
+	for _, t := range a.Tokens {
+		if len(t.Scopes) > 0 {
+			out[t.Token] = t.Scopes
+		}
 	}
 	return out
 }
