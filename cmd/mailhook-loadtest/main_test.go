@@ -17,10 +17,10 @@ func TestCommands(t *testing.T) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	if want := []string{"baseline", "keygen", "receiver", "suppression-check"}; !slices.Equal(names, want) {
+	if want := []string{"baseline", "keygen", "receiver", "slow-bodies", "suppression-check"}; !slices.Equal(names, want) {
 		t.Fatalf("subcommands %v, want %v", names, want)
 	}
-	for _, args := range [][]string{{}, {"baseline"}, {"keygen"}, {"receiver"}, {"suppression-check"}} {
+	for _, args := range [][]string{{}, {"baseline"}, {"keygen"}, {"receiver"}, {"slow-bodies"}, {"suppression-check"}} {
 		var out strings.Builder
 		c := root()
 		c.SetArgs(append(args, "--help"))
