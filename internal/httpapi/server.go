@@ -266,7 +266,8 @@ func (s *Server) webhook(c *gin.Context) {
 	log = log.With("provider", ep.Provider)
 	// Before a byte of the body is read: whoever may not send here at all is refused for
 	// nothing, and no body is buffered beyond the process's reading budget.
-	if !ep.Allow.Allows(c.ClientIP()) {
+	client := c.ClientIP()
+	if !ep.Allow.Allows(client) {
 		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
 		return
 	}
@@ -278,7 +279,6 @@ func (s *Server) webhook(c *gin.Context) {
 	if size < 0 { // chunked: it may be as large as allowed
 		size = s.MaxBodyBytes
 	}
-	client := c.ClientIP()
 	if !s.Reading.Take(client, size) {
 		c.Header("Connection", "close")
 		deny(metrics.Busy, refuse(kindUnavailable, "too many request bodies are being read; retry later"))
