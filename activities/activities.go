@@ -228,6 +228,13 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if why := n.Gate.ParkReason(); why != "" {
 		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
 	}
+	made := in.PriorAttempts + int(activity.GetInfo(ctx).Attempt)
+	// Past notify.attempts, the earlier attempts ended without an answer this activity could
+	// judge (timed out on a hanging sink, a worker lost, PostgreSQL down): park without another
+	// send, so a hanging sink costs at most that many, and the row exists to be parked.
+	if made > a.Delivery.ParkAfter() {
+		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonRetriesSpent, time.Time{})
+	}
 	release, ok, err := a.tryLimits(ctx, sink)
 	if err != nil {
 		return NotifyResult{}, err
@@ -237,7 +244,6 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	}
 	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, n.Body, a.now())
 	release()
-	made := in.PriorAttempts + int(activity.GetInfo(ctx).Attempt)
 	var de *notify.DeliveryError
 	errors.As(sendErr, &de)
 	switch verdictOf(sendErr) {

@@ -58,10 +58,11 @@ type NotifyPolicy struct {
 	MaxInterval     time.Duration
 	GiveUpAfter     time.Duration
 	AttemptTimeout  time.Duration
-	// Attempts is notify.attempts: the activity parks the notification once that many attempts
-	// failed, so its retry policy allows that many regular attempts (the first attempt, local,
-	// is one of them; the last one allowed is the spare for a worker that died during the one
-	// that would park). Zero: no bound, as for policies made before parking.
+	// Attempts is notify.attempts. The activity parks the notification itself: after that many
+	// failed sends, and, at the attempt after that many, without sending when the earlier ones
+	// ended without an answer (timed out, a worker lost). Its retries are not bounded by count:
+	// an attempt that failed on mailhook's own side (PostgreSQL down) is retried until it can
+	// record the notification, or the notification would end with no row to park and no send.
 	Attempts int
 }
 
@@ -243,7 +244,6 @@ func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
 			InitialInterval:        p.Notify.InitialInterval,
 			BackoffCoefficient:     2,
 			MaximumInterval:        p.Notify.MaxInterval,
-			MaximumAttempts:        int32(max(p.Notify.Attempts, 0)),
 			NonRetryableErrorTypes: []string{activities.ErrTypeSinkRejected, activities.ErrTypeUnknownSink},
 		},
 	}

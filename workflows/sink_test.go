@@ -164,21 +164,28 @@ func TestProcessEventReportsParkedNotificationsAndParksTheOnesThatErred(t *testi
 	require.Equal(t, delivery.ReasonRetriesSpent, res.Notifications[1].Reason)
 }
 
-// The regular activity's retries are bounded by notify.attempts: the notification parks instead
-// of retrying for days.
-func TestNotifyRetriesAreBoundedByAttempts(t *testing.T) {
+// The regular activity's retries are not bounded by count: the activity parks the notification
+// itself (after notify.attempts failed sends, or at the attempt after them). Failures on
+// mailhook's own side, PostgreSQL down for longer than notify.attempts tries take, are retried
+// until the activity can record the notification and park or send it: a bound here once ended
+// such a run with no notification row at all, and its event processed without one.
+func TestNotifyRetriesOutlastFailuresOfTheStore(t *testing.T) {
 	env := newEventEnv(t)
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
 		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
-	calls := 0
+	// Twice the old bound (notify.attempts), and within the test environment's own cap of 10 attempts.
+	calls, storeDown := 0, 2*policy.Attempts
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(context.Context, activities.SendInput) (activities.NotifyResult, error) {
 		calls++
-		return activities.NotifyResult{}, temporal.NewApplicationError("sink app: 503", activities.ErrTypeSinkUnavailable)
+		if calls <= storeDown {
+			return activities.NotifyResult{}, errors.New("ensure notification: connection refused")
+		}
+		return activities.NotifyResult{ID: "ntf_x", Parked: true, Reason: delivery.ReasonRetriesSpent}, nil
 	})
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := runEvent(t, env, in)
-	require.Equal(t, 1+policy.Attempts, calls, "the local attempt, then notify.attempts regular ones at most")
+	require.Equal(t, storeDown+1, calls, "retried while the store failed, past notify.attempts, until the activity parked it")
 	require.Equal(t, domain.NotificationParked, res.Notifications[0].Status)
 }
