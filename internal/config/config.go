@@ -571,12 +571,13 @@ func (c Config) Validate() error {
 		// Notifications are signed with signature.Standard, which decodes the secret this way;
 		// one it cannot decode would fail every delivery until notify.give_up_after.
 		// NewStandard's errors never quote the secret.
-		if _, err := signature.NewStandard(s.Secret, 0); err != nil {
+		scheme, err := signature.NewStandard(s.Secret, 0)
+		if err != nil {
 			return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
 		}
 		// Standard Webhooks asks for 24 to 64 random bytes: a short key can be guessed from one
 		// signed notification, and then anyone can sign notifications the sink trusts.
-		if n := signature.StandardKeyLength(s.Secret); n < MinSinkSecretBytes {
+		if n := scheme.KeyLength(); n < MinSinkSecretBytes {
 			return fmt.Errorf("config: %s.secret (sink %q) decodes to %d bytes, want at least %d (make one with: echo whsec_$(head -c 32 /dev/urandom | base64))", key, s.Name, n, MinSinkSecretBytes)
 		}
 		if len(s.Types) == 0 {

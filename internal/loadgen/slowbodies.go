@@ -54,8 +54,11 @@ type SlowBodiesResult struct {
 // SlowBodies runs the attack and reports it.
 func SlowBodies(ctx context.Context, o SlowBodiesOptions) (SlowBodiesResult, error) {
 	u, err := url.Parse(o.URL)
-	if err != nil || !isLoopback(u.Hostname()) {
-		return SlowBodiesResult{}, fmt.Errorf("slow-bodies: --url %q must be a loopback http URL", o.URL)
+	if err == nil {
+		err = requireLoopbackHost(u.Hostname())
+	}
+	if err != nil {
+		return SlowBodiesResult{}, fmt.Errorf("slow-bodies: --url %q: %w", o.URL, err)
 	}
 	if len(o.Sources) == 0 {
 		o.Sources = []string{"127.0.0.2"}
@@ -163,27 +166,13 @@ loop:
 	return res, nil
 }
 
-// rss is a process's resident set size in bytes (/proc/<pid>/status VmRSS), 0 when unknown.
+// rss is a process's resident set size in bytes (ProcMemory's VmRSS), 0 when unknown.
 func rss(pid int) int64 {
 	if pid <= 0 {
 		return 0
 	}
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
+	_, r, _ := ProcMemory(pid)
+	return r
 }
 
 func slowBodiesCommand() *cobra.Command {

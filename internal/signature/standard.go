@@ -45,15 +45,8 @@ func NewStandard(secret string, tolerance time.Duration) (*Standard, error) {
 	return &Standard{key: key, tolerance: tolerance}, nil
 }
 
-// StandardKeyLength is how many bytes secret decodes to as NewStandard decodes it (0 when it
-// does not decode).
-func StandardKeyLength(secret string) int {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, standardSecretPrefix))
-	if err != nil {
-		return 0
-	}
-	return len(key)
-}
+// KeyLength is how many bytes the secret decoded to.
+func (s *Standard) KeyLength() int { return len(s.key) }
 
 // Sign returns the webhook-signature header value "v1,<base64>" for a message with the given id
 // and timestamp. It fails only when the id is empty.
