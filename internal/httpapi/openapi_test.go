@@ -26,6 +26,7 @@ import (
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
@@ -730,7 +731,7 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 }
 
 func (b *fakeBackend) Erase(_ context.Context, req store.ErasureRequest) (store.Erasure, error) {
-	addr := store.NormalizeAddress(req.Address)
+	addr := mailaddr.Key(req.Address)
 	switch {
 	case !strings.Contains(addr, "@"):
 		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrInvalidAddress)

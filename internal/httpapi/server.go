@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
@@ -697,7 +698,7 @@ func (s *Server) getSuppression(c *gin.Context) {
 // sender asks before every send, so it is one indexed read and logs nothing but failures; the
 // address travels in the query, which neither the logs nor the traces record.
 func (s *Server) checkSuppression(c *gin.Context) {
-	address := store.NormalizeAddress(queryAsPath(c, "address"))
+	address := mailaddr.Key(queryAsPath(c, "address"))
 	scope := c.Query("scope")
 	if scope == "" {
 		scope = store.GlobalScope

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 )
 
 // Erasure (GDPR art. 17) removes or redacts an address everywhere mailhook stored it, in one
@@ -90,7 +91,7 @@ func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) 
 	if !s.hasher.Configured() {
 		return Erasure{}, fmt.Errorf("erase: %w", ErrErasureNotConfigured)
 	}
-	address := NormalizeAddress(req.Address)
+	address := mailaddr.Key(req.Address)
 	m, err := erasure.NewMatcher(address)
 	if err != nil {
 		return Erasure{}, fmt.Errorf("erase: %w", err)

@@ -6,3 +6,10 @@ var MigrateTo = migrateTo
 
 // IsNoPartition is isNoPartition, for a test that provokes PostgreSQL's own error.
 var IsNoPartition = isNoPartition
+var AddressKeysVersion int64 = addressKeysVersion
+
+// NewMigrations is the goose provider Migrate uses, for tests that step a database down and up.
+var NewMigrations = newMigrations
+
+// GoMigrations counts the migrations that are Go, not files of migrations/.
+var GoMigrations = len(goMigrations)

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -15,6 +17,8 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
+// The SQL migrations; the few that need Go's rules are Go (migrate_*.go), registered below.
+//
 //go:embed migrations/*.sql
 var embeddedMigrations embed.FS
 
@@ -38,28 +42,10 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 
-	migrations, err := fs.Sub(embeddedMigrations, "migrations")
+	provider, err := newMigrations(db)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err
 	}
-	// goose polls for the lock; the default 5s period would make a replica that lost the race
-	// idle for seconds on every start, so poll each second for up to 5 minutes instead.
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
-	if err != nil {
-		return fmt.Errorf("migrate: session locker: %w", err)
-	}
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations,
-		goose.WithSessionLocker(locker),
-		// Only this package's embedded files are migrations: ignore Go migrations that any
-		// other package might register globally.
-		goose.WithDisableGlobalRegistry(true),
-		// Results are logged below with slog; goose's own logger writes to stdout.
-		goose.WithLogger(goose.NopLogger()),
-	)
-	if err != nil {
-		return fmt.Errorf("migrate: goose provider: %w", err)
-	}
-
 	results, err := provider.UpTo(ctx, version)
 	if partial, ok := errors.AsType[*goose.PartialError](err); ok {
 		// Migrations before the failing one are committed: say so, the next run starts there.
@@ -67,7 +53,7 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 	}
 	for _, r := range results {
 		slog.InfoContext(ctx, "migration applied",
-			"version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+			"version", r.Source.Version, "file", cmp.Or(r.Source.Path, "(Go) "+goMigrationNames[r.Source.Version]), "duration", r.Duration)
 	}
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -78,4 +64,38 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 	}
 	slog.InfoContext(ctx, "database schema up to date", "version", current, "applied", len(results))
 	return nil
+}
+
+// goMigrations are the migrations that need Go's rules, beside the SQL files, and their names
+// for the log.
+var (
+	goMigrations     = []*goose.Migration{addressKeysMigration}
+	goMigrationNames = map[int64]string{addressKeysVersion: "suppression keys as addresses"}
+)
+
+// newMigrations is the goose provider of every migration on db, SQL and Go.
+func newMigrations(db *sql.DB) (*goose.Provider, error) {
+	migrations, err := fs.Sub(embeddedMigrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	// goose polls for the lock; the default 5s period would make a replica that lost the race
+	// idle for seconds on every start, so poll each second for up to 5 minutes instead.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: session locker: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations,
+		goose.WithSessionLocker(locker),
+		// Only this package's migrations: ignore Go migrations that any other package might
+		// register globally.
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithGoMigrations(goMigrations...),
+		// Results are logged with slog; goose's own logger writes to stdout.
+		goose.WithLogger(goose.NopLogger()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: goose provider: %w", err)
+	}
+	return provider, nil
 }

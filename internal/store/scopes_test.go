@@ -2,13 +2,11 @@ package store_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -186,7 +184,7 @@ func TestScopesMigrationKeepsRowsGlobal(t *testing.T) {
 	require.NoError(t, err)
 	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
-	migrations, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("migrations"), goose.WithDisableGlobalRegistry(true))
+	migrations, err := store.NewMigrations(db)
 	require.NoError(t, err)
 	const beforeScopes = 7
 	_, err = migrations.UpTo(ctx, beforeScopes)

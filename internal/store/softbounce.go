@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
@@ -32,9 +33,9 @@ func SoftBounceOf(ev domain.Event, recipient string) (address string, ok bool) {
 	if ev.Kind != domain.KindStatus || ev.Status != domain.StatusBounced || ev.BounceType != domain.BounceSoft {
 		return "", false
 	}
-	address = NormalizeAddress(ev.Recipient)
+	address = mailaddr.Key(ev.Recipient)
 	if address == "" {
-		address = NormalizeAddress(recipient)
+		address = mailaddr.Key(recipient)
 	}
 	return address, address != ""
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
 )
 
@@ -58,8 +59,8 @@ func (s *Store) SetSuppressionScopes(scopes map[string]string) {
 // always globally, a complaint or an unsubscribe in the scope its stream maps to (scopes: config
 // suppression.scopes), else globally. A recipient who opts out of one stream opted out of that
 // kind of mail only; a hard bounce says the mailbox is dead for every kind. The address is the
-// event's recipient, or else recipient (the message's, after the event), trimmed and
-// lower-cased; an event with neither suppresses nothing. Corrections never suppress: they are
+// event's recipient, or else recipient (the message's, after the event), as a suppression key
+// (mailaddr.Key); an event with neither suppresses nothing. Corrections never suppress: they are
 // an operator's word about one message, not a signal from the recipient's mailbox.
 func SuppressionOf(ev domain.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
 	scope = GlobalScope
@@ -75,9 +76,9 @@ func SuppressionOf(ev domain.Event, recipient string, scopes map[string]string) 
 	default:
 		return "", "", "", false
 	}
-	address = NormalizeAddress(ev.Recipient)
+	address = mailaddr.Key(ev.Recipient)
 	if address == "" {
-		address = NormalizeAddress(recipient)
+		address = mailaddr.Key(recipient)
 	}
 	if address == "" {
 		return "", "", "", false
@@ -90,11 +91,6 @@ func scopeOfStream(stream string, scopes map[string]string) string {
 		return sc
 	}
 	return GlobalScope
-}
-
-// NormalizeAddress is the suppressions key of an address: trimmed and lower-cased.
-func NormalizeAddress(address string) string {
-	return strings.ToLower(strings.TrimSpace(address))
 }
 
 // KnownSuppressionReason reports whether r is one of domain.SuppressionReasons.
@@ -113,7 +109,7 @@ func KnownSuppressionReason(r string) bool {
 // after the erasure). The error wraps ErrNotFound when the address is not suppressed in any
 // scope.
 func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
-	address = NormalizeAddress(address)
+	address = mailaddr.Key(address)
 	rows, err := s.pool.Query(ctx, qAddressSuppressions, address, s.erasedKey(address))
 	if err == nil {
 		var sups []Suppression
@@ -157,7 +153,7 @@ type SuppressionCheck struct {
 // row of that scope. It is the check a sender makes before every send, so it is one indexed read
 // and nothing else.
 func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
-	address = NormalizeAddress(address)
+	address = mailaddr.Key(address)
 	if scope == "" {
 		scope = GlobalScope
 	}
@@ -213,7 +209,7 @@ func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Su
 
 // listSuppressionsSQL is qListSuppressions with the filters f asks for, and its arguments.
 func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
-	args := []any{NormalizeAddress(f.After), f.Limit}
+	args := []any{mailaddr.Key(f.After), f.Limit}
 	var filter strings.Builder
 	if f.Reason != "" {
 		args = append(args, f.Reason)
@@ -233,7 +229,7 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 // rows it had. The address's other scopes keep theirs. The error wraps ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
 func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
-	address = NormalizeAddress(address)
+	address = mailaddr.Key(address)
 	if scope == "" {
 		scope = GlobalScope
 	}

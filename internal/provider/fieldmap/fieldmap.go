@@ -176,7 +176,8 @@ func (m *Mapping) Map(name string, obj map[string]any, where string) (domain.Eve
 	}
 	if m.recipient != nil {
 		if raw, ok := m.recipient.Lookup(obj); ok {
-			ev.Recipient = address(raw)
+			// A generic endpoint carries no bounce text to tell which of several it was.
+			ev.Recipient = provider.Recipient(ev.Kind, addresses(raw), "")
 		}
 	}
 	if m.occurredAt != nil {
@@ -237,31 +238,27 @@ func Scalar(v any) (string, bool) {
 	return "", false
 }
 
-// address takes a recipient from a string, an {"email": …} object, or the first usable element
-// of an array of either.
-func address(v any) string {
-	switch a := v.(type) {
-	case string:
-		return strings.TrimSpace(a)
-	case map[string]any:
-		if s, ok := a["email"].(string); ok {
-			return strings.TrimSpace(s)
+// addresses takes the recipients from a string, an {"email": …} object, or the usable elements
+// of an array of either (only its top level is looked into).
+func addresses(v any) []string {
+	items, ok := v.([]any)
+	if !ok {
+		items = []any{v}
+	}
+	var out []string
+	for _, item := range items {
+		var s string
+		switch it := item.(type) {
+		case string:
+			s = it
+		case map[string]any:
+			s, _ = it["email"].(string)
 		}
-	case []any:
-		for _, item := range a {
-			switch it := item.(type) {
-			case string:
-				if s := strings.TrimSpace(it); s != "" {
-					return s
-				}
-			case map[string]any:
-				if s, ok := it["email"].(string); ok && strings.TrimSpace(s) != "" {
-					return strings.TrimSpace(s)
-				}
-			}
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
-	return ""
+	return out
 }
 
 // timeValue reads an RFC 3339 string or unix seconds (a number or a numeric string, optionally

@@ -309,7 +309,9 @@ func TestParseFixtures(t *testing.T) {
 		{"delivered", []domain.Event{st("evt_9f2c01", "delivered", "msg_7d41", "ana@example.com",
 			time.Date(2026, 5, 4, 10, 15, 30, 125e6, time.UTC), domain.KindStatus, domain.StatusDelivered)}},
 		{"dropped", []domain.Event{st("evt_9f2c02", "dropped", "msg_7d42", "bob@example.com", unix(1777889730, 0), domain.KindStatus, domain.StatusFailed)}},
-		{"bounce", []domain.Event{st("evt_9f2c03", "bounce", "msg_7d43", "carl@example.com", unix(1777889731, 0), domain.KindStatus, domain.StatusBounced)}},
+		// message.recipient lists two, and a generic endpoint maps no bounce text that could say
+		// which of them bounced: no one is its recipient, so no one is suppressed.
+		{"bounce", []domain.Event{st("evt_9f2c03", "bounce", "msg_7d43", "", unix(1777889731, 0), domain.KindStatus, domain.StatusBounced)}},
 		{"spamreport", []domain.Event{st("evt_9f2c04", "spamreport", "msg_7d44", "dana@example.com", unix(1777889732, 0), domain.KindStatus, domain.StatusComplained)}},
 		{"unsubscribe", []domain.Event{st("evt_9f2c05", "unsubscribe", "msg_7d45", "erin@example.com", unix(1777889733, 0), domain.KindUnsubscribed, domain.StatusNone)}},
 		{"inbound", []domain.Event{st("evt_9f2c06", "inbound", "in_5501", "support@example.com", unix(1777889734, 0), domain.KindInbound, domain.StatusNone)}},

@@ -49,6 +49,36 @@ func FirstString(raw json.RawMessage) string {
 	return ""
 }
 
+// Addresses returns the addresses of a recipient field: a string, or the non-blank strings and
+// {"email": …} objects of an array, trimmed, in order. Only the top level of an array is looked
+// into, so a deeply nested hostile value costs one decode, not one per level.
+func Addresses(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		items = []json.RawMessage{raw}
+	}
+	var out []string
+	for _, item := range items {
+		var s string
+		if json.Unmarshal(item, &s) != nil {
+			var obj struct {
+				Email string `json:"email"`
+			}
+			if json.Unmarshal(item, &obj) != nil {
+				continue
+			}
+			s = obj.Email
+		}
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Int reads a whole number sent as a JSON number or a numeric string (Mailgun sends a reply code
 // as 550 or "550"); 0 for anything else or anything beyond ±1e9.
 func Int(raw json.RawMessage) int {

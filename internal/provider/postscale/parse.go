@@ -103,10 +103,14 @@ func parse(body []byte) (domain.Event, error) {
 		}
 		return domain.Event{}, badRequest("%s event has no %s", ev.Type, where)
 	}
-	ev.Recipient = recipient(data["to"], true)
+	var in bounce.Input
+	if ev.Status == domain.StatusBounced {
+		in = bounceInput(data)
+	}
+	ev.Recipient = provider.Recipient(ev.Kind, jsonfield.Addresses(data["to"]), in.Diagnostic)
 	if ev.Status == domain.StatusBounced {
 		ev.BounceType = bounceType(data)
-		bounce.Apply(&ev, bounceInput(data))
+		bounce.Apply(&ev, in)
 	}
 
 	// A flat inbound event's own received_at is less authoritative than its timestamp: the
@@ -140,35 +144,6 @@ func dataObject(top object) (object, error) {
 		return nil, badRequest(`"data" is not an object`)
 	}
 	return data, nil
-}
-
-// recipient takes the first address from "to", which Postscale sends as a string or as an array
-// (of strings or of {"email": …} objects). Arrays are only looked into at the top level, so a
-// deeply nested hostile "to" costs one decode, not one per level.
-func recipient(raw json.RawMessage, allowList bool) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return strings.TrimSpace(s)
-	}
-	var list []json.RawMessage
-	if allowList && json.Unmarshal(raw, &list) == nil {
-		for _, item := range list {
-			if r := recipient(item, false); r != "" {
-				return r
-			}
-		}
-		return ""
-	}
-	var obj struct {
-		Email string `json:"email"`
-	}
-	if json.Unmarshal(raw, &obj) == nil {
-		return strings.TrimSpace(obj.Email)
-	}
-	return ""
 }
 
 // bounceType normalizes the bounce classification, which the docs promise ("hard or soft") but

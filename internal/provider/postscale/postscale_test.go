@@ -160,8 +160,9 @@ func TestParseFixtures(t *testing.T) {
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:29:58Z")}},
 		{"email_delivered", domain.Event{EventID: "evt_abc123", Type: "email.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z")}},
+		// To two recipients, and its reason names neither: it is not known whose deferral it is.
 		{"email_deferred", domain.Event{EventID: "evt_def1", Type: "email.deferred", Kind: domain.KindStatus, Status: domain.StatusDeferred,
-			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:31:00.25Z")}},
+			MessageID: "msg_xyz789", Recipient: "", OccurredAt: ts("2026-01-18T10:31:00.25Z")}},
 		{"email_bounced_hard", domain.Event{EventID: "evt_bh1", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 			BounceType: domain.BounceHard, MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:32:00Z"),
 			Bounce: &domain.Bounce{SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 user unknown", Category: "unknown_user"}}},

@@ -71,12 +71,13 @@ func parseResend(body []byte) (domain.Event, error) {
 	if provider.Unapplicable(&ev) {
 		return domain.Event{}, provider.BadRequest(NameResend, "%s event has no data.email_id", ev.Type)
 	}
-	// "to" is a string or an array of them; the first is the recipient.
-	ev.Recipient = jsonfield.FirstString(data["to"])
+	in := resendBounceInput(ev.Type, data)
+	// "to" is a string or an array of them.
+	ev.Recipient = provider.Recipient(ev.Kind, jsonfield.Addresses(data["to"]), in.Diagnostic)
 	if ev.Status == domain.StatusBounced {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
-	bounce.Apply(&ev, resendBounceInput(ev.Type, data))
+	bounce.Apply(&ev, in)
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := topFields.Optional(top, "created_at")
 	ev.OccurredAt = jsonfield.ParseTime(created)
