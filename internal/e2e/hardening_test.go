@@ -284,3 +284,32 @@ func TestSinkAnswersEchoingTheAddressStayOutOfLogsAndHistories(t *testing.T) {
 	drainer := domain.SinkWorkflowID("app", h.cfg.Temporal.TaskQueue)
 	assertNoPlaintext(t, history(t, h.svc.Temporal, drainer), secrets...)
 }
+
+// Over HTTP, what a sender's check says after the bounces of issue 25's findings 6 and 7: a hard
+// bounce to an address written with a display name suppresses the bare address, and a bounce of a
+// message to two recipients whose DSN names the second suppresses the second, not the first.
+func TestSuppressionCheckAfterBouncesToWrappedAndSeveralAddresses(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	jane, first, second := "jane."+h.prefix+"@example.com", "first."+h.prefix+"@example.com", "second."+h.prefix+"@example.com"
+	now := time.Now().UTC().Format(time.RFC3339)
+	bounces := map[string]string{
+		h.id("evt_wrapped"): fmt.Sprintf(`{"id":%q,"type":"email.bounced","created_at":%q,"data":{"email_id":%q,"to":%q,
+			"bounce_type":"hard","diagnostic":"550 5.1.1 user unknown"}}`, h.id("evt_wrapped"), now, h.id("msg_wrapped"), `"Jane Doe" <`+strings.ToUpper(jane)+`.>`),
+		h.id("evt_several"): fmt.Sprintf(`{"id":%q,"type":"email.bounced","created_at":%q,"data":{"email_id":%q,"to":[%q,%q],
+			"bounce_type":"hard","diagnostic":"smtp; 550 5.1.1 <%s>: Recipient address rejected: User unknown"}}`,
+			h.id("evt_several"), now, h.id("msg_several"), first, "Second <"+second+">", second),
+	}
+	for id, body := range bounces {
+		if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
+			t.Fatalf("post %s: %d %v", id, code, resp)
+		}
+		h.waitProcessed(id)
+	}
+	for addr, want := range map[string]bool{jane: true, second: true, first: false} {
+		code, resp := h.admin(http.MethodGet, "/v1/suppressions/check?"+url.Values{"address": {addr}}.Encode(), "")
+		if code != http.StatusOK || resp["suppressed"] != want {
+			t.Errorf("check %s: %d %v, want suppressed %v", addr, code, resp, want)
+		}
+	}
+}

@@ -103,14 +103,43 @@ func TestRedactText(t *testing.T) {
 // Patterns for ILIKE: wildcards escaped, and every form that Mentions finds is covered.
 func TestLikePatterns(t *testing.T) {
 	got := matcher(t, "a_b%c@example.com").LikePatterns()
-	want := []string{`%a\_b\%c@example.com%`, `%a\_b\%25c\%40example.com%`}
+	want := []string{`%a\_b\%c@example.com%`, `%a\_b\%25c\%40example.com%`, `%a\_b\%c\%40example.com%`}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("LikePatterns = %q, want %q", got, want)
 	}
 	// jsonb prints " and \ escaped: the escaped form is a pattern too.
 	got = matcher(t, `a"b@example.com`).LikePatterns()
-	if len(got) != 3 || got[1] != `%a\\"b@example.com%` {
+	if len(got) != 5 || got[1] != `%a\\"b@example.com%` {
 		t.Errorf("LikePatterns of an address with a quote: %q", got)
+	}
+	// Beyond ASCII, any one character: lower() in a C-locale database leaves "Ö" as it is.
+	got = matcher(t, "jörg@bücher.de").LikePatterns()
+	if got[0] != `%j_rg@b_cher.de%` {
+		t.Errorf("LikePatterns of a non-ASCII address: %q", got)
+	}
+}
+
+// The forms links and form decoders write an address with a + in: only its @ escaped, and the +
+// read back as a space (issue 25: both were missed).
+func TestMentionsTheFormsOfAPlus(t *testing.T) {
+	m := matcher(t, jane)
+	for text, want := range map[string]bool{
+		"https://x.test/u?e=jane.doe+news%40example.com":   true,
+		"https://x.test/u?e=jane.doe%2Bnews%40example.com": true,
+		"email=jane.doe news@example.com":                  true,
+		"email=jane.doe news%40example.com":                true,
+		"jane.doe+news@example.com":                        true,
+		"jane.doe@example.com":                             false,
+		"news@example.com":                                 false,
+	} {
+		if got := m.Mentions(text); got != want {
+			t.Errorf("Mentions(%q) = %v, want %v", text, got, want)
+		}
+	}
+	for _, p := range []string{"%jane.doe+news\\%40example.com%", "%jane.doe news@example.com%", "%jane.doe news\\%40example.com%"} {
+		if !strings.Contains(strings.Join(m.LikePatterns(), " "), p) {
+			t.Errorf("LikePatterns %q lack %q", m.LikePatterns(), p)
+		}
 	}
 }
 

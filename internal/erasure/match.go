@@ -66,7 +66,7 @@ func NewMatcher(address string) (*Matcher, error) {
 	}
 	m := &Matcher{}
 	seen := map[string]bool{}
-	for _, form := range []string{address, url.QueryEscape(address)} {
+	for _, form := range forms(address) {
 		if seen[form] {
 			continue
 		}
@@ -80,6 +80,20 @@ func NewMatcher(address string) (*Matcher, error) {
 		}
 	}
 	return m, nil
+}
+
+// forms are the spellings of address that text may hold: as it is; URL-encoded as a query
+// value (+ as %2B, @ as %40); with only its @ encoded, as a link builder that escapes no + writes
+// it (user+tag%40example.com); and, for an address with a +, that + read back as a space by a
+// form decoder (user tag@example.com, user tag%40example.com).
+func forms(address string) []string {
+	at := func(s string) string { return strings.ReplaceAll(s, "@", "%40") }
+	out := []string{address, url.QueryEscape(address), at(address)}
+	if strings.Contains(address, "+") {
+		spaced := strings.ReplaceAll(address, "+", " ")
+		out = append(out, spaced, at(spaced))
+	}
+	return out
 }
 
 // LikePatterns are lower-case LIKE patterns (PostgreSQL's default escape, \) that the lower-cased
@@ -175,12 +189,27 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// likePattern is %s% with LIKE's wildcards and escape character in s escaped: "_" in an address
-// must not match any character (that would erase other addresses' rows as candidates, and
-// worse, nothing else would stop it in a query that decides by ILIKE alone).
+// likePattern is %s% with LIKE's wildcards and escape character in s escaped ("_" in an address
+// must match only "_"), and each character beyond ASCII made "_", any one character: the column
+// side is lower(), which folds only ASCII letters in a database whose locale is C, so "Ö" would
+// stay "Ö" there and miss "ö". The pattern is so wider, never narrower, and the Go matcher,
+// whose case folding is Unicode's on every machine, decides.
 func likePattern(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return "%" + r.Replace(s) + "%"
+	var b strings.Builder
+	b.WriteByte('%')
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '%' || r == '_':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r >= utf8.RuneSelf:
+			b.WriteByte('_')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('%')
+	return b.String()
 }
 
 // jsonEscaped is s as a JSON string's content, without the quotes and without HTML escaping,

@@ -290,3 +290,35 @@ func TestEraseInExecMode(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 }
+
+// On a database whose locale is C, lower() folds only ASCII letters: an erasure must still find
+// "JÖRG.Müller@Bücher.example" when asked for jörg.müller@bücher.example (issue 25: it missed
+// non-ASCII upper case there).
+func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
+	t.Parallel()
+	s := storetest.OpenCLocale(t)
+	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetErasureHasher(erasureHasher(t))
+	ctx := t.Context()
+	const spelled, asked = "JÖRG.Müller@Bücher.example", "jörg.müller@bücher.example"
+	var ctype string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT datctype FROM pg_database WHERE datname = current_database()`).Scan(&ctype))
+	require.Equal(t, "C", ctype)
+	loadPerson(t, s, "jorg", spelled)
+	local, domainPart, _ := strings.Cut(spelled, "@")
+	// ILIKE folds only ASCII here too: look for each spelling the data holds.
+	needles := []string{spelled, strings.ToUpper(spelled), asked, local + "%40" + domainPart}
+	hits, err := storetest.Hits(ctx, s.Pool(), needles...)
+	require.NoError(t, err)
+	require.NotEmpty(t, hits["event_payloads.payload"])
+
+	e, err := s.Erase(ctx, store.ErasureRequest{Address: asked, ErasedBy: "ops", Reason: "art. 17"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(23), e.Total, "%v", e.Counts)
+	hits, err = storetest.Hits(ctx, s.Pool(), needles...)
+	require.NoError(t, err)
+	assert.Empty(t, hits, "columns that still mention the erased address")
+	check, err := s.CheckSuppression(ctx, spelled, "")
+	require.NoError(t, err)
+	assert.True(t, check.Suppressed)
+}

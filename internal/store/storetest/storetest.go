@@ -63,6 +63,30 @@ func NewDatabase(t testing.TB) string {
 // NewEmptyDatabase is NewDatabase without the migrations, for tests of Migrate itself.
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
+	return newEmptyDatabase(t, "")
+}
+
+// OpenCLocale is Open on a database whose collation and character type are C, as some managed
+// PostgreSQL services create them: lower() and ILIKE there fold ASCII letters only.
+func OpenCLocale(t testing.TB) *store.Store {
+	t.Helper()
+	dbURL := newEmptyDatabase(t, "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := store.Migrate(ctx, dbURL); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	s, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// newEmptyDatabase creates the database with options after CREATE DATABASE name.
+func newEmptyDatabase(t testing.TB, options string) string {
+	t.Helper()
 	admin := AdminURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -85,7 +109,7 @@ func NewEmptyDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("test database url: %v", err)
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" "+options); err != nil {
 		t.Fatalf("create test database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
