@@ -20,7 +20,10 @@ import (
 // eraseCommand is `mailhook erase`: POST /v1/erasures from the command line, straight against
 // the database of the config.
 func eraseCommand(load func() (config.Config, error)) *cobra.Command {
-	var address, reason, format string
+	var (
+		address, reason, format, scope string
+		force, dryRun                  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "erase",
 		Short: "Erase an address and everything that names it (GDPR art. 17)",
@@ -32,6 +35,10 @@ a keyed hash (erasure.hash_key) that the suppression check still finds. It print
 rows changed, and records the erasure (by its hash, never the address) in the erasures table.
 Running it again finds nothing left. Temporal's histories are not changed: docs/OPERATIONS.md
 "Erasure" says what they may still hold, until the namespace's retention removes them.
+
+An address that inbound emails were sent to (support@yourapp.example, a mailbox of yours) is
+refused: erasing it would remove every customer's email to it. --dry-run shows what would change,
+--scope inbound removes only the inbound emails, and --force erases it everywhere.
 
 --address - reads the address from the first line of standard input, so that it stays out of the
 shell's history and the process list.`,
@@ -67,9 +74,18 @@ shell's history and the process list.`,
 			}
 			defer st.Close()
 			st.SetErasureHasher(hasher)
-			e, err := st.Erase(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason)})
-			if errors.Is(err, store.ErrInvalidAddress) {
+			e, err := st.Erase(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
+				Scope: scope, Force: force, DryRun: dryRun})
+			var shared *store.SharedAddressError
+			switch {
+			case errors.Is(err, store.ErrInvalidAddress):
 				return exitcode.UsageError(fmt.Errorf("--address: %w", store.ErrInvalidAddress))
+			case errors.Is(err, store.ErrInvalidErasureScope):
+				return exitcode.UsageError(fmt.Errorf("--scope: %w", store.ErrInvalidErasureScope))
+			case errors.As(err, &shared):
+				return exitcode.UsageError(fmt.Errorf("nothing changed: %d inbound emails were sent to this address, a mailbox of yours, "+
+					"and erasing it removes every one of them (%d rows in all): --dry-run shows what would change, "+
+					"--scope inbound removes only its inbound emails, --force erases it everywhere", shared.Would.InboundTo, shared.Would.Total))
 			}
 			if err != nil {
 				return err
@@ -80,6 +96,9 @@ shell's history and the process list.`,
 	cmd.Flags().StringVar(&address, "address", "", `the address to erase ("-": read it from stdin)`)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (the request's date, a ticket); recorded with the address redacted")
 	cmd.Flags().StringVar(&format, "format", "table", "table or json (the answer of POST /v1/erasures)")
+	cmd.Flags().StringVar(&scope, "scope", store.ErasureScopeAll, "all, or inbound: only the inbound emails that mention it")
+	cmd.Flags().BoolVar(&force, "force", false, "erase an address that inbound emails were sent to (a mailbox of yours)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would change, change nothing")
 	return cmd
 }
 
@@ -89,7 +108,7 @@ func printErasure(out io.Writer, e store.Erasure, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(e)
 	}
-	if e.Total == 0 {
+	if e.Total == 0 && !e.DryRun {
 		_, err := fmt.Fprintf(out, "Nothing left to erase: %s\n(erasure %d recorded, by %s)\n", e.AddressHash, e.ID, e.ErasedBy)
 		return err
 	}
@@ -102,6 +121,10 @@ func printErasure(out io.Writer, e store.Erasure, format string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(out, "Erased in %d ms (erasure %d, by %s). Its suppressions are kept as %s\n", e.TookMS, e.ID, e.ErasedBy, e.AddressHash)
+	if e.DryRun {
+		_, err := fmt.Fprintf(out, "Dry run (scope %s): nothing was changed; %d of the inbound emails were sent to the address.\n", e.Scope, e.InboundTo)
+		return err
+	}
+	_, err := fmt.Fprintf(out, "Erased in %d ms (erasure %d, by %s, scope %s). Its suppressions are kept as %s\n", e.TookMS, e.ID, e.ErasedBy, e.Scope, e.AddressHash)
 	return err
 }

@@ -80,3 +80,51 @@ func TestEraseCommand(t *testing.T) {
 		t.Fatalf("the erased address is not suppressed any more: %+v %v", check, err)
 	}
 }
+
+// mailhook erase of a mailbox customers wrote to: refused (exit 2, nothing changed, saying how
+// many inbound emails), shown by --dry-run, and done by --scope inbound.
+func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
+	dbURL := storetest.NewDatabase(t)
+	t.Setenv("MAILHOOK_CONFIG", "")
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv(config.EnvErasureKey, testErasureKey)
+	run := func(args ...string) (string, error) {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append([]string{"erase", "--address", "support@app.example", "--reason", "mailbox closed"}, args...))
+		c.SetOut(&out)
+		c.SetErr(io.Discard)
+		err := c.Execute()
+		return out.String(), err
+	}
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, from := range []string{"ann@example.com", "bob@example.com"} {
+		ev := domain.Event{Provider: "postscale", EventID: "email.received:" + from, Type: "email.received", Kind: domain.KindInbound,
+			MessageID: "in_" + from, Recipient: "support@app.example", OccurredAt: time.Now(),
+			Raw: json.RawMessage(fmt.Sprintf(`{"from":%q,"to":"support@app.example","text":"help"}`, from))}
+		if _, err := st.RecordEvent(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := run(); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "2 inbound emails") {
+		t.Fatalf("erase of a shared mailbox: %v (exit %d), want exit %d saying 2 inbound emails", err, exitCode(err), exitUsage)
+	}
+	out, err := run("--dry-run")
+	if err != nil || !strings.Contains(out, "event_payloads       2") || !strings.Contains(out, "Dry run") {
+		t.Fatalf("--dry-run: %v\n%s", err, out)
+	}
+	if hits, err := storetest.Hits(t.Context(), st.Pool(), "support@app.example"); err != nil || len(hits) == 0 {
+		t.Fatalf("after a refusal and a dry run the emails must still be there: %v %v", hits, err)
+	}
+	out, err = run("--scope", "inbound")
+	if err != nil || !strings.Contains(out, "scope inbound") {
+		t.Fatalf("--scope inbound: %v\n%s", err, out)
+	}
+	if hits, err := storetest.Hits(t.Context(), st.Pool(), "support@app.example"); err != nil || len(hits) != 0 {
+		t.Fatalf("after --scope inbound the address is still in %v (%v)", hits, err)
+	}
+}

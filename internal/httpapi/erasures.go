@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ const eraseTimeout = 10 * time.Minute
 type erasureRequest struct {
 	Address string `json:"address"`
 	Reason  string `json:"reason"`
+	Scope   string `json:"scope"`
+	Force   bool   `json:"force"`
+	DryRun  bool   `json:"dry_run"`
 }
 
 // erase answers POST /v1/erasures: it erases the address (GDPR art. 17) in one transaction and
@@ -52,10 +56,19 @@ func (s *Server) erase(c *gin.Context) {
 	// starting the whole scan again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), eraseTimeout)
 	defer cancel()
-	res, err := s.Erasures.Erase(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason})
+	res, err := s.Erasures.Erase(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason,
+		Scope: req.Scope, Force: req.Force, DryRun: req.DryRun})
+	var shared *store.SharedAddressError
 	switch {
 	case errors.Is(err, store.ErrInvalidAddress):
 		s.fail(c, refuse(kindBadRequest, "address: "+store.ErrInvalidAddress.Error()))
+	case errors.Is(err, store.ErrInvalidErasureScope):
+		s.fail(c, refuse(kindBadRequest, "scope: "+store.ErrInvalidErasureScope.Error()))
+	case errors.As(err, &shared):
+		s.fail(c, refuse(kindConflict, fmt.Sprintf("%d inbound emails were sent to this address, a mailbox of yours: "+
+			"erasing it removes every one of them (%d rows in all); send \"dry_run\": true to see what would change, "+
+			"\"scope\": \"inbound\" to remove only its inbound emails, or \"force\": true to erase it everywhere",
+			shared.Would.InboundTo, shared.Would.Total)))
 	case errors.Is(err, store.ErrErasureNotConfigured):
 		s.fail(c, refuse(kindNotConfigured, "erasure.hash_key (MAILHOOK_ERASURE_KEY) is not set: an erased address's "+
 			"suppressions are kept under its keyed hash, and without a key there is none to keep"))
@@ -63,9 +76,14 @@ func (s *Server) erase(c *gin.Context) {
 		// err names the address by its hash only (store.Erase).
 		s.Log.ErrorContext(c.Request.Context(), "erase", "actor", actor, "error", err)
 		s.unavailable(c)
+	case res.DryRun:
+		s.Log.InfoContext(c.Request.Context(), "erasure dry run", "actor", actor, "address_hash", res.AddressHash,
+			"scope", res.Scope, "total", res.Total, "took_ms", res.TookMS)
+		c.JSON(http.StatusOK, res)
 	default:
 		s.Log.InfoContext(c.Request.Context(), "address erased", "actor", actor, "erasure_id", res.ID,
-			"address_hash", res.AddressHash, "total", res.Total, "counts", res.Counts, "took_ms", res.TookMS)
+			"address_hash", res.AddressHash, "scope", res.Scope, "forced", req.Force, "total", res.Total,
+			"counts", res.Counts, "took_ms", res.TookMS)
 		c.JSON(http.StatusOK, res)
 	}
 }

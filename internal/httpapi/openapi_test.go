@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -203,6 +204,11 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"example.com","reason":"x"}`, want: 400},
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"unconfigured@example.com","reason":"x"}`, want: 409},
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"down@example.com","reason":"x"}`, want: 503},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x"}`, want: 409},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x","dry_run":true}`, want: 200},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x","scope":"inbound"}`, want: 200},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x","force":true}`, want: 200},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"jane@example.com","reason":"x","scope":"everything"}`, want: 400},
 
 		// Sinks.
 		{method: "GET", target: "/v1/sinks", header: token, want: 200},
@@ -739,15 +745,26 @@ func (b *fakeBackend) Erase(_ context.Context, req store.ErasureRequest) (store.
 		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
 	case addr == "down@example.com":
 		return store.Erasure{}, errDown
+	case req.Scope != "" && req.Scope != store.ErasureScopeAll && req.Scope != store.ErasureScopeInbound:
+		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
 	}
 	counts := map[string]int64{}
 	for _, table := range store.ErasureTables {
 		counts[table] = 0
 	}
 	e := store.Erasure{ID: 1, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32), ErasedBy: req.ErasedBy, Reason: req.Reason,
-		Counts: counts, ErasedAt: t1}
+		Counts: counts, ErasedAt: t1, Scope: cmp.Or(req.Scope, store.ErasureScopeAll), DryRun: req.DryRun}
 	if addr != "gone@example.com" { // erased before: nothing left
 		e.Counts["event_payloads"], e.Counts["suppressions"], e.Total, e.TookMS = 3, 1, 4, 12
+	}
+	if addr == "support@example.com" { // a mailbox customers wrote to
+		e.InboundTo = 3
+	}
+	switch {
+	case req.DryRun:
+		e.ID = 0
+	case e.InboundTo > 0 && !req.Force && e.Scope != store.ErasureScopeInbound:
+		return store.Erasure{}, fmt.Errorf("erase: %w", &store.SharedAddressError{Would: e})
 	}
 	return e, nil
 }

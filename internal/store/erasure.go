@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,31 @@ var ErrInvalidAddress = erasure.ErrInvalidAddress
 // suppression reads find plain addresses only.
 func (s *Store) SetErasureHasher(h erasure.Hasher) { s.hasher = h }
 
+// ErrSharedAddress is returned (wrapped, as *SharedAddressError) by Erase when the address is
+// one inbound emails were sent to (support@yourapp.example): erasing it would remove every
+// customer's email to that mailbox. Nothing was changed. ErasureRequest.Force erases it anyway,
+// and ErasureScopeInbound removes only the inbound emails.
+var ErrSharedAddress = errors.New("the address received inbound emails: erasing it removes every one of them")
+
+// SharedAddressError is ErrSharedAddress with what the erasure would have changed.
+type SharedAddressError struct{ Would Erasure }
+
+func (e *SharedAddressError) Error() string {
+	return fmt.Sprintf("%v (%d of them)", ErrSharedAddress, e.Would.InboundTo)
+}
+
+func (e *SharedAddressError) Unwrap() error { return ErrSharedAddress }
+
+// Erasure scopes: what of an address an erasure changes.
+const (
+	// ErasureScopeAll erases the address everywhere (the default).
+	ErasureScopeAll = "all"
+	// ErasureScopeInbound removes only the inbound emails that mention the address, and their
+	// notification bodies: for a mailbox of yours whose mail must go, while its suppressions,
+	// messages and the rest stay as they are.
+	ErasureScopeInbound = "inbound"
+)
+
 // ErasureRequest asks to erase an address.
 type ErasureRequest struct {
 	// Address is erased: it is normalized as a suppressions key, and never stored or logged.
@@ -64,6 +90,13 @@ type ErasureRequest struct {
 	ErasedBy string
 	// Reason says why (a ticket, a request's date); any mention of the address is redacted.
 	Reason string
+	// Scope is ErasureScopeAll ("" too) or ErasureScopeInbound.
+	Scope string
+	// Force erases an address that inbound emails were sent to (see ErrSharedAddress).
+	Force bool
+	// DryRun finds and counts what the erasure would change, changes nothing and records no
+	// audit row.
+	DryRun bool
 }
 
 // Erasure is the audit row of one erasure, as POST /v1/erasures answers it. It holds no address.
@@ -76,7 +109,15 @@ type Erasure struct {
 	// re-keyed under the hash.
 	Counts map[string]int64 `json:"counts"`
 	// Total is the sum of Counts: 0 when nothing was left to erase.
-	Total    int64     `json:"total"`
+	Total int64 `json:"total"`
+	// Scope is what was erased: ErasureScopeAll or ErasureScopeInbound.
+	Scope string `json:"scope"`
+	// InboundTo counts the inbound emails sent to the address among those removed: more than 0
+	// only for a mailbox of yours, which takes Force or ErasureScopeInbound.
+	InboundTo int64 `json:"inbound_to_address"`
+	// DryRun says nothing was changed: the counts are what the erasure would change, and ID is
+	// 0 (no audit row).
+	DryRun   bool      `json:"dry_run"`
 	TookMS   int64     `json:"took_ms"`
 	ErasedAt time.Time `json:"erased_at"`
 }
@@ -100,30 +141,43 @@ func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) 
 	if err != nil {
 		return Erasure{}, fmt.Errorf("erase: %w", err)
 	}
+	scope := cmp.Or(req.Scope, ErasureScopeAll)
+	if scope != ErasureScopeAll && scope != ErasureScopeInbound {
+		return Erasure{}, fmt.Errorf("erase: scope %q: %w", scope, ErrInvalidErasureScope)
+	}
 	reason, _ := m.RedactText(req.Reason)
-	out := Erasure{AddressHash: hash, ErasedBy: req.ErasedBy, Reason: reason}
+	out := Erasure{AddressHash: hash, ErasedBy: req.ErasedBy, Reason: reason, Scope: scope, DryRun: req.DryRun}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, qEraseLock, hash); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
-		w := &eraser{tx: tx, m: m, hasher: s.hasher, likes: m.LikePatterns(), counts: map[string]int64{}}
+		w := &eraser{tx: tx, m: m, hasher: s.hasher, likes: m.LikePatterns(), counts: map[string]int64{},
+			inboundOnly: scope == ErasureScopeInbound}
 		for _, table := range ErasureTables {
 			w.counts[table] = 0
 		}
-		for _, step := range []func(context.Context) error{
-			w.payloads, w.events, w.bodies, w.notifications, w.messages, w.messageEvents,
-			w.softBounces, w.suppressions, w.lifts,
-		} {
+		steps := []func(context.Context) error{w.payloads, w.events, w.bodies, w.notifications}
+		if !w.inboundOnly {
+			steps = append(steps, w.messages, w.messageEvents, w.softBounces, w.suppressions, w.lifts)
+		}
+		for _, step := range steps {
 			if err := step(ctx); err != nil {
 				return err
 			}
 		}
-		if err := w.flush(ctx); err != nil {
-			return err
-		}
-		out.Counts, out.Total = w.counts, 0
+		out.Counts, out.Total, out.InboundTo = w.counts, 0, w.inboundTo
 		for _, n := range w.counts {
 			out.Total += n
+		}
+		out.TookMS = time.Since(start).Milliseconds()
+		switch {
+		case req.DryRun:
+			return errDryRun
+		case w.inboundTo > 0 && !req.Force && !w.inboundOnly:
+			return &SharedAddressError{Would: out}
+		}
+		if err := w.flush(ctx); err != nil {
+			return err
 		}
 		counts, err := json.Marshal(out.Counts)
 		if err != nil {
@@ -133,11 +187,21 @@ func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) 
 		return tx.QueryRow(ctx, qInsertErasure, hash, out.ErasedBy, out.Reason, string(counts), out.Total, out.TookMS).
 			Scan(&out.ID, &out.ErasedAt)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errDryRun):
+		return out, nil
+	case err != nil:
 		return Erasure{}, fmt.Errorf("erase %s: %w", hash, err)
 	}
 	return out, nil
 }
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
+
+// ErrInvalidErasureScope is returned (wrapped) by Erase for a scope that is neither
+// ErasureScopeAll nor ErasureScopeInbound.
+var ErrInvalidErasureScope = errors.New("not an erasure scope (all, inbound)")
 
 // eraser finds one erasure's rows and queues their changes, sent in one batch by flush.
 type eraser struct {
@@ -145,6 +209,12 @@ type eraser struct {
 	m      *erasure.Matcher
 	hasher erasure.Hasher
 	likes  []string // erasure.Matcher.LikePatterns: what the candidate queries select
+
+	// inboundOnly keeps the erasure to inbound emails and their notification bodies
+	// (ErasureScopeInbound).
+	inboundOnly bool
+	// inboundTo counts the inbound emails sent to the address among those removed.
+	inboundTo int64
 
 	batch  pgx.Batch
 	tables []string // the table of each queued statement
@@ -230,6 +300,14 @@ func (w *eraser) redactText(s *string) (*string, bool) {
 	return &out, changed
 }
 
+// countInboundTo counts a removed inbound email that was sent to the address: a mailbox of
+// yours, not a person writing to it.
+func (w *eraser) countInboundTo(recipient string) {
+	if recipient != "" && w.m.Mentions(recipient) {
+		w.inboundTo++
+	}
+}
+
 // clearRecipient empties a recipient that mentions the address.
 func (w *eraser) clearRecipient(s string) (string, bool) {
 	if w.m.Mentions(s) {
@@ -256,7 +334,11 @@ func (w *eraser) payloads(ctx context.Context) error {
 	if err != nil || len(providers) == 0 {
 		return err
 	}
-	return w.locked(ctx, "event_payloads", qLockPayloads, []any{&provider, &eventID, &receivedAt, &payload, &event, &inbound}, func() error {
+	var recipient string
+	return w.locked(ctx, "event_payloads", qLockPayloads, []any{&provider, &eventID, &receivedAt, &payload, &event, &inbound, &recipient}, func() error {
+		if w.inboundOnly && !inbound {
+			return nil
+		}
 		newPayload, pc, err := w.redactJSON(payload, false)
 		if err != nil {
 			return fmt.Errorf("payload of %s:%s: %w", provider, eventID, err)
@@ -268,6 +350,7 @@ func (w *eraser) payloads(ctx context.Context) error {
 		switch {
 		case !pc && !ec:
 		case inbound:
+			w.countInboundTo(recipient)
 			w.change("event_payloads", qEraseDeletePayload, provider, eventID, receivedAt)
 		default:
 			w.change("event_payloads", qEraseUpdatePayload, provider, eventID, receivedAt, newPayload, newEvent)
@@ -281,9 +364,13 @@ func (w *eraser) events(ctx context.Context) error {
 		provider, eventID       string
 		payload, normalized     []byte
 		inbound                 bool
+		recipient               string
 		relayError, quarantined *string
 	)
-	return w.candidates(ctx, "webhook_events", qEraseEvents, []any{&provider, &eventID, &payload, &normalized, &inbound, &relayError, &quarantined}, func() error {
+	return w.candidates(ctx, "webhook_events", qEraseEvents, []any{&provider, &eventID, &payload, &normalized, &inbound, &recipient, &relayError, &quarantined}, func() error {
+		if w.inboundOnly && !inbound {
+			return nil
+		}
 		newPayload, pc, err := w.redactJSON(payload, false)
 		if err != nil {
 			return fmt.Errorf("legacy payload of %s:%s: %w", provider, eventID, err)
@@ -293,10 +380,14 @@ func (w *eraser) events(ctx context.Context) error {
 			return fmt.Errorf("legacy event of %s:%s: %w", provider, eventID, err)
 		}
 		if (pc || nc) && inbound {
+			w.countInboundTo(recipient)
 			newPayload, newNormalized = nil, nil
 		}
 		newRelay, rc := w.redactText(relayError)
 		newQuarantine, qc := w.redactText(quarantined)
+		if w.inboundOnly {
+			newRelay, rc, newQuarantine, qc = relayError, false, quarantined, false
+		}
 		if pc || nc || rc || qc {
 			w.change("webhook_events", qEraseUpdateEvent, provider, eventID, newPayload, newNormalized, newRelay, newQuarantine)
 		}
@@ -325,7 +416,7 @@ func (w *eraser) bodies(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("body of notification %s: %w", id, err)
-		case !changed:
+		case !changed, w.inboundOnly && !inbound:
 		case inbound:
 			w.change("notification_bodies", qEraseDeleteBody, id, createdAt)
 		default:
@@ -350,6 +441,13 @@ func (w *eraser) notifications(ctx context.Context) error {
 			newBody = nil
 		}
 		newError, ec := w.redactText(lastError)
+		if w.inboundOnly {
+			bc = bc && typ == domain.TypeEmailReceived
+			newError, ec = lastError, false
+			if !bc {
+				newBody = body
+			}
+		}
 		if bc || ec {
 			w.change("notifications", qEraseUpdateNotification, id, newBody, newError)
 		}
@@ -450,7 +548,8 @@ FROM event_payloads
 WHERE lower(payload::text) LIKE ANY($1) OR lower(event::text) LIKE ANY($1)`
 
 	qLockPayloads = `
-SELECT p.provider, p.event_id, p.received_at, p.payload::text, p.event::text, COALESCE(p.event->>'kind' = $4, false)
+SELECT p.provider, p.event_id, p.received_at, p.payload::text, p.event::text, COALESCE(p.event->>'kind' = $4, false),
+       COALESCE(p.event->>'recipient', '')
 FROM event_payloads p
 JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS k(provider, event_id, received_at)
   USING (provider, event_id, received_at)
@@ -466,7 +565,7 @@ WHERE provider = $1 AND event_id = $2 AND received_at = $3`
 	// Rows recorded before 00009 hold their payload here until MoveLegacyPayloads moves it.
 	qEraseEvents = `
 SELECT provider, event_id, payload::text, normalized::text, COALESCE(normalized->>'kind' = $2, false),
-       relay_error, quarantine_error
+       COALESCE(normalized->>'recipient', ''), relay_error, quarantine_error
 FROM webhook_events
 WHERE (payload IS NOT NULL AND (lower(payload::text) LIKE ANY($1) OR lower(normalized::text) LIKE ANY($1)))
    OR lower(relay_error) LIKE ANY($1) OR lower(quarantine_error) LIKE ANY($1)

@@ -322,3 +322,79 @@ func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 }
+
+// Erasing a mailbox of yours that customers wrote to (support@…) would remove every customer's
+// email to it: refused, with what it would change, unless forced; a dry run changes nothing
+// whatever it is asked; the inbound scope removes only the inbound emails (issue 25).
+func TestEraseOfASharedInboundAddress(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	s.SetErasureHasher(erasureHasher(t))
+	ctx := t.Context()
+	loadPerson(t, s, "jane", janeAddress)
+	loadPerson(t, s, "bob", bobAddress)
+	const support = "Support@App.example"
+	// A bounce of mail sent to the mailbox too: the "all" scope redacts it, "inbound" does not.
+	bounce := statusEvent("bounce_support", "msg_support", domain.StatusBounced, domain.BounceHard, at(9))
+	bounce.Recipient = support
+	_, err := s.RecordEvent(ctx, bounce)
+	require.NoError(t, err)
+	_, err = s.ApplyStatus(ctx, bounce)
+	require.NoError(t, err)
+
+	unchanged := func(before map[string][]string, what string) {
+		t.Helper()
+		after, err := storetest.Snapshot(ctx, s.Pool())
+		require.NoError(t, err)
+		none := func(_, _ string) bool { return false }
+		assert.Empty(t, storetest.Missing(before, after, none), what)
+		assert.Empty(t, storetest.Missing(after, before, none), what)
+	}
+	before, err := storetest.Snapshot(ctx, s.Pool())
+	require.NoError(t, err)
+
+	_, err = s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Reason: "mailbox closed"})
+	var shared *store.SharedAddressError
+	require.ErrorAs(t, err, &shared)
+	require.ErrorIs(t, err, store.ErrSharedAddress)
+	assert.Equal(t, int64(2), shared.Would.InboundTo, "jane's and bob's emails to it")
+	assert.Equal(t, int64(3), shared.Would.Counts["event_payloads"], "their two inbound emails and the bounce")
+	assert.NotContains(t, err.Error(), "pp.example")
+	unchanged(before, "a refused erasure changes nothing")
+
+	dry, err := s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Reason: "mailbox closed", DryRun: true})
+	require.NoError(t, err)
+	assert.True(t, dry.DryRun)
+	assert.Zero(t, dry.ID)
+	assert.Equal(t, shared.Would.Counts, dry.Counts)
+	unchanged(before, "a dry run changes nothing, and records no erasure")
+
+	_, err = s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Scope: "everything"})
+	require.ErrorIs(t, err, store.ErrInvalidErasureScope)
+
+	in, err := s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Reason: "mailbox closed", Scope: store.ErasureScopeInbound})
+	require.NoError(t, err)
+	assert.Equal(t, store.ErasureScopeInbound, in.Scope)
+	assert.Equal(t, map[string]int64{"event_payloads": 2, "notification_bodies": 2, "webhook_events": 0, "notifications": 0,
+		"messages": 0, "message_events": 0, "soft_bounces": 0, "suppressions": 0, "suppression_lifts": 0}, in.Counts)
+	for _, id := range []string{"email.received:in_jane", "email.received:in_bob"} {
+		_, _, _, err = s.StoredEvent(ctx, provider, id)
+		require.ErrorIs(t, err, store.ErrNoStoredEvent, id)
+	}
+	m, err := s.GetMessage(ctx, provider, "msg_support")
+	require.NoError(t, err)
+	assert.Equal(t, support, m.Recipient, "the inbound scope leaves the rest alone")
+
+	forced, err := s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Reason: "mailbox closed", Force: true})
+	require.NoError(t, err)
+	assert.Zero(t, forced.InboundTo, "its inbound emails were already gone")
+	m, err = s.GetMessage(ctx, provider, "msg_support")
+	require.NoError(t, err)
+	assert.Empty(t, m.Recipient)
+	// Jane's and Bob's own data did not go with the mailbox.
+	for _, who := range []string{janeAddress, bobAddress} {
+		c, err := s.CheckSuppression(ctx, who, "")
+		require.NoError(t, err)
+		assert.True(t, c.Suppressed, who)
+	}
+}
