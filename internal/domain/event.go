@@ -112,6 +112,12 @@ type Event struct {
 	// provider's retry of an event accepted before the upgrade is not processed twice. Never
 	// stored.
 	PriorEventID string `json:"-"`
+	// PriorMessageID is the message key an earlier version of mailhook gave this event's message,
+	// when its provider's message key format has changed since (each provider's *_legacy.go says
+	// when it goes). Processing the event moves a message recorded under it, with its history, to
+	// MessageID, once, so a message whose events straddle the upgrade stays one message. Stored
+	// with the event: the Process step reads it there.
+	PriorMessageID string `json:"prior_message_id,omitempty"`
 }
 
 // Bounce details, normalized across providers.

@@ -102,3 +102,50 @@ WHERE address = 'jane@example.com'`).Scan(&reason, &first, &last, &seen))
 	require.NoError(t, err)
 	assert.True(t, c.Suppressed)
 }
+
+// A message whose key held the address (SES, one recipient of several: "<mail id>:<address>")
+// gets a key without it from the upgrade on; the first event under the new key moves the
+// message and its history there, so the message stays one: precedence holds across the upgrade
+// and GET /v1/messages shows every event. Nothing is left under the old key.
+func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	const prior, key = "m1:jane@example.com", "m1:be25fb8ea01a2a23"
+	apply := func(ev domain.Event) store.ApplyResult {
+		t.Helper()
+		_, err := s.RecordEvent(ctx, ev)
+		require.NoError(t, err)
+		res, err := s.ApplyStatus(ctx, ev)
+		require.NoError(t, err)
+		return res
+	}
+	// Recorded by the version before: a bounce under the old key.
+	old := statusEvent("e_old_bounce", prior, domain.StatusBounced, domain.BounceHard, at(2))
+	old.Recipient = "jane@example.com"
+	apply(old)
+	// After the upgrade a delivery that occurred earlier arrives: stale for the bounced message.
+	late := statusEvent("e_late_delivery", key, domain.StatusDelivered, "", at(1))
+	late.Recipient, late.PriorMessageID = "jane@example.com", prior
+	res := apply(late)
+	assert.Equal(t, domain.OutcomeStale, res.Outcome, "the message kept its bounce across the key change")
+
+	m, err := s.GetMessage(ctx, provider, key)
+	require.NoError(t, err)
+	assert.Equal(t, domain.StatusBounced, m.Status)
+	var ids []string
+	for _, e := range m.Events {
+		ids = append(ids, e.EventID)
+	}
+	assert.ElementsMatch(t, []string{"e_old_bounce", "e_late_delivery"}, ids)
+	_, err = s.GetMessage(ctx, provider, prior)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// Later events of the message find it where it is; the prior key is not looked at again.
+	again := statusEvent("e_complaint", key, domain.StatusComplained, "", at(3))
+	again.Recipient, again.PriorMessageID = "jane@example.com", prior
+	assert.Equal(t, domain.StatusComplained, apply(again).To)
+	var n int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM messages WHERE provider = $1`, provider).Scan(&n))
+	assert.Equal(t, 1, n)
+}

@@ -87,6 +87,13 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res ApplyResult
 // message_events outcome. It returns errLostRace when another attempt of the event recorded its
 // outcome first; tx must then be rolled back.
 func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (ApplyResult, error) {
+	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
+		// A message recorded under the key an earlier version gave it moves to this one, with
+		// its history, unless this key has a row already (then it moved before).
+		if _, err := tx.Exec(ctx, qAdoptPriorMessage, ev.Provider, ev.PriorMessageID, ev.MessageID); err != nil {
+			return ApplyResult{}, fmt.Errorf("move the message from its prior key: %w", err)
+		}
+	}
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}

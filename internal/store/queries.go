@@ -25,6 +25,18 @@ SELECT outcome, from_status, to_status, bounce_type, recipient, version, suppres
 FROM message_events
 WHERE provider = $1 AND event_id = $2`
 
+	// Both by their primary key and message_events_message_idx: it costs two index reads for
+	// an event whose message has no prior row, which is every event once the upgrade is past.
+	qAdoptPriorMessage = `
+WITH moved AS (
+    UPDATE messages SET message_id = $3, updated_at = now()
+    WHERE provider = $1 AND message_id = $2
+      AND NOT EXISTS (SELECT 1 FROM messages WHERE provider = $1 AND message_id = $3)
+    RETURNING 1
+)
+UPDATE message_events SET message_id = $3
+WHERE provider = $1 AND message_id = $2 AND EXISTS (SELECT 1 FROM moved)`
+
 	qEnsureMessage = `
 INSERT INTO messages (provider, message_id)
 VALUES ($1, $2)

@@ -4,6 +4,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
+	"github.com/mailhook/mailhook/internal/provider"
 
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
@@ -49,4 +50,10 @@ func (c *certCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
+}
+
+// msgKey is the message key of one recipient of a message sent to several: the mail's
+// messageId and the recipient's tag, never the address.
+func msgKey(mailID, address string) string {
+	return mailID + ":" + provider.RecipientTag(mailID, address)
 }

@@ -10,3 +10,15 @@ package ses
 func priorRecipientEventID(messageID, key string) string {
 	return messageID + ":" + key
 }
+
+// priorRecipientMessageID is the message key versions before 2026-12-02 gave one recipient of a
+// message sent to several, with the address in it: "<mail.messageId>:<lower-cased address>". The
+// Process step moves a message recorded under it to the new key (domain.Event.PriorMessageID),
+// so a message whose events straddle the upgrade stays one message.
+//
+// Remove it once no message recorded by those versions can still get an event: SES sends a
+// message's events within days (a bounce at most about 14 hours after the send, a complaint days
+// later), so a release or two after 2026-12-02, and at the latest after retention.messages.
+func priorRecipientMessageID(mailID, key string) string {
+	return mailID + ":" + key
+}

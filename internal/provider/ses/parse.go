@@ -173,7 +173,8 @@ func parse(body []byte) ([]domain.Event, error) {
 			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.key)
 		}
 		if perRecipient && mailID != "" {
-			ev.MessageID = mailID + ":" + rc.key
+			ev.MessageID = mailID + ":" + provider.RecipientTag(mailID, rc.key)
+			ev.PriorMessageID = priorRecipientMessageID(mailID, rc.key)
 		}
 		bounce.Apply(&ev, bounceInput(typ, detail, dsn[rc.key]))
 		events = append(events, ev)

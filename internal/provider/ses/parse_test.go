@@ -88,17 +88,17 @@ var fixtureWant = map[string][]want{
 	// Identity notifications (notificationType). These mails had three destinations, so each
 	// recipient has its own message key.
 	"notification_bounce_dsn.json": {details(bounced(status("Bounce", domain.StatusBounced,
-		"00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000:jane@example.com", "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
+		msgKey("00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000", "jane@example.com"), "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
 		550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>... User")},
 	// Permanent/General and no DSN: nothing names a cause, so no details.
 	"notification_bounce_no_dsn.json": {
 		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
-			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:jane@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), msgKey("00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000", "jane@example.com")),
 		withIDs(bounced(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2016-01-27T14:59:38.237Z"), domain.BounceHard),
-			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), "00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000:richard@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), msgKey("00000137860315fd-34208509-5b74-41f3-95c5-22c1edc3c924-000000", "richard@example.com")),
 	},
 	"notification_complaint.json": {status("Complaint", domain.StatusComplained,
-		"000001378603177f-7a5433e7-8edb-42ae-af10-f0181f34d6ee-000000:richard@example.com", "richard@example.com", "2016-01-27T14:59:38.237Z")},
+		msgKey("000001378603177f-7a5433e7-8edb-42ae-af10-f0181f34d6ee-000000", "richard@example.com"), "richard@example.com", "2016-01-27T14:59:38.237Z")},
 	"notification_delivery.json": {status("Delivery", domain.StatusDelivered,
 		"0000014644fe5ef6-9a483358-9170-4cb4-a269-f5dcdf415321-000000", "jane@example.com", "2016-01-27T14:59:38.237Z")},
 	// No mail object and no timestamp: unknown, dated by the SNS Timestamp.
@@ -114,15 +114,15 @@ var fixtureWant = map[string][]want{
 	"derived_bounce_per_recipient.json": {
 		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "jane@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			550, "5.1.1", "unknown_user", "smtp; 550 5.1.1 <jane@example.com>: Recipient address rejected: User unknown in virtual mailbox table"),
-			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), exampleID+":jane@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), msgKey(exampleID, "jane@example.com")),
 		withIDs(details(bounced(streamed(status("Bounce", domain.StatusBounced, "", "richard@example.com", "2017-08-05T00:41:02.669Z"), "marketing"), domain.BounceHard),
 			554, "5.7.1", "spam_block", "smtp; 554 5.7.1 Service unavailable; Client host [192.0.2.10] blocked using zen.spamhaus.org"),
-			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), exampleID+":richard@example.com"),
+			snsID+":"+provider.RecipientTag(snsID, "richard@example.com"), msgKey(exampleID, "richard@example.com")),
 	},
 	"derived_bounce_undetermined.json": {bounced(status("Bounce", domain.StatusBounced, exampleID, "recipient@example.com", "2017-08-05T00:41:02.669Z"), domain.BounceSoft)},
 	"derived_send_multi_destination.json": {
-		withIDs(status("Send", domain.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), exampleID+":jane@example.com"),
-		withIDs(status("Send", domain.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "mary@example.com"), exampleID+":mary@example.com"),
+		withIDs(status("Send", domain.StatusAccepted, "", "jane@example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "jane@example.com"), msgKey(exampleID, "jane@example.com")),
+		withIDs(status("Send", domain.StatusAccepted, "", "Mary@Example.com", "2016-10-14T05:02:16.645Z"), snsID+":"+provider.RecipientTag(snsID, "mary@example.com"), msgKey(exampleID, "mary@example.com")),
 	},
 	// SES does not say which of two recipients opened: one mail-level event.
 	"derived_open_multi_destination.json": {kind("Open", domain.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
@@ -248,9 +248,9 @@ func TestParseRecipients(t *testing.T) {
 		got = append(got, ev.EventID+" "+ev.MessageID+" "+ev.Recipient)
 	}
 	wantList := []string{
-		snsID + ":" + provider.RecipientTag(snsID, "jane@example.com") + " m1:jane@example.com Jane@Example.com",
-		snsID + ":" + provider.RecipientTag(snsID, "bob@example.com") + " m1:bob@example.com bob@example.com",
-		snsID + ":" + provider.RecipientTag(snsID, "carl@example.com") + " m1:carl@example.com carl@example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "jane@example.com") + " " + msgKey("m1", "jane@example.com") + " Jane@Example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "bob@example.com") + " " + msgKey("m1", "bob@example.com") + " bob@example.com",
+		snsID + ":" + provider.RecipientTag(snsID, "carl@example.com") + " " + msgKey("m1", "carl@example.com") + " carl@example.com",
 	}
 	if strings.Join(got, "\n") != strings.Join(wantList, "\n") {
 		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantList, "\n"))
@@ -261,7 +261,7 @@ func TestParseRecipients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].EventID != snsID || events[0].MessageID != "m2:b@x.io" {
+	if len(events) != 1 || events[0].EventID != snsID || events[0].MessageID != msgKey("m2", "b@x.io") || events[0].PriorMessageID != "m2:b@x.io" {
 		t.Fatalf("got %+v", events)
 	}
 
@@ -382,6 +382,10 @@ func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
 	}
 	if len(events) != 2 || events[0].PriorEventID != snsID+":jane@example.com" || events[1].PriorEventID != snsID+":bob@example.com" {
 		t.Fatalf("prior ids %+v", events)
+	}
+	if events[0].PriorMessageID != "m1:jane@example.com" || events[1].PriorMessageID != "m1:bob@example.com" ||
+		strings.Contains(events[0].MessageID+events[1].MessageID, "@") {
+		t.Fatalf("message keys %q, %q; prior %q, %q", events[0].MessageID, events[1].MessageID, events[0].PriorMessageID, events[1].PriorMessageID)
 	}
 	events, err = parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m2","destination":["a@x.io"]},"delivery":{"recipients":["a@x.io"]}}`)
 	if err != nil {
