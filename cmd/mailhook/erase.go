@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,8 +85,13 @@ shell's history and the process list.`,
 				return exitcode.UsageError(fmt.Errorf("--scope: %w", store.ErrInvalidErasureScope))
 			case errors.As(err, &shared):
 				return exitcode.UsageError(fmt.Errorf("nothing changed: %d inbound emails were sent to this address, a mailbox of yours, "+
-					"and erasing it removes every one of them (%d rows in all): --dry-run shows what would change, "+
-					"--scope inbound removes only its inbound emails, --force erases it everywhere", shared.Would.InboundTo, shared.Would.Total))
+					"and erasing it removes every one of them: --dry-run shows what would change, "+
+					"--scope inbound removes only its inbound emails, --force erases it everywhere", shared.Would.InboundTo))
+			case errors.Is(err, store.ErrOtherErasureRunning), errors.Is(err, store.ErrErasureBusy):
+				return exitcode.UsageError(err)
+			case errors.Is(err, context.Canceled):
+				return fmt.Errorf("stopped; the erasure resumes where it stopped when this command runs again, "+
+					"or within two minutes in a running mailhook serve: %w", err)
 			}
 			if err != nil {
 				return err

@@ -246,3 +246,28 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// A sealed address opens under the same key and job only, and holds no readable address.
+func TestSealOpens(t *testing.T) {
+	h, err := NewHasher(bytes.Repeat([]byte("k"), MinKeyBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := h.Seal(jane, []byte("job 1"))
+	if err != nil || bytes.Contains(sealed, []byte("jane")) {
+		t.Fatalf("Seal: %v %q", err, sealed)
+	}
+	if got, err := h.Open(sealed, []byte("job 1")); err != nil || got != jane {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	if _, err := h.Open(sealed, []byte("job 2")); err == nil {
+		t.Fatal("opened under another job's aad")
+	}
+	other, _ := NewHasher(bytes.Repeat([]byte("o"), MinKeyBytes))
+	if _, err := other.Open(sealed, []byte("job 1")); err == nil {
+		t.Fatal("opened under another key")
+	}
+	if _, err := (Hasher{}).Seal(jane, nil); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("Seal without a key: %v", err)
+	}
+}

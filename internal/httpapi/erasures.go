@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,14 +14,18 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Erasures erases an address and what names it (store.Store.Erase).
+// Erasures erases an address and what names it, as a job (store.Store.StartErasure,
+// RunErasure, ErasureJob).
 type Erasures interface {
-	Erase(ctx context.Context, req store.ErasureRequest) (store.Erasure, error)
+	StartErasure(ctx context.Context, req store.ErasureRequest) (store.ErasureJob, string, error)
+	RunErasure(ctx context.Context, id int64, address string) (store.Erasure, error)
+	ErasureJob(ctx context.Context, id int64) (store.ErasureJob, error)
 }
 
-// eraseTimeout bounds one erasure: its scan of every payload takes seconds per hundred thousand
-// events (docs/BENCHMARKS.md), so this only stops one that hangs.
-const eraseTimeout = 10 * time.Minute
+// DefaultEraseWait is how long POST /v1/erasures waits for its job before it answers 202 with
+// the job: long enough for a database of some hundred thousand events (docs/BENCHMARKS.md),
+// short of a client's or a proxy's timeout.
+const DefaultEraseWait = 20 * time.Second
 
 // erasureRequest is the body of POST /v1/erasures.
 type erasureRequest struct {
@@ -31,10 +36,12 @@ type erasureRequest struct {
 	DryRun  bool   `json:"dry_run"`
 }
 
-// erase answers POST /v1/erasures: it erases the address (GDPR art. 17) in one transaction and
-// answers the audit row, which holds the address's hash, never the address. Erasing again
-// answers the same way, with nothing left to erase (total 0). Neither the address nor the
-// reason is logged: the reason may name the person.
+// erase answers POST /v1/erasures: it starts the address's erasure job (or joins the one
+// running), and answers its audit row (200) when it ends within EraseWait, or the job (202,
+// Location: /v1/erasures/jobs/{id}) while it goes on: the job runs to its end whether or not
+// the caller waits, and a restart resumes it. Erasing again answers the same way, with nothing
+// left to erase (total 0). Neither the address nor the reason is logged: the reason may name
+// the person.
 func (s *Server) erase(c *gin.Context) {
 	var req erasureRequest
 	if err := decodeBody(c, &req); err != nil {
@@ -51,39 +58,107 @@ func (s *Server) erase(c *gin.Context) {
 		return
 	}
 	actor := c.GetString(actorKey)
-	// An erasure that has begun runs to its end even if the caller goes away (a proxy's or the
-	// client's timeout on a large database): a retry then finds nothing left, instead of
-	// starting the whole scan again.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), eraseTimeout)
-	defer cancel()
-	res, err := s.Erasures.Erase(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason,
+	ctx := c.Request.Context()
+	job, address, err := s.Erasures.StartErasure(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason,
 		Scope: req.Scope, Force: req.Force, DryRun: req.DryRun})
+	if err != nil {
+		s.erasureFailed(c, actor, err)
+		return
+	}
+	// The job runs to its end even if the caller goes away: a retry then joins it, or finds it
+	// done, instead of starting the scan again.
+	type result struct {
+		e   store.Erasure
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := s.Erasures.RunErasure(context.WithoutCancel(ctx), job.ID, address)
+		done <- result{e, err}
+	}()
+	wait := s.EraseWait
+	if wait <= 0 {
+		wait = DefaultEraseWait
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if errors.Is(r.err, store.ErrErasureBusy) {
+			s.erasureRunning(c, job.ID) // another process runs it
+			return
+		}
+		if r.err != nil {
+			s.erasureFailed(c, actor, r.err)
+			return
+		}
+		msg := "address erased"
+		if r.e.DryRun {
+			msg = "erasure dry run"
+		}
+		s.Log.InfoContext(ctx, msg, "actor", actor, "erasure_id", r.e.ID, "job_id", r.e.JobID, "address_hash", r.e.AddressHash, "scope", r.e.Scope,
+			"forced", req.Force, "total", r.e.Total, "counts", r.e.Counts, "took_ms", r.e.TookMS)
+		c.JSON(http.StatusOK, r.e)
+	case <-timer.C:
+		s.Log.InfoContext(ctx, "erasure goes on", "actor", actor, "job_id", job.ID, "address_hash", job.AddressHash)
+		s.erasureRunning(c, job.ID)
+	case <-ctx.Done():
+		// The caller left; the job goes on.
+	}
+}
+
+// erasureRunning answers 202 with a job that goes on.
+func (s *Server) erasureRunning(c *gin.Context, id int64) {
+	job, err := s.Erasures.ErasureJob(c.Request.Context(), id)
+	if err != nil {
+		s.Log.ErrorContext(c.Request.Context(), "erasure job", "job_id", id, "error", err)
+		s.unavailable(c)
+		return
+	}
+	c.Header("Location", "/v1/erasures/jobs/"+strconv.FormatInt(id, 10))
+	c.JSON(http.StatusAccepted, job)
+}
+
+// erasureFailed answers an erasure that could not start or run.
+func (s *Server) erasureFailed(c *gin.Context, actor string, err error) {
 	var shared *store.SharedAddressError
 	switch {
 	case errors.Is(err, store.ErrInvalidAddress):
 		s.fail(c, refuse(kindBadRequest, "address: "+store.ErrInvalidAddress.Error()))
 	case errors.Is(err, store.ErrInvalidErasureScope):
 		s.fail(c, refuse(kindBadRequest, "scope: "+store.ErrInvalidErasureScope.Error()))
-	case errors.As(err, &shared):
-		s.fail(c, refuse(kindConflict, fmt.Sprintf("%d inbound emails were sent to this address, a mailbox of yours: "+
-			"erasing it removes every one of them (%d rows in all); send \"dry_run\": true to see what would change, "+
-			"\"scope\": \"inbound\" to remove only its inbound emails, or \"force\": true to erase it everywhere",
-			shared.Would.InboundTo, shared.Would.Total)))
 	case errors.Is(err, store.ErrErasureNotConfigured):
 		s.fail(c, refuse(kindNotConfigured, "erasure.hash_key (MAILHOOK_ERASURE_KEY) is not set: an erased address's "+
 			"suppressions are kept under its keyed hash, and without a key there is none to keep"))
-	case err != nil:
+	case errors.Is(err, store.ErrOtherErasureRunning):
+		s.fail(c, refuse(kindConflict, store.ErrOtherErasureRunning.Error()+": wait for it to end (GET /v1/erasures/jobs/{id})"))
+	case errors.As(err, &shared):
+		s.fail(c, refuse(kindConflict, fmt.Sprintf("%d inbound emails were sent to this address, a mailbox of yours: "+
+			"erasing it removes every one of them, so nothing was changed (erasure job %d); send \"dry_run\": true to see "+
+			"what would change, \"scope\": \"inbound\" to remove only its inbound emails, or \"force\": true to erase it everywhere",
+			shared.Would.InboundTo, shared.Would.JobID)))
+	default:
 		// err names the address by its hash only (store.Erase).
 		s.Log.ErrorContext(c.Request.Context(), "erase", "actor", actor, "error", err)
 		s.unavailable(c)
-	case res.DryRun:
-		s.Log.InfoContext(c.Request.Context(), "erasure dry run", "actor", actor, "address_hash", res.AddressHash,
-			"scope", res.Scope, "total", res.Total, "took_ms", res.TookMS)
-		c.JSON(http.StatusOK, res)
+	}
+}
+
+// erasureJob answers GET /v1/erasures/jobs/:id: how far a job is, or how it ended.
+func (s *Server) erasureJob(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		s.fail(c, refuse(kindBadRequest, "id is not an erasure job's id"))
+		return
+	}
+	job, err := s.Erasures.ErasureJob(c.Request.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.fail(c, refuse(kindNotFound, "no such erasure job"))
+	case err != nil:
+		s.Log.ErrorContext(c.Request.Context(), "erasure job", "job_id", id, "error", err)
+		s.unavailable(c)
 	default:
-		s.Log.InfoContext(c.Request.Context(), "address erased", "actor", actor, "erasure_id", res.ID,
-			"address_hash", res.AddressHash, "scope", res.Scope, "forced", req.Force, "total", res.Total,
-			"counts", res.Counts, "took_ms", res.TookMS)
-		c.JSON(http.StatusOK, res)
+		c.JSON(http.StatusOK, job)
 	}
 }

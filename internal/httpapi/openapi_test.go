@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,6 +210,11 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x","scope":"inbound"}`, want: 200},
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"support@example.com","reason":"x","force":true}`, want: 200},
 		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"jane@example.com","reason":"x","scope":"everything"}`, want: 400},
+		{method: "POST", target: "/v1/erasures", header: token, body: `{"address":"slow@example.com","reason":"a large database"}`, want: 202},
+		{method: "GET", target: "/v1/erasures/jobs/115", header: token, want: 200},
+		{method: "GET", target: "/v1/erasures/jobs/2", header: token, want: 404},
+		{method: "GET", target: "/v1/erasures/jobs/x", header: token, want: 400},
+		{method: "GET", target: "/v1/erasures/jobs/999", header: token, want: 503},
 
 		// Sinks.
 		{method: "GET", target: "/v1/sinks", header: token, want: 200},
@@ -382,6 +388,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Nonces:              fake,
 		Reconciler:          fake,
 		Erasures:            fake,
+		EraseWait:           200 * time.Millisecond,
 		SinkStates:          fake,
 		Sinks:               []httpapi.SinkSettings{{Name: "app", Types: []string{domain.TypeStatusChanged}, Rate: 10, Concurrency: 4}, {Name: "new", Types: []string{domain.TypeEmailReceived}}, {Name: "down"}},
 		Ready: map[string]func(context.Context) error{
@@ -493,7 +500,8 @@ func (fakeNonceAdapter) Nonce(r provider.Request) (provider.Nonce, bool) {
 // fakeBackend stands in for PostgreSQL and Temporal. Names say what happens: "missing" is not
 // found, "down" is unavailable.
 type fakeBackend struct {
-	fail atomic.Value // string: the readiness check to fail
+	fail     atomic.Value // string: the readiness check to fail
+	erasures sync.Map     // address → its store.ErasureRequest
 }
 
 var errDown = errors.New("fake: unavailable")
@@ -736,24 +744,44 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 	return res, nil
 }
 
-func (b *fakeBackend) Erase(_ context.Context, req store.ErasureRequest) (store.Erasure, error) {
+// StartErasure, RunErasure and ErasureJob fake an erasure by its address: erasure jobs are
+// numbered by the address's first letter, so the job of an answer can be looked up again.
+func (b *fakeBackend) StartErasure(_ context.Context, req store.ErasureRequest) (store.ErasureJob, string, error) {
 	addr := mailaddr.Key(req.Address)
 	switch {
 	case !strings.Contains(addr, "@"):
-		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrInvalidAddress)
+		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidAddress)
 	case addr == "unconfigured@example.com":
-		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
-	case addr == "down@example.com":
-		return store.Erasure{}, errDown
+		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
 	case req.Scope != "" && req.Scope != store.ErasureScopeAll && req.Scope != store.ErasureScopeInbound:
-		return store.Erasure{}, fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
+		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
 	}
+	b.erasures.Store(addr, req)
+	return fakeJob(addr, req), addr, nil
+}
+
+func fakeJob(addr string, req store.ErasureRequest) store.ErasureJob {
 	counts := map[string]int64{}
 	for _, table := range store.ErasureTables {
 		counts[table] = 0
 	}
-	e := store.Erasure{ID: 1, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32), ErasedBy: req.ErasedBy, Reason: req.Reason,
-		Counts: counts, ErasedAt: t1, Scope: cmp.Or(req.Scope, store.ErasureScopeAll), DryRun: req.DryRun}
+	return store.ErasureJob{ID: int64(addr[0]), Status: store.ErasureRunning, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32),
+		ErasedBy: req.ErasedBy, Reason: req.Reason, Scope: cmp.Or(req.Scope, store.ErasureScopeAll), Force: req.Force, DryRun: req.DryRun,
+		Phase: "event_payloads", Phases: 9, Counts: counts, CreatedAt: t0, UpdatedAt: t1}
+}
+
+func (b *fakeBackend) RunErasure(_ context.Context, _ int64, addr string) (store.Erasure, error) {
+	v, _ := b.erasures.Load(addr)
+	req := v.(store.ErasureRequest)
+	switch addr {
+	case "down@example.com":
+		return store.Erasure{}, errDown
+	case "slow@example.com": // outlasts the fixture's EraseWait
+		time.Sleep(2 * time.Second)
+	}
+	job := fakeJob(addr, req)
+	e := store.Erasure{ID: 1, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: req.ErasedBy, Reason: req.Reason,
+		Counts: job.Counts, ErasedAt: t1, Scope: job.Scope, DryRun: req.DryRun}
 	if addr != "gone@example.com" { // erased before: nothing left
 		e.Counts["event_payloads"], e.Counts["suppressions"], e.Total, e.TookMS = 3, 1, 4, 12
 	}
@@ -767,6 +795,24 @@ func (b *fakeBackend) Erase(_ context.Context, req store.ErasureRequest) (store.
 		return store.Erasure{}, fmt.Errorf("erase: %w", &store.SharedAddressError{Would: e})
 	}
 	return e, nil
+}
+
+func (b *fakeBackend) ErasureJob(_ context.Context, id int64) (store.ErasureJob, error) {
+	if id == 999 {
+		return store.ErasureJob{}, errDown
+	}
+	var job store.ErasureJob
+	b.erasures.Range(func(k, v any) bool {
+		if addr := k.(string); int64(addr[0]) == id {
+			job = fakeJob(addr, v.(store.ErasureRequest))
+			return false
+		}
+		return true
+	})
+	if job.ID == 0 {
+		return store.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, store.ErrNotFound)
+	}
+	return job, nil
 }
 
 // A /v1 400 says what is wrong in reason, as webhook answers do; error is the kind.

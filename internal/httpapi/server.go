@@ -107,8 +107,10 @@ type Server struct {
 	Reconciler Reconciler
 	// Codec, when set, serves the Temporal remote codec endpoint under /codec (codec.go).
 	Codec *CodecEndpoint
-	// Erasures, when set, serves POST /v1/erasures (erasures.go).
+	// Erasures, when set, serves POST /v1/erasures and GET /v1/erasures/jobs/:id (erasures.go).
 	Erasures Erasures
+	// EraseWait is how long POST /v1/erasures waits for its job (0: DefaultEraseWait).
+	EraseWait time.Duration
 	// SinkStates, when set, serves /v1/sinks (sinks.go) for the configured Sinks; Drainers
 	// wakes a sink's drainer after a pause, resume or redelivery.
 	SinkStates SinkStates
@@ -187,6 +189,7 @@ func (s *Server) handler(routes int) http.Handler {
 		v1.GET("/quarantine", s.need(domain.ScopeReportsRead), s.listQuarantine) // quarantine.go
 		if s.Erasures != nil {
 			v1.POST("/erasures", s.need(domain.ScopeErasure), s.erase) // erasures.go
+			v1.GET("/erasures/jobs/:id", s.need(domain.ScopeErasure), s.erasureJob)
 		}
 		s.reconcileRoutes(v1) // reports.go
 		s.sinkRoutes(v1)      // sinks.go

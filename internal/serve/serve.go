@@ -227,7 +227,32 @@ func (s *Service) RunAcceptance(ctx context.Context) {
 	wg.Go(func() { a.Run(ctx) })
 	wg.Go(func() { s.handoff.Run(ctx) })
 	wg.Go(func() { s.purgeNonces(ctx) })
+	wg.Go(func() { s.resumeErasures(ctx) })
 	wg.Wait()
+}
+
+// erasureResumeEvery is how often a process looks for erasure jobs nobody runs (their runner
+// stopped): a job's lease is a minute, so one is taken over within two.
+const erasureResumeEvery = time.Minute
+
+// resumeErasures runs the erasure jobs whose runner stopped (a restart, a crash), so an erasure
+// survives them; several processes take turns by the jobs' leases.
+func (s *Service) resumeErasures(ctx context.Context) {
+	t := time.NewTicker(erasureResumeEvery)
+	defer t.Stop()
+	for {
+		n, err := s.Store.ResumeErasures(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.Log.Warn("resume erasures", "error", err)
+		} else if n > 0 {
+			s.Log.Info("erasures resumed", "jobs", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // nonceMargin keeps a binding a while past its signature's expiry, for clocks that disagree.

@@ -3,20 +3,22 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 )
 
-// Erasure (GDPR art. 17) removes or redacts an address everywhere mailhook stored it, in one
-// transaction (docs/OPERATIONS.md "Erasure"):
+// Erasure (GDPR art. 17) removes or redacts an address everywhere mailhook stored it
+// (docs/OPERATIONS.md "Erasure"):
 //
 //   - event payloads (event_payloads, and webhook_events' legacy columns) and notification bodies
 //     (notification_bodies, and notifications' legacy body) that mention it: an inbound email's
@@ -30,13 +32,17 @@ import (
 //   - suppressions and suppression_lifts keep their rows under the keyed hash of the address
 //     (erasure.Hasher) instead of the address, so that the suppression check, asked for the
 //     address, still finds it; a lift's reason has the address redacted;
-//   - one erasures row records it: the hash, who, why (redacted), and how many rows each table
-//     had changed.
+//   - one erasures row records it when it is done: the hash, who, why (redacted), and how many
+//     rows each table had changed.
 //
-// Candidate rows are found by LIKE over each column's lower-cased text (a scan of every payload:
-// nothing indexes the inside of a payload), and the Go matcher decides, so "_" in an address or a
-// longer address that contains it (joann@ for ann@) changes nothing. Erasing again finds
-// nothing left: every count is 0, and only a new erasures row is written.
+// It runs as a job (erasure_jobs): table by table, one block range of one relation per batch,
+// each batch a short transaction that also moves the job's cursor, so no lock is held for long,
+// a restart resumes where it stopped (ResumeErasures, with the address sealed in the job until it
+// ends), and GET /v1/erasures/jobs/{id} shows how far it is. Candidate rows are found by LIKE over
+// each column's lower-cased text (nothing indexes the inside of a payload: every page is read
+// once), and the Go matcher decides, so "_" in an address or a longer address that contains it
+// (joann@ for ann@) changes nothing. Erasing again finds nothing left: every count is 0, and only
+// a new erasures row is written.
 
 // ErasureTables are the tables an erasure changes, the keys of Erasure.Counts.
 var ErasureTables = []string{
@@ -63,11 +69,20 @@ func (s *Store) SetErasureHasher(h erasure.Hasher) { s.hasher = h }
 // and ErasureScopeInbound removes only the inbound emails.
 var ErrSharedAddress = errors.New("the address received inbound emails: erasing it removes every one of them")
 
-// SharedAddressError is ErrSharedAddress with what the erasure would have changed.
+// SharedAddressError is ErrSharedAddress with the job's check: InboundTo says how many.
 type SharedAddressError struct{ Would Erasure }
 
 func (e *SharedAddressError) Error() string {
 	return fmt.Sprintf("%v (%d of them)", ErrSharedAddress, e.Would.InboundTo)
+}
+
+// SharedAddress is the error of a job refused as a mailbox of yours, nil for any other job.
+func (j ErasureJob) SharedAddress() error {
+	if j.Status != ErasureRefused {
+		return nil
+	}
+	return &SharedAddressError{Would: Erasure{JobID: j.ID, AddressHash: j.AddressHash, Scope: j.Scope, InboundTo: j.InboundTo,
+		Counts: j.Counts}}
 }
 
 func (e *SharedAddressError) Unwrap() error { return ErrSharedAddress }
@@ -101,7 +116,9 @@ type ErasureRequest struct {
 
 // Erasure is the audit row of one erasure, as POST /v1/erasures answers it. It holds no address.
 type Erasure struct {
-	ID          int64  `json:"id"`
+	ID int64 `json:"id"`
+	// JobID is the job that did it (GET /v1/erasures/jobs/{id}).
+	JobID       int64  `json:"job_id"`
 	AddressHash string `json:"address_hash"`
 	ErasedBy    string `json:"erased_by"`
 	Reason      string `json:"reason"`
@@ -122,529 +139,582 @@ type Erasure struct {
 	ErasedAt time.Time `json:"erased_at"`
 }
 
-// Erase erases an address (see above) in one transaction: a failure changes nothing, and a
-// concurrent reader sees the address either everywhere or nowhere, so the suppression check
-// never finds it unsuppressed half-way. Two erasures of one address take turns. Errors wrap
-// ErrErasureNotConfigured or ErrInvalidAddress, or are the database's, and name the address by
-// its hash only.
+// Erasure job statuses.
+const (
+	ErasureRunning = "running"
+	ErasureDone    = "done"
+	ErasureRefused = "refused" // a mailbox of yours, without Force (ErrSharedAddress)
+	ErasureFailed  = "failed"  // the sealed address no longer opens (the hash key changed)
+)
+
+// ErasureJob is an erasure as it runs, and after (GET /v1/erasures/jobs/{id}). It holds no
+// address.
+type ErasureJob struct {
+	ID          int64  `json:"job_id"`
+	Status      string `json:"status"`
+	AddressHash string `json:"address_hash"`
+	ErasedBy    string `json:"erased_by"`
+	Reason      string `json:"reason"`
+	Scope       string `json:"scope"`
+	Force       bool   `json:"force"`
+	DryRun      bool   `json:"dry_run"`
+	// Phase is the table the job is at ("check" while it looks for inbound emails sent to the
+	// address; "" once it ended); PhasesDone of Phases are behind it.
+	Phase      string `json:"phase"`
+	PhasesDone int    `json:"phases_done"`
+	Phases     int    `json:"phases"`
+	// Batches counts the transactions it committed.
+	Batches int64 `json:"batches"`
+	// Counts are the rows changed so far (a dry run: that would change), per table.
+	Counts    map[string]int64 `json:"counts"`
+	Total     int64            `json:"total"`
+	InboundTo int64            `json:"inbound_to_address"`
+	// ErasureID is the audit row, once done (0 for a dry run and until then).
+	ErasureID  int64      `json:"erasure_id"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+
+	relation  string
+	nextBlock int64
+	sealed    []byte
+}
+
+// ErrInvalidErasureScope is returned (wrapped) for a scope that is neither ErasureScopeAll nor
+// ErasureScopeInbound.
+var ErrInvalidErasureScope = errors.New("not an erasure scope (all, inbound)")
+
+// ErrErasureBusy is returned (wrapped) by RunErasure when another process holds the job's lease:
+// it runs it.
+var ErrErasureBusy = errors.New("another process is running this erasure")
+
+// erasureLease is how long a job's runner holds it without committing a batch: past it, another
+// process (ResumeErasures) takes the job over. Each batch renews it.
+const erasureLease = time.Minute
+
+// defaultErasureBatchBlocks is how many pages of a relation one batch reads: 16 MiB, a few
+// hundred milliseconds of lower() and LIKE on a 2-core machine, so no batch holds its locks for
+// long (docs/BENCHMARKS.md, "Erasure").
+const defaultErasureBatchBlocks = 2048
+
+// Erase erases an address (see above) and returns its audit row: it starts the job (or joins
+// the one already running for the address) and runs it to its end within ctx. Errors wrap
+// ErrErasureNotConfigured, ErrInvalidAddress, ErrInvalidErasureScope, ErrSharedAddress (as
+// *SharedAddressError) or ErrErasureBusy, or are the database's, and name the address by its
+// hash only. A canceled ctx leaves the job where it stopped: Erase again, or ResumeErasures,
+// goes on from there.
 func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) {
-	start := time.Now()
+	job, address, err := s.StartErasure(ctx, req)
+	if err != nil {
+		return Erasure{}, err
+	}
+	return s.RunErasure(ctx, job.ID, address)
+}
+
+// StartErasure records the job of an erasure, or finds the one already running for the
+// address, and returns it with the normalized address, which RunErasure takes.
+func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (ErasureJob, string, error) {
 	if !s.hasher.Configured() {
-		return Erasure{}, fmt.Errorf("erase: %w", ErrErasureNotConfigured)
+		return ErasureJob{}, "", fmt.Errorf("erase: %w", ErrErasureNotConfigured)
 	}
 	address := mailaddr.Key(req.Address)
 	m, err := erasure.NewMatcher(address)
 	if err != nil {
-		return Erasure{}, fmt.Errorf("erase: %w", err)
-	}
-	hash, err := s.hasher.Hash(address)
-	if err != nil {
-		return Erasure{}, fmt.Errorf("erase: %w", err)
+		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
 	}
 	scope := cmp.Or(req.Scope, ErasureScopeAll)
 	if scope != ErasureScopeAll && scope != ErasureScopeInbound {
-		return Erasure{}, fmt.Errorf("erase: scope %q: %w", scope, ErrInvalidErasureScope)
+		return ErasureJob{}, "", fmt.Errorf("erase: scope %q: %w", scope, ErrInvalidErasureScope)
+	}
+	hash, err := s.hasher.Hash(address)
+	if err != nil {
+		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
 	}
 	reason, _ := m.RedactText(req.Reason)
-	out := Erasure{AddressHash: hash, ErasedBy: req.ErasedBy, Reason: reason, Scope: scope, DryRun: req.DryRun}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, qEraseLock, hash); err != nil {
-			return fmt.Errorf("lock: %w", err)
+	counts, err := json.Marshal(zeroCounts())
+	if err != nil {
+		return ErasureJob{}, "", err
+	}
+	sealed, err := s.hasher.Seal(address, []byte(hash))
+	if err != nil {
+		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
+	}
+	var id int64
+	err = s.pool.QueryRow(ctx, qInsertErasureJob, hash, scope, req.Force, req.DryRun, req.ErasedBy, reason, sealed, string(counts)).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// One is running for the address already: this request joins it.
+		err = s.pool.QueryRow(ctx, qRunningErasureJob, hash).Scan(&id)
+	}
+	if err != nil {
+		return ErasureJob{}, "", fmt.Errorf("erase %s: start: %w", hash, err)
+	}
+	job, err := s.ErasureJob(ctx, id)
+	if err == nil && (job.Scope != scope || job.Force != req.Force || job.DryRun != req.DryRun) {
+		err = fmt.Errorf("erase %s: job %d: %w", hash, job.ID, ErrOtherErasureRunning)
+	}
+	if err != nil {
+		return ErasureJob{}, "", err
+	}
+	return job, address, nil
+}
+
+// ErrOtherErasureRunning is returned (wrapped) by StartErasure when the address's erasure runs
+// already with other settings (a dry run while a real one is asked, another scope): wait for it.
+var ErrOtherErasureRunning = errors.New("another erasure of this address is running, with other settings")
+
+// ErasureJob returns a job; the error wraps ErrNotFound when there is none.
+func (s *Store) ErasureJob(ctx context.Context, id int64) (ErasureJob, error) {
+	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, err)
+	}
+	return job, nil
+}
+
+// ResumeErasures runs, one after the other, every running job that no process holds (its
+// runner died or was stopped), opening each one's sealed address, and returns how many it ran
+// to their end. serve calls it every minute, so an erasure survives a restart.
+func (s *Store) ResumeErasures(ctx context.Context) (int, error) {
+	if !s.hasher.Configured() {
+		return 0, nil // a process without the key can neither open a job nor finish one
+	}
+	n := 0
+	for {
+		var (
+			id     int64
+			hash   string
+			sealed []byte
+		)
+		err := s.pool.QueryRow(ctx, qOrphanErasureJob).Scan(&id, &hash, &sealed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return n, nil
 		}
-		w := &eraser{tx: tx, m: m, hasher: s.hasher, likes: m.LikePatterns(), counts: map[string]int64{},
-			inboundOnly: scope == ErasureScopeInbound}
-		for _, table := range ErasureTables {
-			w.counts[table] = 0
-		}
-		steps := []func(context.Context) error{w.payloads, w.events, w.bodies, w.notifications}
-		if !w.inboundOnly {
-			steps = append(steps, w.messages, w.messageEvents, w.softBounces, w.suppressions, w.lifts)
-		}
-		for _, step := range steps {
-			if err := step(ctx); err != nil {
-				return err
-			}
-		}
-		out.Counts, out.Total, out.InboundTo = w.counts, 0, w.inboundTo
-		for _, n := range w.counts {
-			out.Total += n
-		}
-		out.TookMS = time.Since(start).Milliseconds()
-		switch {
-		case req.DryRun:
-			return errDryRun
-		case w.inboundTo > 0 && !req.Force && !w.inboundOnly:
-			return &SharedAddressError{Would: out}
-		}
-		if err := w.flush(ctx); err != nil {
-			return err
-		}
-		counts, err := json.Marshal(out.Counts)
 		if err != nil {
-			return err
+			return n, fmt.Errorf("resume erasures: %w", err)
 		}
-		out.TookMS = time.Since(start).Milliseconds()
-		return tx.QueryRow(ctx, qInsertErasure, hash, out.ErasedBy, out.Reason, string(counts), out.Total, out.TookMS).
-			Scan(&out.ID, &out.ErasedAt)
-	})
+		address, err := s.hasher.Open(sealed, []byte(hash))
+		if err != nil {
+			// The hash key changed under it: nothing can finish it. Say so, and drop the seal.
+			if _, ferr := s.pool.Exec(ctx, qFailErasureJob, id, err.Error()); ferr != nil {
+				return n, fmt.Errorf("resume erasure job %d: %w", id, ferr)
+			}
+			continue
+		}
+		_, err = s.RunErasure(ctx, id, address)
+		switch {
+		case errors.Is(err, ErrErasureBusy), errors.Is(err, ErrSharedAddress):
+		case err != nil:
+			return n, fmt.Errorf("resume erasure job %d: %w", id, err)
+		}
+		n++
+	}
+}
+
+func zeroCounts() map[string]int64 {
+	counts := make(map[string]int64, len(ErasureTables))
+	for _, table := range ErasureTables {
+		counts[table] = 0
+	}
+	return counts
+}
+
+// RunErasure runs a job to its end, batch by batch from where it stopped, and returns its audit
+// row (for a dry run, the counts and no row). address is the job's, normalized (StartErasure's).
+func (s *Store) RunErasure(ctx context.Context, id int64, address string) (Erasure, error) {
+	start := time.Now()
+	owner := randomOwner()
+	job, err := scanErasureJob(s.pool.QueryRow(ctx, qClaimErasureJob, id, owner, erasureLease.Seconds()))
 	switch {
-	case errors.Is(err, errDryRun):
-		return out, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		if job, err = s.ErasureJob(ctx, id); err != nil {
+			return Erasure{}, err
+		}
+		if job.Status == ErasureRunning {
+			return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, ErrErasureBusy)
+		}
+		return s.ended(ctx, job)
 	case err != nil:
-		return Erasure{}, fmt.Errorf("erase %s: %w", hash, err)
+		return Erasure{}, fmt.Errorf("erasure job %d: claim: %w", id, err)
+	}
+	m, err := erasure.NewMatcher(address)
+	if err != nil {
+		return Erasure{}, fmt.Errorf("erase: %w", err)
+	}
+	if hash, err := s.hasher.Hash(address); err != nil || hash != job.AddressHash {
+		return Erasure{}, fmt.Errorf("erasure job %d: not this address's job", id)
+	}
+	r := &jobRun{s: s, job: &job, owner: owner, m: m, likes: m.LikePatterns(), blocks: cmp.Or(s.erasureBatchBlocks, defaultErasureBatchBlocks)}
+	if err := r.run(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped, not dead: let the next runner (this command again, or serve) take it at
+			// once instead of after the lease.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = s.pool.Exec(rctx, qReleaseErasureJob, id, owner)
+			cancel()
+		}
+		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, err)
+	}
+	if job.Status == ErasureRefused {
+		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, job.SharedAddress())
+	}
+	return s.finish(ctx, r, time.Since(start))
+}
+
+// ended is the answer of a job that ended before: its audit row, or why it has none.
+func (s *Store) ended(ctx context.Context, job ErasureJob) (Erasure, error) {
+	switch job.Status {
+	case ErasureRefused:
+		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, job.SharedAddress())
+	case ErasureFailed:
+		return Erasure{}, fmt.Errorf("erase %s: job %d failed: %s", job.AddressHash, job.ID, job.Error)
+	}
+	out := erasureOfJob(job)
+	if job.ErasureID != 0 {
+		if err := s.pool.QueryRow(ctx, qGetErasure, job.ErasureID).Scan(&out.TookMS, &out.ErasedAt); err != nil {
+			return Erasure{}, fmt.Errorf("erasure %d: %w", job.ErasureID, err)
+		}
 	}
 	return out, nil
 }
 
-// errDryRun rolls a dry run's transaction back.
-var errDryRun = errors.New("dry run")
-
-// ErrInvalidErasureScope is returned (wrapped) by Erase for a scope that is neither
-// ErasureScopeAll nor ErasureScopeInbound.
-var ErrInvalidErasureScope = errors.New("not an erasure scope (all, inbound)")
-
-// eraser finds one erasure's rows and queues their changes, sent in one batch by flush.
-type eraser struct {
-	tx     pgx.Tx
-	m      *erasure.Matcher
-	hasher erasure.Hasher
-	likes  []string // erasure.Matcher.LikePatterns: what the candidate queries select
-
-	// inboundOnly keeps the erasure to inbound emails and their notification bodies
-	// (ErasureScopeInbound).
-	inboundOnly bool
-	// inboundTo counts the inbound emails sent to the address among those removed.
-	inboundTo int64
-
-	batch  pgx.Batch
-	tables []string // the table of each queued statement
-	counts map[string]int64
+func erasureOfJob(job ErasureJob) Erasure {
+	return Erasure{ID: job.ErasureID, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: job.ErasedBy, Reason: job.Reason,
+		Counts: job.Counts, Total: job.Total, Scope: job.Scope, InboundTo: job.InboundTo, DryRun: job.DryRun}
 }
 
-// change queues the statement that changes one row of table.
-func (w *eraser) change(table, sql string, args ...any) {
-	w.batch.Queue(sql, args...)
-	w.tables = append(w.tables, table)
-	w.counts[table]++
-}
-
-// flush sends the queued changes. Each one names a row its candidate query locked, so each
-// must change exactly one.
-func (w *eraser) flush(ctx context.Context) (err error) {
-	if w.batch.Len() == 0 {
-		return nil
-	}
-	br := w.tx.SendBatch(ctx, &w.batch)
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write: %w", cerr)
-		}
-	}()
-	for _, table := range w.tables {
-		tag, err := br.Exec()
-		if err != nil {
-			return fmt.Errorf("write %s: %w", table, err)
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("write %s: %d rows changed, want 1", table, tag.RowsAffected())
-		}
-	}
-	return nil
-}
-
-// candidates runs a candidate query, whose $1 is the matcher's patterns, and calls each for every
-// row, with scan's destinations filled.
-func (w *eraser) candidates(ctx context.Context, table, sql string, scan []any, each func() error, args ...any) error {
-	return w.query(ctx, "find "+table, sql, scan, each, append([]any{w.likes}, args...)...)
-}
-
-// locked runs a query that locks and reads the rows a candidate query found, by their keys.
-func (w *eraser) locked(ctx context.Context, table, sql string, scan []any, each func() error, args ...any) error {
-	return w.query(ctx, "lock "+table, sql, scan, each, args...)
-}
-
-func (w *eraser) query(ctx context.Context, what, sql string, scan []any, each func() error, args ...any) error {
-	rows, err := w.tx.Query(ctx, sql, args...)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, scan, each)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
-}
-
-// redactJSON is RedactJSON (or RedactEvent) of a jsonb column's text, nil for SQL NULL; the
-// result goes back as text (see payloadColumns).
-func (w *eraser) redactJSON(doc []byte, event bool) (any, bool, error) {
-	if doc == nil {
-		return nil, false, nil
-	}
-	redact := w.m.RedactJSON
-	if event {
-		redact = w.m.RedactEvent
-	}
-	out, changed, err := redact(doc)
-	if err != nil {
-		return nil, false, err
-	}
-	return string(out), changed, nil
-}
-
-// redactText is RedactText of a nullable text column.
-func (w *eraser) redactText(s *string) (*string, bool) {
-	if s == nil {
-		return nil, false
-	}
-	out, changed := w.m.RedactText(*s)
-	return &out, changed
-}
-
-// countInboundTo counts a removed inbound email that was sent to the address: a mailbox of
-// yours, not a person writing to it.
-func (w *eraser) countInboundTo(recipient string) {
-	if recipient != "" && w.m.Mentions(recipient) {
-		w.inboundTo++
-	}
-}
-
-// clearRecipient empties a recipient that mentions the address.
-func (w *eraser) clearRecipient(s string) (string, bool) {
-	if w.m.Mentions(s) {
-		return "", true
-	}
-	return s, false
-}
-
-func (w *eraser) payloads(ctx context.Context) error {
-	var (
-		provider, eventID string
-		receivedAt        time.Time
-		payload, event    []byte
-		inbound           bool
-		// The keys as typed slices: in QueryExecModeExec (WithTransactionPooler) pgx picks an
-		// array parameter's type from its Go type.
-		providers, eventIDs []string
-		receivedAts         []time.Time
-	)
-	err := w.candidates(ctx, "event_payloads", qFindPayloads, []any{&provider, &eventID, &receivedAt}, func() error {
-		providers, eventIDs, receivedAts = append(providers, provider), append(eventIDs, eventID), append(receivedAts, receivedAt)
-		return nil
-	})
-	if err != nil || len(providers) == 0 {
-		return err
-	}
-	var recipient string
-	return w.locked(ctx, "event_payloads", qLockPayloads, []any{&provider, &eventID, &receivedAt, &payload, &event, &inbound, &recipient}, func() error {
-		if w.inboundOnly && !inbound {
-			return nil
-		}
-		newPayload, pc, err := w.redactJSON(payload, false)
-		if err != nil {
-			return fmt.Errorf("payload of %s:%s: %w", provider, eventID, err)
-		}
-		newEvent, ec, err := w.redactJSON(event, true)
-		if err != nil {
-			return fmt.Errorf("event of %s:%s: %w", provider, eventID, err)
-		}
-		switch {
-		case !pc && !ec:
-		case inbound:
-			w.countInboundTo(recipient)
-			w.change("event_payloads", qEraseDeletePayload, provider, eventID, receivedAt)
-		default:
-			w.change("event_payloads", qEraseUpdatePayload, provider, eventID, receivedAt, newPayload, newEvent)
-		}
-		return nil
-	}, providers, eventIDs, receivedAts, string(domain.KindInbound))
-}
-
-func (w *eraser) events(ctx context.Context) error {
-	var (
-		provider, eventID       string
-		payload, normalized     []byte
-		inbound                 bool
-		recipient               string
-		relayError, quarantined *string
-	)
-	return w.candidates(ctx, "webhook_events", qEraseEvents, []any{&provider, &eventID, &payload, &normalized, &inbound, &recipient, &relayError, &quarantined}, func() error {
-		if w.inboundOnly && !inbound {
-			return nil
-		}
-		newPayload, pc, err := w.redactJSON(payload, false)
-		if err != nil {
-			return fmt.Errorf("legacy payload of %s:%s: %w", provider, eventID, err)
-		}
-		newNormalized, nc, err := w.redactJSON(normalized, true)
-		if err != nil {
-			return fmt.Errorf("legacy event of %s:%s: %w", provider, eventID, err)
-		}
-		if (pc || nc) && inbound {
-			w.countInboundTo(recipient)
-			newPayload, newNormalized = nil, nil
-		}
-		newRelay, rc := w.redactText(relayError)
-		newQuarantine, qc := w.redactText(quarantined)
-		if w.inboundOnly {
-			newRelay, rc, newQuarantine, qc = relayError, false, quarantined, false
-		}
-		if pc || nc || rc || qc {
-			w.change("webhook_events", qEraseUpdateEvent, provider, eventID, newPayload, newNormalized, newRelay, newQuarantine)
-		}
-		return nil
-	}, string(domain.KindInbound))
-}
-
-func (w *eraser) bodies(ctx context.Context) error {
-	var (
-		id         string
-		createdAt  time.Time
-		body       []byte
-		inbound    bool
-		ids        []string
-		createdAts []time.Time
-	)
-	err := w.candidates(ctx, "notification_bodies", qFindBodies, []any{&id, &createdAt}, func() error {
-		ids, createdAts = append(ids, id), append(createdAts, createdAt)
-		return nil
-	})
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	return w.locked(ctx, "notification_bodies", qLockBodies, []any{&id, &createdAt, &body, &inbound}, func() error {
-		newBody, changed, err := w.redactJSON(body, false)
-		switch {
-		case err != nil:
-			return fmt.Errorf("body of notification %s: %w", id, err)
-		case !changed, w.inboundOnly && !inbound:
-		case inbound:
-			w.change("notification_bodies", qEraseDeleteBody, id, createdAt)
-		default:
-			w.change("notification_bodies", qEraseUpdateBody, id, createdAt, newBody)
-		}
-		return nil
-	}, ids, createdAts, domain.TypeEmailReceived)
-}
-
-func (w *eraser) notifications(ctx context.Context) error {
-	var (
-		id, typ   string
-		body      []byte
-		lastError *string
-	)
-	return w.candidates(ctx, "notifications", qEraseNotifications, []any{&id, &typ, &body, &lastError}, func() error {
-		newBody, bc, err := w.redactJSON(body, false)
-		if err != nil {
-			return fmt.Errorf("legacy body of notification %s: %w", id, err)
-		}
-		if bc && typ == domain.TypeEmailReceived {
-			newBody = nil
-		}
-		newError, ec := w.redactText(lastError)
-		if w.inboundOnly {
-			bc = bc && typ == domain.TypeEmailReceived
-			newError, ec = lastError, false
-			if !bc {
-				newBody = body
+// finish ends a job that ran all its steps: the audit row (none for a dry run) and the job's
+// end, in one transaction, its seal dropped.
+func (s *Store) finish(ctx context.Context, r *jobRun, took time.Duration) (Erasure, error) {
+	out := erasureOfJob(*r.job)
+	out.TookMS = took.Milliseconds()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if !out.DryRun {
+			counts, err := json.Marshal(out.Counts)
+			if err != nil {
+				return err
 			}
-		}
-		if bc || ec {
-			w.change("notifications", qEraseUpdateNotification, id, newBody, newError)
-		}
-		return nil
-	})
-}
-
-func (w *eraser) messages(ctx context.Context) error {
-	var provider, messageID, recipient, diagnostic string
-	return w.candidates(ctx, "messages", qEraseMessages, []any{&provider, &messageID, &recipient, &diagnostic}, func() error {
-		r, rc := w.clearRecipient(recipient)
-		d, dc := w.m.RedactText(diagnostic)
-		if rc || dc {
-			w.change("messages", qEraseUpdateMessage, provider, messageID, r, d)
-		}
-		return nil
-	})
-}
-
-func (w *eraser) messageEvents(ctx context.Context) error {
-	var provider, eventID, recipient, diagnostic, note string
-	return w.candidates(ctx, "message_events", qEraseMessageEvents, []any{&provider, &eventID, &recipient, &diagnostic, &note}, func() error {
-		r, rc := w.clearRecipient(recipient)
-		d, dc := w.m.RedactText(diagnostic)
-		n, nc := w.m.RedactText(note)
-		if rc || dc || nc {
-			w.change("message_events", qEraseUpdateMessageEvent, provider, eventID, r, d, n)
-		}
-		return nil
-	})
-}
-
-func (w *eraser) softBounces(ctx context.Context) error {
-	var provider, eventID, address string
-	return w.candidates(ctx, "soft_bounces", qEraseSoftBounces, []any{&provider, &eventID, &address}, func() error {
-		if w.m.Mentions(address) {
-			w.change("soft_bounces", qEraseDeleteSoftBounce, provider, eventID)
-		}
-		return nil
-	})
-}
-
-// suppressions re-keys each row of the address under its hash, merging it into a row the hash
-// already has in that scope (an address suppressed again after an earlier erasure).
-func (w *eraser) suppressions(ctx context.Context) error {
-	var address, scope string
-	return w.candidates(ctx, "suppressions", qEraseSuppressions, []any{&address, &scope}, func() error {
-		if !w.m.Mentions(address) {
-			return nil
-		}
-		hash, err := w.hasher.Hash(address)
-		if err != nil {
-			return err
-		}
-		w.change("suppressions", qEraseMoveSuppression, address, scope, hash)
-		return nil
-	})
-}
-
-func (w *eraser) lifts(ctx context.Context) error {
-	var (
-		id                  int64
-		address, liftReason string
-	)
-	return w.candidates(ctx, "suppression_lifts", qEraseLifts, []any{&id, &address, &liftReason}, func() error {
-		newAddress, ac := address, w.m.Mentions(address)
-		if ac {
-			var err error
-			if newAddress, err = w.hasher.Hash(address); err != nil {
+			if err := tx.QueryRow(ctx, qInsertErasure, out.AddressHash, out.ErasedBy, out.Reason, string(counts), out.Total, out.TookMS).
+				Scan(&out.ID, &out.ErasedAt); err != nil {
 				return err
 			}
 		}
-		newReason, rc := w.m.RedactText(liftReason)
-		if ac || rc {
-			w.change("suppression_lifts", qEraseUpdateLift, id, newAddress, newReason)
+		tag, err := tx.Exec(ctx, qFinishErasureJob, r.job.ID, r.owner, ErasureDone, nullID(out.ID))
+		if err == nil && tag.RowsAffected() != 1 {
+			err = ErrErasureBusy
 		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return Erasure{}, fmt.Errorf("erase %s: finish: %w", out.AddressHash, err)
+	}
+	return out, nil
 }
 
-// SQL of Erase. $1 of every candidate query is the matcher's patterns (lower-case LIKE patterns,
-// matched against lower(column): lowering a value once costs a third of what ILIKE, which lowers
-// it for each pattern, does). FOR UPDATE holds each candidate until the commit, so what is
-// decided in Go is still what is written. The payloads and bodies, the large tables, are found
-// first by a query that locks nothing, so that PostgreSQL may scan their partitions in parallel
-// (it never runs a query that locks rows in parallel), and then locked and read by their keys; a
-// row that starts to mention the address in between was written after the erasure began, as one
-// written after it ends would be.
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func randomOwner() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// jobRun is one process's run of a job.
+type jobRun struct {
+	s      *Store
+	job    *ErasureJob
+	owner  string
+	m      *erasure.Matcher
+	likes  []string
+	blocks int64
+}
+
+// checkPhase is the phase before the steps, of a job that must first know whether the address is
+// a mailbox of yours (ErrSharedAddress).
+const checkPhase = "check"
+
+// run goes through the job's phases from its cursor: the check, when it needs one, then each
+// step's relations, block range by block range.
+func (r *jobRun) run(ctx context.Context) error {
+	job := r.job
+	needsCheck := job.Scope == ErasureScopeAll && !job.Force && !job.DryRun
+	phases := r.phases(needsCheck)
+	// Resume at the cursor's phase; a job that has not begun starts at the first.
+	at := 0
+	for i, p := range phases {
+		if p.name == job.Phase {
+			at = i
+		}
+	}
+	for i := at; i < len(phases); i++ {
+		p := phases[i]
+		if job.Phase != p.name {
+			job.Phase, job.relation, job.nextBlock = p.name, "", 0
+		}
+		rels, err := r.relations(ctx, p.table)
+		if err != nil {
+			return err
+		}
+		for _, rel := range rels {
+			if job.relation != "" && rel < job.relation {
+				continue // done before the restart
+			}
+			if rel != job.relation {
+				job.relation, job.nextBlock = rel, 0
+			}
+			for {
+				size, err := r.size(ctx, rel)
+				if err != nil {
+					return err
+				}
+				if job.nextBlock >= size {
+					break
+				}
+				if err := r.batch(ctx, p, rel, job.nextBlock, job.nextBlock+r.blocks); err != nil {
+					return err
+				}
+			}
+		}
+		if p.name == checkPhase && job.InboundTo > 0 {
+			return r.end(ctx, ErasureRefused)
+		}
+	}
+	job.Phase = ""
+	return nil
+}
+
+// phase is a check or a step over one table.
+type phase struct {
+	name, table string
+	step        *step
+	checkSQL    string
+}
+
+func (r *jobRun) phases(needsCheck bool) []phase {
+	var out []phase
+	if needsCheck {
+		out = append(out,
+			phase{name: checkPhase, table: "event_payloads", checkSQL: qInboundToPayloads},
+			phase{name: checkPhase + ":webhook_events", table: "webhook_events", checkSQL: qInboundToLegacy})
+	}
+	for i := range erasureSteps {
+		st := &erasureSteps[i]
+		if r.job.Scope == ErasureScopeInbound && !st.inbound {
+			continue
+		}
+		out = append(out, phase{name: st.table, table: st.table, step: st})
+	}
+	r.job.Phases = len(out)
+	return out
+}
+
+// relations are the leaves of table: itself, or its partitions, in name order (the cursor's).
+func (r *jobRun) relations(ctx context.Context, table string) ([]string, error) {
+	rows, err := r.s.pool.Query(ctx, qErasureRelations, table)
+	if err != nil {
+		return nil, fmt.Errorf("relations of %s: %w", table, err)
+	}
+	rels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("relations of %s: %w", table, err)
+	}
+	return rels, nil
+}
+
+// size is rel's length in pages now: a relation that grows while the job reads it is read to
+// its new end (what is written after the job passed a page is a later event's).
+func (r *jobRun) size(ctx context.Context, rel string) (int64, error) {
+	var n int64
+	if err := r.s.pool.QueryRow(ctx, qRelationBlocks, rel).Scan(&n); err != nil {
+		return 0, fmt.Errorf("size of %s: %w", rel, err)
+	}
+	return n, nil
+}
+
+// batch runs one block range of one phase in one transaction with the job's cursor, counts and
+// lease, and moves the cursor past it.
+func (r *jobRun) batch(ctx context.Context, p phase, rel string, lo, hi int64) error {
+	job := r.job
+	err := pgx.BeginFunc(ctx, r.s.pool, func(tx pgx.Tx) error {
+		w := &eraser{tx: tx, m: r.m, hasher: r.s.hasher, likes: r.likes, counts: map[string]int64{},
+			inboundOnly: job.Scope == ErasureScopeInbound}
+		if p.step != nil {
+			if err := p.step.run(w, ctx, rel, lo, hi); err != nil {
+				return err
+			}
+		} else if err := w.countInboundIn(ctx, rel, p.checkSQL, lo, hi); err != nil {
+			return err
+		}
+		if !job.DryRun {
+			if err := w.flush(ctx); err != nil {
+				return err
+			}
+		}
+		counts := maps.Clone(job.Counts)
+		for table, n := range w.counts {
+			counts[table] += n
+		}
+		doc, err := json.Marshal(counts)
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, qMoveErasureJob, job.ID, r.owner, erasureLease.Seconds(), p.name, rel, hi, string(doc), w.inboundTo)
+		if err != nil {
+			return fmt.Errorf("move the job's cursor: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return ErrErasureBusy // the lease expired and another process took the job over
+		}
+		job.Counts = counts
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s [%d, %d): %w", p.name, rel, lo, hi, err)
+	}
+	job.relation, job.nextBlock, job.Batches = rel, hi, job.Batches+1
+	job.Total = 0
+	for _, n := range job.Counts {
+		job.Total += n
+	}
+	if r.s.afterErasureBatch != nil {
+		r.s.afterErasureBatch(*job)
+	}
+	return r.reload(ctx)
+}
+
+// reload reads the job's row back: its inbound count is summed in SQL.
+func (r *jobRun) reload(ctx context.Context) error {
+	fresh, err := r.s.ErasureJob(ctx, r.job.ID)
+	if err != nil {
+		return err
+	}
+	fresh.relation, fresh.nextBlock, fresh.Phases = r.job.relation, r.job.nextBlock, r.job.Phases
+	*r.job = fresh
+	return nil
+}
+
+// end ends the job without an audit row (refused), its seal dropped.
+func (r *jobRun) end(ctx context.Context, status string) error {
+	tag, err := r.s.pool.Exec(ctx, qFinishErasureJob, r.job.ID, r.owner, status, nil)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = ErrErasureBusy
+	}
+	if err != nil {
+		return fmt.Errorf("end the job: %w", err)
+	}
+	r.job.Status = status
+	return nil
+}
+
+func scanErasureJob(row pgx.Row) (ErasureJob, error) {
+	var (
+		j         ErasureJob
+		counts    []byte
+		erasureID *int64
+		errText   *string
+	)
+	err := row.Scan(&j.ID, &j.Status, &j.AddressHash, &j.ErasedBy, &j.Reason, &j.Scope, &j.Force, &j.DryRun,
+		&j.Phase, &j.relation, &j.nextBlock, &counts, &j.InboundTo, &j.Batches, &erasureID, &errText,
+		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
+	if err != nil {
+		return ErasureJob{}, err
+	}
+	if err := json.Unmarshal(counts, &j.Counts); err != nil {
+		return ErasureJob{}, fmt.Errorf("counts: %w", err)
+	}
+	for _, n := range j.Counts {
+		j.Total += n
+	}
+	if erasureID != nil {
+		j.ErasureID = *erasureID
+	}
+	if errText != nil {
+		j.Error = *errText
+	}
+	j.Phases = len(erasureSteps)
+	if j.Scope == ErasureScopeInbound {
+		j.Phases = 4
+	}
+	for i, st := range erasureSteps {
+		if st.table == j.Phase {
+			j.PhasesDone = i
+		}
+	}
+	if j.Status != ErasureRunning {
+		j.PhasesDone, j.Phase = j.Phases, ""
+	}
+	return j, nil
+}
+
+// SQL of the erasure jobs.
 const (
-	// Two erasures of one address take turns (the key is its hash), so each one's counts are
-	// exact and the second finds nothing.
-	qEraseLock = `SELECT pg_advisory_xact_lock(hashtextextended('mailhook.erasure:' || $1, 0))`
+	jobColumns = `id, status, address_hash, erased_by, reason, scope, force, dry_run, phase, relation, next_block,
+       counts::text, inbound_to, batches, erasure_id, error, created_at, updated_at, finished_at`
 
-	// Every partition, whatever its time: a full scan of the payloads.
-	qFindPayloads = `
-SELECT provider, event_id, received_at
-FROM event_payloads
-WHERE lower(payload::text) LIKE ANY($1) OR lower(event::text) LIKE ANY($1)`
+	// One running job per address (erasure_jobs_running_idx): a second request finds no row
+	// here, and joins the running one.
+	qInsertErasureJob = `
+INSERT INTO erasure_jobs (address_hash, scope, force, dry_run, erased_by, reason, status, sealed_address, counts)
+VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8::jsonb)
+ON CONFLICT (address_hash) WHERE status = 'running' DO NOTHING
+RETURNING id`
 
-	qLockPayloads = `
-SELECT p.provider, p.event_id, p.received_at, p.payload::text, p.event::text, COALESCE(p.event->>'kind' = $4, false),
-       COALESCE(p.event->>'recipient', '')
-FROM event_payloads p
-JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS k(provider, event_id, received_at)
-  USING (provider, event_id, received_at)
-FOR UPDATE OF p`
+	qRunningErasureJob = `SELECT id FROM erasure_jobs WHERE address_hash = $1 AND status = 'running'`
 
-	qEraseDeletePayload = `
-DELETE FROM event_payloads WHERE provider = $1 AND event_id = $2 AND received_at = $3`
+	qGetErasureJob = `SELECT ` + jobColumns + ` FROM erasure_jobs WHERE id = $1`
 
-	qEraseUpdatePayload = `
-UPDATE event_payloads SET payload = $4::jsonb, event = $5::jsonb
-WHERE provider = $1 AND event_id = $2 AND received_at = $3`
+	// The lease is free when no process holds it or its holder stopped renewing it.
+	qClaimErasureJob = `
+UPDATE erasure_jobs SET claimed_by = $2, claimed_until = now() + make_interval(secs => $3), updated_at = now()
+WHERE id = $1 AND status = 'running' AND (claimed_until IS NULL OR claimed_until < now())
+RETURNING ` + jobColumns
 
-	// Rows recorded before 00009 hold their payload here until MoveLegacyPayloads moves it.
-	qEraseEvents = `
-SELECT provider, event_id, payload::text, normalized::text, COALESCE(normalized->>'kind' = $2, false),
-       COALESCE(normalized->>'recipient', ''), relay_error, quarantine_error
-FROM webhook_events
-WHERE (payload IS NOT NULL AND (lower(payload::text) LIKE ANY($1) OR lower(normalized::text) LIKE ANY($1)))
-   OR lower(relay_error) LIKE ANY($1) OR lower(quarantine_error) LIKE ANY($1)
-FOR UPDATE`
+	qOrphanErasureJob = `
+SELECT id, address_hash, sealed_address FROM erasure_jobs
+WHERE status = 'running' AND (claimed_until IS NULL OR claimed_until < now())
+ORDER BY id LIMIT 1`
 
-	qEraseUpdateEvent = `
-UPDATE webhook_events SET payload = $3::jsonb, normalized = $4::jsonb, relay_error = $5, quarantine_error = $6
-WHERE provider = $1 AND event_id = $2`
+	qMoveErasureJob = `
+UPDATE erasure_jobs
+SET claimed_until = now() + make_interval(secs => $3), phase = $4, relation = $5, next_block = $6,
+    counts = $7::jsonb, inbound_to = inbound_to + $8, batches = batches + 1, updated_at = now()
+WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
 
-	qFindBodies = `
-SELECT id, created_at FROM notification_bodies WHERE lower(body::text) LIKE ANY($1)`
+	qFinishErasureJob = `
+UPDATE erasure_jobs
+SET status = $3, erasure_id = $4, sealed_address = NULL, phase = '', claimed_by = NULL, claimed_until = NULL,
+    finished_at = now(), updated_at = now()
+WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
 
-	qLockBodies = `
-SELECT b.id, b.created_at, b.body::text, COALESCE(b.body->>'type' = $3, false)
-FROM notification_bodies b
-JOIN unnest($1::text[], $2::timestamptz[]) AS k(id, created_at) USING (id, created_at)
-FOR UPDATE OF b`
+	qReleaseErasureJob = `
+UPDATE erasure_jobs SET claimed_by = NULL, claimed_until = NULL, updated_at = now()
+WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
 
-	qEraseDeleteBody = `DELETE FROM notification_bodies WHERE id = $1 AND created_at = $2`
+	qFailErasureJob = `
+UPDATE erasure_jobs
+SET status = 'failed', error = $2, sealed_address = NULL, claimed_by = NULL, claimed_until = NULL,
+    finished_at = now(), updated_at = now()
+WHERE id = $1 AND status = 'running'`
 
-	qEraseUpdateBody = `UPDATE notification_bodies SET body = $3::jsonb WHERE id = $1 AND created_at = $2`
+	qGetErasure = `SELECT took_ms, erased_at FROM erasures WHERE id = $1`
 
-	qEraseNotifications = `
-SELECT id, type, body::text, last_error
-FROM notifications
-WHERE lower(body::text) LIKE ANY($1) OR lower(last_error) LIKE ANY($1)
-FOR UPDATE`
+	// The leaves of a table: its partitions (pg_partition_tree lists a partitioned table and
+	// its leaves), or the table itself, for which it lists nothing.
+	qErasureRelations = `
+SELECT relid::regclass::text AS rel FROM pg_partition_tree($1::regclass) WHERE isleaf
+UNION ALL
+SELECT $1::regclass::text WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($1::regclass))
+ORDER BY 1`
 
-	qEraseUpdateNotification = `UPDATE notifications SET body = $2::jsonb, last_error = $3 WHERE id = $1`
-
-	qEraseMessages = `
-SELECT provider, message_id, recipient, diagnostic
-FROM messages
-WHERE lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1)
-FOR UPDATE`
-
-	qEraseUpdateMessage = `
-UPDATE messages SET recipient = $3, diagnostic = $4 WHERE provider = $1 AND message_id = $2`
-
-	qEraseMessageEvents = `
-SELECT provider, event_id, recipient, diagnostic, note
-FROM message_events
-WHERE lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1) OR lower(note) LIKE ANY($1)
-FOR UPDATE`
-
-	qEraseUpdateMessageEvent = `
-UPDATE message_events SET recipient = $3, diagnostic = $4, note = $5 WHERE provider = $1 AND event_id = $2`
-
-	qEraseSoftBounces = `
-SELECT provider, event_id, address FROM soft_bounces WHERE lower(address) LIKE ANY($1) FOR UPDATE`
-
-	qEraseDeleteSoftBounce = `DELETE FROM soft_bounces WHERE provider = $1 AND event_id = $2`
-
-	qEraseSuppressions = `
-SELECT address, scope FROM suppressions WHERE lower(address) LIKE ANY($1) FOR UPDATE`
-
-	// The row moves to the hash ($3) in one statement; a row the hash already has in the scope
-	// keeps its cause and absorbs the moved one's window and count, as a repeated suppression
-	// does (qUpsertSuppression).
-	qEraseMoveSuppression = `
-WITH moved AS (
-    DELETE FROM suppressions WHERE address = $1 AND scope = $2
-    RETURNING scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at
-)
-INSERT INTO suppressions (address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at)
-SELECT $3, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at FROM moved
-ON CONFLICT (address, scope) DO UPDATE
-SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
-    last_seen  = GREATEST(suppressions.last_seen, EXCLUDED.last_seen),
-    times_seen = suppressions.times_seen + EXCLUDED.times_seen,
-    updated_at = now()`
-
-	qEraseLifts = `
-SELECT id, address, lift_reason
-FROM suppression_lifts
-WHERE lower(address) LIKE ANY($1) OR lower(lift_reason) LIKE ANY($1)
-FOR UPDATE`
-
-	qEraseUpdateLift = `UPDATE suppression_lifts SET address = $2, lift_reason = $3 WHERE id = $1`
+	qRelationBlocks = `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::bigint`
 
 	qInsertErasure = `
 INSERT INTO erasures (address_hash, erased_by, reason, counts, total, took_ms)

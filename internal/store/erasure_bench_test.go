@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,8 +12,19 @@ import (
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
-// eraseBenchEvents is how many events BenchmarkErase loads; 1 in 5,000 is the erased address's.
+// eraseBenchEvents is how many events BenchmarkErase loads unless MAILHOOK_ERASE_BENCH_EVENTS
+// says; 1 in 5,000 is the erased address's.
 const eraseBenchEvents = 100_000
+
+func eraseBenchSize(b *testing.B) int {
+	v := os.Getenv("MAILHOOK_ERASE_BENCH_EVENTS")
+	if v == "" {
+		return eraseBenchEvents
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(b, err, "MAILHOOK_ERASE_BENCH_EVENTS")
+	return n
+}
 
 // qLoadBench writes eraseBenchEvents events spread over the last 90 days (three or four monthly
 // partitions), as the store would have recorded and processed them: webhook_events and
@@ -72,7 +85,8 @@ func BenchmarkErase(b *testing.B) {
 	now := time.Now()
 	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now)
 	require.NoError(b, err)
-	_, err = s.Pool().Exec(ctx, qLoadBench, eraseBenchEvents)
+	events := eraseBenchSize(b)
+	_, err = s.Pool().Exec(ctx, qLoadBench, events)
 	require.NoError(b, err)
 	_, err = s.Pool().Exec(ctx, `VACUUM ANALYZE`)
 	require.NoError(b, err)
@@ -81,12 +95,22 @@ func BenchmarkErase(b *testing.B) {
 		SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = 'public' AND c.relkind = 'r'`).Scan(&size))
 
+	// The longest time between two commits of the job bounds its longest transaction.
+	var (
+		last, longest time.Duration
+		batches       int
+		start         = time.Now()
+	)
+	s.AfterErasureBatch(func(store.ErasureJob) {
+		now := time.Since(start)
+		longest, last, batches = max(longest, now-last), now, batches+1
+	})
 	req := store.ErasureRequest{Address: "target@example.com", ErasedBy: "bench", Reason: "benchmark"}
-	start := time.Now()
 	first, err := s.Erase(ctx, req)
 	require.NoError(b, err)
 	took := time.Since(start)
-	require.Equal(b, int64(eraseBenchEvents/5000), first.Counts["event_payloads"], "%v", first.Counts)
+	require.Equal(b, int64(events/5000), first.Counts["event_payloads"], "%v", first.Counts)
+	firstBatches, firstLongest := batches, longest
 
 	for b.Loop() {
 		again, err := s.Erase(ctx, req)
@@ -97,4 +121,6 @@ func BenchmarkErase(b *testing.B) {
 	b.ReportMetric(float64(took.Milliseconds()), "first-ms")
 	b.ReportMetric(float64(first.Total), "rows-changed")
 	b.ReportMetric(float64(size)/(1<<20), "db-MiB")
+	b.ReportMetric(float64(firstBatches), "first-batches")
+	b.ReportMetric(float64(firstLongest.Milliseconds()), "longest-batch-ms")
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -194,7 +195,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	}
 	again, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
-	erasures := func(table, _ string) bool { return table == "erasures" }
+	erasures := func(table, _ string) bool { return table == "erasures" || table == "erasure_jobs" }
 	assert.Empty(t, storetest.Missing(after, again, erasures))
 	assert.Empty(t, storetest.Missing(again, after, erasures))
 	assert.Len(t, again["erasures"], 2)
@@ -346,9 +347,9 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 		t.Helper()
 		after, err := storetest.Snapshot(ctx, s.Pool())
 		require.NoError(t, err)
-		none := func(_, _ string) bool { return false }
-		assert.Empty(t, storetest.Missing(before, after, none), what)
-		assert.Empty(t, storetest.Missing(after, before, none), what)
+		jobs := func(table, _ string) bool { return table == "erasure_jobs" } // the refused job's record
+		assert.Empty(t, storetest.Missing(before, after, jobs), what)
+		assert.Empty(t, storetest.Missing(after, before, jobs), what)
 	}
 	before, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
@@ -358,7 +359,6 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	require.ErrorAs(t, err, &shared)
 	require.ErrorIs(t, err, store.ErrSharedAddress)
 	assert.Equal(t, int64(2), shared.Would.InboundTo, "jane's and bob's emails to it")
-	assert.Equal(t, int64(3), shared.Would.Counts["event_payloads"], "their two inbound emails and the bounce")
 	assert.NotContains(t, err.Error(), "pp.example")
 	unchanged(before, "a refused erasure changes nothing")
 
@@ -366,7 +366,10 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, dry.DryRun)
 	assert.Zero(t, dry.ID)
-	assert.Equal(t, shared.Would.Counts, dry.Counts)
+	assert.Equal(t, int64(2), dry.InboundTo)
+	assert.Equal(t, map[string]int64{"event_payloads": 3, "notification_bodies": 2, "webhook_events": 0, "notifications": 0,
+		"messages": 1, "message_events": 1, "soft_bounces": 0, "suppressions": 1, "suppression_lifts": 0}, dry.Counts,
+		"their two inbound emails and the bounce, the emails' notifications, the bounced message")
 	unchanged(before, "a dry run changes nothing, and records no erasure")
 
 	_, err = s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Scope: "everything"})
@@ -397,4 +400,94 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, c.Suppressed, who)
 	}
+}
+
+// An erasure is a job of short transactions that survives its process: stopped after a few
+// batches (the process went away), it is taken over once its lease lapses by another process,
+// which opens the address sealed in the job, goes on from the cursor, and ends with exactly the
+// counts a dry run found: nothing missed, nothing changed twice (issue 25).
+func TestErasureJobResumesAfterARestart(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	ctx := t.Context()
+	open := func() *store.Store {
+		t.Helper()
+		s, err := store.Open(ctx, dbURL)
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+		s.SetErasureHasher(erasureHasher(t))
+		s.SetErasureBatchBlocks(16)
+		return s
+	}
+	s := open()
+	now := time.Now()
+	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now)
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(ctx, qLoadBench, 20_000)
+	require.NoError(t, err)
+	req := store.ErasureRequest{Address: "target@example.com", ErasedBy: "ops", Reason: "art. 17"}
+
+	dry := req
+	dry.DryRun = true
+	want, err := s.Erase(ctx, dry)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), want.Counts["event_payloads"], "%v", want.Counts)
+
+	// The first process stops after three batches.
+	stop, cancel := context.WithCancel(ctx)
+	batches := 0
+	s.AfterErasureBatch(func(store.ErasureJob) {
+		if batches++; batches == 3 {
+			cancel()
+		}
+	})
+	_, err = s.Erase(stop, req)
+	require.ErrorIs(t, err, context.Canceled)
+	var jobID int64
+	var status string
+	var sealed []byte
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT id, status, sealed_address FROM erasure_jobs WHERE NOT dry_run`).Scan(&jobID, &status, &sealed))
+	require.Equal(t, store.ErasureRunning, status)
+	assert.NotContains(t, string(sealed), "target", "the job keeps the address sealed, never plain")
+	job, err := s.ErasureJob(ctx, jobID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), job.Batches)
+
+	// A stopped runner let go of its lease; a dead one holds it until it lapses. Another
+	// process takes over a job only once no one holds it.
+	var claimed *string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT claimed_by FROM erasure_jobs WHERE id = $1`, jobID).Scan(&claimed))
+	assert.Nil(t, claimed, "the stopped runner's lease")
+	_, err = s.Pool().Exec(ctx, `UPDATE erasure_jobs SET claimed_by = 'dead', claimed_until = now() + interval '1 minute' WHERE id = $1`, jobID)
+	require.NoError(t, err)
+	other := open()
+	n, err := other.ResumeErasures(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the dead runner's lease still holds")
+	_, err = other.Erase(ctx, req)
+	require.ErrorIs(t, err, store.ErrErasureBusy, "asking again joins the job, which another process holds")
+	_, err = other.Erase(ctx, dry)
+	require.ErrorIs(t, err, store.ErrOtherErasureRunning, "a dry run while the erasure runs")
+	_, err = s.Pool().Exec(ctx, `UPDATE erasure_jobs SET claimed_until = now() - interval '1 second' WHERE id = $1`, jobID)
+	require.NoError(t, err)
+	n, err = other.ResumeErasures(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+
+	job, err = other.ErasureJob(ctx, jobID)
+	require.NoError(t, err)
+	assert.Equal(t, store.ErasureDone, job.Status)
+	assert.Equal(t, want.Counts, job.Counts, "the resumed job's counts are the dry run's")
+	assert.Greater(t, job.Batches, int64(10), "a batch reads 16 pages: the job took many")
+	assert.NotZero(t, job.ErasureID)
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM erasure_jobs WHERE sealed_address IS NOT NULL`).Scan(&n))
+	assert.Zero(t, n, "a job that ended holds no address, not even sealed")
+	hits, err := storetest.Hits(ctx, s.Pool(), "target@example.com", "target%40example.com")
+	require.NoError(t, err)
+	assert.Empty(t, hits)
+
+	// Asked again while nothing runs: a new job, nothing left.
+	again, err := other.Erase(ctx, req)
+	require.NoError(t, err)
+	assert.Zero(t, again.Total)
 }

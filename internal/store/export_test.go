@@ -13,3 +13,10 @@ var NewMigrations = newMigrations
 
 // GoMigrations counts the migrations that are Go, not files of migrations/.
 var GoMigrations = len(goMigrations)
+
+// SetErasureBatchBlocks makes an erasure job read n pages per batch, so that a small test
+// database takes several batches.
+func (s *Store) SetErasureBatchBlocks(n int64) { s.erasureBatchBlocks = n }
+
+// AfterErasureBatch calls f after each batch an erasure job commits.
+func (s *Store) AfterErasureBatch(f func(ErasureJob)) { s.afterErasureBatch = f }

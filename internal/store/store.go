@@ -43,6 +43,10 @@ type Store struct {
 	// stripOnProcessed removes an inbound email's body as its event is marked processed
 	// (SetInboundBodies, retention.inbound_bodies: 0).
 	stripOnProcessed bool
+	// erasureBatchBlocks, when set, replaces defaultErasureBatchBlocks (tests: export_test.go).
+	erasureBatchBlocks int64
+	// afterErasureBatch, when set, is called after each batch an erasure job commits (tests).
+	afterErasureBatch func(ErasureJob)
 }
 
 // Option changes how Open connects.
