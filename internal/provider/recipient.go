@@ -22,8 +22,11 @@ import (
 // bouncedRecipients) name it themselves and do not need this.
 func Recipient(kind domain.Kind, to []string, diagnostic string) string {
 	var keys []string
-	for _, t := range to {
-		for _, k := range mailaddr.List(t) {
+	firstIsOne := false // to[0] is one address, not a header's list
+	for i, t := range to {
+		list := mailaddr.List(t)
+		firstIsOne = firstIsOne || i == 0 && len(list) == 1
+		for _, k := range list {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
@@ -32,7 +35,7 @@ func Recipient(kind domain.Kind, to []string, diagnostic string) string {
 	switch {
 	case len(keys) == 0:
 		return ""
-	case len(keys) == 1 && len(to) >= 1 && len(mailaddr.List(to[0])) == 1:
+	case len(keys) == 1 && firstIsOne:
 		return to[0]
 	case len(keys) == 1:
 		return keys[0]

@@ -445,8 +445,7 @@ const checkPhase = "check"
 // step's relations, block range by block range.
 func (r *jobRun) run(ctx context.Context) error {
 	job := r.job
-	needsCheck := job.Scope == ErasureScopeAll && !job.Force && !job.DryRun
-	phases := r.phases(needsCheck)
+	phases := jobPhases(job.Scope, job.Force, job.DryRun)
 	// Resume at the cursor's phase; a job that has not begun starts at the first.
 	at := 0
 	for i, p := range phases {
@@ -498,22 +497,37 @@ type phase struct {
 	checkSQL    string
 }
 
-func (r *jobRun) phases(needsCheck bool) []phase {
+// jobPhases are the phases of a job with these settings, in order: the check when it needs one
+// (a real erasure of every scope, not forced), then the steps its scope has.
+func jobPhases(scope string, force, dryRun bool) []phase {
 	var out []phase
-	if needsCheck {
+	if scope == ErasureScopeAll && !force && !dryRun {
 		out = append(out,
 			phase{name: checkPhase, table: "event_payloads", checkSQL: qInboundToPayloads},
 			phase{name: checkPhase + ":webhook_events", table: "webhook_events", checkSQL: qInboundToLegacy})
 	}
 	for i := range erasureSteps {
 		st := &erasureSteps[i]
-		if r.job.Scope == ErasureScopeInbound && !st.inbound {
+		if scope == ErasureScopeInbound && !st.inbound {
 			continue
 		}
 		out = append(out, phase{name: st.table, table: st.table, step: st})
 	}
-	r.job.Phases = len(out)
 	return out
+}
+
+// progress sets Phases and PhasesDone from the job's settings and phase.
+func (j *ErasureJob) progress() {
+	phases := jobPhases(j.Scope, j.Force, j.DryRun)
+	j.Phases, j.PhasesDone = len(phases), 0
+	for i, p := range phases {
+		if p.name == j.Phase {
+			j.PhasesDone = i
+		}
+	}
+	if j.Status != ErasureRunning {
+		j.PhasesDone, j.Phase = j.Phases, ""
+	}
 }
 
 // relations are the leaves of table: itself, or its partitions, in name order (the cursor's).
@@ -543,6 +557,7 @@ func (r *jobRun) size(ctx context.Context, rel string) (int64, error) {
 // lease, and moves the cursor past it.
 func (r *jobRun) batch(ctx context.Context, p phase, rel string, lo, hi int64) error {
 	job := r.job
+	var inboundTo int64
 	err := pgx.BeginFunc(ctx, r.s.pool, func(tx pgx.Tx) error {
 		w := &eraser{tx: tx, m: r.m, hasher: r.s.hasher, likes: r.likes, counts: map[string]int64{},
 			inboundOnly: job.Scope == ErasureScopeInbound}
@@ -573,31 +588,24 @@ func (r *jobRun) batch(ctx context.Context, p phase, rel string, lo, hi int64) e
 		if tag.RowsAffected() != 1 {
 			return ErrErasureBusy // the lease expired and another process took the job over
 		}
-		job.Counts = counts
+		job.Counts, inboundTo = counts, w.inboundTo
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s %s [%d, %d): %w", p.name, rel, lo, hi, err)
 	}
-	job.relation, job.nextBlock, job.Batches = rel, hi, job.Batches+1
+	// What the commit wrote to the job's row, so the run goes on without reading it back.
+	job.Phase, job.relation, job.nextBlock = p.name, rel, hi
+	job.Batches++
+	job.InboundTo += inboundTo
 	job.Total = 0
 	for _, n := range job.Counts {
 		job.Total += n
 	}
+	job.progress()
 	if r.s.afterErasureBatch != nil {
 		r.s.afterErasureBatch(*job)
 	}
-	return r.reload(ctx)
-}
-
-// reload reads the job's row back: its inbound count is summed in SQL.
-func (r *jobRun) reload(ctx context.Context) error {
-	fresh, err := r.s.ErasureJob(ctx, r.job.ID)
-	if err != nil {
-		return err
-	}
-	fresh.relation, fresh.nextBlock, fresh.Phases = r.job.relation, r.job.nextBlock, r.job.Phases
-	*r.job = fresh
 	return nil
 }
 
@@ -639,18 +647,7 @@ func scanErasureJob(row pgx.Row) (ErasureJob, error) {
 	if errText != nil {
 		j.Error = *errText
 	}
-	j.Phases = len(erasureSteps)
-	if j.Scope == ErasureScopeInbound {
-		j.Phases = 4
-	}
-	for i, st := range erasureSteps {
-		if st.table == j.Phase {
-			j.PhasesDone = i
-		}
-	}
-	if j.Status != ErasureRunning {
-		j.PhasesDone, j.Phase = j.Phases, ""
-	}
+	j.progress()
 	return j, nil
 }
 

@@ -340,7 +340,7 @@ func (w *eraser) lifts(ctx context.Context, rel string, lo, hi int64) error {
 	})
 }
 
-// inboundTo counts, in one block range of a payload relation or of webhook_events, the inbound
+// countInboundIn counts, in one block range of a payload relation or of webhook_events, the inbound
 // emails sent to the address: the check a job makes before it changes anything (see
 // ErrSharedAddress). It locks nothing.
 func (w *eraser) countInboundIn(ctx context.Context, rel, sql string, lo, hi int64) error {

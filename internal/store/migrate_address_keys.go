@@ -67,6 +67,8 @@ SELECT address FROM suppressions WHERE address ~ '[<"(]|\.>?$'
 UNION SELECT address FROM soft_bounces WHERE address ~ '[<"(]|\.>?$'
 UNION SELECT address FROM suppression_lifts WHERE address ~ '[<"(]|\.>?$'`
 
+	// The same merge as qEraseMoveSuppression's, but of every scope at once, and kept here on
+	// purpose: a migration must do what it did when it was written, whatever later code does.
 	qRekeySuppressions = `
 WITH moved AS (
     DELETE FROM suppressions WHERE address = $1
