@@ -15,6 +15,8 @@
 #   CONNS [2000]  SENT [1000000]  HOLD [25s]  SOURCES_MANY [200]  READ_TIMEOUT [30s]
 #   WORK [/tmp/mhslow]  PG [postgres://postgres@127.0.0.1:5432]  HTTP_PORT [18680]
 #   TEMPORAL_PORT [17633]  TEMPORAL_CLI [$(go env GOPATH)/bin/temporal]
+#   READING_BYTES, READING_PER_CLIENT [unset: mailhook's defaults] http.max_reading_bytes and
+#   max_reading_bytes_per_client
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +33,8 @@ PG=${PG:-postgres://postgres@127.0.0.1:5432}
 HTTP_PORT=${HTTP_PORT:-18680}
 TEMPORAL_PORT=${TEMPORAL_PORT:-17633}
 TEMPORAL_CLI=${TEMPORAL_CLI:-$(go env GOPATH)/bin/temporal}
+READING_BYTES=${READING_BYTES:-}
+READING_PER_CLIENT=${READING_PER_CLIENT:-}
 DB=mailhook_slowbench
 SECRET=whsec_slowbench_$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
@@ -69,6 +73,8 @@ cat >"$WORK/config.yaml" <<EOF
 http:
   address: "127.0.0.1:$HTTP_PORT"
   read_timeout: $READ_TIMEOUT
+${READING_BYTES:+  max_reading_bytes: $READING_BYTES}
+${READING_PER_CLIENT:+  max_reading_bytes_per_client: $READING_PER_CLIENT}
 database:
   url: $PG/$DB?sslmode=disable
 temporal:

@@ -84,10 +84,11 @@ type HTTP struct {
 	AdminAddress string `yaml:"admin_address"`
 	MaxBodyBytes int64  `yaml:"max_body_bytes"`
 	// MaxReadingBytes bounds the webhook bodies being read at once, in bytes, all requests
-	// together: a request that would go over it gets 503 with Retry-After at once, before
+	// together: a request that would go over it cuts the oldest uploads reading for a second or
+	// more to make room, or, when they are not enough, gets 503 with Retry-After at once, before
 	// anything is buffered. A body is read before it can be authenticated, so without it a few
 	// thousand slow unsigned uploads hold gigabytes. Each request counts its Content-Length (or
-	// max_body_bytes when it declares none) until it is answered. 0: 64 MiB.
+	// max_body_bytes when it declares none) until it is answered. 0: 16 MiB.
 	MaxReadingBytes int64 `yaml:"max_reading_bytes"`
 	// MaxReadingBytesPerClient is the share of it one client address may hold (as
 	// trusted_proxies make it out), so one slow client does not refuse every provider. 0: 8 MiB.
@@ -708,10 +709,11 @@ func envOr(name, def string) string {
 	return def
 }
 
-// The defaults of http.max_reading_bytes and max_reading_bytes_per_client: 64 and 8 bodies of
-// the default 1 MiB.
+// The defaults of http.max_reading_bytes and max_reading_bytes_per_client: 16 and 8 bodies of
+// the default 1 MiB. Webhooks are a few kilobytes read in milliseconds, so 16 MiB holds
+// thousands at once; under slow uploads it is what they cost (docs/BENCHMARKS.md).
 const (
-	DefaultMaxReadingBytes          = 64 << 20
+	DefaultMaxReadingBytes          = 16 << 20
 	DefaultMaxReadingBytesPerClient = 8 << 20
 )
 

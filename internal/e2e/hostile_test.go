@@ -621,9 +621,12 @@ func TestSlowUnsignedBodiesAreBoundedPerClient(t *testing.T) {
 	hs := newHostileServer(t, h, time.Minute)
 	attacker := net.IPv4(127, 0, 0, 2)
 	size := int(hs.cfg.HTTP.MaxBodyBytes)
-	head := func(name string) string {
-		return rawHead("/webhooks/postscale", hostileCaseHeader+": "+name, "Content-Length: "+strconv.Itoa(size))
+	head := func(name string, more ...string) string {
+		return rawHead("/webhooks/postscale", append([]string{hostileCaseHeader + ": " + name, "Content-Length: " + strconv.Itoa(size)}, more...)...)
 	}
+	// The uploads read to their end ask to close after the answer, so that reading it to EOF
+	// does not wait out a kept-alive connection; the refused ones must be closed by the server.
+	const closing = "Connection: close"
 	release := make(chan struct{})
 	upload := func(w io.Writer) {
 		// A kilobyte, a stall, then the rest: unsigned, so 401 once read.
@@ -640,7 +643,7 @@ func TestSlowUnsignedBodiesAreBoundedPerClient(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			held[i] = hs.rawFrom(t, attacker, head(name), upload)
+			held[i] = hs.rawFrom(t, attacker, head(name, closing), upload)
 		}()
 		waitUntil(t, name+"'s body being read", func() bool { return hs.bodyRead(name) > 0 })
 	}
@@ -670,7 +673,64 @@ func TestSlowUnsignedBodiesAreBoundedPerClient(t *testing.T) {
 		t.Errorf("busy refusals counted %v, want 4", got)
 	}
 	// Given back: the same client is read again.
-	if r := hs.rawFrom(t, attacker, head("after"), func(w io.Writer) { _, _ = w.Write(bytes.Repeat([]byte("x"), size)) }); r.code != http.StatusUnauthorized {
+	if r := hs.rawFrom(t, attacker, head("after", closing), func(w io.Writer) { _, _ = w.Write(bytes.Repeat([]byte("x"), size)) }); r.code != http.StatusUnauthorized {
 		t.Fatalf("the client once its uploads ended: %d %q, want its body read (401 unsigned)", r.code, r.reason)
+	}
+}
+
+// Many clients together can fill the total with stalled unsigned uploads. A provider's webhook
+// is then still accepted: once the oldest upload has been reading for CutAfter, the newcomer
+// cuts it (503, connection closed) and takes its room, and the other upload goes on untouched.
+func TestStalledUploadsFromManyClientsAreCutForAProvider(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.svc.Config.HTTP.MaxReadingBytes = 2 << 20          // two bodies of max_body_bytes (1 MiB)
+	h.svc.Config.HTTP.MaxReadingBytesPerClient = 1 << 20 // one each
+	hs := newHostileServer(t, h, time.Minute)
+	size := int(hs.cfg.HTTP.MaxBodyBytes)
+	release := make(chan struct{})
+	upload := func(w io.Writer) {
+		if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
+			return
+		}
+		<-release
+		_, _ = w.Write(bytes.Repeat([]byte("x"), size-1024))
+	}
+	var wg sync.WaitGroup
+	held := make([]hostileResult, 2)
+	for i := range held {
+		name := "stalled-" + strconv.Itoa(i)
+		headers := []string{hostileCaseHeader + ": " + name, "Content-Length: " + strconv.Itoa(size)}
+		if i == 1 { // read to its end: asks to close after the answer (stalled-0 must be closed by the cut)
+			headers = append(headers, "Connection: close")
+		}
+		head := rawHead("/webhooks/postscale", headers...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held[i] = hs.rawFrom(t, net.IPv4(127, 0, 0, byte(2+i)), head, upload)
+		}()
+		waitUntil(t, name+"'s body being read", func() bool { return hs.bodyRead(name) > 0 })
+	}
+
+	// Until the uploads are old enough to cut, the provider is refused as busy; then accepted.
+	body := []byte(h.envelope(h.id("evt_cut_for"), "email.delivered", h.id("msg_cut_for"), time.Now(), ""))
+	var r hostileResult
+	waitUntil(t, "the provider's webhook accepted while the total is held", func() bool {
+		r = hs.post(t, "", body, hostileSig(body, time.Now()))
+		if r.code != http.StatusOK && (r.code != http.StatusServiceUnavailable || !strings.Contains(r.reason, "too many request bodies")) {
+			t.Fatalf("the provider while stalled uploads hold the total: %d %q, want 503 busy or 200", r.code, r.reason)
+		}
+		return r.code == http.StatusOK
+	})
+	h.waitProcessed(h.id("evt_cut_for"))
+	close(release)
+	wg.Wait()
+	// stalled-0 is the oldest: cut for the provider. stalled-1 was read to its end: 401.
+	if r := held[0]; r.code != http.StatusServiceUnavailable || !strings.Contains(r.reason, "cut to make room") || !r.closed {
+		t.Errorf("the oldest stalled upload: %d %q closed=%v, want 503 cut and the connection closed", r.code, r.reason, r.closed)
+	}
+	if r := held[1]; r.code != http.StatusUnauthorized {
+		t.Errorf("the other stalled upload: %d %q, want its body read to the end (401 unsigned)", r.code, r.reason)
 	}
 }

@@ -283,13 +283,22 @@ func (s *Server) webhook(c *gin.Context) {
 	if size < 0 { // chunked: it may be as large as allowed
 		size = s.MaxBodyBytes
 	}
-	if !s.Reading.Take(client, size) {
+	// Cutting an upload to make room for this one ends its read at once (its handler answers
+	// 503 below); its bytes are counted free already.
+	rc := http.NewResponseController(c.Writer)
+	lease, ok := s.Reading.Take(client, size, func() { _ = rc.SetReadDeadline(time.Now()) })
+	if !ok {
 		c.Header("Connection", "close")
 		deny(metrics.Busy, refuse(kindUnavailable, "too many request bodies are being read; retry later"))
 		return
 	}
-	defer s.Reading.Give(client, size)
+	defer lease.Release()
 	body, err := readBody(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes), c.Request.ContentLength)
+	if lease.Read() {
+		c.Header("Connection", "close")
+		deny(metrics.Busy, refuse(kindUnavailable, "cut to make room: too many request bodies are being read; retry later"))
+		return
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
