@@ -57,6 +57,11 @@ func main() {
 	}
 }
 
+func versionLine() string {
+	bi := buildinfo.Read()
+	return fmt.Sprintf("mailhook %s (revision %s, %s)", bi.Version, bi.Revision, bi.GoVersion)
+}
+
 // envHelp lists the environment every command that loads the config reads, then extra lines.
 func envHelp(extra ...string) string {
 	return envVars + strings.Join(extra, "") + exitCodes
@@ -185,7 +190,7 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 				if sim.Secret == "" {
 					ep, ok := cfg.Endpoint(sim.Endpoint)
 					if !ok || len(ep.Secrets) == 0 {
-						return fmt.Errorf("no signed endpoint %q in the config; pass --secret", sim.Endpoint)
+						return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", sim.Endpoint))
 					}
 					sim.Secret = ep.Secrets[0]
 				}
@@ -238,14 +243,16 @@ printed notifications. Not for production: it keeps nothing.`,
 
 	versionCmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, VCS revision and Go version of this build",
+		Short: "Print the version, VCS revision and Go version of this build (also --version)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			bi := buildinfo.Read()
-			_, err := fmt.Fprintf(c.OutOrStdout(), "mailhook %s (revision %s, %s)\n", bi.Version, bi.Revision, bi.GoVersion)
+			_, err := fmt.Fprintln(c.OutOrStdout(), versionLine())
 			return err
 		},
 	}
+	// mailhook --version prints the same line as mailhook version.
+	cmd.Version = versionLine()
+	cmd.SetVersionTemplate("{{.Version}}\n")
 
 	// The load generator is a command of its own, cmd/mailhook-loadtest: the server binary does
 	// not carry it (TestServerBinaryLinksNoTestTooling).

@@ -43,10 +43,21 @@ func TestExitCodes(t *testing.T) {
 		c.SetErr(io.Discard)
 		return c.Execute()
 	}
-	if err := run("version"); err != nil {
-		t.Fatalf("version: %v", err)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(args)
+		c.SetOut(&out)
+		if err := c.Execute(); err != nil || !strings.HasPrefix(out.String(), "mailhook ") || !strings.Contains(out.String(), "revision ") {
+			t.Fatalf("%v: %v, printed %q", args, err, out.String())
+		}
 	}
-	for _, args := range [][]string{{"no-such-command"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"}} {
+	badURL := filepath.Join(t.TempDir(), "url.yaml")
+	if err := os.WriteFile(badURL, []byte("database:\n  url: postgres://u:p@ss@host:notaport/db\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"no-such-command"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
+		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -126,6 +127,18 @@ const (
 	PoolerSession     = "session"
 	PoolerTransaction = "transaction"
 )
+
+// checkConnString refuses what pgx cannot parse as a connection string. Neither pgx's error nor
+// net/url's can be shown: both may quote the string, password and all, when it is malformed.
+func checkConnString(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(s); err != nil {
+		return errors.New("is not a PostgreSQL URL or key=value string (a password holding @, :, / or # must be percent-encoded)")
+	}
+	return nil
+}
 
 // SessionURL is the URL of the session-mode connection: ListenURL, or URL when it is unset.
 func (d Database) SessionURL() string {
@@ -423,6 +436,11 @@ func (c Config) Validate() error {
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
 	}
+	for key, v := range map[string]string{"database.url": c.Database.URL, "database.listen_url": c.Database.ListenURL} {
+		if err := checkConnString(v); err != nil {
+			return fmt.Errorf("config: %s %w", key, err)
+		}
+	}
 	if c.HTTP.MaxEventsPerRequest <= 0 {
 		return errors.New("config: http.max_events_per_request must be positive")
 	}
@@ -638,6 +656,9 @@ func decode(raw []byte, cfg *Config) error {
 		return nil // an empty file means all defaults
 	}
 	if err := expandNode(&root); err != nil {
+		return err
+	}
+	if err := unknownKey(&root); err != nil {
 		return err
 	}
 	var buf bytes.Buffer

@@ -90,7 +90,13 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"bad sink url":     {`sinks: [{name: a, url: "not a url", secret: s, types: [email.received]}]`, "sinks[0].url"},
 		"sink type":        {`sinks: [{name: a, url: "http://x", secret: whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=, types: [email.sent]}]`, "sinks[0].types[0]"},
 		"duplicate name":   {"endpoints: [{name: x, provider: postscale, secrets: [s]}, {name: x, provider: postscale, secrets: [s]}]", "endpoints[1].name"},
-		"unknown key":      {`htp: {address: ":1"}`, "htp"},
+		"unknown key":      {`htp: {address: ":1"}`, "unknown key htp (did you mean http?)"},
+		"nested typo":      {"http:\n  adress_typo: x\n", "line 2: unknown key http.adress_typo (did you mean http.address?)"},
+		"key in a list":    {`sinks: [{name: a, urll: "http://x"}]`, "unknown key sinks[0].urll (did you mean sinks[0].url?)"},
+		"inline settings":  {`endpoints: [{name: x, provider: postscale, secretz: [s]}]`, "endpoints[0].secretz (did you mean endpoints[0].secrets?)"},
+		"no near key":      {`frobnicate: 1`, "line 1: unknown key frobnicate"},
+		"database url":     {`database: {url: "postgres://u:p@ss@host:notaport/db"}`, "database.url is not a PostgreSQL URL"},
+		"listen url":       {`database: {listen_url: "postgres://u:p@ss@host:notaport/db"}`, "database.listen_url is not a PostgreSQL URL"},
 		"unset env":        {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
 		"relay batch":      {`acceptance: {relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
 		"insert timeout":   {`acceptance: {insert_timeout: 0s}`, "acceptance.insert_timeout"},
@@ -101,6 +107,9 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 			_, err := config.Load(write(t, tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %v; want one line naming %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "p@ss") || strings.Contains(err.Error(), "config.") {
+				t.Fatalf("error %v quotes a password or names a Go type", err)
 			}
 		})
 	}
@@ -162,7 +171,7 @@ func TestDevConfigLoadsWithTheDevSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(cfg.Sinks) != 1 || cfg.Sinks[0].Secret != config.DevSinkSecret || cfg.Sinks[0].URL != "http://127.0.0.1:8001/" ||
-		!cfg.UsesDevAdminToken() || !cfg.UsesDevSecret() {
+		!cfg.UsesDevAdminToken() || !cfg.UsesDevSecret() || cfg.HTTP.Address != "127.0.0.1:8000" {
 		t.Fatalf("dev config: %+v", cfg)
 	}
 }

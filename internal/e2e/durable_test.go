@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +74,18 @@ func TestSimulateShowsTheLifecycle(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("simulate output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// The curl line it prints works as pasted into a shell holding the token (issue 27: single
+	// quotes once kept the shell from expanding $MAILHOOK_ADMIN_TOKEN, and it answered 401).
+	_, line, ok := strings.Cut(out.String(), "See it with:\n  ")
+	line, _, _ = strings.Cut(line, "\n")
+	if !ok || !strings.HasPrefix(line, "curl ") {
+		t.Fatalf("simulate prints no curl line:\n%s", out.String())
+	}
+	curl := exec.Command("sh", "-c", line+" -sS -o /dev/null -w '%{http_code}'")
+	curl.Env = append(os.Environ(), "MAILHOOK_ADMIN_TOKEN="+adminToken)
+	if code, err := curl.Output(); err != nil || string(code) != "200" {
+		t.Fatalf("the printed curl line %q: %s %v, want 200 (needs curl on PATH)", line, code, err)
 	}
 	// The bounce and the inbound email are always notified; delivered only if it came first.
 	testenv.WaitFor(t, "the bounce's and the inbound email's notifications", testenv.Stall, func() (int64, bool, error) {

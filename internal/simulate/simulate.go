@@ -97,7 +97,8 @@ func Run(ctx context.Context, o Options) error {
 			if o.Token == config.DevAdminToken {
 				token = o.Token // public anyway; printed so the command works as pasted
 			}
-			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H 'Authorization: Bearer %s' %s\nIn the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", token, url, messageID)
+			// Double quotes: the shell expands $MAILHOOK_ADMIN_TOKEN in the line as pasted.
+			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H \"Authorization: Bearer %s\" %s\nIn the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", token, url, messageID)
 			return nil
 		}
 		if time.Now().After(deadline) {
