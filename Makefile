@@ -50,6 +50,7 @@ run:
 	echo "Temporal UI:  http://127.0.0.1:8233"
 	echo "Admin API:    curl -H 'Authorization: Bearer dev-admin-token' http://127.0.0.1:8000/v1/suppressions"
 	echo "Simulate:     $(BIN) simulate   (in another terminal; the notifications print here)"
+	echo "Other commands in another terminal: export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml first"
 	echo
 	$(BIN) serve
 

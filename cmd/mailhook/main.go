@@ -90,16 +90,22 @@ Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation
 
 func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
+	var cmd *cobra.Command
 	load := func() (config.Config, error) {
 		cfg, err := config.Load(configPath)
 		if err != nil {
 			return cfg, exitcode.UsageError(err)
 		}
 		level.Set(cfg.Log.SlogLevel())
+		if configPath == "" {
+			// A command run in another terminal than make run's has no MAILHOOK_CONFIG: say so,
+			// rather than replay to no sink and print "notifications: none".
+			fmt.Fprintln(cmd.ErrOrStderr(), "mailhook: no config file (--config or $MAILHOOK_CONFIG): built-in defaults and the environment, no sinks (under make run: export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml)")
+		}
 		return cfg, nil
 	}
 
-	cmd := &cobra.Command{
+	cmd = &cobra.Command{
 		Use:           "mailhook",
 		Short:         "Receive email-provider webhooks and process each event exactly once on Temporal",
 		SilenceUsage:  true,

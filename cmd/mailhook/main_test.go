@@ -124,3 +124,29 @@ func TestServerBinaryLinksNoTestTooling(t *testing.T) {
 		}
 	}
 }
+
+// A command run without a config file says it runs on the built-in defaults, with no sinks: in
+// a second terminal beside make run, MAILHOOK_CONFIG is not set (issue 27). With a file, it
+// says nothing of the kind.
+func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
+	t.Setenv("MAILHOOK_CONFIG", "")
+	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:1/mailhook?sslmode=disable&connect_timeout=2")
+	withFile := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(withFile, []byte("database: {url: \"postgres://postgres@127.0.0.1:1/mailhook?sslmode=disable&connect_timeout=2\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		note bool
+	}{{[]string{"migrate"}, true}, {[]string{"migrate", "--config", withFile}, false}} {
+		var stderr strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(tc.args)
+		c.SetOut(io.Discard)
+		c.SetErr(&stderr)
+		_ = c.Execute() // nothing listens on port 1
+		if got := strings.Contains(stderr.String(), "no config file (--config or $MAILHOOK_CONFIG)"); got != tc.note {
+			t.Errorf("%v: stderr %q, want the no-config note: %v", tc.args, stderr.String(), tc.note)
+		}
+	}
+}

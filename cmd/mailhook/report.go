@@ -81,6 +81,9 @@ once more, under new notification ids.`,
 				return err
 			}
 			defer svc.Close()
+			if len(svc.Config.Sinks) == 0 {
+				fmt.Fprintln(c.ErrOrStderr(), "mailhook: this config has no sinks: the replay notifies no one")
+			}
 			rs := svc.Reconciler()
 			res, err := rs.Replay(c.Context(), prov, eventID, renotify, cliActor())
 			if err != nil {
