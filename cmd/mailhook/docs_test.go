@@ -1,0 +1,122 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+var (
+	inlineCommand = regexp.MustCompile("`(?:bin/)?mailhook ([^`]+)`")
+	blockCommand  = regexp.MustCompile(`^\s*(?:\$ )?(?:bin/)?mailhook (.+)$`)
+	flagName      = regexp.MustCompile(`--([a-z][a-z-]*)`)
+)
+
+// Every mailhook command the README and docs/ show exists, with the flags they give it: a
+// command renamed or a flag dropped fails here, not in a reader's terminal.
+func TestDocsShowOnlyCommandsAndFlagsThatExist(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers, _ := filepath.Glob("../../docs/providers/*.md")
+	files = append(append(files, providers...), "../../README.md")
+	rootCmd := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+	var wrong []string
+	checked := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var shown []string
+		inBlock := false
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inBlock = !inBlock
+				continue
+			}
+			if inBlock {
+				if m := blockCommand.FindStringSubmatch(line); m != nil {
+					shown = append(shown, m[1])
+				}
+				continue
+			}
+			for _, m := range inlineCommand.FindAllStringSubmatch(line, -1) {
+				shown = append(shown, m[1])
+			}
+		}
+		for _, s := range shown {
+			s, _, _ = strings.Cut(s, "#") // a comment after the command
+			for _, alt := range alternatives(s) {
+				if problem := checkShownCommand(rootCmd, alt); problem != "" {
+					wrong = append(wrong, filepath.Base(f)+": mailhook "+strings.TrimSpace(alt)+": "+problem)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d commands found in the docs: the patterns no longer match how they are written", checked)
+	}
+	slices.Sort(wrong)
+	if wrong = slices.Compact(wrong); len(wrong) > 0 {
+		t.Errorf("the docs show commands or flags that do not exist:\n%s", strings.Join(wrong, "\n"))
+	}
+}
+
+// checkShownCommand resolves the words of s to a command and checks its --flags; "" when all exist.
+func checkShownCommand(rootCmd *cobra.Command, s string) string {
+	words := strings.Fields(s)
+	cmd := rootCmd
+	for len(words) > 0 {
+		next, _, err := cmd.Find([]string{words[0]})
+		if err != nil || next == cmd || next.Name() != words[0] {
+			break
+		}
+		cmd, words = next, words[1:]
+	}
+	if cmd == rootCmd && !strings.HasPrefix(s, "--") {
+		return "no such command"
+	}
+	for _, m := range flagName.FindAllStringSubmatch(strings.Join(words, " "), -1) {
+		if m[1] == "help" {
+			continue
+		}
+		if cmd.Flags().Lookup(m[1]) == nil && cmd.InheritedFlags().Lookup(m[1]) == nil {
+			return "no flag --" + m[1]
+		}
+	}
+	return ""
+}
+
+// alternatives expands a synopsis of subcommands, "sinks list|pause NAME|redeliver NAME [--since]",
+// into one command each; the options after it belong to the last. A | among the options
+// (--format table|json) is a choice of value, not of command.
+func alternatives(s string) []string {
+	end := len(s)
+	for _, mark := range []string{" [", " --"} {
+		if i := strings.Index(s, mark); i >= 0 && i < end {
+			end = i
+		}
+	}
+	head, rest := s[:end], s[end:]
+	if !strings.Contains(head, "|") {
+		return []string{s}
+	}
+	parts := strings.Split(head, "|")
+	first := strings.Fields(parts[0])
+	base := strings.Join(first[:len(first)-1], " ")
+	out := []string{base + " " + first[len(first)-1]}
+	for _, p := range parts[1:] {
+		out = append(out, base+" "+p)
+	}
+	out[len(out)-1] += rest
+	return out
+}
