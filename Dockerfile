@@ -11,9 +11,11 @@ ENV CGO_ENABLED=0 \
 COPY go.mod go.sum ./
 RUN go mod download && go mod verify
 COPY . .
-# The version `mailhook version` and mailhook_build_info report (the build has no .git).
+# The version and commit `mailhook version` and mailhook_build_info report (the build has no
+# .git; docker-compose.yml passes both from the environment).
 ARG MAILHOOK_VERSION=dev
-RUN go build -trimpath -ldflags="-s -w -X github.com/mailhook/mailhook/internal/buildinfo.version=${MAILHOOK_VERSION}" \
+ARG MAILHOOK_REVISION=unknown
+RUN go build -trimpath -ldflags="-s -w -X github.com/mailhook/mailhook/internal/buildinfo.version=${MAILHOOK_VERSION} -X github.com/mailhook/mailhook/internal/buildinfo.revision=${MAILHOOK_REVISION}" \
     -o /out/mailhook ./cmd/mailhook
 
 # Static binary on distroless: CA certificates and tzdata, no shell.

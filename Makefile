@@ -20,7 +20,9 @@ LOADTEST_BIN := bin/mailhook-loadtest
 LOADTEST_CMD := ./cmd/mailhook-loadtest
 # Stamped into `mailhook version` and mailhook_build_info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/mailhook/mailhook/internal/buildinfo.version=$(VERSION)
+# The commit too, for builds where Go's own VCS stamp is missing (-buildvcs=false, no .git).
+REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/mailhook/mailhook/internal/buildinfo.version=$(VERSION) -X github.com/mailhook/mailhook/internal/buildinfo.revision=$(REVISION)
 # Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
 GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
 

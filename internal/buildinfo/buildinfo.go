@@ -12,6 +12,10 @@ import (
 //	go build -ldflags "-X github.com/mailhook/mailhook/internal/buildinfo.version=v1.2.3"
 var version string
 
+// revision is stamped the same way (…/buildinfo.revision=<commit>) where Go's own VCS stamp is
+// missing: the Dockerfile builds without .git (-buildvcs=false), and so may a packager.
+var revision string
+
 // Info is what identifies a build.
 type Info struct {
 	Version   string `json:"version"`
@@ -25,6 +29,7 @@ func Read() Info {
 	info := Info{Version: version, GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
+		info.Revision = revision
 		return fill(info)
 	}
 	var rev string
@@ -44,6 +49,9 @@ func Read() Info {
 		rev += "-dirty"
 	}
 	info.Revision = rev
+	if rev == "" {
+		info.Revision = revision
+	}
 	if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		info.Version = bi.Main.Version
 	}
