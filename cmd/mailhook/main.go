@@ -81,6 +81,7 @@ in the file expands from the environment):
   MAILHOOK_ERASURE_KEY      erasure.hash_key: base64 of 32+ random bytes keying erased addresses' hashes
                             (default: none, and erasure is refused)
   MAILHOOK_LOG_LEVEL        debug, info, warn or error (overrides log.level)
+  MAILHOOK_LOG_FORMAT       json or text (overrides log.format)
   OTEL_EXPORTER_OTLP_ENDPOINT  turns tracing on (OTLP/gRPC collector); OTEL_SERVICE_NAME,
                             OTEL_TRACES_SAMPLER and the other standard OTEL_* variables apply`
 
@@ -97,6 +98,11 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 			return cfg, exitcode.UsageError(err)
 		}
 		level.Set(cfg.Log.SlogLevel())
+		if cfg.Log.Text() {
+			// The commands hold this logger; they derive from it only once they run, after this.
+			*log = *slog.New(telemetry.NewLogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(log)
+		}
 		if configPath == "" {
 			// A command run in another terminal than make run's has no MAILHOOK_CONFIG: say so,
 			// rather than replay to no sink and print "notifications: none".

@@ -150,3 +150,29 @@ func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// log.format: text turns the logs into key=value lines (make run's config uses it); JSON stays
+// the default.
+func TestLogFormatText(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{{"text", "level=INFO msg=hello k=v"}, {"", `"msg":"hello","k":"v"`}} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		body := "database: {url: \"postgres://postgres@127.0.0.1:1/mailhook?sslmode=disable&connect_timeout=1\"}\n"
+		if tc.format != "" {
+			body += "log: {format: " + tc.format + "}\n"
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		log := slog.New(slog.NewJSONHandler(&stderr, nil))
+		c := root(log, new(slog.LevelVar))
+		c.SetArgs([]string{"migrate", "--config", p})
+		c.SetOut(io.Discard)
+		c.SetErr(&stderr)
+		_ = c.Execute() // nothing listens on port 1
+		log.Info("hello", "k", "v")
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("log.format %q: logged %q, want %q", tc.format, stderr.String(), tc.want)
+		}
+	}
+}

@@ -8,14 +8,24 @@ import (
 	"time"
 )
 
-// EnvLogLevel overrides log.level, e.g. to turn on debug logs for one run.
-const EnvLogLevel = "MAILHOOK_LOG_LEVEL"
+// EnvLogLevel overrides log.level, e.g. to turn on debug logs for one run; EnvLogFormat
+// overrides log.format.
+const (
+	EnvLogLevel  = "MAILHOOK_LOG_LEVEL"
+	EnvLogFormat = "MAILHOOK_LOG_FORMAT"
+)
 
-// Log configures the process's structured logs (JSON on stderr).
+// Log configures the process's structured logs on stderr.
 type Log struct {
 	// Level is debug, info (default), warn or error.
 	Level string `yaml:"level"`
+	// Format is json (default: one object a line, for a log pipeline) or text (key=value, for a
+	// terminal: make run's config uses it).
+	Format string `yaml:"format"`
 }
+
+// Text reports whether the logs are key=value text rather than JSON.
+func (l Log) Text() bool { return l.Format == "text" }
 
 // SlogLevel is Level as a slog.Level; Validate has checked it.
 func (l Log) SlogLevel() slog.Level {
@@ -50,6 +60,9 @@ func (c Config) validateProcess() error {
 	if err := lv.UnmarshalText([]byte(c.Log.Level)); err != nil && c.Log.Level != "" {
 		return fmt.Errorf("config: log.level %q (or %s) must be debug, info, warn or error", c.Log.Level, EnvLogLevel)
 	}
+	if f := c.Log.Format; f != "" && f != "json" && f != "text" {
+		return fmt.Errorf("config: log.format %q (or %s) must be json or text", f, EnvLogFormat)
+	}
 	w := c.Worker
 	for key, v := range map[string]int{
 		"max_concurrent_activities": w.MaxConcurrentActivities, "max_concurrent_local_activities": w.MaxConcurrentLocalActivities,
@@ -78,6 +91,10 @@ func (c *Config) applyProcessDefaults() {
 		c.Log.Level = v
 	}
 	c.Log.Level = normalizeLevel(c.Log.Level)
+	if v := os.Getenv(EnvLogFormat); v != "" {
+		c.Log.Format = v
+	}
+	c.Log.Format = normalizeLevel(c.Log.Format)
 	if c.Worker.StopTimeout == 0 {
 		// A sink POST in flight at SIGTERM gets its whole attempt.
 		c.Worker.StopTimeout = c.Notify.AttemptTimeout + 5*time.Second
