@@ -34,11 +34,18 @@ build:
 	$(GO) build -o $(LOADTEST_BIN) $(LOADTEST_CMD)
 
 run:
-	@TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
+	@# A second make run would start everything and only then fail on the ports: say so first.
+	for port in 8000 8001; do
+		if (exec 3<>/dev/tcp/127.0.0.1/$$port) 2>/dev/null; then
+			echo "make run: 127.0.0.1:$$port is already in use (another make run?); stop it first" >&2
+			exit 1
+		fi
+	done
+	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
 	scripts/dev-temporal.sh
 	scripts/ensure-postgres.sh
-	echo "==> go build -o $(BIN) $(CMD)"
+	echo "==> go build -o $(BIN) $(CMD)  (the first build compiles every dependency: a few minutes, silently)"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
 	export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml
 	echo "==> $(BIN) migrate"

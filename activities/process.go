@@ -70,9 +70,12 @@ func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutpu
 	case out.Processed:
 		a.Metrics.EventProcessed(in.Provider, processedResult(out))
 	}
-	a.logger(ctx, key).InfoContext(ctx, "event processed step", "type", res.Event.Type, "message_id", res.Event.MessageID,
-		"duplicate", out.Duplicate, "outcome", out.Outcome, "from", out.From, "to", out.To,
-		"version", out.Version, "suppressed", out.Suppressed, "done", out.Processed)
+	attrs := []any{"type", res.Event.Type, "kind", out.Kind, "message_id", res.Event.MessageID, "duplicate", out.Duplicate, "done", out.Processed}
+	if out.Applied {
+		// Only a status change has an outcome and versions; an inbound email has none to show.
+		attrs = append(attrs, "outcome", out.Outcome, "from", out.From, "to", out.To, "version", out.Version, "suppressed", out.Suppressed)
+	}
+	a.logger(ctx, key).InfoContext(ctx, "event processed step", attrs...)
 	return out, nil
 }
 

@@ -15,7 +15,7 @@ die() {
 
 if ! command -v promtool >/dev/null 2>&1; then
 	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-		log "promtool not found; installing Debian's prometheus package"
+		log "promtool not found; installing Debian's prometheus package (for promtool only: it checks deploy/prometheus's alert rules and their unit tests)"
 		export DEBIAN_FRONTEND=noninteractive
 		if ! apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; then
 			apt-get update >/dev/null || die "apt-get update failed; cannot install prometheus"
