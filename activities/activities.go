@@ -178,7 +178,13 @@ func (in NotifyInput) notificationEventID() string {
 
 // NotifyResult is what a Notify activity achieved.
 type NotifyResult struct {
-	ID          string `json:"id"`
+	ID string `json:"id"`
+	// Sink and Type say which notification this is in the Temporal UI, where the result is all
+	// a step shows; Sent, that the sink answered 2xx to this step's attempt (its Attempt-th).
+	Sink        string `json:"sink,omitempty"`
+	Type        string `json:"type,omitempty"`
+	Sent        bool   `json:"sent,omitempty"`
+	Attempt     int    `json:"attempt,omitempty"`
 	AlreadySent bool   `json:"already_sent,omitempty"`
 	// Parked: not sent now; parked for the sink's drainer, which sends it under the same id
 	// (Reason says why: delivery.Reason*).
@@ -254,7 +260,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		}
 		log.InfoContext(ctx, "notification sent")
 		a.Metrics.NotificationAttempt(sink.Name, "sent", true, made)
-		return NotifyResult{ID: n.ID}, nil
+		return NotifyResult{ID: n.ID, Sent: true, Attempt: made}, nil
 	case delivery.Rejected:
 		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
 			log.WarnContext(ctx, "could not record notification attempt", "error", err)

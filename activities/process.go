@@ -113,8 +113,12 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
 	}
-	return a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res,
+	out, err := a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res,
 		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts})
+	if err == nil {
+		out.Sink, out.Type = in.Sink, in.Type
+	}
+	return out, err
 }
 
 // unprocessable reports whether err says the event cannot be processed as it is, whatever the

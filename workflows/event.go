@@ -32,14 +32,17 @@ var dbLocal = workflow.LocalActivityOptions{
 // `temporal workflow describe` as a pending activity with its attempt count and last error, which
 // a local activity's retries do not. A step that fails for good (the event is quarantined, or
 // has no row) fails the run at once.
-func dbStep(ctx workflow.Context, name string, in, out any) error {
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, dbLocal), name, in).Get(ctx, out)
+// summary is what the Temporal UI shows for the step.
+func dbStep(ctx workflow.Context, name, summary string, in, out any) error {
+	local := dbLocal
+	local.Summary = summary
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, local), name, in).Get(ctx, out)
 	if err == nil || final(err) {
 		return err
 	}
 	workflow.GetLogger(ctx).Warn("database step keeps failing as a local activity; continuing as a regular activity", "step", name, "error", err)
 	opts := dbActivity
-	opts.Summary = name + " (retrying)"
+	opts.Summary = summary + " (retrying)"
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, in).Get(ctx, out)
 }
 
@@ -61,7 +64,7 @@ func final(err error) bool {
 func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (domain.Result, error) {
 	var pr activities.ProcessOutput
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
-	if err := dbStep(ctx, activities.ProcessName, pin, &pr); err != nil {
+	if err := dbStep(ctx, activities.ProcessName, "apply to its message; mark processed when nothing is to be sent", pin, &pr); err != nil {
 		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
 	if pr.Duplicate {
@@ -81,7 +84,8 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	var failed, park []activities.FailedNotification
 	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
-	if err := dbStep(ctx, activities.MarkProcessedName, mark, nil); err != nil {
+	summary := fmt.Sprintf("mark processed: %d of %d notifications failed for good, %d parked for their sink", len(failed), len(res.Notifications), len(park))
+	if err := dbStep(ctx, activities.MarkProcessedName, summary, mark, nil); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
