@@ -164,6 +164,20 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 }
 
+// Under docker compose the same file listens on every interface of its container and sends to
+// the dev-sink service (docker-compose.yml sets both).
+func TestDevConfigUnderCompose(t *testing.T) {
+	t.Setenv("MAILHOOK_HTTP_ADDRESS", ":8000")
+	t.Setenv("MAILHOOK_DEV_SINK_URL", "http://dev-sink:8001/")
+	cfg, err := config.Load("../../deploy/mailhook.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.Address != ":8000" || len(cfg.Sinks) != 1 || cfg.Sinks[0].URL != "http://dev-sink:8001/" {
+		t.Fatalf("dev config under compose: address %q, sinks %+v", cfg.HTTP.Address, cfg.Sinks)
+	}
+}
+
 // The development config (make run) loads with no environment, and its sink is the dev sink's.
 func TestDevConfigLoadsWithTheDevSink(t *testing.T) {
 	cfg, err := config.Load("../../deploy/mailhook.dev.yaml")
