@@ -120,3 +120,14 @@ func alternatives(s string) []string {
 	out[len(out)-1] += rest
 	return out
 }
+
+// The README is the front door, not the manual (docs/ holds that): about 12 KB at most.
+func TestTheREADMEStaysAFrontDoor(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 13_000 {
+		t.Errorf("README.md is %d bytes; keep it to about 12 KB and move the rest to docs/", len(raw))
+	}
+}

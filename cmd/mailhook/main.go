@@ -27,7 +27,7 @@ import (
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
-// Exit codes (README "Commands"): scripts and orchestrators tell a bad invocation or config,
+// Exit codes (docs/COMMANDS.md): scripts and orchestrators tell a bad invocation or config,
 // which no restart fixes, from a failure at run time (the convention internal/exitcode shares
 // with mailhook-loadtest), and a reconciliation that found a difference from both.
 const (
