@@ -81,3 +81,41 @@ func keyExists(key string) bool {
 	}
 	return true
 }
+
+// deploy/mailhook.example.yaml is the configuration reference: every key Config reads appears in
+// it, set or commented out with what it does (TestExampleConfigLoads checks that what it sets
+// exists). A key added to Config without it fails here.
+func TestTheExampleConfigShowsEveryKey(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/mailhook.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := string(raw)
+	var missing []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) || t.PkgPath() == "time" {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		yamlFields(t, fields)
+		for name, ft := range fields {
+			key := join(path, name)
+			if key == "acceptance.mode" {
+				continue // no longer read: a config that sets it loads with a warning
+			}
+			if !regexp.MustCompile(`(?m)(^|[\s{,#])` + regexp.QuoteMeta(name) + `:`).MatchString(example) {
+				missing = append(missing, key)
+			}
+			walk(ft, key)
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("deploy/mailhook.example.yaml does not show these keys:\n%s", strings.Join(missing, "\n"))
+	}
+}
