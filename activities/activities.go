@@ -248,7 +248,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if !ok {
 		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonThrottled, time.Time{})
 	}
-	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, n.Body, a.now())
+	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, Ordered(n.Body), a.now())
 	release()
 	var de *notify.DeliveryError
 	errors.As(sendErr, &de)

@@ -100,6 +100,7 @@ type delivery struct {
 	ID     string
 	Status int
 	Body   map[string]any
+	Raw    []byte // the body as sent
 	Header http.Header
 	At     time.Time // when it was answered
 }
@@ -182,7 +183,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		status = r.respondType(typ, attempt)
 	}
 	echo := r.echo
-	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Header: req.Header.Clone(), At: time.Now()})
+	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Raw: body, Header: req.Header.Clone(), At: time.Now()})
 	r.mu.Unlock()
 	w.WriteHeader(status)
 	if echo && status >= 300 {

@@ -23,6 +23,17 @@ func TestEachStepSaysWhatItDidInTheTemporalUI(t *testing.T) {
 	if err := h.waitWorkflow(wf); err != nil {
 		t.Fatalf("%s: %v", wf, err)
 	}
+	// The sink gets the body in the documented order (docs/API.md), not the order jsonb keeps.
+	h.waitDelivered(1)
+	raw := string(h.sink.delivered()[0].Raw)
+	last := -1
+	for _, key := range []string{`"id"`, `"type"`, `"created_at"`, `"data"`, `"provider"`, `"message_id"`, `"recipient"`, `"status"`, `"previous_status"`, `"version"`, `"event_id"`} {
+		i := strings.Index(raw, key)
+		if i <= last {
+			t.Fatalf("the sink got %s with %s out of the documented order", raw, key)
+		}
+		last = i
+	}
 	dc := converter.GetDefaultDataConverter()
 	type step struct{ summary, result string }
 	steps := map[string][]step{}
