@@ -62,9 +62,15 @@ func versionLine() string {
 	return fmt.Sprintf("mailhook %s (revision %s, %s)", bi.Version, bi.Revision, bi.GoVersion)
 }
 
-// envHelp lists the environment every command that loads the config reads, then extra lines.
+// envHelp ends the help of a command that loads the config: one line pointing at the
+// environment it reads (mailhook help environment, rather than the whole list in every
+// command's help), the command's own variables, and the exit codes.
 func envHelp(extra ...string) string {
-	return envVars + strings.Join(extra, "") + exitCodes
+	more := ""
+	if len(extra) > 0 {
+		more = "\n\nAlso:" + strings.Join(extra, "")
+	}
+	return "\n\nReads the config file (--config or $MAILHOOK_CONFIG) and the environment: mailhook help environment." + more + exitCodes
 }
 
 const envVars = `
@@ -273,6 +279,11 @@ printed notifications. Not for production: it keeps nothing.`,
 	cmd.AddCommand(eraseCommand(load))         // erase.go
 	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
 	cmd.AddCommand(sinksCommand(load))         // sinks.go: sinks list, pause, resume, redeliver
+	cmd.AddCommand(&cobra.Command{
+		Use:   "environment",
+		Short: "The environment variables the commands read, and the exit codes",
+		Long:  "The environment variables every command that loads the config reads." + envVars + exitCodes,
+	})
 	exitcode.StrictUsage(cmd)
 	// Every command that loads the config reads the same environment; its help says so.
 	for _, c := range cmd.Commands() {

@@ -72,8 +72,21 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// Every command that loads the config lists the environment it reads and the exit codes.
+// Every command that loads the config says where the environment it reads is listed, and the
+// exit codes; mailhook help environment lists it.
 func TestHelpListsTheEnvironment(t *testing.T) {
+	var env strings.Builder
+	c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+	c.SetArgs([]string{"help", "environment"})
+	c.SetOut(&env)
+	if err := c.Execute(); err != nil {
+		t.Fatalf("help environment: %v", err)
+	}
+	for _, want := range []string{"DATABASE_URL", "MAILHOOK_LOG_LEVEL", "MAILHOOK_LOG_FORMAT", "Exit codes"} {
+		if !strings.Contains(env.String(), want) {
+			t.Errorf("mailhook help environment does not mention %s", want)
+		}
+	}
 	cmds := [][]string{{"serve"}, {"worker"}, {"migrate"}}
 	for path := range loadsConfig {
 		cmds = append(cmds, strings.Fields(path)[1:])
@@ -86,7 +99,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 		if err := c.Execute(); err != nil {
 			t.Fatalf("%v --help: %v", args, err)
 		}
-		for _, want := range []string{"DATABASE_URL", "MAILHOOK_LOG_LEVEL", "Exit codes"} {
+		for _, want := range []string{"mailhook help environment", "Exit codes"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v --help does not mention %s", args, want)
 			}
