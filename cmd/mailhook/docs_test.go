@@ -28,6 +28,9 @@ func TestDocsShowOnlyCommandsAndFlagsThatExist(t *testing.T) {
 	providers, _ := filepath.Glob("../../docs/providers/*.md")
 	files = append(append(files, providers...), "../../README.md")
 	rootCmd := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+	// What cobra adds only when it executes: the help command and --version.
+	rootCmd.InitDefaultHelpCmd()
+	rootCmd.InitDefaultVersionFlag()
 	var wrong []string
 	checked := 0
 	for _, f := range files {
