@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 var (
@@ -21,12 +23,7 @@ var (
 // Every mailhook command the README and docs/ show exists, with the flags they give it: a
 // command renamed or a flag dropped fails here, not in a reader's terminal.
 func TestDocsShowOnlyCommandsAndFlagsThatExist(t *testing.T) {
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, _ := filepath.Glob("../../docs/providers/*.md")
-	files = append(append(files, providers...), "../../README.md")
+	files := testenv.DocFiles(t, "../..")
 	rootCmd := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
 	// What cobra adds only when it executes: the help command and --version.
 	rootCmd.InitDefaultHelpCmd()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // docKey is a config key as the docs write it: `http.max_body_bytes`, `sinks[].rate`.
@@ -20,12 +22,7 @@ var notKeys = []string{"suppression.added", "suppression.lifted", "report.daily"
 // Every config key the README and docs/ name exists: renaming or removing a key without the docs
 // fails here, not on a reader's first try.
 func TestDocsNameOnlyConfigKeysThatExist(t *testing.T) {
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, _ := filepath.Glob("../../docs/providers/*.md")
-	files = append(append(files, providers...), "../../README.md")
+	files := testenv.DocFiles(t, "../..")
 	top := map[string]reflect.Type{}
 	yamlFields(reflect.TypeFor[Config](), top)
 	var wrong []string

@@ -608,6 +608,18 @@ func TestAdminParametersThatAreNotTextAre400(t *testing.T) {
 	}
 }
 
+// stalledUpload sends a kilobyte of an unsigned body of size bytes, stalls until release is
+// closed, then sends the rest (answered 401 once read).
+func stalledUpload(size int, release <-chan struct{}) func(w io.Writer) {
+	return func(w io.Writer) {
+		if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
+			return
+		}
+		<-release
+		_, _ = w.Write(bytes.Repeat([]byte("x"), size-1024))
+	}
+}
+
 // Bodies are read before they can be authenticated. The bytes being read at once are bounded, in
 // all and per client address: a client holding its share with slow unsigned uploads gets the next
 // ones refused at once (503, Retry-After, not a byte of their bodies read), while a provider at
@@ -628,14 +640,7 @@ func TestSlowUnsignedBodiesAreBoundedPerClient(t *testing.T) {
 	// does not wait out a kept-alive connection; the refused ones must be closed by the server.
 	const closing = "Connection: close"
 	release := make(chan struct{})
-	upload := func(w io.Writer) {
-		// A kilobyte, a stall, then the rest: unsigned, so 401 once read.
-		if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
-			return
-		}
-		<-release
-		_, _ = w.Write(bytes.Repeat([]byte("x"), size-1024))
-	}
+	upload := stalledUpload(size, release)
 	var wg sync.WaitGroup
 	held := make([]hostileResult, 2)
 	for i := range held {
@@ -689,13 +694,7 @@ func TestStalledUploadsFromManyClientsAreCutForAProvider(t *testing.T) {
 	hs := newHostileServer(t, h, time.Minute)
 	size := int(hs.cfg.HTTP.MaxBodyBytes)
 	release := make(chan struct{})
-	upload := func(w io.Writer) {
-		if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
-			return
-		}
-		<-release
-		_, _ = w.Write(bytes.Repeat([]byte("x"), size-1024))
-	}
+	upload := stalledUpload(size, release)
 	var wg sync.WaitGroup
 	held := make([]hostileResult, 2)
 	for i := range held {
