@@ -15,14 +15,14 @@ import (
 //
 // Many clients together can still fill the total with uploads that stall, and a body cannot be
 // told signed before it is read. So when the total is full, the uploads that have been reading
-// longest (at least CutAfter) are cut to make room: a provider's webhook arrives whole within
+// longest (at least cutAfter) are cut to make room: a provider's webhook arrives whole within
 // milliseconds and is never the oldest, while a stalled or trickling upload always ends up so.
 // An attacker then has to keep opening requests to hold memory, each refused or cut in turn,
 // rather than leaving a few thousand open.
 type ReadingBudget struct {
 	total, perClient int64
-	// CutAfter is how long an upload reads before it may be cut to make room.
-	CutAfter time.Duration
+	// cutAfter is how long an upload reads before it may be cut to make room.
+	cutAfter time.Duration
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -31,13 +31,13 @@ type ReadingBudget struct {
 	oldest   list.List // of *Lease, oldest first
 }
 
-// DefaultCutAfter is ReadingBudget.CutAfter unless set: far longer than a provider's request
+// defaultCutAfter is how long an upload reads before it may be cut: far longer than a provider's request
 // takes to arrive, far shorter than http.read_timeout.
-const DefaultCutAfter = time.Second
+const defaultCutAfter = time.Second
 
 // NewReadingBudget bounds reading to total bytes, and perClient bytes per client address.
 func NewReadingBudget(total, perClient int64) *ReadingBudget {
-	return &ReadingBudget{total: total, perClient: perClient, CutAfter: DefaultCutAfter, now: time.Now, byClient: map[string]int64{}}
+	return &ReadingBudget{total: total, perClient: perClient, cutAfter: defaultCutAfter, now: time.Now, byClient: map[string]int64{}}
 }
 
 // Lease is the share of the budget one request holds while its body is read.
@@ -52,7 +52,7 @@ type Lease struct {
 }
 
 // Take reserves n bytes for client, or reports false when they do not fit. When only the total
-// is short, the oldest uploads read for at least CutAfter are cut (cut is called for each, and
+// is short, the oldest uploads read for at least cutAfter are cut (cut is called for each, and
 // their bytes are free at once) if that makes room; otherwise nothing is cut. A client beyond
 // its own share is refused without cutting anyone. A nil budget takes everything.
 func (b *ReadingBudget) Take(client string, n int64, cut func()) (*Lease, bool) {
@@ -70,7 +70,7 @@ func (b *ReadingBudget) Take(client string, n int64, cut func()) (*Lease, bool) 
 		var room int64
 		for e := b.oldest.Front(); e != nil && room < short; e = e.Next() {
 			l := e.Value.(*Lease)
-			if now.Sub(l.taken) < b.CutAfter {
+			if now.Sub(l.taken) < b.cutAfter {
 				break
 			}
 			room += l.held

@@ -47,8 +47,8 @@ func TestReadingBudget(t *testing.T) {
 	l.Release()
 }
 
-// When the total is full, a newcomer cuts the oldest uploads that have read for CutAfter, as
-// many as it needs and no more; a body already read, or an upload younger than CutAfter, is
+// When the total is full, a newcomer cuts the oldest uploads that have read for cutAfter, as
+// many as it needs and no more; a body already read, or an upload younger than cutAfter, is
 // never cut, and a client beyond its own share cuts nobody.
 func TestReadingBudgetCutsTheOldestUploadsToMakeRoom(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
@@ -67,9 +67,9 @@ func TestReadingBudgetCutsTheOldestUploadsToMakeRoom(t *testing.T) {
 		t.Fatal("read was cut")
 	}
 	if _, ok := take("early", "p", 4); ok {
-		t.Fatal("a newcomer cut uploads younger than CutAfter")
+		t.Fatal("a newcomer cut uploads younger than cutAfter")
 	}
-	now = now.Add(b.CutAfter)
+	now = now.Add(b.cutAfter)
 	if _, ok := take("greedy", "x", 4); ok {
 		t.Fatal("a client beyond its own share (3 held + 4 > 6) was given room")
 	}
