@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -75,8 +76,14 @@ shell's history and the process list.`,
 			}
 			defer st.Close()
 			st.SetErasureHasher(hasher)
-			e, err := st.Erase(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
+			job, normalized, err := st.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
+			var e store.Erasure
+			if err == nil {
+				stop := showProgress(c.Context(), st, job.ID, c.ErrOrStderr())
+				e, err = st.RunErasure(c.Context(), job.ID, normalized)
+				stop()
+			}
 			var shared *store.SharedAddressError
 			switch {
 			case errors.Is(err, store.ErrInvalidAddress):
@@ -133,4 +140,34 @@ func printErasure(out io.Writer, e store.Erasure, format string) error {
 	}
 	_, err := fmt.Fprintf(out, "Erased in %d ms (erasure %d, by %s, scope %s). Its suppressions are kept as %s\n", e.TookMS, e.ID, e.ErasedBy, e.Scope, e.AddressHash)
 	return err
+}
+
+// progressEvery is how often a running erasure says where it is (tests shorten it).
+var progressEvery = 5 * time.Second
+
+// showProgress prints, every progressEvery while the job runs, which table it is at and what it
+// has changed so far, on stderr (the answer stays alone on stdout). A job that ends sooner
+// prints nothing. stop waits for the printer to end.
+func showProgress(ctx context.Context, st *store.Store, id int64, w io.Writer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			job, err := st.ErasureJob(ctx, id)
+			if err != nil || job.Status != store.ErasureRunning {
+				continue
+			}
+			fmt.Fprintf(w, "erasing (job %d): at %s, %d of %d phases done, %d batches, %d rows changed so far\n",
+				job.ID, job.Phase, job.PhasesDone, job.Phases, job.Batches, job.Total)
+		}
+	}()
+	return func() { cancel(); <-done }
 }

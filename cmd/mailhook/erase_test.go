@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 const testErasureKey = "dGhlLWNsaS10ZXN0cy1lcmFzdXJlLWtleS0zMi1ieXRlcyE=" // 35 bytes
@@ -127,4 +129,52 @@ func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
 	if hits, err := storetest.Hits(t.Context(), st.Pool(), "support@app.example"); err != nil || len(hits) != 0 {
 		t.Fatalf("after --scope inbound the address is still in %v (%v)", hits, err)
 	}
+}
+
+// A running erasure says where it is on stderr while the command waits for it (issue 25).
+func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
+	dbURL := storetest.NewDatabase(t)
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	st.SetErasureHasher(h)
+	// Started and not run: the job stays running while the printer looks at it.
+	job, address, err := st.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := progressEvery
+	progressEvery = 10 * time.Millisecond
+	t.Cleanup(func() { progressEvery = old })
+	var out syncBuffer
+	stop := showProgress(t.Context(), st, job.ID, &out)
+	testenv.WaitUntil(t, "a progress line", testenv.Stall, func() bool { return strings.Contains(out.String(), "erasing (job ") })
+	stop()
+	if line := out.String(); !strings.Contains(line, "phases done") || strings.Contains(line, "jane@") {
+		t.Fatalf("progress %q: want phases and counts, never the address", line)
+	}
+	if _, err := st.RunErasure(t.Context(), job.ID, address); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a strings.Builder the printer's goroutine and the test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
