@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -121,13 +122,76 @@ func alternatives(s string) []string {
 	return out
 }
 
-// The README is the front door, not the manual (docs/ holds that): about 12 KB at most.
+// The README is the front door, not the manual (docs/ holds that): 12 KiB at most.
 func TestTheREADMEStaysAFrontDoor(t *testing.T) {
 	raw, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) > 13_000 {
-		t.Errorf("README.md is %d bytes; keep it to about 12 KB and move the rest to docs/", len(raw))
+	if len(raw) > 12<<10 {
+		t.Errorf("README.md is %d bytes; keep it to 12 KiB and move the rest to docs/", len(raw))
 	}
+}
+
+var (
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+)
+
+// Every relative link and picture in the README and docs/ names a file that exists and, with a
+// #fragment, a heading of it: a page moved, a heading renamed or a screenshot dropped fails here.
+func TestDocsLinkOnlyToFilesAndHeadingsThatExist(t *testing.T) {
+	checked := 0
+	for _, file := range testenv.DocFiles(t, "../..") {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(raw), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, fragment, _ := strings.Cut(target, "#")
+			dest := file
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(file), path)
+			}
+			body, err := os.ReadFile(dest)
+			if err != nil {
+				if info, serr := os.Stat(dest); serr == nil && info.IsDir() {
+					checked++
+					continue
+				}
+				t.Errorf("%s links to %s, which does not exist", file, target)
+				continue
+			}
+			checked++
+			if fragment != "" && !slices.Contains(headingSlugs(string(body)), fragment) {
+				t.Errorf("%s links to %s: %s has no such heading", file, target, dest)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d links checked: is the pattern still right?", checked)
+	}
+}
+
+// headingSlugs are the anchors GitHub gives a page's headings: lower case, spaces as hyphens,
+// other punctuation dropped.
+func headingSlugs(doc string) []string {
+	var out []string
+	for _, m := range mdHeading.FindAllStringSubmatch(doc, -1) {
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
