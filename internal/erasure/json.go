@@ -34,7 +34,7 @@ func (m *Matcher) RedactJSON(doc []byte) ([]byte, bool, error) {
 // RedactEvent is RedactJSON for a normalized event (domain.Event's JSON): a top-level
 // "recipient" that mentions the address is removed rather than replaced, so that processing
 // the event again (a replay, a redrive) finds no recipient instead of taking Placeholder for
-// one, which a hard bounce would then suppress.
+// one, which a hard bounce would then suppress; and its keys are re-keyed (Matcher.EventID).
 func (m *Matcher) RedactEvent(doc []byte) ([]byte, bool, error) {
 	v, err := decode(doc)
 	if err != nil {
@@ -44,6 +44,23 @@ func (m *Matcher) RedactEvent(doc []byte) ([]byte, bool, error) {
 	if obj, ok := v.(map[string]any); ok {
 		if r, ok := obj["recipient"].(string); ok && m.Mentions(r) {
 			delete(obj, "recipient")
+			removed = true
+		}
+		// The keys a prior version built with the address get the ones the row is re-keyed
+		// to (keys_legacy.go), so processing the event again finds its rows.
+		provider, _ := obj["provider"].(string)
+		if id, ok := obj["event_id"].(string); ok {
+			if current, ok := m.EventID(provider, id); ok {
+				obj["event_id"], removed = current, true
+			}
+		}
+		if id, ok := obj["message_id"].(string); ok {
+			if current, ok := m.MessageID(provider, id); ok {
+				obj["message_id"], removed = current, true
+			}
+		}
+		if id, ok := obj["prior_message_id"].(string); ok && m.Mentions(id) {
+			delete(obj, "prior_message_id")
 			removed = true
 		}
 	}

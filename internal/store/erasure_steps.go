@@ -150,6 +150,23 @@ func (w *eraser) clearRecipient(s string) (string, bool) {
 	return s, false
 }
 
+// eventID is the key a row's event id gets: the current form of a prior version's key that
+// holds the address (erasure.Matcher.EventID, with true), or the id as it is.
+func (w *eraser) eventID(provider, id string) (string, bool) {
+	if current, ok := w.m.EventID(provider, id); ok {
+		return current, true
+	}
+	return id, false
+}
+
+// messageID is eventID for a message key.
+func (w *eraser) messageID(provider, id string) (string, bool) {
+	if current, ok := w.m.MessageID(provider, id); ok {
+		return current, true
+	}
+	return id, false
+}
+
 func (w *eraser) payloads(ctx context.Context, rel string, lo, hi int64) error {
 	var (
 		provider, eventID, recipient string
@@ -169,13 +186,14 @@ func (w *eraser) payloads(ctx context.Context, rel string, lo, hi int64) error {
 		if err != nil {
 			return fmt.Errorf("event of %s:%s: %w", provider, eventID, err)
 		}
+		newID, kc := w.eventID(provider, eventID)
 		switch {
-		case !pc && !ec:
+		case !pc && !ec && !kc:
 		case inbound:
 			w.countInboundTo(recipient)
 			w.change("event_payloads", qEraseDeletePayload, provider, eventID, receivedAt)
 		default:
-			w.change("event_payloads", qEraseUpdatePayload, provider, eventID, receivedAt, newPayload, newEvent)
+			w.change("event_payloads", qEraseUpdatePayload, provider, eventID, receivedAt, newPayload, newEvent, newID)
 		}
 		return nil
 	}, string(domain.KindInbound))
@@ -183,12 +201,12 @@ func (w *eraser) payloads(ctx context.Context, rel string, lo, hi int64) error {
 
 func (w *eraser) events(ctx context.Context, rel string, lo, hi int64) error {
 	var (
-		provider, eventID, recipient string
-		payload, normalized          []byte
-		inbound                      bool
-		relayError, quarantined      *string
+		provider, eventID, recipient, messageID string
+		payload, normalized                     []byte
+		inbound                                 bool
+		relayError, quarantined                 *string
 	)
-	return w.candidates(ctx, rel, qEraseEvents, lo, hi, []any{&provider, &eventID, &payload, &normalized, &inbound, &recipient, &relayError, &quarantined}, func() error {
+	return w.candidates(ctx, rel, qEraseEvents, lo, hi, []any{&provider, &eventID, &payload, &normalized, &inbound, &recipient, &relayError, &quarantined, &messageID}, func() error {
 		if w.inboundOnly && !inbound {
 			return nil
 		}
@@ -209,8 +227,13 @@ func (w *eraser) events(ctx context.Context, rel string, lo, hi int64) error {
 		if w.inboundOnly {
 			newRelay, rc, newQuarantine, qc = relayError, false, quarantined, false
 		}
-		if pc || nc || rc || qc {
-			w.change("webhook_events", qEraseUpdateEvent, provider, eventID, newPayload, newNormalized, newRelay, newQuarantine)
+		newID, kc := w.eventID(provider, eventID)
+		newMessage, mc := w.messageID(provider, messageID)
+		if w.inboundOnly {
+			newID, kc, newMessage, mc = eventID, false, messageID, false
+		}
+		if pc || nc || rc || qc || kc || mc {
+			w.change("webhook_events", qEraseUpdateEvent, provider, eventID, newPayload, newNormalized, newRelay, newQuarantine, newID, newMessage)
 		}
 		return nil
 	}, string(domain.KindInbound))
@@ -240,11 +263,11 @@ func (w *eraser) bodies(ctx context.Context, rel string, lo, hi int64) error {
 
 func (w *eraser) notifications(ctx context.Context, rel string, lo, hi int64) error {
 	var (
-		id, typ   string
-		body      []byte
-		lastError *string
+		id, typ, provider, eventID, messageID string
+		body                                  []byte
+		lastError                             *string
 	)
-	return w.candidates(ctx, rel, qEraseNotifications, lo, hi, []any{&id, &typ, &body, &lastError}, func() error {
+	return w.candidates(ctx, rel, qEraseNotifications, lo, hi, []any{&id, &typ, &body, &lastError, &provider, &eventID, &messageID}, func() error {
 		newBody, bc, err := w.redactJSON(body, false)
 		if err != nil {
 			return fmt.Errorf("legacy body of notification %s: %w", id, err)
@@ -253,40 +276,47 @@ func (w *eraser) notifications(ctx context.Context, rel string, lo, hi int64) er
 			newBody = nil
 		}
 		newError, ec := w.redactText(lastError)
+		newID, kc := w.eventID(provider, eventID)
+		newMessage, mc := w.messageID(provider, messageID)
 		if w.inboundOnly {
 			bc = bc && typ == domain.TypeEmailReceived
 			newError, ec = lastError, false
+			newID, kc, newMessage, mc = eventID, false, messageID, false
 			if !bc {
 				newBody = body
 			}
 		}
-		if bc || ec {
-			w.change("notifications", qEraseUpdateNotification, id, newBody, newError)
+		if bc || ec || kc || mc {
+			w.change("notifications", qEraseUpdateNotification, id, newBody, newError, newID, newMessage)
 		}
 		return nil
 	})
 }
 
 func (w *eraser) messages(ctx context.Context, rel string, lo, hi int64) error {
-	var provider, messageID, recipient, diagnostic string
-	return w.candidates(ctx, rel, qEraseMessages, lo, hi, []any{&provider, &messageID, &recipient, &diagnostic}, func() error {
+	var provider, messageID, recipient, diagnostic, orderEventID string
+	return w.candidates(ctx, rel, qEraseMessages, lo, hi, []any{&provider, &messageID, &recipient, &diagnostic, &orderEventID}, func() error {
 		r, rc := w.clearRecipient(recipient)
 		d, dc := w.m.RedactText(diagnostic)
-		if rc || dc {
-			w.change("messages", qEraseUpdateMessage, provider, messageID, r, d)
+		newMessage, mc := w.messageID(provider, messageID)
+		newOrder, oc := w.eventID(provider, orderEventID)
+		if rc || dc || mc || oc {
+			w.change("messages", qEraseUpdateMessage, provider, messageID, r, d, newMessage, newOrder)
 		}
 		return nil
 	})
 }
 
 func (w *eraser) messageEvents(ctx context.Context, rel string, lo, hi int64) error {
-	var provider, eventID, recipient, diagnostic, note string
-	return w.candidates(ctx, rel, qEraseMessageEvents, lo, hi, []any{&provider, &eventID, &recipient, &diagnostic, &note}, func() error {
+	var provider, eventID, recipient, diagnostic, note, messageID string
+	return w.candidates(ctx, rel, qEraseMessageEvents, lo, hi, []any{&provider, &eventID, &recipient, &diagnostic, &note, &messageID}, func() error {
 		r, rc := w.clearRecipient(recipient)
 		d, dc := w.m.RedactText(diagnostic)
 		n, nc := w.m.RedactText(note)
-		if rc || dc || nc {
-			w.change("message_events", qEraseUpdateMessageEvent, provider, eventID, r, d, n)
+		newID, kc := w.eventID(provider, eventID)
+		newMessage, mc := w.messageID(provider, messageID)
+		if rc || dc || nc || kc || mc {
+			w.change("message_events", qEraseUpdateMessageEvent, provider, eventID, r, d, n, newID, newMessage)
 		}
 		return nil
 	})
@@ -305,8 +335,8 @@ func (w *eraser) softBounces(ctx context.Context, rel string, lo, hi int64) erro
 // suppressions re-keys each row of the address under its hash, merging it into a row the hash
 // already has in that scope (an address suppressed again after an earlier erasure).
 func (w *eraser) suppressions(ctx context.Context, rel string, lo, hi int64) error {
-	var address, scope string
-	return w.candidates(ctx, rel, qEraseSuppressions, lo, hi, []any{&address, &scope}, func() error {
+	var address, scope, provider, eventID, messageID string
+	return w.candidates(ctx, rel, qEraseSuppressions, lo, hi, []any{&address, &scope, &provider, &eventID, &messageID}, func() error {
 		if !w.m.Mentions(address) {
 			return nil
 		}
@@ -314,17 +344,19 @@ func (w *eraser) suppressions(ctx context.Context, rel string, lo, hi int64) err
 		if err != nil {
 			return err
 		}
-		w.change("suppressions", qEraseMoveSuppression, address, scope, hash)
+		newID, _ := w.eventID(provider, eventID)
+		newMessage, _ := w.messageID(provider, messageID)
+		w.change("suppressions", qEraseMoveSuppression, address, scope, hash, newID, newMessage)
 		return nil
 	})
 }
 
 func (w *eraser) lifts(ctx context.Context, rel string, lo, hi int64) error {
 	var (
-		id                  int64
-		address, liftReason string
+		id                                              int64
+		address, liftReason, provider, eventID, message string
 	)
-	return w.candidates(ctx, rel, qEraseLifts, lo, hi, []any{&id, &address, &liftReason}, func() error {
+	return w.candidates(ctx, rel, qEraseLifts, lo, hi, []any{&id, &address, &liftReason, &provider, &eventID, &message}, func() error {
 		newAddress, ac := address, w.m.Mentions(address)
 		if ac {
 			var err error
@@ -333,8 +365,10 @@ func (w *eraser) lifts(ctx context.Context, rel string, lo, hi int64) error {
 			}
 		}
 		newReason, rc := w.m.RedactText(liftReason)
-		if ac || rc {
-			w.change("suppression_lifts", qEraseUpdateLift, id, newAddress, newReason)
+		newID, kc := w.eventID(provider, eventID)
+		newMessage, mc := w.messageID(provider, message)
+		if ac || rc || kc || mc {
+			w.change("suppression_lifts", qEraseUpdateLift, id, newAddress, newReason, newID, newMessage)
 		}
 		return nil
 	})
@@ -363,28 +397,36 @@ SELECT provider, event_id, received_at, payload::text, event::text, COALESCE(eve
        COALESCE(event->>'recipient', '')
 FROM ONLY %s
 WHERE ctid >= $2::tid AND ctid < $3::tid
-  AND (lower(payload::text) LIKE ANY($1) OR lower(event::text) LIKE ANY($1))
+  AND (lower(payload::text) LIKE ANY($1) OR lower(event::text) LIKE ANY($1) OR lower(event_id) LIKE ANY($1))
 FOR UPDATE`
 
 	qEraseDeletePayload = `
 DELETE FROM event_payloads WHERE provider = $1 AND event_id = $2 AND received_at = $3`
 
 	qEraseUpdatePayload = `
-UPDATE event_payloads SET payload = $4::jsonb, event = $5::jsonb
+UPDATE event_payloads SET payload = $4::jsonb, event = $5::jsonb, event_id = $6
 WHERE provider = $1 AND event_id = $2 AND received_at = $3`
 
 	// Rows recorded before 00009 hold their payload here until MoveLegacyPayloads moves it.
 	qEraseEvents = `
 SELECT provider, event_id, payload::text, normalized::text, COALESCE(normalized->>'kind' = $4, false),
-       COALESCE(normalized->>'recipient', ''), relay_error, quarantine_error
+       COALESCE(normalized->>'recipient', ''), relay_error, quarantine_error, COALESCE(message_id, '')
 FROM ONLY %s
 WHERE ctid >= $2::tid AND ctid < $3::tid
   AND ((payload IS NOT NULL AND (lower(payload::text) LIKE ANY($1) OR lower(normalized::text) LIKE ANY($1)))
-       OR lower(relay_error) LIKE ANY($1) OR lower(quarantine_error) LIKE ANY($1))
+       OR lower(relay_error) LIKE ANY($1) OR lower(quarantine_error) LIKE ANY($1)
+       OR lower(event_id) LIKE ANY($1) OR lower(message_id) LIKE ANY($1))
 FOR UPDATE`
 
+	// A re-keyed event ($7) takes its replays along (their key and workflow ID) in the same
+	// statement, so their foreign key holds when it is checked, at the statement's end.
 	qEraseUpdateEvent = `
-UPDATE webhook_events SET payload = $3::jsonb, normalized = $4::jsonb, relay_error = $5, quarantine_error = $6
+WITH replays AS (
+    UPDATE replays SET event_id = $7, workflow_id = replace(workflow_id, $2, $7)
+    WHERE provider = $1 AND event_id = $2 AND $7 <> $2
+)
+UPDATE webhook_events SET payload = $3::jsonb, normalized = $4::jsonb, relay_error = $5, quarantine_error = $6,
+    event_id = $7, message_id = NULLIF($8, '')
 WHERE provider = $1 AND event_id = $2`
 
 	qEraseBodies = `
@@ -398,31 +440,50 @@ FOR UPDATE`
 	qEraseUpdateBody = `UPDATE notification_bodies SET body = $3::jsonb WHERE id = $1 AND created_at = $2`
 
 	qEraseNotifications = `
-SELECT id, type, body::text, last_error
-FROM ONLY %s
-WHERE ctid >= $2::tid AND ctid < $3::tid AND (lower(body::text) LIKE ANY($1) OR lower(last_error) LIKE ANY($1))
-FOR UPDATE`
-
-	qEraseUpdateNotification = `UPDATE notifications SET body = $2::jsonb, last_error = $3 WHERE id = $1`
-
-	qEraseMessages = `
-SELECT provider, message_id, recipient, diagnostic
-FROM ONLY %s
-WHERE ctid >= $2::tid AND ctid < $3::tid AND (lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1))
-FOR UPDATE`
-
-	qEraseUpdateMessage = `
-UPDATE messages SET recipient = $3, diagnostic = $4 WHERE provider = $1 AND message_id = $2`
-
-	qEraseMessageEvents = `
-SELECT provider, event_id, recipient, diagnostic, note
+SELECT id, type, body::text, last_error, provider, event_id, COALESCE(message_id, '')
 FROM ONLY %s
 WHERE ctid >= $2::tid AND ctid < $3::tid
-  AND (lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1) OR lower(note) LIKE ANY($1))
+  AND (lower(body::text) LIKE ANY($1) OR lower(last_error) LIKE ANY($1)
+       OR lower(event_id) LIKE ANY($1) OR lower(message_id) LIKE ANY($1))
+FOR UPDATE`
+
+	qEraseUpdateNotification = `
+UPDATE notifications SET body = $2::jsonb, last_error = $3, event_id = $4, message_id = NULLIF($5, '') WHERE id = $1`
+
+	qEraseMessages = `
+SELECT provider, message_id, recipient, diagnostic, order_event_id
+FROM ONLY %s
+WHERE ctid >= $2::tid AND ctid < $3::tid
+  AND (lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1)
+       OR lower(message_id) LIKE ANY($1) OR lower(order_event_id) LIKE ANY($1))
+FOR UPDATE`
+
+	// A message re-keyed ($5) to a key that has a row already (events after the upgrade that
+	// did not adopt it) is dropped: the row under the current key stands, and the message's
+	// events join it (their message_id is re-keyed too). One row either way, as flush checks.
+	qEraseUpdateMessage = `
+WITH merged AS (
+    DELETE FROM messages WHERE provider = $1 AND message_id = $2 AND $5 <> $2
+      AND EXISTS (SELECT 1 FROM messages WHERE provider = $1 AND message_id = $5)
+    RETURNING 1
+), moved AS (
+    UPDATE messages SET recipient = $3, diagnostic = $4, message_id = $5, order_event_id = $6
+    WHERE provider = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM merged)
+    RETURNING 1
+)
+SELECT 1 FROM merged UNION ALL SELECT 1 FROM moved`
+
+	qEraseMessageEvents = `
+SELECT provider, event_id, recipient, diagnostic, note, message_id
+FROM ONLY %s
+WHERE ctid >= $2::tid AND ctid < $3::tid
+  AND (lower(recipient) LIKE ANY($1) OR lower(diagnostic) LIKE ANY($1) OR lower(note) LIKE ANY($1)
+       OR lower(event_id) LIKE ANY($1) OR lower(message_id) LIKE ANY($1))
 FOR UPDATE`
 
 	qEraseUpdateMessageEvent = `
-UPDATE message_events SET recipient = $3, diagnostic = $4, note = $5 WHERE provider = $1 AND event_id = $2`
+UPDATE message_events SET recipient = $3, diagnostic = $4, note = $5, event_id = $6, message_id = $7
+WHERE provider = $1 AND event_id = $2`
 
 	qEraseSoftBounces = `
 SELECT provider, event_id, address FROM ONLY %s
@@ -432,20 +493,20 @@ FOR UPDATE`
 	qEraseDeleteSoftBounce = `DELETE FROM soft_bounces WHERE provider = $1 AND event_id = $2`
 
 	qEraseSuppressions = `
-SELECT address, scope FROM ONLY %s
+SELECT address, scope, provider, event_id, message_id FROM ONLY %s
 WHERE ctid >= $2::tid AND ctid < $3::tid AND lower(address) LIKE ANY($1)
 FOR UPDATE`
 
-	// The row moves to the hash ($3) in one statement; a row the hash already has in the scope
-	// keeps its cause and absorbs the moved one's window and count, as a repeated suppression
-	// does (qUpsertSuppression).
+	// The row moves to the hash ($3) in one statement, its cause re-keyed ($4, $5); a row the
+	// hash already has in the scope keeps its cause and absorbs the moved one's window and
+	// count, as a repeated suppression does (qUpsertSuppression).
 	qEraseMoveSuppression = `
 WITH moved AS (
     DELETE FROM suppressions WHERE address = $1 AND scope = $2
     RETURNING scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at
 )
 INSERT INTO suppressions (address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at)
-SELECT $3, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at FROM moved
+SELECT $3, scope, reason, provider, $4, $5, first_seen, last_seen, times_seen, created_at FROM moved
 ON CONFLICT (address, scope) DO UPDATE
 SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
     last_seen  = GREATEST(suppressions.last_seen, EXCLUDED.last_seen),
@@ -453,12 +514,15 @@ SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
     updated_at = now()`
 
 	qEraseLifts = `
-SELECT id, address, lift_reason
+SELECT id, address, lift_reason, provider, event_id, message_id
 FROM ONLY %s
-WHERE ctid >= $2::tid AND ctid < $3::tid AND (lower(address) LIKE ANY($1) OR lower(lift_reason) LIKE ANY($1))
+WHERE ctid >= $2::tid AND ctid < $3::tid
+  AND (lower(address) LIKE ANY($1) OR lower(lift_reason) LIKE ANY($1)
+       OR lower(event_id) LIKE ANY($1) OR lower(message_id) LIKE ANY($1))
 FOR UPDATE`
 
-	qEraseUpdateLift = `UPDATE suppression_lifts SET address = $2, lift_reason = $3 WHERE id = $1`
+	qEraseUpdateLift = `
+UPDATE suppression_lifts SET address = $2, lift_reason = $3, event_id = $4, message_id = $5 WHERE id = $1`
 
 	// The check for a mailbox of yours: inbound emails whose recipient mentions the address.
 	qInboundToPayloads = `

@@ -340,6 +340,41 @@ func itoa(n int64) string {
 
 // A retry re-sends the same body, so the event id (and so the workflow ID) is the same; a
 // different occurrence of the same record type for the same message is not.
+// Erasure re-keys the rows versions before 2026-12-02 keyed with the address to the id parsing
+// gives the same record now (CurrentEventID), so a retry of it stays a duplicate.
+func TestCurrentEventIDIsWhatParsingGivesNow(t *testing.T) {
+	a := newAdapter(t, provider.Settings{Secrets: []string{testCred}})
+	files, _ := filepath.Glob("testdata/*.json")
+	checked := 0
+	for _, path := range files {
+		body, _ := os.ReadFile(path)
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
+		if err != nil {
+			continue // the fixtures of refused records
+		}
+		for _, ev := range events {
+			if _, ok := CurrentEventID(ev.EventID); ok {
+				t.Errorf("%s: the current id %q is taken for a prior one", path, ev.EventID)
+			}
+			if ev.PriorEventID == "" {
+				continue
+			}
+			if id, ok := CurrentEventID(ev.PriorEventID); !ok || id != ev.EventID {
+				t.Errorf("%s: CurrentEventID(%q) = %q, %v; want %q", path, ev.PriorEventID, id, ok, ev.EventID)
+			}
+			checked++
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("only %d fixtures have a prior id", checked)
+	}
+	// A recipient with a colon in its quoted local part still splits at the stamp.
+	prior := priorDerivedID("Open", "m1", `"a:b"@example.com`, "2026-12-01T10:00:00Z")
+	if id, ok := CurrentEventID(prior); !ok || id != derivedID("Open", "m1", `"a:b"@example.com`, "2026-12-01T10:00:00Z") {
+		t.Fatalf("CurrentEventID(%q) = %q, %v", prior, id, ok)
+	}
+}
+
 func TestDerivedIDIsStableAcrossRetries(t *testing.T) {
 	a := newAdapter(t, provider.Settings{Secrets: []string{testCred}})
 	body, _ := os.ReadFile("testdata/open.json")

@@ -387,6 +387,18 @@ func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
 		strings.Contains(events[0].MessageID+events[1].MessageID, "@") {
 		t.Fatalf("message keys %q, %q; prior %q, %q", events[0].MessageID, events[1].MessageID, events[0].PriorMessageID, events[1].PriorMessageID)
 	}
+	// Erasure re-keys the rows of those versions to the keys parsing gives now.
+	for i, ev := range events {
+		if id, ok := CurrentEventID(ev.PriorEventID); !ok || id != ev.EventID {
+			t.Errorf("event %d: CurrentEventID(%q) = %q, %v; want %q", i, ev.PriorEventID, id, ok, ev.EventID)
+		}
+		if key, ok := CurrentMessageID(ev.PriorMessageID); !ok || key != ev.MessageID {
+			t.Errorf("event %d: CurrentMessageID(%q) = %q, %v; want %q", i, ev.PriorMessageID, key, ok, ev.MessageID)
+		}
+		if _, ok := CurrentEventID(ev.EventID); ok {
+			t.Errorf("event %d: the current id %q is taken for a prior one", i, ev.EventID)
+		}
+	}
 	events, err = parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m2","destination":["a@x.io"]},"delivery":{"recipients":["a@x.io"]}}`)
 	if err != nil {
 		t.Fatal(err)
