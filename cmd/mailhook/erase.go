@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/exitcode"
+	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -76,6 +77,13 @@ shell's history and the process list.`,
 			}
 			defer st.Close()
 			st.SetErasureHasher(hasher)
+			// Lazy: Temporal is reached only when the address keyed runs of an earlier version.
+			tc, err := lazyTemporal(cfg)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
 			job, normalized, err := st.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
 			var e store.Erasure

@@ -174,6 +174,21 @@ func listOrNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
+// lazyTemporal is a client of cfg's Temporal that connects on its first call, logging only the
+// SDK's warnings.
+func lazyTemporal(cfg config.Config) (client.Client, error) {
+	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := client.NewLazyClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
+	}
+	return tc, nil
+}
+
 // dialTemporal connects to cfg's Temporal for one command, logging only the SDK's warnings.
 func dialTemporal(c *cobra.Command, cfg config.Config) (client.Client, error) {
 	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -37,6 +37,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/inbox"
+	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
@@ -343,6 +344,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
+	st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}) // as serve.Dial does
 	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,9 +15,13 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -165,5 +170,77 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 		if n := holds(s.Name()); n != "" {
 			t.Errorf("span %q is named with %q", s.Name(), n)
 		}
+	}
+}
+
+// An event that a version before 2026-12-02 keyed by the address (a Postmark record without an
+// ID) had its runs under a workflow ID holding the address: erasing the address deletes every
+// run of it (two here: the event's, and a second one of the same ID, as a redrive makes), and
+// re-keys the row, so a retry of the record is still a duplicate.
+func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
+		{Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}}},
+	}})
+	ctx := context.Background()
+	ann := "ann.runs." + h.prefix + "@example.com"
+	record := fmt.Sprintf(`{"RecordType":"Delivery","MessageID":%q,"Recipient":%q,"DeliveredAt":%q,"MessageStream":"outbound"}`,
+		h.id("pm-runs"), ann, time.Now().UTC().Format(time.RFC3339Nano))
+	pm, err := provider.New("postmark", provider.Settings{Secrets: []string{"hook:correct-horse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := pm.Parse(provider.Request{Header: http.Header{}, Body: []byte(record)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the version before recorded and started it.
+	old := parsed[0]
+	old.EventID, old.PriorEventID = parsed[0].PriorEventID, ""
+	if _, err := h.svc.Store.RecordEvent(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	ref := domain.RefOf(old, domain.Route(h.cfg.SinksFor))
+	opts := ingest.Options(ref, h.cfg.Temporal.TaskQueue)
+	runID := ref.Key()
+	if !strings.Contains(runID, ann) {
+		t.Fatalf("the prior workflow ID %q holds no address: the test loads the wrong thing", runID)
+	}
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	for range 2 {
+		if _, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, ref); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.waitWorkflow(runID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := func() int {
+		resp, err := h.svc.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: h.cfg.Temporal.Namespace, Query: "WorkflowId = '" + runID + "'"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.GetExecutions())
+	}
+	testenv.WaitAtLeast(t, "runs of the prior workflow ID in visibility", testenv.Stall, 2, runs)
+
+	if code, resp := h.admin(http.MethodPost, "/v1/erasures", fmt.Sprintf(`{"address":%q,"reason":"ticket 4714"}`, ann)); code != http.StatusOK {
+		t.Fatalf("erase: %d %v", code, resp)
+	}
+	// Temporal deletes in the background: wait for the runs to go, as long as they keep going.
+	testenv.WaitUntil(t, "the runs of the prior workflow ID deleted", testenv.Stall, func() bool {
+		_, err := h.svc.Temporal.DescribeWorkflowExecution(ctx, runID, "")
+		var missing *serviceerror.NotFound
+		return errors.As(err, &missing) && runs() == 0
+	})
+	if hits, err := storetest.Hits(ctx, h.svc.Store.Pool(), ann); err != nil || len(hits) != 0 {
+		t.Errorf("after the erasure the address is still in %v (%v)", hits, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", strings.NewReader(record))
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("hook", "correct-horse")
+	if code, resp := h.do(req); code != http.StatusOK || resp["status"] != "duplicate" {
+		t.Fatalf("Postmark's retry of the record after the erasure: %d %v, want 200 duplicate", code, resp)
 	}
 }

@@ -1,6 +1,8 @@
 package erasure
 
 import (
+	"slices"
+
 	"github.com/mailhook/mailhook/internal/provider/postmark"
 	"github.com/mailhook/mailhook/internal/provider/ses"
 )
@@ -41,4 +43,14 @@ func (m *Matcher) rekey(current func(string) (string, bool), id string) (string,
 		return "", false
 	}
 	return current(id)
+}
+
+// PriorKeyProviders are the providers some of whose prior keys held the address, sorted.
+func PriorKeyProviders() []string {
+	out := make([]string, 0, len(priorEventIDs))
+	for p := range priorEventIDs {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -115,6 +115,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		st.Close()
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
+	st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
 	m.RegisterBacklog(st.Backlog, log)
 	m.RegisterInbox(st.Inbox, log)
 	m.RegisterQuarantine(st.QuarantineCount, log)

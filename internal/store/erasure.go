@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,18 @@ var ErrInvalidAddress = erasure.ErrInvalidAddress
 // erasure.hash_key). Call it before the store is used. Without it Erase refuses, and the
 // suppression reads find plain addresses only.
 func (s *Store) SetErasureHasher(h erasure.Hasher) { s.hasher = h }
+
+// WorkflowDeleter deletes every Temporal run of some workflow IDs (ingest.RunDeleter); an ID
+// with no run is no error.
+type WorkflowDeleter interface {
+	DeleteWorkflows(ctx context.Context, ids []string) error
+}
+
+// SetWorkflowDeleter lets an erasure delete the Temporal runs whose workflow ID holds the
+// address (runs of events that versions before 2026-12-02 keyed by it: keys_legacy.go in
+// internal/erasure). Call it before the store is used. Without it those runs stay until the
+// namespace's retention removes them.
+func (s *Store) SetWorkflowDeleter(d WorkflowDeleter) { s.workflows = d }
 
 // ErrSharedAddress is returned (wrapped, as *SharedAddressError) by Erase when the address is
 // one inbound emails were sent to (support@yourapp.example): erasing it would remove every
@@ -453,10 +466,18 @@ func (r *jobRun) run(ctx context.Context) error {
 			at = i
 		}
 	}
+	firstStep := slices.IndexFunc(phases, func(p phase) bool { return p.step != nil })
 	for i := at; i < len(phases); i++ {
 		p := phases[i]
 		if job.Phase != p.name {
 			job.Phase, job.relation, job.nextBlock = p.name, "", 0
+		}
+		if i == firstStep && job.relation == "" && !job.DryRun && job.Scope == ErasureScopeAll {
+			// Before the first change, while the prior keys are still there to find: a job
+			// resumed before its first batch deletes again, which finds nothing left to delete.
+			if err := r.deleteRuns(ctx); err != nil {
+				return err
+			}
 		}
 		rels, err := r.relations(ctx, p.table)
 		if err != nil {
@@ -487,6 +508,36 @@ func (r *jobRun) run(ctx context.Context) error {
 		}
 	}
 	job.Phase = ""
+	return nil
+}
+
+// deleteRuns deletes the Temporal runs whose workflow IDs prior versions built from a key that
+// holds the address: an event's run, and its replays'.
+func (r *jobRun) deleteRuns(ctx context.Context) error {
+	if r.s.workflows == nil {
+		return nil
+	}
+	rows, err := r.s.pool.Query(ctx, qPriorKeyedRuns, r.likes, erasure.PriorKeyProviders())
+	if err != nil {
+		return fmt.Errorf("find the runs keyed by the address: %w", err)
+	}
+	var ids []string
+	var provider, eventID, workflowID string
+	_, err = pgx.ForEachRow(rows, []any{&provider, &eventID, &workflowID}, func() error {
+		if _, ok := r.m.EventID(provider, eventID); ok {
+			ids = append(ids, workflowID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find the runs keyed by the address: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := r.s.workflows.DeleteWorkflows(ctx, ids); err != nil {
+		return fmt.Errorf("delete the %d Temporal runs keyed by the address: %w", len(ids), err)
+	}
 	return nil
 }
 
@@ -705,6 +756,16 @@ WHERE id = $1 AND status = 'running'`
 
 	// The leaves of a table: its partitions (pg_partition_tree lists a partitioned table and
 	// its leaves), or the table itself, for which it lists nothing.
+	// The event runs and replay runs whose workflow IDs hold a key of a provider in $2 that
+	// mentions the address ($1); Go keeps those whose key is a prior version's
+	// (erasure.Matcher.EventID).
+	qPriorKeyedRuns = `
+SELECT provider, event_id, provider || ':' || event_id FROM webhook_events
+WHERE provider = ANY($2) AND lower(event_id) LIKE ANY($1)
+UNION ALL
+SELECT provider, event_id, workflow_id FROM replays
+WHERE provider = ANY($2) AND lower(event_id) LIKE ANY($1)`
+
 	qErasureRelations = `
 SELECT relid::regclass::text AS rel FROM pg_partition_tree($1::regclass) WHERE isleaf
 UNION ALL

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -78,8 +79,14 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	bobBefore, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
 
+	runs := &deletedRuns{}
+	s.SetWorkflowDeleter(runs)
 	_, err = s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
 	require.NoError(t, err)
+	// The runs whose workflow IDs held Jane's address go (internal/e2e deletes them for real),
+	// Bob's stay.
+	assert.ElementsMatch(t, []string{"postmark:" + before.EventID, "postmark:" + before.EventID + ":replay:1",
+		"ses:" + snsID + ":" + janeAddress}, runs.ids)
 
 	hits, err = storetest.Hits(ctx, s.Pool(), janeAddress)
 	require.NoError(t, err)
@@ -118,4 +125,12 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	require.NoError(t, err)
 	mentionsJane := func(_, row string) bool { return strings.Contains(strings.ToLower(row), janeAddress) }
 	assert.Empty(t, storetest.Missing(bobBefore, after, mentionsJane), "rows that did not mention the address changed")
+}
+
+// deletedRuns records the workflow IDs an erasure deletes.
+type deletedRuns struct{ ids []string }
+
+func (d *deletedRuns) DeleteWorkflows(_ context.Context, ids []string) error {
+	d.ids = append(d.ids, ids...)
+	return nil
 }

@@ -43,6 +43,9 @@ type Store struct {
 	// stripOnProcessed removes an inbound email's body as its event is marked processed
 	// (SetInboundBodies, retention.inbound_bodies: 0).
 	stripOnProcessed bool
+	// workflows deletes the Temporal runs an erasure finds keyed by the address
+	// (SetWorkflowDeleter); nil: they are left to the namespace's retention.
+	workflows WorkflowDeleter
 	// erasureBatchBlocks, when set, replaces defaultErasureBatchBlocks (tests: export_test.go).
 	erasureBatchBlocks int64
 	// afterErasureBatch, when set, is called after each batch an erasure job commits (tests).
