@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -118,6 +119,45 @@ func (s *Server) fail(c *gin.Context, e *apiError) int {
 	c.AbortWithStatusJSON(status, body)
 	return status
 }
+
+// closeUnread answers a webhook refused before its body was read, as fail does, and closes the
+// connection: through the lingerer when the body is one net/http would not drain (declared
+// larger than it drains, or chunked), else as net/http does.
+func (s *Server) closeUnread(c *gin.Context, e *apiError) int {
+	c.Header("Connection", "close")
+	n := c.Request.ContentLength
+	if s.linger == nil || c.Request.ProtoMajor != 1 || (n >= 0 && n <= maxDrainedBytes) {
+		return s.fail(c, e)
+	}
+	status, body := e.answer()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return s.fail(c, e)
+	}
+	if e.kind == kindUnavailable {
+		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
+	}
+	// Declared and flushed, the answer is whole on the wire before the connection is taken.
+	c.Header("Content-Length", strconv.Itoa(len(raw)))
+	c.Data(status, "application/json; charset=utf-8", raw)
+	c.Abort()
+	c.Writer.Flush()
+	// gin's own Hijack refuses once a body is written: take it from what gin wraps.
+	inner, ok := c.Writer.(interface{ Unwrap() http.ResponseWriter })
+	if !ok {
+		return status
+	}
+	conn, _, err := http.NewResponseController(inner.Unwrap()).Hijack()
+	if err != nil {
+		return status // HTTP/2 or a recorder: net/http closes the connection as before
+	}
+	s.linger.close(conn)
+	return status
+}
+
+// maxDrainedBytes is how much of an unread body net/http reads away to keep the connection
+// (maxPostHandlerReadBytes): a refused body that size or smaller costs no lingering close.
+const maxDrainedBytes = 256 << 10
 
 // noRoute answers a path (or a method) nothing serves.
 func (s *Server) noRoute(c *gin.Context) {

@@ -70,6 +70,9 @@ type Endpoint struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
+	// linger closes refused connections (closeUnread); set by the first handler built.
+	linger *lingerer
+
 	Endpoints    map[string]Endpoint
 	MaxBodyBytes int64
 	// Reading bounds the webhook bodies being read at once (http.max_reading_bytes and
@@ -151,6 +154,9 @@ func (s *Server) handler(routes int) http.Handler {
 			// Without the binding a captured signature signs any event: never serve that.
 			panic(fmt.Sprintf("endpoint %s: provider %s needs Server.Nonces", ep.Name, ep.Provider))
 		}
+	}
+	if s.linger == nil {
+		s.linger = &lingerer{delay: lingerDelay, max: maxLingering}
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -271,12 +277,16 @@ func (s *Server) webhook(c *gin.Context) {
 	// Before a byte of the body is read: whoever may not send here at all is refused for
 	// nothing, and no body is buffered beyond the process's reading budget.
 	client := c.ClientIP()
+	// A refusal before the body is read closes the connection itself (closeUnread).
+	unread := func(outcome string, e *apiError) {
+		logged(s.closeUnread(c, e), outcome)
+	}
 	if !ep.Allow.Allows(client) {
-		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
+		unread(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
 		return
 	}
 	if c.Request.ContentLength > s.MaxBodyBytes {
-		deny(metrics.TooLarge, refuse(kindTooLarge, ""))
+		unread(metrics.TooLarge, refuse(kindTooLarge, ""))
 		return
 	}
 	size := c.Request.ContentLength
@@ -288,8 +298,7 @@ func (s *Server) webhook(c *gin.Context) {
 	rc := http.NewResponseController(c.Writer)
 	lease, ok := s.Reading.Take(client, size, func() { _ = rc.SetReadDeadline(time.Now()) })
 	if !ok {
-		c.Header("Connection", "close")
-		deny(metrics.Busy, refuse(kindUnavailable, "too many request bodies are being read; retry later"))
+		unread(metrics.Busy, refuse(kindUnavailable, "too many request bodies are being read; retry later"))
 		return
 	}
 	defer lease.Release()

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// lingerer closes the connections of requests refused with their body unread, a short delay
+// after their answer, from one goroutine for all of them. net/http does the same delay itself
+// (so the client reads the answer before the reset that closing over unread bytes sends), but
+// in each connection's own goroutine: 2,000 uploads refused at once kept 2,000 goroutines and
+// their stacks for half a second, most of the memory such a burst took (docs/BENCHMARKS.md).
+// Here a waiting connection costs a queue entry.
+type lingerer struct {
+	delay time.Duration
+	max   int // beyond this many waiting, a connection is closed at once
+
+	mu      sync.Mutex
+	queue   []lingering
+	running bool
+}
+
+type lingering struct {
+	conn net.Conn
+	at   time.Time
+}
+
+// lingerDelay is net/http's own (rstAvoidanceDelay).
+const lingerDelay = 500 * time.Millisecond
+
+// close ends conn's writing now and closes it after the delay.
+func (l *lingerer) close(conn net.Conn) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	l.mu.Lock()
+	if len(l.queue) >= l.max {
+		l.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	l.queue = append(l.queue, lingering{conn: conn, at: time.Now().Add(l.delay)})
+	if !l.running {
+		l.running = true
+		go l.run()
+	}
+	l.mu.Unlock()
+}
+
+// run closes the queued connections in order (every one waits the same delay, so the queue is
+// in the order of their times) and ends when none is left.
+func (l *lingerer) run() {
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.running = false
+			l.queue = nil
+			l.mu.Unlock()
+			return
+		}
+		next := l.queue[0]
+		l.queue[0] = lingering{}
+		l.queue = l.queue[1:]
+		l.mu.Unlock()
+		time.Sleep(time.Until(next.at))
+		_ = next.conn.Close()
+	}
+}
+
+// maxLingering bounds the queue: 100,000 refused connections waiting at once hold a few MB.
+const maxLingering = 100_000

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// closed reports whether the far end of a pipe was closed (a read ends in EOF) rather than still
+// open (the read times out).
+func closed(t *testing.T, far net.Conn, wait time.Duration) bool {
+	t.Helper()
+	_ = far.SetReadDeadline(time.Now().Add(wait))
+	_, err := far.Read(make([]byte, 1))
+	switch {
+	case errors.Is(err, io.EOF):
+		return true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false
+	default:
+		t.Fatalf("read: %v", err)
+		return false
+	}
+}
+
+// A refused connection waits its delay in the queue, not in a goroutine of its own; beyond the
+// queue's bound one is closed at once; the queue's one goroutine closes each in turn and ends.
+func TestLingererClosesAfterTheDelayFromOneQueue(t *testing.T) {
+	l := &lingerer{delay: time.Hour, max: 1}
+	near1, far1 := net.Pipe()
+	near2, far2 := net.Pipe()
+	l.close(near1)
+	l.close(near2)
+	if !closed(t, far2, 5*time.Second) {
+		t.Fatal("beyond the bound: not closed at once")
+	}
+	if closed(t, far1, 50*time.Millisecond) {
+		t.Fatal("closed before its delay")
+	}
+	// (l's goroutine sleeps out its hour until the test binary exits.) A lingerer with a short
+	// delay closes each in turn, and its goroutine ends.
+	s := &lingerer{delay: time.Millisecond, max: 10}
+	var fars []net.Conn
+	for range 3 {
+		near, far := net.Pipe()
+		s.close(near)
+		fars = append(fars, far)
+	}
+	for i, far := range fars {
+		if !closed(t, far, 10*time.Second) {
+			t.Fatalf("connection %d not closed after its delay", i)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		running, queued := s.running, len(s.queue)
+		s.mu.Unlock()
+		if !running && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue's goroutine still runs with %d queued", queued)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = near1.Close()
+}
