@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"slices"
 	"sort"
@@ -30,6 +31,7 @@ import (
 	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -121,6 +123,8 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "POST", target: "/webhooks/plain", body: "unsigned", want: 401},
 		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "used"}, body: "events:e2", want: 406},
 		{method: "POST", target: "/webhooks/nonce", body: "unsigned", want: 406},
+		// Refused by allow_cidrs before its body is read: the provider's own "stop" status too.
+		{method: "POST", target: "/webhooks/fenced", body: "events:e5", want: 406},
 		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "fresh"}, body: "events:e3", want: 200},
 		{method: "POST", target: "/webhooks/nonce", header: map[string]string{"X-Nonce": "down"}, body: "events:e4", want: 503},
 		{method: "POST", target: "/webhooks/unknown", body: "events:e1", want: 404},
@@ -378,6 +382,8 @@ func newContractFixture(t *testing.T) *contractFixture {
 			"plain": {Name: "plain", Provider: "plain", Adapter: fakeAdapter{}},
 			"sns":   {Name: "sns", Provider: "sns", Adapter: fakeControlAdapter{}},
 			"nonce": {Name: "nonce", Provider: "nonce", Adapter: fakeNonceAdapter{}},
+			// Only from a range no test request comes from: refused before the body is read.
+			"fenced": {Name: "fenced", Provider: "nonce", Adapter: fakeNonceAdapter{}, Allow: allowlist.List{netip.MustParsePrefix("198.51.100.0/24")}},
 		},
 		MaxBodyBytes:        1024,
 		MaxEventsPerRequest: 3,

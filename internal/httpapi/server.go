@@ -257,12 +257,19 @@ func (s *Server) webhook(c *gin.Context) {
 		logged(http.StatusOK, outcome, attrs...)
 	}
 	var ep Endpoint
-	deny := func(outcome string, e *apiError, attrs ...any) {
+	withRejectStatus := func(e *apiError) *apiError {
 		// A provider that retries every other 4xx is refused with the status it does not.
 		if r, ok := ep.Adapter.(provider.Rejecter); ok && (e.kind == kindBadPayload || e.kind == kindBadControl || e.kind == kindInvalidSignature) {
 			e.status = r.RejectStatus()
 		}
-		logged(s.fail(c, e), outcome, attrs...)
+		return e
+	}
+	deny := func(outcome string, e *apiError, attrs ...any) {
+		logged(s.fail(c, withRejectStatus(e)), outcome, attrs...)
+	}
+	// A refusal before the body is read closes the connection itself (closeUnread).
+	unread := func(outcome string, e *apiError) {
+		logged(s.closeUnread(c, withRejectStatus(e)), outcome)
 	}
 
 	ep, ok := s.Endpoints[name]
@@ -277,10 +284,6 @@ func (s *Server) webhook(c *gin.Context) {
 	// Before a byte of the body is read: whoever may not send here at all is refused for
 	// nothing, and no body is buffered beyond the process's reading budget.
 	client := c.ClientIP()
-	// A refusal before the body is read closes the connection itself (closeUnread).
-	unread := func(outcome string, e *apiError) {
-		logged(s.closeUnread(c, e), outcome)
-	}
 	if !ep.Allow.Allows(client) {
 		unread(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
 		return

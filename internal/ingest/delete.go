@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/status"
 )
 
 // RunDeleter deletes Temporal runs by workflow ID, for an erasure: the runs of events that
@@ -22,13 +23,14 @@ type RunDeleter struct {
 
 // DeleteWorkflows deletes every run of each workflow ID (a redriven event has several; a run
 // still open is terminated first, as Temporal does for a delete). An ID with no run left is no
-// error, so a resumed erasure deletes again harmlessly. Errors name the ID by its position only:
-// the IDs are what holds the address.
+// error, so a resumed erasure deletes again harmlessly. Errors name the ID by its position and
+// the failure by its gRPC code only: the IDs hold the address, and Temporal's messages (an
+// invalid query's, say) may repeat them.
 func (d RunDeleter) DeleteWorkflows(ctx context.Context, ids []string) error {
 	for i, id := range ids {
 		runs, err := d.runs(ctx, id)
 		if err != nil {
-			return fmt.Errorf("list the runs of workflow %d of %d: %w", i+1, len(ids), err)
+			return fmt.Errorf("list the runs of workflow %d of %d: %s", i+1, len(ids), status.Code(err))
 		}
 		for _, run := range runs {
 			_, err := d.Client.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
@@ -37,7 +39,7 @@ func (d RunDeleter) DeleteWorkflows(ctx context.Context, ids []string) error {
 			})
 			var missing *serviceerror.NotFound
 			if err != nil && !errors.As(err, &missing) {
-				return fmt.Errorf("delete a run of workflow %d of %d: %w", i+1, len(ids), err)
+				return fmt.Errorf("delete a run of workflow %d of %d: %s", i+1, len(ids), status.Code(err))
 			}
 		}
 	}

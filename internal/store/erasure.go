@@ -754,8 +754,6 @@ WHERE id = $1 AND status = 'running'`
 
 	qGetErasure = `SELECT took_ms, erased_at FROM erasures WHERE id = $1`
 
-	// The leaves of a table: its partitions (pg_partition_tree lists a partitioned table and
-	// its leaves), or the table itself, for which it lists nothing.
 	// The event runs and replay runs whose workflow IDs hold a key of a provider in $2 that
 	// mentions the address ($1); Go keeps those whose key is a prior version's
 	// (erasure.Matcher.EventID).
@@ -766,6 +764,8 @@ UNION ALL
 SELECT provider, event_id, workflow_id FROM replays
 WHERE provider = ANY($2) AND lower(event_id) LIKE ANY($1)`
 
+	// The leaves of a table: its partitions (pg_partition_tree lists a partitioned table and
+	// its leaves), or the table itself, for which it lists nothing.
 	qErasureRelations = `
 SELECT relid::regclass::text AS rel FROM pg_partition_tree($1::regclass) WHERE isleaf
 UNION ALL
