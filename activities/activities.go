@@ -184,6 +184,7 @@ type NotifyResult struct {
 	Sink        string `json:"sink,omitempty"`
 	Type        string `json:"type,omitempty"`
 	Sent        bool   `json:"sent,omitempty"`
+	HTTPStatus  int    `json:"http_status,omitempty"` // the sink's 2xx
 	Attempt     int    `json:"attempt,omitempty"`
 	AlreadySent bool   `json:"already_sent,omitempty"`
 	// Parked: not sent now; parked for the sink's drainer, which sends it under the same id
@@ -248,7 +249,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if !ok {
 		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonThrottled, time.Time{})
 	}
-	sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, Ordered(n.Body), a.now())
+	status, sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, Ordered(n.Body), a.now())
 	release()
 	var de *notify.DeliveryError
 	errors.As(sendErr, &de)
@@ -260,7 +261,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 		}
 		log.InfoContext(ctx, "notification sent")
 		a.Metrics.NotificationAttempt(sink.Name, "sent", true, made)
-		return NotifyResult{ID: n.ID, Sent: true, Attempt: made}, nil
+		return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made}, nil
 	case delivery.Rejected:
 		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
 			log.WarnContext(ctx, "could not record notification attempt", "error", err)

@@ -330,7 +330,7 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 		}
 		return false
 	}
-	sendErr := a.Sender.Send(ctx, d.sink.URL, d.sink.Secret, n.ID, Ordered(n.Body), a.now())
+	_, sendErr := a.Sender.Send(ctx, d.sink.URL, d.sink.Secret, n.ID, Ordered(n.Body), a.now())
 	release()
 	if ctx.Err() != nil {
 		return false // cancelled by the step (another send stopped it) or the worker: still parked

@@ -28,7 +28,7 @@ func TestPrintsVerifiedNotificationsAndRefusesBadSignatures(t *testing.T) {
 	body := []byte(`{"type":"message.status_changed","data":{"message_id":"msg_1","status":"bounced"}}`)
 	s := &notify.Sender{}
 	for range 2 {
-		if err := s.Send(t.Context(), srv.URL, secret, "ntf_1", body, time.Now()); err != nil {
+		if _, err := s.Send(t.Context(), srv.URL, secret, "ntf_1", body, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func TestPrintsVerifiedNotificationsAndRefusesBadSignatures(t *testing.T) {
 		!strings.Contains(got, `"status": "bounced"`) || strings.Count(got, "a retry") != 1 {
 		t.Fatalf("printed:\n%s", got)
 	}
-	err = s.Send(t.Context(), srv.URL, "whsec_b3RoZXItc2VjcmV0", "ntf_2", body, time.Now())
+	_, err = s.Send(t.Context(), srv.URL, "whsec_b3RoZXItc2VjcmV0", "ntf_2", body, time.Now())
 	var de *notify.DeliveryError
 	if !errors.As(err, &de) || de.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong secret: %v", err)

@@ -59,7 +59,7 @@ func TestEachStepSaysWhatItDidInTheTemporalUI(t *testing.T) {
 	}
 	want := map[string]struct{ summary, result []string }{
 		"Process":          {[]string{"apply to its message"}, []string{`"kind":"status"`, `"outcome":"moved"`, `"to":"delivered"`, `"version":`}},
-		"SendNotification": {[]string{"message.status_changed → "}, []string{`"id":"ntf_`, `"sink":"`, `"type":"message.status_changed"`, `"sent":true`, `"attempt":1`}},
+		"SendNotification": {[]string{"message.status_changed → "}, []string{`"id":"ntf_`, `"sink":"`, `"type":"message.status_changed"`, `"sent":true`, `"http_status":200`, `"attempt":1`}},
 		"MarkProcessed":    {[]string{"mark processed: 0 of 1 notifications failed for good, 0 parked"}, nil},
 	}
 	for name, w := range want {

@@ -88,25 +88,26 @@ func (e *DeliveryError) Brief() string {
 
 // Send POSTs body to sinkURL as notification id, signed with secret at now. The id doubles as the
 // Idempotency-Key and webhook-id so a sink can drop the duplicates that retries produce. It
-// returns nil for any 2xx and a *DeliveryError otherwise.
-func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []byte, now time.Time) error {
+// returns the sink's HTTP status (0 when none came) and nil for any 2xx, a *DeliveryError
+// otherwise.
+func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []byte, now time.Time) (int, error) {
 	if err := checkURL(sinkURL); err != nil {
-		return &DeliveryError{Err: err}
+		return 0, &DeliveryError{Err: err}
 	}
 	if id == "" {
-		return &DeliveryError{Err: errors.New("empty notification id")}
+		return 0, &DeliveryError{Err: errors.New("empty notification id")}
 	}
 	scheme, err := signature.NewStandard(secret, 0)
 	if err != nil {
-		return &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", err)}
+		return 0, &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", err)}
 	}
 	sig, err := scheme.Sign(id, now, body)
 	if err != nil {
-		return &DeliveryError{Err: err}
+		return 0, &DeliveryError{Err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(body))
 	if err != nil {
-		return &DeliveryError{Err: fmt.Errorf("build request: %w", err)}
+		return 0, &DeliveryError{Err: fmt.Errorf("build request: %w", err)}
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -118,7 +119,7 @@ func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []by
 
 	resp, err := s.client().Do(req)
 	if err != nil {
-		return &DeliveryError{Retryable: true, Err: redact(err)}
+		return 0, &DeliveryError{Retryable: true, Err: redact(err)}
 	}
 	defer resp.Body.Close()
 
@@ -129,9 +130,9 @@ func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []by
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		// A 2xx is the sink's acknowledgement even if its body was cut short.
-		return nil
+		return resp.StatusCode, nil
 	}
-	return &DeliveryError{
+	return resp.StatusCode, &DeliveryError{
 		StatusCode: resp.StatusCode,
 		Retryable:  retryableStatus(resp.StatusCode),
 		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), now),

@@ -84,8 +84,12 @@ func TestSendSuccess(t *testing.T) {
 	for _, code := range []int{200, 201, 202, 204} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
 			srv, hits := receiver(t, status(code))
-			if err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow); err != nil {
+			got, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+			if err != nil {
 				t.Fatalf("Send: %v", err)
+			}
+			if got != code {
+				t.Errorf("Send says the sink answered %d, want %d", got, code)
 			}
 			if hits.Load() != 1 {
 				t.Fatalf("sink hit %d times", hits.Load())
@@ -126,7 +130,7 @@ func TestSendStatusClasses(t *testing.T) {
 				}
 				status(tt.code, tt.header...)(w, r)
 			})
-			err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+			_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
 			var de *DeliveryError
 			if !errors.As(err, &de) {
 				t.Fatalf("Send error = %v (%T), want *DeliveryError", err, err)
@@ -152,7 +156,7 @@ func TestSendTruncatesAndSanitizesBody(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, payload)
 	})
-	err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+	_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
 	var de *DeliveryError
 	if !errors.As(err, &de) {
 		t.Fatalf("Send error = %v", err)
@@ -176,7 +180,7 @@ func TestSendClientTimeoutIsRetryable(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs before srv.Close, so the handler returns
 
 	s := &Sender{Client: &http.Client{Timeout: 50 * time.Millisecond}}
-	err := s.Send(context.Background(), srv.URL+"/hook?token=s3cr3t", testSecret, testID, testBody, testNow)
+	_, err := s.Send(context.Background(), srv.URL+"/hook?token=s3cr3t", testSecret, testID, testBody, testNow)
 	var de *DeliveryError
 	if !errors.As(err, &de) {
 		t.Fatalf("Send error = %v", err)
@@ -205,7 +209,7 @@ func TestSendContextDeadlineIsRetryable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := (&Sender{}).Send(ctx, srv.URL, testSecret, testID, testBody, testNow)
+	_, err := (&Sender{}).Send(ctx, srv.URL, testSecret, testID, testBody, testNow)
 	var de *DeliveryError
 	if !errors.As(err, &de) || !de.Retryable {
 		t.Fatalf("Send error = %v, want retryable DeliveryError", err)
@@ -219,7 +223,7 @@ func TestSendConnectionRefusedIsRetryable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close()
-	err := (&Sender{}).Send(context.Background(), addr, testSecret, testID, testBody, testNow)
+	_, err := (&Sender{}).Send(context.Background(), addr, testSecret, testID, testBody, testNow)
 	var de *DeliveryError
 	if !errors.As(err, &de) || !de.Retryable || de.StatusCode != 0 || de.Err == nil {
 		t.Fatalf("Send error = %#v, want retryable network DeliveryError", err)
@@ -239,7 +243,7 @@ func TestSendLocalProblemsAreNotRetryable(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := (&Sender{}).Send(context.Background(), tt.url, tt.secret, tt.id, testBody, testNow)
+			_, err := (&Sender{}).Send(context.Background(), tt.url, tt.secret, tt.id, testBody, testNow)
 			var de *DeliveryError
 			if !errors.As(err, &de) || de.Retryable || de.StatusCode != 0 {
 				t.Fatalf("Send error = %v, want non-retryable DeliveryError", err)
@@ -254,7 +258,7 @@ func TestSendLocalProblemsAreNotRetryable(t *testing.T) {
 func TestSendDoesNotModifyCallersClient(t *testing.T) {
 	srv, _ := receiver(t, status(302, "Location", "/elsewhere"))
 	c := &http.Client{Timeout: time.Second}
-	_ = (&Sender{Client: c}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+	_, _ = (&Sender{Client: c}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
 	if c.CheckRedirect != nil {
 		t.Fatal("Send set CheckRedirect on the caller's client")
 	}
