@@ -18,8 +18,8 @@
 #
 # mailhook serve (HTTP and worker in one process) gets the sinks `loadtest` (the load
 # generator's own) and `down`, both with types [message.status_changed, email.received,
-# suppression.added]; for this tree `down` also gets concurrency CONCURRENCY_DOWN and rate
-# RATE_DOWN (the base config leaves them out: its parser is strict). mailhook-loadtest sends
+# suppression.added]; `down` also gets concurrency CONCURRENCY_DOWN and rate RATE_DOWN, in the
+# base tree's config only when its config has the sink's `rate` key (its parser is strict). mailhook-loadtest sends
 # RATE requests/s (postscale, 10% re-sends) for LOAD and checks its own sink (its verdict, and
 # the notification latency of the healthy sink). Every SAMPLE_EVERY seconds a row goes to
 # samples.csv (events, open event workflows, `down`'s notifications by status, the hanging
@@ -223,7 +223,7 @@ sinks:
     secret: "$(cat "$WORK/down.secret")"
     types: [message.status_changed, email.received, suppression.added]
 EOF
-	if [[ $tree == this ]]; then
+	if [[ $tree == this ]] || git -C "$ROOT" grep -q 'yaml:"rate"' "$BASE_REF" -- internal/config; then
 		echo "    concurrency: $CONCURRENCY_DOWN"
 		echo "    rate: $RATE_DOWN"
 	fi
