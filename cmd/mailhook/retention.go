@@ -174,11 +174,9 @@ func listOrNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-// lazyTemporal is a client of cfg's Temporal that connects on its first call, logging only the
-// SDK's warnings.
+// lazyTemporal is a client of cfg's Temporal that connects on its first call.
 func lazyTemporal(cfg config.Config) (client.Client, error) {
-	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
+	opts, err := commandTemporalOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -189,10 +187,9 @@ func lazyTemporal(cfg config.Config) (client.Client, error) {
 	return tc, nil
 }
 
-// dialTemporal connects to cfg's Temporal for one command, logging only the SDK's warnings.
+// dialTemporal connects to cfg's Temporal for one command.
 func dialTemporal(c *cobra.Command, cfg config.Config) (client.Client, error) {
-	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
+	opts, err := commandTemporalOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -201,4 +198,11 @@ func dialTemporal(c *cobra.Command, cfg config.Config) (client.Client, error) {
 		return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
 	}
 	return tc, nil
+}
+
+// commandTemporalOptions are a command's client options: cfg's Temporal, logging only the SDK's
+// warnings.
+func commandTemporalOptions(cfg config.Config) (client.Options, error) {
+	quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(quiet), nil)
 }
