@@ -109,15 +109,20 @@ func refuse(k kind, reason string) *apiError { return &apiError{kind: k, reason:
 // Retry-After (providers and the callers of /v1 back off instead of hammering a database that is
 // down); a 401 for the bearer token says which scheme to use.
 func (s *Server) fail(c *gin.Context, e *apiError) int {
+	s.failHeaders(c, e)
+	status, body := e.answer()
+	c.AbortWithStatusJSON(status, body)
+	return status
+}
+
+// failHeaders sets the headers an error's kind asks for.
+func (s *Server) failHeaders(c *gin.Context, e *apiError) {
 	switch e.kind {
 	case kindUnavailable:
 		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
 	case kindUnauthenticated:
 		c.Header("WWW-Authenticate", `Bearer realm="mailhook"`)
 	}
-	status, body := e.answer()
-	c.AbortWithStatusJSON(status, body)
-	return status
 }
 
 // closeUnread answers a webhook refused before its body was read, as fail does, and closes the
@@ -134,9 +139,7 @@ func (s *Server) closeUnread(c *gin.Context, e *apiError) int {
 	if err != nil {
 		return s.fail(c, e)
 	}
-	if e.kind == kindUnavailable {
-		c.Header("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())))
-	}
+	s.failHeaders(c, e)
 	// Declared and flushed, the answer is whole on the wire before the connection is taken.
 	c.Header("Content-Length", strconv.Itoa(len(raw)))
 	c.Data(status, "application/json; charset=utf-8", raw)
