@@ -68,6 +68,7 @@ run:
 test: vet fmt-check tidy-check
 	@scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
+	scripts/ensure-brokers.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
 	# The real Temporal server one e2e test runs against: built once, cached outside the repo.

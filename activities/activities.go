@@ -62,6 +62,9 @@ type Activities struct {
 	Store  Store
 	Sinks  []config.Sink
 	Sender *notify.Sender
+	// Destinations are the broker sinks' publishers by sink name (serve opens them at start);
+	// a sink not in it is an http sink, sent through Sender.
+	Destinations map[string]notify.Destination
 	// Now is the clock; nil means time.Now. Tests set it.
 	Now func() time.Time
 	// RetryAfterCap bounds a sink's Retry-After; zero means 10 minutes.
@@ -249,7 +252,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	if !ok {
 		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonThrottled, time.Time{})
 	}
-	status, sendErr := a.Sender.Send(ctx, sink.URL, sink.Secret, n.ID, Ordered(n.Body), a.now())
+	status, sendErr := a.destination(sink).Send(ctx, message(n.ID, ev.Provider, row.MessageID, keyID, in.Type, n.Body), a.now())
 	release()
 	var de *notify.DeliveryError
 	errors.As(sendErr, &de)

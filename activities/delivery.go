@@ -25,6 +25,7 @@ type SinkStore interface {
 	SinkByName(ctx context.Context, name string) (store.Sink, error)
 	ParkedBatch(ctx context.Context, sink string, limit int) ([]store.ParkedNotification, error)
 	DrainedSent(ctx context.Context, n store.ParkedNotification) error
+	DrainedSentAll(ctx context.Context, ns []store.ParkedNotification) error
 	GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error)
 	SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error
 	SinkAnswers(ctx context.Context, sink string) error
@@ -64,6 +65,32 @@ func (a *Activities) wake(ctx context.Context, log *slog.Logger, sink string) {
 	if err := a.Drainers.Wake(ctx, sink); err != nil {
 		log.WarnContext(ctx, "could not wake the sink's drainer; it looks by itself within minutes", "error", err)
 	}
+}
+
+// destination is where the sink's notifications go.
+func (a *Activities) destination(sink config.Sink) notify.Destination {
+	if d, ok := a.Destinations[sink.Name]; ok {
+		return d
+	}
+	return notify.HTTP{Sender: a.Sender, URL: sink.URL, Secret: sink.Secret}
+}
+
+// batcher is the sink's destination when a drain may publish to it in batches: a broker, with
+// no rate or concurrency limit (a limited sink is drained one send at a time, at its pace).
+func (a *Activities) batcher(sink config.Sink) (notify.Batcher, bool) {
+	b, ok := a.destination(sink).(notify.Batcher)
+	return b, ok && sink.Rate == 0 && sink.Concurrency == 0
+}
+
+// message is a notification as a destination sends it, keyed by its message so a partitioned
+// consumer sees one message's updates in order (by its event for notifications about no
+// message). The stored body's keys are put in the envelope's order.
+func message(id, provider, messageID, eventID, typ string, body []byte) notify.Message {
+	key := messageID
+	if key == "" {
+		key = eventID
+	}
+	return notify.Message{ID: id, Key: provider + ":" + key, Type: typ, Body: Ordered(body)}
 }
 
 // verdictOf is how an attempt's outcome counts (delivery.Judge).

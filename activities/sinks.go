@@ -153,7 +153,11 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 		return SinkStep{}, err
 	}
 	d := a.newDrain(ctx, sink, batch)
-	d.run(ctx, delivery.Chains(d.items()), a.Delivery.DrainWidth(sink))
+	if b, ok := a.batcher(sink); ok {
+		a.publishBatches(ctx, d, b)
+	} else {
+		d.run(ctx, delivery.Chains(d.items()), a.Delivery.DrainWidth(sink))
+	}
 	if err := d.finish(ctx, sk); err != nil {
 		return SinkStep{}, err
 	}
@@ -330,7 +334,7 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 		}
 		return false
 	}
-	_, sendErr := a.Sender.Send(ctx, d.sink.URL, d.sink.Secret, n.ID, Ordered(n.Body), a.now())
+	_, sendErr := a.destination(d.sink).Send(ctx, parkedMessage(n), a.now())
 	release()
 	if ctx.Err() != nil {
 		return false // cancelled by the step (another send stopped it) or the worker: still parked
@@ -441,4 +445,109 @@ func (d *drain) finish(ctx context.Context, sk store.Sink) error {
 		d.log.InfoContext(ctx, "sink answers again: its parked notifications are drained")
 	}
 	return errors.Join(d.storeErrs...)
+}
+
+// publishBatches drains a broker sink: batch after batch of notify.drain_batch until nothing
+// is parked, the step's budget is spent or a publish fails, so a backlog drains at the broker's
+// speed in a few steps. Each batch goes out in waves: the first parked update of every message
+// in one SendBatch, then each message's next update once the one before it is confirmed, so a
+// consumer sees a message's updates in version order whatever the broker does with a batch.
+// Each wave's confirmed notifications are marked sent in one statement.
+func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batcher) {
+	deadline := time.Now().Add(DrainBudget)
+	for {
+		d.publish(ctx, b)
+		if d.isStopped() || len(d.order) < a.Delivery.Batch() || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.Delivery.Batch())
+		if err != nil {
+			d.storeErr(err)
+			return
+		}
+		if len(next) == 0 {
+			return
+		}
+		d.take(next)
+	}
+}
+
+// take makes batch the drain's next one.
+func (d *drain) take(batch []store.ParkedNotification) {
+	d.order = batch
+	clear(d.byID)
+	for _, n := range batch {
+		d.byID[n.ID] = n
+	}
+}
+
+// publish sends the drain's batch in waves (publishBatches). The first failed publish stops the
+// step; the rest of its wave was published with it, and what was confirmed is marked sent.
+func (d *drain) publish(ctx context.Context, b notify.Batcher) {
+	a := d.a
+	chains := delivery.Chains(d.items())
+	for wave := 0; !d.isStopped() && ctx.Err() == nil; wave++ {
+		var (
+			ms []notify.Message
+			ns []store.ParkedNotification
+		)
+		for _, chain := range chains {
+			if wave >= len(chain) {
+				continue
+			}
+			n := d.byID[chain[wave].ID]
+			if len(n.Body) == 0 {
+				d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+				continue
+			}
+			ms = append(ms, parkedMessage(n))
+			ns = append(ns, n)
+		}
+		if len(ms) == 0 {
+			return
+		}
+		errs := b.SendBatch(ctx, ms, a.now())
+		if ctx.Err() != nil {
+			return // the worker is stopping: whatever the broker confirmed is sent again, under its id
+		}
+		var sent []store.ParkedNotification
+		var failed error
+		for i, err := range errs {
+			if err == nil {
+				sent = append(sent, ns[i])
+				continue
+			}
+			d.record(ctx, ns[i], err)
+			if failed == nil {
+				failed = err
+			}
+		}
+		if len(sent) > 0 {
+			if err := a.Store.DrainedSentAll(ctx, sent); err != nil {
+				// The broker has them; the next drain publishes them again under their ids.
+				d.storeErr(err)
+				d.stop("", time.Time{})
+				return
+			}
+			d.mu.Lock()
+			d.sent += len(sent)
+			d.answered = true
+			d.mu.Unlock()
+			for _, n := range sent {
+				a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
+			}
+			activity.RecordHeartbeat(ctx, d.progress())
+		}
+		if failed != nil {
+			d.stop(brief(failed), time.Time{})
+			d.log.WarnContext(ctx, "publishing parked notifications failed; the sink's circuit opens again",
+				"error", brief(failed), "published", len(sent), "failed", len(errs)-len(sent))
+			a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)
+			return
+		}
+	}
+}
+
+func parkedMessage(n store.ParkedNotification) notify.Message {
+	return message(n.ID, n.Provider, n.MessageID, n.EventID, n.Type, n.Body)
 }

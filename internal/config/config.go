@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -262,10 +261,18 @@ type Endpoint struct {
 
 // Sink is one downstream receiver of notifications.
 type Sink struct {
-	Name   string   `yaml:"name"`
-	URL    string   `yaml:"url"`
-	Secret string   `yaml:"secret"`
-	Types  []string `yaml:"types"`
+	Name string `yaml:"name"`
+	// Kind is http (the default), nats, rabbitmq or kafka (brokers.go); a broker sink takes its
+	// settings from the block of its kind instead of URL.
+	Kind string `yaml:"kind"`
+	URL  string `yaml:"url"`
+	// Secret signs each notification (Standard Webhooks); optional for a broker sink, whose
+	// messages then carry no webhook-signature.
+	Secret   string        `yaml:"secret"`
+	Types    []string      `yaml:"types"`
+	NATS     *NATSSink     `yaml:"nats"`
+	RabbitMQ *RabbitMQSink `yaml:"rabbitmq"`
+	Kafka    *KafkaSink    `yaml:"kafka"`
 	// Rate bounds the requests a second sent to the sink by every worker together (0: no
 	// bound); Concurrency the requests in flight at once (0: no bound for first attempts, and
 	// notify.drain_concurrency for a drain). Both hold across processes (delivery.go).
@@ -580,24 +587,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.name %q is used twice", key, s.Name)
 		}
 		sinks[s.Name] = true
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("config: %s.url (sink %q) %q is not an http(s) URL", key, s.Name, s.URL)
+		if err := s.validateDestination(key); err != nil {
+			return err
 		}
-		if strings.TrimSpace(s.Secret) == "" {
+		if strings.TrimSpace(s.Secret) == "" && s.KindOf() == KindHTTP {
 			return fmt.Errorf("config: %s.secret (sink %q) is empty", key, s.Name)
 		}
-		// Notifications are signed with signature.Standard, which decodes the secret this way;
-		// one it cannot decode would fail every delivery until notify.give_up_after.
-		// NewStandard's errors never quote the secret.
-		scheme, err := signature.NewStandard(s.Secret, 0)
-		if err != nil {
-			return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
-		}
-		// Standard Webhooks asks for 24 to 64 random bytes: a short key can be guessed from one
-		// signed notification, and then anyone can sign notifications the sink trusts.
-		if n := scheme.KeyLength(); n < MinSinkSecretBytes {
-			return fmt.Errorf("config: %s.secret (sink %q) decodes to %d bytes, want at least %d (make one with: echo whsec_$(head -c 32 /dev/urandom | base64))", key, s.Name, n, MinSinkSecretBytes)
+		if err := s.validateSecret(key); err != nil {
+			return err
 		}
 		if len(s.Types) == 0 {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
@@ -610,6 +607,26 @@ func (c Config) Validate() error {
 				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s)", key, j, s.Name, t, strings.Join(domain.NotificationTypes, ", "))
 			}
 		}
+	}
+	return nil
+}
+
+// validateSecret checks a set secret (an http sink's is always set).
+func (s Sink) validateSecret(key string) error {
+	if s.Secret == "" {
+		return nil
+	}
+	// Notifications are signed with signature.Standard, which decodes the secret this way;
+	// one it cannot decode would fail every delivery until notify.give_up_after.
+	// NewStandard's errors never quote the secret.
+	scheme, err := signature.NewStandard(s.Secret, 0)
+	if err != nil {
+		return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
+	}
+	// Standard Webhooks asks for 24 to 64 random bytes: a short key can be guessed from one
+	// signed notification, and then anyone can sign notifications the sink trusts.
+	if n := scheme.KeyLength(); n < MinSinkSecretBytes {
+		return fmt.Errorf("config: %s.secret (sink %q) decodes to %d bytes, want at least %d (make one with: echo whsec_$(head -c 32 /dev/urandom | base64))", key, s.Name, n, MinSinkSecretBytes)
 	}
 	return nil
 }

@@ -159,8 +159,53 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Sinks) != 1 || len(cfg.Endpoints) != 1 || cfg.Notify.GiveUpAfter != 72*time.Hour {
+	if len(cfg.Sinks) != 4 || len(cfg.Endpoints) != 1 || cfg.Notify.GiveUpAfter != 72*time.Hour {
 		t.Fatalf("example config: %+v", cfg)
+	}
+	var kinds []string
+	for _, s := range cfg.Sinks {
+		kinds = append(kinds, s.KindOf())
+	}
+	if got := strings.Join(kinds, " "); got != "http nats rabbitmq kafka" {
+		t.Fatalf("example sinks' kinds %q, want one of each", got)
+	}
+}
+
+// A broker sink's settings are checked at start, naming the key, and never quoting a URL (it
+// may carry a password).
+func TestBrokerSinkConfigErrorsNameTheKey(t *testing.T) {
+	const head = "endpoints: [{name: p, provider: postscale, secrets: [whsec_x]}]\nsinks:\n"
+	for _, tt := range []struct{ name, sink, want string }{
+		{"unknown kind", `  - {name: s, kind: sqs, types: [message.status_changed]}`, "sinks[0].kind (sink \"s\") \"sqs\" is not one of http, nats, rabbitmq, kafka"},
+		{"nats without block", `  - {name: s, kind: nats, types: [message.status_changed]}`, "sinks[0].nats (sink \"s\") is missing"},
+		{"nats bad scheme", `  - {name: s, kind: nats, nats: {url: "http://u:hunter2@h:4222", subject: a, stream: S}, types: [message.status_changed]}`, "sinks[0].nats.url (sink \"s\"): scheme \"http\" is not nats"},
+		{"nats wildcard", `  - {name: s, kind: nats, nats: {url: "nats://h:4222", subject: "a.>", stream: S}, types: [message.status_changed]}`, "sinks[0].nats.subject"},
+		{"nats no stream", `  - {name: s, kind: nats, nats: {url: "nats://h:4222", subject: a}, types: [message.status_changed]}`, "sinks[0].nats.stream (sink \"s\") is empty"},
+		{"rabbit no exchange", `  - {name: s, kind: rabbitmq, rabbitmq: {url: "amqp://h"}, types: [message.status_changed]}`, "sinks[0].rabbitmq.exchange (sink \"s\") is empty"},
+		{"rabbit type", `  - {name: s, kind: rabbitmq, rabbitmq: {url: "amqp://h", exchange: x, exchange_type: fan}, types: [message.status_changed]}`, "sinks[0].rabbitmq.exchange_type"},
+		{"kafka no topic", `  - {name: s, kind: kafka, kafka: {brokers: ["h:9092"]}, types: [message.status_changed]}`, "sinks[0].kafka.topic (sink \"s\") is empty"},
+		{"kafka url broker", `  - {name: s, kind: kafka, kafka: {brokers: ["kafka://h:9092"], topic: t}, types: [message.status_changed]}`, "sinks[0].kafka.brokers[0]"},
+		{"kafka sasl", `  - {name: s, kind: kafka, kafka: {brokers: ["h:9092"], topic: t, sasl: {mechanism: GSSAPI}}, types: [message.status_changed]}`, "sinks[0].kafka.sasl.mechanism"},
+		{"other kind's block", `  - {name: s, url: "https://x", secret: whsec_Y29uZmlnLXRlc3Qtc2luay1zZWNyZXQtMzItYnl0ZXM=, nats: {subject: a}, types: [message.status_changed]}`, "sinks[0].nats (sink \"s\") is set, but the sink's kind is \"http\""},
+		{"url on a broker", `  - {name: s, kind: rabbitmq, url: "https://x", rabbitmq: {url: "amqp://h", exchange: x}, types: [message.status_changed]}`, "sinks[0].url (sink \"s\") is for http sinks"},
+		{"short broker secret", `  - {name: s, kind: rabbitmq, secret: whsec_c2hvcnQ=, rabbitmq: {url: "amqp://h", exchange: x}, types: [message.status_changed]}`, "sinks[0].secret (sink \"s\") decodes to 5 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Load(write(t, head+tt.sink+"\n"))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error %q quotes a password", err)
+			}
+		})
+	}
+	ok := head + `  - {name: s, kind: rabbitmq, rabbitmq: {url: "amqp://guest:guest@h:5672/", exchange: x}, types: [message.status_changed]}
+  - {name: t, kind: nats, nats: {url: "nats://h:4222,nats://i:4222", subject: a.b, stream: S}, types: [message.status_changed]}
+  - {name: u, kind: kafka, kafka: {brokers: ["h:9092"], topic: t}, types: [message.status_changed]}
+`
+	if _, err := config.Load(write(t, ok)); err != nil {
+		t.Fatalf("broker sinks without a secret: %v", err)
 	}
 }
 

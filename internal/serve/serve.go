@@ -61,6 +61,9 @@ type Service struct {
 	acceptOnce sync.Once
 	acceptor   *inbox.Acceptor
 	handoff    *inbox.Handoff
+	// The broker sinks' publishers (destinations.go), opened for the first worker.
+	destOnce sync.Once
+	dests    map[string]notify.Destination
 }
 
 // StoreOptions are the store.Open options database.* asks for.
@@ -125,6 +128,9 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 
 // Close releases the connections.
 func (s *Service) Close() {
+	for _, d := range s.dests {
+		_ = d.Close()
+	}
 	s.Temporal.Close()
 	s.Store.Close()
 	if s.closeMetrics != nil {
@@ -332,6 +338,7 @@ func (s *Service) Worker() worker.Worker {
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
 		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
+		Destinations:  s.destinations(),
 		RetryAfterCap: s.Config.Notify.MaxInterval,
 		Metrics:       s.Metrics,
 		// The same mapping Dial gave the store, so suppression.added names the scope applied.

@@ -148,6 +148,18 @@ WITH n AS (
 )
 SELECT count(*) FROM n`
 
+	qMarkNotificationsSent = `
+WITH n AS (
+    UPDATE notifications
+    SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
+        updated_at = now()
+    WHERE id = ANY($1) AND status <> 'sent'
+    RETURNING sink
+)
+UPDATE sinks SET consecutive_failures = 0, updated_at = now()
+FROM (SELECT DISTINCT sink FROM n) d
+WHERE sinks.name = d.sink AND sinks.consecutive_failures > 0`
+
 	// A notification that was delivered stays sent even if a late failure report arrives.
 	// A notification already failed keeps the cause recorded first: the attempt that failed
 	// for good records the sink's whole answer, and the run's MarkProcessed, coming after, only

@@ -227,6 +227,28 @@ func (s *Store) DrainedSent(ctx context.Context, n ParkedNotification) error {
 	return nil
 }
 
+// DrainedSentAll is DrainedSent for a batch a broker confirmed: one statement for every mark,
+// and one for the inbound bodies that may go.
+func (s *Store) DrainedSentAll(ctx context.Context, ns []ParkedNotification) error {
+	ids := make([]string, len(ns))
+	var inbound []ParkedNotification
+	for i, n := range ns {
+		ids[i] = n.ID
+		if s.stripOnProcessed && n.Type == domain.TypeEmailReceived {
+			inbound = append(inbound, n)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, qMarkNotificationsSent, ids); err != nil {
+		return fmt.Errorf("mark %d notifications sent: %w", len(ids), err)
+	}
+	for _, n := range inbound {
+		if _, err := s.pool.Exec(ctx, qStripInboundEvent, n.Provider, n.EventID); err != nil {
+			return fmt.Errorf("remove the inbound body of %s:%s: %w", n.Provider, n.EventID, err)
+		}
+	}
+	return nil
+}
+
 // GiveUpParked fails the sink's notifications parked before before (notify.give_up_after) and
 // returns how many, in batches of bounded transactions.
 func (s *Store) GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error) {

@@ -1,0 +1,104 @@
+// Package kafkasink is the destination of a kafka sink: notifications produced to a topic with
+// franz-go's idempotent producer (acks from all in-sync replicas), the record key
+// provider:message_id so a message's updates share a partition and keep their order, and the
+// notification id in the webhook-id header. The idempotent producer drops its own retries of a
+// record; a redelivery by mailhook is a second record with the same webhook-id, which consumers
+// drop.
+package kafkasink
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/notify"
+)
+
+// Sink produces one sink's notifications.
+type Sink struct {
+	topic   string
+	secret  string
+	timeout time.Duration
+	client  *kgo.Client
+}
+
+// Open makes the client; it connects on first use, so brokers that are down at start make a
+// failing sink. extra is for tests (kfake's client options).
+func Open(s config.Sink, timeout time.Duration, extra ...kgo.Opt) (*Sink, error) {
+	k := s.Kafka
+	if timeout <= 0 {
+		timeout = notify.DefaultTimeout
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(k.Brokers...),
+		kgo.DefaultProduceTopic(k.Topic),
+		kgo.ClientID("mailhook"),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(timeout),
+		kgo.ProducerLinger(0),
+	}
+	if k.TLS {
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+	}
+	switch strings.ToUpper(k.SASL.Mechanism) {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsSha512Mechanism()))
+	}
+	client, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: kafka client: %w", s.Name, err)
+	}
+	return &Sink{topic: k.Topic, secret: s.Secret, timeout: timeout, client: client}, nil
+}
+
+// Send produces one record and waits for its ack.
+func (s *Sink) Send(ctx context.Context, m notify.Message, now time.Time) (int, error) {
+	return 0, s.SendBatch(ctx, []notify.Message{m}, now)[0]
+}
+
+// SendBatch produces the records together (franz-go batches them per partition) and waits for
+// every ack.
+func (s *Sink) SendBatch(ctx context.Context, ms []notify.Message, now time.Time) []error {
+	errs := make([]error, len(ms))
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	recs := make([]*kgo.Record, 0, len(ms))
+	index := make(map[*kgo.Record]int, len(ms)) // results come in the order acks came
+	for i, m := range ms {
+		h, err := notify.Headers(ctx, m, s.secret, now)
+		if err != nil {
+			errs[i] = &notify.DeliveryError{Err: err}
+			continue
+		}
+		r := &kgo.Record{Key: []byte(m.Key), Value: m.Body, Timestamp: now}
+		for k, v := range h {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: strings.ToLower(k), Value: []byte(v)})
+		}
+		recs = append(recs, r)
+		index[r] = i
+	}
+	for _, res := range s.client.ProduceSync(ctx, recs...) {
+		if res.Err != nil {
+			// franz-go's errors name the broker's error code and topic, never a record.
+			errs[index[res.Record]] = notify.Unavailable(fmt.Errorf("produce to %s: %w", s.topic, res.Err))
+		}
+	}
+	return errs
+}
+
+// Close flushes nothing (every send waited for its acks) and closes the client.
+func (s *Sink) Close() error {
+	s.client.Close()
+	return nil
+}

@@ -1,0 +1,131 @@
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The brokers this machine runs (scripts/ensure-brokers.sh starts them where missing).
+const (
+	NATSAddr     = "127.0.0.1:4222"
+	RabbitMQAddr = "127.0.0.1:5672"
+)
+
+func answers(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("%w (run scripts/ensure-brokers.sh)", err)
+	}
+	return c.Close()
+}
+
+// NATSURL is the shared NATS server with JetStream; each test uses its own stream.
+func NATSURL(t testing.TB) string {
+	t.Helper()
+	Need(t, "NATS with JetStream on "+NATSAddr, answers(NATSAddr))
+	return "nats://" + NATSAddr
+}
+
+// RandomName is a name no other test uses: a stream, a subject, an exchange.
+func RandomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// RabbitMQVhost makes a vhost of its own for the test on the shared RabbitMQ (guest may use
+// it) and returns its amqp URL; the vhost goes with the test.
+func RabbitMQVhost(t testing.TB) string {
+	t.Helper()
+	Need(t, "RabbitMQ on "+RabbitMQAddr, answers(RabbitMQAddr))
+	ctl, err := exec.LookPath("rabbitmqctl")
+	Need(t, "rabbitmqctl (to make the test's vhost)", err)
+	vhost := RandomName("mailhook-test-")
+	for _, args := range [][]string{{"add_vhost", vhost}, {"set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"}} {
+		if out, err := exec.Command(ctl, args...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command(ctl, "delete_vhost", vhost).Run() })
+	return "amqp://guest:guest@" + RabbitMQAddr + "/" + vhost
+}
+
+// NATSServer is a nats-server of the test's own, with JetStream and a store directory that
+// outlives a restart, so a test can stop and start it without touching the shared one.
+type NATSServer struct {
+	t    testing.TB
+	bin  string
+	addr string
+	dir  string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+// StartNATS starts a nats-server of the test's own; t.Cleanup stops it.
+func StartNATS(t testing.TB) *NATSServer {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	Need(t, "nats-server (scripts/ensure-brokers.sh installs it)", err)
+	s := &NATSServer{t: t, bin: bin, addr: FreeHostPort(t), dir: t.TempDir()}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's nats:// URL.
+func (s *NATSServer) URL() string { return "nats://" + s.addr }
+
+// Start starts the server (again) on its port and store, and waits until it answers.
+func (s *NATSServer) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	host, port, _ := net.SplitHostPort(s.addr)
+	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(s.bin, "-a", host, "-p", port, "-js", "-sd", filepath.Join(s.dir, "js"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start nats-server: %v", err)
+	}
+	s.cmd = cmd
+	err = Wait("nats-server to answer on "+s.addr, 10*time.Second, func() (int64, bool, error) {
+		return 0, answers(s.addr) == nil, nil
+	})
+	if err != nil {
+		out, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+		s.t.Fatalf("%v: %s", err, lastLine(string(out)))
+	}
+}
+
+// Stop stops the server (SIGTERM: it flushes its store), and waits for it to exit.
+func (s *NATSServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	s.cmd = nil
+}
+
