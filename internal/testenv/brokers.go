@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -129,3 +130,94 @@ func (s *NATSServer) Stop() {
 	s.cmd = nil
 }
 
+// RabbitMQNode is a RabbitMQ node of the test's own (its own name, ports, config and data
+// directory), so a test can stop and start it without touching the shared one.
+type RabbitMQNode struct {
+	t    testing.TB
+	name string
+	addr string
+	dir  string
+	env  []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+// StartRabbitMQ starts a RabbitMQ node of the test's own; t.Cleanup stops it.
+func StartRabbitMQ(t testing.TB) *RabbitMQNode {
+	t.Helper()
+	_, err := exec.LookPath("rabbitmq-server")
+	Need(t, "rabbitmq-server (scripts/ensure-brokers.sh installs it)", err)
+	dir, err := os.MkdirTemp("", "mailhook-rabbitmq-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server drops to the rabbitmq user, which must be able to write here.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	addr, dist := FreeHostPort(t), FreeHostPort(t)
+	_, distPort, _ := net.SplitHostPort(dist)
+	n := &RabbitMQNode{t: t, name: RandomName("mhtest") + "@localhost", addr: addr, dir: dir}
+	files := map[string]string{"rabbitmq.conf": "listeners.tcp.1 = " + addr + "\n", "enabled_plugins": "[].\n"}
+	for f, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.env = append(os.Environ(), "RABBITMQ_NODENAME="+n.name, "RABBITMQ_DIST_PORT="+distPort,
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"), "RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"), "RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+		"RABBITMQ_PID_FILE="+filepath.Join(dir, "pid"))
+	n.Start()
+	t.Cleanup(func() { n.Stop(); _ = os.RemoveAll(dir) })
+	return n
+}
+
+// URL is the node's amqp URL (guest, default vhost).
+func (n *RabbitMQNode) URL() string { return "amqp://guest:guest@" + n.addr + "/" }
+
+// Start starts the node (again) on its port and data, and waits until it answers.
+func (n *RabbitMQNode) Start() {
+	n.t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	log, err := os.OpenFile(filepath.Join(n.dir, "server.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command("rabbitmq-server")
+	cmd.Env, cmd.Stdout, cmd.Stderr = n.env, log, log
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("start rabbitmq-server: %v", err)
+	}
+	n.cmd = cmd
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	err = Wait("rabbitmq node "+n.name+" to answer on "+n.addr, 60*time.Second, func() (int64, bool, error) {
+		select {
+		case <-exited:
+			return 0, false, errors.New("rabbitmq-server exited")
+		default:
+		}
+		return 0, answers(n.addr) == nil, nil
+	})
+	if err != nil {
+		out, _ := os.ReadFile(filepath.Join(n.dir, "server.out"))
+		n.t.Fatalf("%v: %s", err, lastLine(string(out)))
+	}
+}
+
+// Stop stops the node the way an operator would (rabbitmqctl stop), and waits for it.
+func (n *RabbitMQNode) Stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return
+	}
+	_ = exec.Command("rabbitmqctl", "-n", n.name, "stop").Run()
+	_ = Wait("rabbitmq node "+n.name+" to stop", 30*time.Second, func() (int64, bool, error) {
+		return 0, answers(n.addr) != nil, nil
+	})
+	n.cmd = nil
+}
