@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -83,6 +84,8 @@ type Activities struct {
 	Drainers Drainers
 	// Log is where the activities' own lines go; nil means slog.Default().
 	Log *slog.Logger
+
+	statsAt sync.Map // sink name → time.Time of freshenStats' last check
 }
 
 func (a *Activities) log() *slog.Logger {

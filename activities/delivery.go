@@ -26,6 +26,7 @@ type SinkStore interface {
 	ParkedBatch(ctx context.Context, sink string, limit int) ([]store.ParkedNotification, error)
 	DrainedSent(ctx context.Context, n store.ParkedNotification) error
 	DrainedSentAll(ctx context.Context, ns []store.ParkedNotification) error
+	FreshenParkedStats(ctx context.Context, sink string, parked int64) (bool, error)
 	GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error)
 	SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error
 	SinkAnswers(ctx context.Context, sink string) error

@@ -148,12 +148,18 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 	if sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now())) {
 		return a.stepWith(ctx, sink, step)
 	}
-	batch, err := a.Store.ParkedBatch(ctx, name, a.Delivery.Batch())
+	a.freshenStats(ctx, sk)
+	b, batched := a.batcher(sink)
+	size := a.Delivery.Batch()
+	if batched {
+		size = a.Delivery.PublishBatch()
+	}
+	batch, err := a.Store.ParkedBatch(ctx, name, size)
 	if err != nil {
 		return SinkStep{}, err
 	}
 	d := a.newDrain(ctx, sink, batch)
-	if b, ok := a.batcher(sink); ok {
+	if batched {
 		a.publishBatches(ctx, d, b)
 	} else {
 		d.run(ctx, delivery.Chains(d.items()), a.Delivery.DrainWidth(sink))
@@ -447,7 +453,7 @@ func (d *drain) finish(ctx context.Context, sk store.Sink) error {
 	return errors.Join(d.storeErrs...)
 }
 
-// publishBatches drains a broker sink: batch after batch of notify.drain_batch until nothing
+// publishBatches drains a broker sink: batch after batch of notify.publish_batch until nothing
 // is parked, the step's budget is spent or a publish fails, so a backlog drains at the broker's
 // speed in a few steps. Each batch goes out in waves: the first parked update of every message
 // in one SendBatch, then each message's next update once the one before it is confirmed, so a
@@ -457,10 +463,10 @@ func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batc
 	deadline := time.Now().Add(DrainBudget)
 	for {
 		d.publish(ctx, b)
-		if d.isStopped() || len(d.order) < a.Delivery.Batch() || time.Now().After(deadline) || ctx.Err() != nil {
+		if d.isStopped() || len(d.order) < a.Delivery.PublishBatch() || time.Now().After(deadline) || ctx.Err() != nil {
 			return
 		}
-		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.Delivery.Batch())
+		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.Delivery.PublishBatch())
 		if err != nil {
 			d.storeErr(err)
 			return
@@ -550,4 +556,21 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 
 func parkedMessage(n store.ParkedNotification) notify.Message {
 	return message(n.ID, n.Provider, n.MessageID, n.EventID, n.Type, n.Body)
+}
+
+// freshenStats makes the planner see a large backlog before a drain reads it
+// (store.FreshenParkedStats), at most once a minute per sink and process.
+func (a *Activities) freshenStats(ctx context.Context, sk store.Sink) {
+	now := time.Now()
+	if last, ok := a.statsAt.Load(sk.Name); ok && now.Sub(last.(time.Time)) < time.Minute {
+		return
+	}
+	a.statsAt.Store(sk.Name, now)
+	done, err := a.Store.FreshenParkedStats(ctx, sk.Name, sk.Parked)
+	switch {
+	case err != nil:
+		a.sinkLogger(ctx, sk.Name).WarnContext(ctx, "could not refresh the planner's statistics of parked notifications; the drain goes on", "error", err)
+	case done:
+		a.sinkLogger(ctx, sk.Name).InfoContext(ctx, "refreshed the planner's statistics of notifications before draining a backlog", "parked", sk.Parked)
+	}
 }

@@ -249,6 +249,9 @@ type Notify struct {
 	// DrainConcurrency is how many requests a drain sends at once to a sink without
 	// sinks[].concurrency; default 4.
 	DrainConcurrency int `yaml:"drain_concurrency"`
+	// PublishBatchSize is how many parked notifications a drain reads and publishes at once to
+	// a broker sink (kind nats, rabbitmq, kafka), batch after batch within one step; default 1000.
+	PublishBatchSize int `yaml:"publish_batch"`
 }
 
 // Endpoint is one webhook URL, /webhooks/<name>, bound to a provider. Its provider settings

@@ -15,6 +15,7 @@ const (
 	DefaultMaxProbeInterval = time.Minute
 	DefaultDrainBatch       = 100
 	DefaultDrainConcurrency = 4
+	DefaultPublishBatch     = 1000
 )
 
 // ParkAfter is notify.attempts, or its default.
@@ -34,6 +35,9 @@ func (n Notify) LongestProbe() time.Duration {
 // Batch is notify.drain_batch, or its default.
 func (n Notify) Batch() int { return orInt(n.DrainBatch, DefaultDrainBatch) }
 
+// PublishBatch is notify.publish_batch, or its default.
+func (n Notify) PublishBatch() int { return orInt(n.PublishBatchSize, DefaultPublishBatch) }
+
 // DrainWidth is how many requests a drain sends to s at once: its concurrency, or
 // notify.drain_concurrency.
 func (n Notify) DrainWidth(s Sink) int {
@@ -47,7 +51,7 @@ func (n Notify) validateDelivery() error {
 	for _, k := range []struct {
 		key string
 		v   int
-	}{{"attempts", n.Attempts}, {"circuit_failures", n.CircuitFailures}, {"drain_batch", n.DrainBatch}, {"drain_concurrency", n.DrainConcurrency}} {
+	}{{"attempts", n.Attempts}, {"circuit_failures", n.CircuitFailures}, {"drain_batch", n.DrainBatch}, {"drain_concurrency", n.DrainConcurrency}, {"publish_batch", n.PublishBatchSize}} {
 		if k.v < 0 {
 			return fmt.Errorf("config: notify.%s must not be negative (0: the default)", k.key)
 		}

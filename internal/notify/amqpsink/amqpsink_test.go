@@ -39,7 +39,7 @@ func open(t *testing.T, cfg config.Sink) *amqpsink.Sink {
 
 // bindQueue is the consumer's side: a durable queue bound to the exchange (declared here too,
 // as a consumer would, so it exists whichever side starts first).
-func bindQueue(t *testing.T, url string) *amqp.Channel {
+func bindQueue(t testing.TB, url string) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -202,4 +202,29 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 		t.Fatalf("consumer saw %d distinct ids in %d messages, want all 1000", len(seen), len(got))
 	}
 	t.Logf("%d messages for 1000 ids: %d redelivered, dropped by a consumer deduping on message_id", len(got), len(got)-1000)
+}
+
+// BenchmarkSendBatch publishes batches of 1000 with confirms to a bound queue.
+func BenchmarkSendBatch(b *testing.B) {
+	url := testenv.RabbitMQVhost(b)
+	ch := bindQueue(b, url)
+	s, err := amqpsink.Open(context.Background(), sinkConfig(url, false), 30*time.Second, testenv.Logger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	batch := msgs(0, 1000)
+	b.ResetTimer()
+	for range b.N {
+		for _, err := range s.SendBatch(context.Background(), batch, now) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	if _, err := ch.QueuePurge("events", false); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "msgs/s")
 }

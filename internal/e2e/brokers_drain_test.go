@@ -1,0 +1,191 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/mailhook/mailhook/internal/config"
+	sinkdelivery "github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/testenv"
+)
+
+// seedParked parks n status changes for sink, as an outage would have left them: n/2 messages
+// with two versions each, parked oldest first, seconds ago (the harness gives up after a minute).
+func (h *harness) seedParked(sink string, n int) {
+	h.t.Helper()
+	_, err := h.svc.Store.Pool().Exec(context.Background(), `
+INSERT INTO notifications (id, provider, event_id, sink, type, status, attempts, body, parked_at, park_reason, message_id, version)
+SELECT 'ntf_' || $2 || '_' || g, 'postscale', 'evt_' || $2 || '_' || g, $1, 'message.status_changed', 'parked', 1,
+       jsonb_build_object('id', 'ntf_' || $2 || '_' || g, 'type', 'message.status_changed', 'created_at', now(),
+                          'data', jsonb_build_object('message_id', 'msg_' || $2 || '_' || (g - 1) / 2, 'version', (g - 1) % 2 + 1,
+                                                     'status', 'delivered')),
+       now() - interval '10 seconds' + g * interval '1 microsecond', 'open', 'msg_' || $2 || '_' || (g - 1) / 2, (g - 1) % 2 + 1
+FROM generate_series(1, $3::int) g`, sink, h.prefix+"_"+sink, n)
+	if err != nil {
+		h.t.Fatalf("seed %d parked notifications for %s: %v", n, sink, err)
+	}
+}
+
+// drainSink wakes the sink's drainer over a seeded backlog and waits until every notification
+// is sent; it returns how long that took.
+func (h *harness) drainSink(sink string, n int) time.Duration {
+	h.t.Helper()
+	start := time.Now()
+	if err := h.svc.Drainers().Wake(context.Background(), sink); err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink)
+	return time.Since(start)
+}
+
+// drainerWork counts the Temporal work of the sink's drainer so far: workflow tasks, activity
+// tasks and history bytes.
+func drainerWork(t *testing.T, h *harness, sink string) (wft, act, bytes int) {
+	t.Helper()
+	id := domain.SinkWorkflowID(sink, h.cfg.Temporal.TaskQueue)
+	it := h.svc.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes += ev.Size()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			wft++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			act++
+		}
+	}
+	return wft, act, bytes
+}
+
+// backlogSize is MAILHOOK_DRAIN_BACKLOG (the benchmark's 20,000), or a CI-sized default.
+func backlogSize(t *testing.T, def int) int {
+	if v := os.Getenv("MAILHOOK_DRAIN_BACKLOG"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			t.Fatalf("MAILHOOK_DRAIN_BACKLOG=%q: want a number of notifications, 2 or more", v)
+		}
+		return n
+	}
+	return def
+}
+
+// A backlog parked for an HTTP sink that answers at once, a NATS sink and a RabbitMQ sink
+// drains to each once per id, each message's versions in order; the broker sinks publish in
+// batches. The rates and the drainers' Temporal work are logged (docs/BENCHMARKS.md reports
+// them at MAILHOOK_DRAIN_BACKLOG=20000 on the real server, MAILHOOK_DRAIN_REAL=1).
+func TestBacklogDrainsToEveryKindOncePerID(t *testing.T) {
+	t.Parallel()
+	n := backlogSize(t, 2000)
+	bus := natsSink(testenv.NATSURL(t))
+	vhost := testenv.RabbitMQVhost(t)
+	rabbitQueue(t, vhost)
+	o := harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, bus, rabbitSink(vhost)) }}
+	if os.Getenv("MAILHOOK_DRAIN_REAL") == "1" {
+		srv := testenv.StartRealServer(t)
+		tc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: "default", Logger: sdklog.NewStructuredLogger(testenv.Logger())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		o.temporal = tc
+	}
+	h := newHarness(t, o)
+	for _, c := range []struct {
+		sink string
+		read func() []published
+	}{
+		{"app", func() []published {
+			var out []published
+			for _, d := range h.sink.delivered() {
+				data, _ := d.Body["data"].(map[string]any)
+				msg, _ := data["message_id"].(string)
+				out = append(out, published{ID: d.ID, Key: "postscale:" + msg, Body: d.Body})
+			}
+			return out
+		}},
+		{"bus", func() []published { return readStream(t, bus) }},
+		{"queue", func() []published { return readQueue(t, vhost) }},
+	} {
+		h.seedParked(c.sink, n)
+		took := h.drainSink(c.sink, n)
+		h.waitSinkState(c.sink, sinkdelivery.Closed, 0)
+		dups := checkOncePerIDInOrder(t, c.sink, c.read(), n)
+		wft, act, bytes := drainerWork(t, h, c.sink)
+		t.Logf("sink %-5s: %d parked drained in %s (%.0f/s), %d duplicates; drainer so far: %d workflow tasks, %d activity tasks, %d history bytes",
+			c.sink, n, took.Round(time.Millisecond), float64(n)/took.Seconds(), dups, wft, act, bytes)
+		if dups != 0 {
+			t.Errorf("sink %s: %d duplicates", c.sink, dups)
+		}
+	}
+}
+
+// The broker stops in the middle of a drain of 5,000 and comes back: the drain stops at the
+// failure (the circuit opens, the drainer probes), then finishes; nothing is lost, and a
+// consumer deduping on the id sees each notification once. JetStream drops the resent ones
+// within its duplicate window; RabbitMQ may hold a second copy of at most the wave that was
+// in flight when it stopped (one per message, at most notify.drain_batch).
+func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	for _, kind := range []string{config.KindNATS, config.KindRabbitMQ} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var (
+				sink        config.Sink
+				stop, start func()
+				read        func() []published
+			)
+			switch kind {
+			case config.KindNATS:
+				srv := testenv.StartNATS(t)
+				sink, stop, start = natsSink(srv.URL()), srv.Stop, srv.Start
+				read = func() []published { return readStream(t, sink) }
+			case config.KindRabbitMQ:
+				node := testenv.StartRabbitMQ(t)
+				rabbitQueue(t, node.URL())
+				sink, stop, start = rabbitSink(node.URL()), node.Stop, node.Start
+				read = func() []published { return readQueue(t, node.URL()) }
+			}
+			h := newHarness(t, harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, sink) }})
+			h.seedParked(sink.Name, n)
+			if err := h.svc.Drainers().Wake(context.Background(), sink.Name); err != nil {
+				t.Fatal(err)
+			}
+			sent := func() int {
+				return h.query(`SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink.Name)
+			}
+			testenv.WaitAtLeast(t, "the drain to start", testenv.Stall, 1, sent)
+			stop()
+			atStop := sent()
+			if atStop >= n {
+				t.Fatalf("the drain of %d finished before the broker stopped: nothing was tested", n)
+			}
+			h.waitSinkState(sink.Name, sinkdelivery.Open, -1)
+			start()
+			h.waitSinkState(sink.Name, sinkdelivery.Closed, 0)
+			h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink.Name)
+			got := read()
+			dups := checkOncePerIDInOrder(t, kind, got, n)
+			t.Logf("%s: broker stopped with %d of %d sent; %d messages read back, %d of them second copies", kind, atStop, n, len(got), dups)
+			limit := 0
+			if kind == config.KindRabbitMQ {
+				limit = config.DefaultDrainBatch
+			}
+			if dups > limit {
+				t.Errorf("%s: %d duplicates, want at most %d", kind, dups, limit)
+			}
+
+		})
+	}
+}
