@@ -45,13 +45,14 @@ run:
 	export TEMPORAL_CLI
 	scripts/dev-temporal.sh
 	scripts/ensure-postgres.sh
+	scripts/ensure-brokers.sh nats
 	echo "==> go build -o $(BIN) $(CMD)  (the first build compiles every dependency: a few minutes, silently)"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
 	export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml
 	echo "==> $(BIN) migrate"
 	$(BIN) migrate
 	# The dev sink prints every notification (verified) in this terminal; it stops with serve.
-	$(BIN) dev-sink &
+	$(BIN) dev-sink --nats nats://127.0.0.1:4222 --nats-subject mailhook.dev &
 	sink=$$!
 	trap 'kill $$sink 2>/dev/null' EXIT
 	echo

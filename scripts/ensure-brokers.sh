@@ -6,6 +6,9 @@
 #   2. Otherwise, if it is installed, it is started (as Debian's packages lay it out).
 #   3. Otherwise apt-get installs nats-server / rabbitmq-server, and it is started.
 #
+#   scripts/ensure-brokers.sh            both (what the tests need)
+#   scripts/ensure-brokers.sh nats       NATS only (what make run needs)
+#
 # Idempotent. Exits non-zero naming the broker that cannot be had: the tests fail, never skip,
 # without it. Kafka is not needed: its sink is tested against franz-go's in-process kfake.
 set -euo pipefail
@@ -33,6 +36,8 @@ install_pkg() {
 		die "could not install $2"
 }
 
+want=${1:-all}
+
 if answers 4222; then
 	log "NATS answers on 127.0.0.1:4222"
 else
@@ -43,6 +48,8 @@ else
 		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
 	wait_port 4222 nats-server
 fi
+
+[[ $want == nats ]] && exit 0
 
 if answers 5672; then
 	log "RabbitMQ answers on 127.0.0.1:5672"

@@ -226,14 +226,16 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
-	var sinkAddr, sinkSecret string
+	var sinkAddr, sinkSecret, natsURL, natsSubject, amqpURL, amqpQueue, amqpExchange, amqpKey string
 	devSinkCmd := &cobra.Command{
 		Use:   "dev-sink",
 		Short: "Receive mailhook's notifications on this machine, verify their signatures and print them",
 		Long: `A notification receiver for development: it verifies each notification's Standard Webhooks
 signature with --secret, as your own receiver must, and prints its type, id and data. ` + "`make run`" + `
 starts it and points deploy/mailhook.dev.yaml's sink "dev" at it, so ` + "`mailhook simulate`" + ` ends in
-printed notifications. Not for production: it keeps nothing.`,
+printed notifications. With --nats it also prints what a nats sink publishes on --nats-subject (make run
+does, for the dev config's sink "dev-bus"), and with --amqp what a rabbitmq sink puts in --amqp-queue.
+Not for production: it keeps nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			h, err := devsink.New(sinkSecret, c.OutOrStdout(), log)
@@ -245,6 +247,22 @@ printed notifications. Not for production: it keeps nothing.`,
 				return fmt.Errorf("dev-sink: listen on %s: %w", sinkAddr, err)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "dev-sink: receiving notifications at http://%s/ (signature checked with the dev sink secret)\n", ln.Addr())
+			readers := make(chan error, 2)
+			if natsURL != "" {
+				fmt.Fprintf(c.OutOrStdout(), "dev-sink: and on NATS subject %s\n", natsSubject)
+				go func() { readers <- h.SubscribeNATS(c.Context(), natsURL, natsSubject) }()
+			}
+			if amqpURL != "" {
+				fmt.Fprintf(c.OutOrStdout(), "dev-sink: and from RabbitMQ queue %s\n", amqpQueue)
+				go func() { readers <- h.ConsumeAMQP(c.Context(), amqpURL, amqpQueue, amqpExchange, amqpKey) }()
+			}
+			go func() {
+				// A reader that cannot start (a broker down) ends the command, as a port in use does.
+				if err := <-readers; err != nil {
+					log.Error(err.Error())
+					_ = ln.Close()
+				}
+			}()
 			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-c.Context().Done()
@@ -258,6 +276,12 @@ printed notifications. Not for production: it keeps nothing.`,
 	}
 	devSinkCmd.Flags().StringVar(&sinkAddr, "address", "127.0.0.1:8001", "where to listen")
 	devSinkCmd.Flags().StringVar(&sinkSecret, "secret", config.DevSinkSecret, "the sink's secret (whsec_<base64>), as in the sink's config")
+	devSinkCmd.Flags().StringVar(&natsURL, "nats", "", "also print what a nats sink publishes: the NATS server's URL (nats://127.0.0.1:4222)")
+	devSinkCmd.Flags().StringVar(&natsSubject, "nats-subject", "mailhook.dev", "the nats sink's subject")
+	devSinkCmd.Flags().StringVar(&amqpURL, "amqp", "", "also print what a rabbitmq sink publishes: the broker's URL (amqp://guest:guest@127.0.0.1:5672/)")
+	devSinkCmd.Flags().StringVar(&amqpQueue, "amqp-queue", "mailhook-dev", "the queue to read (declared durable if missing)")
+	devSinkCmd.Flags().StringVar(&amqpExchange, "amqp-exchange", "", "bind the queue to this exchange (the sink's) first")
+	devSinkCmd.Flags().StringVar(&amqpKey, "amqp-routing-key", "#", "with --amqp-exchange: the binding's routing key")
 
 	versionCmd := &cobra.Command{
 		Use:   "version",

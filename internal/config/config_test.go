@@ -210,26 +210,29 @@ func TestBrokerSinkConfigErrorsNameTheKey(t *testing.T) {
 }
 
 // Under docker compose the same file listens on every interface of its container and sends to
-// the dev-sink service (docker-compose.yml sets both).
+// the dev-sink and nats services (docker-compose.yml sets all three).
 func TestDevConfigUnderCompose(t *testing.T) {
 	t.Setenv("MAILHOOK_HTTP_ADDRESS", ":8000")
 	t.Setenv("MAILHOOK_DEV_SINK_URL", "http://dev-sink:8001/")
+	t.Setenv("MAILHOOK_DEV_NATS_URL", "nats://nats:4222")
 	cfg, err := config.Load("../../deploy/mailhook.dev.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTP.Address != ":8000" || len(cfg.Sinks) != 1 || cfg.Sinks[0].URL != "http://dev-sink:8001/" {
+	if cfg.HTTP.Address != ":8000" || len(cfg.Sinks) != 2 || cfg.Sinks[0].URL != "http://dev-sink:8001/" || cfg.Sinks[1].NATS.URL != "nats://nats:4222" {
 		t.Fatalf("dev config under compose: address %q, sinks %+v", cfg.HTTP.Address, cfg.Sinks)
 	}
 }
 
-// The development config (make run) loads with no environment, and its sink is the dev sink's.
+// The development config (make run) loads with no environment, and its sinks are the dev sink's:
+// over HTTP, and the NATS subject make run's dev sink reads.
 func TestDevConfigLoadsWithTheDevSink(t *testing.T) {
 	cfg, err := config.Load("../../deploy/mailhook.dev.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Sinks) != 1 || cfg.Sinks[0].Secret != config.DevSinkSecret || cfg.Sinks[0].URL != "http://127.0.0.1:8001/" ||
+	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Secret != config.DevSinkSecret || cfg.Sinks[0].URL != "http://127.0.0.1:8001/" ||
+		cfg.Sinks[1].KindOf() != config.KindNATS || cfg.Sinks[1].Secret != config.DevSinkSecret || cfg.Sinks[1].NATS.Subject != "mailhook.dev" ||
 		!cfg.UsesDevAdminToken() || !cfg.UsesDevSecret() || cfg.HTTP.Address != "127.0.0.1:8000" {
 		t.Fatalf("dev config: %+v", cfg)
 	}

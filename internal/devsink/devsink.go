@@ -56,16 +56,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not read body", http.StatusBadRequest)
 		return
 	}
+	id := r.Header.Get(signature.HeaderWebhookID)
+	if err := h.Receive("", id, r.Header.Get(signature.HeaderWebhookTimestamp), r.Header.Get(signature.HeaderWebhookSignature), body); err != nil {
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Receive verifies one notification and prints it; via names where it came from when not over
+// HTTP (a NATS subject, a RabbitMQ queue). A bad signature is logged and returned.
+func (h *Handler) Receive(via, id, timestamp, sig string, body []byte) error {
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	id := r.Header.Get(signature.HeaderWebhookID)
-	if err := h.scheme.Verify(id, r.Header.Get(signature.HeaderWebhookTimestamp),
-		r.Header.Get(signature.HeaderWebhookSignature), body, now()); err != nil {
+	checked := "signature ok"
+	if sig == "" && via != "" {
+		checked = "unsigned (the broker sink has no secret)"
+	} else if err := h.scheme.Verify(id, timestamp, sig, body, now()); err != nil {
 		h.log().Warn("notification refused: bad signature (is the sink's secret the dev sink's?)", "id", id, "error", err)
-		http.Error(w, "invalid signature", http.StatusUnauthorized)
-		return
+		return err
 	}
 	h.mu.Lock()
 	if h.seen == nil {
@@ -89,8 +100,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if repeat {
 		note = " (a retry of one already received: a real sink drops it by this id)"
 	}
-	fmt.Fprintf(h.Out, "notification %s  id %s  signature ok%s\n  %s\n", n.Type, id, note, pretty.String())
-	w.WriteHeader(http.StatusNoContent)
+	if via != "" {
+		via = "  via " + via
+	}
+	fmt.Fprintf(h.Out, "notification %s  id %s  %s%s%s\n  %s\n", n.Type, id, checked, via, note, pretty.String())
+	return nil
 }
 
 func (h *Handler) log() *slog.Logger {

@@ -369,3 +369,38 @@ func takeTokens(t *testing.T, s *store.Store, sink string, rate float64, n int) 
 	}
 	return took, time.Since(start)
 }
+
+// A backlog parked after the last ANALYZE is refreshed for the planner once, and only when it
+// is large and unseen: a drain of it reads batches by index instead of a nested loop over it.
+// Marking a batch sent is one statement for all of it.
+func TestFreshenParkedStatsAnalyzesAnUnseenBacklogOnce(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "bus"}}))
+	_, err := s.Pool().Exec(ctx, `ANALYZE notifications`)
+	require.NoError(t, err)
+	_, err = s.Pool().Exec(ctx, `
+INSERT INTO notifications (id, provider, event_id, sink, type, status, body, parked_at, message_id, version)
+SELECT 'ntf_' || g, 'postscale', 'evt_' || g, 'bus', 'message.status_changed', 'parked', '{}', now(), 'msg_' || g / 2, g % 2 + 1
+FROM generate_series(1, 3000) g`)
+	require.NoError(t, err)
+
+	did, err := s.FreshenParkedStats(ctx, "bus", 500)
+	require.NoError(t, err)
+	assert.False(t, did, "a small backlog is not worth an ANALYZE")
+	did, err = s.FreshenParkedStats(ctx, "bus", 3000)
+	require.NoError(t, err)
+	assert.True(t, did, "3000 parked the planner has not seen")
+	did, err = s.FreshenParkedStats(ctx, "bus", 3000)
+	require.NoError(t, err)
+	assert.False(t, did, "seen now")
+
+	batch, err := s.ParkedBatch(ctx, "bus", 1000)
+	require.NoError(t, err)
+	require.NoError(t, s.DrainedSentAll(ctx, batch))
+	assert.EqualValues(t, 3000-len(batch), sinkOf(t, s, "bus").Parked)
+	var sent int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE status = 'sent' AND sent_at IS NOT NULL AND attempts = 1`).Scan(&sent))
+	assert.Equal(t, len(batch), sent)
+}
