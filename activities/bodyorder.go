@@ -3,6 +3,7 @@ package activities
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,23 +19,27 @@ import (
 // are left as they are. The result depends only on the body, so every retry sends the same
 // bytes; a body that is not an object is returned as it is.
 func Ordered(body []byte) []byte {
-	var env map[string]json.RawMessage
-	if json.Unmarshal(body, &env) != nil || env == nil {
-		return body
-	}
-	var typ string
-	_ = json.Unmarshal(env["type"], &typ)
-	if order, ok := dataOrder[typ]; ok {
-		if data, ok := reorder(env["data"], order); ok {
-			env["data"] = data
-		}
-	}
-	keys, ok := objectKeys(body)
+	env, ok := members(body)
 	if !ok {
 		return body
 	}
-	sortBy(keys, envelopeOrder)
-	return encodeOrdered(env, keys)
+	for i, m := range env {
+		if m.key != "data" {
+			continue
+		}
+		var typ string
+		if t, ok := find(env, "type"); ok {
+			_ = json.Unmarshal(t, &typ)
+		}
+		if order, ok := dataOrder[typ]; ok {
+			if data, ok := members(m.raw); ok {
+				sortBy(data, order)
+				env[i].raw = encode(data)
+			}
+		}
+	}
+	sortBy(env, envelopeOrder)
+	return encode(env)
 }
 
 var (
@@ -58,64 +63,77 @@ func jsonKeys(t reflect.Type) []string {
 	return keys
 }
 
-// reorder re-encodes the object raw with the keys of order first, then the others in the order
-// raw has them.
-func reorder(raw json.RawMessage, order []string) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		return raw, false
+// member is one key of a JSON object with its value as it was written.
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// members lists the members of the JSON object raw in the order they appear, in one pass (a
+// drain orders thousands of bodies a second). A key given twice keeps its first place and its
+// last value, as decoding into a map would.
+func members(raw []byte) ([]member, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
 	}
-	keys, ok := objectKeys(raw)
-	if !ok {
-		return raw, false
+	var out []member
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		if i := slices.IndexFunc(out, func(m member) bool { return m.key == key }); i >= 0 {
+			out[i].raw = v
+			continue
+		}
+		out = append(out, member{key, v})
 	}
-	sortBy(keys, order)
-	return encodeOrdered(m, keys), true
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // something after the object
+	}
+	return out, true
+}
+
+func find(ms []member, key string) (json.RawMessage, bool) {
+	for _, m := range ms {
+		if m.key == key {
+			return m.raw, true
+		}
+	}
+	return nil, false
 }
 
 // sortBy puts the keys order names first, in its order; the others keep theirs, after them.
-func sortBy(keys, order []string) {
+func sortBy(ms []member, order []string) {
 	rank := func(key string) int {
 		if i := slices.Index(order, key); i >= 0 {
 			return i
 		}
 		return len(order)
 	}
-	slices.SortStableFunc(keys, func(a, b string) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(ms, func(a, b member) int { return rank(a.key) - rank(b.key) })
 }
 
-// objectKeys lists the keys of the JSON object raw in the order they appear.
-func objectKeys(raw []byte) ([]string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
-	}
-	var keys []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		keys = append(keys, t.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, false
-		}
-	}
-	return keys, true
-}
-
-func encodeOrdered(m map[string]json.RawMessage, keys []string) []byte {
+func encode(ms []member) []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, k := range keys {
+	for i, m := range ms {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		name, _ := json.Marshal(k)
+		name, _ := json.Marshal(m.key)
 		b.Write(name)
 		b.WriteByte(':')
-		b.Write(m[k])
+		b.Write(m.raw)
 	}
 	b.WriteByte('}')
 	return b.Bytes()

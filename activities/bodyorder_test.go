@@ -24,3 +24,10 @@ func TestOrderedPutsTheDocumentedFieldsFirst(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkOrdered(b *testing.B) {
+	jsonb := []byte(`{"id": "ntf_1", "data": {"status": "bounced", "version": 2, "event_id": "evt_1", "provider": "postscale", "recipient": "a@example.com", "event_type": "email.bounced", "message_id": "msg_1", "occurred_at": "2026-12-01T10:00:00Z", "previous_status": "delivered"}, "type": "message.status_changed", "created_at": "2026-12-01T10:00:01Z"}`)
+	for b.Loop() {
+		activities.Ordered(jsonb)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -152,7 +153,7 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 	b, batched := a.batcher(sink)
 	size := a.Delivery.Batch()
 	if batched {
-		size = a.Delivery.PublishBatch()
+		size = a.publishBatch(sink)
 	}
 	batch, err := a.Store.ParkedBatch(ctx, name, size)
 	if err != nil {
@@ -463,10 +464,10 @@ func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batc
 	deadline := time.Now().Add(DrainBudget)
 	for {
 		d.publish(ctx, b)
-		if d.isStopped() || len(d.order) < a.Delivery.PublishBatch() || time.Now().After(deadline) || ctx.Err() != nil {
+		if d.isStopped() || len(d.order) < a.publishBatch(d.sink) || time.Now().After(deadline) || ctx.Err() != nil {
 			return
 		}
-		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.Delivery.PublishBatch())
+		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.publishBatch(d.sink))
 		if err != nil {
 			d.storeErr(err)
 			return
@@ -476,6 +477,16 @@ func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batc
 		}
 		d.take(next)
 	}
+}
+
+// publishBatch is how many parked notifications a broker drain holds at once: notify.publish_batch,
+// or notify.drain_batch for a sink that takes email.received, whose bodies may be up to
+// http.max_body_bytes each.
+func (a *Activities) publishBatch(sink config.Sink) int {
+	if sink.Wants(domain.TypeEmailReceived) {
+		return min(a.Delivery.PublishBatch(), a.Delivery.Batch())
+	}
+	return a.Delivery.PublishBatch()
 }
 
 // take makes batch the drain's next one.
@@ -488,61 +499,66 @@ func (d *drain) take(batch []store.ParkedNotification) {
 }
 
 // publish sends the drain's batch in waves (publishBatches). The first failed publish stops the
-// step; the rest of its wave was published with it, and what was confirmed is marked sent.
+// step; the rest of its wave was published with it, and what was confirmed is marked sent. While
+// a wave is out, the next one is built and the one before is marked, so the broker's round trip
+// is the step's pace.
 func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 	a := d.a
-	chains := delivery.Chains(d.items())
-	for wave := 0; !d.isStopped() && ctx.Err() == nil; wave++ {
-		var (
-			ms []notify.Message
-			ns []store.ParkedNotification
-		)
-		for _, chain := range chains {
-			if wave >= len(chain) {
-				continue
-			}
-			n := d.byID[chain[wave].ID]
-			if len(n.Body) == 0 {
-				d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
-				continue
-			}
-			ms = append(ms, parkedMessage(n))
-			ns = append(ns, n)
-		}
-		if len(ms) == 0 {
+	waves := d.waves(ctx)
+	if len(waves) == 0 {
+		return
+	}
+	var (
+		marking sync.WaitGroup
+		markErr error
+	)
+	defer marking.Wait()
+	cur := buildWave(waves[0])
+	for k := range waves {
+		if d.isStopped() || ctx.Err() != nil {
 			return
 		}
-		errs := b.SendBatch(ctx, ms, a.now())
+		var next []notify.Message
+		built := make(chan struct{})
+		if k+1 < len(waves) {
+			go func() { next = buildWave(waves[k+1]); close(built) }()
+		} else {
+			close(built)
+		}
+		errs := b.SendBatch(ctx, cur, a.now())
+		<-built
 		if ctx.Err() != nil {
 			return // the worker is stopping: whatever the broker confirmed is sent again, under its id
 		}
-		var sent []store.ParkedNotification
-		var failed error
+		var (
+			sent   []store.ParkedNotification
+			failed error
+		)
 		for i, err := range errs {
-			if err == nil {
-				sent = append(sent, ns[i])
-				continue
-			}
-			d.record(ctx, ns[i], err)
-			if failed == nil {
-				failed = err
+			switch verdictOf(err) {
+			case delivery.Sent:
+				sent = append(sent, waves[k][i])
+			case delivery.Rejected:
+				// Never takeable (too large for the broker): that one fails, the drain goes on.
+				a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, waves[k][i].Attempts+1)
+				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", waves[k][i].ID, "error", brief(err))
+				d.fail(ctx, waves[k][i], err.Error())
+			default:
+				d.record(ctx, waves[k][i], err)
+				if failed == nil {
+					failed = err
+				}
 			}
 		}
+		marking.Wait() // one mark at a time, so a failed one stops what follows
+		if markErr != nil {
+			// The broker has them; the next drain publishes them again under their ids.
+			d.storeErr(markErr)
+			d.stop("", time.Time{})
+			return
+		}
 		if len(sent) > 0 {
-			if err := a.Store.DrainedSentAll(ctx, sent); err != nil {
-				// The broker has them; the next drain publishes them again under their ids.
-				d.storeErr(err)
-				d.stop("", time.Time{})
-				return
-			}
-			d.mu.Lock()
-			d.sent += len(sent)
-			d.answered = true
-			d.mu.Unlock()
-			for _, n := range sent {
-				a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
-			}
-			activity.RecordHeartbeat(ctx, d.progress())
+			marking.Go(func() { markErr = d.markSent(ctx, sent) })
 		}
 		if failed != nil {
 			d.stop(brief(failed), time.Time{})
@@ -551,7 +567,59 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 			a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)
 			return
 		}
+		cur = next
 	}
+	marking.Wait()
+	if markErr != nil {
+		d.storeErr(markErr)
+		d.stop("", time.Time{})
+	}
+}
+
+// waves are the batch's chains cut across: the k-th parked update of every message in wave k.
+// A notification whose body retention removed fails here and is in none.
+func (d *drain) waves(ctx context.Context) [][]store.ParkedNotification {
+	var out [][]store.ParkedNotification
+	for _, chain := range delivery.Chains(d.items()) {
+		k := 0
+		for _, it := range chain {
+			n := d.byID[it.ID]
+			if len(n.Body) == 0 {
+				d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+				continue
+			}
+			if k == len(out) {
+				out = append(out, nil)
+			}
+			out[k] = append(out[k], n)
+			k++
+		}
+	}
+	return out
+}
+
+func buildWave(ns []store.ParkedNotification) []notify.Message {
+	ms := make([]notify.Message, len(ns))
+	for i, n := range ns {
+		ms[i] = parkedMessage(n)
+	}
+	return ms
+}
+
+// markSent marks a confirmed wave sent in one statement and counts it.
+func (d *drain) markSent(ctx context.Context, sent []store.ParkedNotification) error {
+	if err := d.a.Store.DrainedSentAll(ctx, sent); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.sent += len(sent)
+	d.answered = true
+	d.mu.Unlock()
+	for _, n := range sent {
+		d.a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
+	}
+	activity.RecordHeartbeat(ctx, d.progress())
+	return nil
 }
 
 func parkedMessage(n store.ParkedNotification) notify.Message {

@@ -250,7 +250,9 @@ type Notify struct {
 	// sinks[].concurrency; default 4.
 	DrainConcurrency int `yaml:"drain_concurrency"`
 	// PublishBatchSize is how many parked notifications a drain reads and publishes at once to
-	// a broker sink (kind nats, rabbitmq, kafka), batch after batch within one step; default 1000.
+	// a broker sink (kind nats, rabbitmq, kafka), batch after batch within one step; default
+	// 5000. A broker sink that takes email.received drains in batches of DrainBatch instead:
+	// an inbound email's body may be up to http.max_body_bytes, and a batch is held in memory.
 	PublishBatchSize int `yaml:"publish_batch"`
 }
 

@@ -15,7 +15,7 @@ const (
 	DefaultMaxProbeInterval = time.Minute
 	DefaultDrainBatch       = 100
 	DefaultDrainConcurrency = 4
-	DefaultPublishBatch     = 1000
+	DefaultPublishBatch     = 5000
 )
 
 // ParkAfter is notify.attempts, or its default.

@@ -21,6 +21,10 @@ import (
 // with two versions each, parked oldest first, seconds ago (the harness gives up after a minute).
 func (h *harness) seedParked(sink string, n int) {
 	h.t.Helper()
+	// The sink's row, as its drainer's first step makes it: GET /v1/sinks counts parked from it.
+	if _, err := h.svc.Store.Pool().Exec(context.Background(), `INSERT INTO sinks (name) VALUES ($1) ON CONFLICT DO NOTHING`, sink); err != nil {
+		h.t.Fatal(err)
+	}
 	_, err := h.svc.Store.Pool().Exec(context.Background(), `
 INSERT INTO notifications (id, provider, event_id, sink, type, status, attempts, body, parked_at, park_reason, message_id, version)
 SELECT 'ntf_' || $2 || '_' || g, 'postscale', 'evt_' || $2 || '_' || g, $1, 'message.status_changed', 'parked', 1,
@@ -35,7 +39,8 @@ FROM generate_series(1, $3::int) g`, sink, h.prefix+"_"+sink, n)
 }
 
 // drainSink wakes the sink's drainer over a seeded backlog and waits until every notification
-// is sent; it returns how long that took.
+// is sent; it returns how long that took: from the wake to the last one's sent_at, so the wait's
+// polling is not counted.
 func (h *harness) drainSink(sink string, n int) time.Duration {
 	h.t.Helper()
 	start := time.Now()
@@ -43,7 +48,12 @@ func (h *harness) drainSink(sink string, n int) time.Duration {
 		h.t.Fatal(err)
 	}
 	h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink)
-	return time.Since(start)
+	var last time.Time
+	if err := h.svc.Store.Pool().QueryRow(context.Background(),
+		`SELECT max(sent_at) FROM notifications WHERE sink = $1`, sink).Scan(&last); err != nil {
+		h.t.Fatal(err)
+	}
+	return last.Sub(start)
 }
 
 // drainerWork counts the Temporal work of the sink's drainer so far: workflow tasks, activity
@@ -91,6 +101,9 @@ func TestBacklogDrainsToEveryKindOncePerID(t *testing.T) {
 	vhost := testenv.RabbitMQVhost(t)
 	rabbitQueue(t, vhost)
 	o := harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, bus, rabbitSink(vhost)) }}
+	if v, _ := strconv.Atoi(os.Getenv("MAILHOOK_PUBLISH_BATCH")); v > 0 {
+		o.notify = func(n *config.Notify) { n.PublishBatchSize = v }
+	}
 	if os.Getenv("MAILHOOK_DRAIN_REAL") == "1" {
 		srv := testenv.StartRealServer(t)
 		tc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: "default", Logger: sdklog.NewStructuredLogger(testenv.Logger())})
@@ -130,11 +143,13 @@ func TestBacklogDrainsToEveryKindOncePerID(t *testing.T) {
 	}
 }
 
-// The broker stops in the middle of a drain of 5,000 and comes back: the drain stops at the
+// The broker goes away in the middle of a drain of 5,000 and comes back: the drain stops at the
 // failure (the circuit opens, the drainer probes), then finishes; nothing is lost, and a
-// consumer deduping on the id sees each notification once. JetStream drops the resent ones
-// within its duplicate window; RabbitMQ may hold a second copy of at most the wave that was
-// in flight when it stopped (one per message, at most notify.drain_batch).
+// consumer deduping on the id sees each notification once. NATS is stopped, RabbitMQ crashes
+// (its VM killed). JetStream drops the resent ones within its duplicate window; RabbitMQ may
+// hold a second copy of at most the wave that was in flight (one per message, at most
+// notify.publish_batch). Batches of 200 keep the drain longer than the time it takes to stop
+// the broker.
 func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 	t.Parallel()
 	const n = 5000
@@ -154,10 +169,14 @@ func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 			case config.KindRabbitMQ:
 				node := testenv.StartRabbitMQ(t)
 				rabbitQueue(t, node.URL())
-				sink, stop, start = rabbitSink(node.URL()), node.Stop, node.Start
+				sink, stop, start = rabbitSink(node.URL()), node.Crash, node.Start
 				read = func() []published { return readQueue(t, node.URL()) }
 			}
-			h := newHarness(t, harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, sink) }})
+			const batch = 200
+			h := newHarness(t, harnessOptions{
+				notify: func(n *config.Notify) { n.PublishBatchSize = batch },
+				sinks:  func(s []config.Sink) []config.Sink { return append(s, sink) },
+			})
 			h.seedParked(sink.Name, n)
 			if err := h.svc.Drainers().Wake(context.Background(), sink.Name); err != nil {
 				t.Fatal(err)
@@ -180,12 +199,40 @@ func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 			t.Logf("%s: broker stopped with %d of %d sent; %d messages read back, %d of them second copies", kind, atStop, n, len(got), dups)
 			limit := 0
 			if kind == config.KindRabbitMQ {
-				limit = config.DefaultDrainBatch
+				limit = batch
 			}
 			if dups > limit {
 				t.Errorf("%s: %d duplicates, want at most %d", kind, dups, limit)
 			}
 
 		})
+	}
+}
+
+// A parked notification the broker can never take (larger than NATS's max_payload) fails on its
+// own in the drain, with the reason, and the rest of the backlog is published: one poison
+// notification does not hold the sink open.
+func TestBrokerDrainFailsOnlyWhatTheBrokerCannotTake(t *testing.T) {
+	t.Parallel()
+	bus := natsSink(testenv.NATSURL(t))
+	h := newHarness(t, harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, bus) }})
+	const n = 300
+	h.seedParked(bus.Name, n)
+	if _, err := h.svc.Store.Pool().Exec(context.Background(), `
+UPDATE notifications SET body = jsonb_set(body, '{data,padding}', to_jsonb(repeat('x', 2 << 20)))
+WHERE sink = $1 AND version = 1 AND id LIKE '%\_7'`, bus.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Drainers().Wake(context.Background(), bus.Name); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSinkState(bus.Name, sinkdelivery.Closed, 0)
+	failed := h.query(`SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'failed' AND last_error LIKE '%max_payload%'`, bus.Name)
+	sent := h.query(`SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, bus.Name)
+	if failed == 0 || failed+sent != n {
+		t.Fatalf("%d failed for max_payload and %d sent of %d, want the oversized ones failed and every other sent", failed, sent, n)
+	}
+	if got := len(readStream(t, bus)); got != sent {
+		t.Fatalf("stream holds %d, want the %d sent", got, sent)
 	}
 }

@@ -113,6 +113,7 @@ type receiver struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	got     []delivery
+	tries   map[string]int // requests per id: a map, so a drain of thousands is not quadratic here
 	respond func(id string, attempt int) int
 	block   chan struct{} // when set, requests wait on it
 	// delay, when set, is how long each request takes to answer (a slow sink).
@@ -172,12 +173,11 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	var parsed map[string]any
 	_ = json.Unmarshal(body, &parsed)
 	r.mu.Lock()
-	attempt := 1
-	for _, d := range r.got {
-		if d.ID == id {
-			attempt++
-		}
+	if r.tries == nil {
+		r.tries = map[string]int{}
 	}
+	r.tries[id]++
+	attempt := r.tries[id]
 	status := r.respond(id, attempt)
 	if r.respondType != nil {
 		typ, _ := parsed["type"].(string)

@@ -51,6 +51,13 @@ func Unavailable(err error) *DeliveryError {
 	return &DeliveryError{Retryable: true, Err: err}
 }
 
+// Refused is the DeliveryError for a message the destination will never take (larger than the
+// broker's limit): not retryable, so that one notification fails, as it does on a 413 from an
+// HTTP sink, and the sink goes on with the others.
+func Refused(err error) *DeliveryError {
+	return &DeliveryError{Err: err}
+}
+
 // Standard Webhooks and tracing headers, as a broker sink carries them too.
 const (
 	HeaderIdempotencyKey = "Idempotency-Key"

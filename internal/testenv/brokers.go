@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -217,6 +219,29 @@ func (n *RabbitMQNode) Stop() {
 	}
 	_ = exec.Command("rabbitmqctl", "-n", n.name, "stop").Run()
 	_ = Wait("rabbitmq node "+n.name+" to stop", 30*time.Second, func() (int64, bool, error) {
+		return 0, answers(n.addr) != nil, nil
+	})
+	n.cmd = nil
+}
+
+// Crash kills the node's Erlang VM (SIGKILL), as a machine losing power would: no connection
+// is closed and nothing is flushed but what RabbitMQ had made durable.
+func (n *RabbitMQNode) Crash() {
+	n.t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	raw, err := os.ReadFile(filepath.Join(n.dir, "pid"))
+	if err != nil {
+		n.t.Fatalf("rabbitmq node %s: no pid file: %v", n.name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		n.t.Fatalf("rabbitmq node %s: pid file %q: %v", n.name, raw, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		n.t.Fatalf("kill rabbitmq node %s: %v", n.name, err)
+	}
+	_ = Wait("rabbitmq node "+n.name+" to die", 30*time.Second, func() (int64, bool, error) {
 		return 0, answers(n.addr) != nil, nil
 	})
 	n.cmd = nil

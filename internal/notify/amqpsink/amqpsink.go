@@ -136,7 +136,7 @@ func (s *Sink) Send(ctx context.Context, m notify.Message, now time.Time) (int, 
 
 // maxBatch is the most messages published before their confirmations are awaited, and the room
 // for their returns: the client blocks its reader on a full return channel.
-const maxBatch = 1024
+const maxBatch = 4096
 
 // SendBatch publishes every message before waiting for the first confirmation.
 func (s *Sink) SendBatch(ctx context.Context, ms []notify.Message, now time.Time) []error {

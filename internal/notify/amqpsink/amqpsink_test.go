@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,4 +228,36 @@ func BenchmarkSendBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkSendBatchParallel: the same 1000 split over 2 and 4 connections at once.
+func BenchmarkSendBatchParallel(b *testing.B) {
+	for _, k := range []int{2, 4} {
+		b.Run(fmt.Sprint(k), func(b *testing.B) {
+			url := testenv.RabbitMQVhost(b)
+			ch := bindQueue(b, url)
+			var sinks []*amqpsink.Sink
+			for range k {
+				s, err := amqpsink.Open(context.Background(), sinkConfig(url, false), 30*time.Second, testenv.Logger())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				sinks = append(sinks, s)
+			}
+			batch := msgs(0, 1000)
+			b.ResetTimer()
+			for range b.N {
+				var wg sync.WaitGroup
+				for i, s := range sinks {
+					part := batch[i*len(batch)/k : (i+1)*len(batch)/k]
+					wg.Go(func() { s.SendBatch(context.Background(), part, now) })
+				}
+				wg.Wait()
+			}
+			b.StopTimer()
+			_, _ = ch.QueuePurge("events", false)
+			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
 }

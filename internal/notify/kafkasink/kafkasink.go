@@ -9,10 +9,12 @@ package kafkasink
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -90,7 +92,11 @@ func (s *Sink) SendBatch(ctx context.Context, ms []notify.Message, now time.Time
 		index[r] = i
 	}
 	for _, res := range s.client.ProduceSync(ctx, recs...) {
-		if res.Err != nil {
+		switch {
+		case res.Err == nil:
+		case errors.Is(res.Err, kerr.MessageTooLarge):
+			errs[index[res.Record]] = notify.Refused(fmt.Errorf("produce to %s: %w", s.topic, res.Err))
+		default:
 			// franz-go's errors name the broker's error code and topic, never a record.
 			errs[index[res.Record]] = notify.Unavailable(fmt.Errorf("produce to %s: %w", s.topic, res.Err))
 		}

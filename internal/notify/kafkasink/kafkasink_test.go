@@ -134,3 +134,18 @@ func TestKfakeBrokersDownIsAFailingSink(t *testing.T) {
 		t.Fatalf("produce to a stopped cluster: %v, want a retryable DeliveryError", err)
 	}
 }
+
+// A record larger than the producer's batch limit can never be produced: refused for good, not
+// retried as if the brokers were down.
+func TestKfakeTooLargeIsRefusedNotRetried(t *testing.T) {
+	c := cluster(t)
+	s := open(t, c.ListenAddrs(), 10*time.Second)
+	_, err := s.Send(context.Background(), notify.Message{ID: "ntf_big", Key: "p:m", Body: make([]byte, 2<<20)}, now)
+	var de *notify.DeliveryError
+	if !errors.As(err, &de) || de.Retryable {
+		t.Fatalf("produce of 2 MiB: %v, want a non-retryable DeliveryError", err)
+	}
+	if _, err := s.Send(context.Background(), msgs(1)[0], now); err != nil {
+		t.Fatalf("the next one: %v", err)
+	}
+}

@@ -173,6 +173,9 @@ func (s *Sink) SendBatch(ctx context.Context, ms []notify.Message, now time.Time
 }
 
 func (s *Sink) unavailable(err error) *notify.DeliveryError {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return notify.Refused(fmt.Errorf("publish to %s: the notification is larger than the server's max_payload", s.cfg.Subject))
+	}
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		s.recheck()
 		return notify.Unavailable(fmt.Errorf("publish to %s: no stream answers for it (is stream %s there, with JetStream on?)", s.cfg.Subject, s.cfg.Stream))

@@ -203,3 +203,21 @@ func TestServerRestartLosesNothingAndStoresNothingTwice(t *testing.T) {
 		t.Fatalf("stream holds %d messages with %d ids, want 1000 once each", len(msgs), len(seen))
 	}
 }
+
+// A notification larger than the server's max_payload can never be published: it is refused
+// for good (that one fails, as on a 413), not retried as if the server were down.
+func TestTooLargeIsRefusedNotRetried(t *testing.T) {
+	url := testenv.NATSURL(t)
+	name := testenv.RandomName("MHTEST_")
+	deleteStream(t, url, name)
+	s := open(t, sinkConfig(url, name, true))
+	big := make([]byte, 2<<20)
+	_, err := s.Send(context.Background(), notify.Message{ID: "ntf_big", Body: big}, now)
+	var de *notify.DeliveryError
+	if !errors.As(err, &de) || de.Retryable || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("send of 2 MiB: %v, want a non-retryable DeliveryError naming max_payload", err)
+	}
+	if _, err := s.Send(context.Background(), notify.Message{ID: "ntf_small", Body: []byte(`{}`)}, now); err != nil {
+		t.Fatalf("the next one: %v", err)
+	}
+}
