@@ -73,6 +73,9 @@ func (a *Activities) destination(sink config.Sink) notify.Destination {
 	if d, ok := a.Destinations[sink.Name]; ok {
 		return d
 	}
+	if kind := sink.KindOf(); kind != config.KindHTTP {
+		return notify.Unopened{Sink: sink.Name, Kind: kind}
+	}
 	return notify.HTTP{Sender: a.Sender, URL: sink.URL, Secret: sink.Secret}
 }
 

@@ -525,6 +525,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		} else {
 			close(built)
 		}
+		activity.RecordHeartbeat(ctx, d.progress()) // a publish may take up to notify.attempt_timeout
 		errs := b.SendBatch(ctx, cur, a.now())
 		<-built
 		if ctx.Err() != nil {

@@ -100,6 +100,19 @@ func Headers(ctx context.Context, m Message, secret string, now time.Time) (map[
 	return h, nil
 }
 
+// Unopened is the destination of a broker sink whose client was never opened: every send fails
+// as unavailable, so its notifications park until a process that has it drains them, instead of
+// going anywhere else.
+type Unopened struct{ Sink, Kind string }
+
+// Send fails.
+func (u Unopened) Send(context.Context, Message, time.Time) (int, error) {
+	return 0, Unavailable(fmt.Errorf("sink %s: this process has no %s client for it", u.Sink, u.Kind))
+}
+
+// Close does nothing.
+func (Unopened) Close() error { return nil }
+
 // HTTP is the destination of an http sink: Sender's signed POST to URL.
 type HTTP struct {
 	Sender *Sender

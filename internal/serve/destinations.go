@@ -48,16 +48,21 @@ func OpenDestinations(ctx context.Context, cfg config.Config, s *Service) (map[s
 	return out, nil
 }
 
-// destinations opens the broker sinks once per process, for every worker it builds.
-func (s *Service) destinations() map[string]notify.Destination {
+// Destinations opens the broker sinks' publishers once per process, for every worker it builds.
+// serve and worker call it before the worker, so a client that cannot be built (a creds file
+// that does not exist) stops start-up; a worker built without them has none, and those sinks'
+// notifications park (notify.Unopened) rather than go anywhere else.
+func (s *Service) Destinations() (map[string]notify.Destination, error) {
 	s.destOnce.Do(func() {
-		d, err := OpenDestinations(context.Background(), s.Config, s)
-		if err != nil {
-			// Every client above is built from validated config; a failure here is a library
-			// refusing an option, and each send to that sink fails until the config is fixed.
-			s.Log.Error("could not open broker sinks", "error", err)
-		}
-		s.dests = d
+		s.dests, s.destErr = OpenDestinations(context.Background(), s.Config, s)
 	})
-	return s.dests
+	return s.dests, s.destErr
+}
+
+func (s *Service) destinations() map[string]notify.Destination {
+	d, err := s.Destinations()
+	if err != nil {
+		s.Log.Error("broker sinks not opened: their notifications park", "error", err)
+	}
+	return d
 }

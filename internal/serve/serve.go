@@ -64,6 +64,7 @@ type Service struct {
 	// The broker sinks' publishers (destinations.go), opened for the first worker.
 	destOnce sync.Once
 	dests    map[string]notify.Destination
+	destErr  error
 }
 
 // StoreOptions are the store.Open options database.* asks for.
@@ -544,6 +545,9 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	}
 	if mode.Worker {
 		// Every worker relays: it starts what the accepting processes could not.
+		if _, err := svc.Destinations(); err != nil {
+			return err
+		}
 		r := svc.Relay()
 		bg.Go(func() { r.Run(bgCtx) })
 		w = svc.Worker()
