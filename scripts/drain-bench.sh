@@ -14,6 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 N=${MAILHOOK_DRAIN_BACKLOG:-20000}
 WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
 export MAILHOOK_DRAIN_BACKLOG=$N MAILHOOK_DRAIN_REAL=1
 log() { printf 'drain-bench: %s\n' "$*"; }
 
