@@ -156,22 +156,8 @@ func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 	for _, kind := range []string{config.KindNATS, config.KindRabbitMQ} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			var (
-				sink        config.Sink
-				stop, start func()
-				read        func() []published
-			)
-			switch kind {
-			case config.KindNATS:
-				srv := testenv.StartNATS(t)
-				sink, stop, start = natsSink(srv.URL()), srv.Stop, srv.Start
-				read = func() []published { return readStream(t, sink) }
-			case config.KindRabbitMQ:
-				node := testenv.StartRabbitMQ(t)
-				rabbitQueue(t, node.URL())
-				sink, stop, start = rabbitSink(node.URL()), node.Crash, node.Start
-				read = func() []published { return readQueue(t, node.URL()) }
-			}
+			b := startBroker(t, kind)
+			sink, stop, start, read := b.sink, b.crash, b.start, b.read
 			const batch = 200
 			h := newHarness(t, harnessOptions{
 				notify: func(n *config.Notify) { n.PublishBatchSize = batch },

@@ -141,6 +141,33 @@ func readQueue(t *testing.T, url string) []published {
 	}
 }
 
+// ownBroker is a broker of the test's own (so it can be stopped), the sink publishing to it,
+// and how a consumer reads what it holds.
+type ownBroker struct {
+	sink               config.Sink
+	stop, crash, start func()
+	read               func() []published
+}
+
+func startBroker(t *testing.T, kind string) ownBroker {
+	t.Helper()
+	var b ownBroker
+	switch kind {
+	case config.KindNATS:
+		srv := testenv.StartNATS(t)
+		b = ownBroker{sink: natsSink(srv.URL()), stop: srv.Stop, crash: srv.Stop, start: srv.Start}
+		b.read = func() []published { return readStream(t, b.sink) }
+	case config.KindRabbitMQ:
+		node := testenv.StartRabbitMQ(t)
+		rabbitQueue(t, node.URL())
+		b = ownBroker{sink: rabbitSink(node.URL()), stop: node.Stop, crash: node.Crash, start: node.Start}
+		b.read = func() []published { return readQueue(t, node.URL()) }
+	default:
+		t.Fatalf("no broker of kind %s", kind)
+	}
+	return b
+}
+
 // checkOncePerIDInOrder: a consumer deduping on the id sees every notification, each message's
 // updates in version order and under its key; dups says how many it dropped.
 func checkOncePerIDInOrder(t *testing.T, what string, got []published, want int) (dups int) {
@@ -215,22 +242,8 @@ func TestBrokerDownParksAndDrainsOncePerID(t *testing.T) {
 	for _, kind := range []string{config.KindNATS, config.KindRabbitMQ} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			var (
-				sink        config.Sink
-				stop, start func()
-				read        func() []published
-			)
-			switch kind {
-			case config.KindNATS:
-				srv := testenv.StartNATS(t)
-				sink, stop, start = natsSink(srv.URL()), srv.Stop, srv.Start
-				read = func() []published { return readStream(t, sink) }
-			case config.KindRabbitMQ:
-				node := testenv.StartRabbitMQ(t)
-				rabbitQueue(t, node.URL())
-				sink, stop, start = rabbitSink(node.URL()), node.Stop, node.Start
-				read = func() []published { return readQueue(t, node.URL()) }
-			}
+			b := startBroker(t, kind)
+			sink, stop, start, read := b.sink, b.stop, b.start, b.read
 			h := newHarness(t, harnessOptions{
 				notify: func(n *config.Notify) { n.CircuitFailures = 3 },
 				sinks:  func(s []config.Sink) []config.Sink { return append(s, sink) },
@@ -253,6 +266,15 @@ func TestBrokerDownParksAndDrainsOncePerID(t *testing.T) {
 			if dups := checkOncePerIDInOrder(t, kind, got, len(events)); dups != 0 {
 				t.Logf("%s: %d redelivered (a consumer deduping on the id drops them)", kind, dups)
 			}
+			// What the outage cost in Temporal work: the events' runs and the sink's drainer.
+			var wfts, acts int
+			for _, id := range events {
+				w, a, _ := shape(t, h, "postscale:"+id)
+				wfts, acts = wfts+w, acts+a
+			}
+			dw, da, db := drainerWork(t, h, sink.Name)
+			t.Logf("%s down for %d notifications: event runs %d workflow tasks, %d activity tasks; drainer %d workflow tasks, %d activity tasks, %d history bytes",
+				kind, len(events), wfts, acts, dw, da, db)
 		})
 	}
 }
