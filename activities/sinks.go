@@ -512,7 +512,14 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		marking sync.WaitGroup
 		markErr error
 	)
-	defer marking.Wait()
+	defer func() {
+		marking.Wait()
+		if markErr != nil {
+			// The broker has them; the next drain publishes them again under their ids.
+			d.storeErr(markErr)
+			d.stop("", time.Time{})
+		}
+	}()
 	cur := buildWave(waves[0])
 	for k := range waves {
 		if d.isStopped() || ctx.Err() != nil {
@@ -553,9 +560,6 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		}
 		marking.Wait() // one mark at a time, so a failed one stops what follows
 		if markErr != nil {
-			// The broker has them; the next drain publishes them again under their ids.
-			d.storeErr(markErr)
-			d.stop("", time.Time{})
 			return
 		}
 		if len(sent) > 0 {
@@ -569,11 +573,6 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 			return
 		}
 		cur = next
-	}
-	marking.Wait()
-	if markErr != nil {
-		d.storeErr(markErr)
-		d.stop("", time.Time{})
 	}
 }
 
