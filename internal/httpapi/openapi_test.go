@@ -396,7 +396,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Erasures:            fake,
 		EraseWait:           200 * time.Millisecond,
 		SinkStates:          fake,
-		Sinks:               []httpapi.SinkSettings{{Name: "app", Types: []string{domain.TypeStatusChanged}, Rate: 10, Concurrency: 4}, {Name: "new", Types: []string{domain.TypeEmailReceived}}, {Name: "down"}},
+		Sinks:               []httpapi.SinkSettings{{Name: "app", Kind: "http", Types: []string{domain.TypeStatusChanged}, Rate: 10, Concurrency: 4}, {Name: "new", Kind: "nats", Types: []string{domain.TypeEmailReceived}}, {Name: "down", Kind: "http"}},
 		Ready: map[string]func(context.Context) error{
 			"postgres": func(context.Context) error { return fake.readiness("postgres") },
 			"temporal": func(context.Context) error { return fake.readiness("temporal") },

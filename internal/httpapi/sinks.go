@@ -33,7 +33,9 @@ type SinkDrainers interface {
 // SinkSettings is what the API shows of a configured sink (never its URL or secret: a URL may
 // carry credentials).
 type SinkSettings struct {
-	Name        string
+	Name string
+	// Kind is http, nats, rabbitmq or kafka (config sinks[].kind).
+	Kind        string
 	Types       []string
 	Rate        float64
 	Concurrency int
@@ -46,6 +48,7 @@ type sinkView struct {
 	// Configured: this process's config names it (false: a sink removed from the config that
 	// still has notifications recorded).
 	Configured  bool     `json:"configured"`
+	Kind        string   `json:"kind,omitempty"`
 	Types       []string `json:"types,omitempty"`
 	Rate        float64  `json:"rate"`
 	Concurrency int      `json:"concurrency"`
@@ -78,7 +81,7 @@ func (s *Server) settingsOf(name string) (SinkSettings, bool) {
 func (s *Server) view(sk store.Sink) sinkView {
 	v := sinkView{Sink: sk}
 	if set, ok := s.settingsOf(sk.Name); ok {
-		v.Configured, v.Types, v.Rate, v.Concurrency = true, set.Types, set.Rate, set.Concurrency
+		v.Configured, v.Kind, v.Types, v.Rate, v.Concurrency = true, set.Kind, set.Types, set.Rate, set.Concurrency
 	}
 	if sk.OldestParkedAt != nil {
 		v.OldestParkedAgeSeconds = max(s.Now().Sub(*sk.OldestParkedAt).Seconds(), 0)

@@ -377,7 +377,7 @@ func SinkGauges(st *store.Store) metrics.SinkStates {
 func sinkSettings(sinks []config.Sink) []httpapi.SinkSettings {
 	out := make([]httpapi.SinkSettings, len(sinks))
 	for i, sk := range sinks {
-		out[i] = httpapi.SinkSettings{Name: sk.Name, Types: sk.Types, Rate: sk.Rate, Concurrency: sk.Concurrency}
+		out[i] = httpapi.SinkSettings{Name: sk.Name, Kind: sk.KindOf(), Types: sk.Types, Rate: sk.Rate, Concurrency: sk.Concurrency}
 	}
 	return out
 }
