@@ -9,7 +9,8 @@
 # Per TREE and SCENARIO, on a fresh database and the CLI's dev server (Temporal's cost is not
 # what this measures): `one` sends every upload from 127.0.0.2 (one client), `many` from
 # SOURCES_MANY addresses 127.0.0.2… in turn (many clients). mailhook's RSS is read from /proc
-# right before the uploads (idle: started, nothing sent yet) and every 500 ms during them.
+# right before the uploads (idle: started, nothing sent yet) and every 500 ms during them; the Go
+# heap (/metrics) beside it once a second, into results/<scenario>-<tree>/memstats.txt.
 #
 # Environment (defaults in brackets): TREES [this base]  SCENARIOS [one many]  BASE_REF [4502de1]
 #   CONNS [2000]  SENT [1000000]  HOLD [25s]  SOURCES_MANY [200]  READ_TIMEOUT [30s]
@@ -109,6 +110,15 @@ for scen in $SCENARIOS; do
 			sleep 0.2
 		done
 		log "$scen/$tree: $CONNS uploads from $(tr ',' '\n' <<<"$sources" | wc -l) address(es), $SENT of 1 MiB each, held $HOLD"
+		# The Go heap beside RSS, once a second (MiB): what the peak is made of (live bodies,
+		# goroutine stacks, or garbage the GC's target lets accumulate).
+		(while kill -0 "$pid" 2>/dev/null; do
+			printf '%s ' "$(date -u +%H:%M:%S)"
+			curl -s "http://127.0.0.1:$HTTP_PORT/metrics" |
+				awk '/^go_goroutines /{printf "goroutines=%d ", $2} /^go_memstats_(heap_alloc|heap_inuse|heap_idle|heap_released|next_gc|stack_inuse|sys)_bytes /{sub("go_memstats_", "", $1); sub("_bytes", "", $1); printf "%s=%.1f ", $1, $2/1048576}'
+			awk '/^VmRSS/{printf "rss=%.1f\n", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo
+			sleep 1
+		done) >"$out/memstats.txt" 2>&1 &
 		"$WORK/loadtest" slow-bodies --url "http://127.0.0.1:$HTTP_PORT" --postscale-secret "$SECRET" --conns "$CONNS" \
 			--sources "$sources" --sent "$SENT" --hold "$HOLD" --pid "$pid" >"$out/result.json" 2>"$out/loadtest.log" ||
 			log "$scen/$tree: slow-bodies failed (see $out/loadtest.log)"
