@@ -94,14 +94,11 @@ func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []by
 	if err := checkURL(sinkURL); err != nil {
 		return 0, &DeliveryError{Err: err}
 	}
-	if id == "" {
-		return 0, &DeliveryError{Err: errors.New("empty notification id")}
+	if secret == "" {
+		// An http sink's notifications are always signed (a broker sink's may not be).
+		return 0, &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", signature.ErrInvalidSecret)}
 	}
-	scheme, err := signature.NewStandard(secret, 0)
-	if err != nil {
-		return 0, &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", err)}
-	}
-	sig, err := scheme.Sign(id, now, body)
+	headers, err := Headers(ctx, Message{ID: id, Body: body}, secret, now)
 	if err != nil {
 		return 0, &DeliveryError{Err: err}
 	}
@@ -109,13 +106,10 @@ func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []by
 	if err != nil {
 		return 0, &DeliveryError{Err: fmt.Errorf("build request: %w", err)}
 	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", userAgent)
-	h.Set("Idempotency-Key", id)
-	h.Set(signature.HeaderWebhookID, id)
-	h.Set(signature.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(signature.HeaderWebhookSignature, sig)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("User-Agent", userAgent)
 
 	resp, err := s.client().Do(req)
 	if err != nil {
