@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -149,7 +148,7 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	old := progressEvery
 	progressEvery = 10 * time.Millisecond
 	t.Cleanup(func() { progressEvery = old })
-	var out syncBuffer
+	var out testenv.Buffer
 	stop := showProgress(t.Context(), st, job.ID, &out)
 	testenv.WaitUntil(t, "a progress line", testenv.Stall, func() bool { return strings.Contains(out.String(), "erasing (job ") })
 	stop()
@@ -159,22 +158,4 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	if _, err := st.RunErasure(t.Context(), job.ID, address); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a strings.Builder the printer's goroutine and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

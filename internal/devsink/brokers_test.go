@@ -1,10 +1,8 @@
 package devsink
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,27 +13,10 @@ import (
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // What a nats sink and a rabbitmq sink publish, the dev sink prints, verified, as it does what
 // it receives over HTTP.
 func TestPrintsWhatBrokerSinksPublish(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	h, err := New(secret, &out, testenv.Logger())
 	if err != nil {
 		t.Fatal(err)

@@ -95,24 +95,7 @@ func readStream(t *testing.T, s config.Sink) []published {
 // rabbitQueue is the consumer's queue "events", bound to the sink's exchange before anything is
 // published (a message published before a queue is bound reaches no one: mailhook counts it as
 // failed, not sent).
-func rabbitQueue(t *testing.T, url string) {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, _ := conn.Channel()
-	if err := ch.ExchangeDeclare("mailhook", "topic", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare("events", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind("events", "events", "mailhook", false, nil); err != nil {
-		t.Fatal(err)
-	}
-}
+func rabbitQueue(t *testing.T, url string) { testenv.RabbitMQQueue(t, url) }
 
 // readQueue takes every message of queue "events", in order.
 func readQueue(t *testing.T, url string) []published {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // A Mailgun signature covers a timestamp and a token, not event-data. A captured signature block
@@ -137,31 +137,13 @@ func TestMailgunKeyHoldsTheDayAcrossTheUpgrade(t *testing.T) {
 	}
 }
 
-// syncBuffer collects log lines written from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // An address and a message id may hold "/": the admin API reaches both ("%2F" in the path).
 // Through the whole lifecycle (a hard bounce that suppresses, its notifications, reading the
 // message and the suppression, lifting it) no log line of the process, mailhook's or the
 // Temporal SDK's at debug level, holds the address.
 func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	h := newHarness(t, harnessOptions{logs: logs,
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded}})
 	local := "jane/doe+" + h.prefix
@@ -223,7 +205,7 @@ func TestSlashIDsReachableAndLogsHoldNoAddress(t *testing.T) {
 // level, and no event of the run's or the drainer's history: they carry the status line.
 func TestSinkAnswersEchoingTheAddressStayOutOfLogsAndHistories(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	h := newHarness(t, harnessOptions{logs: logs, notify: func(n *config.Notify) { n.Attempts = 2 },
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded}})
 	h.sink.echo = true

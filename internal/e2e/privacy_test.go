@@ -36,7 +36,7 @@ import (
 func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 
 	// SNS's signing certificate, served over TLS at a host the endpoint trusts.
 	key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -26,7 +26,7 @@ var traceparentRE = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a
 func TestTracingFollowsAWebhookToTheSink(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	h := newHarness(t, harnessOptions{tracerProvider: tp, logs: logs})
 
 	evID, msgID := h.id("evt_trace"), h.id("msg_trace")

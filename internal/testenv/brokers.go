@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // The brokers this machine runs (scripts/ensure-brokers.sh starts them where missing).
@@ -245,4 +247,30 @@ func (n *RabbitMQNode) Crash() {
 		return 0, answers(n.addr) != nil, nil
 	})
 	n.cmd = nil
+}
+
+// RabbitMQQueue is a consumer's side of a rabbitmq sink on url: durable topic exchange
+// "mailhook" (declared as the sink would), durable queue "events" bound to it with routing key
+// "events". It returns a channel on it (for Get), closed with the test.
+func RabbitMQQueue(t testing.TB, url string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare("mailhook", amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("events", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("events", "events", "mailhook", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

@@ -40,28 +40,7 @@ func open(t *testing.T, cfg config.Sink) *amqpsink.Sink {
 
 // bindQueue is the consumer's side: a durable queue bound to the exchange (declared here too,
 // as a consumer would, so it exists whichever side starts first).
-func bindQueue(t testing.TB, url string) *amqp.Channel {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeDeclare("mailhook", "topic", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare("events", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind("events", "events", "mailhook", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
+func bindQueue(t testing.TB, url string) *amqp.Channel { return testenv.RabbitMQQueue(t, url) }
 
 // drain reads every message in the queue, as a consumer would.
 func drain(t *testing.T, ch *amqp.Channel) []amqp.Delivery {
