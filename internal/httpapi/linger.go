@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -51,12 +52,19 @@ func (l *lingerer) close(conn net.Conn) {
 // run closes the queued connections in order (every one waits the same delay, so the queue is
 // in the order of their times) and ends when none is left.
 func (l *lingerer) run() {
+	closed := 0
 	for {
 		l.mu.Lock()
 		if len(l.queue) == 0 {
 			l.running = false
 			l.queue = nil
 			l.mu.Unlock()
+			if closed >= collectAfterClosing {
+				// Each connection left a few KiB of buffers behind (net/http's, and those a
+				// hijack allocates); after a flood they are most of the heap, and left to the
+				// next collection they raise the GC's target and the RSS that follows it.
+				debug.FreeOSMemory()
+			}
 			return
 		}
 		next := l.queue[0]
@@ -65,8 +73,13 @@ func (l *lingerer) run() {
 		l.mu.Unlock()
 		time.Sleep(time.Until(next.at))
 		_ = next.conn.Close()
+		closed++
 	}
 }
+
+// collectAfterClosing is how many refused connections closed in one go make a flood worth a
+// collection once they are all closed: a few MiB of garbage, for one GC per that many refusals.
+const collectAfterClosing = 512
 
 // maxLingering bounds the queue: 100,000 refused connections waiting at once hold a few MB.
 const maxLingering = 100_000

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -68,4 +69,39 @@ func TestLingererClosesAfterTheDelayFromOneQueue(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = near1.Close()
+}
+
+// After a flood of refused connections is closed, their buffers are collected and given back to
+// the system at once (one forced collection), not left to raise the GC's target.
+func TestLingererCollectsAfterAFlood(t *testing.T) {
+	forced := func() uint32 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.NumForcedGC
+	}
+	before := forced()
+	l := &lingerer{delay: time.Millisecond, max: maxLingering}
+	var fars []net.Conn
+	for range collectAfterClosing {
+		near, far := net.Pipe()
+		l.close(near)
+		fars = append(fars, far)
+	}
+	for i, far := range fars {
+		if !closed(t, far, 10*time.Second) {
+			t.Fatalf("connection %d not closed after its delay", i)
+		}
+	}
+	// The collection follows the last close, from the queue's goroutine: wait for it to end.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		l.mu.Lock()
+		running := l.running
+		l.mu.Unlock()
+		if !running && forced() > before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections closed, running %v: no collection forced", collectAfterClosing, running)
+		}
+	}
 }

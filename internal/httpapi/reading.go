@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"container/list"
+	"io"
 	"sync"
 	"time"
 )
@@ -29,6 +30,10 @@ type ReadingBudget struct {
 	used     int64
 	byClient map[string]int64
 	oldest   list.List // of *Lease, oldest first
+
+	// arena holds the large bodies being read (arena.go): the total, and an eighth more for
+	// uploads cut but still returning from their read.
+	arena *bodyArena
 }
 
 // defaultCutAfter is how long an upload reads before it may be cut: far longer than a provider's request
@@ -37,7 +42,8 @@ const defaultCutAfter = time.Second
 
 // NewReadingBudget bounds reading to total bytes, and perClient bytes per client address.
 func NewReadingBudget(total, perClient int64) *ReadingBudget {
-	return &ReadingBudget{total: total, perClient: perClient, cutAfter: defaultCutAfter, now: time.Now, byClient: map[string]int64{}}
+	return &ReadingBudget{total: total, perClient: perClient, cutAfter: defaultCutAfter, now: time.Now, byClient: map[string]int64{},
+		arena: newBodyArena(total + total/8)}
 }
 
 // Lease is the share of the budget one request holds while its body is read.
@@ -139,4 +145,24 @@ func (l *Lease) Read() (cut bool) {
 		l.elem = nil
 	}
 	return l.wasCut
+}
+
+// ReadBody reads a body declared bytes long (negative: undeclared, at most max bytes) that holds
+// a lease of b: a large one through b's arena (arena.go), any other into one heap buffer of the
+// declared size (none of io.ReadAll's doublings, which hold up to twice the body), or,
+// undeclared, as io.ReadAll does. A nil budget reads into the heap.
+func (b *ReadingBudget) ReadBody(r io.Reader, declared, max int64) ([]byte, error) {
+	if b != nil {
+		if body, ok, err := b.arena.read(r, declared, max); ok {
+			return body, err
+		}
+	}
+	if declared < 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, declared)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -213,19 +212,6 @@ func (s *Server) handler(routes int) http.Handler {
 	})
 }
 
-// readBody reads a body whose length the request declared into one buffer of that size (none of
-// io.ReadAll's doublings, which hold up to twice the body), or, undeclared, as io.ReadAll does.
-func readBody(r io.Reader, declared int64) ([]byte, error) {
-	if declared < 0 {
-		return io.ReadAll(r)
-	}
-	buf := make([]byte, declared)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
 // unavailable answers 503 with Retry-After (errors.go); the handler logs the cause.
 func (s *Server) unavailable(c *gin.Context) { s.fail(c, refuse(kindUnavailable, "")) }
 
@@ -305,7 +291,7 @@ func (s *Server) webhook(c *gin.Context) {
 		return
 	}
 	defer lease.Release()
-	body, err := readBody(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes), c.Request.ContentLength)
+	body, err := s.Reading.ReadBody(http.MaxBytesReader(c.Writer, c.Request.Body, s.MaxBodyBytes), c.Request.ContentLength, s.MaxBodyBytes)
 	if lease.Read() {
 		c.Header("Connection", "close")
 		deny(metrics.Busy, refuse(kindUnavailable, "cut to make room: too many request bodies are being read; retry later"))
