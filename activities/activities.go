@@ -56,6 +56,7 @@ type Store interface {
 	SinkStore
 	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, store.ApplyResult, bool, error)
+	RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error)
 }
 
 // Activities carries the dependencies of every activity.
@@ -514,6 +515,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
 	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
 	r.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: ProcessName})
+	r.RegisterActivityWithOptions(a.RecordAccepted, activity.RegisterOptions{Name: RecordAcceptedName})
 	r.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: SendNotificationName})
 	r.RegisterActivityWithOptions(a.CheckSink, activity.RegisterOptions{Name: CheckSinkName})
 	r.RegisterActivityWithOptions(a.ProbeSink, activity.RegisterOptions{Name: ProbeSinkName})

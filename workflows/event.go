@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -61,7 +62,19 @@ func final(err error) bool {
 //     activity, so a sink that answers costs nothing more; a sink that fails goes on as a
 //     regular activity with the durable retries (notify.*), shown in the UI as pending;
 //   - MarkProcessed (local): records the notifications that failed for good and processed_at.
+//
+// A run started while PostgreSQL could not take its event (in.Accepted) first stores it
+// (recordAccepted), then goes on as any other.
 func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (domain.Result, error) {
+	if in.Accepted != nil {
+		duplicate, err := p.recordAccepted(ctx, *in.Accepted)
+		if err != nil {
+			return domain.Result{}, fmt.Errorf("record: %w", err)
+		}
+		if duplicate {
+			return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+		}
+	}
 	var pr activities.ProcessOutput
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
 	if err := dbStep(ctx, activities.ProcessName, "apply to its message; mark processed when nothing is to be sent", pin, &pr); err != nil {
@@ -89,6 +102,27 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
+}
+
+// recordAccepted stores the event of a run accepted through Temporal, as a regular activity: it
+// waits for PostgreSQL, and the Temporal UI shows it pending with its attempts and last error.
+// Its attempts are minutes apart (RecordPolicy): an outage backs up every event accepted during
+// it, and each attempt is an activity task, so a few attempts per event, not one every second.
+// It never gives up: the provider was told the event is accepted.
+func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent) (duplicate bool, err error) {
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        cmp.Or(p.Record.InitialInterval, 20*time.Second),
+			BackoffCoefficient:     2,
+			MaximumInterval:        cmp.Or(p.Record.MaxInterval, 80*time.Second),
+			NonRetryableErrorTypes: []string{activities.ErrTypeNotStorable},
+		},
+		Summary: "store the event accepted through Temporal (waits for PostgreSQL)",
+	}
+	var out activities.RecordAcceptedOutput
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.RecordAcceptedName, ev).Get(ctx, &out)
+	return out.Duplicate, err
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,

@@ -70,6 +70,16 @@ type NotifyPolicy struct {
 // the determinism check, so changing them is safe for running workflows.
 type Processor struct {
 	Notify NotifyPolicy
+	// Record spaces the attempts of a run accepted through Temporal to store its event
+	// (acceptance.through_temporal.record_interval and record_max_interval; zero: 20 s and 80 s).
+	Record RecordPolicy
+}
+
+// RecordPolicy is how often a run accepted through Temporal tries to store its event while
+// PostgreSQL is down: InitialInterval, doubling up to MaxInterval, until it is back.
+type RecordPolicy struct {
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
 }
 
 // Register registers the workflows under their stable names.

@@ -202,6 +202,28 @@ type Acceptance struct {
 	// InsertTimeout bounds a webhook's wait for its insert; past it the answer is 503.
 	InsertTimeout time.Duration `yaml:"insert_timeout"`
 	Relay         Relay         `yaml:"relay"`
+	// ThroughTemporal accepts webhooks while PostgreSQL cannot take them, by starting their
+	// workflows with the event in the input (docs/OPERATIONS.md, "Accepting through a
+	// PostgreSQL outage").
+	ThroughTemporal ThroughTemporal `yaml:"through_temporal"`
+}
+
+// ThroughTemporal tunes acceptance through Temporal. A provider that gives up retrying before
+// PostgreSQL is back (SES through SNS: 3 tries 20 s apart) would otherwise lose the event.
+type ThroughTemporal struct {
+	// Enabled: on by default. Off, a PostgreSQL outage is answered 503 as before: choose that
+	// where the events' payloads (addresses) must not reach Temporal's history unencrypted and
+	// no payload codec is configured.
+	Enabled bool `yaml:"enabled"`
+	// RecordInterval is the first wait between a run's attempts to store its event while
+	// PostgreSQL is down, doubling up to RecordMaxInterval: a handful of attempts per event for an
+	// outage of minutes, and processing resumes within RecordMaxInterval of PostgreSQL's return.
+	RecordInterval    time.Duration `yaml:"record_interval"`
+	RecordMaxInterval time.Duration `yaml:"record_max_interval"`
+	// MaxEventBytes bounds the event (its raw JSON and parsed fields) a workflow input may carry,
+	// under Temporal's blob limit (2 MiB by default) with a margin for the encoding; a larger one
+	// is answered 503 during the outage.
+	MaxEventBytes int `yaml:"max_event_bytes"`
 }
 
 // Relay tunes the relay that runs in every worker process, and the start right after acceptance
@@ -319,6 +341,8 @@ func Defaults() Config {
 			Mode:          os.Getenv(EnvAcceptanceMode),
 			InsertTimeout: 5 * time.Second,
 			Relay:         Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
+			ThroughTemporal: ThroughTemporal{Enabled: true, RecordInterval: 20 * time.Second, RecordMaxInterval: 80 * time.Second,
+				MaxEventBytes: 3 << 19},
 		},
 		Notify: Notify{
 			InitialInterval:  time.Second,
@@ -498,6 +522,9 @@ func (c Config) Validate() error {
 	}
 	if r := c.Acceptance.Relay; r.BatchSize <= 0 || r.Concurrency <= 0 || r.PollInterval <= 0 || r.MaxBackoff <= 0 {
 		return errors.New("config: acceptance.relay.batch_size, concurrency, poll_interval and max_backoff must be positive")
+	}
+	if f := c.Acceptance.ThroughTemporal; f.Enabled && (f.RecordInterval <= 0 || f.RecordMaxInterval < f.RecordInterval || f.MaxEventBytes <= 0) {
+		return errors.New("config: acceptance.through_temporal: record_interval and max_event_bytes must be positive, record_max_interval at least record_interval")
 	}
 	if c.Acceptance.Relay.MaxInFlight < 0 {
 		return errors.New("config: acceptance.relay.max_in_flight must not be negative (0: no bound)")

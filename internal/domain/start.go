@@ -76,6 +76,19 @@ type EventRef struct {
 	// notifications by event_id+":replay:"+n, so every sink that wants them gets them again.
 	Replay   int  `json:"replay,omitempty"`
 	Renotify bool `json:"renotify,omitempty"`
+	// Accepted is set only on a run started while PostgreSQL could not take the event
+	// (acceptance through Temporal): it is the event itself, which the run's first step stores
+	// under its key. The later steps read the event from PostgreSQL as every run's do. The
+	// payload codec, when configured, encrypts it with the rest of the input.
+	Accepted *AcceptedEvent `json:"accepted,omitempty"`
+}
+
+// AcceptedEvent is an event accepted through Temporal: the verified event as parsed, its raw
+// JSON in Event.Raw, and the id an earlier version of mailhook gave it (Event.PriorEventID,
+// which Event's own JSON leaves out), so the stored row dedupes as an accepted one would.
+type AcceptedEvent struct {
+	Event        Event  `json:"event"`
+	PriorEventID string `json:"prior_event_id,omitempty"`
 }
 
 // RefOf is the reference to a recorded event, routed by r.
@@ -157,4 +170,16 @@ var ErrRefused = errors.New("temporal refused the start")
 // AlreadyStarted, never an error; a failure wraps ErrRefused or ErrUnavailable.
 type Starter interface {
 	Start(ctx context.Context, ev Event) (StartStatus, error)
+}
+
+// ErrTooLarge wraps a start through Temporal refused before it was tried: the event is larger
+// than a workflow input may carry (acceptance.through_temporal.max_event_bytes).
+var ErrTooLarge = errors.New("the event is too large for a workflow input")
+
+// AcceptStarter starts the workflow of an event PostgreSQL could not take, with the event in the
+// input (EventRef.Accepted): Started means Temporal holds it durably, AlreadyStarted that the
+// event is known already (its run exists or completed). A failure wraps ErrRefused,
+// ErrUnavailable or ErrTooLarge.
+type AcceptStarter interface {
+	StartAccepted(ctx context.Context, ev Event) (StartStatus, error)
 }

@@ -251,6 +251,8 @@ type procOptions struct {
 	dbURL string // a database to use instead of a fresh one on the shared server
 	// sink is YAML added to the sink "app" (rate, concurrency), indented as its keys.
 	sink string
+	// acceptance is YAML added under acceptance:, indented as its keys.
+	acceptance string
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -336,7 +338,7 @@ acceptance:
   relay:
     poll_interval: 1s
     max_backoff: 5s
-`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, e.sink.srv.URL, sinkSecret, o.sink, adminToken)
+%s`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, e.sink.srv.URL, sinkSecret, o.sink, adminToken, o.acceptance)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

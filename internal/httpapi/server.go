@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -91,6 +92,9 @@ type Server struct {
 	// NotRequired names Ready checks that are reported but do not make /readyz fail: webhooks
 	// are accepted while Temporal is down, so a load balancer must keep sending.
 	NotRequired map[string]bool
+	// AnyOf names checks of which at least one must pass (each may be NotRequired): with
+	// acceptance through Temporal, webhooks are accepted while either PostgreSQL or Temporal is.
+	AnyOf []string
 	// RetryAfter is sent with 503 so the provider backs off.
 	RetryAfter time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For names the client address (used by
@@ -512,6 +516,9 @@ func (s *Server) readyz(c *gin.Context) {
 			continue
 		}
 		checks[name] = "ok"
+	}
+	if len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, func(name string) bool { return checks[name] == "ok" }) {
+		ok = false
 	}
 	code := http.StatusOK
 	if !ok {

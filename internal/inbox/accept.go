@@ -79,6 +79,13 @@ type Acceptor struct {
 	MaxBatchEvents int
 	// Metrics, when set, observes each insert (events and requests per statement).
 	Metrics *metrics.Metrics
+	// Through, when set, accepts the events of a request whose insert failed because
+	// PostgreSQL is unavailable (store.IsUnavailable) by starting their workflows with the
+	// events in the input (through.go). Nil: such a request is answered 503.
+	Through domain.AcceptStarter
+	// ThroughConcurrency bounds the starts of one request's events through Temporal (default 16).
+	ThroughConcurrency int
+	throughLogged      atomic.Int64 // unix nanoseconds of the last "accepting through Temporal" line
 
 	queue   chan *request
 	writing atomic.Bool // Run's writers take requests
@@ -133,6 +140,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 	if len(rows) == 0 {
 		return out, nil
 	}
+	reqCtx := ctx
 	if a.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.Timeout)
@@ -157,6 +165,9 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		}
 	}
 	if err != nil {
+		if a.Through != nil && store.IsUnavailable(err) {
+			return a.throughTemporal(reqCtx, evs, at, out, err)
+		}
 		return nil, fmt.Errorf("accept: %w", err)
 	}
 	var accepted []domain.Event

@@ -5,6 +5,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,9 @@ type Starter struct {
 	// this process (the same client) with the start's answer, saving a poll round trip. It
 	// only takes effect where the process runs a worker on the task queue.
 	Eager bool
+	// MaxAcceptedBytes bounds the input of StartAccepted (acceptance.through_temporal.max_event_bytes):
+	// larger events are refused with domain.ErrTooLarge before Temporal is asked.
+	MaxAcceptedBytes int
 }
 
 // Options are the start options for an event's workflow.
@@ -71,14 +75,35 @@ func Options(ref domain.EventRef, taskQueue string) client.StartWorkflowOptions 
 // Start starts the event's workflow and reports accepted or duplicate. A failure wraps
 // domain.ErrRefused when retrying cannot help, else domain.ErrUnavailable: the workflow ID makes a retry safe.
 func (s *Starter) Start(ctx context.Context, ev domain.Event) (domain.StartStatus, error) {
+	return s.start(ctx, domain.RefOf(ev, s.Routing), s.Eager)
+}
+
+// StartAccepted starts the workflow of an event PostgreSQL could not take, with the event in
+// its input (domain.AcceptStarter). No eager start: the run's first step waits for PostgreSQL,
+// and a workflow task held by this process would only wait with it.
+func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (domain.StartStatus, error) {
 	ref := domain.RefOf(ev, s.Routing)
+	ref.Accepted = &domain.AcceptedEvent{Event: ev, PriorEventID: ev.PriorEventID}
+	if s.MaxAcceptedBytes > 0 {
+		b, err := json.Marshal(ref)
+		if err != nil {
+			return "", fmt.Errorf("%w: encode %s: %w", domain.ErrRefused, ref.Key(), err)
+		}
+		if len(b) > s.MaxAcceptedBytes {
+			return "", fmt.Errorf("%w: %d bytes, at most %d: %s", domain.ErrTooLarge, len(b), s.MaxAcceptedBytes, ref.Key())
+		}
+	}
+	return s.start(ctx, ref, false)
+}
+
+func (s *Starter) start(ctx context.Context, ref domain.EventRef, eager bool) (domain.StartStatus, error) {
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
 	opts := Options(ref, s.TaskQueue)
-	opts.EnableEagerStart = s.Eager
+	opts.EnableEagerStart = eager
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, ref)
 	if err == nil {
 		return domain.Started, nil

@@ -69,6 +69,7 @@ type Metrics struct {
 	relayInFlight        prometheus.Gauge
 	handoffStarts        *prometheus.CounterVec
 	handoffSkipped       *prometheus.CounterVec
+	throughTemporal      *prometheus.CounterVec
 	quarantined          *prometheus.CounterVec
 	rejected             *prometheus.CounterVec
 	parked               *prometheus.CounterVec
@@ -124,6 +125,10 @@ func New() *Metrics {
 			Name: "mailhook_handoff_skipped_total",
 			Help: "Accepted events the accepting process left to the relays instead of starting them, by reason (queue_full, max_in_flight, temporal_failing).",
 		}, []string{"reason"}),
+		throughTemporal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_events_accepted_through_temporal_total",
+			Help: "Events accepted while PostgreSQL could not take them, by starting their workflow with the event in its input (acceptance.through_temporal), by provider.",
+		}, []string{"provider"}),
 		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_events_quarantined_total",
 			Help: "Events put in quarantine (not processable as they are; GET /v1/quarantine), by provider and stage (start, or the database step).",
@@ -157,13 +162,16 @@ func New() *Metrics {
 	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
 		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight,
-		m.handoffStarts, m.handoffSkipped, m.quarantined, m.rejected, m.parked)
+		m.handoffStarts, m.handoffSkipped, m.throughTemporal, m.quarantined, m.rejected, m.parked)
 	return m
 }
 
 // Handler serves the registry.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+	// A gauge read from PostgreSQL fails while it is down; the rest (the webhooks answered, the
+	// events accepted through Temporal) is what an operator needs most then, so it is served,
+	// and the failure counted in promhttp_metric_handler_errors_total.
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, ErrorHandling: promhttp.ContinueOnError})
 }
 
 // WebhookRequest records one answered webhook request.
@@ -234,6 +242,14 @@ func (m *Metrics) HandoffSkipped(reason string) {
 		return
 	}
 	m.handoffSkipped.WithLabelValues(reason).Inc()
+}
+
+// AcceptedThroughTemporal records an event accepted through Temporal.
+func (m *Metrics) AcceptedThroughTemporal(provider string) {
+	if m == nil {
+		return
+	}
+	m.throughTemporal.WithLabelValues(provider).Inc()
 }
 
 // EventQuarantined records an event put in quarantine.

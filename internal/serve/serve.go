@@ -195,6 +195,11 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Sinks:       sinkSettings(s.Config.Sinks),
 		Drainers:    s.Drainers(),
 	}
+	if s.Config.Acceptance.ThroughTemporal.Enabled {
+		// ... and, through Temporal, while PostgreSQL is down: ready while either answers.
+		srv.NotRequired["postgres"] = true
+		srv.AnyOf = []string{"postgres", "temporal"}
+	}
 	return srv, nil
 }
 
@@ -220,6 +225,11 @@ func (s *Service) Acceptor() *inbox.Acceptor {
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff
+		if f := s.Config.Acceptance.ThroughTemporal; f.Enabled {
+			through := s.starter()
+			through.MaxAcceptedBytes = f.MaxEventBytes
+			s.acceptor.Through = through
+		}
 		// The handoff's start of a new row takes at most start_timeout: relays wait a little
 		// longer before they start it themselves, so the two rarely start the same event.
 		s.acceptor.Hold = s.Config.Temporal.StartTimeout + time.Second
@@ -334,7 +344,9 @@ func (s *Service) Worker() worker.Worker {
 		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
 		WorkerStopTimeout: wc.StopTimeout,
 	})
-	(&workflows.Processor{Notify: NotifyPolicy(s.Config.Notify)}).Register(w)
+	f := s.Config.Acceptance.ThroughTemporal
+	(&workflows.Processor{Notify: NotifyPolicy(s.Config.Notify),
+		Record: workflows.RecordPolicy{InitialInterval: f.RecordInterval, MaxInterval: f.RecordMaxInterval}}).Register(w)
 	(&activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,

@@ -1,0 +1,197 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/testenv"
+)
+
+// throughTemporalYAML shortens the record attempts' spacing (defaults 20 s and 80 s) so the
+// test's outage drains in seconds; the benchmark runs the defaults.
+const throughTemporalYAML = `  through_temporal:
+    record_interval: 2s
+    record_max_interval: 8s
+`
+
+// postLifecycle posts one signed Postscale event as the load does and returns the status and
+// the answer's "status" field (accepted, duplicate).
+func (e *procEnv) postLifecycle(t *testing.T, id, typ, msg string) (int, string, time.Duration) {
+	t.Helper()
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"to":"resend@example.com"}}`,
+		id, typ, time.Now().UTC().Format(time.RFC3339Nano), msg))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+e.serve.httpAddr+"/webhooks/postscale", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	providertest.SignPostscale(req, webhookSecret, body, time.Now())
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("post %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var answer struct{ Status string }
+	_ = json.Unmarshal(raw, &answer)
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+		t.Errorf("post %s: 503 without Retry-After", id)
+	}
+	return resp.StatusCode, answer.Status, time.Since(start)
+}
+
+// lifecycleOf is the type and message of the load's event id (procLoad: evt_<prefix>_<seq>).
+func lifecycleOf(id string) (typ, msg string) {
+	var seq int
+	_, _ = fmt.Sscanf(id[strings.LastIndexByte(id, '_')+1:], "%d", &seq)
+	prefix := id[len("evt_"):strings.LastIndexByte(id, '_')]
+	return procLifecycle[seq%len(procLifecycle)], fmt.Sprintf("msg_%s_%05d", prefix, seq/len(procLifecycle))
+}
+
+// workOf counts the Temporal work of one event's run: workflow tasks, activity tasks scheduled
+// and the attempts of the last one, and history bytes.
+func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size int) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += ev.Size()
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			wft++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			act++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			attempts += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
+		}
+	}
+	return wft, act, attempts, size
+}
+
+func TestAcceptanceThroughTemporal(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skipping integration test")
+	}
+	bin := buildMailhook(t)
+
+	// PostgreSQL stopped under load while Temporal is up: every request is answered 200 (none
+	// 503, none unanswered), /readyz stays 200, a re-send during the outage of an event accepted
+	// before it or during it is a duplicate, and once PostgreSQL is back every accepted event is
+	// stored and processed once and every notification id delivered once.
+	t.Run("postgres stopped under load: every answer 200, each event once", func(t *testing.T) {
+		t.Parallel()
+		pg := startPrivatePostgres(t)
+		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t), acceptance: throughTemporalYAML})
+		l := e.startLoadEvery(50 * time.Millisecond)
+		testenv.WaitAtLeast(t, "events accepted before the outage", testenv.Stall, 20, l.count)
+		l.mu.Lock()
+		before := l.accepted[0]
+		l.mu.Unlock()
+		pg.stop(t, "immediate")
+		down := time.Now()
+		acceptedBefore := l.count()
+		notReady, resent := 0, 0
+		var during string
+		for time.Since(down) < 40*time.Second {
+			if e.serve.get("/readyz") != http.StatusOK {
+				notReady++
+			}
+			// Re-sent during the outage: one accepted (and run) before it, one accepted during it.
+			ids := []string{before}
+			l.mu.Lock()
+			if n := len(l.accepted); n > acceptedBefore+5 {
+				during = l.accepted[acceptedBefore+2]
+				ids = append(ids, during)
+			}
+			l.mu.Unlock()
+			for _, id := range ids {
+				typ, msg := lifecycleOf(id)
+				code, status, _ := e.postLifecycle(t, id, typ, msg)
+				if code != http.StatusOK || status != "duplicate" {
+					t.Errorf("%s re-sent during the outage: %d %q, want 200 duplicate", id, code, status)
+				}
+				resent++
+			}
+			time.Sleep(5 * time.Second)
+		}
+		acceptedDuring := l.count() - acceptedBefore
+		if during == "" || acceptedDuring < 100 {
+			t.Fatalf("only %d events accepted during the outage: the fallback did not take the load", acceptedDuring)
+		}
+		through := e.serve.scrape(t, `mailhook_events_accepted_through_temporal_total{provider="postscale"}`)
+		pg.start(t)
+		t.Logf("postgres down for %s: %d events accepted meanwhile, %v of them through Temporal; %d re-sends answered",
+			time.Since(down).Round(time.Millisecond), acceptedDuring, through, resent)
+		time.Sleep(2 * time.Second)
+		accepted := l.stop()
+		if n := l.unavailable.Load() + l.transport.Load(); n != 0 {
+			t.Errorf("%d requests got 503 or no answer while PostgreSQL was down and Temporal up", n)
+		}
+		if notReady != 0 {
+			t.Errorf("/readyz failed %d times during the outage: a load balancer would stop sending", notReady)
+		}
+		if through < float64(acceptedDuring)*0.9 {
+			t.Errorf("%v events counted as accepted through Temporal, of %d accepted during the outage", through, acceptedDuring)
+		}
+		e.verdict(accepted, verdictOptions{exactlyOnce: true})
+		if n := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`); n != 0 {
+			t.Errorf("%d events still wait for a start: a run stored them and left them to the relays", n)
+		}
+		wft, act, attempts, size := workOf(t, e.temporal.Client(), "postscale:"+during)
+		t.Logf("Temporal work of %s (accepted through Temporal): %d workflow tasks, %d activity (%d attempts), %d history bytes",
+			during, wft, act, attempts, size)
+		if act != 1 || wft != 2 {
+			t.Errorf("run of an event accepted through Temporal: %d workflow tasks and %d activities, want 2 and 1 (RecordAccepted)", wft, act)
+		}
+	})
+
+	// Both stores down: 503 with Retry-After within insert_timeout plus start_timeout, and
+	// nothing half-accepted: no row, no run, once both are back.
+	t.Run("postgres and temporal both stopped: 503 in bounded time, nothing half-accepted", func(t *testing.T) {
+		t.Parallel()
+		pg := startPrivatePostgres(t)
+		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t), acceptance: throughTemporalYAML})
+		pg.stop(t, "immediate")
+		if err := e.temporal.Stop(); err != nil {
+			t.Fatalf("stop temporal: %v", err)
+		}
+		id := "evt_" + e.prefix + "_both_down"
+		code, _, took := e.postLifecycle(t, id, "email.delivered", "msg_"+e.prefix+"_both")
+		// insert_timeout 5 s (default) + start_timeout 3 s (this config), and slack for a
+		// loaded machine: the bound a provider's own timeout needs.
+		if code != http.StatusServiceUnavailable || took > 20*time.Second {
+			t.Errorf("both stores down: %d after %s, want 503 within insert_timeout + start_timeout", code, took.Round(time.Millisecond))
+		}
+		if got := e.serve.get("/readyz"); got != http.StatusServiceUnavailable {
+			t.Errorf("/readyz with both stores down: %d, want 503", got)
+		}
+		pg.start(t)
+		e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
+		if n := e.query(`SELECT count(*) FROM webhook_events WHERE event_id = $1`, id); n != 0 {
+			t.Errorf("the event answered 503 has a row")
+		}
+		_, err := e.temporal.Client().DescribeWorkflowExecution(context.Background(), "postscale:"+id, "")
+		if _, notFound := err.(*serviceerror.NotFound); !notFound {
+			t.Errorf("the event answered 503 has a run (describe: %v)", err)
+		}
+		// And the provider's retry, with both back, is accepted and processed as usual.
+		testenv.WaitUntil(t, "serve's /readyz answering 200", testenv.Stall, func() bool { return e.serve.get("/readyz") == http.StatusOK })
+		if code, status, _ := e.postLifecycle(t, id, "email.delivered", "msg_"+e.prefix+"_both"); code != http.StatusOK || status != "accepted" {
+			t.Errorf("the retry with both stores back: %d %q, want 200 accepted", code, status)
+		}
+	})
+}

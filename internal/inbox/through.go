@@ -1,0 +1,65 @@
+package inbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// throughTemporal accepts the events PostgreSQL could not take (insertErr) by starting each
+// one's workflow with the event in its input: Temporal then holds it durably under the same
+// key, provider:event_id, and the run's first step stores it once PostgreSQL is back. A start
+// that finds the workflow already there (a re-send during the outage, or an event recorded and
+// run before it) is a duplicate. Only when every event is held is the request accepted: one
+// start that fails, or an event too large for a workflow input, fails the request with both
+// causes (503), and the provider's retry finds the events already started as duplicates.
+func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at []int, out []Verdict, insertErr error) ([]Verdict, error) {
+	ctx = context.WithoutCancel(ctx) // the starts finish on their own timeout, as the insert does
+	var (
+		mu       sync.Mutex
+		firstErr error
+		started  int
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, cmp.Or(a.ThroughConcurrency, 16))
+	for _, i := range at {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			st, err := a.Through.StartAccepted(ctx, evs[i])
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				if firstErr == nil {
+					firstErr = err
+				}
+			case st == domain.AlreadyStarted:
+				out[i] = Verdict{Status: Duplicate}
+			default:
+				out[i] = Verdict{Status: Accepted}
+				started++
+				a.Metrics.AcceptedThroughTemporal(evs[i].Provider)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		if errors.Is(firstErr, domain.ErrTooLarge) {
+			a.Log.WarnContext(ctx, "PostgreSQL is unavailable and an event is too large to accept through Temporal; answering 503",
+				"provider", evs[at[0]].Provider, "error", firstErr)
+		}
+		return nil, fmt.Errorf("accept: %w; through Temporal: %w", insertErr, firstErr)
+	}
+	if now := time.Now().UnixNano(); now-a.throughLogged.Load() > int64(10*time.Second) {
+		a.throughLogged.Store(now)
+		a.Log.WarnContext(ctx, "PostgreSQL is unavailable; accepting webhooks through Temporal (their runs store them once it is back)",
+			"provider", evs[at[0]].Provider, "started", started, "events", len(at), "error", insertErr)
+	}
+	return out, nil
+}
