@@ -28,6 +28,12 @@
 #                      OUTAGE_LOAD (3m), with the
 #                      Temporal server stopped from 30 s in for OUTAGE (2m) and then restarted on
 #                      its databases; the verdict checks that every event was processed once
+#   pg-outage          TEMPORAL=server only: the same traffic for PG_OUTAGE_LOAD (4m) against a
+#                      database on a PostgreSQL cluster of the bench's own (initdb, port
+#                      PGO_PORT), stopped (immediate) from 30 s in for PG_OUTAGE (180) seconds:
+#                      acceptance through Temporal (issue 29); every answer should be 200
+#   pg-flap            the same, PostgreSQL stopped for a third of PG_OUTAGE three times within
+#                      it (a failover's flapping: restarted twice inside the window)
 #
 # The acceptance phases (run them with PHASES="pgbench accept-nodrain accept-2000 burst"):
 #
@@ -74,6 +80,9 @@ OUTAGE=${OUTAGE:-120}
 FIXED_EVENTS=${FIXED_EVENTS:-3000}
 OUTAGE_LOAD=${OUTAGE_LOAD:-180s}
 OUTAGE_RATE=${OUTAGE_RATE:-30} # requests/s, open loop: about 60 events/s, what the drain can follow
+PG_OUTAGE=${PG_OUTAGE:-180}
+PG_OUTAGE_LOAD=${PG_OUTAGE_LOAD:-240s}
+PGO_PORT=${PGO_PORT:-15433}
 PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
 # FRESH=phase starts a new in-memory dev server before every phase (no phase inherits another's
 # history); FRESH=run (default) one per run.
@@ -245,6 +254,31 @@ start_mailhook() {
 	die "mailhook did not become ready (see $WORK/$label.log)"
 }
 
+# pgo <pg_ctl args…>: pg_ctl of the bench's own PostgreSQL cluster ($WORK/pgo), as user
+# postgres when run as root (initdb refuses root). The shared server on 5432 is never stopped.
+pgo() {
+	local bin
+	bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+	[[ -x $bin/pg_ctl ]] || die "pg-outage needs PostgreSQL's server binaries (/usr/lib/postgresql/*/bin)"
+	if [[ $(id -u) == 0 ]]; then
+		runuser -u postgres -- "$bin/$1" "${@:2}"
+	else
+		"$bin/$1" "${@:2}"
+	fi
+}
+start_private_pg() {
+	if [[ ! -d $WORK/pgo/data ]]; then
+		mkdir -p "$WORK/pgo"
+		[[ $(id -u) == 0 ]] && chown postgres "$WORK/pgo"
+		pgo initdb -D "$WORK/pgo/data" -U postgres -A trust -E UTF8 --no-sync >"$WORK/pgo-initdb.log" 2>&1 ||
+			die "initdb failed (see $WORK/pgo-initdb.log)"
+	fi
+	pgo pg_ctl -D "$WORK/pgo/data" -l "$WORK/pgo/postgres.log" -w \
+		-o "-p $PGO_PORT -k $WORK/pgo -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null ||
+		die "the bench's PostgreSQL did not start (see $WORK/pgo/postgres.log)"
+}
+stop_private_pg() { pgo pg_ctl -D "$WORK/pgo/data" -m "${1:-fast}" -w stop >/dev/null 2>&1 || true; }
+
 # fresh_db <name>: drops and re-creates a database and migrates it with mailhook.
 fresh_db() {
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
@@ -406,6 +440,36 @@ PY
 		TEMPORAL_PID=$(cat "$WORK/temporal-server/server.pid")
 		STARTED+=("$TEMPORAL_PID")
 		stop_pid "$MH_PID"
+		;;
+	pg-outage | pg-flap)
+		[[ $TEMPORAL == server ]] || die "the $name phase needs TEMPORAL=server"
+		start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
+		local MHCONFIG=$WORK/config-$name.yaml
+		fresh_db "$DB"
+		start_mailhook "$name" serve
+		(
+			sleep 30
+			local stops=1 down=$PG_OUTAGE
+			[[ $name == pg-flap ]] && stops=3 down=$((PG_OUTAGE / 3 - 10))
+			for i in $(seq "$stops"); do
+				log "$name: stopping PostgreSQL ($i of $stops) for ${down}s"
+				stop_private_pg immediate
+				sleep "$down"
+				start_private_pg
+				log "$name: PostgreSQL is back"
+				((i < stops)) && sleep 15
+			done
+		) &
+		local pgout=$!
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
+			--max-batch 10 --duration "$PG_OUTAGE_LOAD" --rate "$OUTAGE_RATE" --mailhook-pid "$MH_PID" || rc=$?
+		wait "$pgout" || true
+		curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | grep -E '^mailhook_(events_accepted_through_temporal_total|webhook_requests_total)' >"$out.metrics" || true
+		stop_pid "$MH_PID"
+		stop_private_pg
 		;;
 	fixed)
 		start_mailhook "$name" serve

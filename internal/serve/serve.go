@@ -498,7 +498,7 @@ func NewHTTPServer(cfg config.Config, handler http.Handler) *http.Server {
 		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		// The answer waits at most for the insert (acceptance.insert_timeout), never for Temporal.
-		WriteTimeout:   cfg.HTTP.ReadTimeout + cfg.Acceptance.InsertTimeout + 5*time.Second,
+		WriteTimeout:   cfg.HTTP.ReadTimeout + cfg.Acceptance.InsertTimeout + cfg.Temporal.StartTimeout + 5*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: MaxHeaderBytes,
 	}
