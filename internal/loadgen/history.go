@@ -2,6 +2,8 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -89,3 +91,37 @@ func (quietSDKLogger) Debug(string, ...any) {}
 func (quietSDKLogger) Info(string, ...any)  {}
 func (quietSDKLogger) Warn(string, ...any)  {}
 func (quietSDKLogger) Error(string, ...any) {}
+
+// acceptedThroughTemporal reports which of the workflows were started with their event in the
+// input (mailhook's acceptance through Temporal while PostgreSQL was down): their start's input
+// holds the "accepted" field. Without a payload codec only; an encrypted input reads as not.
+func acceptedThroughTemporal(ctx context.Context, address, namespace string, workflowIDs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if address == "" {
+		return out, errors.New("no --temporal-address")
+	}
+	c, err := client.Dial(client.Options{HostPort: address, Namespace: namespace, Logger: quietSDKLogger{}})
+	if err != nil {
+		return out, fmt.Errorf("dial %s: %w", address, err)
+	}
+	defer c.Close()
+	for _, id := range workflowIDs {
+		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !it.HasNext() {
+			continue
+		}
+		ev, err := it.Next()
+		if err != nil {
+			return out, fmt.Errorf("history of %s: %w", id, err)
+		}
+		for _, p := range ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads() {
+			var in struct {
+				Accepted json.RawMessage `json:"accepted"`
+			}
+			if json.Unmarshal(p.GetData(), &in) == nil && len(in.Accepted) > 0 {
+				out[id] = true
+			}
+		}
+	}
+	return out, nil
+}
