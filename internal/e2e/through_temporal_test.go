@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -253,6 +254,9 @@ func throughAnOutage(t *testing.T, bin string, flaps int) {
 	wft, act, attempts, size := workOf(t, e.temporal.Client(), "postscale:"+during)
 	t.Logf("Temporal work of %s (accepted through Temporal): %d workflow tasks, %d activity (%d attempts), %d history bytes",
 		during, wft, act, attempts, size)
+	if dir := os.Getenv(HistoryDirEnv); dir != "" && flaps == 1 {
+		writeHistory(t, e.temporal.Client(), dir, "accepted-through-temporal", "postscale:"+during)
+	}
 	if act != 1 || wft != 2 {
 		t.Errorf("run of an event accepted through Temporal: %d workflow tasks and %d activities, want 2 and 1 (RecordAccepted)", wft, act)
 	}
