@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -60,21 +59,7 @@ func (h *harness) drainSink(sink string, n int) time.Duration {
 // tasks and history bytes.
 func drainerWork(t *testing.T, h *harness, sink string) (wft, act, bytes int) {
 	t.Helper()
-	id := domain.SinkWorkflowID(sink, h.cfg.Temporal.TaskQueue)
-	it := h.svc.Temporal.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bytes += ev.Size()
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			wft++
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			act++
-		}
-	}
+	wft, act, _, bytes = workOf(t, h.svc.Temporal, domain.SinkWorkflowID(sink, h.cfg.Temporal.TaskQueue))
 	return wft, act, bytes
 }
 

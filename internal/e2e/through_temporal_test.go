@@ -60,7 +60,7 @@ func lifecycleOf(id string) (typ, msg string) {
 	return procLifecycle[seq%len(procLifecycle)], fmt.Sprintf("msg_%s_%05d", prefix, seq/len(procLifecycle))
 }
 
-// workOf counts the Temporal work of one event's run: workflow tasks, activity tasks scheduled
+// workOf counts the Temporal work of one run (an event's, a drainer's): workflow tasks, activity tasks scheduled
 // and the attempts of the last one, and history bytes.
 func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size int) {
 	t.Helper()

@@ -82,10 +82,8 @@ type Acceptor struct {
 	// Through, when set, accepts the events of a request whose insert failed because
 	// PostgreSQL is unavailable (store.IsUnavailable) by starting their workflows with the
 	// events in the input (through.go). Nil: such a request is answered 503.
-	Through domain.AcceptStarter
-	// ThroughConcurrency bounds the starts of one request's events through Temporal (default 16).
-	ThroughConcurrency int
-	throughLogged      atomic.Int64 // unix nanoseconds of the last "accepting through Temporal" line
+	Through       domain.AcceptStarter
+	throughLogged atomic.Int64 // unix nanoseconds of the last "accepting through Temporal" line
 
 	queue   chan *request
 	writing atomic.Bool // Run's writers take requests

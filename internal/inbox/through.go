@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,10 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 )
+
+// throughConcurrency bounds the starts of one request's events through Temporal: a batch of
+// 500 is started in a few round trips, and one request cannot take every connection to Temporal.
+const throughConcurrency = 16
 
 // throughTemporal accepts the events PostgreSQL could not take (insertErr) by starting each
 // one's workflow with the event in its input: Temporal then holds it durably under the same
@@ -26,7 +29,7 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 		started  int
 		wg       sync.WaitGroup
 	)
-	sem := make(chan struct{}, cmp.Or(a.ThroughConcurrency, 16))
+	sem := make(chan struct{}, throughConcurrency)
 	for _, i := range at {
 		wg.Go(func() {
 			sem <- struct{}{}
