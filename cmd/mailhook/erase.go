@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/exitcode"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -83,7 +83,7 @@ shell's history and the process list.`,
 				return err
 			}
 			defer tc.Close()
-			st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
+			st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
 			job, normalized, err := st.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
 			var e store.Erasure

@@ -1,16 +1,15 @@
 package domain
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 )
 
-// The contract between the edges that accept events (HTTP API, inbox handoff and relay,
-// reconcile) and the workflows that process them: workflow type names and inputs, how a start
-// can end, and the Starter the edges call. The edges depend on this, never on workflows or
+// The contract between the edges that accept events (HTTP API, acceptance's handoff and relay,
+// reconcile) and the workflows that process them: workflow type names, inputs and results, and
+// the search attributes runs carry. The edges depend on this, never on workflows or
 // activities, so a change to how an event is processed does not reach the code that accepts it.
+// How a start can end is acceptance's (acceptance.Starter).
 
 // Workflow type names, as registered by the worker and started by the edges and the schedule.
 const (
@@ -38,6 +37,17 @@ const (
 	// count, oldest parked, next probe, last error.
 	SinkStateQuery = "state"
 )
+
+// The keyword search attributes every event's run carries, which an operator filters on in the
+// Temporal UI (MessageID = "msg_…"). The worker registers them in the namespace when missing.
+const (
+	SearchAttributeProvider  = "Provider"
+	SearchAttributeEventType = "EventType"
+	SearchAttributeMessageID = "MessageID"
+)
+
+// SearchAttributeNames lists them.
+var SearchAttributeNames = []string{SearchAttributeProvider, SearchAttributeEventType, SearchAttributeMessageID}
 
 // DefaultTaskQueue is temporal.task_queue's default.
 const DefaultTaskQueue = "mailhook"
@@ -148,38 +158,4 @@ type DailyReconcileInput struct {
 	RedriveOlderThan time.Duration `json:"redrive_older_than,omitempty"`
 	// ReportSinks want report.daily.
 	ReportSinks []string `json:"report_sinks,omitempty"`
-}
-
-// StartStatus is how one start of an event's workflow ended.
-type StartStatus string
-
-const (
-	Started        StartStatus = "accepted"
-	AlreadyStarted StartStatus = "duplicate"
-)
-
-// ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
-var ErrUnavailable = errors.New("temporal unavailable")
-
-// ErrRefused wraps a start Temporal refused for good: the same start fails the same way however
-// often it is tried (a workflow id or search attribute over its limit, an input over the blob
-// size limit).
-var ErrRefused = errors.New("temporal refused the start")
-
-// Starter starts one recorded event's workflow. A second start of the same event reports
-// AlreadyStarted, never an error; a failure wraps ErrRefused or ErrUnavailable.
-type Starter interface {
-	Start(ctx context.Context, ev Event) (StartStatus, error)
-}
-
-// ErrTooLarge wraps a start through Temporal refused before it was tried: the event is larger
-// than a workflow input may carry (acceptance.through_temporal.max_event_bytes).
-var ErrTooLarge = errors.New("the event is too large for a workflow input")
-
-// AcceptStarter starts the workflow of an event PostgreSQL could not take, with the event in the
-// input (EventRef.Accepted): Started means Temporal holds it durably, AlreadyStarted that the
-// event is known already (its run exists or completed). A failure wraps ErrRefused,
-// ErrUnavailable or ErrTooLarge.
-type AcceptStarter interface {
-	StartAccepted(ctx context.Context, ev Event) (StartStatus, error)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -52,13 +53,13 @@ func sendgridBatch(prefix string, n int) string {
 
 // countingStarter counts the starts each event's workflow got through the relays.
 type countingStarter struct {
-	next domain.Starter
+	next acceptance.EventStarter
 	mu   sync.Mutex
 	n    map[string]int
-	acc  map[domain.StartStatus]int
+	acc  map[acceptance.StartStatus]int
 }
 
-func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (domain.StartStatus, error) {
+func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (acceptance.StartStatus, error) {
 	st, err := c.next.Start(ctx, ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -105,7 +106,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := &countingStarter{n: map[string]int{}, acc: map[domain.StartStatus]int{}}
+	counter := &countingStarter{n: map[string]int{}, acc: map[acceptance.StartStatus]int{}}
 	var stops []func()
 	for range 3 {
 		r := h.svc.Relay()
@@ -125,7 +126,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 			t.Errorf("%s was started %d times by the relays, want 1", k, c)
 		}
 	}
-	if len(counter.n) != n+3 || counter.acc[domain.Started] != n+3 {
+	if len(counter.n) != n+3 || counter.acc[acceptance.Started] != n+3 {
 		t.Errorf("relays started %d events (%v), want %d accepted", len(counter.n), counter.acc, n+3)
 	}
 	counter.mu.Unlock()

@@ -33,11 +33,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
-	"github.com/mailhook/mailhook/internal/inbox"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
@@ -344,7 +344,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}) // as serve.Dial does
+	st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}) // as serve.Dial does
 	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {
@@ -379,7 +379,7 @@ func (h *harness) startWorker() {
 }
 
 // startRelay runs r until the returned function is called; that function waits for it to stop.
-func (h *harness) startRelay(r *inbox.Relay) func() {
+func (h *harness) startRelay(r *acceptance.Relay) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -25,7 +25,7 @@ func (h *harness) acceptStreamEvent(ev domain.Event) {
 		ev.Type = "email." + string(ev.Status)
 	}
 	verdicts, err := h.svc.Acceptor().Accept(context.Background(), []domain.Event{ev})
-	if err != nil || verdicts[0].Status != inbox.Accepted {
+	if err != nil || verdicts[0].Status != acceptance.Accepted {
 		h.t.Fatalf("accept %s: %v %+v", ev.EventID, err, verdicts)
 	}
 }

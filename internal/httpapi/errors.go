@@ -171,3 +171,28 @@ func (s *Server) noRoute(c *gin.Context) {
 func (s *Server) recovered(c *gin.Context, _ any) {
 	s.fail(c, refuse(kindInternal, ""))
 }
+
+// reasonOf is the short, safe part of an error to send back as an answer's `reason` (a rejected
+// event's, a bad signature's): its innermost cause (the last one of a joined or multiply-wrapped
+// error). The errors it is given (acceptance's rejections, signature and parse errors) put what
+// the sender must fix innermost.
+func reasonOf(err error) string {
+	for {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			if len(errs) == 0 {
+				return err.Error()
+			}
+			err = errs[len(errs)-1]
+		case interface{ Unwrap() error }:
+			next := u.Unwrap()
+			if next == nil {
+				return err.Error()
+			}
+			err = next
+		default:
+			return err.Error()
+		}
+	}
+}

@@ -24,11 +24,11 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
@@ -519,18 +519,18 @@ func (b *fakeBackend) readiness(name string) error {
 	return nil
 }
 
-func (b *fakeBackend) Accept(_ context.Context, evs []domain.Event) ([]inbox.Verdict, error) {
-	out := make([]inbox.Verdict, len(evs))
+func (b *fakeBackend) Accept(_ context.Context, evs []domain.Event) ([]acceptance.Verdict, error) {
+	out := make([]acceptance.Verdict, len(evs))
 	for i, ev := range evs {
 		switch {
 		case strings.HasPrefix(ev.EventID, "down"), ev.MessageID == "accept-down":
 			return nil, errDown
 		case strings.HasPrefix(ev.EventID, "dup"):
-			out[i] = inbox.Verdict{Status: inbox.Duplicate}
+			out[i] = acceptance.Verdict{Status: acceptance.Duplicate}
 		case strings.HasPrefix(ev.EventID, "bad"), ev.MessageID == "reject-me":
-			out[i] = inbox.Verdict{Status: inbox.Rejected, Reason: "message_id longer than 255 bytes"}
+			out[i] = acceptance.Verdict{Status: acceptance.Rejected, Err: errors.New("message_id longer than 255 bytes")}
 		default:
-			out[i] = inbox.Verdict{Status: inbox.Accepted}
+			out[i] = acceptance.Verdict{Status: acceptance.Accepted}
 		}
 	}
 	return out, nil

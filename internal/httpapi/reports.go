@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
@@ -82,7 +83,7 @@ func (s *Server) replay(c *gin.Context) {
 		s.fail(c, refuse(kindConflict, "the inbound email's body was removed once it was notified (retention.inbound_bodies); it cannot be replayed"))
 	case err != nil:
 		level := s.Log.ErrorContext
-		if errors.Is(err, domain.ErrUnavailable) {
+		if errors.Is(err, acceptance.ErrUnavailable) {
 			level = s.Log.WarnContext
 		}
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -32,10 +32,10 @@ import (
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
-// Acceptor makes a request's events durable (internal/inbox): one verdict per event (accepted,
+// Acceptor makes a request's events durable (internal/acceptance): one verdict per event (accepted,
 // duplicate, or rejected with a reason), or an error when nothing can be said to be durable.
 type Acceptor interface {
-	Accept(ctx context.Context, evs []domain.Event) ([]inbox.Verdict, error)
+	Accept(ctx context.Context, evs []domain.Event) ([]acceptance.Verdict, error)
 }
 
 // Messages reads a message's state and history.
@@ -327,14 +327,14 @@ func (s *Server) webhook(c *gin.Context) {
 			deny(metrics.Unavailable, refuse(kindUnavailable, "the signature cannot be checked now"), "error", err)
 			return
 		}
-		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, inbox.Reason(err)), "error", err)
+		deny(metrics.InvalidSignature, refuse(kindInvalidSignature, reasonOf(err)), "error", err)
 		return
 	}
 	if ctl, ok := ep.Adapter.(provider.Controller); ok {
 		handled, status, err := ctl.Control(preq)
 		switch {
 		case err != nil && errors.Is(err, provider.ErrBadRequest):
-			deny(metrics.BadRequest, refuse(kindBadControl, inbox.Reason(err)), "error", err)
+			deny(metrics.BadRequest, refuse(kindBadControl, reasonOf(err)), "error", err)
 			return
 		case err != nil:
 			deny(metrics.Unavailable, refuse(kindUnavailable, ""), "error", err)
@@ -349,7 +349,7 @@ func (s *Server) webhook(c *gin.Context) {
 		if err == nil {
 			err = errors.New("no events in body")
 		}
-		deny(metrics.BadRequest, refuse(kindBadPayload, inbox.Reason(err)), "error", err)
+		deny(metrics.BadRequest, refuse(kindBadPayload, reasonOf(err)), "error", err)
 		return
 	}
 	// A bounded batch is one bounded INSERT, answered well inside the write timeout.
@@ -392,18 +392,18 @@ func (s *Server) webhook(c *gin.Context) {
 		deny(metrics.Unavailable, refuse(kindUnavailable, ""), "event_ids", ids, "error", err)
 		return
 	}
-	counts := map[inbox.Status]int{}
+	counts := map[acceptance.Status]int{}
 	var rejected []gin.H
 	for i, v := range verdicts {
 		counts[v.Status]++
-		if v.Status == inbox.Rejected {
-			rejected = append(rejected, gin.H{"index": i, "reason": v.Reason})
+		if v.Status == acceptance.Rejected {
+			rejected = append(rejected, gin.H{"index": i, "reason": reasonOf(v.Err)})
 		}
 	}
-	s.Metrics.EventsRejected(providerName, counts[inbox.Rejected])
-	if counts[inbox.Rejected] == len(events) {
+	s.Metrics.EventsRejected(providerName, counts[acceptance.Rejected])
+	if counts[acceptance.Rejected] == len(events) {
 		// Nothing of it can ever be stored: a retry would fail the same way.
-		deny(metrics.BadRequest, refuse(kindBadPayload, verdicts[0].Reason), "event_ids", ids, "error", verdicts[0].Reason)
+		deny(metrics.BadRequest, refuse(kindBadPayload, reasonOf(verdicts[0].Err)), "event_ids", ids, "error", reasonOf(verdicts[0].Err))
 		return
 	}
 	if len(events) == 1 {
@@ -412,11 +412,11 @@ func (s *Server) webhook(c *gin.Context) {
 	}
 	// A batch answers 200 once its storable events are committed: the provider re-sends a
 	// batch whole, so a 4xx for one bad event would drop, or endlessly retry, the good ones.
-	overall := inbox.Duplicate
-	if counts[inbox.Accepted] > 0 {
-		overall = inbox.Accepted
+	overall := acceptance.Duplicate
+	if counts[acceptance.Accepted] > 0 {
+		overall = acceptance.Accepted
 	}
-	answer := gin.H{"status": overall, "accepted": counts[inbox.Accepted], "duplicate": counts[inbox.Duplicate]}
+	answer := gin.H{"status": overall, "accepted": counts[acceptance.Accepted], "duplicate": counts[acceptance.Duplicate]}
 	attrs := []any{"event_ids", ids}
 	if len(rejected) > 0 {
 		answer["rejected"] = rejected
@@ -555,7 +555,7 @@ func decodeBody(c *gin.Context, v any) error {
 }
 
 // badBody is the answer to a body decodeBody refused: its innermost cause says what is wrong.
-func badBody(err error) *apiError { return refuse(kindBadRequest, inbox.Reason(err)) }
+func badBody(err error) *apiError { return refuse(kindBadRequest, reasonOf(err)) }
 
 // correctionRequest is the body of POST /v1/messages/:provider/:message_id/corrections.
 type correctionRequest struct {
@@ -615,8 +615,8 @@ func (s *Server) correct(c *gin.Context) {
 		s.Log.WarnContext(c.Request.Context(), "correction: record", "workflow_id", ev.Key(), "error", err)
 		s.unavailable(c)
 		return
-	case verdicts[0].Status == inbox.Rejected:
-		s.fail(c, refuse(kindBadRequest, verdicts[0].Reason))
+	case verdicts[0].Status == acceptance.Rejected:
+		s.fail(c, refuse(kindBadRequest, reasonOf(verdicts[0].Err)))
 		return
 	}
 	s.Log.InfoContext(c.Request.Context(), "correction accepted", "actor", actor, "provider", prov, "message_id", messageID,

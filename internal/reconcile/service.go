@@ -13,12 +13,10 @@ import (
 	"strconv"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -43,25 +41,25 @@ const requeueGrace = time.Minute
 type Service struct {
 	Store    Store
 	Temporal client.Client
-	// Starter starts ProcessWebhookEvent exactly as the webhook handler does (routing by the
-	// current sinks, workflow ID provider:event_id, ALLOW_DUPLICATE_FAILED_ONLY).
-	Starter *ingest.Starter
+	// Starter is the process's one starter: a redrive starts an event exactly as the webhook
+	// handler does (routing by the current sinks, workflow ID provider:event_id), a replay under
+	// its own ID.
+	Starter *acceptance.Starter
 	Log     *slog.Logger
 	Now     func() time.Time
 }
 
 // New builds the service from the process's config.
-func New(st Store, c client.Client, cfg config.Config, log *slog.Logger) *Service {
+func New(st Store, c client.Client, starter *acceptance.Starter, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Service{
 		Store:    st,
 		Temporal: c,
-		Starter: &ingest.Starter{Client: c, TaskQueue: cfg.Temporal.TaskQueue,
-			Timeout: cfg.Temporal.StartTimeout, Routing: domain.Route(cfg.SinksFor)},
-		Log: log,
-		Now: time.Now,
+		Starter:  starter,
+		Log:      log,
+		Now:      time.Now,
 	}
 }
 
@@ -110,7 +108,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 			switch {
 			case err != nil:
 				o.Outcome, o.Error = domain.RedriveFailed, err.Error()
-			case st == domain.AlreadyStarted:
+			case st == acceptance.AlreadyStarted:
 				o.Outcome = domain.RedriveRunning
 			default:
 				o.Outcome = domain.RedriveStarted
@@ -161,7 +159,7 @@ func replayPrefix(provider, eventID string) string { return provider + ":" + eve
 // got a notification of it are not sent it again; with renotify every subscribed sink is sent
 // it once more, under NotificationID(provider, event_id+":replay:"+n, sink, type). actor says
 // who asked (the admin token's name, or cli:<user>). Errors wrap store.ErrNotFound or
-// store.ErrNotNormalized (with ErrCannotReplay), or domain.ErrUnavailable.
+// store.ErrNotNormalized (with ErrCannotReplay), or acceptance.ErrUnavailable.
 func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
 	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -180,25 +178,15 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: %w", err)
 		}
-		in := domain.RefOf(*rec.Event, s.Starter.Routing)
-		in.Replay, in.Renotify = n, renotify
-		opts := ingest.Options(in, s.Starter.TaskQueue)
-		opts.ID = ReplayWorkflowID(provider, eventID, n)
-		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-		opts.StaticSummary = fmt.Sprintf("replay %d of %s", n, opts.StaticSummary)
-		startCtx, cancel := ctx, context.CancelFunc(func() {})
-		if s.Starter.Timeout > 0 {
-			startCtx, cancel = context.WithTimeout(ctx, s.Starter.Timeout)
-		}
-		run, err := s.Temporal.ExecuteWorkflow(startCtx, opts, domain.ProcessEventName, in)
-		cancel()
-		if err == nil {
+		id := ReplayWorkflowID(provider, eventID, n)
+		runID, st, err := s.Starter.StartReplay(ctx, *rec.Event, id, n, renotify)
+		if err == nil && st == acceptance.Started {
 			s.Log.Info("replay started", "actor", actor, "provider", provider, "event_id", eventID,
-				"replay", n, "renotify", renotify, "workflow_id", opts.ID)
-			return ReplayResult{Provider: provider, EventID: eventID, Replay: n, WorkflowID: opts.ID,
-				RunID: run.GetRunID(), Renotify: renotify}, nil
+				"replay", n, "renotify", renotify, "workflow_id", id)
+			return ReplayResult{Provider: provider, EventID: eventID, Replay: n, WorkflowID: id,
+				RunID: runID, Renotify: renotify}, nil
 		}
-		if ingest.IsAlreadyStarted(err) {
+		if err == nil { // AlreadyStarted
 			continue
 		}
 		// Not started: give the number back so n keeps counting replays that ran.
@@ -207,9 +195,9 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 			s.Log.Warn("replay: could not release the replay number", "replay", n, "error", derr)
 		}
 		cancelDel()
-		return ReplayResult{}, fmt.Errorf("%w: start replay %s: %w", domain.ErrUnavailable, opts.ID, err)
+		return ReplayResult{}, fmt.Errorf("start replay: %w", err)
 	}
-	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", domain.ErrUnavailable, provider, eventID)
+	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", acceptance.ErrUnavailable, provider, eventID)
 }
 
 // Wait waits up to timeout for a started replay to finish and fills its Result. It reports

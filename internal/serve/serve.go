@@ -21,11 +21,12 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/httpapi"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
@@ -59,8 +60,8 @@ type Service struct {
 	// Built once (acceptOnce): RunAcceptance, in its own goroutine, and HTTPServer both ask for
 	// them, and two of each would leave the handler's handoff never running.
 	acceptOnce sync.Once
-	acceptor   *inbox.Acceptor
-	handoff    *inbox.Handoff
+	acceptor   *acceptance.Acceptor
+	handoff    *acceptance.Handoff
 	// The broker sinks' publishers (destinations.go), opened for the first worker.
 	destOnce sync.Once
 	dests    map[string]notify.Destination
@@ -119,7 +120,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		st.Close()
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
-	st.SetWorkflowDeleter(ingest.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
+	st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
 	m.RegisterBacklog(st.Backlog, log)
 	m.RegisterInbox(st.Inbox, log)
 	m.RegisterQuarantine(st.QuarantineCount, log)
@@ -205,8 +206,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 
 // starter starts ProcessEvent from this process's config; the handoff, the relay and the
 // redrive start the same way.
-func (s *Service) starter() *ingest.Starter {
-	return &ingest.Starter{
+func (s *Service) starter() *acceptance.Starter {
+	return &acceptance.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
 		Timeout: s.Config.Temporal.StartTimeout, Routing: domain.Route(s.Config.SinksFor), Eager: s.Config.Temporal.EagerStart,
 	}
@@ -214,14 +215,14 @@ func (s *Service) starter() *ingest.Starter {
 
 // Acceptor is the process's acceptance path, with its handoff (one each per process: the
 // acceptor's writers share inserts among concurrent requests; run both with RunAcceptance).
-func (s *Service) Acceptor() *inbox.Acceptor {
+func (s *Service) Acceptor() *acceptance.Acceptor {
 	s.acceptOnce.Do(func() {
 		r := s.Config.Acceptance.Relay
-		s.handoff = &inbox.Handoff{
+		s.handoff = &acceptance.Handoff{
 			Starter: s.starter(), Store: s.Store, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
 			Backoff: s.Relay().Backoff(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
 		}
-		s.acceptor = inbox.NewAcceptor(s.Store, s.Log)
+		s.acceptor = acceptance.NewAcceptor(s.Store, s.Log)
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff
@@ -303,8 +304,8 @@ func (s *Service) purgeNonces(ctx context.Context) {
 }
 
 // Relay builds the relay a worker process runs.
-func (s *Service) Relay() *inbox.Relay {
-	return &inbox.Relay{
+func (s *Service) Relay() *acceptance.Relay {
+	return &acceptance.Relay{
 		Store:   s.Store,
 		Starter: s.starter(),
 		Options: s.Config.Acceptance.Relay,
@@ -436,7 +437,7 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	var added []string
-	for _, n := range ingest.SearchAttributeNames {
+	for _, n := range domain.SearchAttributeNames {
 		if _, ok := list.GetCustomAttributes()[n]; ok {
 			continue
 		}

@@ -66,7 +66,7 @@ func (s *Store) RecordAccepted(ctx context.Context, ev domain.Event) (inserted, 
 			return false, true, nil
 		}
 	}
-	if _, err := settleStarts(ctx, s.pool, []StartOutcome{{Provider: ev.Provider, EventID: ev.EventID}}, Backoff{}); err != nil {
+	if _, err := settleStarts(ctx, s.pool, []Settlement{{Provider: ev.Provider, EventID: ev.EventID, Then: MarkStarted}}, Backoff{}); err != nil {
 		return false, false, fmt.Errorf("record accepted event: mark it started: %w", err)
 	}
 	return ins[0], false, nil

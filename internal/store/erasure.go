@@ -64,7 +64,7 @@ var ErrInvalidAddress = erasure.ErrInvalidAddress
 // suppression reads find plain addresses only.
 func (s *Store) SetErasureHasher(h erasure.Hasher) { s.hasher = h }
 
-// WorkflowDeleter deletes every Temporal run of some workflow IDs (ingest.RunDeleter); an ID
+// WorkflowDeleter deletes every Temporal run of some workflow IDs (erasure.RunDeleter); an ID
 // with no run is no error.
 type WorkflowDeleter interface {
 	DeleteWorkflows(ctx context.Context, ids []string) error

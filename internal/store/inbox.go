@@ -207,36 +207,45 @@ func (s *Store) Inbox(ctx context.Context) (int64, time.Time, error) {
 	return n, *oldest, nil
 }
 
-// ErrNotTried is the start error of an event the relay claimed and did not try (its batch
-// gave up early): the row is left as it was, so relay_attempts counts real tries only.
-var ErrNotTried = errors.New("not tried")
-
-// ErrUnstartable wraps the start error of an event Temporal refused for good (an invalid
-// argument, a payload over its size limit): the event is quarantined instead of retried.
-var ErrUnstartable = errors.New("refused for good")
-
-// Quarantine stages: where an event was stopped.
-const (
-	StageStart = "start" // Temporal refused its workflow start
-)
+// StageStart is the quarantine stage (as stored and shown) of an event whose workflow could not
+// be started.
+const StageStart = "start"
 
 // Backoff is how long a row whose start failed waits before a relay tries it again: Initial
 // after the first failure, doubling with each, at most Max.
 type Backoff struct{ Initial, Max time.Duration }
 
-// StartOutcome is one event's start: Err nil when its workflow is started (now or before),
-// ErrNotTried, an error wrapping ErrUnstartable, or any other error (tried again later).
-type StartOutcome struct {
+// AfterStart is what a start means for its event's row (acceptance decides which).
+type AfterStart uint8
+
+const (
+	// LeaveWaiting: not tried (a relay batch that gave up early); the row is left as it was,
+	// so relay_attempts counts real tries only.
+	LeaveWaiting AfterStart = iota
+	// MarkStarted: its workflow is started, now or before; the row leaves the inbox.
+	MarkStarted
+	// Quarantine: it can never be started as it is; the row is quarantined (stage start) with
+	// the Settlement's Error.
+	Quarantine
+	// RetryLater: the start failed and may succeed later; the row waits Backoff and keeps the
+	// Error.
+	RetryLater
+)
+
+// Settlement is one event's start, as its row records it.
+type Settlement struct {
 	Provider, EventID string
-	Err               error
+	Then              AfterStart
+	Error             string
 }
 
 // RelayBatch claims up to limit of the waiting events that are due (rows other relays hold are
-// skipped), calls start with them while holding their row locks (start returns one error per
-// event, see StartOutcome), then settles them as SettleStarts does, and returns how many were
-// claimed and how many of those left the inbox (started, or quarantined). A crash before the commit releases the locks and leaves every claimed row
-// waiting: its workflow ID makes the next start a duplicate, not a re-run.
-func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func(ctx context.Context, evs []RecordedEvent) []error) (claimed, settled int, err error) {
+// skipped), calls start with them while holding their row locks (start returns one Settlement
+// per event), then settles them as SettleStarts does, and returns how many were claimed and how
+// many of those left the inbox (started, or quarantined). A crash before the commit releases the
+// locks and leaves every claimed row waiting: its workflow ID makes the next start a duplicate,
+// not a re-run.
+func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func(ctx context.Context, evs []RecordedEvent) []Settlement) (claimed, settled int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, limit)
 		if err != nil {
@@ -250,12 +259,7 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func
 		if claimed == 0 {
 			return nil
 		}
-		errs := start(ctx, evs)
-		out := make([]StartOutcome, len(evs))
-		for i, ev := range evs {
-			out[i] = StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: errs[i]}
-		}
-		settled, err = settleStarts(ctx, tx, out, b)
+		settled, err = settleStarts(ctx, tx, start(ctx, evs), b)
 		return err
 	})
 	if err != nil {
@@ -267,7 +271,7 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func
 // SettleStarts records the outcome of starts made outside a relay batch (by the process that
 // accepted the events): started rows leave the inbox, refused ones are quarantined, failed ones
 // back off. Rows no longer waiting (a relay or a redrive got there first) are left alone.
-func (s *Store) SettleStarts(ctx context.Context, out []StartOutcome, b Backoff) error {
+func (s *Store) SettleStarts(ctx context.Context, out []Settlement, b Backoff) error {
 	if _, err := settleStarts(ctx, s.pool, out, b); err != nil {
 		return fmt.Errorf("settle starts: %w", err)
 	}
@@ -280,17 +284,16 @@ type execer interface {
 }
 
 // settleStarts returns how many rows left the inbox (started or quarantined).
-func settleStarts(ctx context.Context, q execer, out []StartOutcome, b Backoff) (settled int, err error) {
+func settleStarts(ctx context.Context, q execer, out []Settlement, b Backoff) (settled int, err error) {
 	var okP, okE, badP, badE, badErr, refP, refE, refErr []string
 	for _, o := range out {
-		switch {
-		case o.Err == nil:
+		switch o.Then {
+		case MarkStarted:
 			okP, okE = append(okP, o.Provider), append(okE, o.EventID)
-		case errors.Is(o.Err, ErrNotTried):
-		case errors.Is(o.Err, ErrUnstartable):
-			refP, refE, refErr = append(refP, o.Provider), append(refE, o.EventID), append(refErr, truncateError(o.Err.Error()))
-		default:
-			badP, badE, badErr = append(badP, o.Provider), append(badE, o.EventID), append(badErr, truncateError(o.Err.Error()))
+		case Quarantine:
+			refP, refE, refErr = append(refP, o.Provider), append(refE, o.EventID), append(refErr, truncateError(o.Error))
+		case RetryLater:
+			badP, badE, badErr = append(badP, o.Provider), append(badE, o.EventID), append(badErr, truncateError(o.Error))
 		}
 	}
 	if len(okP) > 0 {

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -89,7 +88,7 @@ func TestHoldAndSettleStarts(t *testing.T) {
 	}
 	_, err := s.EnqueueRows(ctx, rows, time.Hour)
 	require.NoError(t, err)
-	claimed, _, err := s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []error {
+	claimed, _, err := s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []store.Settlement {
 		t.Error("a relay claimed a row still on hold")
 		return nil
 	})
@@ -98,11 +97,11 @@ func TestHoldAndSettleStarts(t *testing.T) {
 
 	_, err = s.Pool().Exec(ctx, `UPDATE webhook_events SET awaiting_start = false WHERE event_id = 'evt_gone'`)
 	require.NoError(t, err)
-	require.NoError(t, s.SettleStarts(ctx, []store.StartOutcome{
-		{Provider: provider, EventID: "evt_ok"},
-		{Provider: provider, EventID: "evt_refused", Err: fmt.Errorf("%w: WorkflowId length exceeds limit", store.ErrUnstartable)},
-		{Provider: provider, EventID: "evt_failed", Err: errors.New("temporal unavailable")},
-		{Provider: provider, EventID: "evt_gone", Err: errors.New("temporal unavailable")},
+	require.NoError(t, s.SettleStarts(ctx, []store.Settlement{
+		{Provider: provider, EventID: "evt_ok", Then: store.MarkStarted},
+		{Provider: provider, EventID: "evt_refused", Then: store.Quarantine, Error: "temporal refused the start: WorkflowId length exceeds limit"},
+		{Provider: provider, EventID: "evt_failed", Then: store.RetryLater, Error: "temporal unavailable"},
+		{Provider: provider, EventID: "evt_gone", Then: store.RetryLater, Error: "temporal unavailable"},
 	}, store.Backoff{Initial: time.Minute, Max: time.Minute}))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_ok' AND NOT awaiting_start AND relayed_at IS NOT NULL`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_refused' AND NOT awaiting_start
@@ -125,6 +124,15 @@ func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
 // backoff lets a failed row be due again at once, so a test can watch where it goes in the queue.
 var backoff = store.Backoff{}
 
+// allStarted settles every claimed event as started.
+func allStarted(evs []store.RecordedEvent) []store.Settlement {
+	out := make([]store.Settlement, len(evs))
+	for i, ev := range evs {
+		out[i] = store.Settlement{Provider: ev.Provider, EventID: ev.EventID, Then: store.MarkStarted}
+	}
+	return out
+}
+
 // The relay takes due rows oldest first; a row whose start failed goes behind the rows that were
 // already due, so it never holds the head of the queue, and is tried again after its backoff.
 func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
@@ -137,17 +145,17 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	}
 
 	var seen []string
-	claimed, started, err := s.RelayBatch(ctx, 3, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
-		errs := make([]error, len(evs))
+	claimed, started, err := s.RelayBatch(ctx, 3, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+		out := allStarted(evs)
 		for i, ev := range evs {
 			seen = append(seen, ev.EventID)
 			require.NotNil(t, ev.Event, "the relay starts from the normalized event")
 			assert.Equal(t, "msg_"+ev.EventID, ev.Event.MessageID)
 			if ev.EventID == "evt_2" {
-				errs[i] = errors.New("temporal unavailable: connection refused")
+				out[i].Then, out[i].Error = store.RetryLater, "temporal unavailable: connection refused"
 			}
 		}
-		return errs
+		return out
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"evt_1", "evt_2", "evt_3"}, seen, "oldest first")
@@ -159,11 +167,11 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	// The failed row is tried again after the rows that were due before it; a success clears
 	// its error.
 	seen = nil
-	claimed, started, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
+	claimed, started, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		for _, ev := range evs {
 			seen = append(seen, ev.EventID)
 		}
-		return make([]error, len(evs))
+		return allStarted(evs)
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"evt_4", "evt_5", "evt_2"}, seen)
@@ -187,15 +195,15 @@ func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 	)
 	require.NoError(t, err)
 
-	claimed, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
-		errs := make([]error, len(evs))
+	claimed, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+		out := allStarted(evs)
 		for i, ev := range evs {
-			errs[i] = store.ErrNotTried
+			out[i].Then = store.LeaveWaiting
 			if ev.EventID == "evt_1" {
-				errs[i] = errors.New("temporal unavailable: connection refused")
+				out[i].Then, out[i].Error = store.RetryLater, "temporal unavailable: connection refused"
 			}
 		}
-		return errs
+		return out
 	})
 	require.NoError(t, err)
 	assert.Equal(t, 2, claimed)
@@ -221,20 +229,20 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	holding, release := make(chan []string, 1), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := s.RelayBatch(ctx, 2, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
+		_, _, err := s.RelayBatch(ctx, 2, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 			holding <- []string{evs[0].EventID, evs[1].EventID}
 			<-release
-			return make([]error, len(evs))
+			return allStarted(evs)
 		})
 		done <- err
 	}()
 	first := <-holding
 	var second []string
-	_, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []error {
+	_, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		for _, ev := range evs {
 			second = append(second, ev.EventID)
 		}
-		return make([]error, len(evs))
+		return allStarted(evs)
 	})
 	require.NoError(t, err)
 	close(release)
@@ -252,9 +260,9 @@ func TestRelayBatchRolledBackLeavesRowsWaiting(t *testing.T) {
 	_, err := storetest.Enqueue(t.Context(), s, statusEvent("evt_1", "msg_1", domain.StatusAccepted, "", at(0)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
-	_, _, err = s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []error {
+	_, _, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		cancel() // the process is going away before the batch commits
-		return []error{nil}
+		return allStarted(evs)
 	})
 	require.Error(t, err)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relayed_at IS NULL`))
@@ -337,8 +345,8 @@ func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
 	// after it returns): the bound is a hang guard, generous so a loaded machine never reaches it.
 	settleCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	require.NoError(t, s.SettleStarts(settleCtx, []store.StartOutcome{
-		{Provider: provider, EventID: "evt_held"}, {Provider: provider, EventID: "evt_free"},
+	require.NoError(t, s.SettleStarts(settleCtx, []store.Settlement{
+		{Provider: provider, EventID: "evt_held", Then: store.MarkStarted}, {Provider: provider, EventID: "evt_free", Then: store.MarkStarted},
 	}, backoff), "SettleStarts waited for the held row")
 	require.NoError(t, tx.Rollback(ctx))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_held' AND awaiting_start`))

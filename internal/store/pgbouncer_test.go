@@ -86,12 +86,12 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 			for {
 				done := written.Load() // read before the claim: a claim after it sees every row
 				claimed, _, err := s.RelayBatch(ctx, 7, store.Backoff{Initial: time.Second, Max: time.Second},
-					func(_ context.Context, evs []store.RecordedEvent) []error {
+					func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 						for _, ev := range evs {
 							n, _ := claims.LoadOrStore(ev.EventID, new(atomic.Int32))
 							n.(*atomic.Int32).Add(1)
 						}
-						return make([]error, len(evs)) // every workflow started
+						return allStarted(evs) // every workflow started
 					})
 				if !assert.NoError(t, err, "relay batch") || (done && claimed == 0) {
 					return

@@ -22,7 +22,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/mailhook/mailhook/internal/ingest"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // TemporalCLI finds the Temporal CLI: $TEMPORAL_CLI, then `temporal` on PATH, then
@@ -129,8 +129,8 @@ func StartTemporalServer(o DevServerOptions) (*DevServer, error) {
 	if o.DBFile != "" {
 		args = append(args, "--db-filename", o.DBFile)
 	}
-	for _, k := range []temporal.SearchAttributeKey{ingest.ProviderKey, ingest.EventTypeKey, ingest.MessageIDKey} {
-		args = append(args, "--search-attribute", k.GetName()+"="+k.GetValueType().String())
+	for _, n := range domain.SearchAttributeNames {
+		args = append(args, "--search-attribute", n+"="+temporal.NewSearchAttributeKeyKeyword(n).GetValueType().String())
 	}
 	if o.DBFile != "" {
 		// The tests restart a file-backed server by stopping its process, never the machine, so

@@ -407,14 +407,14 @@ func (o *Options) describe() string {
 	return fmt.Sprintf("complete (%d activities, local=%s)", o.Activities, o.Local)
 }
 
-// Search attributes, as mailhook sets them (internal/ingest).
+// Search attributes, as mailhook sets them (internal/acceptance).
 var (
 	providerKey  = temporal.NewSearchAttributeKeyKeyword("Provider")
 	eventTypeKey = temporal.NewSearchAttributeKeyKeyword("EventType")
 	messageIDKey = temporal.NewSearchAttributeKeyKeyword("MessageID")
 )
 
-// startOptions mirror ingest.Options: the same reuse policy, error on a taken ID, three keyword
+// startOptions mirror acceptance.Options: the same reuse policy, error on a taken ID, three keyword
 // search attributes and a static summary.
 func (o *Options) startOptions(run string, n int) client.StartWorkflowOptions {
 	msg := fmt.Sprintf("msg_baseline_%s_%d", run, n)

@@ -1,4 +1,4 @@
-package inbox_test
+package acceptance_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -26,7 +26,7 @@ func ev(id string) domain.Event {
 // exactly once across all of them, a shared event exactly once, and one row per event.
 func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	s := storetest.Open(t)
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	a.Writers = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -35,7 +35,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 
 	const n = 200
-	answers := make([][]inbox.Verdict, n)
+	answers := make([][]acceptance.Verdict, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -48,9 +48,9 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	shared := 0
 	for i, st := range answers {
 		require.Len(t, st, 3)
-		assert.Equal(t, inbox.Accepted, st[0].Status, "request %d: its own event", i)
-		assert.Equal(t, inbox.Duplicate, st[2].Status, "request %d: its own event repeated", i)
-		if st[1].Status == inbox.Accepted {
+		assert.Equal(t, acceptance.Accepted, st[0].Status, "request %d: its own event", i)
+		assert.Equal(t, acceptance.Duplicate, st[2].Status, "request %d: its own event repeated", i)
+		if st[1].Status == acceptance.Accepted {
 			shared++
 		}
 	}
@@ -68,7 +68,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 // accepted (a provider re-sends a batch whole, so failing the batch would fail the good events).
 func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 	s := storetest.Open(t)
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	runAcceptor(t, a)
 	bad := ev("evt_bad")
 	bad.Raw = []byte(`{"n":1e1000000}`)
@@ -76,12 +76,12 @@ func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), bad, long, ev("evt_ok_too")})
 	require.NoError(t, err)
 	require.Len(t, got, 4)
-	assert.Equal(t, inbox.Accepted, got[0].Status)
-	assert.Equal(t, inbox.Rejected, got[1].Status)
-	assert.Contains(t, got[1].Reason, "larger than PostgreSQL's numeric holds")
-	assert.Equal(t, inbox.Rejected, got[2].Status)
-	assert.Contains(t, got[2].Reason, "event id is 1100 bytes")
-	assert.Equal(t, inbox.Accepted, got[3].Status)
+	assert.Equal(t, acceptance.Accepted, got[0].Status)
+	assert.Equal(t, acceptance.Rejected, got[1].Status)
+	assert.Contains(t, got[1].Err.Error(), "larger than PostgreSQL's numeric holds")
+	assert.Equal(t, acceptance.Rejected, got[2].Status)
+	assert.Contains(t, got[2].Err.Error(), "event id is 1100 bytes")
+	assert.Equal(t, acceptance.Accepted, got[3].Status)
 	assert.Equal(t, 2, rows(t, s, `SELECT count(*) FROM webhook_events`))
 }
 
@@ -94,12 +94,12 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 	s := storetest.Open(t)
 	_, err := s.Pool().Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id NOT LIKE 'poison%')`)
 	require.NoError(t, err)
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	a.Writers = 2
 	runAcceptor(t, a)
 
 	const n = 300
-	answers := make([][]inbox.Verdict, n)
+	answers := make([][]acceptance.Verdict, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -114,11 +114,11 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 	wg.Wait()
 	for i := range n {
 		require.NoError(t, errs[i], "request %d failed because of another", i)
-		assert.Equal(t, inbox.Accepted, answers[i][0].Status, "request %d", i)
+		assert.Equal(t, acceptance.Accepted, answers[i][0].Status, "request %d", i)
 		if i%10 == 0 {
-			assert.Equal(t, inbox.Rejected, answers[i][1].Status, "request %d: the poison", i)
-			assert.Contains(t, answers[i][1].Reason, "poison")
-			assert.Equal(t, inbox.Accepted, answers[i][2].Status, "request %d: the event after the poison", i)
+			assert.Equal(t, acceptance.Rejected, answers[i][1].Status, "request %d: the poison", i)
+			assert.Contains(t, answers[i][1].Err.Error(), "poison")
+			assert.Equal(t, acceptance.Accepted, answers[i][2].Status, "request %d: the event after the poison", i)
 		}
 	}
 	assert.Equal(t, n+n/10, rows(t, s, `SELECT count(*) FROM webhook_events`))
@@ -128,10 +128,10 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 // Without Run (or after it stopped) each request inserts on its own.
 func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	s := storetest.Open(t)
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	st, err := a.Accept(t.Context(), []domain.Event{ev("evt_1"), ev("evt_1")})
 	require.NoError(t, err)
-	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}, {Status: inbox.Duplicate}}, st)
+	assert.Equal(t, []acceptance.Verdict{{Status: acceptance.Accepted}, {Status: acceptance.Duplicate}}, st)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -141,14 +141,14 @@ func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	<-done
 	st, err = a.Accept(t.Context(), []domain.Event{ev("evt_2")})
 	require.NoError(t, err)
-	assert.Equal(t, []inbox.Verdict{{Status: inbox.Accepted}}, st)
+	assert.Equal(t, []acceptance.Verdict{{Status: acceptance.Accepted}}, st)
 }
 
 // PostgreSQL that does not answer within the acceptor's Timeout is an error (a 503), never an
 // answer: nothing may be called accepted that is not committed.
 func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
 	s := storetest.Open(t)
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	a.Timeout = 300 * time.Millisecond
 	runAcceptor(t, a)
 	tx, err := s.Pool().Begin(t.Context())
@@ -163,7 +163,7 @@ func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
 
 // runAcceptor runs a's writers for the test, and gives Run a moment to take requests so that
 // the test's requests share inserts.
-func runAcceptor(t *testing.T, a *inbox.Acceptor) {
+func runAcceptor(t *testing.T, a *acceptance.Acceptor) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()

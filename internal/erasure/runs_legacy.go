@@ -1,4 +1,4 @@
-package ingest
+package erasure
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 
 // RunDeleter deletes Temporal runs by workflow ID, for an erasure: the runs of events that
 // versions before 2026-12-02 keyed by the recipient's address hold it in their workflow ID, which
-// no codec encrypts (store.WorkflowDeleter).
+// no codec encrypts (store.WorkflowDeleter). Remove it with keys_legacy.go: once no namespace
+// can still hold a run started by such a version (the namespace's retention after the last
+// one stopped).
 type RunDeleter struct {
 	Client    client.Client
 	Namespace string

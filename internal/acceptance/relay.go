@@ -1,22 +1,19 @@
-package inbox
+package acceptance
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
 // RelayStore is the part of the store the relay uses.
 type RelayStore interface {
-	RelayBatch(ctx context.Context, limit int, b store.Backoff, start func(ctx context.Context, evs []store.RecordedEvent) []error) (claimed, settled int, err error)
+	RelayBatch(ctx context.Context, limit int, b store.Backoff, start func(ctx context.Context, evs []store.RecordedEvent) []store.Settlement) (claimed, settled int, err error)
 	InFlight(ctx context.Context, window time.Duration) (int, error)
 }
 
@@ -36,7 +33,7 @@ const throttledPoll = 200 * time.Millisecond
 // the Hold, so a notification would buy nothing.
 type Relay struct {
 	Store   RelayStore
-	Starter domain.Starter
+	Starter EventStarter
 	Options config.Relay
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
@@ -126,8 +123,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // is most likely down: the rest of the batch is not tried, so the relay backs off at once
 // instead of waiting out a start timeout per event. One event that always fails cannot trigger
 // this while others succeed.
-func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error {
-	errs := make([]error, len(evs))
+func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []store.Settlement {
+	out := make([]store.Settlement, len(evs))
 	sem := make(chan struct{}, r.Options.Concurrency)
 	var (
 		wg             sync.WaitGroup
@@ -140,40 +137,40 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []error
 		return worked == 0 && failed >= r.Options.Concurrency
 	}
 	for i, rec := range evs {
+		out[i] = store.Settlement{Provider: rec.Provider, EventID: rec.EventID, Then: store.LeaveWaiting}
 		if rec.Event == nil {
 			// Nothing to start it from (rec.Missing says why): it is quarantined.
-			errs[i] = fmt.Errorf("%w: %w", store.ErrUnstartable, rec.Missing)
+			out[i].Then, out[i].Error = store.Quarantine, "cannot be started: "+rec.Missing.Error()
 			r.Metrics.RelayStart(metrics.StartRefused)
 			continue
 		}
 		sem <- struct{}{}
 		if abandoned() {
 			<-sem
-			errs[i] = store.ErrNotTried
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			result, err := startEvent(ctx, r.Starter, *rec.Event)
+			result, o := startEvent(ctx, r.Starter, *rec.Event)
 			mu.Lock()
-			if err != nil && !errors.Is(err, store.ErrUnstartable) {
+			if o.Then == store.RetryLater {
 				failed++
 			} else {
 				worked++
 			}
 			mu.Unlock()
-			errs[i] = err
+			out[i] = o
 			r.Metrics.RelayStart(result)
-			if errors.Is(err, store.ErrUnstartable) {
+			if o.Then == store.Quarantine {
 				r.Metrics.EventQuarantined(rec.Provider, store.StageStart)
 				r.log().Warn("Temporal refused the event's start for good; quarantined", "provider", rec.Provider,
-					"event_id", rec.EventID, "error", err)
+					"event_id", rec.EventID, "error", o.Error)
 			}
 		}()
 	}
 	wg.Wait()
-	return errs
+	return out
 }
 
 func (r *Relay) log() *slog.Logger {

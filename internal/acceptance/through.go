@@ -1,4 +1,4 @@
-package inbox
+package acceptance
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 				if firstErr == nil {
 					firstErr = err
 				}
-			case st == domain.AlreadyStarted:
+			case st == AlreadyStarted:
 				out[i] = Verdict{Status: Duplicate}
 			default:
 				out[i] = Verdict{Status: Accepted}
@@ -53,7 +53,7 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 	}
 	wg.Wait()
 	if firstErr != nil {
-		if errors.Is(firstErr, domain.ErrTooLarge) {
+		if errors.Is(firstErr, ErrTooLarge) {
 			a.Log.WarnContext(ctx, "PostgreSQL is unavailable and an event is too large to accept through Temporal; answering 503",
 				"provider", evs[at[0]].Provider, "error", firstErr)
 		}

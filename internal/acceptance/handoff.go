@@ -1,9 +1,8 @@
-package inbox
+package acceptance
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,7 @@ import (
 
 // HandoffStore is the part of the store the handoff uses.
 type HandoffStore interface {
-	SettleStarts(ctx context.Context, out []store.StartOutcome, b store.Backoff) error
+	SettleStarts(ctx context.Context, out []store.Settlement, b store.Backoff) error
 	InFlight(ctx context.Context, window time.Duration) (int, error)
 }
 
@@ -29,7 +28,7 @@ type HandoffStore interface {
 // start (Temporal down) stays in the inbox, and a relay starts it once the Acceptor's Hold has
 // passed. Starts Temporal refuses for good quarantine the event.
 type Handoff struct {
-	Starter domain.Starter
+	Starter EventStarter
 	Store   HandoffStore
 	// Concurrency bounds the starts in flight (relay.concurrency).
 	Concurrency int
@@ -102,7 +101,7 @@ func (h *Handoff) Run(ctx context.Context) {
 		h.Log = slog.Default()
 	}
 	h.queue = make(chan offered, max(h.QueueSize, 4*h.Concurrency, 1))
-	outcomes := make(chan store.StartOutcome, cap(h.queue))
+	outcomes := make(chan store.Settlement, cap(h.queue))
 	var workers, bg sync.WaitGroup
 	bg.Go(func() { h.settle(outcomes) })
 	if h.MaxInFlight > 0 {
@@ -128,16 +127,16 @@ func (h *Handoff) Run(ctx context.Context) {
 	bg.Wait()
 }
 
-func (h *Handoff) start(ctx context.Context, ev domain.Event) store.StartOutcome {
-	result, err := startEvent(ctx, h.Starter, ev)
+func (h *Handoff) start(ctx context.Context, ev domain.Event) store.Settlement {
+	result, out := startEvent(ctx, h.Starter, ev)
 	h.Metrics.HandoffStart(result)
 	h.breaker(result == metrics.StartError)
-	if errors.Is(err, store.ErrUnstartable) {
+	if out.Then == store.Quarantine {
 		h.Metrics.EventQuarantined(ev.Provider, store.StageStart)
 		h.Log.WarnContext(ctx, "Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
-			"event_id", ev.EventID, "error", err)
+			"event_id", ev.EventID, "error", out.Error)
 	}
-	return store.StartOutcome{Provider: ev.Provider, EventID: ev.EventID, Err: err}
+	return out
 }
 
 // breaker pauses the handoff when Concurrency starts in a row failed (Temporal is down or
@@ -162,8 +161,8 @@ func (h *Handoff) breaker(failed bool) {
 // settle writes the outcomes in batches: one UPDATE per kind for every start that finished
 // within settleEvery of the first. A lost write leaves the rows waiting; a relay then starts
 // them again, which Temporal answers as a duplicate.
-func (h *Handoff) settle(outcomes <-chan store.StartOutcome) {
-	var batch []store.StartOutcome
+func (h *Handoff) settle(outcomes <-chan store.Settlement) {
+	var batch []store.Settlement
 	flush := func() {
 		if len(batch) == 0 {
 			return
@@ -175,7 +174,7 @@ func (h *Handoff) settle(outcomes <-chan store.StartOutcome) {
 		} else {
 			started := 0
 			for _, o := range batch {
-				if o.Err == nil {
+				if o.Then == store.MarkStarted {
 					started++
 				}
 			}
@@ -224,18 +223,21 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 	}
 }
 
-// startEvent starts ev's workflow and returns the metric result and the StartOutcome error: nil
-// when started now or before, wrapping store.ErrUnstartable when Temporal refused it for good.
-func startEvent(ctx context.Context, s domain.Starter, ev domain.Event) (string, error) {
+// startEvent starts ev's workflow and returns the metric result and what it means for the row:
+// started now or before, refused for good (quarantined), or failed (retried later).
+func startEvent(ctx context.Context, s EventStarter, ev domain.Event) (string, store.Settlement) {
+	out := store.Settlement{Provider: ev.Provider, EventID: ev.EventID, Then: store.MarkStarted}
 	st, err := s.Start(ctx, ev)
 	switch {
-	case errors.Is(err, domain.ErrRefused):
-		return metrics.StartRefused, fmt.Errorf("%w: %w", store.ErrUnstartable, err)
+	case errors.Is(err, ErrRefused):
+		out.Then, out.Error = store.Quarantine, err.Error()
+		return metrics.StartRefused, out
 	case err != nil:
-		return metrics.StartError, err
-	case st == domain.AlreadyStarted:
-		return metrics.StartDuplicate, nil
+		out.Then, out.Error = store.RetryLater, err.Error()
+		return metrics.StartError, out
+	case st == AlreadyStarted:
+		return metrics.StartDuplicate, out
 	default:
-		return metrics.StartStarted, nil
+		return metrics.StartStarted, out
 	}
 }

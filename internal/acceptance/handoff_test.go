@@ -1,4 +1,4 @@
-package inbox_test
+package acceptance_test
 
 import (
 	"context"
@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // acceptWithHandoff runs an acceptor whose accepted events go to a handoff starting them with f.
-func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight int) *inbox.Acceptor {
-	h := &inbox.Handoff{Starter: f, Store: s, Concurrency: 4, MaxInFlight: maxInFlight,
+func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight int) *acceptance.Acceptor {
+	h := &acceptance.Handoff{Starter: f, Store: s, Concurrency: 4, MaxInFlight: maxInFlight,
 		Backoff: store.Backoff{Initial: time.Hour, Max: time.Hour}}
-	a := inbox.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s, nil)
 	a.Handoff = h
 	a.Hold = time.Hour // no relay runs here; the hold shows in next_attempt_at
 	ctx, cancel := context.WithCancel(context.Background())
@@ -36,20 +36,20 @@ func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight
 // leaves the event waiting, backed off, for a relay.
 func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
 		switch key {
 		case "postscale:evt_refused":
-			return "", fmt.Errorf("%w: Blob data size exceeds limit", domain.ErrRefused)
+			return "", fmt.Errorf("%w: Blob data size exceeds limit", acceptance.ErrRefused)
 		case "postscale:evt_down":
-			return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
+			return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
 		}
-		return domain.Started, nil
+		return acceptance.Started, nil
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
 	require.NoError(t, err)
 	for _, v := range got {
-		require.Equal(t, inbox.Accepted, v.Status)
+		require.Equal(t, acceptance.Accepted, v.Status)
 	}
 	testenv.WaitCount(t, "events the handoff settled", testenv.Stall, 3, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0 OR relayed_at IS NOT NULL`)
@@ -63,7 +63,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	calls := f.count()
 	got, err = a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_down")})
 	require.NoError(t, err)
-	assert.Equal(t, []inbox.Verdict{{Status: inbox.Duplicate}, {Status: inbox.Duplicate}}, got)
+	assert.Equal(t, []acceptance.Verdict{{Status: acceptance.Duplicate}, {Status: acceptance.Duplicate}}, got)
 	time.Sleep(100 * time.Millisecond) // a start would have been made by now (the first took less)
 	assert.Equal(t, calls, f.count(), "a duplicate cost a Temporal call")
 }
@@ -72,7 +72,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 // relays instead of starting them.
 func TestHandoffRespectsMaxInFlight(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) { return domain.Started, nil }}
+	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) { return acceptance.Started, nil }}
 	a := acceptWithHandoff(t, s, f, 10)
 	for i := range 30 {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
@@ -92,8 +92,8 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 // on each.
 func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) {
-		return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) {
+		return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	for i := range 4 { // Concurrency

@@ -1,4 +1,4 @@
-package inbox_test
+package acceptance_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -31,17 +31,17 @@ type temporalStarts struct {
 	fail    error
 }
 
-func (s *temporalStarts) StartAccepted(_ context.Context, ev domain.Event) (domain.StartStatus, error) {
+func (s *temporalStarts) StartAccepted(_ context.Context, ev domain.Event) (acceptance.StartStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
 		return "", s.fail
 	}
 	if _, ok := s.started[ev.Key()]; ok {
-		return domain.AlreadyStarted, nil
+		return acceptance.AlreadyStarted, nil
 	}
 	s.started[ev.Key()] = ev
-	return domain.Started, nil
+	return acceptance.Started, nil
 }
 
 // While PostgreSQL is unavailable, a request's events are accepted by starting their workflows
@@ -49,29 +49,29 @@ func (s *temporalStarts) StartAccepted(_ context.Context, ev domain.Event) (doma
 // store could never keep is still rejected, and a failure of the starts fails the request.
 func TestAcceptThroughTemporalWhilePostgresIsDown(t *testing.T) {
 	starts := &temporalStarts{started: map[string]domain.Event{}}
-	a := inbox.NewAcceptor(downStore{err: fmt.Errorf("enqueue 2 events: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})}, nil)
+	a := acceptance.NewAcceptor(downStore{err: fmt.Errorf("enqueue 2 events: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})}, nil)
 	a.Through = starts
 	bad := ev("evt_bad")
 	bad.MessageID = "msg\x00"
 	verdicts, err := a.Accept(t.Context(), []domain.Event{ev("evt_1"), bad, ev("evt_2")})
 	require.NoError(t, err)
-	assert.Equal(t, []inbox.Status{inbox.Accepted, inbox.Rejected, inbox.Accepted},
-		[]inbox.Status{verdicts[0].Status, verdicts[1].Status, verdicts[2].Status})
+	assert.Equal(t, []acceptance.Status{acceptance.Accepted, acceptance.Rejected, acceptance.Accepted},
+		[]acceptance.Status{verdicts[0].Status, verdicts[1].Status, verdicts[2].Status})
 	assert.Len(t, starts.started, 2)
 	assert.Equal(t, "msg_evt_1", starts.started["postscale:evt_1"].MessageID, "the start carries the event itself")
 
 	verdicts, err = a.Accept(t.Context(), []domain.Event{ev("evt_2"), ev("evt_3")})
 	require.NoError(t, err)
-	assert.Equal(t, inbox.Duplicate, verdicts[0].Status, "a re-send during the outage")
-	assert.Equal(t, inbox.Accepted, verdicts[1].Status)
+	assert.Equal(t, acceptance.Duplicate, verdicts[0].Status, "a re-send during the outage")
+	assert.Equal(t, acceptance.Accepted, verdicts[1].Status)
 
-	starts.fail = fmt.Errorf("%w: start workflow: deadline exceeded", domain.ErrUnavailable)
+	starts.fail = fmt.Errorf("%w: start workflow: deadline exceeded", acceptance.ErrUnavailable)
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_4")})
 	require.Error(t, err, "both stores down: 503")
-	assert.ErrorIs(t, err, domain.ErrUnavailable)
-	starts.fail = fmt.Errorf("%w: 3000000 bytes", domain.ErrTooLarge)
+	assert.ErrorIs(t, err, acceptance.ErrUnavailable)
+	starts.fail = fmt.Errorf("%w: 3000000 bytes", acceptance.ErrTooLarge)
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_5")})
-	assert.ErrorIs(t, err, domain.ErrTooLarge, "too large for a workflow input: 503 during the outage")
+	assert.ErrorIs(t, err, acceptance.ErrTooLarge, "too large for a workflow input: 503 during the outage")
 }
 
 // Only unavailability goes through Temporal: an insert that fails for another reason (a missing
@@ -79,13 +79,13 @@ func TestAcceptThroughTemporalWhilePostgresIsDown(t *testing.T) {
 // failure is.
 func TestAcceptThroughTemporalOnlyWhenPostgresIsUnavailable(t *testing.T) {
 	starts := &temporalStarts{started: map[string]domain.Event{}}
-	a := inbox.NewAcceptor(downStore{err: &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}}, nil)
+	a := acceptance.NewAcceptor(downStore{err: &pgconn.PgError{Code: "42P01", Message: "relation does not exist"}}, nil)
 	a.Through = starts
 	_, err := a.Accept(t.Context(), []domain.Event{ev("evt_1")})
 	require.Error(t, err)
 	assert.Empty(t, starts.started)
 
-	a = inbox.NewAcceptor(downStore{err: errors.New("dial tcp: connect: connection refused")}, nil)
+	a = acceptance.NewAcceptor(downStore{err: errors.New("dial tcp: connect: connection refused")}, nil)
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_1")})
 	require.Error(t, err, "no Through: 503 as before")
 }

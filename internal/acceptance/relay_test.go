@@ -1,4 +1,4 @@
-package inbox_test
+package acceptance_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/inbox"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -23,10 +23,10 @@ import (
 type fakeStarter struct {
 	mu     sync.Mutex
 	calls  []string
-	answer func(key string) (domain.StartStatus, error)
+	answer func(key string) (acceptance.StartStatus, error)
 }
 
-func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (domain.StartStatus, error) {
+func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (acceptance.StartStatus, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, ev.Key())
 	f.mu.Unlock()
@@ -57,7 +57,7 @@ func waiting(t *testing.T, s *store.Store) int64 {
 	return n
 }
 
-func run(t *testing.T, r *inbox.Relay) {
+func run(t *testing.T, r *acceptance.Relay) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -69,13 +69,13 @@ var opts = config.Relay{BatchSize: 50, Concurrency: 4, PollInterval: 100 * time.
 func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
 		if key == "postscale:evt_007" {
-			return domain.AlreadyStarted, nil // a workflow ID that already ran: still out of the inbox
+			return acceptance.AlreadyStarted, nil // a workflow ID that already ran: still out of the inbox
 		}
-		return domain.Started, nil
+		return acceptance.Started, nil
 	}}
-	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
+	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 0, func() int { return int(waiting(t, s)) })
 	assert.Equal(t, 120, f.count(), "each event started once")
 }
@@ -85,10 +85,10 @@ func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) 
 func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) {
-		return "", fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) {
+		return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
 	}}
-	run(t, &inbox.Relay{Store: s, Starter: f, Options: opts})
+	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
 	time.Sleep(time.Second)
 	calls := f.count()
 	assert.EqualValues(t, 120, waiting(t, s), "nothing leaves the inbox")
@@ -106,21 +106,21 @@ func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (domain.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
 		var n int
 		_, _ = fmt.Sscanf(key, "postscale:evt_%d", &n)
 		switch {
 		case n < 5: // a whole batch of rows that fail every time, oldest of all
-			return "", fmt.Errorf("%w: deadline exceeded", domain.ErrUnavailable)
+			return "", fmt.Errorf("%w: deadline exceeded", acceptance.ErrUnavailable)
 		case n < 8:
-			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", domain.ErrRefused)
+			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", acceptance.ErrRefused)
 		}
-		return domain.Started, nil
+		return acceptance.Started, nil
 	}}
 	head := opts
 	head.BatchSize = 5
 	head.MaxBackoff = time.Minute // a failed row waits: it must not be what the relay works on
-	run(t, &inbox.Relay{Store: s, Starter: f, Options: head})
+	run(t, &acceptance.Relay{Store: s, Starter: f, Options: head})
 	// Left: the 5 rows that fail every time; the rows behind them were all started.
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 5, func() int { return int(waiting(t, s)) })
 	var attempts int
@@ -136,11 +136,11 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (domain.StartStatus, error) { return domain.Started, nil }}
+	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) { return acceptance.Started, nil }}
 	bounded := opts
 	bounded.MaxInFlight = 30
 	bounded.BatchSize = 20
-	run(t, &inbox.Relay{Store: s, Starter: f, Options: bounded})
+	run(t, &acceptance.Relay{Store: s, Starter: f, Options: bounded})
 	testenv.WaitAtLeast(t, "starts", testenv.Stall, 30, f.count)
 	time.Sleep(500 * time.Millisecond) // time for a relay that ignored the bound to start more
 	assert.Equal(t, 30, f.count(), "started beyond max_in_flight while nothing was taken up")

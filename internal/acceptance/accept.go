@@ -1,12 +1,15 @@
-// Package inbox is mailhook's one acceptance path. A verified webhook's events are checked
-// against what the store can keep (store.Storable), inserted into PostgreSQL's webhook_events
-// under their unique key (provider, event_id), and answered from that insert alone: accepted,
-// duplicate, or rejected with a reason. Nothing is answered 200 before its row is committed, and
-// a duplicate costs one index probe, never a Temporal call. The process that accepted the events
-// then starts their workflows at once (Handoff); a relay in every worker process starts whatever
-// it could not (Relay). The workflow ID provider:event_id makes every start idempotent, so a
-// handoff, relays and a redrive that overlap never run an event twice.
-package inbox
+// Package acceptance is the event's way in, from a verified webhook to its started workflow. Its
+// events are checked against what the store can keep (store.Storable), inserted into
+// PostgreSQL's webhook_events under their unique key (provider, event_id), and answered from that
+// insert alone: accepted, duplicate, or rejected with a reason (Acceptor). Nothing is answered
+// 200 before its row is committed, and a duplicate costs one index probe, never a Temporal call.
+// The process that accepted the events then starts their workflows at once (Handoff); a relay in
+// every worker process starts whatever it could not (Relay); while PostgreSQL is down, the
+// events are accepted by starting their workflows with the events in the input (through.go).
+// Every start goes through the one Starter, and how a start can end is said here once
+// (StartStatus, ErrRefused, ErrUnavailable). The workflow ID provider:event_id makes every start
+// idempotent, so a handoff, relays and a redrive that overlap never run an event twice.
+package acceptance
 
 import (
 	"cmp"
@@ -36,15 +39,16 @@ const (
 	Accepted Status = "accepted"
 	// Duplicate: recorded before, by this request or an earlier one; nothing more happens.
 	Duplicate Status = "duplicate"
-	// Rejected: it can never be stored as it is (Verdict.Reason says why); nothing was written.
+	// Rejected: it can never be stored as it is (Verdict.Err says why); nothing was written.
 	Rejected Status = "rejected"
 )
 
 // Verdict is one event's answer.
 type Verdict struct {
 	Status Status
-	// Reason, when Rejected, is a short reason safe to send back.
-	Reason string
+	// Err, when Rejected, is why. What the sender must fix is its innermost cause, which is
+	// safe to send back.
+	Err error
 }
 
 // Offerer takes accepted events to start their workflows now (Handoff). ctx is the accepting
@@ -82,7 +86,7 @@ type Acceptor struct {
 	// Through, when set, accepts the events of a request whose insert failed because
 	// PostgreSQL is unavailable (store.IsUnavailable) by starting their workflows with the
 	// events in the input (through.go). Nil: such a request is answered 503.
-	Through       domain.AcceptStarter
+	Through       AcceptStarter
 	throughLogged atomic.Int64 // unix nanoseconds of the last "accepting through Temporal" line
 
 	queue   chan *request
@@ -130,7 +134,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 	for i, ev := range evs {
 		r, err := newRow(ev)
 		if err != nil {
-			out[i] = Verdict{Status: Rejected, Reason: Reason(err)}
+			out[i] = Verdict{Status: Rejected, Err: err}
 			continue
 		}
 		rows, at = append(rows, r), append(at, i)
@@ -173,7 +177,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		i := at[j]
 		switch {
 		case r.refused != nil:
-			out[i] = Verdict{Status: Rejected, Reason: Reason(r.refused)}
+			out[i] = Verdict{Status: Rejected, Err: r.refused}
 		case r.inserted:
 			out[i] = Verdict{Status: Accepted}
 			accepted = append(accepted, evs[i])
@@ -326,30 +330,6 @@ func (a *Acceptor) failQueued() {
 			r.done <- res
 		default:
 			return
-		}
-	}
-}
-
-// Reason is the short, safe part of an error to send back (a Verdict's, an HTTP answer's
-// `reason`): its innermost cause (the last one of a joined or multiply-wrapped error). The
-// errors it is given put what the sender must fix innermost.
-func Reason(err error) string {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			if len(errs) == 0 {
-				return err.Error()
-			}
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err.Error()
-			}
-			err = next
-		default:
-			return err.Error()
 		}
 	}
 }

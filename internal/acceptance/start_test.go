@@ -1,22 +1,22 @@
-package ingest_test
+package acceptance_test
 
 import (
 	"bytes"
 	"errors"
 	"testing"
 
+	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/ingest"
 )
 
 // An event too large for a workflow input is refused before Temporal is asked (the Starter has
 // no client here: asking would panic), so a PostgreSQL outage answers it 503 at once.
 func TestStartAcceptedRefusesAnEventOverTheInputLimit(t *testing.T) {
-	s := &ingest.Starter{TaskQueue: "mailhook", MaxAcceptedBytes: 64 << 10}
+	s := &acceptance.Starter{TaskQueue: "mailhook", MaxAcceptedBytes: 64 << 10}
 	ev := domain.Event{Provider: "postscale", EventID: "inb_1", Type: "email.received", Kind: domain.KindInbound,
 		Raw: append(append([]byte(`{"text":"`), bytes.Repeat([]byte("x"), 64<<10)...), `"}`...)}
 	_, err := s.StartAccepted(t.Context(), ev)
-	if !errors.Is(err, domain.ErrTooLarge) {
-		t.Fatalf("a 64 KiB body with a 64 KiB limit: err %v, want domain.ErrTooLarge", err)
+	if !errors.Is(err, acceptance.ErrTooLarge) {
+		t.Fatalf("a 64 KiB body with a 64 KiB limit: err %v, want acceptance.ErrTooLarge", err)
 	}
 }

@@ -1,0 +1,192 @@
+package acceptance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// The search attributes a start sets (domain.SearchAttributeNames).
+var (
+	ProviderKey  = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttributeProvider)
+	EventTypeKey = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttributeEventType)
+	MessageIDKey = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttributeMessageID)
+)
+
+// StartStatus is how one start of an event's workflow ended.
+type StartStatus string
+
+const (
+	Started        StartStatus = "accepted"
+	AlreadyStarted StartStatus = "duplicate"
+)
+
+// ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
+var ErrUnavailable = errors.New("temporal unavailable")
+
+// ErrRefused wraps a start Temporal refused for good: the same start fails the same way however
+// often it is tried (a workflow id or search attribute over its limit, an input over the blob
+// size limit). Such an event is quarantined, not retried.
+var ErrRefused = errors.New("temporal refused the start")
+
+// ErrTooLarge wraps a start through Temporal refused before it was tried: the event is larger
+// than a workflow input may carry (acceptance.through_temporal.max_event_bytes).
+var ErrTooLarge = errors.New("the event is too large for a workflow input")
+
+// EventStarter starts one recorded event's workflow (Starter, or a test's). A second start of the
+// same event reports AlreadyStarted, never an error; a failure wraps ErrRefused or ErrUnavailable.
+type EventStarter interface {
+	Start(ctx context.Context, ev domain.Event) (StartStatus, error)
+}
+
+// AcceptStarter starts the workflow of an event PostgreSQL could not take, with the event in the
+// input (domain.EventRef.Accepted): Started means Temporal holds it durably, AlreadyStarted that
+// the event is known already (its run exists or completed). A failure wraps ErrRefused,
+// ErrUnavailable or ErrTooLarge.
+type AcceptStarter interface {
+	StartAccepted(ctx context.Context, ev domain.Event) (StartStatus, error)
+}
+
+// Starter starts the workflows of events: a webhook's (Start), one accepted while PostgreSQL was
+// down (StartAccepted) and an operator's replay (StartReplay). The workflow ID provider:event_id
+// makes every start idempotent: a second start for the same event is reported as a duplicate,
+// never as an error.
+type Starter struct {
+	Client    client.Client
+	TaskQueue string
+	// Timeout bounds one start, including the SDK's own retries (temporal.start_timeout): the
+	// webhook's answer waits for at most the insert and this.
+	Timeout time.Duration
+	// Routing is where the events' notifications go: domain.Route(cfg.SinksFor).
+	Routing domain.Routing
+	// Eager asks Temporal to hand the run's first workflow task straight back to a worker of
+	// this process (the same client) with the start's answer, saving a poll round trip. It
+	// only takes effect where the process runs a worker on the task queue.
+	Eager bool
+	// MaxAcceptedBytes bounds the input of StartAccepted (acceptance.through_temporal.max_event_bytes):
+	// larger events are refused with ErrTooLarge before Temporal is asked.
+	MaxAcceptedBytes int
+}
+
+// Options are the start options for an event's workflow.
+func Options(ref domain.EventRef, taskQueue string) client.StartWorkflowOptions {
+	summary := fmt.Sprintf("%s %s", ref.Provider, ref.Type)
+	if ref.MessageID != "" {
+		summary += " for " + ref.MessageID
+	}
+	return client.StartWorkflowOptions{
+		ID:        ref.Key(),
+		TaskQueue: taskQueue,
+		// A run that failed, timed out or was terminated can be started again (a redrive); a
+		// completed run makes every later start a duplicate.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		// Without this the SDK silently returns the existing run and a duplicate looks accepted.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			ProviderKey.ValueSet(ref.Provider),
+			EventTypeKey.ValueSet(ref.Type),
+			MessageIDKey.ValueSet(ref.MessageID),
+		),
+		StaticSummary: summary,
+	}
+}
+
+// Start starts the event's workflow and reports accepted or duplicate. A failure wraps
+// ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
+func (s *Starter) Start(ctx context.Context, ev domain.Event) (StartStatus, error) {
+	return s.start(ctx, domain.RefOf(ev, s.Routing), s.Eager)
+}
+
+// StartAccepted starts the workflow of an event PostgreSQL could not take, with the event in
+// its input (AcceptStarter). No eager start: the run's first step waits for PostgreSQL,
+// and a workflow task held by this process would only wait with it.
+func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (StartStatus, error) {
+	ref := domain.RefOf(ev, s.Routing)
+	ref.Accepted = &domain.AcceptedEvent{Event: ev, PriorEventID: ev.PriorEventID}
+	if s.MaxAcceptedBytes > 0 {
+		b, err := json.Marshal(ref)
+		if err != nil {
+			return "", fmt.Errorf("%w: encode %s: %w", ErrRefused, ref.Key(), err)
+		}
+		if len(b) > s.MaxAcceptedBytes {
+			return "", fmt.Errorf("%w: %d bytes, at most %d: %s", ErrTooLarge, len(b), s.MaxAcceptedBytes, ref.Key())
+		}
+	}
+	return s.start(ctx, ref, false)
+}
+
+// StartReplay starts the operator's replay number n of a recorded event under workflowID (its own
+// ID, never reused): it runs every step again, and with renotify keys its notifications anew
+// (domain.EventRef.Replay). AlreadyStarted means that replay number is taken.
+func (s *Starter) StartReplay(ctx context.Context, ev domain.Event, workflowID string, n int, renotify bool) (runID string, st StartStatus, err error) {
+	ref := domain.RefOf(ev, s.Routing)
+	ref.Replay, ref.Renotify = n, renotify
+	opts := Options(ref, s.TaskQueue)
+	opts.ID = workflowID
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	opts.StaticSummary = fmt.Sprintf("replay %d of %s", n, opts.StaticSummary)
+	return s.run(ctx, opts, ref)
+}
+
+func (s *Starter) start(ctx context.Context, ref domain.EventRef, eager bool) (StartStatus, error) {
+	opts := Options(ref, s.TaskQueue)
+	opts.EnableEagerStart = eager
+	_, st, err := s.run(ctx, opts, ref)
+	return st, err
+}
+
+func (s *Starter) run(ctx context.Context, opts client.StartWorkflowOptions, ref domain.EventRef) (runID string, st StartStatus, err error) {
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	run, err := s.Client.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, ref)
+	switch {
+	case err == nil:
+		return run.GetRunID(), Started, nil
+	case IsAlreadyStarted(err):
+		return "", AlreadyStarted, nil
+	case isRefused(err):
+		return "", "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, opts.ID, err)
+	default:
+		return "", "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, opts.ID, err)
+	}
+}
+
+// isRefused reports whether Temporal refused a start because of the start itself: an invalid
+// argument (checked against a dev server: "WorkflowId length exceeds limit", "search attribute
+// MessageID value size 3002 exceeds size limit 2048", "Blob data size exceeds limit"), or a
+// request over the gRPC message limit, which the SDK does not retry either. A search attribute
+// the namespace does not know is also an invalid argument, but an operator fixes it by
+// registering the attribute, so it is retried like an outage.
+func isRefused(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		return !strings.Contains(invalid.Message, "no mapping defined for search attribute")
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.ResourceExhausted &&
+		strings.Contains(st.Message(), "larger than max") {
+		return true
+	}
+	return false
+}
+
+// IsAlreadyStarted reports whether a start failed because the workflow ID is taken (running, or
+// closed and not reusable under the policy).
+func IsAlreadyStarted(err error) bool {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err)
+}
