@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"github.com/mailhook/mailhook/internal/domain"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mailhook/mailhook/internal/codec"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/httpapi"
 )
 
