@@ -16,9 +16,9 @@ import (
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/exitcode"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 // sinksCommand is `mailhook sinks list|pause|resume|redeliver`: each sink's delivery state, read
@@ -186,7 +186,7 @@ func wakeDrainer(c *cobra.Command, cfg config.Config, name string) {
 	tc, err := dialTemporal(c, cfg)
 	if err == nil {
 		defer tc.Close()
-		err = (&ingest.Drainers{Client: tc, TaskQueue: cfg.Temporal.TaskQueue}).Wake(c.Context(), name)
+		err = (&workflows.Drainers{Client: tc, TaskQueue: cfg.Temporal.TaskQueue}).Wake(c.Context(), name)
 	}
 	if err != nil {
 		fmt.Fprintf(c.ErrOrStderr(), "note: the drainer of sink %s was not woken (%v); it acts on the change within minutes by itself\n", name, err)

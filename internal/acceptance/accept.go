@@ -91,15 +91,11 @@ type Acceptor struct {
 
 	queue   chan *request
 	writing atomic.Bool // Run's writers take requests
+	// inserts and reqs count the INSERT statements run and the requests they carried, for the
+	// tests' view of group commit (export_test.go); the metrics count the same.
 	inserts atomic.Int64
 	reqs    atomic.Int64
 }
-
-// Stats counts the INSERT statements run and the requests they carried.
-type Stats struct{ Inserts, Requests int64 }
-
-// Stats returns the counts so far.
-func (a *Acceptor) Stats() Stats { return Stats{Inserts: a.inserts.Load(), Requests: a.reqs.Load()} }
 
 type request struct {
 	rows []store.InboxRow

@@ -27,7 +27,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/httpapi"
-	"github.com/mailhook/mailhook/internal/ingest"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -402,8 +401,8 @@ func NotifyPolicy(n config.Notify) workflows.NotifyPolicy {
 }
 
 // Drainers wakes the sinks' drainer workflows on this process's task queue.
-func (s *Service) Drainers() *ingest.Drainers {
-	return &ingest.Drainers{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
+func (s *Service) Drainers() *workflows.Drainers {
+	return &workflows.Drainers{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
 }
 
 // EnsureSinks gives every configured sink its row and concurrency slots, then wakes (starting

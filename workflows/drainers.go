@@ -1,4 +1,4 @@
-package ingest
+package workflows
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// Drainers wakes sinks' drainer workflows (activities.Drainers), starting a drainer that does
-// not run: signal-with-start under the workflow ID sink:<name>, so every worker and every
-// activity can call it and each sink still has one drainer.
+// Drainers wakes sinks' drainer workflows (SinkDelivery) from outside them (activities.Drainers,
+// the sinks API and CLI), starting a drainer that does not run: signal-with-start under the
+// workflow ID sink:<name>, so every worker and every activity can call it and each sink still
+// has one drainer. It lives beside the workflow it starts so that its ID, signal and input are
+// read in one place.
 type Drainers struct {
 	Client    client.Client
 	TaskQueue string
