@@ -70,7 +70,7 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// Redrive starts ProcessWebhookEvent for every event recorded more than in.OlderThan ago and
+// Redrive starts ProcessEvent for every event recorded more than in.OlderThan ago and
 // still unprocessed (oldest first, at most in.Limit), rebuilding each workflow input from the
 // stored normalized event: the events out of quarantine, or with in.Quarantined only the
 // quarantined ones (which leave the quarantine once started). An event whose workflow is still
