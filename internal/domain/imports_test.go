@@ -1,7 +1,10 @@
 package domain_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,5 +46,45 @@ func TestEdgesDependOnNeitherWorkflowsNorActivities(t *testing.T) {
 func TestDomainImportsNothingOfMailhooks(t *testing.T) {
 	if d := deps(t, "internal/domain"); len(d) > 0 {
 		t.Errorf("internal/domain depends on %v", d)
+	}
+}
+
+// docs/ARCHITECTURE.md's package map names every package folder under internal/ (its top
+// level), and every folder it names exists: a package moved or added shows up here.
+func TestPackageMapMatchesTheTree(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "\n## Package map\n")
+	if !ok {
+		t.Fatal(`docs/ARCHITECTURE.md has no "## Package map"`)
+	}
+	table, _, _ := strings.Cut(after, "\n## ")
+	named := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([a-z][a-z0-9/-]*)`").FindAllStringSubmatch(cells[1], -1) {
+			p := m[1]
+			if !strings.Contains(p, "/") && p != "workflows" && p != "activities" {
+				continue // a sibling named short, as in "`natssink`, `amqpsink`"
+			}
+			named[p] = true
+			if st, err := os.Stat(filepath.Join("../..", p)); err != nil || !st.IsDir() {
+				t.Errorf("the package map names %s, which is not a folder", p)
+			}
+		}
+	}
+	entries, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !named["internal/"+e.Name()] {
+			t.Errorf("the package map does not name internal/%s", e.Name())
+		}
 	}
 }
