@@ -21,19 +21,19 @@ func TestHistoryJSONIsPinned(t *testing.T) {
 		v    any
 		want string
 	}{
-		{"result moved", domain.Result{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 3, Suppressed: true,
+		{"result moved", domain.Result{
+			Transition:    domain.Transition{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 3, Suppressed: true},
 			Notifications: []domain.NotificationResult{{Sink: "app", Type: domain.TypeStatusChanged, ID: "ntf_1", Status: domain.NotificationSent}}},
 			`{"outcome":"moved","from":"accepted","to":"bounced","version":3,"suppressed":true,"notifications":[{"sink":"app","type":"message.status_changed","id":"ntf_1","status":"sent"}]}`},
-		{"result duplicate", domain.Result{Outcome: domain.OutcomeDuplicate}, `{"outcome":"duplicate"}`},
-		{"result stale", domain.Result{Outcome: domain.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 2},
+		{"result duplicate", domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}, `{"outcome":"duplicate"}`},
+		{"result stale", domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 2}},
 			`{"outcome":"stale","from":"delivered","to":"delivered","version":2}`},
 
 		{"process duplicate", activities.ProcessOutput{Duplicate: true}, `{"duplicate":true}`},
 		{"process inbound", activities.ProcessOutput{Kind: domain.KindInbound, Processed: true}, `{"kind":"inbound","processed":true}`},
-		{"process applied", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, From: domain.StatusAccepted,
-			To: domain.StatusBounced, Version: 3, Suppressed: true},
+		{"process applied", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 3, Suppressed: true}},
 			`{"kind":"status","applied":true,"outcome":"moved","from":"accepted","to":"bounced","version":3,"suppressed":true}`},
-		{"process counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: domain.OutcomeCounted, Processed: true},
+		{"process counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true},
 			`{"kind":"opened","applied":true,"outcome":"counted","processed":true}`},
 
 		{"apply moved", store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, BounceType: "hard",

@@ -72,7 +72,7 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 			return domain.Result{}, fmt.Errorf("record: %w", err)
 		}
 		if duplicate {
-			return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+			return domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}, nil
 		}
 	}
 	var pr activities.ProcessOutput
@@ -81,12 +81,12 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
 	if pr.Duplicate {
-		return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+		return domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}, nil
 	}
-	res := domain.Result{Outcome: domain.OutcomeUnknownType}
+	res := domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeUnknownType}}
 	switch {
 	case pr.Applied:
-		res = domain.Result{Outcome: pr.Outcome, From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
+		res.Transition = pr.Transition
 	case pr.Kind == domain.KindInbound:
 		res.Outcome = domain.OutcomeInbound
 	}

@@ -139,7 +139,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 	// the duplicate branch exactly as it did when it was recorded.
 	if rec.AlreadyProcessed && in.Replay == 0 {
 		log.Info("event already processed; duplicate", "event_id", ev.EventID)
-		return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+		return domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}, nil
 	}
 
 	var (
@@ -156,7 +156,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 		if err := workflow.ExecuteActivity(dbCtx, activities.ApplyStatusName, ev).Get(ctx, &applied); err != nil {
 			return domain.Result{}, fmt.Errorf("apply status: %w", err)
 		}
-		res = domain.Result{Outcome: applied.Outcome, From: applied.From, To: applied.To, Version: applied.Version, Suppressed: applied.Suppressed}
+		res = domain.Result{Transition: activities.TransitionOf(applied)}
 		if applied.Outcome == domain.OutcomeMoved {
 			notify = notificationsOf(domain.TypeStatusChanged, in.StatusSinks)
 		}
@@ -171,10 +171,10 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 			notify = append(notify, notificationsOf(domain.TypeSuppressionAdded, in.SuppressionSinks)...)
 		}
 	case ev.Kind == domain.KindInbound:
-		res = domain.Result{Outcome: domain.OutcomeInbound}
+		res = domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeInbound}}
 		notify = notificationsOf(domain.TypeEmailReceived, in.InboundSinks)
 	default:
-		res = domain.Result{Outcome: domain.OutcomeUnknownType}
+		res = domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeUnknownType}}
 	}
 
 	var failed, park []activities.FailedNotification
