@@ -10,8 +10,8 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Activity names of ProcessEvent (ProcessWebhookEvent's RecordEvent, ApplyStatus and Notify stay
-// registered for the runs it started; MarkProcessed serves both).
+// Registered names of ProcessEvent's own activities (it shares MarkProcessed with
+// ProcessWebhookEvent, whose other activities are in event_legacy.go).
 const (
 	ProcessName          = "Process"
 	SendNotificationName = "SendNotification"

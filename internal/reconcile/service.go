@@ -43,7 +43,7 @@ const requeueGrace = time.Minute
 type Service struct {
 	Store    Store
 	Temporal client.Client
-	// Starter starts ProcessWebhookEvent exactly as the webhook handler does (routing by the
+	// Starter starts ProcessEvent exactly as the webhook handler does (routing by the
 	// current sinks, workflow ID provider:event_id, ALLOW_DUPLICATE_FAILED_ONLY).
 	Starter *ingest.Starter
 	Log     *slog.Logger
@@ -72,7 +72,7 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// Redrive starts ProcessWebhookEvent for every event recorded more than in.OlderThan ago and
+// Redrive starts ProcessEvent for every event recorded more than in.OlderThan ago and
 // still unprocessed (oldest first, at most in.Limit), rebuilding each workflow input from the
 // stored normalized event: the events out of quarantine, or with in.Quarantined only the
 // quarantined ones (which leave the quarantine once started). An event whose workflow is still
