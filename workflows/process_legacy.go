@@ -1,6 +1,6 @@
 // Remove this file when no ProcessWebhookEvent run can still be open: one release after every
 // deployment has run ProcessEvent only for longer than the namespace's retention and its
-// longest run (then remove its registration and activities/*_legacy.go too).
+// longest run (then remove its registration in worker.go and activities/*_legacy.go too).
 
 package workflows
 

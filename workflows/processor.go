@@ -1,5 +1,5 @@
 // Package workflows holds mailhook's Temporal workflows: orchestration only, every side effect is
-// an activity. Start at process_event.go (an event's run).
+// an activity. Start at worker.go (what a worker runs) and process_event.go (an event's run).
 package workflows
 
 import (
@@ -9,7 +9,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
@@ -46,16 +45,6 @@ type Processor struct {
 type RecordPolicy struct {
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
-}
-
-// Register registers the workflows under their stable names.
-func (p *Processor) Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(p.ProcessEvent, workflow.RegisterOptions{Name: domain.ProcessEventName})
-	r.RegisterWorkflowWithOptions(p.SinkDelivery, workflow.RegisterOptions{Name: domain.SinkDeliveryName})
-	// Still registered for the runs it started before ProcessEvent replaced it.
-	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
-	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: domain.DailyReconcileName})
-	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: domain.RetentionName})
 }
 
 // dbActivity: database steps retry until PostgreSQL is back; they never give up on their own,
