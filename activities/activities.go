@@ -1,6 +1,6 @@
-// Package activities holds the I/O steps of ProcessWebhookEvent. Each one is idempotent: Temporal
-// runs activities at least once, so every write is keyed by (provider, event_id) and every
-// retry returns what the first committed attempt did.
+// Package activities holds the I/O steps of mailhook's workflows. Each one is idempotent:
+// Temporal runs activities at least once, so every write is keyed by (provider, event_id) and
+// every retry returns what the first committed attempt did.
 package activities
 
 import (
@@ -24,11 +24,10 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Registered activity names. Workflows refer to activities by these names, so renaming a Go
-// method never breaks a running workflow's history.
+// Registered activity names, recorded in every history. Workflows call the methods (a.Notify),
+// which a worker maps to these names; a replayer, which registers no activities, takes the
+// method's own name, so each method keeps its registered name (register_test.go).
 const (
-	RecordEventName   = "RecordEvent"
-	ApplyStatusName   = "ApplyStatus"
 	NotifyName        = "Notify"
 	MarkProcessedName = "MarkProcessed"
 )
@@ -38,7 +37,9 @@ const (
 	ErrTypeSinkRejected    = "SinkRejected"    // the sink answered a non-retryable 4xx
 	ErrTypeUnknownSink     = "UnknownSink"     // the sink was removed from the config
 	ErrTypeSinkUnavailable = "SinkUnavailable" // retryable: 5xx, 408, 429, network
-	ErrTypeNotApplied      = "NotApplicable"
+	// ErrTypeNotApplicable: ApplyStatus cannot apply the event to a message (it names none,
+	// or corrects to an unknown status). Its value is recorded in histories and retry policies.
+	ErrTypeNotApplicable = "NotApplicable"
 	// ErrTypeQuarantined: the event cannot be processed as it is (PostgreSQL refused its data,
 	// or it cannot be applied), so every retry would fail the same way; the event is
 	// quarantined (GET /v1/quarantine) and the step fails for good.
@@ -47,8 +48,7 @@ const (
 
 // Store is the part of the store the activities use.
 type Store interface {
-	RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error)
-	ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error)
+	legacyStore
 	EnsureNotification(ctx context.Context, n store.Notification) (store.Notification, error)
 	MarkNotificationSent(ctx context.Context, id string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
@@ -119,47 +119,15 @@ func (a *Activities) logger(ctx context.Context, ev domain.Event) *slog.Logger {
 		"attempt", info.Attempt, "provider", ev.Provider, "event_id", ev.EventID)
 }
 
-// RecordEvent writes the event under its unique key. A row that exists and is processed makes
-// the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
-func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error) {
-	res, err := a.Store.RecordEvent(ctx, ev)
-	if err != nil {
-		return store.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
-	}
-	if res.AlreadyProcessed {
-		a.Metrics.EventProcessed(ev.Provider, "duplicate")
-	}
-	a.logger(ctx, ev).InfoContext(ctx, "event recorded", "type", ev.Type, "message_id", ev.MessageID,
-		"inserted", res.Inserted, "already_processed", res.AlreadyProcessed)
-	return res, nil
-}
-
-// ApplyStatus applies the event to its message under precedence rules and returns the recorded
-// outcome (the same one on every retry).
-func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error) {
-	if ev.MessageID == "" {
-		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplied, nil)
-	}
-	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
-		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplied, nil)
-	}
-	res, err := a.Store.ApplyStatus(ctx, ev)
-	if err != nil {
-		return store.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
-	}
-	a.logger(ctx, ev).InfoContext(ctx, "status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
-		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)
-	return res, nil
-}
+// ApplyResult is the store's, named here so that workflows need not import the store.
+type ApplyResult = store.ApplyResult
 
 // NotifyInput names one (event, sink) notification.
 type NotifyInput struct {
-	Sink  string            `json:"sink"`
-	Type  string            `json:"type"`
-	Event domain.Event      `json:"event"`
-	Apply store.ApplyResult `json:"apply,omitempty"`
+	Sink  string       `json:"sink"`
+	Type  string       `json:"type"`
+	Event domain.Event `json:"event"`
+	Apply ApplyResult  `json:"apply,omitempty"`
 	// NotificationEventID, when set, replaces Event.EventID in the notification's key (its id
 	// and its notifications row): a replay with --renotify sends under
 	// NotificationID(provider, event_id+":replay:"+n, sink, type). The body still names the
@@ -510,8 +478,7 @@ func firstNonEmpty(a, b string) string {
 
 // Register registers every activity under its stable name.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	r.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: RecordEventName})
-	r.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: ApplyStatusName})
+	a.registerLegacy(r)
 	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
 	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
 	r.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: ProcessName})

@@ -10,8 +10,8 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Activity names of ProcessEvent (ProcessWebhookEvent's RecordEvent, ApplyStatus and Notify stay
-// registered for the runs it started; MarkProcessed serves both).
+// Registered names of ProcessEvent's own activities (it shares MarkProcessed with
+// ProcessWebhookEvent, whose other activities are in event_legacy.go).
 const (
 	ProcessName          = "Process"
 	SendNotificationName = "SendNotification"
@@ -35,16 +35,17 @@ type ProcessOutput struct {
 	// Duplicate: already processed earlier; nothing was done.
 	Duplicate bool        `json:"duplicate,omitempty"`
 	Kind      domain.Kind `json:"kind,omitempty"`
-	// Applied: the event applies to a message; the fields below are its recorded outcome.
-	Applied    bool           `json:"applied,omitempty"`
-	Outcome    domain.Outcome `json:"outcome,omitempty"`
-	From       domain.Status  `json:"from,omitempty"`
-	To         domain.Status  `json:"to,omitempty"`
-	Version    int64          `json:"version,omitempty"`
-	Suppressed bool           `json:"suppressed,omitempty"`
+	// Applied: the event applies to a message; Transition is its recorded outcome.
+	Applied bool `json:"applied,omitempty"`
+	domain.Transition
 	// Processed: nothing is to be notified, and the event was marked processed in the same
 	// transaction: the run is over.
 	Processed bool `json:"processed,omitempty"`
+}
+
+// TransitionOf is what an applied event did to its message, as results record it.
+func TransitionOf(r store.ApplyResult) domain.Transition {
+	return domain.Transition{Outcome: r.Outcome, From: r.From, To: r.To, Version: r.Version, Suppressed: r.Suppressed}
 }
 
 // Process takes up a recorded event and, in one transaction, applies it to its message and,
@@ -61,8 +62,7 @@ func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutpu
 	}
 	out := ProcessOutput{Duplicate: res.Duplicate, Kind: res.Event.Kind, Applied: res.Applied, Processed: res.Processed}
 	if res.Applied {
-		out.Outcome, out.From, out.To = res.Apply.Outcome, res.Apply.From, res.Apply.To
-		out.Version, out.Suppressed = res.Apply.Version, res.Apply.Suppressed
+		out.Transition = TransitionOf(res.Apply)
 	}
 	switch {
 	case out.Duplicate:

@@ -20,6 +20,18 @@ const (
 	MarkNotificationsFailedName = "MarkNotificationsFailed"
 )
 
+// DailyCount, DailyTotals and DateLayout are the store's, named here so that workflows need
+// not import the store.
+type (
+	DailyCount  = store.DailyCount
+	DailyTotals = store.DailyTotals
+)
+
+const DateLayout = store.DateLayout
+
+// SumCounts is the day's totals over its counts.
+func SumCounts(counts []DailyCount) DailyTotals { return store.SumCounts(counts) }
+
 // ReconcileStore is the part of the store the reconciliation activities use.
 type ReconcileStore interface {
 	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
@@ -48,7 +60,7 @@ func (r *Reconcile) SaveDailyCounts(ctx context.Context, date string) ([]store.D
 	return r.Store.SaveDailyCounts(ctx, day)
 }
 
-// RedriveStuck starts ProcessWebhookEvent for events recorded but still unprocessed. Starting
+// RedriveStuck starts ProcessEvent for events recorded but still unprocessed. Starting
 // is idempotent (the workflow ID provider:event_id makes a running event a duplicate), so a
 // retry is safe. It fails, to be retried, only when nothing could be started at all (Temporal
 // or PostgreSQL unavailable); a partial failure is reported in the result.

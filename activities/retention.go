@@ -21,6 +21,9 @@ const (
 	StripInboundBodiesName    = "StripInboundBodies"
 )
 
+// PartitionReport is the store's, named here so that workflows need not import the store.
+type PartitionReport = store.PartitionReport
+
 // RetentionStore is the part of the store the retention activities use.
 type RetentionStore interface {
 	EnsurePartitions(ctx context.Context, p store.Partitioning, from, now time.Time) ([]store.Partition, error)

@@ -43,7 +43,7 @@ func TestProcessEventAcceptedThroughTemporalRecordsFirst(t *testing.T) {
 			if !recorded && len(attempts) == 4 {
 				recorded = true
 			}
-			return activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeStale, Processed: true}, nil
+			return activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeStale}, Processed: true}, nil
 		}).Once()
 	res := runEvent(t, env, in)
 	require.Equal(t, domain.OutcomeStale, res.Outcome)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // maxReportGiveUp bounds the retries of a report.daily notification below a day, so a sink
@@ -23,9 +22,9 @@ const ReportProvider = "mailhook"
 
 // DailyReport is the data of a report.daily notification.
 type DailyReport struct {
-	Date   string             `json:"date"`
-	Totals store.DailyTotals  `json:"totals"`
-	Counts []store.DailyCount `json:"counts"`
+	Date   string                  `json:"date"`
+	Totals activities.DailyTotals  `json:"totals"`
+	Counts []activities.DailyCount `json:"counts"`
 	// Redrive is what the run re-drove (counts only; the run's result lists the events).
 	Redrive      *domain.RedriveResult `json:"redrive,omitempty"`
 	RedriveError string                `json:"redrive_error,omitempty"`
@@ -70,8 +69,8 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 	log := workflow.GetLogger(ctx)
 	date := in.Date
 	if date == "" {
-		date = scheduledAt(ctx).UTC().AddDate(0, 0, -1).Format(store.DateLayout)
-	} else if _, err := time.Parse(store.DateLayout, date); err != nil {
+		date = scheduledAt(ctx).UTC().AddDate(0, 0, -1).Format(activities.DateLayout)
+	} else if _, err := time.Parse(activities.DateLayout, date); err != nil {
 		return DailyReconcileResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("date %q is not YYYY-MM-DD", date), "BadInput", err)
 	}
@@ -80,17 +79,18 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		olderThan = domain.DefaultRedriveOlderThan
 	}
 	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
+	var r *activities.Reconcile
 
 	var res DailyReconcileResult
 	res.Date = date
-	if err := workflow.ExecuteActivity(dbCtx, activities.SaveDailyCountsName, date).Get(ctx, &res.Counts); err != nil {
+	if err := workflow.ExecuteActivity(dbCtx, r.SaveDailyCounts, date).Get(ctx, &res.Counts); err != nil {
 		return DailyReconcileResult{}, fmt.Errorf("save daily counts: %w", err)
 	}
-	res.Totals = store.SumCounts(res.Counts)
+	res.Totals = activities.SumCounts(res.Counts)
 
 	var redrive domain.RedriveResult
 	rdCtx := workflow.WithActivityOptions(ctx, redriveActivity)
-	if err := workflow.ExecuteActivity(rdCtx, activities.RedriveStuckName, domain.RedriveInput{OlderThan: olderThan}).Get(ctx, &redrive); err != nil {
+	if err := workflow.ExecuteActivity(rdCtx, r.RedriveStuck, domain.RedriveInput{OlderThan: olderThan}).Get(ctx, &redrive); err != nil {
 		res.RedriveError = failureMessage(err)
 		log.Warn("redrive failed", "error", res.RedriveError)
 	} else {
@@ -127,7 +127,7 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		}
 		failed = append(failed, gaveUp...)
 		if len(failed) > 0 {
-			if err := workflow.ExecuteActivity(dbCtx, activities.MarkNotificationsFailedName, failed).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(dbCtx, r.MarkNotificationsFailed, failed).Get(ctx, nil); err != nil {
 				return DailyReconcileResult{}, fmt.Errorf("mark report notifications failed: %w", err)
 			}
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // ErrTypeRetentionIncomplete is the error type of a Retention run in which a step failed for
@@ -31,7 +30,7 @@ type RetentionResult struct {
 	// migration 00009).
 	LegacyPayloads activities.LegacyResult `json:"legacy_payloads"`
 	// Partitions lists the partitions dropped, and those kept past their time with the reason.
-	Partitions store.PartitionReport `json:"partitions"`
+	Partitions activities.PartitionReport `json:"partitions"`
 	// DedupeKeys counts the keys deleted and the rows deleted with them.
 	DedupeKeys *activities.PruneResult `json:"dedupe_keys,omitempty"`
 	// InboundBodies: what the inbound_bodies step did (absent when retention.inbound_bodies is
@@ -92,10 +91,12 @@ func Retention(ctx workflow.Context, in domain.RetentionInput) (RetentionResult,
 		res.DedupeKeysBefore = &keysBefore
 	}
 	parts := activities.PartitionsInput{Daily: in.DailyPartitions, Ahead: in.PartitionsAhead}
+	var r *activities.Retention
 	createCtx := workflow.WithActivityOptions(ctx, createActivity)
 	batchCtx := workflow.WithActivityOptions(ctx, batchedActivity)
 
 	// step waits for an activity; a failure (after its retries) is recorded and the run goes on.
+	// name is the activity's registered name, which the result shows an operator as the step.
 	step := func(name string, f workflow.Future, out any) bool {
 		err := f.Get(ctx, out)
 		if err != nil {
@@ -104,21 +105,21 @@ func Retention(ctx workflow.Context, in domain.RetentionInput) (RetentionResult,
 		}
 		return err == nil
 	}
-	step(activities.CreatePartitionsName, workflow.ExecuteActivity(createCtx, activities.CreatePartitionsName, parts), &res.PartitionsCreated)
+	step(activities.CreatePartitionsName, workflow.ExecuteActivity(createCtx, r.CreatePartitions, parts), &res.PartitionsCreated)
 	// Before the drop, so payloads of legacy rows that have expired go with their partition.
-	step(activities.MoveLegacyPayloadsName, workflow.ExecuteActivity(batchCtx, activities.MoveLegacyPayloadsName, parts), &res.LegacyPayloads)
+	step(activities.MoveLegacyPayloadsName, workflow.ExecuteActivity(batchCtx, r.MoveLegacyPayloads, parts), &res.LegacyPayloads)
 	if in.InboundBodies > 0 {
 		var stripped activities.StripResult
-		if step(activities.StripInboundBodiesName, workflow.ExecuteActivity(batchCtx, activities.StripInboundBodiesName,
+		if step(activities.StripInboundBodiesName, workflow.ExecuteActivity(batchCtx, r.StripInboundBodies,
 			activities.StripInput{Before: workflow.Now(ctx).Add(-in.InboundBodies)}), &stripped) {
 			res.InboundBodies = &stripped
 		}
 	}
-	step(activities.DropExpiredPartitionsName, workflow.ExecuteActivity(batchCtx, activities.DropExpiredPartitionsName,
+	step(activities.DropExpiredPartitionsName, workflow.ExecuteActivity(batchCtx, r.DropExpiredPartitions,
 		activities.DropInput{Before: payloadsBefore}), &res.Partitions)
 	if res.DedupeKeysBefore != nil {
 		var pruned activities.PruneResult
-		if step(activities.PruneDedupeKeysName, workflow.ExecuteActivity(batchCtx, activities.PruneDedupeKeysName,
+		if step(activities.PruneDedupeKeysName, workflow.ExecuteActivity(batchCtx, r.PruneDedupeKeys,
 			activities.PruneInput{Before: keysBefore}), &pruned) {
 			res.DedupeKeys = &pruned
 		}

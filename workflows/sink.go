@@ -71,7 +71,7 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 	}
 	check := func() error {
 		var next activities.SinkStep
-		return into(dbStepOf(ctx, a.CheckSink, in.Sink, &next), next)
+		return into(dbStep(ctx, a.CheckSink, "", in.Sink, &next), next)
 	}
 	run := func(opts workflow.ActivityOptions, activity any) error {
 		var next activities.SinkStep
@@ -135,16 +135,6 @@ func waitOrWake(ctx workflow.Context, wake workflow.ReceiveChannel, d time.Durat
 	for woke && wake.ReceiveAsync(nil) {
 	}
 	return woke
-}
-
-// dbStepOf is dbStep for an activity referenced by its method: a local activity, then, while it
-// keeps failing, a regular one that retries until PostgreSQL answers.
-func dbStepOf(ctx workflow.Context, activity, in, out any) error {
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, dbLocal), activity, in).Get(ctx, out)
-	if err == nil || final(err) {
-		return err
-	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, dbActivity), activity, in).Get(ctx, out)
 }
 
 // details is the drainer's state as the Temporal UI shows it (the run's current details).

@@ -147,7 +147,7 @@ func TestProcessEventReportsParkedNotificationsAndParksTheOnesThatErred(t *testi
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app", "crm"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.MatchedBy(func(s activities.SendInput) bool { return s.Sink == "app" })).
 		Return(activities.NotifyResult{ID: "ntf_app", Parked: true, Reason: delivery.ReasonOpen}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.MatchedBy(func(s activities.SendInput) bool { return s.Sink == "crm" })).
@@ -174,7 +174,7 @@ func TestNotifyRetriesOutlastFailuresOfTheStore(t *testing.T) {
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}}, nil).Once()
 	// Twice the old bound (notify.attempts), and within the test environment's own cap of 10 attempts.
 	calls, storeDown := 0, 2*policy.Attempts
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(context.Context, activities.SendInput) (activities.NotifyResult, error) {

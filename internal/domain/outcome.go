@@ -17,3 +17,16 @@ const (
 	OutcomeInbound     Outcome = "inbound"      // an inbound email, notified
 	OutcomeUnknownType Outcome = "unknown_type" // recorded, changes nothing
 )
+
+// Transition is what applying an event did to its message. It is embedded in the results
+// histories record (Result, the Process step's output), so its JSON is theirs: add fields,
+// never rename them. Outcome is omitted only when empty, which a result never is once an event
+// was processed; a step that did not apply its event leaves it empty.
+type Transition struct {
+	Outcome Outcome `json:"outcome,omitempty"`
+	From    Status  `json:"from,omitempty"`
+	To      Status  `json:"to,omitempty"`
+	Version int64   `json:"version,omitempty"`
+	// Suppressed: the event newly suppressed its recipient.
+	Suppressed bool `json:"suppressed,omitempty"`
+}

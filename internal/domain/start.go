@@ -125,11 +125,7 @@ func ReplayNotificationEventID(eventID string, n int) string {
 
 // Result is what an event's run did; the Temporal UI shows it as the workflow result.
 type Result struct {
-	Outcome       Outcome              `json:"outcome"`
-	From          Status               `json:"from,omitempty"`
-	To            Status               `json:"to,omitempty"`
-	Version       int64                `json:"version,omitempty"`
-	Suppressed    bool                 `json:"suppressed,omitempty"` // the event newly suppressed its recipient
+	Transition
 	Notifications []NotificationResult `json:"notifications,omitempty"`
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -202,7 +201,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))
 
 	replayer := worker.NewWorkflowReplayer()
-	(&workflows.Processor{Notify: serve.NotifyPolicy(h.cfg.Notify)}).Register(replayer)
+	workflows.NewProcessor(h.cfg).Register(replayer)
 	for _, f := range files {
 		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 			t.Fatalf("replay %s: %v", f, err)

@@ -725,7 +725,8 @@ func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify b
 	res := reconcile.ReplayResult{Provider: prov, EventID: eventID, Replay: 1, WorkflowID: reconcile.ReplayWorkflowID(prov, eventID, 1),
 		RunID: "run-1", Renotify: renotify}
 	if eventID == "waited" {
-		res.Result = &domain.Result{Outcome: "moved", From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2,
+		res.Result = &domain.Result{
+			Transition:    domain.Transition{Outcome: "moved", From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2},
 			Notifications: []domain.NotificationResult{{Sink: "app", Type: "status_changed", ID: "n1", Status: "sent", AlreadySent: true}}}
 	}
 	return res, nil

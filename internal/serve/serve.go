@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -332,22 +329,10 @@ func tokenScopes(a config.Admin) map[string][]string {
 	return out
 }
 
-// Worker builds the Temporal worker with the workflow and activities registered.
+// Worker builds the Temporal worker (workflows.NewWorker) with this process's store, sinks and
+// client.
 func (s *Service) Worker() worker.Worker {
-	wc := s.Config.Worker
-	w := worker.New(s.Temporal, s.Config.Temporal.TaskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize:      wc.MaxConcurrentActivities,
-		MaxConcurrentLocalActivityExecutionSize: wc.MaxConcurrentLocalActivities,
-		MaxConcurrentWorkflowTaskExecutionSize:  wc.MaxConcurrentWorkflowTasks,
-		MaxConcurrentWorkflowTaskPollers:        wc.WorkflowTaskPollers,
-		MaxConcurrentActivityTaskPollers:        wc.ActivityTaskPollers,
-		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
-		WorkerStopTimeout: wc.StopTimeout,
-	})
-	f := s.Config.Acceptance.ThroughTemporal
-	(&workflows.Processor{Notify: NotifyPolicy(s.Config.Notify),
-		Record: workflows.RecordPolicy{InitialInterval: f.RecordInterval, MaxInterval: f.RecordMaxInterval}}).Register(w)
-	(&activities.Activities{
+	acts := &activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
 		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
@@ -359,10 +344,9 @@ func (s *Service) Worker() worker.Worker {
 		Delivery:          s.Config.Notify,
 		Drainers:          s.Drainers(),
 		Log:               s.Log,
-	}).Register(w)
-	(&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}).Register(w)
-	(&activities.Retention{Store: s.Store}).Register(w)
-	return w
+	}
+	return workflows.NewWorker(s.Temporal, s.Config, acts,
+		&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}, &activities.Retention{Store: s.Store})
 }
 
 // SinkGauges reads the sinks' states for their gauges.
@@ -394,12 +378,6 @@ func sinkSettings(sinks []config.Sink) []httpapi.SinkSettings {
 	return out
 }
 
-// NotifyPolicy is the workflows' view of notify.*.
-func NotifyPolicy(n config.Notify) workflows.NotifyPolicy {
-	return workflows.NotifyPolicy{InitialInterval: n.InitialInterval, MaxInterval: n.MaxInterval,
-		GiveUpAfter: n.GiveUpAfter, AttemptTimeout: n.AttemptTimeout, Attempts: n.ParkAfter()}
-}
-
 // Drainers wakes the sinks' drainer workflows on this process's task queue.
 func (s *Service) Drainers() *workflows.Drainers {
 	return &workflows.Drainers{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
@@ -425,37 +403,6 @@ func (s *Service) EnsureSinks(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// EnsureSearchAttributes registers mailhook's search attributes in the namespace if they are
-// missing. Where the operator API is not allowed (Temporal Cloud) it only warns: register them
-// there with tcld or the Cloud UI.
-func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log *slog.Logger) error {
-	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
-	if err != nil {
-		return fmt.Errorf("list search attributes: %w", err)
-	}
-	var added []string
-	for _, n := range domain.SearchAttributeNames {
-		if _, ok := list.GetCustomAttributes()[n]; ok {
-			continue
-		}
-		// One attribute per call: the dev server (SQLite visibility, server 1.29) silently
-		// registers only the first of several in one request.
-		_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace:        namespace,
-			SearchAttributes: map[string]enumspb.IndexedValueType{n: enumspb.INDEXED_VALUE_TYPE_KEYWORD},
-		})
-		var exists *serviceerror.AlreadyExists
-		if err != nil && !errors.As(err, &exists) {
-			return fmt.Errorf("add search attribute %s: %w", n, err)
-		}
-		added = append(added, n)
-	}
-	if len(added) > 0 {
-		log.Info("registered search attributes", "namespace", namespace, "names", added)
-	}
-	return nil
 }
 
 // Mode selects what a process runs.
@@ -662,7 +609,7 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		delay = min(2*delay, 30*time.Second)
 	}
 	saCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := EnsureSearchAttributes(saCtx, svc.Temporal, svc.Config.Temporal.Namespace, log); err != nil {
+	if err := workflows.EnsureSearchAttributes(saCtx, svc.Temporal, svc.Config.Temporal.Namespace, log); err != nil {
 		log.Warn("could not ensure search attributes", "error", err)
 	}
 	cancel()
@@ -675,6 +622,6 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 		log.Warn("could not set up every sink's drainer; they start with the first parked notification", "error", err)
 	}
 	cancelSinks()
-	ensureSchedules(ctx, svc, log) // schedules.go
+	workflows.EnsureSchedules(ctx, svc.Temporal, svc.Schedules(), log)
 	return nil
 }

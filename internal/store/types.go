@@ -17,7 +17,9 @@ type RecordResult struct {
 }
 
 // ApplyResult is the recorded outcome of applying one event to its message. A retry of
-// ApplyStatus returns the outcome recorded by the first committed attempt.
+// ApplyStatus returns the outcome recorded by the first committed attempt. It does not embed
+// domain.Transition: its JSON, in ProcessWebhookEvent histories, always has from, to and version
+// and puts bounce_type and recipient before version.
 type ApplyResult struct {
 	Outcome    domain.Outcome `json:"outcome"`
 	From       domain.Status  `json:"from"`
@@ -53,7 +55,9 @@ type Message struct {
 	Events         []MessageEvent `json:"events"`
 }
 
-// MessageEvent is one entry of a message's history.
+// MessageEvent is one entry of a message's history. Its fields are in the order GET
+// /v1/messages has always shown them, and version is never omitted, so it does not embed
+// domain.Transition.
 type MessageEvent struct {
 	EventID    string         `json:"event_id"`
 	Type       string         `json:"type"`

@@ -53,8 +53,8 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 		out  activities.ProcessOutput
 		want domain.Outcome
 	}{
-		{"stale", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeStale, From: "bounced", To: "bounced", Version: 3, Processed: true}, "stale"},
-		{"counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: domain.OutcomeCounted, Processed: true}, "counted"},
+		{"stale", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeStale, From: "bounced", To: "bounced", Version: 3}, Processed: true}, "stale"},
+		{"counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true}, "counted"},
 		{"unknown type", activities.ProcessOutput{Kind: domain.KindUnknown, Processed: true}, domain.OutcomeUnknownType},
 		{"duplicate", activities.ProcessOutput{Duplicate: true}, domain.OutcomeDuplicate},
 	} {
@@ -75,7 +75,7 @@ func TestProcessEventThatNotifiesNothingEndsAfterProcess(t *testing.T) {
 func TestProcessEventMovedAndSuppressedNotifiesEachSinkThenMarksProcessed(t *testing.T) {
 	env := newEventEnv(t)
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, From: "delivered", To: "bounced", Version: 2, Suppressed: true}}, nil).Once()
 	for _, n := range []activities.SendInput{
 		{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: domain.TypeStatusChanged},
 		{Provider: "postscale", EventID: "evt_1", Sink: "crm", Type: domain.TypeStatusChanged},
@@ -113,7 +113,7 @@ func TestProcessEventRejectedNotificationIsRecordedAndEventProcessed(t *testing.
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}}, nil).Once()
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected,
 			errors.New("notify: sink responded 400 Bad Request: unknown field"))).Once()
@@ -133,7 +133,7 @@ func TestProcessEventReplayRenotifiesUnderReplayIDs(t *testing.T) {
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks, in.Replay, in.Renotify = []string{"app"}, nil, 2, true
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.MatchedBy(func(p activities.ProcessInput) bool { return p.Replay })).
-		Return(activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Return(activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}}, nil).Once()
 	key := domain.ReplayNotificationEventID("evt_1", 2)
 	env.OnActivity(activities.SendNotificationName, mock.Anything,
 		activities.SendInput{Provider: "postscale", EventID: "evt_1", Sink: "app", Type: domain.TypeStatusChanged, NotificationEventID: key}).Return(activities.NotifyResult{}, nil).Once()
@@ -152,7 +152,7 @@ func TestProcessEventFallsBackToARegularActivityWhileTheDatabaseFails(t *testing
 		if calls <= 6 { // the 4 local attempts, then 2 of the regular activity's
 			return activities.ProcessOutput{}, errors.New("dial tcp 127.0.0.1:5432: connection refused")
 		}
-		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Outcome: domain.OutcomeCounted, Processed: true}, nil
+		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true}, nil
 	})
 	res := runEvent(t, env, ref())
 	require.Equal(t, domain.OutcomeCounted, res.Outcome)
@@ -202,7 +202,7 @@ func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *
 	in := ref()
 	in.StatusSinks, in.SuppressionSinks = []string{"app"}, nil
 	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(activities.ProcessOutput{
-		Kind: domain.KindStatus, Applied: true, Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}, nil).Once()
+		Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, To: "delivered", Version: 1}}, nil).Once()
 	var inputs []activities.SendInput
 	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, s activities.SendInput) (activities.NotifyResult, error) {
 		inputs = append(inputs, s)

@@ -27,24 +27,33 @@ var dbLocal = workflow.LocalActivityOptions{
 	},
 }
 
-// dbStep runs a database step (Process, MarkProcessed) as a local activity and, when that keeps
-// failing, as a regular activity with dbActivity's retries: those back off up to a minute, never
-// give up (giving up would lose an accepted event), and show in the Temporal UI and in
-// `temporal workflow describe` as a pending activity with its attempt count and last error, which
-// a local activity's retries do not. A step that fails for good (the event is quarantined, or
-// has no row) fails the run at once.
-// summary is what the Temporal UI shows for the step.
-func dbStep(ctx workflow.Context, name, summary string, in, out any) error {
-	local := dbLocal
-	local.Summary = summary
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, local), name, in).Get(ctx, out)
+// dbStep runs a database step (an activity's method, such as a.Process) as a local activity and,
+// when that keeps failing, as a regular activity with dbActivity's retries: those back off up to
+// a minute, never give up (giving up would lose an accepted event), and show in the Temporal UI
+// and in `temporal workflow describe` as a pending activity with its attempt count and last
+// error, which a local activity's retries do not. A step that fails for good (the event is
+// quarantined, or has no row) fails the run at once.
+// summary is what the Temporal UI shows for the step; a step without one shows none.
+func dbStep(ctx workflow.Context, activity any, summary string, in, out any) error {
+	local, opts := dbLocal, dbActivity
+	if summary != "" {
+		local.Summary, opts.Summary = summary, summary+" (retrying)"
+	}
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, local), activity, in).Get(ctx, out)
 	if err == nil || final(err) {
 		return err
 	}
-	workflow.GetLogger(ctx).Warn("database step keeps failing as a local activity; continuing as a regular activity", "step", name, "error", err)
-	opts := dbActivity
-	opts.Summary = summary + " (retrying)"
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, in).Get(ctx, out)
+	workflow.GetLogger(ctx).Warn("database step keeps failing as a local activity; continuing as a regular activity", "step", activityType(err), "error", err)
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in).Get(ctx, out)
+}
+
+// activityType names the activity that failed with err, for the logs.
+func activityType(err error) string {
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) {
+		return actErr.ActivityType().GetName()
+	}
+	return ""
 }
 
 // final reports whether a step's error ends the run instead of being retried.
@@ -66,27 +75,28 @@ func final(err error) bool {
 // A run started while PostgreSQL could not take its event (in.Accepted) first stores it
 // (recordAccepted), then goes on as any other.
 func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (domain.Result, error) {
+	var a *activities.Activities
 	if in.Accepted != nil {
 		duplicate, err := p.recordAccepted(ctx, *in.Accepted)
 		if err != nil {
 			return domain.Result{}, fmt.Errorf("record: %w", err)
 		}
 		if duplicate {
-			return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+			return duplicateResult(), nil
 		}
 	}
 	var pr activities.ProcessOutput
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
-	if err := dbStep(ctx, activities.ProcessName, "apply to its message; mark processed when nothing is to be sent", pin, &pr); err != nil {
+	if err := dbStep(ctx, a.Process, "apply to its message; mark processed when nothing is to be sent", pin, &pr); err != nil {
 		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
 	if pr.Duplicate {
-		return domain.Result{Outcome: domain.OutcomeDuplicate}, nil
+		return duplicateResult(), nil
 	}
-	res := domain.Result{Outcome: domain.OutcomeUnknownType}
+	res := domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeUnknownType}}
 	switch {
 	case pr.Applied:
-		res = domain.Result{Outcome: pr.Outcome, From: pr.From, To: pr.To, Version: pr.Version, Suppressed: pr.Suppressed}
+		res.Transition = pr.Transition
 	case pr.Kind == domain.KindInbound:
 		res.Outcome = domain.OutcomeInbound
 	}
@@ -98,10 +108,14 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
 	summary := fmt.Sprintf("mark processed: %d of %d notifications failed for good, %d parked for their sink", len(failed), len(res.Notifications), len(park))
-	if err := dbStep(ctx, activities.MarkProcessedName, summary, mark, nil); err != nil {
+	if err := dbStep(ctx, a.MarkProcessed, summary, mark, nil); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
+}
+
+func duplicateResult() domain.Result {
+	return domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}
 }
 
 // recordAccepted stores the event of a run accepted through Temporal, as a regular activity: it
@@ -120,8 +134,9 @@ func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent
 		},
 		Summary: "store the event accepted through Temporal (waits for PostgreSQL)",
 	}
+	var a *activities.Activities
 	var out activities.RecordAcceptedOutput
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activities.RecordAcceptedName, ev).Get(ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RecordAccepted, ev).Get(ctx, &out)
 	return out.Duplicate, err
 }
 
@@ -166,13 +181,14 @@ func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.N
 // once. The Retry-After wait below is only taken by runs recorded before parking: the activity
 // parks a notification whose sink asks to slow down instead of failing it.
 func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (activities.NotifyResult, error) {
+	var a *activities.Activities
 	var out activities.NotifyResult
 	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: p.Notify.AttemptTimeout + 5*time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:             fmt.Sprintf("%s → %s", in.Type, in.Sink),
 	})
-	err := workflow.ExecuteLocalActivity(local, activities.SendNotificationName, in).Get(ctx, &out)
+	err := workflow.ExecuteLocalActivity(local, a.SendNotification, in).Get(ctx, &out)
 	if err == nil || final(err) {
 		return out, err
 	}
@@ -183,7 +199,7 @@ func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (acti
 	}
 	in.PriorAttempts = 1
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(in.Type, in.Sink)),
-		activities.SendNotificationName, in).Get(ctx, &out)
+		a.SendNotification, in).Get(ctx, &out)
 	return out, err
 }
 

@@ -1,0 +1,74 @@
+// Remove this file when no ProcessWebhookEvent run can still be open: one release after every
+// deployment has run ProcessEvent only for longer than the namespace's retention and its
+// longest run. It holds the activities only ProcessWebhookEvent schedules (Notify and
+// MarkProcessed serve ProcessEvent and DailyReconcile too, and stay).
+
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// Registered names of ProcessWebhookEvent's own activities.
+const (
+	RecordEventName = "RecordEvent"
+	ApplyStatusName = "ApplyStatus"
+)
+
+// RecordResult is the store's, named here so that workflows need not import the store.
+type RecordResult = store.RecordResult
+
+// legacyStore is the part of the store only ProcessWebhookEvent's activities use.
+type legacyStore interface {
+	RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error)
+	ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error)
+}
+
+// RecordEvent writes the event under its unique key. A row that exists and is processed makes
+// the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
+func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error) {
+	res, err := a.Store.RecordEvent(ctx, ev)
+	if err != nil {
+		return store.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
+	}
+	if res.AlreadyProcessed {
+		a.Metrics.EventProcessed(ev.Provider, "duplicate")
+	}
+	a.logger(ctx, ev).InfoContext(ctx, "event recorded", "type", ev.Type, "message_id", ev.MessageID,
+		"inserted", res.Inserted, "already_processed", res.AlreadyProcessed)
+	return res, nil
+}
+
+// ApplyStatus applies the event to its message under precedence rules and returns the recorded
+// outcome (the same one on every retry).
+func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error) {
+	if ev.MessageID == "" {
+		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplicable, nil)
+	}
+	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
+		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplicable, nil)
+	}
+	res, err := a.Store.ApplyStatus(ctx, ev)
+	if err != nil {
+		return store.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
+	}
+	a.logger(ctx, ev).InfoContext(ctx, "status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
+		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)
+	return res, nil
+}
+
+// registerLegacy keeps the activities of the ProcessWebhookEvent runs still open registered.
+func (a *Activities) registerLegacy(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: RecordEventName})
+	r.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: ApplyStatusName})
+}
