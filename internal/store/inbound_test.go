@@ -76,7 +76,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 	fresh, err := storetest.Enqueue(ctx, s, ev)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, fresh, "a re-send is a duplicate")
-	ns, err := s.ListNotifications(ctx, provider, ev.EventID)
+	ns, err := storetest.Notifications(ctx, s.Pool(), provider, ev.EventID)
 	require.NoError(t, err)
 	for _, n := range ns {
 		var stub map[string]any

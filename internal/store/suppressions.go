@@ -126,17 +126,6 @@ func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Supp
 	return nil, fmt.Errorf("get suppressions of %s: %w", redact.Address(address), err)
 }
 
-// GetSuppression returns the suppression of an address that matters most: its global one, or
-// else its first scope's (AddressSuppressions lists them all). The error wraps ErrNotFound when
-// the address is not suppressed in any scope.
-func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
-	sups, err := s.AddressSuppressions(ctx, address)
-	if err != nil {
-		return Suppression{}, err
-	}
-	return sups[0], nil
-}
-
 // SuppressionCheck answers whether mail of one scope may be sent to an address.
 type SuppressionCheck struct {
 	Address string `json:"address"`
