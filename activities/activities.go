@@ -22,6 +22,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Registered activity names. Workflows refer to activities by these names, so renaming a Go
@@ -434,7 +435,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 	case domain.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
 		// recipient it recorded), so the notification names the address that was suppressed.
-		address, reason, scope, ok := store.AddedSuppression(ev, in.Apply.Recipient, in.SuppressionScopes)
+		address, reason, scope, ok := suppression.Added(ev, in.Apply.Recipient, in.SuppressionScopes)
 		if !ok {
 			return nil, fmt.Errorf("event %s suppresses no address", ev.Key())
 		}

@@ -45,6 +45,7 @@ import (
 	"github.com/mailhook/mailhook/internal/signature"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
@@ -317,7 +318,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	t.Cleanup(st.Close)
 	st.SetSuppressionScopes(cfg.Suppression.Scopes) // as serve.Dial does
-	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
+	st.SetSoftBounce(suppression.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	hasher, err := cfg.Erasure.Hasher()
 	if err != nil {
 		t.Fatal(err)

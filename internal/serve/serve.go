@@ -32,6 +32,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/temporalconn"
 	"github.com/mailhook/mailhook/workflows"
@@ -88,7 +89,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	st.SetSuppressionScopes(cfg.Suppression.Scopes)
-	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
+	st.SetSoftBounce(suppression.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
 	st.SetPartitioning(Partitioning(cfg.Retention))
 	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
 	hasher, err := cfg.Erasure.Hasher()

@@ -12,6 +12,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 	"github.com/mailhook/mailhook/internal/redact"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // errLostRace means a concurrent attempt of the same event committed its outcome first.
@@ -129,7 +130,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	// the address is bad. The message_events insert below gates this per event: a second
 	// attempt of the same event loses that race and its transaction, this upsert included,
 	// rolls back.
-	if address, reason, scope, ok := SuppressionOf(ev, next.Recipient, s.scopes); ok {
+	if address, reason, scope, ok := suppression.Of(ev, next.Recipient, s.scopes); ok {
 		seenAt := ev.OccurredAt
 		if seenAt.IsZero() {
 			seenAt = time.Now()

@@ -16,6 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // erasureHasher is a test key's hasher.
@@ -83,7 +84,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	soft.Recipient = address
 	apply(soft)
 
-	_, err = s.LiftSuppression(ctx, address, store.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
+	_, err = s.LiftSuppression(ctx, address, suppression.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
 	require.NoError(t, err)
 	again := statusEvent("again_"+tag, "msg_again_"+tag, domain.StatusBounced, domain.BounceHard, at(3))
 	again.Recipient = address
@@ -121,7 +122,7 @@ INSERT INTO notifications (id, provider, event_id, sink, type, status, body) VAL
 func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetSoftBounce(suppression.SoftBounce{Count: 3, Within: 24 * time.Hour})
 	ctx := t.Context()
 	loadPerson(t, s, "jane", janeMixed)
 	loadPerson(t, s, "bob", bobAddress)
@@ -219,7 +220,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	assert.Equal(t, "[erased] confirmed receipt", m.Events[len(m.Events)-1].Note)
 
 	// Lifting the erased address's suppression lifts its hashed row; the lift holds the hash.
-	lift, err := s.LiftSuppression(ctx, janeAddress, store.GlobalScope, "ops", "asked again")
+	lift, err := s.LiftSuppression(ctx, janeAddress, suppression.GlobalScope, "ops", "asked again")
 	require.NoError(t, err)
 	assert.Equal(t, hash, lift.Address)
 	check, err = s.CheckSuppression(ctx, janeAddress, "")
@@ -277,7 +278,7 @@ func TestEraseInExecMode(t *testing.T) {
 	s, err := store.Open(t.Context(), dbURL, store.WithTransactionPooler())
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetSoftBounce(suppression.SoftBounce{Count: 3, Within: 24 * time.Hour})
 	s.SetErasureHasher(erasureHasher(t))
 	loadPerson(t, s, "jane", janeMixed)
 
@@ -298,7 +299,7 @@ func TestEraseInExecMode(t *testing.T) {
 func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 	t.Parallel()
 	s := storetest.OpenCLocale(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s.SetSoftBounce(suppression.SoftBounce{Count: 3, Within: 24 * time.Hour})
 	s.SetErasureHasher(erasureHasher(t))
 	ctx := t.Context()
 	const spelled, asked = "JÖRG.Müller@Bücher.example", "jörg.müller@bücher.example"

@@ -15,6 +15,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // The store's main paths work through PgBouncer in transaction pooling mode, concurrently, with
@@ -36,7 +37,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	// The soft-bounce escalation takes pg_advisory_xact_lock inside Process's transaction.
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: time.Hour})
+	s.SetSoftBounce(suppression.SoftBounce{Count: 3, Within: time.Hour})
 
 	// Every event is a soft bounce of its own message to one of two addresses: each address
 	// reaches the threshold, so exactly one event per address suppresses it.

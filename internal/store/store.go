@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -30,7 +31,7 @@ type Store struct {
 	// scopes maps an event's stream to its suppression scope (SetSuppressionScopes).
 	scopes map[string]string
 	// softBounce is the soft-bounce escalation policy (SetSoftBounce); zero: off.
-	softBounce SoftBounce
+	softBounce suppression.SoftBounce
 	// partitioning sizes the partitions an insert creates when it finds none
 	// (SetPartitioning).
 	partitioning Partitioning
