@@ -76,7 +76,7 @@ type Activities struct {
 	// rare retry of an attempt whose result was lost; it never under-counts.
 	Metrics *metrics.Metrics
 	// SuppressionScopes is config suppression.scopes, as the store applies it
-	// (store.SetSuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
+	// (store.Options.SuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
 	SuppressionScopes map[string]string
 	// Delivery is config notify.*: when a failing notification parks, when a sink's circuit
 	// opens, and how its drainer probes and drains (sinks.go).

@@ -143,8 +143,7 @@ func softBounces(t *testing.T, s *store.Store, prefix, address string, from time
 
 func TestSoftBounceEscalation(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSoftBounce(suppression.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}})
 	ctx := t.Context()
 
 	// Two within the window: not yet.
@@ -207,8 +206,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 // longer count.
 func TestSoftBounceCountRestartsAfterALift(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSoftBounce(suppression.SoftBounce{Count: 2, Within: time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 2, Within: time.Hour}})
 	ctx := t.Context()
 	// The lift is stamped by the database clock; the bounces happen around it.
 	start := time.Now().Add(-10 * time.Minute)
@@ -242,9 +240,8 @@ func TestSoftBounceEscalationOff(t *testing.T) {
 // bounce at or past the threshold in times_seen. The Process path is the activity's.
 func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
 	const count, n = 3, 12
-	s.SetSoftBounce(suppression.SoftBounce{Count: count, Within: time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: count, Within: time.Hour}})
 	ctx := t.Context()
 
 	evs := make([]domain.Event, n)

@@ -353,7 +353,7 @@ func TestOnlineMigrationOfAPopulatedTable(t *testing.T) {
 	batch := envInt(t, EnvMigrationBatch, 1000)
 	dbURL := storetest.NewEmptyDatabase(t)
 	require.NoError(t, store.MigrateTo(ctx, dbURL, beforePayloadPartitions))
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 

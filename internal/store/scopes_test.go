@@ -28,8 +28,7 @@ func streamEvent(id, msg string, kind domain.Kind, st domain.Status, bounce, str
 // Each scope's row is its own: counted, listed, checked and lifted separately.
 func TestScopedSuppressions(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSuppressionScopes(testScopes)
+	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
 	ctx := t.Context()
 	const to = "user+news@example.com"
 
@@ -116,8 +115,7 @@ func TestScopedSuppressions(t *testing.T) {
 // last address of a page.
 func TestListSuppressionsPagesWholeAddresses(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSuppressionScopes(testScopes)
+	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
 	ctx := t.Context()
 	for i, addr := range []string{"c@example.com", "a@example.com", "b@example.com"} {
 		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)))
@@ -175,10 +173,9 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	require.NoError(t, err)
 
 	require.NoError(t, store.Migrate(ctx, dbURL))
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, store.Options{SuppressionScopes: testScopes})
 	require.NoError(t, err)
 	defer s.Close()
-	s.SetSuppressionScopes(testScopes)
 	assert.Equal(t, 1000, countRows(t, s, `SELECT count(*) FROM suppressions WHERE scope = ''`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE scope = ''`))
 	c, err := s.CheckSuppression(ctx, "old7@example.com", "marketing")

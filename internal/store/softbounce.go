@@ -12,10 +12,6 @@ import (
 	"github.com/mailhook/mailhook/internal/suppression"
 )
 
-// SetSoftBounce sets the soft-bounce escalation. Call it before the store is used: it is read
-// without a lock by every ApplyStatus.
-func (s *Store) SetSoftBounce(p suppression.SoftBounce) { s.softBounce = p }
-
 const (
 	// Serializes the soft bounces of one address, across messages (each apply transaction
 	// locks only its own message): without it two concurrent bounces would each count the

@@ -56,7 +56,7 @@ func countRows(t *testing.T, s *store.Store, query string, args ...any) int {
 func TestMigrateTwiceIsNoop(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
-	s, err := store.Open(t.Context(), dbURL)
+	s, err := store.Open(t.Context(), dbURL, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Ping(t.Context()))
@@ -82,7 +82,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	s, err := store.Open(t.Context(), dbURL)
+	s, err := store.Open(t.Context(), dbURL, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	// Version 0 (goose's own) plus one row per migration, file or Go, each recorded once.
@@ -119,7 +119,7 @@ func TestOpenRejectsUnreachableDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// Port 1 is never PostgreSQL: Open must fail at once rather than hand out a dead pool.
-	_, err := store.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	_, err := store.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2", store.Options{})
 	assert.Error(t, err)
 }
 

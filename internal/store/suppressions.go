@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -31,13 +30,6 @@ func apiScope(stored string) string {
 		return suppression.GlobalScope
 	}
 	return stored
-}
-
-// SetSuppressionScopes sets which streams suppress in a scope of their own (config
-// suppression.scopes: stream → scope). Call it before the store is used: it is read without a
-// lock by every ApplyStatus.
-func (s *Store) SetSuppressionScopes(scopes map[string]string) {
-	s.scopes = maps.Clone(scopes)
 }
 
 // AddressSuppressions returns every scope's suppression of an address (normalized first), the
