@@ -22,6 +22,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Registered activity names, recorded in every history. Workflows call the methods (a.Notify),
@@ -75,7 +76,7 @@ type Activities struct {
 	// rare retry of an attempt whose result was lost; it never under-counts.
 	Metrics *metrics.Metrics
 	// SuppressionScopes is config suppression.scopes, as the store applies it
-	// (store.SetSuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
+	// (store.Options.SuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
 	SuppressionScopes map[string]string
 	// Delivery is config notify.*: when a failing notification parks, when a sink's circuit
 	// opens, and how its drainer probes and drains (sinks.go).
@@ -402,7 +403,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 	case domain.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
 		// recipient it recorded), so the notification names the address that was suppressed.
-		address, reason, scope, ok := store.AddedSuppression(ev, in.Apply.Recipient, in.SuppressionScopes)
+		address, reason, scope, ok := suppression.Added(ev, in.Apply.Recipient, in.SuppressionScopes)
 		if !ok {
 			return nil, fmt.Errorf("event %s suppresses no address", ev.Key())
 		}

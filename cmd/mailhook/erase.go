@@ -64,26 +64,25 @@ shell's history and the process list.`,
 			if err != nil {
 				return err
 			}
-			hasher, err := cfg.Erasure.Hasher()
+			opts, err := serve.StoreOptions(cfg)
 			if err != nil {
-				return exitcode.UsageError(err)
+				return exitcode.UsageError(err) // only erasure.hash_key can be wrong
 			}
-			if !hasher.Configured() {
+			if !opts.ErasureHasher.Configured() {
 				return exitcode.UsageError(fmt.Errorf("config: %w", store.ErrErasureNotConfigured))
 			}
-			st, err := store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			st.SetErasureHasher(hasher)
 			// Lazy: Temporal is reached only when the address keyed runs of an earlier version.
 			tc, err := lazyTemporal(cfg)
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
-			st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
+			opts.WorkflowDeleter = erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}
+			st, err := store.Open(c.Context(), cfg.Database.URL, opts)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
 			job, normalized, err := st.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
 			var e store.Erasure

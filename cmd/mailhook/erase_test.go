@@ -47,7 +47,9 @@ func TestEraseCommand(t *testing.T) {
 		}
 	}
 
-	st, err := store.Open(t.Context(), dbURL)
+	// The key the command erases under, so the store finds the erased address's hashed row.
+	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	st, err := store.Open(t.Context(), dbURL, store.Options{ErasureHasher: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +77,6 @@ func TestEraseCommand(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &e) != nil || e.Total != 0 || e.ErasedBy == "" {
 		t.Fatalf("erase again: %v\n%s", err, out)
 	}
-	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
-	st.SetErasureHasher(h)
 	if check, err := st.CheckSuppression(t.Context(), "jane@example.com", ""); err != nil || !check.Suppressed {
 		t.Fatalf("the erased address is not suppressed any more: %+v %v", check, err)
 	}
@@ -98,7 +98,7 @@ func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
 		err := c.Execute()
 		return out.String(), err
 	}
-	st, err := store.Open(t.Context(), dbURL)
+	st, err := store.Open(t.Context(), dbURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +133,12 @@ func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
 // A running erasure says where it is on stderr while the command waits for it (issue 25).
 func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	dbURL := storetest.NewDatabase(t)
-	st, err := store.Open(t.Context(), dbURL)
+	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	st, err := store.Open(t.Context(), dbURL, store.Options{ErasureHasher: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
-	st.SetErasureHasher(h)
 	// Started and not run: the job stays running while the printer looks at it.
 	job, address, err := st.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
 	if err != nil {

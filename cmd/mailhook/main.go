@@ -180,7 +180,7 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 				return err
 			}
 			// The payload partitions for now and ahead, so the first insert finds its own.
-			st, err := store.Open(c.Context(), cfg.Database.SessionURL())
+			st, err := store.Open(c.Context(), cfg.Database.SessionURL(), store.Options{})
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,7 +173,16 @@ func openStore(c *cobra.Command, load func() (config.Config, error)) (*store.Sto
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
+	return openConfigured(c.Context(), cfg)
+}
+
+// openConfigured opens cfg's database as serve configures its store, without Temporal.
+func openConfigured(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	opts, err := serve.StoreOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, cfg.Database.URL, opts)
 }
 
 // cliActor names who ran a replay from the command line.

@@ -16,7 +16,6 @@ import (
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/exitcode"
-	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -45,7 +44,7 @@ first, at the sink's rate and concurrency. docs/OPERATIONS.md, "Sink outages".`,
 			if err != nil {
 				return err
 			}
-			st, err := store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
+			st, err := openConfigured(c.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -167,7 +166,7 @@ func openSinkStore(c *cobra.Command, load func() (config.Config, error), name st
 	if err != nil {
 		return cfg, nil, err
 	}
-	st, err := store.Open(c.Context(), cfg.Database.URL, serve.StoreOptions(cfg.Database)...)
+	st, err := openConfigured(c.Context(), cfg)
 	if err != nil {
 		return cfg, nil, err
 	}

@@ -117,7 +117,7 @@ type Database struct {
 	ListenURL string `yaml:"listen_url"`
 	// Pooler says what URL connects through: "" or "session" (PostgreSQL, or a session-mode
 	// pooler), or "transaction" (a transaction-mode pooler such as PgBouncer's
-	// pool_mode = transaction). See store.WithTransactionPooler for what it changes.
+	// pool_mode = transaction). See store.Options.TransactionPooler for what it changes.
 	Pooler string `yaml:"pooler"`
 }
 

@@ -87,7 +87,7 @@ func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Clie
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	st, err := store.Open(context.Background(), o.dbURL)
+	st, err := store.Open(context.Background(), o.dbURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -311,28 +311,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	st.SetSuppressionScopes(cfg.Suppression.Scopes) // as serve.Dial does
-	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
-	hasher, err := cfg.Erasure.Hasher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.SetErasureHasher(hasher)
-	st.SetInboundBodies(cfg.Retention.InboundBodiesOr().Duration())
 	logger := testenv.Logger()
 	if o.logs != nil {
 		logger = slog.New(telemetry.NewLogHandler(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	}
 	m := metrics.New()
-	m.RegisterBacklog(st.Backlog, logger)
-	m.RegisterInbox(st.Inbox, logger)
-	m.RegisterQuarantine(st.QuarantineCount, logger)
-	m.RegisterSinks(serve.SinkGauges(st), logger)
 	starts := &startCounter{n: map[string]int{}}
 	tracing, err := telemetry.TemporalInterceptors() // none unless tracerProvider is set
 	if err != nil {
@@ -344,7 +327,20 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(tc.Close)
-	st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}) // as serve.Dial does
+	storeOpts, err := serve.StoreOptions(cfg) // as serve.Dial does
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeOpts.WorkflowDeleter = erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}
+	st, err := store.Open(context.Background(), dbURL, storeOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	m.RegisterBacklog(st.Backlog, logger)
+	m.RegisterInbox(st.Inbox, logger)
+	m.RegisterQuarantine(st.QuarantineCount, logger)
+	m.RegisterSinks(serve.SinkGauges(st), logger)
 	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Postscale soft bounces over HTTP, with config suppression.soft_bounce {count: 3, within:
@@ -81,7 +82,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 		t.Fatalf("sink got %d suppression.added, want exactly 1: %+v", len(sups), h.sink.delivered())
 	}
 	data := sups[0].Body["data"].(map[string]any)
-	if data["address"] != "soft@example.com" || data["reason"] != domain.ReasonSoftBounceThreshold || data["scope"] != store.GlobalScope ||
+	if data["address"] != "soft@example.com" || data["reason"] != domain.ReasonSoftBounceThreshold || data["scope"] != suppression.GlobalScope ||
 		data["event_id"] != causeEvent || data["message_id"] != causeMessage {
 		t.Fatalf("suppression.added data %v; the suppression row names %s, %s", data, causeEvent, causeMessage)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 const contractToken = "contract-test-admin-token"
@@ -625,8 +626,8 @@ func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Mess
 	}, nil
 }
 
-func suppression(addr string) store.Suppression {
-	return store.Suppression{Address: addr, Scope: store.GlobalScope, Reason: domain.ReasonHardBounce, Provider: "postscale",
+func sampleSuppression(addr string) store.Suppression {
+	return store.Suppression{Address: addr, Scope: suppression.GlobalScope, Reason: domain.ReasonHardBounce, Provider: "postscale",
 		EventID: "e1", MessageID: "msg_1", FirstSeen: t0, LastSeen: t1, TimesSeen: 2}
 }
 
@@ -639,7 +640,7 @@ func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFil
 	}
 	var out []store.Suppression
 	for i := range min(f.Limit, 3) {
-		sup := suppression(fmt.Sprintf("user%d@example.com", i))
+		sup := sampleSuppression(fmt.Sprintf("user%d@example.com", i))
 		if f.Scope != "" {
 			sup.Scope = f.Scope
 		}
@@ -660,9 +661,9 @@ func (b *fakeBackend) AddressSuppressions(_ context.Context, addr string) ([]sto
 	case "down@example.com":
 		return nil, errDown
 	}
-	scoped := suppression(addr)
+	scoped := sampleSuppression(addr)
 	scoped.Scope, scoped.Reason = "marketing", domain.ReasonUnsubscribe
-	return []store.Suppression{suppression(addr), scoped}, nil
+	return []store.Suppression{sampleSuppression(addr), scoped}, nil
 }
 
 func (b *fakeBackend) CheckSuppression(_ context.Context, addr, scope string) (store.SuppressionCheck, error) {

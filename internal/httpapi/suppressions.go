@@ -14,6 +14,7 @@ import (
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Suppressions reads, checks and lifts suppressed addresses, per scope.
@@ -36,11 +37,11 @@ const (
 // same page, so an address cursor never skips a row.
 func (s *Server) listSuppressions(c *gin.Context) {
 	f := store.SuppressionFilter{Reason: c.Query("reason"), Scope: c.Query("scope"), After: c.Query("after"), Limit: defaultSuppressionLimit}
-	if f.Reason != "" && !store.KnownSuppressionReason(f.Reason) {
+	if f.Reason != "" && !suppression.KnownReason(f.Reason) {
 		s.fail(c, &apiError{kind: kindBadRequest, reason: fmt.Sprintf("unknown reason %q", f.Reason), known: domain.SuppressionReasons})
 		return
 	}
-	if f.Scope != "" && !store.ValidScope(f.Scope) {
+	if f.Scope != "" && !suppression.ValidScope(f.Scope) {
 		s.fail(c, refuse(kindBadRequest, badScope(f.Scope)))
 		return
 	}
@@ -80,7 +81,7 @@ func firstAddresses(list []store.Suppression, n int) ([]store.Suppression, strin
 }
 
 func badScope(scope string) string {
-	return fmt.Sprintf("scope %q: want %q or a scope name (1-63 lower-case letters, digits, _ or -)", scope, store.GlobalScope)
+	return fmt.Sprintf("scope %q: want %q or a scope name (1-63 lower-case letters, digits, _ or -)", scope, suppression.GlobalScope)
 }
 
 // addressSuppressions is GET /v1/suppressions/:address. The top-level fields are the
@@ -112,13 +113,13 @@ func (s *Server) checkSuppression(c *gin.Context) {
 	address := mailaddr.Key(queryAsPath(c, "address"))
 	scope := c.Query("scope")
 	if scope == "" {
-		scope = store.GlobalScope
+		scope = suppression.GlobalScope
 	}
 	switch {
 	case address == "":
 		s.fail(c, refuse(kindBadRequest, "address is required"))
 		return
-	case !store.ValidScope(scope):
+	case !suppression.ValidScope(scope):
 		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}
@@ -160,9 +161,9 @@ type liftRequest struct {
 func (s *Server) liftSuppression(c *gin.Context) {
 	scope := c.Query("scope")
 	if scope == "" {
-		scope = store.GlobalScope
+		scope = suppression.GlobalScope
 	}
-	if !store.ValidScope(scope) {
+	if !suppression.ValidScope(scope) {
 		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}

@@ -1,5 +1,6 @@
-// Package precedence decides whether an event moves a message's status. It is pure: the store
-// calls it inside its transaction and tests call it directly.
+// Package precedence decides what an event does to its message: whether it moves the status
+// (Apply), and the whole row after it, engagement counts and flags included (ApplyToMessage). It
+// is pure: the store calls it inside its transaction and tests call it directly.
 package precedence
 
 import (

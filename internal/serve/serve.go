@@ -29,6 +29,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
 	"github.com/mailhook/mailhook/internal/temporalconn"
 	"github.com/mailhook/mailhook/workflows"
@@ -64,12 +65,25 @@ type Service struct {
 	destErr  error
 }
 
-// StoreOptions are the store.Open options database.* asks for.
-func StoreOptions(d config.Database) []store.Option {
-	if d.TransactionPooler() {
-		return []store.Option{store.WithTransactionPooler()}
+// StoreOptions are the store.Open options the config asks for: database.pooler and
+// database.listen_url, suppression.*, retention.* and erasure.hash_key. What needs a Temporal
+// client (Options.WorkflowDeleter) is the caller's to add.
+func StoreOptions(cfg config.Config) (store.Options, error) {
+	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
+	hasher, err := cfg.Erasure.Hasher()
+	if err != nil {
+		return store.Options{}, err
 	}
-	return nil
+	return store.Options{
+		TransactionPooler: cfg.Database.TransactionPooler(),
+		SuppressionScopes: cfg.Suppression.Scopes,
+		SoftBounce:        suppression.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within},
+		Partitioning:      Partitioning(cfg.Retention),
+		ErasureHasher:     hasher,
+		SessionURL:        cfg.Database.ListenURL,
+		// 0 is "as soon as its notifications are sent"; a longer period is the retention run's.
+		StripBodiesWhenProcessed: cfg.Retention.InboundBodiesOr().Duration() == 0,
+	}, nil
 }
 
 // Partitioning is the store's partitioning retention.* asks for.
@@ -80,22 +94,29 @@ func Partitioning(r config.Retention) store.Partitioning {
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
 // even while Temporal is down, and requests get 503 until it is back.
 func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Service, error) {
-	st, err := store.Open(ctx, cfg.Database.URL, StoreOptions(cfg.Database)...)
+	opts, err := StoreOptions(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	st.SetSuppressionScopes(cfg.Suppression.Scopes)
-	st.SetSoftBounce(store.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within})
-	st.SetPartitioning(Partitioning(cfg.Retention))
-	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
-	hasher, err := cfg.Erasure.Hasher()
-	if err != nil {
-		st.Close()
 		return nil, err
 	}
-	st.SetErasureHasher(hasher)
-	st.SetSessionURL(cfg.Database.ListenURL) // retention's DDL sets lock_timeout on a session
-	st.SetInboundBodies(cfg.Retention.InboundBodiesOr().Duration())
+	sdkMetrics, closeMetrics := m.TemporalHandler()
+	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
+	topts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)
+	var tc client.Client
+	if err == nil {
+		tc, err = client.NewLazyClient(topts)
+	}
+	if err != nil {
+		closeMetrics()
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
+	}
+	// The lazy client dials nothing, so it is made first: the store's erasures need it.
+	opts.WorkflowDeleter = erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}
+	st, err := store.Open(ctx, cfg.Database.URL, opts)
+	if err != nil {
+		tc.Close()
+		closeMetrics()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
@@ -104,19 +125,6 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	} else if len(created) > 0 {
 		log.InfoContext(ctx, "payload partitions created", "count", len(created), "first", created[0].Name)
 	}
-	sdkMetrics, closeMetrics := m.TemporalHandler()
-	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
-	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)
-	var tc client.Client
-	if err == nil {
-		tc, err = client.NewLazyClient(opts)
-	}
-	if err != nil {
-		closeMetrics()
-		st.Close()
-		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
-	}
-	st.SetWorkflowDeleter(erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace})
 	m.RegisterBacklog(st.Backlog, log)
 	m.RegisterInbox(st.Inbox, log)
 	m.RegisterQuarantine(st.QuarantineCount, log)

@@ -47,7 +47,7 @@ func TestUpgradeReKeysSuppressionsUnderTheAddress(t *testing.T) {
 	ctx := t.Context()
 	dbURL := storetest.NewEmptyDatabase(t)
 	require.NoError(t, store.MigrateTo(ctx, dbURL, store.AddressKeysVersion-1))
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	day := func(d int) time.Time { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC) }

@@ -12,6 +12,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/precedence"
 	"github.com/mailhook/mailhook/internal/redact"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // errLostRace means a concurrent attempt of the same event committed its outcome first.
@@ -97,7 +98,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
-	var cur messageRow
+	var cur precedence.Message
 	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
 		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
 		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
@@ -107,10 +108,12 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 		return ApplyResult{}, fmt.Errorf("lock message: %w", err)
 	}
 
-	next, res, changed, err := applyEvent(cur, ev, time.Now())
+	next, tr, changed, err := precedence.ApplyToMessage(cur, ev, time.Now())
 	if err != nil {
 		return ApplyResult{}, err
 	}
+	res := ApplyResult{Outcome: tr.Outcome, From: tr.From, To: tr.To, BounceType: tr.BounceType,
+		Recipient: tr.Recipient, Version: tr.Version}
 	if changed {
 		if _, err := tx.Exec(ctx, qUpdateMessage, ev.Provider, ev.MessageID,
 			string(next.Status), next.BounceType, next.Recipient,
@@ -127,7 +130,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	// the address is bad. The message_events insert below gates this per event: a second
 	// attempt of the same event loses that race and its transaction, this upsert included,
 	// rolls back.
-	if address, reason, scope, ok := SuppressionOf(ev, next.Recipient, s.scopes); ok {
+	if address, reason, scope, ok := suppression.Of(ev, next.Recipient, s.scopes); ok {
 		seenAt := ev.OccurredAt
 		if seenAt.IsZero() {
 			seenAt = time.Now()
@@ -147,7 +150,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	res.Suppressed = res.Suppressed || softSuppressed
 
 	actor, note := correctionBy(ev)
-	bounce := bounceOf(ev)
+	bounce := precedence.BounceKept(ev)
 	var inserted bool
 	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
 		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),
@@ -185,107 +188,6 @@ func recordedOutcome(ctx context.Context, q querier, provider, eventID string) (
 		return ApplyResult{}, false, fmt.Errorf("read recorded outcome: %w", err)
 	}
 	return res, true, nil
-}
-
-// messageRow is the mutable part of a messages row.
-type messageRow struct {
-	Status          domain.Status
-	BounceType      string
-	Recipient       string
-	OrderRank       int
-	OrderOccurredAt *time.Time
-	OrderEventID    string
-	Version         int64
-	Unsubscribed    bool
-	UnsubscribedAt  *time.Time
-	Opens           int64
-	Clicks          int64
-	FirstOpenedAt   *time.Time
-	FirstClickedAt  *time.Time
-	CorrectedAt     *time.Time
-	// Bounce is the deciding event's bounce details (zero: none), set and cleared with
-	// BounceType so status and details always describe the same event.
-	Bounce domain.Bounce
-}
-
-func (m messageRow) state() precedence.State {
-	key := precedence.Key{Rank: m.OrderRank, EventID: m.OrderEventID}
-	if m.OrderOccurredAt != nil {
-		key.OccurredAt = m.OrderOccurredAt.UTC()
-	}
-	st := precedence.State{Status: m.Status, BounceType: m.BounceType, Key: key, Version: m.Version}
-	if m.CorrectedAt != nil {
-		st.CorrectedAt = m.CorrectedAt.UTC()
-	}
-	return st
-}
-
-// applyEvent computes the message row after ev and the outcome to record. It is pure so the
-// decision can be tested without a database; now stands in for an engagement event that
-// carries no time. changed reports whether the row must be written.
-func applyEvent(cur messageRow, ev domain.Event, now time.Time) (next messageRow, res ApplyResult, changed bool, err error) {
-	next = cur
-	seenAt := ev.OccurredAt
-	if seenAt.IsZero() {
-		seenAt = now
-	}
-	switch ev.Kind {
-	case domain.KindStatus, domain.KindCorrection:
-		r := precedence.Apply(cur.state(), ev)
-		switch {
-		case r.Moved:
-			res.Outcome = domain.OutcomeMoved
-		case r.Advanced:
-			res.Outcome = domain.OutcomeAdvanced
-		default:
-			res.Outcome = domain.OutcomeStale
-		}
-		if r.Advanced {
-			next.Status = r.Next.Status
-			next.BounceType = r.Next.BounceType
-			next.Version = r.Next.Version
-			next.OrderRank = r.Next.Key.Rank
-			next.OrderOccurredAt = nullTime(r.Next.Key.OccurredAt)
-			next.OrderEventID = r.Next.Key.EventID
-			next.CorrectedAt = nullTime(r.Next.CorrectedAt)
-			next.Bounce = bounceOf(ev)
-			changed = true
-		}
-	case domain.KindOpened:
-		next.Opens++
-		next.FirstOpenedAt = earliest(cur.FirstOpenedAt, seenAt)
-		res.Outcome, changed = domain.OutcomeCounted, true
-	case domain.KindClicked:
-		next.Clicks++
-		next.FirstClickedAt = earliest(cur.FirstClickedAt, seenAt)
-		res.Outcome, changed = domain.OutcomeCounted, true
-	case domain.KindUnsubscribed:
-		next.Unsubscribed = true
-		next.UnsubscribedAt = earliest(cur.UnsubscribedAt, seenAt)
-		res.Outcome, changed = domain.OutcomeFlagged, true
-	default:
-		return cur, ApplyResult{}, false, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
-	}
-	// Any event may be the first to name the recipient; the first one named is kept.
-	if cur.Recipient == "" && ev.Recipient != "" {
-		next.Recipient = ev.Recipient
-		changed = true
-	}
-	res.From = cur.Status
-	res.To = next.Status
-	res.BounceType = next.BounceType
-	res.Recipient = next.Recipient
-	res.Version = next.Version
-	return next, res, changed, nil
-}
-
-// earliest returns the earlier of an optional stored time and t: events can arrive out of
-// order, and "first" means first in provider time, not arrival.
-func earliest(stored *time.Time, t time.Time) *time.Time {
-	if stored != nil && !stored.After(t) {
-		return stored
-	}
-	return &t
 }
 
 // correctionBy returns who made a correction and why, from its Raw JSON; empty for every other

@@ -9,23 +9,11 @@ import (
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/precedence"
 )
 
 // MaxEnhancedCodeBytes bounds an enhanced status code: RFC 3463's longest, 5.999.999, is 9.
 const MaxEnhancedCodeBytes = 16
-
-// bounceOf is the bounce details ApplyStatus keeps of ev: those of a bounce or a failure (the
-// zero Bounce for every other event, and for one whose provider said nothing). A deferral's
-// reply says why mail is late, not why it failed, and must not count as a bounce category.
-func bounceOf(ev domain.Event) domain.Bounce {
-	if ev.Kind != domain.KindStatus || ev.Bounce == nil {
-		return domain.Bounce{}
-	}
-	if ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
-		return domain.Bounce{}
-	}
-	return *ev.Bounce
-}
 
 // bounceDetails is b as the API shows it: nil when there are none.
 func bounceDetails(b domain.Bounce) *domain.Bounce {
@@ -72,4 +60,4 @@ func storableBounce(b *domain.Bounce) error {
 
 // BounceOf is the bounce details ApplyStatus keeps of ev (those of a bounce or a failure that
 // carries any), nil otherwise: what a message.status_changed to bounced or failed shows.
-func BounceOf(ev domain.Event) *domain.Bounce { return bounceDetails(bounceOf(ev)) }
+func BounceOf(ev domain.Event) *domain.Bounce { return bounceDetails(precedence.BounceKept(ev)) }

@@ -14,6 +14,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 func bounceEvent(id, msg, recipient, bounceType string, occurred time.Time, b *domain.Bounce) domain.Event {
@@ -142,8 +143,7 @@ func softBounces(t *testing.T, s *store.Store, prefix, address string, from time
 
 func TestSoftBounceEscalation(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}})
 	ctx := t.Context()
 
 	// Two within the window: not yet.
@@ -159,7 +159,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	sup, err := s.GetSuppression(ctx, "soft@example.com")
 	require.NoError(t, err)
 	assert.Equal(t, domain.ReasonSoftBounceThreshold, sup.Reason)
-	assert.Equal(t, store.GlobalScope, sup.Scope)
+	assert.Equal(t, suppression.GlobalScope, sup.Scope)
 	assert.Equal(t, "sb_b_0", sup.EventID)
 	assert.Equal(t, int64(2), sup.TimesSeen)
 	m, err := s.GetMessage(ctx, provider, "msg_sb_b_0")
@@ -206,14 +206,13 @@ func TestSoftBounceEscalation(t *testing.T) {
 // longer count.
 func TestSoftBounceCountRestartsAfterALift(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 2, Within: time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 2, Within: time.Hour}})
 	ctx := t.Context()
 	// The lift is stamped by the database clock; the bounces happen around it.
 	start := time.Now().Add(-10 * time.Minute)
 	res := softBounces(t, s, "lf_a", "lift@example.com", start, time.Minute, 2)
 	require.True(t, res[1].Suppressed)
-	_, err := s.LiftSuppression(ctx, "lift@example.com", store.GlobalScope, "ops", "mailbox fixed")
+	_, err := s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "mailbox fixed")
 	require.NoError(t, err)
 
 	res = softBounces(t, s, "lf_b", "lift@example.com", time.Now().Add(time.Second), time.Second, 2)
@@ -241,9 +240,8 @@ func TestSoftBounceEscalationOff(t *testing.T) {
 // bounce at or past the threshold in times_seen. The Process path is the activity's.
 func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
 	const count, n = 3, 12
-	s.SetSoftBounce(store.SoftBounce{Count: count, Within: time.Hour})
+	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: count, Within: time.Hour}})
 	ctx := t.Context()
 
 	evs := make([]domain.Event, n)
@@ -312,9 +310,9 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	ev, res, applied, err := s.StoredEvent(ctx, provider, suppressing[0])
 	require.NoError(t, err)
 	require.True(t, applied && res.Suppressed)
-	address, reason, scope, ok := store.AddedSuppression(ev, res.Recipient, nil)
+	address, reason, scope, ok := suppression.Added(ev, res.Recipient, nil)
 	require.True(t, ok)
-	assert.Equal(t, []string{"busy@example.com", domain.ReasonSoftBounceThreshold, store.GlobalScope},
+	assert.Equal(t, []string{"busy@example.com", domain.ReasonSoftBounceThreshold, suppression.GlobalScope},
 		[]string{address, reason, scope})
 }
 

@@ -59,22 +59,11 @@ var ErrErasureNotConfigured = errors.New("erasure is not configured: set erasure
 // ErrInvalidAddress is returned (wrapped) by Erase for what is not one email address.
 var ErrInvalidAddress = erasure.ErrInvalidAddress
 
-// SetErasureHasher sets the key of the hash that replaces an erased address (config
-// erasure.hash_key). Call it before the store is used. Without it Erase refuses, and the
-// suppression reads find plain addresses only.
-func (s *Store) SetErasureHasher(h erasure.Hasher) { s.hasher = h }
-
 // WorkflowDeleter deletes every Temporal run of some workflow IDs (erasure.RunDeleter); an ID
 // with no run is no error.
 type WorkflowDeleter interface {
 	DeleteWorkflows(ctx context.Context, ids []string) error
 }
-
-// SetWorkflowDeleter lets an erasure delete the Temporal runs whose workflow ID holds the
-// address (runs of events that versions before 2026-12-02 keyed by it: keys_legacy.go in
-// internal/erasure). Call it before the store is used. Without it those runs stay until the
-// namespace's retention removes them.
-func (s *Store) SetWorkflowDeleter(d WorkflowDeleter) { s.workflows = d }
 
 // ErrSharedAddress is returned (wrapped, as *SharedAddressError) by Erase when the address is
 // one inbound emails were sent to (support@yourapp.example): erasing it would remove every

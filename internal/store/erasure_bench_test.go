@@ -79,8 +79,7 @@ SELECT DISTINCT ON (lower(rcpt)) lower(rcpt), 'hard_bounce', 'bench', id, msg, a
 //
 //	go test -run '^$' -bench BenchmarkErase -benchtime 5x ./internal/store/
 func BenchmarkErase(b *testing.B) {
-	s := storetest.Open(b)
-	s.SetErasureHasher(erasureHasher(b))
+	s := storetest.OpenWith(b, store.Options{ErasureHasher: erasureHasher(b)})
 	ctx := b.Context()
 	now := time.Now()
 	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now)

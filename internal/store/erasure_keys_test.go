@@ -25,8 +25,8 @@ import (
 // still a duplicate. The other recipient's rows are not touched.
 func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetErasureHasher(erasureHasher(t))
+	runs := &deletedRuns{}
+	s := storetest.OpenWith(t, store.Options{ErasureHasher: erasureHasher(t), WorkflowDeleter: runs})
 	ctx := t.Context()
 	record := func(ev domain.Event, notify bool) {
 		t.Helper()
@@ -79,8 +79,6 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	bobBefore, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
 
-	runs := &deletedRuns{}
-	s.SetWorkflowDeleter(runs)
 	_, err = s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
 	require.NoError(t, err)
 	// The runs whose workflow IDs held Jane's address go (internal/e2e deletes them for real),

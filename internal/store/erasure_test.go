@@ -16,6 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // erasureHasher is a test key's hasher.
@@ -25,6 +26,10 @@ func erasureHasher(t testing.TB) erasure.Hasher {
 	require.NoError(t, err)
 	return h
 }
+
+// softBounce counts loadPerson's soft bounce, so the erasure finds a soft_bounces row keyed by
+// the address.
+var softBounce = suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}
 
 // The address to erase, as the data spells it, and its URL-encoded form.
 const (
@@ -83,7 +88,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	soft.Recipient = address
 	apply(soft)
 
-	_, err = s.LiftSuppression(ctx, address, store.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
+	_, err = s.LiftSuppression(ctx, address, suppression.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
 	require.NoError(t, err)
 	again := statusEvent("again_"+tag, "msg_again_"+tag, domain.StatusBounced, domain.BounceHard, at(3))
 	again.Recipient = address
@@ -120,16 +125,15 @@ INSERT INTO notifications (id, provider, event_id, sink, type, status, body) VAL
 // suppressed, touches nobody else's rows, and changes nothing the second time.
 func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
+	dbURL := storetest.NewDatabase(t)
+	s := storetest.OpenURL(t, dbURL, store.Options{SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	loadPerson(t, s, "jane", janeMixed)
 	loadPerson(t, s, "bob", bobAddress)
 
 	// Without a key, nothing is erased.
-	_, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "art. 17"})
+	_, err := storetest.OpenURL(t, dbURL, store.Options{}).Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "art. 17"})
 	require.ErrorIs(t, err, store.ErrErasureNotConfigured)
-	s.SetErasureHasher(erasureHasher(t))
 	for _, bad := range []string{"example.com", "", "jane doe@example.com"} {
 		_, err := s.Erase(ctx, store.ErasureRequest{Address: bad, ErasedBy: "ops"})
 		require.ErrorIs(t, err, store.ErrInvalidAddress, "%q", bad)
@@ -219,7 +223,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	assert.Equal(t, "[erased] confirmed receipt", m.Events[len(m.Events)-1].Note)
 
 	// Lifting the erased address's suppression lifts its hashed row; the lift holds the hash.
-	lift, err := s.LiftSuppression(ctx, janeAddress, store.GlobalScope, "ops", "asked again")
+	lift, err := s.LiftSuppression(ctx, janeAddress, suppression.GlobalScope, "ops", "asked again")
 	require.NoError(t, err)
 	assert.Equal(t, hash, lift.Address)
 	check, err = s.CheckSuppression(ctx, janeAddress, "")
@@ -231,8 +235,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 // count, and a second erasure merges them into the hashed row.
 func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetErasureHasher(erasureHasher(t))
+	s := storetest.OpenWith(t, store.Options{ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	bounce := func(id string, at time.Time) {
 		t.Helper()
@@ -269,16 +272,12 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 }
 
 // Through a transaction-mode pooler the store runs every query in QueryExecModeExec, where pgx
-// types each parameter by its Go type (WithTransactionPooler): the erasure's arrays, keys and
+// types each parameter by its Go type (Options.TransactionPooler): the erasure's arrays, keys and
 // jsonb texts must go as PostgreSQL expects them there too.
 func TestEraseInExecMode(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
-	s, err := store.Open(t.Context(), dbURL, store.WithTransactionPooler())
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
-	s.SetErasureHasher(erasureHasher(t))
+	s := storetest.OpenURL(t, dbURL, store.Options{TransactionPooler: true, SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
 	loadPerson(t, s, "jane", janeMixed)
 
 	e, err := s.Erase(t.Context(), store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "exec mode"})
@@ -297,9 +296,7 @@ func TestEraseInExecMode(t *testing.T) {
 // non-ASCII upper case there).
 func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenCLocale(t)
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: 24 * time.Hour})
-	s.SetErasureHasher(erasureHasher(t))
+	s := storetest.OpenCLocale(t, store.Options{SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	const spelled, asked = "JÖRG.Müller@Bücher.example", "jörg.müller@bücher.example"
 	var ctype string
@@ -329,8 +326,7 @@ func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 // whatever it is asked; the inbound scope removes only the inbound emails (issue 25).
 func TestEraseOfASharedInboundAddress(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetErasureHasher(erasureHasher(t))
+	s := storetest.OpenWith(t, store.Options{ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	loadPerson(t, s, "jane", janeAddress)
 	loadPerson(t, s, "bob", bobAddress)
@@ -412,10 +408,7 @@ func TestErasureJobResumesAfterARestart(t *testing.T) {
 	ctx := t.Context()
 	open := func() *store.Store {
 		t.Helper()
-		s, err := store.Open(ctx, dbURL)
-		require.NoError(t, err)
-		t.Cleanup(s.Close)
-		s.SetErasureHasher(erasureHasher(t))
+		s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: erasureHasher(t)})
 		s.SetErasureBatchBlocks(16)
 		return s
 	}

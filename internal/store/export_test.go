@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // MigrateTo is migrateTo for the tests of package store_test, which build a database as an
 // older release left it.
 var MigrateTo = migrateTo
@@ -20,3 +22,14 @@ func (s *Store) SetErasureBatchBlocks(n int64) { s.erasureBatchBlocks = n }
 
 // AfterErasureBatch calls f after each batch an erasure job commits.
 func (s *Store) AfterErasureBatch(f func(ErasureJob)) { s.afterErasureBatch = f }
+
+// GetSuppression returns the suppression of an address that matters most: its global one, or
+// else its first scope's (AddressSuppressions lists them all). The error wraps ErrNotFound when
+// the address is not suppressed in any scope.
+func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
+	sups, err := s.AddressSuppressions(ctx, address)
+	if err != nil {
+		return Suppression{}, err
+	}
+	return sups[0], nil
+}

@@ -12,22 +12,16 @@ import (
 // JSON) and in the body of each of its email.received notifications. Once the event is
 // processed and every one of its notifications is sent, nothing needs the email again, and
 // retention.inbound_bodies says how long it is kept from then on: 0 removes it as the event is
-// marked processed (SetInboundBodies), a longer period leaves it to the retention run
-// (StripInboundBodies). What is removed: the payload becomes JSON null, the stored event keeps
-// its fields (provider, id, type, kind, message id, recipient, time) and gains
-// body_removed_at, and each notification body becomes a stub with the notification's id,
+// marked processed (Options.StripBodiesWhenProcessed), a longer period leaves it to the
+// retention run (StripInboundBodies). What is removed: the payload becomes JSON null, the
+// stored event keeps its fields (provider, id, type, kind, message id, recipient, time) and
+// gains body_removed_at, and each notification body becomes a stub with the notification's id,
 // type and time. The key, the state and the notification rows stay, so a re-delivery is still
 // a duplicate; a replay is refused (ErrBodyRemoved).
 
 // ErrBodyRemoved: the inbound email's body was removed once its notifications were sent
 // (retention.inbound_bodies); the event cannot be processed again.
 var ErrBodyRemoved = fmt.Errorf("%w: its email body was removed once its notifications were sent (retention.inbound_bodies)", ErrNoStoredEvent)
-
-// SetInboundBodies sets how long an inbound email's body is kept once its event is processed
-// and all its notifications are sent (config retention.inbound_bodies). 0 removes it in the
-// transaction that marks the event processed; a longer period is enforced by the retention
-// run's StripInboundBodies. Call it before the store is used: it is read without a lock.
-func (s *Store) SetInboundBodies(keep time.Duration) { s.stripOnProcessed = keep == 0 }
 
 // StripInboundBodies removes the email bodies of the inbound events processed before
 // processedBefore whose notifications are all sent (see above), walking event_payloads' key

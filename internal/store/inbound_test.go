@@ -76,7 +76,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 	fresh, err := storetest.Enqueue(ctx, s, ev)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, fresh, "a re-send is a duplicate")
-	ns, err := s.ListNotifications(ctx, provider, ev.EventID)
+	ns, err := storetest.Notifications(ctx, s.Pool(), provider, ev.EventID)
 	require.NoError(t, err)
 	for _, n := range ns {
 		var stub map[string]any
@@ -95,8 +95,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 // processed, once every notification is sent; other events and unsent ones keep everything.
 func TestInboundBodiesRemovedWhenProcessed(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetInboundBodies(0)
+	s := storetest.OpenWith(t, store.Options{StripBodiesWhenProcessed: true})
 	notified, silent, failed := inboundEvent("in_notified"), inboundEvent("in_silent"), inboundEvent("in_failed")
 	processInbound(t, s, notified, true, true)
 	processInbound(t, s, silent, false, false)
@@ -191,8 +190,7 @@ func TestStripInboundBodies(t *testing.T) {
 func TestInboundBodiesRemovedFromLegacyRows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := storetest.Open(t)
-	s.SetInboundBodies(0)
+	s := storetest.OpenWith(t, store.Options{StripBodiesWhenProcessed: true})
 	ev := inboundEvent("in_legacy")
 	norm, err := json.Marshal(ev)
 	require.NoError(t, err)

@@ -353,7 +353,7 @@ func TestOnlineMigrationOfAPopulatedTable(t *testing.T) {
 	batch := envInt(t, EnvMigrationBatch, 1000)
 	dbURL := storetest.NewEmptyDatabase(t)
 	require.NoError(t, store.MigrateTo(ctx, dbURL, beforePayloadPartitions))
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 
@@ -433,7 +433,7 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 			if assert.NoError(t, err, "%s: RecordedEvent %s", when, k) && assert.NotNil(t, rec.Event, "%s: %s: %v", when, k, rec.Missing) {
 				sameEvent(t, want, *rec.Event, "%s: RecordedEvent %s", when, k)
 			}
-			ns, err := s.ListNotifications(ctx, k[0], k[1])
+			ns, err := storetest.Notifications(ctx, s.Pool(), k[0], k[1])
 			require.NoError(t, err)
 			for _, n := range ns {
 				assert.JSONEq(t, string(oldBodies[n.ID]), string(n.Body), "%s: notification %s", when, n.ID)

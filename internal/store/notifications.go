@@ -48,21 +48,6 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 	return stored, nil
 }
 
-// ListNotifications returns the event's notifications, oldest first.
-func (s *Store) ListNotifications(ctx context.Context, provider, eventID string) ([]Notification, error) {
-	rows, err := s.pool.Query(ctx, qListNotifications, provider, eventID)
-	if err != nil {
-		return nil, fmt.Errorf("list notifications %s:%s: %w", provider, eventID, err)
-	}
-	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notification, error) {
-		return scanNotification(row)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list notifications %s:%s: %w", provider, eventID, err)
-	}
-	return ns, nil
-}
-
 // RecordNotificationAttempt counts a delivery attempt that did not succeed; errMsg is its
 // error, empty when there was none to report.
 func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 func hardBounce(id, msg, to string, occurred time.Time) domain.Event {
@@ -26,38 +27,6 @@ func correctionEvent(id, msg string, st domain.Status, occurred time.Time, actor
 	return domain.Event{
 		Provider: provider, EventID: id, Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: st, MessageID: msg, OccurredAt: occurred, Raw: raw,
-	}
-}
-
-func TestSuppressionOf(t *testing.T) {
-	t.Parallel()
-	soft := statusEvent("e", "m", domain.StatusBounced, domain.BounceSoft, at(1))
-	unsub := kindEvent("e", "m", domain.KindUnsubscribed, at(1))
-	tests := []struct {
-		name       string
-		ev         domain.Event
-		recipient  string
-		wantAddr   string
-		wantReason string
-	}{
-		{"hard bounce, lower-cased", hardBounce("e", "m", " User@Example.COM ", at(1)), "", "user@example.com", domain.ReasonHardBounce},
-		{"complaint", statusEvent("e", "m", domain.StatusComplained, "", at(1)), "", "to@example.com", domain.ReasonComplaint},
-		{"unsubscribe without a recipient uses the message's", unsub, "Msg@Example.com", "msg@example.com", domain.ReasonUnsubscribe},
-		{"the event's recipient wins over the message's", hardBounce("e", "m", "a@example.com", at(1)), "b@example.com", "a@example.com", domain.ReasonHardBounce},
-		{"soft bounce", soft, "", "", ""},
-		{"bounce without a type", statusEvent("e", "m", domain.StatusBounced, "", at(1)), "", "", ""},
-		{"failed", statusEvent("e", "m", domain.StatusFailed, "", at(1)), "", "", ""},
-		{"no address anywhere", kindEvent("e", "m", domain.KindUnsubscribed, at(1)), "", "", ""},
-		{"a correction never suppresses", correctionEvent("c", "m", domain.StatusComplained, at(1), "ops", "x"), "to@example.com", "", ""},
-	}
-	for _, tc := range tests {
-		addr, reason, scope, ok := store.SuppressionOf(tc.ev, tc.recipient, nil)
-		assert.Equal(t, tc.wantAddr != "", ok, tc.name)
-		assert.Equal(t, tc.wantAddr, addr, tc.name)
-		assert.Equal(t, tc.wantReason, reason, tc.name)
-		if ok {
-			assert.Equal(t, store.GlobalScope, scope, "%s: without scopes everything is global", tc.name)
-		}
 	}
 }
 
@@ -193,7 +162,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotZero(t, lift.ID)
 	assert.Equal(t, "lift@example.com", lift.Address)
-	assert.Equal(t, store.GlobalScope, lift.Scope, "no scope given: the global row")
+	assert.Equal(t, suppression.GlobalScope, lift.Scope, "no scope given: the global row")
 	assert.Equal(t, domain.ReasonHardBounce, lift.Reason)
 	assert.Equal(t, "e_1", lift.EventID)
 	assert.Equal(t, "ops", lift.LiftedBy)
@@ -202,7 +171,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 
 	_, err = s.GetSuppression(ctx, "lift@example.com")
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.LiftSuppression(ctx, "lift@example.com", store.GlobalScope, "ops", "again")
+	_, err = s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "again")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 
 	var by, why, reason string

@@ -37,7 +37,7 @@ const jsonNull = "null"
 // once. event is nil when the normalized event holds something jsonb refuses (normalizedEvent).
 //
 // Both are strings, not []byte: in QueryExecModeExec (a transaction pooler,
-// WithTransactionPooler) pgx picks a parameter's type from its Go type, and []byte goes as
+// Options.TransactionPooler) pgx picks a parameter's type from its Go type, and []byte goes as
 // bytea, which jsonb refuses.
 func payloadColumns(ev domain.Event) (payload string, event any) {
 	payload = jsonNull

@@ -15,13 +15,14 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // The store's main paths work through PgBouncer in transaction pooling mode, concurrently, with
 // migrations run on the session-mode connection (database.listen_url: here PostgreSQL itself).
 // PgBouncer keeps fewer server connections than the store's pool has clients, so one client
 // connection's transactions run on different server connections. Without
-// WithTransactionPooler the same test fails on 1.18 (Debian 12) with "prepared statement
+// TransactionPooler the same test fails on 1.18 (Debian 12) with "prepared statement
 // \"stmtcache_…\" does not exist" (or "already exists"): pgx's statement cache is per client
 // connection, the prepared statements are per server connection.
 func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
@@ -32,11 +33,10 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	defer cancel()
 
 	require.NoError(t, store.Migrate(ctx, direct), "migrate through listen_url")
-	s, err := store.Open(ctx, pooled, store.WithTransactionPooler())
+	// The soft-bounce escalation takes pg_advisory_xact_lock inside Process's transaction.
+	s, err := store.Open(ctx, pooled, store.Options{TransactionPooler: true, SoftBounce: suppression.SoftBounce{Count: 3, Within: time.Hour}})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	// The soft-bounce escalation takes pg_advisory_xact_lock inside Process's transaction.
-	s.SetSoftBounce(store.SoftBounce{Count: 3, Within: time.Hour})
 
 	// Every event is a soft bounce of its own message to one of two addresses: each address
 	// reaches the threshold, so exactly one event per address suppresses it.

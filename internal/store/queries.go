@@ -115,12 +115,6 @@ FROM ` + notificationFrom + `
 LEFT JOIN sinks s ON s.name = n.sink
 WHERE n.provider = $1 AND n.event_id = $2 AND n.sink = $3 AND n.type = $4`
 
-	qListNotifications = `
-SELECT ` + notificationColumns + `
-FROM ` + notificationFrom + `
-WHERE n.provider = $1 AND n.event_id = $2
-ORDER BY n.created_at, n.sink, n.type`
-
 	// An attempt still running when the workflow gave up can finish after the row was marked
 	// failed; it is counted, but the recorded reason for giving up stays.
 	qRecordNotificationAttempt = `

@@ -16,7 +16,7 @@ import (
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), storetest.NewDatabase(t))
+	s, err := store.Open(t.Context(), storetest.NewDatabase(t), store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s

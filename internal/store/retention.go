@@ -82,11 +82,6 @@ type DropOptions struct {
 	Progress func(PartitionReport)
 }
 
-// SetSessionURL names a session-mode connection (database.listen_url) for retention's DDL,
-// which sets lock_timeout on its own connection: through a transaction-mode pooler that setting
-// would land on whichever server connection ran it. Empty: the pool's own server.
-func (s *Store) SetSessionURL(u string) { s.sessionURL = u }
-
 // expired returns the partitions of parts whose whole range ended at or before before.
 func expired(parts []Partition, before time.Time) []Partition {
 	var out []Partition

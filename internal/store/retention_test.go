@@ -113,7 +113,7 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	assert.Equal(t, store.RecordResult{AlreadyProcessed: true}, res)
 	_, _, _, err = s.StoredEvent(ctx, provider, "ret_jan")
 	assert.ErrorIs(t, err, store.ErrPayloadExpired)
-	ns, err := s.ListNotifications(ctx, provider, "ret_jan")
+	ns, err := storetest.Notifications(ctx, s.Pool(), provider, "ret_jan")
 	require.NoError(t, err)
 	require.Len(t, ns, 1)
 	assert.Equal(t, sent.ID, ns[0].ID)

@@ -128,7 +128,7 @@ func loadedStore(b *testing.B) *store.Store {
 			total = n
 		}
 		dbURL, _ := storetest.KeptDatabase(b, fmt.Sprintf("mailhook_bench_%d", total))
-		s, err := store.Open(context.Background(), dbURL)
+		s, err := store.Open(context.Background(), dbURL, store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func BenchmarkAcceptInsert(b *testing.B) {
 	run0 := 0
 	b.Run("empty", func(b *testing.B) {
 		run0++
-		s, err := store.Open(context.Background(), storetest.NewDatabase(b))
+		s, err := store.Open(context.Background(), storetest.NewDatabase(b), store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 var testScopes = map[string]string{"broadcast": "marketing", "digest": "marketing", "outbound": "transactional", "legacy": "global"}
@@ -23,38 +24,11 @@ func streamEvent(id, msg string, kind domain.Kind, st domain.Status, bounce, str
 	return ev
 }
 
-func TestSuppressionOfScopes(t *testing.T) {
-	t.Parallel()
-	const to = "u@example.com"
-	tests := []struct {
-		name      string
-		ev        domain.Event
-		wantScope string
-	}{
-		{"unsubscribe from a mapped stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "broadcast", to, at(1)), "marketing"},
-		{"complaint from a mapped stream", streamEvent("e", "m", domain.KindStatus, domain.StatusComplained, "", "outbound", to, at(1)), "transactional"},
-		{"hard bounce from a mapped stream is global", streamEvent("e", "m", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(1)), store.GlobalScope},
-		{"unsubscribe from an unmapped stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "other", to, at(1)), store.GlobalScope},
-		{"unsubscribe without a stream", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "", to, at(1)), store.GlobalScope},
-		{"a stream mapped to global", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "legacy", to, at(1)), store.GlobalScope},
-		{"stream names are exact", streamEvent("e", "m", domain.KindUnsubscribed, "", "", "Broadcast", to, at(1)), store.GlobalScope},
-	}
-	for _, tc := range tests {
-		addr, _, scope, ok := store.SuppressionOf(tc.ev, "", testScopes)
-		require.True(t, ok, tc.name)
-		assert.Equal(t, to, addr, tc.name)
-		assert.Equal(t, tc.wantScope, scope, tc.name)
-	}
-	_, _, _, ok := store.SuppressionOf(streamEvent("e", "m", domain.KindStatus, domain.StatusBounced, domain.BounceSoft, "broadcast", to, at(1)), "", testScopes)
-	assert.False(t, ok, "a soft bounce suppresses nothing by itself, scoped or not")
-}
-
 // An unsubscribe from the marketing stream stops marketing only; a hard bounce stops everything.
 // Each scope's row is its own: counted, listed, checked and lifted separately.
 func TestScopedSuppressions(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSuppressionScopes(testScopes)
+	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
 	ctx := t.Context()
 	const to = "user+news@example.com"
 
@@ -69,8 +43,8 @@ func TestScopedSuppressions(t *testing.T) {
 		return c
 	}
 	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: "marketing", Suppressed: true, Reasons: []string{domain.ReasonUnsubscribe}}, check("marketing"))
-	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: store.GlobalScope, Reasons: []string{}}, check(""), "no scope asks the global scope")
-	assert.False(t, check(store.GlobalScope).Suppressed)
+	assert.Equal(t, store.SuppressionCheck{Address: to, Scope: suppression.GlobalScope, Reasons: []string{}}, check(""), "no scope asks the global scope")
+	assert.False(t, check(suppression.GlobalScope).Suppressed)
 	assert.False(t, check("transactional").Suppressed, "a marketing opt-out does not stop receipts")
 	assert.False(t, check("newsletter").Suppressed, "a scope no stream maps to has only the global rows")
 
@@ -89,7 +63,7 @@ func TestScopedSuppressions(t *testing.T) {
 	sups, err := s.AddressSuppressions(ctx, to)
 	require.NoError(t, err)
 	require.Len(t, sups, 2)
-	assert.Equal(t, store.GlobalScope, sups[0].Scope)
+	assert.Equal(t, suppression.GlobalScope, sups[0].Scope)
 	assert.Equal(t, "e_bounce", sups[0].EventID)
 	assert.Equal(t, "marketing", sups[1].Scope)
 	assert.Equal(t, domain.ReasonUnsubscribe, sups[1].Reason, "the first event's reason stays")
@@ -99,7 +73,7 @@ func TestScopedSuppressions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sups[0], sup, "the global row matters most")
 
-	for scope, want := range map[string][]string{"": {store.GlobalScope, "marketing"}, store.GlobalScope: {store.GlobalScope}, "marketing": {"marketing"}, "transactional": nil} {
+	for scope, want := range map[string][]string{"": {suppression.GlobalScope, "marketing"}, suppression.GlobalScope: {suppression.GlobalScope}, "marketing": {"marketing"}, "transactional": nil} {
 		list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Scope: scope, Limit: 10})
 		require.NoError(t, err)
 		var got []string
@@ -130,7 +104,7 @@ func TestScopedSuppressions(t *testing.T) {
 
 	lift, err = s.LiftSuppression(ctx, to, "", "ops", "mailbox fixed")
 	require.NoError(t, err)
-	assert.Equal(t, store.GlobalScope, lift.Scope)
+	assert.Equal(t, suppression.GlobalScope, lift.Scope)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE address = $1 AND scope = ''`, to), "global is stored as ''")
 	assert.False(t, check("marketing").Suppressed)
 	_, err = s.AddressSuppressions(ctx, to)
@@ -141,8 +115,7 @@ func TestScopedSuppressions(t *testing.T) {
 // last address of a page.
 func TestListSuppressionsPagesWholeAddresses(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	s.SetSuppressionScopes(testScopes)
+	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
 	ctx := t.Context()
 	for i, addr := range []string{"c@example.com", "a@example.com", "b@example.com"} {
 		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)))
@@ -200,10 +173,9 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	require.NoError(t, err)
 
 	require.NoError(t, store.Migrate(ctx, dbURL))
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, store.Options{SuppressionScopes: testScopes})
 	require.NoError(t, err)
 	defer s.Close()
-	s.SetSuppressionScopes(testScopes)
 	assert.Equal(t, 1000, countRows(t, s, `SELECT count(*) FROM suppressions WHERE scope = ''`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE scope = ''`))
 	c, err := s.CheckSuppression(ctx, "old7@example.com", "marketing")

@@ -8,53 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
-
-// SoftBounce is the soft-bounce escalation (config suppression.soft_bounce): an address with
-// Count soft bounces within Within, in provider time, is suppressed globally. Count 0 turns it
-// off: soft bounces are then not even recorded.
-type SoftBounce struct {
-	Count  int
-	Within time.Duration
-}
-
-func (p SoftBounce) on() bool { return p.Count > 0 && p.Within > 0 }
-
-// SetSoftBounce sets the soft-bounce escalation. Call it before the store is used: it is read
-// without a lock by every ApplyStatus.
-func (s *Store) SetSoftBounce(p SoftBounce) { s.softBounce = p }
-
-// SoftBounceOf says whether ev is a soft bounce that counts towards its recipient's threshold,
-// and the address it counts for: the event's recipient, or else recipient (the message's),
-// normalized as a suppressions key.
-func SoftBounceOf(ev domain.Event, recipient string) (address string, ok bool) {
-	if ev.Kind != domain.KindStatus || ev.Status != domain.StatusBounced || ev.BounceType != domain.BounceSoft {
-		return "", false
-	}
-	address = mailaddr.Key(ev.Recipient)
-	if address == "" {
-		address = mailaddr.Key(recipient)
-	}
-	return address, address != ""
-}
-
-// AddedSuppression is the suppression an event added when its recorded outcome says it
-// suppressed its recipient: SuppressionOf's, or else, for a soft bounce, the soft-bounce
-// threshold's (which is global). It is how a notification names what ApplyStatus did without
-// storing it twice: a soft bounce suppresses only by reaching the threshold, and the
-// threshold's count is gone by the time a notification is built. ok is false for an event that
-// cannot have suppressed anything.
-func AddedSuppression(ev domain.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
-	if address, reason, scope, ok = SuppressionOf(ev, recipient, scopes); ok {
-		return address, reason, scope, true
-	}
-	if address, ok = SoftBounceOf(ev, recipient); ok {
-		return address, domain.ReasonSoftBounceThreshold, GlobalScope, true
-	}
-	return "", "", "", false
-}
 
 const (
 	// Serializes the soft bounces of one address, across messages (each apply transaction
@@ -110,10 +66,10 @@ WHERE address = $1 AND occurred_at < $2::timestamptz - 2 * $3::bigint * interval
 // bounce at the threshold does, later ones count in times_seen as any other suppressing event.
 func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string) (suppressed bool, err error) {
 	p := s.softBounce
-	if !p.on() {
+	if !p.On() {
 		return false, nil
 	}
-	address, ok := SoftBounceOf(ev, recipient)
+	address, ok := suppression.SoftBounceOf(ev, recipient)
 	if !ok {
 		return false, nil
 	}
@@ -139,11 +95,11 @@ func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event
 	if _, err := tx.Exec(ctx, qPruneSoftBounces, address, at, within); err != nil {
 		return false, fmt.Errorf("prune soft bounces of %s: %w", redact.Address(address), err)
 	}
-	if n < p.Count {
+	if !p.Reached(n) {
 		return false, nil
 	}
 	if err := tx.QueryRow(ctx, qUpsertSuppression, address, domain.ReasonSoftBounceThreshold, ev.Provider,
-		ev.EventID, ev.MessageID, at, storedScope(GlobalScope)).Scan(&suppressed); err != nil {
+		ev.EventID, ev.MessageID, at, storedScope(suppression.GlobalScope)).Scan(&suppressed); err != nil {
 		return false, fmt.Errorf("suppress %s after %d soft bounces: %w", redact.Address(address), n, err)
 	}
 	return suppressed, nil

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -27,65 +29,72 @@ var ErrNotFound = errors.New("not found")
 // Store is mailhook's database. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-	// scopes maps an event's stream to its suppression scope (SetSuppressionScopes).
-	scopes map[string]string
-	// softBounce is the soft-bounce escalation policy (SetSoftBounce); zero: off.
-	softBounce SoftBounce
-	// partitioning sizes the partitions an insert creates when it finds none
-	// (SetPartitioning).
-	partitioning Partitioning
-	// hasher keys the hash an erased address leaves behind (SetErasureHasher); zero: erasure
-	// is refused, and suppressions are looked up by the plain address only.
-	hasher erasure.Hasher
-	// sessionURL is a session-mode connection for retention's DDL (SetSessionURL); empty: the
-	// pool's own server.
-	sessionURL string
-	// stripOnProcessed removes an inbound email's body as its event is marked processed
-	// (SetInboundBodies, retention.inbound_bodies: 0).
+	// The Options given to Open, read without a lock by every call.
+	scopes           map[string]string
+	softBounce       suppression.SoftBounce
+	partitioning     Partitioning
+	hasher           erasure.Hasher
+	sessionURL       string
 	stripOnProcessed bool
-	// workflows deletes the Temporal runs an erasure finds keyed by the address
-	// (SetWorkflowDeleter); nil: they are left to the namespace's retention.
-	workflows WorkflowDeleter
+	workflows        WorkflowDeleter
 	// erasureBatchBlocks, when set, replaces defaultErasureBatchBlocks (tests: export_test.go).
 	erasureBatchBlocks int64
 	// afterErasureBatch, when set, is called after each batch an erasure job commits (tests).
 	afterErasureBatch func(ErasureJob)
 }
 
-// Option changes how Open connects.
-type Option func(*pgxpool.Config, string)
-
-// WithTransactionPooler makes the pool work through a transaction-mode pooler (PgBouncer's
-// pool_mode = transaction), where consecutive transactions of one client connection may run on
-// different server connections. Nothing of the store's own is session-scoped (its advisory
-// lock is pg_advisory_xact_lock, settings are not SET, there is no LISTEN or temporary table);
-// what is left is pgx's default statement cache: it prepares each query once per connection
-// under a name, and through the pooler that name is missing on the next server connection
-// ("prepared statement ... does not exist") or taken on it ("already exists"). So queries run
-// in QueryExecModeExec: the unnamed statement, parsed and executed in one round trip, with
-// the argument types taken from their Go types. A default_query_exec_mode the URL names is
-// kept: the URL is the operator's explicit choice. Migrations never take this path: their
-// session lock needs database.listen_url.
-//
-// It is an option, not only the documented URL parameter, so that database.pooler states the
-// deployment once: the config can then insist on a separate session-mode listen_url.
-func WithTransactionPooler() Option {
-	return func(cfg *pgxpool.Config, databaseURL string) {
-		if !strings.Contains(databaseURL, "default_query_exec_mode") {
-			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-		}
-	}
+// Options configures a Store. The zero value is a store with every optional behaviour off: one
+// scope for all suppressions, no soft-bounce escalation, DefaultPartitioning, erasure refused.
+type Options struct {
+	// TransactionPooler makes the pool work through a transaction-mode pooler (PgBouncer's
+	// pool_mode = transaction), where consecutive transactions of one client connection may run
+	// on different server connections. Nothing of the store's own is session-scoped (its
+	// advisory lock is pg_advisory_xact_lock, settings are not SET, there is no LISTEN or
+	// temporary table); what is left is pgx's default statement cache: it prepares each query
+	// once per connection under a name, and through the pooler that name is missing on the next
+	// server connection ("prepared statement ... does not exist") or taken on it ("already
+	// exists"). So queries run in QueryExecModeExec: the unnamed statement, parsed and executed
+	// in one round trip, with the argument types taken from their Go types. A
+	// default_query_exec_mode the URL names is kept: the URL is the operator's explicit choice.
+	// Migrations never take this path: their session lock needs database.listen_url.
+	//
+	// It is an option, not only the documented URL parameter, so that database.pooler states the
+	// deployment once: the config can then insist on a separate session-mode listen_url.
+	TransactionPooler bool
+	// SuppressionScopes maps a stream to the scope its complaints and unsubscribes suppress in
+	// (config suppression.scopes: stream → scope); nil: every suppression is global.
+	SuppressionScopes map[string]string
+	// SoftBounce is the soft-bounce escalation (config suppression.soft_bounce); zero: off.
+	SoftBounce suppression.SoftBounce
+	// Partitioning sizes the partitions an insert creates when it finds none (config
+	// retention); zero: DefaultPartitioning.
+	Partitioning Partitioning
+	// ErasureHasher keys the hash an erased address leaves behind (config erasure.hash_key);
+	// zero: erasure is refused, and suppressions are looked up by the plain address only.
+	ErasureHasher erasure.Hasher
+	// SessionURL is a session-mode connection (config database.listen_url) for retention's DDL,
+	// which sets lock_timeout on its own connection: through a transaction-mode pooler that
+	// setting would land on whichever server connection ran it. Empty: the pool's own server.
+	SessionURL string
+	// StripBodiesWhenProcessed removes an inbound email's body in the transaction that marks its
+	// event processed, once all its notifications are sent (config retention.inbound_bodies: 0).
+	// False: a longer period is enforced by the retention run's StripInboundBodies.
+	StripBodiesWhenProcessed bool
+	// WorkflowDeleter lets an erasure delete the Temporal runs whose workflow ID holds the
+	// address (runs of events that versions before 2026-12-02 keyed by it: keys_legacy.go in
+	// internal/erasure); nil: they stay until the namespace's retention removes them.
+	WorkflowDeleter WorkflowDeleter
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
 // migrate: call Migrate first.
-func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, error) {
+func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open store: parse database url: %w", err)
 	}
-	for _, o := range opts {
-		o(cfg, databaseURL)
+	if o.TransactionPooler && !strings.Contains(databaseURL, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		// pgx's default (4, or the number of CPUs) is shared here by the accept path's writers,
@@ -105,11 +114,21 @@ func Open(ctx context.Context, databaseURL string, opts ...Option) (*Store, erro
 		pool.Close()
 		return nil, fmt.Errorf("open store: ping: %w", err)
 	}
-	return &Store{pool: pool, partitioning: DefaultPartitioning}, nil
+	partitioning := o.Partitioning
+	if partitioning == (Partitioning{}) {
+		partitioning = DefaultPartitioning
+	}
+	return &Store{
+		pool:             pool,
+		scopes:           maps.Clone(o.SuppressionScopes),
+		softBounce:       o.SoftBounce,
+		partitioning:     partitioning,
+		hasher:           o.ErasureHasher,
+		sessionURL:       o.SessionURL,
+		stripOnProcessed: o.StripBodiesWhenProcessed,
+		workflows:        o.WorkflowDeleter,
+	}, nil
 }
-
-// SetPartitioning sets the size of the partitions the store creates (config retention).
-func (s *Store) SetPartitioning(p Partitioning) { s.partitioning = p }
 
 // Close closes every connection; it waits for connections in use to be released.
 func (s *Store) Close() { s.pool.Close() }
@@ -122,7 +141,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Pool returns the underlying pool, for health checks and tests.
+// Pool returns the underlying pool. Only tests use it (storetest's helpers, e2e and other
+// packages' integration tests), for SQL of their own against the store's database.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // RecordEvent durably records a received event, once per (provider, event_id). A duplicate
@@ -155,8 +175,8 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 
 // MarkProcessed records that the event's processing finished, so a later duplicate delivery
 // is acknowledged without running again. Marking twice keeps the first time.
-// With retention.inbound_bodies 0 (SetInboundBodies), an inbound email's body is removed in
-// the same transaction once all its notifications are sent.
+// With retention.inbound_bodies 0 (Options.StripBodiesWhenProcessed), an inbound email's body
+// is removed in the same transaction once all its notifications are sent.
 func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) error {
 	var err error
 	if s.stripOnProcessed {

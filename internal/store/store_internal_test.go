@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,58 +39,4 @@ func TestPayloadColumnsStoreTheRawJSONOnce(t *testing.T) {
 	assert.ErrorIs(t, err, ErrPayloadExpired)
 	_, err = stored{kept: true}.decode()
 	assert.ErrorIs(t, err, ErrNotNormalized)
-}
-
-func TestApplyEventEngagementKeepsEarliestTime(t *testing.T) {
-	t1 := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	t0 := t1.Add(-time.Hour)
-	now := t1.Add(time.Hour)
-
-	row := messageRow{Status: domain.StatusDelivered, Version: 1}
-	next, res, changed, err := applyEvent(row, domain.Event{Kind: domain.KindOpened, OccurredAt: t1}, now)
-	require.NoError(t, err)
-	assert.True(t, changed)
-	assert.Equal(t, domain.OutcomeCounted, res.Outcome)
-	assert.Equal(t, domain.StatusDelivered, res.From)
-	assert.Equal(t, domain.StatusDelivered, res.To)
-	assert.Equal(t, int64(1), res.Version)
-	assert.Equal(t, int64(1), next.Opens)
-	assert.True(t, next.FirstOpenedAt.Equal(t1))
-
-	// An older open arriving late moves "first opened" back.
-	next, _, _, err = applyEvent(next, domain.Event{Kind: domain.KindOpened, OccurredAt: t0}, now)
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), next.Opens)
-	assert.True(t, next.FirstOpenedAt.Equal(t0))
-
-	// No provider time: fall back to now, which is later, so t0 stays.
-	next, _, _, err = applyEvent(next, domain.Event{Kind: domain.KindOpened}, now)
-	require.NoError(t, err)
-	assert.True(t, next.FirstOpenedAt.Equal(t0))
-}
-
-func TestApplyEventStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
-	at := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	row := messageRow{Status: domain.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
-	old := domain.Event{Kind: domain.KindStatus, EventID: "a", Status: domain.StatusAccepted, OccurredAt: at}
-
-	_, res, changed, err := applyEvent(row, old, at)
-	require.NoError(t, err)
-	assert.False(t, changed)
-	assert.Equal(t, domain.OutcomeStale, res.Outcome)
-
-	old.Recipient = "to@example.com"
-	next, res, changed, err := applyEvent(row, old, at)
-	require.NoError(t, err)
-	assert.True(t, changed)
-	assert.Equal(t, domain.OutcomeStale, res.Outcome)
-	assert.Equal(t, "to@example.com", next.Recipient)
-	assert.Equal(t, "to@example.com", res.Recipient)
-}
-
-func TestApplyEventRejectsOtherKinds(t *testing.T) {
-	for _, k := range []domain.Kind{domain.KindInbound, domain.KindUnknown, ""} {
-		_, _, _, err := applyEvent(messageRow{}, domain.Event{Kind: k}, time.Now())
-		assert.Error(t, err, "kind %q", k)
-	}
 }

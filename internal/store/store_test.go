@@ -56,7 +56,7 @@ func countRows(t *testing.T, s *store.Store, query string, args ...any) int {
 func TestMigrateTwiceIsNoop(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
-	s, err := store.Open(t.Context(), dbURL)
+	s, err := store.Open(t.Context(), dbURL, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Ping(t.Context()))
@@ -82,7 +82,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	s, err := store.Open(t.Context(), dbURL)
+	s, err := store.Open(t.Context(), dbURL, store.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	// Version 0 (goose's own) plus one row per migration, file or Go, each recorded once.
@@ -119,7 +119,7 @@ func TestOpenRejectsUnreachableDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// Port 1 is never PostgreSQL: Open must fail at once rather than hand out a dead pool.
-	_, err := store.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	_, err := store.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2", store.Options{})
 	assert.Error(t, err)
 }
 
@@ -572,7 +572,7 @@ func TestNotifications(t *testing.T) {
 	require.NoError(t, s.RecordNotificationAttempt(ctx, other.ID, "410 gone"))
 	require.NoError(t, s.MarkNotificationFailed(ctx, other.ID, "gave up: 410 gone"))
 
-	list, err := s.ListNotifications(ctx, provider, "evt_1")
+	list, err := storetest.Notifications(ctx, s.Pool(), provider, "evt_1")
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	byID := map[string]store.Notification{list[0].ID: list[0], list[1].ID: list[1]}
@@ -598,7 +598,7 @@ func TestNotifications(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrNotFound, name)
 	}
 
-	none, err := s.ListNotifications(ctx, provider, "evt_none")
+	none, err := storetest.Notifications(ctx, s.Pool(), provider, "evt_none")
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }
@@ -624,7 +624,7 @@ func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
 	if err := st.RecordNotificationAttempt(ctx, id, "sink responded 500"); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := st.ListNotifications(ctx, "postscale", "evt_late")
+	ns, err := storetest.Notifications(ctx, st.Pool(), "postscale", "evt_late")
 	if err != nil || len(ns) != 1 || ns[0].LastError != "gave up: ScheduleToClose timeout" || ns[0].Attempts != 1 || ns[0].Status != domain.NotificationFailed {
 		t.Fatalf("rows %+v (err %v)", ns, err)
 	}

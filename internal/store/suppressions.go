@@ -5,36 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
-
-// GlobalScope is the scope that covers every kind of mail: what a hard bounce always suppresses.
-// The API and Go name it "global"; the suppressions table stores it as the empty string
-// (migration 00008).
-const GlobalScope = "global"
-
-// scopeName is config suppression.scopes' rule for a scope, repeated here because the API takes
-// scope names from requests and the table's CHECK constraint enforces the same.
-var scopeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// ValidScope reports whether s may name a scope in a request: GlobalScope or a well-formed name.
-// A well-formed name that no stream maps to is valid: it has no rows, and only global ones count
-// for it.
-func ValidScope(s string) bool { return scopeName.MatchString(s) }
 
 // storedScope is the suppressions.scope value of an API scope: empty for global.
 func storedScope(scope string) string {
-	if scope == GlobalScope {
+	if scope == suppression.GlobalScope {
 		return ""
 	}
 	return scope
@@ -43,64 +27,9 @@ func storedScope(scope string) string {
 // apiScope is the API name of a stored scope.
 func apiScope(stored string) string {
 	if stored == "" {
-		return GlobalScope
+		return suppression.GlobalScope
 	}
 	return stored
-}
-
-// SetSuppressionScopes sets which streams suppress in a scope of their own (config
-// suppression.scopes: stream → scope). Call it before the store is used: it is read without a
-// lock by every ApplyStatus.
-func (s *Store) SetSuppressionScopes(scopes map[string]string) {
-	s.scopes = maps.Clone(scopes)
-}
-
-// SuppressionOf says whether ev suppresses its recipient, why and in which scope: a hard bounce
-// always globally, a complaint or an unsubscribe in the scope its stream maps to (scopes: config
-// suppression.scopes), else globally. A recipient who opts out of one stream opted out of that
-// kind of mail only; a hard bounce says the mailbox is dead for every kind. The address is the
-// event's recipient, or else recipient (the message's, after the event), as a suppression key
-// (mailaddr.Key); an event with neither suppresses nothing. Corrections never suppress: they are
-// an operator's word about one message, not a signal from the recipient's mailbox.
-func SuppressionOf(ev domain.Event, recipient string, scopes map[string]string) (address, reason, scope string, ok bool) {
-	scope = GlobalScope
-	switch {
-	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusBounced && ev.BounceType == domain.BounceHard:
-		reason = domain.ReasonHardBounce
-	case ev.Kind == domain.KindStatus && ev.Status == domain.StatusComplained:
-		reason = domain.ReasonComplaint
-		scope = scopeOfStream(ev.Stream, scopes)
-	case ev.Kind == domain.KindUnsubscribed:
-		reason = domain.ReasonUnsubscribe
-		scope = scopeOfStream(ev.Stream, scopes)
-	default:
-		return "", "", "", false
-	}
-	address = mailaddr.Key(ev.Recipient)
-	if address == "" {
-		address = mailaddr.Key(recipient)
-	}
-	if address == "" {
-		return "", "", "", false
-	}
-	return address, reason, scope, true
-}
-
-func scopeOfStream(stream string, scopes map[string]string) string {
-	if sc, ok := scopes[stream]; ok && stream != "" && sc != "" {
-		return sc
-	}
-	return GlobalScope
-}
-
-// KnownSuppressionReason reports whether r is one of domain.SuppressionReasons.
-func KnownSuppressionReason(r string) bool {
-	for _, k := range domain.SuppressionReasons {
-		if r == k {
-			return true
-		}
-	}
-	return false
 }
 
 // AddressSuppressions returns every scope's suppression of an address (normalized first), the
@@ -126,17 +55,6 @@ func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Supp
 	return nil, fmt.Errorf("get suppressions of %s: %w", redact.Address(address), err)
 }
 
-// GetSuppression returns the suppression of an address that matters most: its global one, or
-// else its first scope's (AddressSuppressions lists them all). The error wraps ErrNotFound when
-// the address is not suppressed in any scope.
-func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
-	sups, err := s.AddressSuppressions(ctx, address)
-	if err != nil {
-		return Suppression{}, err
-	}
-	return sups[0], nil
-}
-
 // SuppressionCheck answers whether mail of one scope may be sent to an address.
 type SuppressionCheck struct {
 	Address string `json:"address"`
@@ -149,15 +67,15 @@ type SuppressionCheck struct {
 }
 
 // CheckSuppression says whether the address (normalized first) is suppressed for mail of scope
-// (GlobalScope or a scope name): it is when it, or its hash once erased, has a global row or a
-// row of that scope. It is the check a sender makes before every send, so it is one indexed read
-// and nothing else.
+// (suppression.GlobalScope or a scope name): it is when it, or its hash once erased, has a
+// global row or a row of that scope. It is the check a sender makes before every send, so it is
+// one indexed read and nothing else.
 func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
-		scope = GlobalScope
+		scope = suppression.GlobalScope
 	}
-	if address == "" || !ValidScope(scope) {
+	if address == "" || !suppression.ValidScope(scope) {
 		return SuppressionCheck{}, fmt.Errorf("check suppression: address %q, scope %q: %w",
 			redact.Address(address), scope, ErrInvalidSuppressionQuery)
 	}
@@ -190,7 +108,7 @@ func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Su
 	if f.Limit < 1 {
 		return nil, errors.New("list suppressions: limit must be at least 1")
 	}
-	if f.Scope != "" && !ValidScope(f.Scope) {
+	if f.Scope != "" && !suppression.ValidScope(f.Scope) {
 		return nil, fmt.Errorf("list suppressions: scope %q: %w", f.Scope, ErrInvalidSuppressionQuery)
 	}
 	sql, args := listSuppressionsSQL(f)
@@ -222,16 +140,16 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 	return fmt.Sprintf(qListSuppressions, filter.String()), args
 }
 
-// LiftSuppression removes an address's suppression in one scope (GlobalScope or a scope name;
-// "" means global) and writes the audit row (the suppression as it was, who lifted it and why)
-// in the same transaction; an erased address's row, kept under its hash, is lifted too (its
-// audit row holds the hash), so the address is no longer suppressed in that scope whichever
-// rows it had. The address's other scopes keep theirs. The error wraps ErrNotFound
+// LiftSuppression removes an address's suppression in one scope (suppression.GlobalScope or a
+// scope name; "" means global) and writes the audit row (the suppression as it was, who lifted
+// it and why) in the same transaction; an erased address's row, kept under its hash, is lifted
+// too (its audit row holds the hash), so the address is no longer suppressed in that scope
+// whichever rows it had. The address's other scopes keep theirs. The error wraps ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
 func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
-		scope = GlobalScope
+		scope = suppression.GlobalScope
 	}
 	var lift SuppressionLift
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

@@ -66,9 +66,9 @@ func NewEmptyDatabase(t testing.TB) string {
 	return newEmptyDatabase(t, "")
 }
 
-// OpenCLocale is Open on a database whose collation and character type are C, as some managed
-// PostgreSQL services create them: lower() and ILIKE there fold ASCII letters only.
-func OpenCLocale(t testing.TB) *store.Store {
+// OpenCLocale is OpenWith on a database whose collation and character type are C, as some
+// managed PostgreSQL services create them: lower() and ILIKE there fold ASCII letters only.
+func OpenCLocale(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
 	dbURL := newEmptyDatabase(t, "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -76,12 +76,7 @@ func OpenCLocale(t testing.TB) *store.Store {
 	if err := store.Migrate(ctx, dbURL); err != nil {
 		t.Fatalf("migrate test database: %v", err)
 	}
-	s, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return OpenURL(t, dbURL, o)
 }
 
 // newEmptyDatabase creates the database with options after CREATE DATABASE name.
@@ -133,14 +128,25 @@ func newEmptyDatabase(t testing.TB, options string) string {
 // Open returns a Store on a fresh migrated database, closed when the test ends.
 func Open(t testing.TB) *store.Store {
 	t.Helper()
-	dbURL := NewDatabase(t)
+	return OpenWith(t, store.Options{})
+}
+
+// OpenWith is Open with the store configured by o.
+func OpenWith(t testing.TB, o store.Options) *store.Store {
+	t.Helper()
+	return OpenURL(t, NewDatabase(t), o)
+}
+
+// OpenURL opens a Store configured by o on dbURL (NewDatabase's), closed when the test ends.
+func OpenURL(t testing.TB, dbURL string, o store.Options) *store.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, dbURL)
+	s, err := store.Open(ctx, dbURL, o)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	// Registered after NewDatabase's cleanup, so it runs before the drop.
+	// Registered after the database's cleanup, so it runs before the drop.
 	t.Cleanup(s.Close)
 	return s
 }
