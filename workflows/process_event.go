@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -32,9 +33,21 @@ var dbLocal = workflow.LocalActivityOptions{
 // a minute, never give up (giving up would lose an accepted event), and show in the Temporal UI
 // and in `temporal workflow describe` as a pending activity with its attempt count and last
 // error, which a local activity's retries do not. A step that fails for good (the event is
-// quarantined, or has no row) fails the run at once.
+// quarantined, or has no row) fails the run at once. The method's signature types the step's
+// input and output, so a step called with the wrong input does not compile.
 // summary is what the Temporal UI shows for the step; a step without one shows none.
-func dbStep(ctx workflow.Context, activity any, summary string, in, out any) error {
+func dbStep[I, O any](ctx workflow.Context, activity func(context.Context, I) (O, error), summary string, in I) (O, error) {
+	var out O
+	err := runDBStep(ctx, activity, summary, in, &out)
+	return out, err
+}
+
+// dbStepNoResult is dbStep for a step that returns only an error.
+func dbStepNoResult[I any](ctx workflow.Context, activity func(context.Context, I) error, summary string, in I) error {
+	return runDBStep(ctx, activity, summary, in, nil)
+}
+
+func runDBStep(ctx workflow.Context, activity any, summary string, in, out any) error {
 	local, opts := dbLocal, dbActivity
 	if summary != "" {
 		local.Summary, opts.Summary = summary, summary+" (retrying)"
@@ -85,9 +98,9 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 			return duplicateResult(), nil
 		}
 	}
-	var pr activities.ProcessOutput
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
-	if err := dbStep(ctx, a.Process, "apply to its message; mark processed when nothing is to be sent", pin, &pr); err != nil {
+	pr, err := dbStep(ctx, a.Process, "apply to its message; mark processed when nothing is to be sent", pin)
+	if err != nil {
 		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
 	if pr.Duplicate {
@@ -108,7 +121,7 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
 	summary := fmt.Sprintf("mark processed: %d of %d notifications failed for good, %d parked for their sink", len(failed), len(res.Notifications), len(park))
-	if err := dbStep(ctx, a.MarkProcessed, summary, mark, nil); err != nil {
+	if err := dbStepNoResult(ctx, a.MarkProcessed, summary, mark); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -70,10 +71,10 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 		return err
 	}
 	check := func() error {
-		var next activities.SinkStep
-		return into(dbStep(ctx, a.CheckSink, "", in.Sink, &next), next)
+		next, err := dbStep(ctx, a.CheckSink, "", in.Sink)
+		return into(err, next)
 	}
-	run := func(opts workflow.ActivityOptions, activity any) error {
+	run := func(opts workflow.ActivityOptions, activity func(context.Context, string) (activities.SinkStep, error)) error {
 		var next activities.SinkStep
 		return into(workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in.Sink).Get(ctx, &next), next)
 	}

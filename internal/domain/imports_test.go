@@ -88,3 +88,17 @@ func TestPackageMapMatchesTheTree(t *testing.T) {
 		}
 	}
 }
+
+// The workflow package holds orchestration: it reaches PostgreSQL only through activities, so it
+// does not import the store (nor pgx) itself.
+func TestWorkflowsDoNotImportTheStore(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, module+"workflows").Output()
+	if err != nil {
+		t.Fatalf("go list workflows: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == module+"internal/store" || strings.HasPrefix(p, "github.com/jackc/") {
+			t.Errorf("workflows imports %s", p)
+		}
+	}
+}
