@@ -183,11 +183,12 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	_ = sc.GetHandle(ctx, reconcile.ScheduleID).Delete(ctx)
 	t.Cleanup(func() { _ = sc.GetHandle(context.Background(), reconcile.ScheduleID).Delete(context.Background()) })
 
-	// What serve's worker start-up calls; the second call takes the update path.
-	if err := reconcile.EnsureSchedule(ctx, h.svc.Temporal, h.cfg); err != nil {
+	// What serve's worker start-up does (workflows.EnsureSchedules); the second call takes the
+	// update path.
+	if err := reconcile.Schedule(h.cfg).Ensure(ctx, h.svc.Temporal); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if err := reconcile.EnsureSchedule(ctx, h.svc.Temporal, h.cfg); err != nil {
+	if err := reconcile.Schedule(h.cfg).Ensure(ctx, h.svc.Temporal); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	handle := sc.GetHandle(ctx, reconcile.ScheduleID)

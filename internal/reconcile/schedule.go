@@ -1,10 +1,6 @@
 package reconcile
 
 import (
-	"context"
-
-	"go.temporal.io/sdk/client"
-
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/schedule"
@@ -23,10 +19,4 @@ func Schedule(cfg config.Config) schedule.Daily {
 		Workflow: domain.DailyReconcileName, Args: []any{in}, TaskQueue: cfg.Temporal.TaskQueue,
 		Summary: "daily reconciliation",
 	}
-}
-
-// EnsureSchedule creates the daily reconciliation schedule, or brings an existing one up to
-// date with cfg (schedule.Daily.Ensure).
-func EnsureSchedule(ctx context.Context, c client.Client, cfg config.Config) error {
-	return Schedule(cfg).Ensure(ctx, c)
 }

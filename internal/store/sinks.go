@@ -616,7 +616,7 @@ WITH c AS (
     LIMIT $8
 ), u AS (
     UPDATE notifications n
-    SET status = 'parked', parked_at = now(), park_reason = 'redelivery', updated_at = now()
+    SET status = 'parked', parked_at = now(), park_reason = '` + delivery.ReasonRedelivery + `', updated_at = now()
     FROM c
     WHERE n.id = c.id AND c.usable AND c.status <> 'parked' AND NOT $9
     RETURNING n.id
