@@ -35,7 +35,8 @@ func AdminURL() string {
 }
 
 // PoolMaxConns is the pool_max_conns the URLs of test databases carry: the most connections
-// each pool opened on one keeps (store.Open's and a test's own pgxpool; without it, 16 and 4).
+// each pool opened on one keeps (store.Open's, without it 16; a test's own pool, NewPool's,
+// keeps TestPoolMaxConns whatever the URL says).
 // The packages' tests run at once against one PostgreSQL, whose max_connections (100 by
 // default) is shared with whatever else uses it: `go test ./internal/...` peaked at 51 of them
 // and failed with "too many clients" once a benchmark shared the server (issue 18). Six
@@ -148,6 +149,7 @@ func OpenURL(t testing.TB, dbURL string, o store.Options) *store.Store {
 	}
 	// Registered after the database's cleanup, so it runs before the drop.
 	t.Cleanup(s.Close)
+	remember(t, s, dbURL, o)
 	return s
 }
 
