@@ -17,6 +17,11 @@ import (
 // same PostgreSQL whose max_connections every package's tests share (see PoolMaxConns).
 const TestPoolMaxConns = 2
 
+// Beginner is what Backdate runs its transaction on: a *pgxpool.Pool, a *pgx.Conn.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // NewPool opens a pool of the test's own on dbURL (NewDatabase's), for the queries a test runs
 // around a store: it is not the store's pool, so it shares no connection, session or
 // transaction with it. It keeps at most TestPoolMaxConns connections, opened as needed, and is

@@ -228,13 +228,14 @@ func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, 
 }
 
 // Backdate moves the recorded events ids (of any provider) to received_at = at, in the key
-// table and in the payload partitions alike (creating the partition at needs), the way they
-// would be had they arrived then.
-func Backdate(ctx context.Context, s *store.Store, at time.Time, ids ...string) error {
+// table and in the payload partitions alike (creating the partition at needs through s), the
+// way they would be had they arrived then. The moves are one transaction on db, a pool on the
+// database of s (NewPool's, Pool's).
+func Backdate(ctx context.Context, s *store.Store, db Beginner, at time.Time, ids ...string) error {
 	if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now()); err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		// The payload first: it is found by the key row's received_at.
 		if _, err := tx.Exec(ctx, `
 UPDATE event_payloads p SET received_at = $1
