@@ -80,7 +80,7 @@ func TestBacklogDrainsToHTTPBase(t *testing.T) {
 	t.Cleanup(tc.Close)
 	h := newHarness(t, harnessOptions{temporal: tc})
 	ctx := context.Background()
-	pool := h.svc.Store.Pool()
+	pool := h.db
 	if _, err := pool.Exec(ctx, `INSERT INTO sinks (name) VALUES ('app') ON CONFLICT DO NOTHING`); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	assert.Less(t, stats.Inserts, stats.Requests, "concurrent requests never shared an INSERT")
 	t.Logf("%d requests in %d inserts", stats.Requests, stats.Inserts)
 	var rows int
-	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM webhook_events WHERE awaiting_start`).Scan(&rows))
+	require.NoError(t, storetest.Pool(t, s).QueryRow(t.Context(), `SELECT count(*) FROM webhook_events WHERE awaiting_start`).Scan(&rows))
 	assert.Equal(t, n+1, rows)
 }
 
@@ -92,7 +92,7 @@ func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 // fail with 503.
 func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 	s := storetest.Open(t)
-	_, err := s.Pool().Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id NOT LIKE 'poison%')`)
+	_, err := storetest.Pool(t, s).Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id NOT LIKE 'poison%')`)
 	require.NoError(t, err)
 	a := acceptance.NewAcceptor(s, nil)
 	a.Writers = 2
@@ -151,7 +151,7 @@ func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
 	a := acceptance.NewAcceptor(s, nil)
 	a.Timeout = 300 * time.Millisecond
 	runAcceptor(t, a)
-	tx, err := s.Pool().Begin(t.Context())
+	tx, err := storetest.Pool(t, s).Begin(t.Context())
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(t.Context(), `LOCK TABLE webhook_events IN EXCLUSIVE MODE`)
@@ -174,6 +174,6 @@ func runAcceptor(t *testing.T, a *acceptance.Acceptor) {
 func rows(t *testing.T, s *store.Store, query string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, s.Pool().QueryRow(t.Context(), query).Scan(&n))
+	require.NoError(t, storetest.Pool(t, s).QueryRow(t.Context(), query).Scan(&n))
 	return n
 }

@@ -124,7 +124,7 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	// Left: the 5 rows that fail every time; the rows behind them were all started.
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 5, func() int { return int(waiting(t, s)) })
 	var attempts int
-	require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT max(relay_attempts) FROM webhook_events WHERE awaiting_start`).Scan(&attempts))
+	require.NoError(t, storetest.Pool(t, s).QueryRow(t.Context(), `SELECT max(relay_attempts) FROM webhook_events WHERE awaiting_start`).Scan(&attempts))
 	assert.LessOrEqual(t, attempts, 4, "a failing row was retried without backing off")
 	assert.Equal(t, 3, rows(t, s, `SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL AND quarantine_stage = 'start'
 		AND NOT awaiting_start AND quarantine_error LIKE '%length exceeds limit'`))
@@ -148,7 +148,7 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 
 	// A worker takes up 10 of them (RecordEvent on the existing row): 10 more may start.
 	var picked []string
-	rows, err := s.Pool().Query(t.Context(), `SELECT event_id FROM webhook_events WHERE NOT awaiting_start ORDER BY event_id LIMIT 10`)
+	rows, err := storetest.Pool(t, s).Query(t.Context(), `SELECT event_id FROM webhook_events WHERE NOT awaiting_start ORDER BY event_id LIMIT 10`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id string

@@ -101,7 +101,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		t.Fatalf("%d events waiting, want %d", got, n+3)
 	}
 	// The relays leave a new row to the process that accepted it for a moment (the hold).
-	_, err := h.svc.Store.Pool().Exec(context.Background(), `UPDATE webhook_events SET next_attempt_at = now()`)
+	_, err := h.db.Exec(context.Background(), `UPDATE webhook_events SET next_attempt_at = now()`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestBatchesAreBoundedAndAnUnstorableEventDoesNotFailItsBatch(t *testing.T) 
 // it returns the event's id.
 func (h *harness) poisonEvent() string {
 	h.t.Helper()
-	if _, err := h.svc.Store.Pool().Exec(context.Background(), `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
+	if _, err := h.db.Exec(context.Background(), `ALTER TABLE messages ADD CONSTRAINT refuse_poison CHECK (message_id NOT LIKE 'poison%')`); err != nil {
 		h.t.Fatal(err)
 	}
 	id := h.id("evt_q")
@@ -348,7 +348,7 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 		t.Fatalf("plain redrive: %d %v, want nothing considered", code, resp)
 	}
 
-	if _, err := h.svc.Store.Pool().Exec(ctx, `ALTER TABLE messages DROP CONSTRAINT refuse_poison`); err != nil {
+	if _, err := h.db.Exec(ctx, `ALTER TABLE messages DROP CONSTRAINT refuse_poison`); err != nil {
 		t.Fatal(err)
 	}
 	if code, resp := h.admin(http.MethodPost, "/v1/redrive", `{"quarantined":true}`); code != 200 || resp["started"] != float64(1) {

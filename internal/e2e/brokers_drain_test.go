@@ -21,10 +21,10 @@ import (
 func (h *harness) seedParked(sink string, n int) {
 	h.t.Helper()
 	// The sink's row, as its drainer's first step makes it: GET /v1/sinks counts parked from it.
-	if _, err := h.svc.Store.Pool().Exec(context.Background(), `INSERT INTO sinks (name) VALUES ($1) ON CONFLICT DO NOTHING`, sink); err != nil {
+	if _, err := h.db.Exec(context.Background(), `INSERT INTO sinks (name) VALUES ($1) ON CONFLICT DO NOTHING`, sink); err != nil {
 		h.t.Fatal(err)
 	}
-	_, err := h.svc.Store.Pool().Exec(context.Background(), `
+	_, err := h.db.Exec(context.Background(), `
 INSERT INTO notifications (id, provider, event_id, sink, type, status, attempts, body, parked_at, park_reason, message_id, version)
 SELECT 'ntf_' || $2 || '_' || g, 'postscale', 'evt_' || $2 || '_' || g, $1, 'message.status_changed', 'parked', 1,
        jsonb_build_object('id', 'ntf_' || $2 || '_' || g, 'type', 'message.status_changed', 'created_at', now(),
@@ -48,7 +48,7 @@ func (h *harness) drainSink(sink string, n int) time.Duration {
 	}
 	h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink)
 	var last time.Time
-	if err := h.svc.Store.Pool().QueryRow(context.Background(),
+	if err := h.db.QueryRow(context.Background(),
 		`SELECT max(sent_at) FROM notifications WHERE sink = $1`, sink).Scan(&last); err != nil {
 		h.t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestBrokerDrainFailsOnlyWhatTheBrokerCannotTake(t *testing.T) {
 	h := newHarness(t, harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, bus) }})
 	const n = 300
 	h.seedParked(bus.Name, n)
-	if _, err := h.svc.Store.Pool().Exec(context.Background(), `
+	if _, err := h.db.Exec(context.Background(), `
 UPDATE notifications SET body = jsonb_set(body, '{data,padding}', to_jsonb(repeat('x', 2 << 20)))
 WHERE sink = $1 AND version = 1 AND id LIKE '%\_7'`, bus.Name); err != nil {
 		t.Fatal(err)

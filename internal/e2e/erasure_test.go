@@ -84,7 +84,7 @@ func TestErasureOverHTTP(t *testing.T) {
 	}
 
 	// Where the address is now, as the test means it to be.
-	pool := h.svc.Store.Pool()
+	pool := h.db
 	hits, err := storetest.Hits(ctx, pool, jane, janeInURL)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestPostmarkDerivedIDsHoldNoAddress(t *testing.T) {
 	if code, resp := h.admin(http.MethodPost, "/v1/erasures", fmt.Sprintf(`{"address":%q,"reason":"ticket 4712"}`, jane)); code != http.StatusOK {
 		t.Fatalf("POST /v1/erasures: %d %v", code, resp)
 	}
-	if hits, err := storetest.Hits(ctx, h.svc.Store.Pool(), jane, url.QueryEscape(jane)); err != nil || len(hits) != 0 {
+	if hits, err := storetest.Hits(ctx, h.db, jane, url.QueryEscape(jane)); err != nil || len(hits) != 0 {
 		t.Fatalf("after the erasure the address is still in %v (%v)", hits, err)
 	}
 	// The keys stayed: Postmark's retry of jane's delivery is still a duplicate.

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -224,6 +225,9 @@ type harness struct {
 	stopRelay func()
 	// starts counts the workflow starts this harness's process made, by workflow ID.
 	starts *startCounter
+	// db is the test's own pool on the service's database, for the SQL the tests run beside the
+	// service (storetest.NewPool): it shares no connection with the store's.
+	db *pgxpool.Pool
 }
 
 type harnessOptions struct {
@@ -346,7 +350,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4), starts: starts}
+	h := &harness{t: t, cfg: cfg, svc: svc, db: storetest.NewPool(t, dbURL), sink: sink, prefix: randomHex(4), starts: starts}
 	// Every answer is held to the OpenAPI document (internal/httpapi/openapi.json).
 	h.api = httptest.NewServer(openapitest.Validate(t, api.Handler()))
 	t.Cleanup(h.api.Close)
@@ -463,7 +467,7 @@ func (h *harness) envelope(eventID, typ, messageID string, at time.Time, extra s
 func (h *harness) query(sql string, args ...any) int {
 	h.t.Helper()
 	var n int
-	if err := h.svc.Store.Pool().QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	if err := h.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 		h.t.Fatalf("%s: %v", sql, err)
 	}
 	return n
@@ -490,7 +494,7 @@ func (h *harness) waitProcessedOf(providerName string, eventIDs ...string) {
 	what += ")"
 	testenv.WaitFor(h.t, what, testenv.Stall, func() (int64, bool, error) {
 		var these, all int
-		err := h.svc.Store.Pool().QueryRow(context.Background(), `SELECT
+		err := h.db.QueryRow(context.Background(), `SELECT
 			count(*) FILTER (WHERE provider = $1 AND event_id = ANY($2)), count(*)
 			FROM webhook_events WHERE processed_at IS NOT NULL`, providerName, eventIDs).Scan(&these, &all)
 		return int64(all), err == nil && these == len(eventIDs), err

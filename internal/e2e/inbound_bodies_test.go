@@ -63,7 +63,7 @@ func TestInboundBodiesAreRemovedOnceNotified(t *testing.T) {
 					t.Fatalf("replay of an email whose body is gone: %d %v, want 409", code, resp)
 				}
 				var stub string
-				if err := h.svc.Store.Pool().QueryRow(context.Background(), `
+				if err := h.db.QueryRow(context.Background(), `
 SELECT b.body::text FROM notifications n JOIN notification_bodies b ON b.id = n.id AND b.created_at = n.created_at
 WHERE n.event_id = $1`, key).Scan(&stub); err != nil {
 					t.Fatal(err)
@@ -78,7 +78,7 @@ WHERE n.event_id = $1`, key).Scan(&stub); err != nil {
 func tablesHolding(t *testing.T, h *harness, s string) []string {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := h.svc.Store.Pool().Query(ctx, `
+	rows, err := h.db.Query(ctx, `
 SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
 WHERE ns.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 ORDER BY c.relname`)
@@ -93,7 +93,7 @@ ORDER BY c.relname`)
 	for _, table := range tables {
 		var n int
 		q := fmt.Sprintf(`SELECT count(*) FROM %s x WHERE strpos(x::text, $1) > 0`, pgx.Identifier{table}.Sanitize())
-		if err := h.svc.Store.Pool().QueryRow(ctx, q, s).Scan(&n); err != nil {
+		if err := h.db.QueryRow(ctx, q, s).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

@@ -240,7 +240,7 @@ func TestDownstreamFailingThreeTimesGetsExactlyOneID(t *testing.T) {
 			t.Fatalf("attempts carried different ids: %q vs %q", a.ID, attempts[0].ID)
 		}
 	}
-	ns, err := storetest.Notifications(t.Context(), h.svc.Store.Pool(), "postscale", evID)
+	ns, err := storetest.Notifications(t.Context(), h.db, "postscale", evID)
 	if err != nil || len(ns) != 1 || ns[0].Status != domain.NotificationSent || ns[0].Attempts != 4 || ns[0].ID != attempts[0].ID {
 		t.Fatalf("notification rows %+v (err %v): want one sent row with 4 attempts", ns, err)
 	}
@@ -258,7 +258,7 @@ func TestDownstream400IsRecordedAsFailedAndEventProcessed(t *testing.T) {
 	if n := len(h.sink.attempts()); n != 1 {
 		t.Fatalf("a 400 was retried: %d attempts", n)
 	}
-	ns, _ := storetest.Notifications(t.Context(), h.svc.Store.Pool(), "postscale", evID)
+	ns, _ := storetest.Notifications(t.Context(), h.db, "postscale", evID)
 	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || ns[0].LastError == "" {
 		t.Fatalf("notification rows %+v, want one failed row with the error", ns)
 	}
@@ -289,7 +289,7 @@ func TestDownstreamDownPastGiveUpIsRecordedAsFailed(t *testing.T) {
 		t.Fatalf("run result %+v: want its notification parked", res)
 	}
 	h.waitQuery(1, `SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'failed'`, evID)
-	ns, _ := storetest.Notifications(t.Context(), h.svc.Store.Pool(), "postscale", evID)
+	ns, _ := storetest.Notifications(t.Context(), h.db, "postscale", evID)
 	if len(ns) != 1 || ns[0].Status != domain.NotificationFailed || !strings.Contains(ns[0].LastError, "gave up") {
 		t.Fatalf("notification rows %+v, want one failed row saying it gave up", ns)
 	}

@@ -120,7 +120,7 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 	erased := []string{jane, pm, ses1}
 	needles := append(append([]string{}, erased...), url.QueryEscape(jane), url.QueryEscape(pm), url.QueryEscape(ses1))
 
-	if hits, err := storetest.Hits(ctx, h.svc.Store.Pool(), needles...); err != nil || len(hits) != 0 {
+	if hits, err := storetest.Hits(ctx, h.db, needles...); err != nil || len(hits) != 0 {
 		t.Errorf("after the erasures an address is still in %v (%v)", hits, err)
 	}
 	out := logs.String()
@@ -234,7 +234,7 @@ func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 		var missing *serviceerror.NotFound
 		return errors.As(err, &missing) && runs() == 0
 	})
-	if hits, err := storetest.Hits(ctx, h.svc.Store.Pool(), ann); err != nil || len(hits) != 0 {
+	if hits, err := storetest.Hits(ctx, h.db, ann); err != nil || len(hits) != 0 {
 		t.Errorf("after the erasure the address is still in %v (%v)", hits, err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", strings.NewReader(record))

@@ -44,7 +44,7 @@ func (h *harness) recInsert(eventID, typ, messageID string, receivedAt time.Time
 	if processed {
 		processedAt = &receivedAt
 	}
-	_, err := h.svc.Store.Pool().Exec(context.Background(), `
+	_, err := h.db.Exec(context.Background(), `
 INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, received_at, processed_at, payload, normalized)
 VALUES ('postscale', $1, $2, $3, $4, $5, $6, $7, $8)`,
 		eventID, typ, messageID, ev.OccurredAt, receivedAt, processedAt, []byte(ev.Raw), normalized)
@@ -84,7 +84,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	// A fixed UTC day, so the test does not depend on when it runs (midnight included): move the
 	// processed events to it, and add one that was never processed.
 	day := time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
-	if err := storetest.Backdate(context.Background(), h.svc.Store, day.Add(9*time.Hour), ids...); err != nil {
+	if err := storetest.Backdate(context.Background(), h.svc.Store, h.db, day.Add(9*time.Hour), ids...); err != nil {
 		t.Fatal(err)
 	}
 	h.recInsert(h.id("evt_rep_d3"), "email.delivered", h.id("msg_rep4"), day.Add(23*time.Hour+59*time.Minute), true, false)

@@ -48,7 +48,7 @@ func (h *harness) backdateNotifications(eventID string, at time.Time) {
 		`UPDATE notification_bodies b SET created_at = $2 FROM notifications n WHERE n.event_id = $1 AND b.id = n.id AND b.created_at = n.created_at`,
 		`UPDATE notifications SET created_at = $2 WHERE event_id = $1`,
 	} {
-		if _, err := h.svc.Store.Pool().Exec(ctx, q, eventID, at); err != nil {
+		if _, err := h.db.Exec(ctx, q, eventID, at); err != nil {
 			h.t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestRetentionDropsPayloadsKeepsKeysThenPrunesThem(t *testing.T) {
 	// back into: its partitions have wholly expired; retention.dedupe_keys (400 days) has not.
 	cut := time.Now().UTC().AddDate(0, 0, -30)
 	month := time.Date(cut.Year(), cut.Month()-1, 1, 0, 0, 0, 0, time.UTC)
-	if err := storetest.Backdate(ctx, h.svc.Store, month.AddDate(0, 0, 14), evt); err != nil {
+	if err := storetest.Backdate(ctx, h.svc.Store, h.db, month.AddDate(0, 0, 14), evt); err != nil {
 		t.Fatal(err)
 	}
 	h.backdateNotifications(evt, month.AddDate(0, 0, 14))
@@ -152,7 +152,7 @@ func TestRetentionDropsPayloadsKeepsKeysThenPrunesThem(t *testing.T) {
 	}
 
 	// Past retention.dedupe_keys: the next run deletes the key with its notification's state.
-	if err := storetest.Backdate(ctx, h.svc.Store, time.Now().AddDate(0, 0, -401), evt); err != nil {
+	if err := storetest.Backdate(ctx, h.svc.Store, h.db, time.Now().AddDate(0, 0, -401), evt); err != nil {
 		t.Fatal(err)
 	}
 	res = h.runRetention()

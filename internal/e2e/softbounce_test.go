@@ -61,7 +61,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 		t.Fatalf("%d suppression rows, want 1 (under@example.com bounced twice only)", n)
 	}
 	var causeEvent, causeMessage string
-	if err := h.svc.Store.Pool().QueryRow(context.Background(), `SELECT event_id, message_id FROM suppressions
+	if err := h.db.QueryRow(context.Background(), `SELECT event_id, message_id FROM suppressions
 		WHERE address = 'soft@example.com' AND reason = 'soft_bounce_threshold' AND scope = '' AND times_seen = 1`).Scan(&causeEvent, &causeMessage); err != nil {
 		t.Fatalf("the threshold's suppression row: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	day := time.Now().UTC().AddDate(0, 0, -2)
 	date := day.Format(store.DateLayout)
 	all := slices.Concat(ids, []string{ev4})
-	if err := storetest.Backdate(context.Background(), h.svc.Store, day, all...); err != nil {
+	if err := storetest.Backdate(context.Background(), h.svc.Store, h.db, day, all...); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{}
@@ -163,12 +163,12 @@ func (h *harness) ensureBounceDetails(eventIDs ...string) map[string]*domain.Bou
 	h.t.Helper()
 	ctx := context.Background()
 	fallback := `{"smtp_code":452,"enhanced_code":"4.2.2","diagnostic":"452 4.2.2 <soft@example.com>: Mailbox full, try again later","category":"mailbox_full"}`
-	if _, err := h.svc.Store.Pool().Exec(ctx, `UPDATE event_payloads SET event = jsonb_set(event, '{bounce}', $2::jsonb)
+	if _, err := h.db.Exec(ctx, `UPDATE event_payloads SET event = jsonb_set(event, '{bounce}', $2::jsonb)
 		WHERE provider = 'postscale' AND event_id = ANY($1) AND event->'bounce' IS NULL`, eventIDs, fallback); err != nil {
 		h.t.Fatal(err)
 	}
 	out := map[string]*domain.Bounce{}
-	rows, err := h.svc.Store.Pool().Query(ctx, `SELECT event_id, event->'bounce' FROM event_payloads
+	rows, err := h.db.Query(ctx, `SELECT event_id, event->'bounce' FROM event_payloads
 		WHERE provider = 'postscale' AND event_id = ANY($1)`, eventIDs)
 	if err != nil {
 		h.t.Fatal(err)

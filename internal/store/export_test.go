@@ -1,6 +1,15 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Pool returns the store's own pool, for the tests of package store_test: their queries run on
+// the connections the store's do. Tests of other packages open a pool of their own on the
+// database (storetest.Pool, storetest.NewPool).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // MigrateTo is migrateTo for the tests of package store_test, which build a database as an
 // older release left it.

@@ -27,7 +27,7 @@ func recordAt(t *testing.T, s *store.Store, ev domain.Event, at time.Time, proce
 	t.Helper()
 	_, err := s.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
-	require.NoError(t, storetest.Backdate(t.Context(), s, at, ev.EventID))
+	require.NoError(t, storetest.Backdate(t.Context(), s, s.Pool(), at, ev.EventID))
 	if processed {
 		require.NoError(t, s.MarkProcessed(t.Context(), ev.Provider, ev.EventID))
 	}

@@ -141,10 +141,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Pool returns the underlying pool. Only tests use it (storetest's helpers, e2e and other
-// packages' integration tests), for SQL of their own against the store's database.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // RecordEvent durably records a received event, once per (provider, event_id). A duplicate
 // delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
 // first delivery finished.

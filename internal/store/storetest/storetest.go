@@ -35,7 +35,8 @@ func AdminURL() string {
 }
 
 // PoolMaxConns is the pool_max_conns the URLs of test databases carry: the most connections
-// each pool opened on one keeps (store.Open's and a test's own pgxpool; without it, 16 and 4).
+// each pool opened on one keeps (store.Open's, without it 16; a test's own pool, NewPool's,
+// keeps TestPoolMaxConns whatever the URL says).
 // The packages' tests run at once against one PostgreSQL, whose max_connections (100 by
 // default) is shared with whatever else uses it: `go test ./internal/...` peaked at 51 of them
 // and failed with "too many clients" once a benchmark shared the server (issue 18). Six
@@ -148,6 +149,7 @@ func OpenURL(t testing.TB, dbURL string, o store.Options) *store.Store {
 	}
 	// Registered after the database's cleanup, so it runs before the drop.
 	t.Cleanup(s.Close)
+	remember(t, s, dbURL, o)
 	return s
 }
 
@@ -226,13 +228,14 @@ func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, 
 }
 
 // Backdate moves the recorded events ids (of any provider) to received_at = at, in the key
-// table and in the payload partitions alike (creating the partition at needs), the way they
-// would be had they arrived then.
-func Backdate(ctx context.Context, s *store.Store, at time.Time, ids ...string) error {
+// table and in the payload partitions alike (creating the partition at needs through s), the
+// way they would be had they arrived then. The moves are one transaction on db, a pool on the
+// database of s (NewPool's, Pool's).
+func Backdate(ctx context.Context, s *store.Store, db Beginner, at time.Time, ids ...string) error {
 	if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now()); err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		// The payload first: it is found by the key row's received_at.
 		if _, err := tx.Exec(ctx, `
 UPDATE event_payloads p SET received_at = $1

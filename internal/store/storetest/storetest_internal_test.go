@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/store"
 )
 
 func TestWithDatabase(t *testing.T) {
@@ -43,5 +46,35 @@ func TestNewDatabaseIsDroppedAfterTest(t *testing.T) {
 	}
 	if exists {
 		t.Errorf("test database %s still exists after its test", cfg.Database)
+	}
+}
+
+// Pool gives a store's test one small pool of its own on the store's database, forgotten and
+// closed when that test ends; the store, written through, is read back through it.
+func TestPoolIsTheTestsOwnOnTheStoresDatabase(t *testing.T) {
+	var s *store.Store
+	t.Run("uses", func(t *testing.T) {
+		s = Open(t)
+		p := Pool(t, s)
+		if Pool(t, s) != p {
+			t.Fatal("a second Pool call opened another pool")
+		}
+		if got := p.Config().MaxConns; got != TestPoolMaxConns {
+			t.Errorf("MaxConns = %d, want %d", got, TestPoolMaxConns)
+		}
+		if _, err := Enqueue(t.Context(), s, domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered",
+			Kind: domain.KindStatus, Status: domain.StatusDelivered, MessageID: "msg_1"}); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := p.QueryRow(t.Context(), `SELECT count(*) FROM webhook_events`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("the pool sees %d events (%v), want the one the store wrote", n, err)
+		}
+	})
+	openedMu.Lock()
+	_, known := openedBy[s]
+	openedMu.Unlock()
+	if known {
+		t.Error("the store is still remembered after its test ended")
 	}
 }
