@@ -80,7 +80,7 @@ func TestBacklogDrainsToHTTPBase(t *testing.T) {
 	t.Cleanup(tc.Close)
 	h := newHarness(t, harnessOptions{temporal: tc})
 	ctx := context.Background()
-	pool := h.db
+	pool := h.svc.Store.Pool() // the base tree (BASE_REF) predates storetest.Pool
 	if _, err := pool.Exec(ctx, `INSERT INTO sinks (name) VALUES ('app') ON CONFLICT DO NOTHING`); err != nil {
 		t.Fatal(err)
 	}
