@@ -97,7 +97,7 @@ func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cfg: cfg, svc: svc, sink: sink, prefix: randomHex(4)}
+	h := &harness{t: t, cfg: cfg, svc: svc, db: storetest.NewPool(t, o.dbURL), sink: sink, prefix: randomHex(4)}
 	h.api = httptest.NewServer(api.Handler())
 	t.Cleanup(h.api.Close)
 	if !o.noWorker {
