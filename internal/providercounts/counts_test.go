@@ -143,3 +143,24 @@ func countFor(lines []providercounts.Line, typ string) int64 {
 	}
 	return -1
 }
+
+// A gap is the provider's count minus what was received, inside or outside its metric's
+// tolerance: 37 bounces never delivered as webhooks are a gap; a count within 1 % is not.
+func TestCompareFindsGapsOutsideTheTolerance(t *testing.T) {
+	lines := []providercounts.Line{
+		{Metric: "bounced", Count: 100, Prefixes: []string{"Bounce"}},
+		{Metric: "opens", Count: 1000, Types: []string{"Open"}},
+		{Metric: "clicks", Count: 10, Types: []string{"Click"}},
+	}
+	received := map[string]int64{"Bounce:HardBounce": 50, "Bounce:SoftBounce": 13, "Open": 995, "Click": 12}
+	got := providercounts.Compare(lines, received, map[string]providercounts.Tolerance{"opens": {Fraction: 0.01}}, providercounts.Tolerance{})
+	want := []struct {
+		received, gap int64
+		within        bool
+	}{{63, 37, false}, {995, 5, true}, {12, -2, false}}
+	for i, w := range want {
+		if got[i].Received != w.received || got[i].Gap != w.gap || got[i].Within != w.within {
+			t.Errorf("%s: received %d gap %d within %v, want %d %d %v", got[i].Metric, got[i].Received, got[i].Gap, got[i].Within, w.received, w.gap, w.within)
+		}
+	}
+}
