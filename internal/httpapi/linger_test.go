@@ -81,12 +81,17 @@ func TestLingererCollectsAfterAFlood(t *testing.T) {
 	}
 	before := forced()
 	l := &lingerer{delay: time.Millisecond, max: maxLingering}
+	// A flood arrives faster than its connections come due; a test on a loaded machine may
+	// queue slower than that, and its queue would then drain in several runs, none closing
+	// enough. So the queue's goroutine starts once all of them are queued.
+	l.running = true
 	var fars []net.Conn
 	for range collectAfterClosing {
 		near, far := net.Pipe()
 		l.close(near)
 		fars = append(fars, far)
 	}
+	go l.run()
 	for i, far := range fars {
 		if !closed(t, far, 10*time.Second) {
 			t.Fatalf("connection %d not closed after its delay", i)
