@@ -322,22 +322,3 @@ func (w *tail) String() string {
 	defer w.mu.Unlock()
 	return string(w.buf)
 }
-
-// FreeHostPort returns a 127.0.0.1 address with a port free right now.
-func FreeHostPort(t testing.TB) string {
-	t.Helper()
-	hp, err := freeHostPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hp
-}
-
-func freeHostPort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
