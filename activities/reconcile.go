@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -18,7 +20,13 @@ const (
 	SaveDailyCountsName         = "SaveDailyCounts"
 	RedriveStuckName            = "RedriveStuck"
 	MarkNotificationsFailedName = "MarkNotificationsFailed"
+	CompareProviderCountsName   = "CompareProviderCounts"
 )
+
+// ProviderCountsAttempts is how many times CompareProviderCounts is tried for a provider API
+// that does not answer (the workflow's retry policy says the same): its last attempt records
+// the day as unavailable instead of failing, so the report says so.
+const ProviderCountsAttempts = 5
 
 // DailyCount, DailyTotals and DateLayout are the store's, named here so that workflows need
 // not import the store.
@@ -36,7 +44,27 @@ func SumCounts(counts []DailyCount) DailyTotals { return store.SumCounts(counts)
 type ReconcileStore interface {
 	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
+	DailyCounts(ctx context.Context, day time.Time, provider string) ([]store.DailyCount, error)
+	SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error)
 }
+
+// ProviderEndpoint is an endpoint whose provider's own counts the daily run compares with what
+// was received under Namespace.
+type ProviderEndpoint struct {
+	Namespace string
+	Counter   providercounts.Counter
+	Settings  providercounts.Settings
+}
+
+// ProviderCountsInput names the day (YYYY-MM-DD, UTC) and the endpoint to compare.
+type ProviderCountsInput struct {
+	Date     string `json:"date"`
+	Endpoint string `json:"endpoint"`
+}
+
+// ProviderCheck is the store's, named here so that workflows need not import providercounts'
+// dependencies.
+type ProviderCheck = providercounts.Check
 
 // Redriver starts the workflows of events recorded and not processed: the same code `mailhook
 // redrive` and POST /v1/redrive run (reconcile.Service).
@@ -48,6 +76,8 @@ type Redriver interface {
 type Reconcile struct {
 	Store    ReconcileStore
 	Redriver Redriver
+	// Providers are the endpoints with a reconcile block, by name.
+	Providers map[string]ProviderEndpoint
 }
 
 // SaveDailyCounts upserts the counts of date (YYYY-MM-DD, UTC) into daily_counts and returns
@@ -89,9 +119,62 @@ func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []Failed
 	return errors.Join(errs...)
 }
 
+// CompareProviderCounts reads the day's counts from the endpoint's provider API, sets them
+// beside what was received and stores the comparison. A provider API that does not answer is
+// an error, retried with backoff (after the provider's Retry-After when it gave one); on the
+// last attempt, and at once when the API refuses, the day is stored as unavailable or refused
+// and returned without an error: a missing count is reported as missing, never as a zero or a
+// gap, and the run goes on.
+func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCountsInput) (providercounts.Check, error) {
+	day, err := time.Parse(store.DateLayout, in.Date)
+	if err != nil {
+		return providercounts.Check{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("compare provider counts: date %q is not YYYY-MM-DD", in.Date), "BadInput", err)
+	}
+	check := providercounts.Check{Date: in.Date, Endpoint: in.Endpoint}
+	ep, ok := r.Providers[in.Endpoint]
+	if !ok {
+		check.State, check.Error = providercounts.StateRefused, "the worker's configuration has no reconcile block for this endpoint"
+		return r.Store.SaveProviderCount(ctx, check)
+	}
+	check.Provider = ep.Namespace
+	log := activity.GetLogger(ctx)
+	lines, err := ep.Counter.Day(ctx, day)
+	if err != nil {
+		refused := errors.Is(err, providercounts.ErrRefused)
+		if !refused && activity.GetInfo(ctx).Attempt < ProviderCountsAttempts {
+			return providercounts.Check{}, temporal.NewApplicationErrorWithOptions(err.Error(), "ProviderUnavailable",
+				temporal.ApplicationErrorOptions{NextRetryDelay: providercounts.RetryAfter(err)})
+		}
+		check.State, check.Error = providercounts.StateUnavailable, err.Error()
+		if refused {
+			check.State = providercounts.StateRefused
+		}
+		log.Warn("provider counts missing", "endpoint", in.Endpoint, "date", in.Date, "state", check.State, "error", check.Error)
+		return r.Store.SaveProviderCount(ctx, check)
+	}
+	counts, err := r.Store.DailyCounts(ctx, day, ep.Namespace)
+	if err != nil {
+		return providercounts.Check{}, err
+	}
+	received := make(map[string]int64, len(counts))
+	for _, c := range counts {
+		received[c.EventType] += c.Received
+	}
+	tol, def := ep.Settings.Tolerances()
+	check.State = providercounts.StateOK
+	check.Lines = providercounts.Compare(lines, received, tol, def)
+	check.Gaps = providercounts.GapsOf(check.Lines)
+	if check.Gaps > 0 {
+		log.Warn("provider counts differ from what was received", "endpoint", in.Endpoint, "date", in.Date, "gaps", check.Gaps)
+	}
+	return r.Store.SaveProviderCount(ctx, check)
+}
+
 // Register registers the reconciliation activities under their stable names.
 func (r *Reconcile) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: SaveDailyCountsName})
 	reg.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: RedriveStuckName})
 	reg.RegisterActivityWithOptions(r.MarkNotificationsFailed, activity.RegisterOptions{Name: MarkNotificationsFailedName})
+	reg.RegisterActivityWithOptions(r.CompareProviderCounts, activity.RegisterOptions{Name: CompareProviderCountsName})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/providercounts"
 )
 
 // maxReportGiveUp bounds the retries of a report.daily notification below a day, so a sink
@@ -25,6 +26,9 @@ type DailyReport struct {
 	Date   string                  `json:"date"`
 	Totals activities.DailyTotals  `json:"totals"`
 	Counts []activities.DailyCount `json:"counts"`
+	// ProviderCounts compares each endpoint's provider counts with Counts (a provider API that
+	// did not answer is a state, not a count).
+	ProviderCounts []activities.ProviderCheck `json:"provider_counts,omitempty"`
 	// Redrive is what the run re-drove (counts only; the run's result lists the events).
 	Redrive      *domain.RedriveResult `json:"redrive,omitempty"`
 	RedriveError string                `json:"redrive_error,omitempty"`
@@ -46,6 +50,41 @@ var redriveActivity = workflow.ActivityOptions{
 		MaximumInterval:    2 * time.Minute,
 		MaximumAttempts:    5,
 	},
+}
+
+// providerCountsActivity: a provider API that does not answer is tried again over about half an
+// hour (longer when it asks, with Retry-After); the activity's last attempt records the day as
+// unavailable instead of failing.
+var providerCountsActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 2 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Minute,
+		BackoffCoefficient: 2,
+		MaximumInterval:    15 * time.Minute,
+		MaximumAttempts:    activities.ProviderCountsAttempts,
+	},
+}
+
+// providerCountsChange marks the comparison with the providers' counts in the history.
+const providerCountsChange = "provider-counts"
+
+// compareProviderCounts compares every endpoint's day at once: one slow or failing provider
+// API delays only its own line. An endpoint whose activity still failed (PostgreSQL down
+// through every retry) is reported as unavailable.
+func compareProviderCounts(ctx workflow.Context, date string, endpoints []string) []activities.ProviderCheck {
+	actx := workflow.WithActivityOptions(ctx, providerCountsActivity)
+	var r *activities.Reconcile
+	futures := make([]workflow.Future, len(endpoints))
+	for i, ep := range endpoints {
+		futures[i] = workflow.ExecuteActivity(actx, r.CompareProviderCounts, activities.ProviderCountsInput{Date: date, Endpoint: ep})
+	}
+	out := make([]activities.ProviderCheck, len(endpoints))
+	for i, f := range futures {
+		if err := f.Get(ctx, &out[i]); err != nil {
+			out[i] = activities.ProviderCheck{Date: date, Endpoint: endpoints[i], State: providercounts.StateUnavailable, Error: failureMessage(err)}
+		}
+	}
+	return out
 }
 
 // scheduledStartTimeKey is the search attribute a Temporal Schedule sets on every run it starts:
@@ -87,6 +126,11 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		return DailyReconcileResult{}, fmt.Errorf("save daily counts: %w", err)
 	}
 	res.Totals = activities.SumCounts(res.Counts)
+
+	// Runs scheduled before provider endpoints existed have none, and replay as they ran.
+	if len(in.ProviderEndpoints) > 0 && workflow.GetVersion(ctx, providerCountsChange, workflow.DefaultVersion, 1) == 1 {
+		res.ProviderCounts = compareProviderCounts(ctx, date, in.ProviderEndpoints)
+	}
 
 	var redrive domain.RedriveResult
 	rdCtx := workflow.WithActivityOptions(ctx, redriveActivity)

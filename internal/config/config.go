@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -284,6 +285,9 @@ type Endpoint struct {
 	Name              string `yaml:"name"`
 	Provider          string `yaml:"provider"`
 	provider.Settings `yaml:",inline"`
+	// Reconcile, when set, lets the daily reconciliation read the provider's own counts (and
+	// `mailhook backfill` list its events) through the provider's API.
+	Reconcile *providercounts.Settings `yaml:"reconcile"`
 }
 
 // Sink is one downstream receiver of notifications.
@@ -315,6 +319,17 @@ func (s Sink) Wants(typ string) bool {
 		}
 	}
 	return false
+}
+
+// ReconciledEndpoints names the endpoints with a reconcile block, in configuration order.
+func (c Config) ReconciledEndpoints() []string {
+	var out []string
+	for _, e := range c.Endpoints {
+		if e.Reconcile != nil {
+			out = append(out, e.Name)
+		}
+	}
+	return out
 }
 
 // Defaults returns the configuration used when no file is given.
@@ -546,6 +561,7 @@ func (c Config) Validate() error {
 		endpoint int // -1: the registered provider itself
 	}
 	namespaces := map[string]owner{}
+	reconciled := map[string]string{} // namespace → the endpoint comparing its counts
 	for _, n := range provider.Names() {
 		namespaces[n] = owner{provider: n, endpoint: -1}
 	}
@@ -584,6 +600,18 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
 		}
 		ns := provider.EventNamespace(e.Provider, e.Name)
+		if e.Reconcile != nil {
+			if err := e.Reconcile.Validate(e.Provider); err != nil {
+				return fmt.Errorf("config: %s (endpoint %q): %w", key, e.Name, err)
+			}
+			// The received side of the comparison is counted per namespace: two endpoints
+			// sharing one would each be compared with both accounts' events.
+			if other, ok := reconciled[ns]; ok {
+				return fmt.Errorf("config: %s.reconcile (endpoint %q): endpoint %q, under the same namespace %q, has a reconcile block too; "+
+					"their received events cannot be told apart, so only one of them may compare counts", key, e.Name, other, ns)
+			}
+			reconciled[ns] = e.Name
+		}
 		switch o, taken := namespaces[ns]; {
 		case taken && o.provider != e.Provider && o.endpoint < 0:
 			return fmt.Errorf("config: %s.name (endpoint %q) is the name of provider %q: %s endpoints key their events and messages by endpoint name, "+

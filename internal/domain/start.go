@@ -154,4 +154,7 @@ type DailyReconcileInput struct {
 	RedriveOlderThan time.Duration `json:"redrive_older_than,omitempty"`
 	// ReportSinks want report.daily.
 	ReportSinks []string `json:"report_sinks,omitempty"`
+	// ProviderEndpoints are the endpoints with a reconcile block: the run compares their
+	// providers' own counts of the day with what was received.
+	ProviderEndpoints []string `json:"provider_endpoints,omitempty"`
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
@@ -711,7 +712,14 @@ func (b *fakeBackend) DailyReport(_ context.Context, date, prov string) (reconci
 		return reconcile.Report{}, errDown
 	}
 	counts := []store.DailyCount{{Date: "2026-01-02", Provider: "postscale", EventType: "delivered", Received: 3, Processed: 1, Unprocessed: 2, AwaitingStart: 1, Quarantined: 1}}
-	return reconcile.Report{Date: "2026-01-02", Provider: prov, Counts: counts, Totals: store.SumCounts(counts)}, nil
+	checks := []providercounts.Check{
+		{Endpoint: "sg", Provider: "sendgrid", State: providercounts.StateOK, Lines: providercounts.Compare(
+			[]providercounts.Line{{Metric: "delivered", Count: 4, Types: []string{"delivered"}, Prefixes: []string{"Bounce"}, Note: "per recipient"}},
+			map[string]int64{"delivered": 3}, nil, providercounts.Tolerance{})},
+		{Endpoint: "pm", Provider: "postmark", State: providercounts.StateUnavailable, Error: "postmark: HTTP 503"},
+	}
+	return reconcile.Report{Date: "2026-01-02", Provider: prov, Counts: counts, Totals: store.SumCounts(counts),
+		ProviderCounts: reconcile.ProviderRows(checks), ProviderGaps: 1}, nil
 }
 
 func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify bool, _ string) (reconcile.ReplayResult, error) {

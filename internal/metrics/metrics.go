@@ -412,6 +412,71 @@ func (c *sinkCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// ProviderCheck is one endpoint's latest comparison with its provider's own counts.
+type ProviderCheck struct {
+	Endpoint string
+	// Day is the UTC day compared.
+	Day time.Time
+	// Unavailable is set when the provider's API did not answer or refused: there is no count.
+	Unavailable bool
+	// Gaps counts the metrics outside their tolerance; Gap is each metric's gap.
+	Gaps int
+	Gap  map[string]int64
+}
+
+// ProviderChecks reads every reconciled endpoint's latest comparison.
+type ProviderChecks func(ctx context.Context) ([]ProviderCheck, error)
+
+// RegisterProviderCounts exposes the daily comparison with the providers' counts as gauges
+// computed at scrape time (the alerts MailhookProviderCountGap and
+// MailhookProviderCountsUnavailable read them). Every process reports the same table.
+func (m *Metrics) RegisterProviderCounts(p ProviderChecks, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&providerCollector{checks: p, log: log,
+		gaps:        prometheus.NewDesc("mailhook_provider_count_gaps", "Metrics of the endpoint's last compared day whose provider count differs from what was received by more than the tolerance.", []string{"endpoint"}, nil),
+		gap:         prometheus.NewDesc("mailhook_provider_count_gap", "The provider's count minus what was received, per metric, for the endpoint's last compared day.", []string{"endpoint", "metric"}, nil),
+		unavailable: prometheus.NewDesc("mailhook_provider_counts_unavailable", "1 when the provider's API did not answer or refused on the endpoint's last compared day (no count, not a zero).", []string{"endpoint"}, nil),
+		day:         prometheus.NewDesc("mailhook_provider_counts_day_timestamp_seconds", "The UTC day (its midnight) last compared for the endpoint.", []string{"endpoint"}, nil),
+	})
+}
+
+type providerCollector struct {
+	checks                      ProviderChecks
+	log                         *slog.Logger
+	gaps, gap, unavailable, day *prometheus.Desc
+}
+
+func (c *providerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.gaps, c.gap, c.unavailable, c.day} {
+		ch <- d
+	}
+}
+
+func (c *providerCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	checks, err := c.checks(ctx)
+	if err != nil {
+		c.log.Warn("provider count metrics", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.gaps, err)
+		return
+	}
+	for _, p := range checks {
+		unavailable := 0.0
+		if p.Unavailable {
+			unavailable = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.gaps, prometheus.GaugeValue, float64(p.Gaps), p.Endpoint)
+		ch <- prometheus.MustNewConstMetric(c.unavailable, prometheus.GaugeValue, unavailable, p.Endpoint)
+		ch <- prometheus.MustNewConstMetric(c.day, prometheus.GaugeValue, float64(p.Day.Unix()), p.Endpoint)
+		for metric, g := range p.Gap {
+			ch <- prometheus.MustNewConstMetric(c.gap, prometheus.GaugeValue, float64(g), p.Endpoint, metric)
+		}
+	}
+}
+
 type countCollector struct {
 	count Count
 	log   *slog.Logger

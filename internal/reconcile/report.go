@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -24,6 +25,7 @@ import (
 type ReportSource interface {
 	DailyCounts(ctx context.Context, day time.Time, provider string) ([]store.DailyCount, error)
 	DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]store.BounceCategoryCount, error)
+	ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error)
 }
 
 // Report is the daily report: per provider and event type, the events received on one UTC day,
@@ -39,10 +41,55 @@ type Report struct {
 	BounceCategories map[string]int64 `json:"bounce_categories,omitempty"`
 	// Bounces is BounceCategories per provider and event type, for the CSV's column.
 	Bounces []store.BounceCategoryCount `json:"-"`
+	// ProviderCounts is the daily run's comparison with the providers' own counts, one row per
+	// metric of each endpoint with a reconcile block; absent when none was compared that day.
+	ProviderCounts []ProviderCount `json:"provider_counts,omitempty"`
+	// ProviderGaps counts the ProviderCounts rows outside their tolerance.
+	ProviderGaps int `json:"provider_gaps,omitempty"`
 	// Expected, Tolerance and Mismatches are set by Compare.
 	Expected   []Diff `json:"expected,omitempty"`
 	Tolerance  int64  `json:"tolerance,omitempty"`
 	Mismatches int    `json:"mismatches,omitempty"`
+}
+
+// ProviderCount is one metric of a provider's day beside what was received for it. When the
+// provider's API did not answer (State unavailable or refused) there is one row for the
+// endpoint, with no count and no gap: a missing count is not a zero.
+type ProviderCount struct {
+	Endpoint string `json:"endpoint"`
+	Provider string `json:"provider"`
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+	Metric   string `json:"metric,omitempty"`
+	// EventTypes are the received event types the metric is compared with ("Bounce*": every
+	// type starting with Bounce).
+	EventTypes    []string `json:"event_types,omitempty"`
+	ProviderCount *int64   `json:"provider_count"`
+	Received      int64    `json:"received"`
+	Gap           *int64   `json:"gap"`
+	Within        bool     `json:"within"`
+	Note          string   `json:"note,omitempty"`
+}
+
+// ProviderRows flattens the checks into report rows.
+func ProviderRows(checks []providercounts.Check) []ProviderCount {
+	var out []ProviderCount
+	for _, c := range checks {
+		if c.State != providercounts.StateOK {
+			out = append(out, ProviderCount{Endpoint: c.Endpoint, Provider: c.Provider, State: c.State, Error: c.Error})
+			continue
+		}
+		for _, l := range c.Lines {
+			count, gap := l.Count, l.Gap
+			types := slices.Clone(l.Types)
+			for _, p := range l.Prefixes {
+				types = append(types, p+"*")
+			}
+			out = append(out, ProviderCount{Endpoint: c.Endpoint, Provider: c.Provider, State: c.State, Metric: l.Metric,
+				EventTypes: types, ProviderCount: &count, Received: l.Received, Gap: &gap, Within: l.Within, Note: l.Note})
+		}
+	}
+	return out
 }
 
 // Diff is one event type's received count against the provider's expected count.
@@ -91,8 +138,17 @@ func BuildReport(ctx context.Context, src ReportSource, date, provider string, n
 	if err != nil {
 		return Report{}, err
 	}
+	checks, err := src.ProviderCounts(ctx, day, provider)
+	if err != nil {
+		return Report{}, err
+	}
 	rep := Report{Date: day.Format(store.DateLayout), Provider: provider, Counts: counts, Totals: store.SumCounts(counts),
-		Bounces: bounces}
+		Bounces: bounces, ProviderCounts: ProviderRows(checks)}
+	for _, c := range rep.ProviderCounts {
+		if c.State == providercounts.StateOK && !c.Within {
+			rep.ProviderGaps++
+		}
+	}
 	for _, b := range bounces {
 		if rep.BounceCategories == nil {
 			rep.BounceCategories = map[string]int64{}
@@ -276,9 +332,38 @@ func (r Report) writeTable(w io.Writer) error {
 	if err := r.writeCategories(w); err != nil {
 		return err
 	}
+	if err := r.writeProviderCounts(w); err != nil {
+		return err
+	}
 	if r.Expected != nil {
 		fmt.Fprintf(w, "\n%d of %d event types differ from the expected counts by more than %d\n", r.Mismatches, len(r.Expected), r.Tolerance)
 	}
+	return nil
+}
+
+// writeProviderCounts writes ProviderCounts as a table of its own.
+func (r Report) writeProviderCounts(w io.Writer) error {
+	if len(r.ProviderCounts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tMETRIC\tEVENT TYPES\tPROVIDER COUNT\tRECEIVED\tGAP\tSTATUS")
+	for _, c := range r.ProviderCounts {
+		if c.State != providercounts.StateOK {
+			fmt.Fprintf(tw, "%s\t\t\t-\t\t-\tprovider API %s: %s\n", c.Endpoint, c.State, c.Error)
+			continue
+		}
+		st := "ok"
+		if !c.Within {
+			st = "GAP"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%+d\t%s\n", c.Endpoint, c.Metric, strings.Join(c.EventTypes, ","), *c.ProviderCount, c.Received, *c.Gap, st)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d provider counts differ from what was received by more than their tolerance (gap: the provider's count minus what was received)\n", r.ProviderGaps)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 )
@@ -23,6 +24,17 @@ type fakeSource struct {
 	bounces      []store.BounceCategoryCount
 	day          time.Time
 	providerSeen string
+	checks       []providercounts.Check
+}
+
+func (f *fakeSource) ProviderCounts(_ context.Context, _ time.Time, provider string) ([]providercounts.Check, error) {
+	var out []providercounts.Check
+	for _, c := range f.checks {
+		if provider == "" || c.Provider == provider {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeSource) DailyBounceCategories(_ context.Context, _ time.Time, provider string) ([]store.BounceCategoryCount, error) {
@@ -224,4 +236,46 @@ func TestReportCountsBounceCategories(t *testing.T) {
 	out.Reset()
 	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Format: "json"}, &out))
 	assert.NotContains(t, out.String(), "bounce_categories")
+}
+
+// The provider's own counts are shown beside what was received: a count and a gap per metric,
+// and an API that did not answer as a state with no count, never as 0.
+func TestReportShowsProviderCountsAndMissingOnesAsMissing(t *testing.T) {
+	src := source()
+	src.checks = []providercounts.Check{
+		{Date: "2026-11-28", Endpoint: "sg", Provider: "sendgrid", State: providercounts.StateOK, Gaps: 1,
+			Lines: providercounts.Compare([]providercounts.Line{
+				{Metric: "delivered", Count: 9, Types: []string{"delivered"}},
+				{Metric: "bounce", Count: 0, Types: []string{"bounce"}},
+			}, map[string]int64{"delivered": 7}, nil, providercounts.Tolerance{})},
+		{Date: "2026-11-28", Endpoint: "pm", Provider: "postmark", State: providercounts.StateUnavailable, Error: "postmark stats for 2026-11-28: postmark: HTTP 503"},
+	}
+	var out bytes.Buffer
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Format: "json"}, &out))
+	var rep struct {
+		ProviderCounts []map[string]any `json:"provider_counts"`
+		ProviderGaps   int              `json:"provider_gaps"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Len(t, rep.ProviderCounts, 3)
+	assert.Equal(t, 1, rep.ProviderGaps)
+	assert.EqualValues(t, 9, rep.ProviderCounts[0]["provider_count"])
+	assert.EqualValues(t, 2, rep.ProviderCounts[0]["gap"])
+	assert.Equal(t, false, rep.ProviderCounts[0]["within"])
+	assert.EqualValues(t, 0, rep.ProviderCounts[1]["gap"])
+	assert.Equal(t, "unavailable", rep.ProviderCounts[2]["state"])
+	assert.Nil(t, rep.ProviderCounts[2]["provider_count"], "an API that did not answer has no count")
+	assert.Nil(t, rep.ProviderCounts[2]["gap"])
+
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28"}, &out))
+	assert.Regexp(t, `sg\s+delivered\s+delivered\s+9\s+7\s+\+2\s+GAP`, out.String())
+	assert.Regexp(t, `pm\s+-\s+-\s+provider API unavailable: postmark stats for 2026-11-28: postmark: HTTP 503`, out.String())
+	assert.Contains(t, out.String(), "1 provider counts differ")
+
+	// Filtered by provider, only that provider's endpoints.
+	out.Reset()
+	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Provider: "postmark", Format: "json"}, &out))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	require.Len(t, rep.ProviderCounts, 1)
 }

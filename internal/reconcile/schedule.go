@@ -13,7 +13,7 @@ const ScheduleID = "mailhook-daily-reconcile"
 // worker's task queue, routed to the sinks of cfg that want report.daily.
 func Schedule(cfg config.Config) schedule.Daily {
 	in := domain.DailyReconcileInput{RedriveOlderThan: domain.DefaultRedriveOlderThan,
-		ReportSinks: cfg.SinksFor(domain.TypeReportDaily)}
+		ReportSinks: cfg.SinksFor(domain.TypeReportDaily), ProviderEndpoints: cfg.ReconciledEndpoints()}
 	return schedule.Daily{
 		ID: ScheduleID, Hour: 0, Minute: 30,
 		Workflow: domain.DailyReconcileName, Args: []any{in}, TaskQueue: cfg.Temporal.TaskQueue,

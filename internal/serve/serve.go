@@ -28,6 +28,7 @@ import (
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
@@ -129,6 +130,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	m.RegisterInbox(st.Inbox, log)
 	m.RegisterQuarantine(st.QuarantineCount, log)
 	m.RegisterSinks(SinkGauges(st), log)
+	m.RegisterProviderCounts(ProviderCountGauges(st), log)
 	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
@@ -354,7 +356,46 @@ func (s *Service) Worker() worker.Worker {
 		Log:               s.Log,
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
-		&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler()}, &activities.Retention{Store: s.Store})
+		&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
+		&activities.Retention{Store: s.Store})
+}
+
+// providerEndpoints builds the counts reader of every endpoint with a reconcile block (config
+// validation has checked each block, so New cannot refuse one here but a bug).
+func (s *Service) providerEndpoints() map[string]activities.ProviderEndpoint {
+	out := map[string]activities.ProviderEndpoint{}
+	for _, e := range s.Config.Endpoints {
+		if e.Reconcile == nil {
+			continue
+		}
+		c, err := providercounts.New(e.Provider, *e.Reconcile)
+		if err != nil {
+			s.Log.Error("provider counts disabled for endpoint", "endpoint", e.Name, "error", err)
+			continue
+		}
+		out[e.Name] = activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: *e.Reconcile}
+	}
+	return out
+}
+
+// ProviderCountGauges reads each reconciled endpoint's latest comparison for its gauges.
+func ProviderCountGauges(st *store.Store) metrics.ProviderChecks {
+	return func(ctx context.Context) ([]metrics.ProviderCheck, error) {
+		checks, err := st.LatestProviderCounts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.ProviderCheck, len(checks))
+		for i, c := range checks {
+			day, _ := time.Parse(store.DateLayout, c.Date)
+			out[i] = metrics.ProviderCheck{Endpoint: c.Endpoint, Day: day, Unavailable: c.State != providercounts.StateOK,
+				Gaps: c.Gaps, Gap: map[string]int64{}}
+			for _, l := range c.Lines {
+				out[i].Gap[l.Metric] = l.Gap
+			}
+		}
+		return out, nil
+	}
 }
 
 // SinkGauges reads the sinks' states for their gauges.

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/providercounts"
+)
+
+const (
+	qSaveProviderCount = `
+INSERT INTO provider_counts (date, endpoint, provider, state, error, lines, gaps)
+VALUES ($1::date, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (date, endpoint) DO UPDATE
+SET provider = EXCLUDED.provider, state = EXCLUDED.state, error = EXCLUDED.error,
+    lines = EXCLUDED.lines, gaps = EXCLUDED.gaps, checked_at = now()
+RETURNING checked_at`
+
+	// $2 = '' means every provider.
+	qProviderCounts = `
+SELECT to_char(date, 'YYYY-MM-DD'), endpoint, provider, state, error, lines, gaps, checked_at
+FROM provider_counts
+WHERE date = $1::date AND ($2 = '' OR provider = $2)
+ORDER BY endpoint`
+
+	// Each endpoint's most recent check, for the metrics.
+	qLatestProviderCounts = `
+SELECT DISTINCT ON (endpoint) to_char(date, 'YYYY-MM-DD'), endpoint, provider, state, error, lines, gaps, checked_at
+FROM provider_counts
+ORDER BY endpoint, date DESC`
+)
+
+// SaveProviderCount stores one endpoint's comparison for its day (replacing an earlier one) and
+// returns it with the time it was stored.
+func (s *Store) SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error) {
+	lines := c.Lines
+	if lines == nil {
+		lines = []providercounts.Comparison{}
+	}
+	raw, err := json.Marshal(lines)
+	if err != nil {
+		return c, fmt.Errorf("save provider counts of %s for %s: %w", c.Endpoint, c.Date, err)
+	}
+	if err := s.pool.QueryRow(ctx, qSaveProviderCount, c.Date, c.Endpoint, c.Provider, c.State, c.Error, raw, c.Gaps).Scan(&c.CheckedAt); err != nil {
+		return c, fmt.Errorf("save provider counts of %s for %s: %w", c.Endpoint, c.Date, err)
+	}
+	return c, nil
+}
+
+// ProviderCounts returns the day's comparisons, one per endpoint checked, for provider ("" =
+// every one).
+func (s *Store) ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error) {
+	rows, err := s.pool.Query(ctx, qProviderCounts, day.UTC().Format(DateLayout), provider)
+	if err != nil {
+		return nil, fmt.Errorf("provider counts: %w", err)
+	}
+	return collectChecks(rows)
+}
+
+// LatestProviderCounts returns each endpoint's most recent comparison.
+func (s *Store) LatestProviderCounts(ctx context.Context) ([]providercounts.Check, error) {
+	rows, err := s.pool.Query(ctx, qLatestProviderCounts)
+	if err != nil {
+		return nil, fmt.Errorf("latest provider counts: %w", err)
+	}
+	return collectChecks(rows)
+}
+
+func collectChecks(rows pgx.Rows) ([]providercounts.Check, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (providercounts.Check, error) {
+		var (
+			c   providercounts.Check
+			raw []byte
+		)
+		if err := row.Scan(&c.Date, &c.Endpoint, &c.Provider, &c.State, &c.Error, &raw, &c.Gaps, &c.CheckedAt); err != nil {
+			return c, err
+		}
+		if err := json.Unmarshal(raw, &c.Lines); err != nil {
+			return c, fmt.Errorf("lines of %s: %w", c.Endpoint, err)
+		}
+		if len(c.Lines) == 0 {
+			c.Lines = nil
+		}
+		return c, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provider counts: %w", err)
+	}
+	return out, nil
+}
