@@ -13,8 +13,8 @@ import (
 type Settings struct {
 	// BaseURL overrides the provider's API address (Mailgun's EU region, a test's server).
 	BaseURL string `yaml:"base_url"`
-	// APIKey is SendGrid's API key (scope stats.read) or Mailgun's key (a domain sending key
-	// cannot read stats: a private key or a read-only API key).
+	// APIKey is SendGrid's API key (scope stats.read) or Mailgun's account API key (a domain
+	// sending key cannot read metrics; a key with the Analyst role is the least that can).
 	APIKey string `yaml:"api_key"`
 	// ServerToken is Postmark's server API token.
 	ServerToken string `yaml:"server_token"`
@@ -116,6 +116,8 @@ func New(provider string, s Settings) (Counter, error) {
 	case "postmark":
 		return Postmark{BaseURL: s.baseURL("https://api.postmarkapp.com"), ServerToken: s.ServerToken,
 			MessageStream: s.MessageStream, Client: s.httpClient()}, nil
+	case "mailgun":
+		return Mailgun{BaseURL: s.baseURL("https://api.mailgun.net"), APIKey: s.APIKey, Domain: s.Domain, Client: s.httpClient()}, nil
 	}
 	return nil, fmt.Errorf("reconcile: no counts reader for %s yet", provider)
 }
