@@ -13,8 +13,9 @@ import (
 // resolution "day", the time dimension and a filter on the domain, with Basic auth api:<key>.
 // The key must be an account API key (a domain sending key may only send); where the plan has
 // key roles, the Analyst role (read-only) is the least that can read metrics. The older
-// GET /v3/{domain}/stats/total is deprecated in favour of this API. Mailgun's metric days are
-// UTC, and it counts raw events, as its webhooks report them, one per recipient.
+// GET /v3/{domain}/stats/total is deprecated in favour of this API. The day is asked for with
+// +0000 dates (Mailgun's stats have been UTC days), and Mailgun counts raw events, one per
+// recipient, as its webhooks report them.
 type Mailgun struct {
 	// BaseURL is https://api.mailgun.net (https://api.eu.mailgun.net for EU domains); a test's
 	// server otherwise.
