@@ -113,6 +113,7 @@ func TestAPIFailuresAreErrorsNotZeroCounts(t *testing.T) {
 			for _, counter := range []providercounts.Counter{
 				providercounts.SendGrid{BaseURL: srv.URL, APIKey: "SG.key"},
 				providercounts.Postmark{BaseURL: srv.URL, ServerToken: "tok"},
+				providercounts.Mailgun{BaseURL: srv.URL, APIKey: "SG.key", Domain: "mg.example.com"},
 			} {
 				lines, err := counter.Day(context.Background(), day)
 				if !errors.Is(err, c.want) || lines != nil {
@@ -129,8 +130,10 @@ func TestAPIFailuresAreErrorsNotZeroCounts(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // nothing listens: no answer at all
-	if _, err := (providercounts.SendGrid{BaseURL: srv.URL}).Day(context.Background(), day); !errors.Is(err, providercounts.ErrUnavailable) {
-		t.Errorf("no answer: %v, want ErrUnavailable", err)
+	for _, counter := range []providercounts.Counter{providercounts.SendGrid{BaseURL: srv.URL}, providercounts.Mailgun{BaseURL: srv.URL}} {
+		if _, err := counter.Day(context.Background(), day); !errors.Is(err, providercounts.ErrUnavailable) {
+			t.Errorf("%T: no answer: %v, want ErrUnavailable", counter, err)
+		}
 	}
 }
 

@@ -11,10 +11,11 @@ import (
 // come from the environment through ${VAR} (config expands them) and are never logged; the
 // daily reconciliation and `mailhook backfill` read the same block.
 type Settings struct {
-	// BaseURL overrides the provider's API address (Mailgun's EU region, a test's server).
+	// BaseURL overrides the provider's API address (Mailgun's EU region, an SES endpoint for
+	// the AWS SDK, a test's server).
 	BaseURL string `yaml:"base_url"`
-	// APIKey is SendGrid's API key (scope stats.read) or Mailgun's key (a domain sending key
-	// cannot read stats: a private key or a read-only API key).
+	// APIKey is SendGrid's API key (scope stats.read) or Mailgun's account API key (a domain
+	// sending key cannot read metrics; a key with the Analyst role is the least that can).
 	APIKey string `yaml:"api_key"`
 	// ServerToken is Postmark's server API token.
 	ServerToken string `yaml:"server_token"`
@@ -116,6 +117,11 @@ func New(provider string, s Settings) (Counter, error) {
 	case "postmark":
 		return Postmark{BaseURL: s.baseURL("https://api.postmarkapp.com"), ServerToken: s.ServerToken,
 			MessageStream: s.MessageStream, Client: s.httpClient()}, nil
+	case "mailgun":
+		return Mailgun{BaseURL: s.baseURL("https://api.mailgun.net"), APIKey: s.APIKey, Domain: s.Domain, Client: s.httpClient()}, nil
+	case "ses":
+		// No default address: without BaseURL the SDK resolves the region's endpoint.
+		return SES{Region: s.Region, BaseURL: s.baseURL(""), Timeout: s.Timeout}, nil
 	}
 	return nil, fmt.Errorf("reconcile: no counts reader for %s yet", provider)
 }
