@@ -341,10 +341,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	m.RegisterBacklog(st.Backlog, logger)
-	m.RegisterInbox(st.Inbox, logger)
-	m.RegisterQuarantine(st.QuarantineCount, logger)
-	m.RegisterSinks(serve.SinkGauges(st), logger)
+	serve.RegisterGauges(m, st, logger)
 	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
 	api, err := svc.HTTPServer()
 	if err != nil {

@@ -126,11 +126,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	} else if len(created) > 0 {
 		log.InfoContext(ctx, "payload partitions created", "count", len(created), "first", created[0].Name)
 	}
-	m.RegisterBacklog(st.Backlog, log)
-	m.RegisterInbox(st.Inbox, log)
-	m.RegisterQuarantine(st.QuarantineCount, log)
-	m.RegisterSinks(SinkGauges(st), log)
-	m.RegisterProviderCounts(ProviderCountGauges(st), log)
+	RegisterGauges(m, st, log)
 	return &Service{Config: cfg, Store: st, Temporal: tc, Log: log, Metrics: m, closeMetrics: closeMetrics}, nil
 }
 
@@ -378,8 +374,17 @@ func (s *Service) providerEndpoints() map[string]activities.ProviderEndpoint {
 	return out
 }
 
-// ProviderCountGauges reads each reconciled endpoint's latest comparison for its gauges.
-func ProviderCountGauges(st *store.Store) metrics.ProviderChecks {
+// RegisterGauges exposes the gauges read from the database at scrape time.
+func RegisterGauges(m *metrics.Metrics, st *store.Store, log *slog.Logger) {
+	m.RegisterBacklog(st.Backlog, log)
+	m.RegisterInbox(st.Inbox, log)
+	m.RegisterQuarantine(st.QuarantineCount, log)
+	m.RegisterSinks(sinkGauges(st), log)
+	m.RegisterProviderCounts(providerCountGauges(st), log)
+}
+
+// providerCountGauges reads each reconciled endpoint's latest comparison for its gauges.
+func providerCountGauges(st *store.Store) metrics.ProviderChecks {
 	return func(ctx context.Context) ([]metrics.ProviderCheck, error) {
 		checks, err := st.LatestProviderCounts(ctx)
 		if err != nil {
@@ -398,8 +403,8 @@ func ProviderCountGauges(st *store.Store) metrics.ProviderChecks {
 	}
 }
 
-// SinkGauges reads the sinks' states for their gauges.
-func SinkGauges(st *store.Store) metrics.SinkStates {
+// sinkGauges reads the sinks' states for their gauges.
+func sinkGauges(st *store.Store) metrics.SinkStates {
 	return func(ctx context.Context) ([]metrics.SinkState, error) {
 		rows, err := st.ListSinks(ctx)
 		if err != nil {
