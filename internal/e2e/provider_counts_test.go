@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,6 +177,9 @@ func TestDailyRunComparesProviderCountsAndReportsAnAPIOutage(t *testing.T) {
 	}
 
 	res := h.runDailyReconcile(domain.DailyReconcileInput{Date: day, ProviderEndpoints: []string{"mg", "pm"}, ReportSinks: []string{"app"}})
+	if dir := os.Getenv(HistoryDirEnv); dir != "" { // make record-histories
+		writeHistory(t, h.svc.Temporal, dir, "daily-reconcile-provider-counts", "daily-reconcile-"+h.prefix+"-"+day)
+	}
 
 	byEndpoint := map[string]providercounts.Check{}
 	for _, c := range res.ProviderCounts {

@@ -239,6 +239,9 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	if err := waitClosed(t, h.svc.Temporal, run.WorkflowID, run.FirstExecutionRunID).Get(ctx, &res); err != nil {
 		t.Fatalf("DailyReconcile %s: %v", run.WorkflowID, err)
 	}
+	if dir := os.Getenv(HistoryDirEnv); dir != "" { // make record-histories
+		writeHistory(t, h.svc.Temporal, dir, "daily-reconcile", run.WorkflowID)
+	}
 	if r := res.Redrive; r == nil || r.Started != 1 || r.Skipped != 1 || r.Considered != 2 {
 		t.Fatalf("redrive %+v (error %q), want 1 started and 1 skipped of 2", res.Redrive, res.RedriveError)
 	}
