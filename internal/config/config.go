@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -284,6 +285,9 @@ type Endpoint struct {
 	Name              string `yaml:"name"`
 	Provider          string `yaml:"provider"`
 	provider.Settings `yaml:",inline"`
+	// Reconcile, when set, is how to reach the provider's own API: the daily reconciliation's
+	// counts and `mailhook backfill` read it.
+	Reconcile *providercounts.Settings `yaml:"reconcile"`
 }
 
 // Sink is one downstream receiver of notifications.
@@ -582,6 +586,11 @@ func (c Config) Validate() error {
 		}
 		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
+		}
+		if e.Reconcile != nil {
+			if err := e.Reconcile.Validate(e.Provider); err != nil {
+				return fmt.Errorf("config: %s (endpoint %q): %w", key, e.Name, err)
+			}
 		}
 		ns := provider.EventNamespace(e.Provider, e.Name)
 		switch o, taken := namespaces[ns]; {
