@@ -388,6 +388,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Apply.Recipient, ev.Recipient),
 			Status: in.Apply.To, PreviousStatus: in.Apply.From, BounceType: in.Apply.BounceType,
 			Version: in.Apply.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
+			Source: ev.Source,
 		}
 		// A move is made by the message's new deciding event, so this event's details are the
 		// ones the message now shows.
@@ -409,6 +410,7 @@ func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
 		}
 		data = SuppressionAdded{
 			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
+			Source: ev.Source,
 		}
 	case domain.TypeReportDaily:
 		if len(in.Data) == 0 {
@@ -446,6 +448,9 @@ type StatusChanged struct {
 	// Bounce is why the message bounced or failed, as the provider said (absent when it did
 	// not, and for every other status).
 	Bounce *domain.Bounce `json:"bounce,omitempty"`
+	// Source is "backfill" when the event was fetched back from the provider's API
+	// (domain.Event.Source); absent for a webhook's, so those bodies are as before.
+	Source string `json:"source,omitempty"`
 }
 
 // EmailReceived is the data of email.received: the provider's inbound payload as it came.
@@ -468,6 +473,8 @@ type SuppressionAdded struct {
 	Provider  string `json:"provider"`
 	EventID   string `json:"event_id"`
 	MessageID string `json:"message_id"`
+	// Source is "backfill" for an event fetched back from the provider's API; absent otherwise.
+	Source string `json:"source,omitempty"`
 }
 
 func firstNonEmpty(a, b string) string {

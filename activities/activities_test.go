@@ -114,3 +114,31 @@ func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
 	assert.Equal(t, []domain.Notification{{Type: domain.TypeSuppressionAdded, Sink: "ops"}},
 		domain.Notifications(r, ev.Kind, domain.OutcomeStale, true))
 }
+
+// An event fetched back from the provider's API (internal/backfill) says so in its
+// notifications; a webhook's notifications have no source field at all, as before.
+func TestBackfilledEventsNotificationsSaySource(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ev := domain.Event{Provider: "mailgun", EventID: "ev1:2026-11-29", Type: "failed", Kind: domain.KindStatus,
+		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
+		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
+	status := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
+		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
+			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2, Suppressed: true}}
+	suppressed := status
+	suppressed.Type = domain.TypeSuppressionAdded
+	for _, in := range []activities.NotifyInput{status, suppressed} {
+		body, err := activities.Body("ntf_1", in, now)
+		require.NoError(t, err)
+		assert.NotContains(t, string(body), `"source"`, "%s of a webhook's event", in.Type)
+
+		in.Event.Source = domain.SourceBackfill
+		body, err = activities.Body("ntf_1", in, now)
+		require.NoError(t, err)
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(body, &env))
+		assert.Equal(t, "backfill", env.Data["source"], "%s of a backfilled event", in.Type)
+	}
+}

@@ -303,6 +303,7 @@ Not for production: it keeps nothing.`,
 	cmd.AddCommand(eraseCommand(load))         // erase.go
 	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
 	cmd.AddCommand(sinksCommand(load))         // sinks.go: sinks list, pause, resume, redeliver
+	cmd.AddCommand(backfillCommand(load, log)) // backfill.go
 	cmd.AddCommand(&cobra.Command{
 		Use:   "environment",
 		Short: "The environment variables the commands read, and the exit codes",
@@ -328,5 +329,5 @@ Not for production: it keeps nothing.`,
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
-	"mailhook retention run": true,
+	"mailhook retention run": true, "mailhook backfill": true,
 }

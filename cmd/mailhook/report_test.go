@@ -32,3 +32,29 @@ func TestReconcileCommandsRefuseBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// backfill refuses bad arguments before connecting to anything.
+func TestBackfillRefusesBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backfill", "--since", "2026-11-01", "--until", "2026-11-02"}, "--endpoint, --since and --until are required"},
+		{[]string{"backfill", "--endpoint", "mailgun", "--since", "2026-11-01"}, "--endpoint, --since and --until are required"},
+		{[]string{"backfill", "--endpoint", "mailgun", "--since", "yesterday", "--until", "2026-11-02"}, "neither RFC 3339"},
+		{[]string{"backfill", "--endpoint", "mailgun", "--since", "2026-11-02", "--until", "2026-11-01T00:00:00Z"}, "--since must be before --until"},
+		{[]string{"backfill", "--endpoint", "mailgun", "--since", "2026-11-01", "--until", "2999-01-01"}, "in the future"},
+		{[]string{"backfill", "--endpoint", "nope", "--since", "2026-11-01", "--until", "2026-11-02"}, `no endpoint "nope"`},
+		{[]string{"backfill", "--endpoint", "postscale", "--since", "2026-11-01", "--until", "2026-11-02"}, "no reconcile block"},
+	} {
+		cmd := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		cmd.SetArgs(append(c.args, "--config", ""))
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+		if code := exitCode(err); code != exitUsage {
+			t.Errorf("%v exits %d, want %d (usage)", c.args, code, exitUsage)
+		}
+	}
+}

@@ -527,3 +527,41 @@ func TestAdminTokensWithoutScopesAreWarnedAbout(t *testing.T) {
 		t.Fatalf("scopes %v", got)
 	}
 }
+
+// An endpoint's reconcile block is read with its ${VAR} credentials, and checked for its
+// provider: a missing credential names the field, never a value.
+func TestEndpointReconcileBlock(t *testing.T) {
+	t.Setenv("MG_KEY", "key-abc")
+	cfg, err := config.Load(write(t, `
+endpoints:
+  - name: mailgun
+    provider: mailgun
+    secrets: [mailgun-signing-key]
+    reconcile:
+      api_key: ${MG_KEY}
+      domain: mg.example.com
+      rate: 1.5
+      timeout: 10s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, ok := cfg.Endpoint("mailgun")
+	if !ok || ep.Reconcile == nil || ep.Reconcile.APIKey != "key-abc" || ep.Reconcile.Domain != "mg.example.com" ||
+		ep.Reconcile.Rate != 1.5 || ep.Reconcile.Timeout != 10*time.Second {
+		t.Fatalf("reconcile block not read: %+v", ep.Reconcile)
+	}
+
+	_, err = config.Load(write(t, `
+endpoints:
+  - name: mailgun
+    provider: mailgun
+    secrets: [mailgun-signing-key]
+    reconcile:
+      api_key: ""
+      domain: mg.example.com
+`))
+	if err == nil || !strings.Contains(err.Error(), "reconcile.api_key") || !strings.Contains(err.Error(), `endpoint "mailgun"`) {
+		t.Fatalf("want an error naming reconcile.api_key of the endpoint, got %v", err)
+	}
+}

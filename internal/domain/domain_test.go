@@ -95,3 +95,14 @@ func TestRedriveResultCountsOutcomes(t *testing.T) {
 	assert.Equal(t, []int{5, 2, 1, 1, 1}, []int{r.Considered, r.Started, r.Running, r.Skipped, r.Failed})
 	assert.Equal(t, "temporal unavailable", r.FirstError())
 }
+
+// Source is added to the workflow input's JSON only when set: a webhook's event marshals as
+// before, so recorded histories replay unchanged.
+func TestEventSourceIsOmittedForWebhooks(t *testing.T) {
+	b, err := json.Marshal(domain.Event{Provider: "mailgun", EventID: "e1"})
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `"source"`, "a webhook's event")
+	b, err = json.Marshal(domain.Event{Provider: "mailgun", EventID: "e1", Source: domain.SourceBackfill})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"source":"backfill"`, "a backfilled event")
+}

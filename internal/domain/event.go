@@ -118,7 +118,14 @@ type Event struct {
 	// MessageID, once, so a message whose events straddle the upgrade stays one message. Stored
 	// with the event: the Process step reads it there.
 	PriorMessageID string `json:"prior_message_id,omitempty"`
+	// Source says how the event reached mailhook when it was not a webhook: SourceBackfill for
+	// one fetched from the provider's API (internal/backfill). Empty for a webhook, and then
+	// absent from the JSON, so webhook events and the histories recorded before it are unchanged.
+	Source string `json:"source,omitempty"`
 }
+
+// SourceBackfill is the Source of an event fetched back from the provider's API.
+const SourceBackfill = "backfill"
 
 // Bounce details, normalized across providers.
 type Bounce struct {

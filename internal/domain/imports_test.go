@@ -32,7 +32,7 @@ func deps(t *testing.T, pkg string) []string {
 // and speak domain's vocabulary: a change to how an event is processed (workflows, activities)
 // must not reach them, nor pull the worker's code into what they build.
 func TestEdgesDependOnNeitherWorkflowsNorActivities(t *testing.T) {
-	for _, edge := range []string{"internal/httpapi", "internal/acceptance", "internal/reconcile", "internal/retention"} {
+	for _, edge := range []string{"internal/httpapi", "internal/acceptance", "internal/reconcile", "internal/retention", "internal/backfill"} {
 		for _, d := range deps(t, edge) {
 			if d == "workflows" || d == "activities" {
 				t.Errorf("%s depends on %s", edge, d)

@@ -1,0 +1,171 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// ErrUnauthorized wraps an answer of 401 or 403: the credentials are wrong or lack the
+// permission to list events. No retry can help; the configuration must change.
+var ErrUnauthorized = errors.New("provider API refused the credentials")
+
+// ErrRefused wraps any other answer no retry can help (another 4xx, an answer that is not in
+// the documented shape, a next-page URL on another host).
+var ErrRefused = errors.New("provider API refused the request")
+
+// ErrUnavailable wraps a request that still failed after every retry (no answer, 5xx, 429).
+var ErrUnavailable = errors.New("provider API unavailable")
+
+// Retry bounds: a Retry-After is obeyed up to MaxRetryAfter (a provider asking for an hour is
+// waited for as long as this, then asked again); without one the wait doubles from minBackoff to
+// maxBackoff. After maxAttempts the page fails and the run stops, resumable.
+const (
+	MaxRetryAfter = 5 * time.Minute
+	minBackoff    = time.Second
+	maxBackoff    = time.Minute
+	maxAttempts   = 8
+	// maxPage bounds one page's answer: 300 Mailgun events or 500 Postmark bounces are a few MB.
+	maxPage = 32 << 20
+)
+
+// client sends a provider's API requests: at most Rate a second (token bucket of burst 1, so
+// never more than one request ahead of the rate), retries what may succeed later, and reports
+// failures by status only. An API's error body may repeat a credential or an address, so it is
+// never read into an error or a log.
+type client struct {
+	provider string
+	http     *http.Client
+	limiter  *rate.Limiter
+	auth     func(*http.Request)
+	// backoff is the first wait without a Retry-After (minBackoff; shorter in tests).
+	backoff time.Duration
+}
+
+func newClient(provider string, c *http.Client, perSecond float64, auth func(*http.Request)) *client {
+	return &client{provider: provider, http: c, limiter: rate.NewLimiter(rate.Limit(perSecond), 1), auth: auth, backoff: minBackoff}
+}
+
+// statusError is an answer that was not 2xx; it names the provider and the status, nothing of
+// the body.
+type statusError struct {
+	kind       error
+	provider   string
+	status     int
+	retryAfter time.Duration
+}
+
+func (e *statusError) Error() string {
+	switch e.status {
+	case 0:
+		return e.provider + " API: no answer"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Sprintf("%s API: HTTP %d: check the reconcile block's credentials and their permission to read events", e.provider, e.status)
+	}
+	return fmt.Sprintf("%s API: HTTP %d", e.provider, e.status)
+}
+
+func (e *statusError) Unwrap() error { return e.kind }
+
+// get fetches rawURL and returns the body of its 2xx answer, retrying 429, 5xx and no answer.
+func (c *client) get(ctx context.Context, rawURL string) ([]byte, error) {
+	wait := c.backoff
+	var last error
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("%s API: wait for the rate limit: %w", c.provider, err)
+		}
+		body, err := c.once(ctx, rawURL)
+		if err == nil {
+			return body, nil
+		}
+		var se *statusError
+		if !errors.As(err, &se) || se.kind != ErrUnavailable || ctx.Err() != nil {
+			return nil, err
+		}
+		last = err
+		d := wait
+		if se.retryAfter > 0 {
+			d = min(se.retryAfter, MaxRetryAfter)
+		} else {
+			wait = min(2*wait, maxBackoff)
+		}
+		if attempt == maxAttempts {
+			break
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (waiting %s to retry)", ctx.Err(), d)
+		case <-t.C:
+		}
+	}
+	return nil, fmt.Errorf("%w after %d attempts", last, maxAttempts)
+}
+
+func (c *client) once(ctx context.Context, rawURL string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		// The URL is ours or the provider's next-page link: name neither (it may carry a filter).
+		return nil, fmt.Errorf("%w: %s API: bad request URL", ErrRefused, c.provider)
+	}
+	req.Header.Set("Accept", "application/json")
+	c.auth(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// The transport's error names the URL, which is ours (no credential in it).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %w", &statusError{kind: ErrUnavailable, provider: c.provider}, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: reading the answer: %w", &statusError{kind: ErrUnavailable, provider: c.provider, status: resp.StatusCode}, err)
+		case len(body) > maxPage:
+			return nil, fmt.Errorf("%w: answer over %d bytes", &statusError{kind: ErrRefused, provider: c.provider, status: resp.StatusCode}, maxPage)
+		}
+		return body, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection; never read into an error
+	e := &statusError{kind: ErrRefused, provider: c.provider, status: resp.StatusCode}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		e.kind = ErrUnauthorized
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		e.kind = ErrUnavailable
+		e.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return nil, e
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date (RFC 9110 10.2.3).
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
