@@ -44,7 +44,7 @@ func SumCounts(counts []DailyCount) DailyTotals { return store.SumCounts(counts)
 type ReconcileStore interface {
 	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
-	DailyCounts(ctx context.Context, day time.Time, provider string) ([]store.DailyCount, error)
+	ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error)
 	SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error)
 }
 
@@ -153,13 +153,9 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 		log.Warn("provider counts missing", "endpoint", in.Endpoint, "date", in.Date, "state", check.State, "error", check.Error)
 		return r.Store.SaveProviderCount(ctx, check)
 	}
-	counts, err := r.Store.DailyCounts(ctx, day, ep.Namespace)
+	received, err := r.Store.ComparedReceived(ctx, day, ep.Namespace)
 	if err != nil {
 		return providercounts.Check{}, err
-	}
-	received := make(map[string]int64, len(counts))
-	for _, c := range counts {
-		received[c.EventType] += c.Received
 	}
 	tol, def := ep.Settings.Tolerances()
 	check.State = providercounts.StateOK

@@ -33,11 +33,11 @@ func (s *countsStore) SaveDailyCounts(context.Context, time.Time) ([]store.Daily
 	return s.received, nil
 }
 func (s *countsStore) MarkNotificationFailed(context.Context, string, string) error { return nil }
-func (s *countsStore) DailyCounts(_ context.Context, _ time.Time, provider string) ([]store.DailyCount, error) {
-	var out []store.DailyCount
+func (s *countsStore) ComparedReceived(_ context.Context, _ time.Time, provider string) (map[string]int64, error) {
+	out := map[string]int64{}
 	for _, c := range s.received {
 		if c.Provider == provider {
-			out = append(out, c)
+			out[c.EventType] += c.Received
 		}
 	}
 	return out, nil

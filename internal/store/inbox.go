@@ -26,15 +26,15 @@ const (
 WITH u AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[],
-                $9::text[])
-         WITH ORDINALITY AS u(p, e, t, m, o, pl, n, pr, i)
+                $9::text[], $10::text[])
+         WITH ORDINALITY AS u(p, e, t, m, o, pl, n, pr, s, i)
 ), k AS (
     -- An event whose key under an earlier id format (pr, domain.Event.PriorEventID) is recorded
     -- with the same occurred_at was accepted before the upgrade: a duplicate, like its own key
     -- (a provider's retry re-sends the same body, so the time is the same to the microsecond).
     INSERT INTO webhook_events (provider, event_id, event_type, message_id, occurred_at, awaiting_start,
-                                next_attempt_at)
-    SELECT p, e, t, m, o, true, now() + $8 * interval '1 microsecond'
+                                next_attempt_at, source)
+    SELECT p, e, t, m, o, true, now() + $8 * interval '1 microsecond', NULLIF(s, '')
     FROM u
     WHERE pr = '' OR NOT EXISTS (SELECT 1 FROM webhook_events w
                                  WHERE w.provider = u.p AND w.event_id = u.pr AND w.occurred_at IS NOT DISTINCT FROM u.o)
@@ -115,6 +115,7 @@ type InboxRow struct {
 	payload                      string
 	normalized                   string
 	priorID                      string // domain.Event.PriorEventID
+	source                       string // domain.Event.Source; "" for a webhook
 }
 
 var errNoNormalizedForm = errors.New("the event has no JSON form PostgreSQL can store")
@@ -133,7 +134,7 @@ func NewInboxRow(ev domain.Event) (InboxRow, error) {
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
-		payload: payload, normalized: norm, priorID: ev.PriorEventID}, nil
+		payload: payload, normalized: norm, priorID: ev.PriorEventID, source: ev.Source}, nil
 }
 
 // EnqueueRows inserts rows into the inbox with one statement and reports, per row, whether this
@@ -153,15 +154,15 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Durati
 	})
 	providers, ids, types, msgIDs, payloads, normalized := make([]string, n), make([]string, n),
 		make([]string, n), make([]*string, n), make([]string, n), make([]string, n)
-	occurred, priors := make([]*time.Time, n), make([]string, n)
+	occurred, priors, sources := make([]*time.Time, n), make([]string, n), make([]string, n)
 	for i, r := range sorted {
 		providers[i], ids[i], types[i], msgIDs[i] = r.provider, r.eventID, r.eventType, r.messageID
-		occurred[i], payloads[i], normalized[i], priors[i] = r.occurredAt, r.payload, r.normalized, r.priorID
+		occurred[i], payloads[i], normalized[i], priors[i], sources[i] = r.occurredAt, r.payload, r.normalized, r.priorID, r.source
 	}
 	inserted := make(map[[2]string]bool, n)
 	err := s.withPartitions(ctx, func() error {
 		clear(inserted)
-		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds(), priors)
+		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds(), priors, sources)
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,17 @@ FROM provider_counts
 WHERE date = $1::date AND ($2 = '' OR provider = $2)
 ORDER BY endpoint`
 
+	// What a provider's count of [$1, $2) is compared with, per event type: the webhooks
+	// received in the day, and the events fetched back (backfill) that occurred in it, whenever
+	// they were fetched (after the day: the received_at bound lets the index skip what came
+	// before it).
+	qComparedReceived = `
+SELECT event_type, count(*)
+FROM webhook_events
+WHERE provider = $3 AND received_at >= $1
+  AND ((source IS NULL AND received_at < $2) OR (source = 'backfill' AND occurred_at >= $1 AND occurred_at < $2))
+GROUP BY event_type`
+
 	// Each endpoint's most recent check, for the metrics.
 	qLatestProviderCounts = `
 SELECT DISTINCT ON (endpoint) to_char(date, 'YYYY-MM-DD'), endpoint, provider, state, error, lines, gaps, checked_at
@@ -49,6 +60,25 @@ func (s *Store) SaveProviderCount(ctx context.Context, c providercounts.Check) (
 		return c, fmt.Errorf("save provider counts of %s for %s: %w", c.Endpoint, c.Date, err)
 	}
 	return c, nil
+}
+
+// ComparedReceived counts, per event type, what the provider's count of day is compared with:
+// provider's webhooks received that day, and its events fetched back that occurred that day.
+func (s *Store) ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error) {
+	start, end := utcDay(day)
+	rows, err := s.pool.Query(ctx, qComparedReceived, start, end, provider)
+	if err != nil {
+		return nil, fmt.Errorf("received counts of %s: %w", provider, err)
+	}
+	out := map[string]int64{}
+	var (
+		typ string
+		n   int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&typ, &n}, func() error { out[typ] = n; return nil }); err != nil {
+		return nil, fmt.Errorf("received counts of %s: %w", provider, err)
+	}
+	return out, nil
 }
 
 // ProviderCounts returns the day's comparisons, one per endpoint checked, for provider ("" =

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
+	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
@@ -61,4 +63,40 @@ func TestProviderCountsAreStoredPerDayAndEndpoint(t *testing.T) {
 	for _, c := range latest {
 		assert.Equal(t, "2026-11-28", c.Date, "endpoint %s", c.Endpoint)
 	}
+}
+
+// What a provider's day is compared with: the webhooks received that day, and the events fetched
+// back (backfill) that occurred that day, counted on that day and not on the day they were
+// fetched.
+func TestComparedReceivedCountsBackfilledEventsOnTheDayTheyOccurred(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	yesterday := today.AddDate(0, 0, -1)
+	webhook := statusEvent("evt_hook", "msg_1", domain.StatusDelivered, "", time.Now())
+	webhook.Raw = []byte(`{"id":"evt_hook"}`)
+	late := statusEvent("evt_backfilled", "msg_2", domain.StatusDelivered, "", yesterday.Add(13*time.Hour))
+	late.Raw, late.Source = []byte(`{"id":"evt_backfilled"}`), domain.SourceBackfill
+	var rows []store.InboxRow
+	for _, ev := range []domain.Event{webhook, late} {
+		r, err := store.NewInboxRow(ev)
+		require.NoError(t, err)
+		rows = append(rows, r)
+	}
+	inserted, err := s.EnqueueRows(ctx, rows, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, inserted)
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE source = 'backfill'`))
+	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE source IS NULL`))
+
+	got, err := s.ComparedReceived(ctx, yesterday, provider)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"email.delivered": 1}, got, "yesterday: the event fetched back today")
+	got, err = s.ComparedReceived(ctx, today, provider)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"email.delivered": 1}, got, "today: the webhook only")
+	got, err = s.ComparedReceived(ctx, today, "another")
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
