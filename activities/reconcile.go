@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/store"
@@ -21,6 +22,7 @@ const (
 	RedriveStuckName            = "RedriveStuck"
 	MarkNotificationsFailedName = "MarkNotificationsFailed"
 	CompareProviderCountsName   = "CompareProviderCounts"
+	BackfillDayName             = "BackfillDay"
 )
 
 // ProviderCountsAttempts is how many times CompareProviderCounts is tried for a provider API
@@ -54,7 +56,13 @@ type ProviderEndpoint struct {
 	Namespace string
 	Counter   providercounts.Counter
 	Settings  providercounts.Settings
+	// Backfill, when set (reconcile.backfill on a provider whose events can be listed), is the
+	// job BackfillDay runs for a day with a gap, all but its window.
+	Backfill *backfill.Job
 }
+
+// BackfillProgress is backfill's, named here so that workflows need not import it.
+type BackfillProgress = backfill.Progress
 
 // ProviderCountsInput names the day (YYYY-MM-DD, UTC) and the endpoint to compare.
 type ProviderCountsInput struct {
@@ -167,10 +175,41 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 	return r.Store.SaveProviderCount(ctx, check)
 }
 
+// BackfillDay fetches the day's events of the endpoint back from its provider's API and accepts
+// those never received (backfill.Run: the webhook's parse and acceptance insert, at the
+// endpoint's rate). Its position is saved after each page, so a retry (this worker killed, the
+// API down for a while) resumes after the last page saved; each page is a heartbeat.
+func (r *Reconcile) BackfillDay(ctx context.Context, in ProviderCountsInput) (backfill.Progress, error) {
+	day, err := time.Parse(store.DateLayout, in.Date)
+	if err != nil {
+		return backfill.Progress{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("backfill: date %q is not YYYY-MM-DD", in.Date), "BadInput", err)
+	}
+	ep, ok := r.Providers[in.Endpoint]
+	if !ok || ep.Backfill == nil {
+		return backfill.Progress{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("backfill: endpoint %s has no reconcile.backfill on this worker", in.Endpoint), "NotConfigured", nil)
+	}
+	job := *ep.Backfill
+	job.Since, job.Until = day, day.AddDate(0, 0, 1)
+	job.OnPage = func(p backfill.Progress) { activity.RecordHeartbeat(ctx, p) }
+	p, err := backfill.Run(ctx, job)
+	if err != nil {
+		if errors.Is(err, backfill.ErrUnauthorized) || errors.Is(err, backfill.ErrRefused) {
+			return p, temporal.NewNonRetryableApplicationError(err.Error(), "ProviderRefused", nil)
+		}
+		return p, err
+	}
+	activity.GetLogger(ctx).Info("backfill done", "endpoint", in.Endpoint, "date", in.Date,
+		"pages", p.Pages, "fetched", p.Fetched, "accepted", p.Accepted, "duplicates", p.Duplicates, "rejected", p.Rejected)
+	return p, nil
+}
+
 // Register registers the reconciliation activities under their stable names.
 func (r *Reconcile) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: SaveDailyCountsName})
 	reg.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: RedriveStuckName})
 	reg.RegisterActivityWithOptions(r.MarkNotificationsFailed, activity.RegisterOptions{Name: MarkNotificationsFailedName})
 	reg.RegisterActivityWithOptions(r.CompareProviderCounts, activity.RegisterOptions{Name: CompareProviderCountsName})
+	reg.RegisterActivityWithOptions(r.BackfillDay, activity.RegisterOptions{Name: BackfillDayName})
 }

@@ -131,3 +131,48 @@ func TestDailyReconcileWithoutProviderEndpointsComparesNothing(t *testing.T) {
 	assert.Empty(t, res.ProviderCounts)
 	env.AssertNotCalled(t, activities.CompareProviderCountsName, mock.Anything, mock.Anything)
 }
+
+// An endpoint that may backfill and whose day has a gap is fetched back, then compared again:
+// the run reports the gaps before and the comparison after. One without a gap, or not allowed
+// to, is not fetched.
+func TestDailyReconcileBackfillsADayWithAGapThenComparesAgain(t *testing.T) {
+	env := newEnv(t)
+	st := &countsStore{saved: map[string]providercounts.Check{}, received: []store.DailyCount{
+		{Date: "2026-11-28", Provider: "mailgun", EventType: "delivered", Received: 963},
+		{Date: "2026-11-28", Provider: "postmark", EventType: "Bounce:HardBounce", Received: 10},
+	}}
+	mg := &counter{lines: []providercounts.Line{{Metric: "delivered", Count: 1000, Types: []string{"delivered"}}}}
+	pm := &counter{lines: []providercounts.Line{{Metric: "bounced", Count: 10, Prefixes: []string{"Bounce"}}}}
+	r := &activities.Reconcile{Store: st, Providers: map[string]activities.ProviderEndpoint{
+		"mg": {Namespace: "mailgun", Counter: mg}, "pm": {Namespace: "postmark", Counter: pm},
+	}}
+	env.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: activities.SaveDailyCountsName})
+	env.RegisterActivityWithOptions(r.CompareProviderCounts, activity.RegisterOptions{Name: activities.CompareProviderCountsName})
+	env.RegisterActivityWithOptions(r.BackfillDay, activity.RegisterOptions{Name: activities.BackfillDayName})
+	env.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: activities.RedriveStuckName})
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
+	// The backfill brings the 37 missing deliveries in.
+	env.OnActivity(activities.BackfillDayName, mock.Anything, activities.ProviderCountsInput{Date: "2026-11-28", Endpoint: "mg"}).
+		Return(func(context.Context, activities.ProviderCountsInput) (activities.BackfillProgress, error) {
+			st.mu.Lock()
+			st.received[0].Received += 37
+			st.mu.Unlock()
+			return activities.BackfillProgress{Pages: 4, Fetched: 1000, Accepted: 37, Duplicates: 963, Finished: true}, nil
+		}).Once()
+
+	res := runReconcile(t, env, domain.DailyReconcileInput{Date: "2026-11-28",
+		ProviderEndpoints: []string{"mg", "pm"}, BackfillEndpoints: []string{"mg", "pm"}})
+
+	require.Len(t, res.Backfills, 1, "only the endpoint with a gap is fetched back")
+	b := res.Backfills[0]
+	assert.Equal(t, "mg", b.Endpoint)
+	assert.Equal(t, 1, b.GapsBefore)
+	require.NotNil(t, b.Progress)
+	assert.Equal(t, int64(37), b.Progress.Accepted)
+	for _, c := range res.ProviderCounts {
+		assert.Equal(t, 0, c.Gaps, "endpoint %s after the backfill", c.Endpoint)
+	}
+	assert.Equal(t, int32(2), mg.calls.Load(), "mg compared before and after its backfill")
+	assert.Equal(t, int32(1), pm.calls.Load())
+	assert.Equal(t, 0, st.saved["mg"].Gaps, "the stored comparison is the one after the backfill")
+}

@@ -29,9 +29,21 @@ type DailyReport struct {
 	// ProviderCounts compares each endpoint's provider counts with Counts (a provider API that
 	// did not answer is a state, not a count).
 	ProviderCounts []activities.ProviderCheck `json:"provider_counts,omitempty"`
+	// Backfills are the days with a gap fetched back from the provider's API (ProviderCounts
+	// then holds the comparison made after it).
+	Backfills []Backfill `json:"backfills,omitempty"`
 	// Redrive is what the run re-drove (counts only; the run's result lists the events).
 	Redrive      *domain.RedriveResult `json:"redrive,omitempty"`
 	RedriveError string                `json:"redrive_error,omitempty"`
+}
+
+// Backfill is one endpoint's day fetched back after its comparison found a gap.
+type Backfill struct {
+	Endpoint string `json:"endpoint"`
+	// GapsBefore counts the metrics outside their tolerance before the backfill.
+	GapsBefore int                          `json:"gaps_before"`
+	Progress   *activities.BackfillProgress `json:"progress,omitempty"`
+	Error      string                       `json:"error,omitempty"`
 }
 
 // DailyReconcileResult is what a run did; the Temporal UI shows it as the workflow result.
@@ -87,6 +99,66 @@ func compareProviderCounts(ctx workflow.Context, date string, endpoints []string
 	return out
 }
 
+// backfillActivity: a day's listing may take long at the provider's rate; each page is a
+// heartbeat, so a worker lost mid-way is noticed within HeartbeatTimeout and the retry resumes
+// after the last page saved.
+var backfillActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 6 * time.Hour,
+	HeartbeatTimeout:    2 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Minute,
+		BackoffCoefficient: 2,
+		MaximumInterval:    15 * time.Minute,
+		MaximumAttempts:    5,
+	},
+}
+
+const providerBackfillChange = "provider-backfill"
+
+// backfillGaps fetches back, for every endpoint that may and whose comparison found a gap, the
+// day's events, all endpoints at once, then compares each again: the events fetched back count
+// on the day they occurred, so the gap closes when they were what was missing.
+func backfillGaps(ctx workflow.Context, date string, endpoints []string, checks []activities.ProviderCheck) []Backfill {
+	may := map[string]bool{}
+	for _, e := range endpoints {
+		may[e] = true
+	}
+	bctx := workflow.WithActivityOptions(ctx, backfillActivity)
+	var r *activities.Reconcile
+	var out []Backfill
+	var futures []workflow.Future
+	var at []int // checks[at[i]] is out[i]'s
+	for i, c := range checks {
+		if !may[c.Endpoint] || c.State != providercounts.StateOK || c.Gaps == 0 {
+			continue
+		}
+		out = append(out, Backfill{Endpoint: c.Endpoint, GapsBefore: c.Gaps})
+		futures = append(futures, workflow.ExecuteActivity(bctx, r.BackfillDay, activities.ProviderCountsInput{Date: date, Endpoint: c.Endpoint}))
+		at = append(at, i)
+	}
+	var again []string
+	for i, f := range futures {
+		var p activities.BackfillProgress
+		if err := f.Get(ctx, &p); err != nil {
+			out[i].Error = failureMessage(err)
+			continue
+		}
+		out[i].Progress = &p
+		again = append(again, out[i].Endpoint)
+	}
+	if len(again) > 0 {
+		after := compareProviderCounts(ctx, date, again)
+		for _, c := range after {
+			for _, i := range at {
+				if checks[i].Endpoint == c.Endpoint {
+					checks[i] = c
+				}
+			}
+		}
+	}
+	return out
+}
+
 // scheduledStartTimeKey is the search attribute a Temporal Schedule sets on every run it starts:
 // the time the run was scheduled for, also when it runs late (catch-up) or is backfilled.
 var scheduledStartTimeKey = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
@@ -130,6 +202,9 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 	// Runs scheduled before provider endpoints existed have none, and replay as they ran.
 	if len(in.ProviderEndpoints) > 0 && workflow.GetVersion(ctx, providerCountsChange, workflow.DefaultVersion, 1) == 1 {
 		res.ProviderCounts = compareProviderCounts(ctx, date, in.ProviderEndpoints)
+		if len(in.BackfillEndpoints) > 0 && workflow.GetVersion(ctx, providerBackfillChange, workflow.DefaultVersion, 1) == 1 {
+			res.Backfills = backfillGaps(ctx, date, in.BackfillEndpoints, res.ProviderCounts)
+		}
 	}
 
 	var redrive domain.RedriveResult

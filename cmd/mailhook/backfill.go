@@ -10,11 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/exitcode"
-	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/serve"
 )
 
 // backfillCommand is `mailhook backfill`: an endpoint's events over a window, listed back from
@@ -75,20 +74,17 @@ from the provider's API".`,
 				return exitcode.UsageError(fmt.Errorf("endpoint %q: provider %s has no events API mailhook lists (supported: %s)",
 					endpoint, ep.Provider, strings.Join(backfill.Supported, ", ")))
 			}
-			job := backfill.Job{Endpoint: ep.Name, Provider: ep.Provider, Namespace: provider.EventNamespace(ep.Provider, ep.Name),
-				Settings: *ep.Reconcile, Since: since, Until: until, Restart: restart}
-			// The endpoint's adapter, as the server builds it: its Parse is the webhook's.
-			if job.Parser, err = provider.New(ep.Provider, ep.Settings); err != nil {
-				return exitcode.UsageError(fmt.Errorf("endpoint %s: %w", ep.Name, err))
-			}
 			st, err := openConfigured(c.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			acc := acceptance.NewAcceptor(st, log)
-			acc.Timeout = cfg.Acceptance.InsertTimeout
-			job.Acceptor, job.Progress, job.Log = acc, st, log.With("component", "backfill")
+			j, err := serve.BackfillJob(cfg, st, ep, log)
+			if err != nil {
+				return exitcode.UsageError(err)
+			}
+			job := *j
+			job.Since, job.Until, job.Restart = since, until, restart
 			p, err := backfill.Run(c.Context(), job)
 			fmt.Fprintf(c.OutOrStdout(), "%s %s..%s: %d pages, %d fetched, %d accepted, %d duplicates, %d rejected%s\n",
 				ep.Name, since.Format(time.RFC3339), until.Format(time.RFC3339), p.Pages, p.Fetched, p.Accepted, p.Duplicates, p.Rejected,

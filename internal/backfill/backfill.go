@@ -28,7 +28,7 @@ import (
 )
 
 // Supported names the providers whose events can be listed back.
-var Supported = []string{"mailgun", "postmark"}
+var Supported = providercounts.Listable
 
 // Page is one page of a provider's listing: the webhook bodies of its items and the cursor of
 // the page after it. Last says there is none (Next is then empty).

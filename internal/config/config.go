@@ -332,6 +332,18 @@ func (c Config) ReconciledEndpoints() []string {
 	return out
 }
 
+// BackfillEndpoints names the endpoints whose reconcile block lets the daily run fetch a day
+// with a gap back from the provider's API.
+func (c Config) BackfillEndpoints() []string {
+	var out []string
+	for _, e := range c.Endpoints {
+		if e.Reconcile != nil && e.Reconcile.Backfill {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
 // Defaults returns the configuration used when no file is given.
 func Defaults() Config {
 	return Config{

@@ -157,4 +157,7 @@ type DailyReconcileInput struct {
 	// ProviderEndpoints are the endpoints with a reconcile block: the run compares their
 	// providers' own counts of the day with what was received.
 	ProviderEndpoints []string `json:"provider_endpoints,omitempty"`
+	// BackfillEndpoints are those of ProviderEndpoints with reconcile.backfill: a day with a gap
+	// is fetched back from the provider's API, then compared again.
+	BackfillEndpoints []string `json:"backfill_endpoints,omitempty"`
 }

@@ -3,6 +3,7 @@ package providercounts
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -43,6 +44,9 @@ const DefaultRate = 2.0
 // Supported names the providers whose counts can be read from an API.
 var Supported = []string{"sendgrid", "mailgun", "postmark", "ses"}
 
+// Listable names the providers whose events can be listed back (internal/backfill).
+var Listable = []string{"mailgun", "postmark"}
+
 // Tolerances returns the per-metric tolerances and the default for the metrics not named.
 func (s Settings) Tolerances() (map[string]Tolerance, Tolerance) {
 	tol := map[string]Tolerance{}
@@ -81,6 +85,9 @@ func (s Settings) Validate(provider string) error {
 		if t.Absolute < 0 || t.Fraction < 0 || t.Fraction > 1 {
 			return fmt.Errorf("reconcile.tolerance[%q]: absolute must be ≥ 0 and fraction within [0, 1]", k)
 		}
+	}
+	if s.Backfill && !slices.Contains(Listable, provider) {
+		return fmt.Errorf("reconcile.backfill: provider %s has no events API mailhook lists (%s do)", provider, strings.Join(Listable, ", "))
 	}
 	need := func(field, v string) error {
 		if strings.TrimSpace(v) == "" {

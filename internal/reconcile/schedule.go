@@ -13,7 +13,8 @@ const ScheduleID = "mailhook-daily-reconcile"
 // worker's task queue, routed to the sinks of cfg that want report.daily.
 func Schedule(cfg config.Config) schedule.Daily {
 	in := domain.DailyReconcileInput{RedriveOlderThan: domain.DefaultRedriveOlderThan,
-		ReportSinks: cfg.SinksFor(domain.TypeReportDaily), ProviderEndpoints: cfg.ReconciledEndpoints()}
+		ReportSinks: cfg.SinksFor(domain.TypeReportDaily), ProviderEndpoints: cfg.ReconciledEndpoints(),
+		BackfillEndpoints: cfg.BackfillEndpoints()}
 	return schedule.Daily{
 		ID: ScheduleID, Hour: 0, Minute: 30,
 		Workflow: domain.DailyReconcileName, Args: []any{in}, TaskQueue: cfg.Temporal.TaskQueue,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/acceptance"
+	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -369,9 +370,41 @@ func (s *Service) providerEndpoints() map[string]activities.ProviderEndpoint {
 			s.Log.Error("provider counts disabled for endpoint", "endpoint", e.Name, "error", err)
 			continue
 		}
-		out[e.Name] = activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: *e.Reconcile}
+		ep := activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: *e.Reconcile}
+		if e.Reconcile.Backfill {
+			ep.Backfill = s.backfillJob(e)
+		}
+		out[e.Name] = ep
 	}
 	return out
+}
+
+// backfillJob is the endpoint's backfill job (BackfillJob) with this process's store.
+func (s *Service) backfillJob(e config.Endpoint) *backfill.Job {
+	j, err := BackfillJob(s.Config, s.Store, e, s.Log)
+	if err != nil { // validated with the config
+		s.Log.Error("backfill disabled for endpoint", "endpoint", e.Name, "error", err)
+		return nil
+	}
+	return j
+}
+
+// BackfillJob is an endpoint's backfill, all but its window, as `mailhook backfill` and the
+// daily run's BackfillDay run it: the endpoint's own adapter parses each listed event (its Parse
+// is the webhook's), and a plain acceptor inserts it under the webhook's dedupe key (the relays
+// start the events, as for a webhook whose start was left to them).
+func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slog.Logger) (*backfill.Job, error) {
+	if e.Reconcile == nil {
+		return nil, fmt.Errorf("endpoint %q has no reconcile block", e.Name)
+	}
+	parser, err := provider.New(e.Provider, e.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
+	}
+	acc := acceptance.NewAcceptor(st, log)
+	acc.Timeout = cfg.Acceptance.InsertTimeout
+	return &backfill.Job{Endpoint: e.Name, Provider: e.Provider, Namespace: provider.EventNamespace(e.Provider, e.Name),
+		Settings: *e.Reconcile, Parser: parser, Acceptor: acc, Progress: st, Log: log.With("component", "backfill")}, nil
 }
 
 // RegisterGauges exposes the gauges read from the database at scrape time.
