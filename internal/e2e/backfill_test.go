@@ -393,3 +393,59 @@ endpoints:
 	}
 	t.Logf("backfill: %s", strings.Join(outs, ""))
 }
+
+// A day whose webhooks were all lost (a DNS mistake, an expired certificate): the daily run,
+// for an endpoint with reconcile.backfill, finds the gap, fetches the day back in its
+// BackfillDay activity, and compares again: the events fetched back count on the day they
+// occurred, so the gap is closed, and each is processed and notified once.
+func TestDailyRunBackfillsALostDay(t *testing.T) {
+	t.Parallel()
+	yesterday := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	day := yesterday.Format(time.DateOnly)
+	api := newEventsAPI(t, day)
+	endpoints := []config.Endpoint{{Name: "mg", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{mailgunSigningKey}},
+		Reconcile: &providercounts.Settings{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: 20, Backfill: true}}}
+	h := newHarness(t, harnessOptions{endpoints: endpoints})
+	for i := range 40 {
+		event := "delivered"
+		if i%4 == 1 {
+			event = "failed"
+		}
+		ts := yesterday.Add(12*time.Hour + time.Duration(i)*time.Minute)
+		api.mailgun = append(api.mailgun, json.RawMessage(fmt.Sprintf(
+			`{"event":%q,"id":"mglost%s%02d","timestamp":%d.000000,"recipient":"lost%d@example.com","severity":"permanent","message":{"headers":{"message-id":"lost%02d.%s@mg.example.com"}}}`,
+			event, h.prefix, i, ts.Unix(), i, i, h.prefix)))
+	}
+
+	res := h.runDailyReconcile(domain.DailyReconcileInput{Date: day, ProviderEndpoints: []string{"mg"}, BackfillEndpoints: []string{"mg"}})
+	if len(res.Backfills) != 1 || res.Backfills[0].Progress == nil {
+		t.Fatalf("backfills %+v, want mg's day fetched back", res.Backfills)
+	}
+	b := res.Backfills[0]
+	if b.GapsBefore != 2 || b.Progress.Accepted != 40 || b.Progress.Duplicates != 0 || !b.Progress.Finished {
+		t.Fatalf("backfill %+v (progress %+v), want 2 gaps before and all 40 events accepted", b, *b.Progress)
+	}
+	if len(res.ProviderCounts) != 1 || res.ProviderCounts[0].Gaps != 0 {
+		t.Fatalf("comparison after the backfill %+v, want no gap", res.ProviderCounts)
+	}
+	if n := h.query(`SELECT count(*) FROM provider_counts WHERE date = $1::date AND gaps = 0`, day); n != 1 {
+		t.Fatalf("the stored comparison still has gaps")
+	}
+	h.waitQuery(40, `SELECT count(*) FROM webhook_events WHERE source = 'backfill' AND processed_at IS NOT NULL`)
+	testenv.WaitFor(t, "the backfilled events' notifications", testenv.Stall, func() (int64, bool, error) {
+		n := h.query(`SELECT count(*) FROM notifications WHERE status = 'sent'`)
+		return int64(n), n >= 40 && h.query(`SELECT count(*) FROM notifications WHERE status <> 'sent'`) == 0, nil
+	})
+	seen := map[string]int{}
+	for _, d := range h.sink.delivered() {
+		if seen[d.ID]++; seen[d.ID] > 1 {
+			t.Errorf("notification %s delivered twice", d.ID)
+		}
+		if data, _ := d.Body["data"].(map[string]any); data["source"] != domain.SourceBackfill {
+			t.Errorf("notification %s has source %v, want %q", d.ID, data["source"], domain.SourceBackfill)
+		}
+	}
+	if len(seen) < 40 {
+		t.Errorf("%d notifications for 40 backfilled events", len(seen))
+	}
+}
