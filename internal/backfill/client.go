@@ -11,19 +11,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sethvargo/go-retry"
 	"golang.org/x/time/rate"
+
+	"github.com/mailhook/mailhook/internal/providercounts"
 )
 
 // ErrUnauthorized wraps an answer of 401 or 403: the credentials are wrong or lack the
 // permission to list events. No retry can help; the configuration must change.
 var ErrUnauthorized = errors.New("provider API refused the credentials")
 
-// ErrRefused wraps any other answer no retry can help (another 4xx, an answer that is not in
+// ErrRefused (the counts' own) wraps any other answer no retry can help (another 4xx, an answer that is not in
 // the documented shape, a next-page URL on another host).
-var ErrRefused = errors.New("provider API refused the request")
+var ErrRefused = providercounts.ErrRefused
 
-// ErrUnavailable wraps a request that still failed after every retry (no answer, 5xx, 429).
-var ErrUnavailable = errors.New("provider API unavailable")
+// ErrUnavailable (the counts' own) wraps a request that still failed after every retry (no answer, 5xx, 429).
+var ErrUnavailable = providercounts.ErrUnavailable
 
 // Retry bounds: a Retry-After is obeyed up to MaxRetryAfter (a provider asking for an hour is
 // waited for as long as this, then asked again); without one the wait doubles from minBackoff to
@@ -75,41 +78,41 @@ func (e *statusError) Error() string {
 
 func (e *statusError) Unwrap() error { return e.kind }
 
-// get fetches rawURL and returns the body of its 2xx answer, retrying 429, 5xx and no answer.
+// get fetches rawURL and returns the body of its 2xx answer, retrying 429, 5xx and no answer:
+// after the answer's Retry-After when it gave one, else with a doubling wait.
 func (c *client) get(ctx context.Context, rawURL string) ([]byte, error) {
-	wait := c.backoff
-	var last error
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
+	var after time.Duration // the last answer's Retry-After
+	doubling := retry.WithCappedDuration(maxBackoff, retry.NewExponential(c.backoff))
+	backoff := retry.WithMaxRetries(maxAttempts-1, retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := doubling.Next()
+		if after > 0 {
+			d = min(after, MaxRetryAfter)
+		}
+		return d, stop
+	}))
+	attempts := 0
+	body, err := retry.DoValue(ctx, backoff, func(ctx context.Context) ([]byte, error) {
+		attempts++
 		if err := c.limiter.Wait(ctx); err != nil {
 			return nil, fmt.Errorf("%s API: wait for the rate limit: %w", c.provider, err)
 		}
 		body, err := c.once(ctx, rawURL)
-		if err == nil {
-			return body, nil
-		}
 		var se *statusError
-		if !errors.As(err, &se) || se.kind != ErrUnavailable || ctx.Err() != nil {
-			return nil, err
+		if err != nil && errors.As(err, &se) && se.kind == ErrUnavailable && ctx.Err() == nil {
+			after = se.retryAfter
+			return nil, retry.RetryableError(err)
 		}
-		last = err
-		d := wait
-		if se.retryAfter > 0 {
-			d = min(se.retryAfter, MaxRetryAfter)
-		} else {
-			wait = min(2*wait, maxBackoff)
-		}
-		if attempt == maxAttempts {
-			break
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w (waiting %s to retry)", ctx.Err(), d)
-		case <-t.C:
-		}
+		return body, err
+	})
+	switch {
+	case err == nil:
+		return body, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%s API: %w", c.provider, ctx.Err())
+	case errors.Is(err, ErrUnavailable) && attempts == maxAttempts:
+		return nil, fmt.Errorf("%w after %d attempts", err, maxAttempts)
 	}
-	return nil, fmt.Errorf("%w after %d attempts", last, maxAttempts)
+	return nil, err
 }
 
 func (c *client) once(ctx context.Context, rawURL string) ([]byte, error) {
