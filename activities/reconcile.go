@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -60,6 +61,10 @@ type ProviderEndpoint struct {
 	// job BackfillDay runs for a day with a gap, all but its window.
 	Backfill *backfill.Job
 }
+
+// BackfillHeartbeat is how often BackfillDay heartbeats while it runs; the workflow's heartbeat
+// timeout is a few of these.
+const BackfillHeartbeat = 15 * time.Second
 
 // BackfillProgress is backfill's, named here so that workflows need not import it.
 type BackfillProgress = backfill.Progress
@@ -192,7 +197,34 @@ func (r *Reconcile) BackfillDay(ctx context.Context, in ProviderCountsInput) (ba
 	}
 	job := *ep.Backfill
 	job.Since, job.Until = day, day.AddDate(0, 0, 1)
-	job.OnPage = func(p backfill.Progress) { activity.RecordHeartbeat(ctx, p) }
+	// A heartbeat per page, and one every BackfillHeartbeat while a page waits (the rate, a
+	// provider's Retry-After of minutes): the heartbeat timeout then detects a lost worker
+	// quickly without cutting a slow page short.
+	var mu sync.Mutex
+	var last backfill.Progress
+	job.OnPage = func(p backfill.Progress) {
+		mu.Lock()
+		last = p
+		mu.Unlock()
+		activity.RecordHeartbeat(ctx, p)
+	}
+	alive, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		t := time.NewTicker(BackfillHeartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-alive.Done():
+				return
+			case <-t.C:
+				mu.Lock()
+				p := last
+				mu.Unlock()
+				activity.RecordHeartbeat(ctx, p)
+			}
+		}
+	}()
 	p, err := backfill.Run(ctx, job)
 	if err != nil {
 		if errors.Is(err, backfill.ErrUnauthorized) || errors.Is(err, backfill.ErrRefused) {

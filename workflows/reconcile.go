@@ -99,14 +99,14 @@ func compareProviderCounts(ctx workflow.Context, date string, endpoints []string
 	return out
 }
 
-// backfillActivity: a day's listing may take long at the provider's rate; each page is a
-// heartbeat, so a worker lost mid-way is noticed within HeartbeatTimeout and the retry resumes
-// after the last page saved.
+// backfillActivity: a day's listing may take long at the provider's rate; the activity
+// heartbeats while it runs, so a worker lost mid-way is noticed within a minute and the retry,
+// on any worker, resumes after the last page saved.
 var backfillActivity = workflow.ActivityOptions{
 	StartToCloseTimeout: 6 * time.Hour,
-	HeartbeatTimeout:    2 * time.Minute,
+	HeartbeatTimeout:    4 * activities.BackfillHeartbeat,
 	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    time.Minute,
+		InitialInterval:    10 * time.Second,
 		BackoffCoefficient: 2,
 		MaximumInterval:    15 * time.Minute,
 		MaximumAttempts:    5,

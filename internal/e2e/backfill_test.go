@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -22,6 +25,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/testenv"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 // eventsAPI stands in for Mailgun's Events and Metrics APIs and Postmark's Bounce and Stats
@@ -448,4 +452,87 @@ func TestDailyRunBackfillsALostDay(t *testing.T) {
 	if len(seen) < 40 {
 		t.Errorf("%d notifications for 40 backfilled events", len(seen))
 	}
+}
+
+// The daily run's backfill survives its worker: killed -9 while BackfillDay waits for a page, the
+// activity's heartbeats stop, Temporal retries it on the worker started after, and it resumes
+// after the last page saved, listing no saved page again; every event is accepted once.
+func TestDailyBackfillResumesAfterTheWorkerIsKilled(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: skipping integration test")
+	}
+	bin := buildMailhook(t)
+	yesterday := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	day := yesterday.Format(time.DateOnly)
+	api := newEventsAPI(t, day)
+	for i := range 900 { // three pages of 300
+		ts := yesterday.Add(6*time.Hour + time.Duration(i)*time.Minute)
+		api.mailgun = append(api.mailgun, json.RawMessage(fmt.Sprintf(
+			`{"event":"delivered","id":"mgkill%04d","timestamp":%d.000000,"recipient":"k%d@example.com","message":{"headers":{"message-id":"kill%04d@mg.example.com"}}}`,
+			i, ts.Unix(), i, i)))
+	}
+	third := "mailgun:" + strconv.Itoa(2*mailgunTestPage)
+	release := make(chan struct{})
+	api.hold[third] = release
+	e := newProcEnv(t, bin, procOptions{endpoints: fmt.Sprintf(`  - name: mg
+    provider: mailgun
+    secrets: [%q]
+    reconcile: {base_url: %q, api_key: mg-api-key, domain: mg.example.com, rate: 20, backfill: true}
+`, mailgunSigningKey, api.URL)})
+
+	tc := e.temporal.Client()
+	run, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "daily-backfill-kill-" + e.prefix,
+		TaskQueue: "mailhook-proc-" + e.prefix}, domain.DailyReconcileName,
+		domain.DailyReconcileInput{Date: day, ProviderEndpoints: []string{"mg"}, BackfillEndpoints: []string{"mg"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "BackfillDay to ask for Mailgun's third page", func() bool { return api.requestsOf(third) == 1 })
+	if n := e.query(`SELECT count(*) FROM webhook_events WHERE source = 'backfill'`); n != 600 {
+		t.Fatalf("%d events accepted before the kill, want the first two pages' 600", n)
+	}
+	e.worker.kill9()
+	api.mu.Lock()
+	delete(api.hold, third)
+	api.mu.Unlock()
+	close(release)
+	e.worker = e.startWorker()
+
+	// The retry waits for the heartbeat timeout (4 × 15 s) and the retry interval (10 s), a fixed
+	// time on the server's clock with no progress to watch: the wait allows it on top of the
+	// usual stall.
+	var res workflows.DailyReconcileResult
+	testenv.WaitFor(t, "DailyReconcile to close after the worker's kill", testenv.Stall+90*time.Second, func() (int64, bool, error) {
+		d, err := tc.DescribeWorkflowExecution(context.Background(), run.GetID(), run.GetRunID())
+		if err != nil {
+			return 0, false, err
+		}
+		info := d.GetWorkflowExecutionInfo()
+		return info.GetHistoryLength(), info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	})
+	if err := run.Get(context.Background(), &res); err != nil {
+		t.Fatalf("DailyReconcile: %v", err)
+	}
+	if len(res.Backfills) != 1 || res.Backfills[0].Progress == nil {
+		t.Fatalf("backfills %+v", res.Backfills)
+	}
+	p := res.Backfills[0].Progress
+	if p.Accepted != 900 || p.Duplicates != 0 || !p.Finished {
+		t.Fatalf("backfill progress %+v, want all 900 accepted once, none a duplicate", *p)
+	}
+	for _, page := range []string{"mailgun:0", "mailgun:" + strconv.Itoa(mailgunTestPage)} {
+		if n := api.requestsOf(page); n != 1 {
+			t.Errorf("page %s listed %d times, want once: the retry resumed after it", page, n)
+		}
+	}
+	if n := api.requestsOf(third); n != 2 {
+		t.Errorf("page %s listed %d times, want twice (the killed worker's request and the retry's)", third, n)
+	}
+	if len(res.ProviderCounts) != 1 || res.ProviderCounts[0].Gaps != 0 {
+		t.Errorf("comparison after the backfill: %+v", res.ProviderCounts)
+	}
+	testenv.WaitCount(t, "the backfilled events processed", testenv.Stall, 900, func() int {
+		return e.query(`SELECT count(*) FROM webhook_events WHERE source = 'backfill' AND processed_at IS NOT NULL`)
+	})
 }

@@ -253,6 +253,8 @@ type procOptions struct {
 	sink string
 	// acceptance is YAML added under acceptance:, indented as its keys.
 	acceptance string
+	// endpoints is YAML added to the endpoints list (after postscale), indented as its items.
+	endpoints string
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -326,7 +328,7 @@ endpoints:
   - name: postscale
     provider: postscale
     secrets: [%q]
-sinks:
+%ssinks:
   - name: app
     url: %q
     secret: %q
@@ -338,7 +340,7 @@ acceptance:
   relay:
     poll_interval: 1s
     max_backoff: 5s
-%s`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, e.sink.srv.URL, sinkSecret, o.sink, adminToken, o.acceptance)
+%s`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, o.endpoints, e.sink.srv.URL, sinkSecret, o.sink, adminToken, o.acceptance)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
