@@ -116,8 +116,9 @@ var backfillActivity = workflow.ActivityOptions{
 const providerBackfillChange = "provider-backfill"
 
 // backfillGaps fetches back, for every endpoint that may and whose comparison found a gap, the
-// day's events, all endpoints at once, then compares each again: the events fetched back count
-// on the day they occurred, so the gap closes when they were what was missing.
+// day's events, all endpoints at once, then compares each again and puts that comparison in
+// its place in checks: the events fetched back count on the day they occurred, so the gap
+// closes when they were what was missing.
 func backfillGaps(ctx workflow.Context, date string, endpoints []string, checks []activities.ProviderCheck) []Backfill {
 	may := map[string]bool{}
 	for _, e := range endpoints {
@@ -127,14 +128,12 @@ func backfillGaps(ctx workflow.Context, date string, endpoints []string, checks 
 	var r *activities.Reconcile
 	var out []Backfill
 	var futures []workflow.Future
-	var at []int // checks[at[i]] is out[i]'s
-	for i, c := range checks {
+	for _, c := range checks {
 		if !may[c.Endpoint] || c.State != providercounts.StateOK || c.Gaps == 0 {
 			continue
 		}
 		out = append(out, Backfill{Endpoint: c.Endpoint, GapsBefore: c.Gaps})
 		futures = append(futures, workflow.ExecuteActivity(bctx, r.BackfillDay, activities.ProviderCountsInput{Date: date, Endpoint: c.Endpoint}))
-		at = append(at, i)
 	}
 	var again []string
 	for i, f := range futures {
@@ -147,9 +146,8 @@ func backfillGaps(ctx workflow.Context, date string, endpoints []string, checks 
 		again = append(again, out[i].Endpoint)
 	}
 	if len(again) > 0 {
-		after := compareProviderCounts(ctx, date, again)
-		for _, c := range after {
-			for _, i := range at {
+		for _, c := range compareProviderCounts(ctx, date, again) {
+			for i := range checks {
 				if checks[i].Endpoint == c.Endpoint {
 					checks[i] = c
 				}

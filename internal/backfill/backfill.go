@@ -149,27 +149,14 @@ func NewLister(j Job) (Lister, error) {
 	}
 	hc := j.HTTPClient
 	if hc == nil {
-		t := j.Settings.Timeout
-		if t <= 0 {
-			t = 30 * time.Second
-		}
-		hc = &http.Client{Timeout: t}
+		hc = j.Settings.HTTPClient()
 	}
-	r := j.Settings.Rate
-	if r <= 0 {
-		r = providercounts.DefaultRate
-	}
-	base := func(def string) string {
-		if j.Settings.BaseURL != "" {
-			return j.Settings.BaseURL
-		}
-		return def
-	}
+	r, base := j.Settings.RequestRate(), j.Settings.URL
 	switch j.Provider {
 	case "mailgun":
-		return newMailgun(base("https://api.mailgun.net"), j.Settings.APIKey, j.Settings.Domain, j.Since, j.Until, hc, r)
+		return newMailgun(base(providercounts.MailgunAPI), j.Settings.APIKey, j.Settings.Domain, j.Since, j.Until, hc, r)
 	case "postmark":
-		return newPostmark(base("https://api.postmarkapp.com"), j.Settings.ServerToken, j.Settings.MessageStream, j.Since, j.Until, hc, r)
+		return newPostmark(base(providercounts.PostmarkAPI), j.Settings.ServerToken, j.Settings.MessageStream, j.Since, j.Until, hc, r)
 	}
 	return nil, fmt.Errorf("backfill: provider %q has no events API mailhook lists", j.Provider)
 }

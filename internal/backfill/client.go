@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -21,11 +17,13 @@ import (
 // permission to list events. No retry can help; the configuration must change.
 var ErrUnauthorized = errors.New("provider API refused the credentials")
 
-// ErrRefused (the counts' own) wraps any other answer no retry can help (another 4xx, an answer that is not in
-// the documented shape, a next-page URL on another host).
+// ErrRefused (the counts' own) wraps any other answer no retry can help: another 4xx, an
+// answer not in the documented shape, a next-page URL on another host. An ErrUnauthorized is
+// one too.
 var ErrRefused = providercounts.ErrRefused
 
-// ErrUnavailable (the counts' own) wraps a request that still failed after every retry (no answer, 5xx, 429).
+// ErrUnavailable (the counts' own) wraps a request that still failed after every retry: no
+// answer, 5xx, 429.
 var ErrUnavailable = providercounts.ErrUnavailable
 
 // Retry bounds: a Retry-After is obeyed up to MaxRetryAfter (a provider asking for an hour is
@@ -57,27 +55,6 @@ func newClient(provider string, c *http.Client, perSecond float64, auth func(*ht
 	return &client{provider: provider, http: c, limiter: rate.NewLimiter(rate.Limit(perSecond), 1), auth: auth, backoff: minBackoff}
 }
 
-// statusError is an answer that was not 2xx; it names the provider and the status, nothing of
-// the body.
-type statusError struct {
-	kind       error
-	provider   string
-	status     int
-	retryAfter time.Duration
-}
-
-func (e *statusError) Error() string {
-	switch e.status {
-	case 0:
-		return e.provider + " API: no answer"
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Sprintf("%s API: HTTP %d: check the reconcile block's credentials and their permission to read events", e.provider, e.status)
-	}
-	return fmt.Sprintf("%s API: HTTP %d", e.provider, e.status)
-}
-
-func (e *statusError) Unwrap() error { return e.kind }
-
 // get fetches rawURL and returns the body of its 2xx answer, retrying 429, 5xx and no answer:
 // after the answer's Retry-After when it gave one, else with a doubling wait.
 func (c *client) get(ctx context.Context, rawURL string) ([]byte, error) {
@@ -97,9 +74,8 @@ func (c *client) get(ctx context.Context, rawURL string) ([]byte, error) {
 			return nil, fmt.Errorf("%s API: wait for the rate limit: %w", c.provider, err)
 		}
 		body, err := c.once(ctx, rawURL)
-		var se *statusError
-		if err != nil && errors.As(err, &se) && se.kind == ErrUnavailable && ctx.Err() == nil {
-			after = se.retryAfter
+		if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			after = providercounts.RetryAfter(err)
 			return nil, retry.RetryableError(err)
 		}
 		return body, err
@@ -123,52 +99,12 @@ func (c *client) once(ctx context.Context, rawURL string) ([]byte, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	c.auth(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		// The transport's error names the URL, which is ours (no credential in it).
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: %w", &statusError{kind: ErrUnavailable, provider: c.provider}, err)
+	body, err := providercounts.Get(c.http, c.provider+" API", req, maxPage)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%w: reading the answer: %w", &statusError{kind: ErrUnavailable, provider: c.provider, status: resp.StatusCode}, err)
-		case len(body) > maxPage:
-			return nil, fmt.Errorf("%w: answer over %d bytes", &statusError{kind: ErrRefused, provider: c.provider, status: resp.StatusCode}, maxPage)
-		}
-		return body, nil
+	if st := providercounts.StatusOf(err); st == http.StatusUnauthorized || st == http.StatusForbidden {
+		return nil, fmt.Errorf("%w: %w: check the reconcile block's credentials and their permission to read events", ErrUnauthorized, err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection; never read into an error
-	e := &statusError{kind: ErrRefused, provider: c.provider, status: resp.StatusCode}
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		e.kind = ErrUnauthorized
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		e.kind = ErrUnavailable
-		e.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	return nil, e
-}
-
-// retryAfter reads a Retry-After header: delay-seconds or an HTTP-date (RFC 9110 10.2.3).
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		return time.Duration(max(s, 0)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0)
-	}
-	return 0
+	return body, err
 }

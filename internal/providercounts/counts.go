@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -98,37 +99,71 @@ func (e *apiError) Error() string {
 
 func (e *apiError) Unwrap() error { return e.kind }
 
-// get sends req and returns the body of a 2xx answer (at most maxBody bytes). A failure names
-// the provider and the status only: an API's error body may repeat the credentials or an
-// address, and never reaches a log.
-func get(c *http.Client, provider string, req *http.Request) ([]byte, error) {
+// Get sends req and returns the body of a 2xx answer (at most maxBody bytes): what every
+// request mailhook makes to a provider's API goes through (these counts, internal/backfill's
+// listings). A failure wraps ErrUnavailable (no answer, 5xx, 429; RetryAfter says how long the
+// provider asked to wait) or ErrRefused (another status, an answer over maxBody), and names the
+// provider and the status only (StatusOf): an API's error body may repeat the credentials or an
+// address, and never reaches an error or a log.
+func Get(c *http.Client, provider string, req *http.Request, maxBody int64) ([]byte, error) {
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second}
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", &apiError{kind: ErrUnavailable, provider: provider}, errors.Unwrap(err))
+		// The transport's error names the URL: keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %w", &apiError{kind: ErrUnavailable, provider: provider}, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 		switch {
 		case err != nil:
-			return nil, &apiError{kind: ErrUnavailable, provider: provider, status: resp.StatusCode}
-		case len(body) > maxBody:
+			return nil, fmt.Errorf("%w: reading the answer: %w", &apiError{kind: ErrUnavailable, provider: provider, status: resp.StatusCode}, err)
+		case int64(len(body)) > maxBody:
 			return nil, fmt.Errorf("%w: answer over %d bytes", &apiError{kind: ErrRefused, provider: provider, status: resp.StatusCode}, maxBody)
 		}
 		return body, nil
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection; never read into an error
 	e := &apiError{kind: ErrRefused, provider: provider, status: resp.StatusCode}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		e.kind = ErrUnavailable
-		if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s > 0 {
-			e.retryAfter = time.Duration(s) * time.Second
-		}
+		e.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return nil, e
+}
+
+// StatusOf is the HTTP status of a provider API's answer in err (0: no answer, or none).
+func StatusOf(err error) int {
+	var e *apiError
+	if errors.As(err, &e) {
+		return e.status
+	}
+	return 0
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP-date (RFC 9110 10.2.3).
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+func get(c *http.Client, provider string, req *http.Request) ([]byte, error) {
+	return Get(c, provider, req, maxBody)
 }
 
 // maxBody bounds a stats answer: a day of counts is a few hundred bytes.

@@ -37,6 +37,14 @@ type Settings struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
+// The providers' API addresses, when base_url does not say another (Mailgun's EU region:
+// https://api.eu.mailgun.net).
+const (
+	SendGridAPI = "https://api.sendgrid.com"
+	MailgunAPI  = "https://api.mailgun.net"
+	PostmarkAPI = "https://api.postmarkapp.com"
+)
+
 // DefaultRate is the request rate used when none is configured: below every supported
 // provider's documented limit.
 const DefaultRate = 2.0
@@ -46,6 +54,14 @@ var Supported = []string{"sendgrid", "mailgun", "postmark", "ses"}
 
 // Listable names the providers whose events can be listed back (internal/backfill).
 var Listable = []string{"mailgun", "postmark"}
+
+// RequestRate is Rate, or DefaultRate when it is unset.
+func (s Settings) RequestRate() float64 {
+	if s.Rate > 0 {
+		return s.Rate
+	}
+	return DefaultRate
+}
 
 // Tolerances returns the per-metric tolerances and the default for the metrics not named.
 func (s Settings) Tolerances() (map[string]Tolerance, Tolerance) {
@@ -61,7 +77,8 @@ func (s Settings) Tolerances() (map[string]Tolerance, Tolerance) {
 	return tol, def
 }
 
-func (s Settings) httpClient() *http.Client {
+// HTTPClient is a client whose requests time out after Timeout (30 s when unset).
+func (s Settings) HTTPClient() *http.Client {
 	t := s.Timeout
 	if t <= 0 {
 		t = 30 * time.Second
@@ -69,7 +86,8 @@ func (s Settings) httpClient() *http.Client {
 	return &http.Client{Timeout: t}
 }
 
-func (s Settings) baseURL(def string) string {
+// URL is BaseURL without a trailing slash, or def when it is unset.
+func (s Settings) URL(def string) string {
 	if s.BaseURL != "" {
 		return strings.TrimRight(s.BaseURL, "/")
 	}
@@ -120,15 +138,15 @@ func New(provider string, s Settings) (Counter, error) {
 	}
 	switch provider {
 	case "sendgrid":
-		return SendGrid{BaseURL: s.baseURL("https://api.sendgrid.com"), APIKey: s.APIKey, Client: s.httpClient()}, nil
+		return SendGrid{BaseURL: s.URL(SendGridAPI), APIKey: s.APIKey, Client: s.HTTPClient()}, nil
 	case "postmark":
-		return Postmark{BaseURL: s.baseURL("https://api.postmarkapp.com"), ServerToken: s.ServerToken,
-			MessageStream: s.MessageStream, Client: s.httpClient()}, nil
+		return Postmark{BaseURL: s.URL(PostmarkAPI), ServerToken: s.ServerToken,
+			MessageStream: s.MessageStream, Client: s.HTTPClient()}, nil
 	case "mailgun":
-		return Mailgun{BaseURL: s.baseURL("https://api.mailgun.net"), APIKey: s.APIKey, Domain: s.Domain, Client: s.httpClient()}, nil
+		return Mailgun{BaseURL: s.URL(MailgunAPI), APIKey: s.APIKey, Domain: s.Domain, Client: s.HTTPClient()}, nil
 	case "ses":
 		// No default address: without BaseURL the SDK resolves the region's endpoint.
-		return SES{Region: s.Region, BaseURL: s.baseURL(""), Timeout: s.Timeout}, nil
+		return SES{Region: s.Region, BaseURL: s.URL(""), Timeout: s.Timeout}, nil
 	}
 	return nil, fmt.Errorf("reconcile: no counts reader for %s yet", provider)
 }
