@@ -208,75 +208,49 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	}
 
 	log := a.logger(ctx, ev).With("sink", sink.Name, "notification_id", n.ID)
-	if why := n.Gate.ParkReason(); why != "" {
-		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
-	}
 	made := in.PriorAttempts + int(activity.GetInfo(ctx).Attempt)
-	// Past notify.attempts, the earlier attempts ended without an answer this activity could
-	// judge (timed out on a hanging sink, a worker lost, PostgreSQL down): park without another
-	// send, so a hanging sink costs at most that many, and the row exists to be parked.
-	if made > a.Delivery.ParkAfter() {
-		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonRetriesSpent, time.Time{})
+	d := delivery.Before(n.Gate, made, a.policy())
+	release := func() {}
+	if d.Do == delivery.Send {
+		var within bool
+		if release, within, err = a.tryLimits(ctx, sink); err != nil {
+			return NotifyResult{}, err
+		}
+		if !within {
+			d = delivery.Throttled()
+		}
 	}
-	release, ok, err := a.tryLimits(ctx, sink)
-	if err != nil {
-		return NotifyResult{}, err
-	}
-	if !ok {
-		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonThrottled, time.Time{})
+	if d.Do == delivery.Park {
+		return a.park(ctx, log, sink.Name, n.ID, d.Reason, time.Time{})
 	}
 	status, sendErr := a.destination(sink).Send(ctx, message(n.ID, ev.Provider, row.MessageID, keyID, in.Type, n.Body), a.now())
 	release()
-	var de *notify.DeliveryError
-	errors.As(sendErr, &de)
-	switch verdictOf(sendErr) {
-	case delivery.Sent:
+	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
+	switch d = delivery.After(at, a.policy()); d.Do {
+	case delivery.Delivered:
 		if err := a.Store.MarkNotificationSent(ctx, n.ID); err != nil {
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.InfoContext(ctx, "notification sent")
-		a.Metrics.NotificationAttempt(sink.Name, "sent", true, made)
 		return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made}, nil
-	case delivery.Rejected:
-		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
-			log.WarnContext(ctx, "could not record notification attempt", "error", err)
-		}
+	case delivery.Fail:
 		if err := a.Store.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
-		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", de.StatusCode)
-		a.Metrics.NotificationAttempt(sink.Name, "rejected", true, made)
+		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", statusOf(sendErr))
 		// The status line, and no cause: a cause's text goes into the run's history and the SDK's
 		// log with the message, and the sink's answer (kept in last_error) may echo the address.
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("sink %s rejected notification %s: %s", sink.Name, n.ID, brief(sendErr)), ErrTypeSinkRejected, nil)
-	case delivery.SlowDown:
-		if err := a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
-			log.WarnContext(ctx, "could not record notification attempt", "error", err)
+	case delivery.Park:
+		var notBefore time.Time
+		if d.Wait > 0 {
+			notBefore = a.now().Add(d.Wait)
 		}
-		a.Metrics.NotificationAttempt(sink.Name, "slow_down", false, 0)
-		wait := delivery.SlowDownFor(de.RetryAfter, a.Delivery.FirstProbe(), a.MaxRetryAfter())
-		return a.park(ctx, log, sink.Name, n.ID, delivery.ReasonSlowDown, a.now().Add(wait))
+		return a.park(ctx, log, sink.Name, n.ID, d.Reason, notBefore)
 	}
-	opened, err := a.Store.DeliveryFailed(ctx, n.ID, sink.Name, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
-	if err != nil {
-		log.WarnContext(ctx, "could not record the failed attempt", "error", err)
-	}
-	if opened {
-		log.WarnContext(ctx, "sink circuit opened: its notifications park until a probe succeeds",
-			"failures", a.Delivery.OpenAfter())
-		a.wake(ctx, log, sink.Name)
-	}
-	log.WarnContext(ctx, "notification attempt failed", "attempt", made, "status", statusOf(de))
-	a.Metrics.NotificationAttempt(sink.Name, "retrying", false, 0)
-	if delivery.ParksAfter(made, a.Delivery.ParkAfter(), opened) {
-		why := delivery.ReasonRetriesSpent
-		if opened {
-			why = delivery.ReasonOpen
-		}
-		return a.park(ctx, log, sink.Name, n.ID, why, time.Time{})
-	}
+	log.WarnContext(ctx, "notification attempt failed", "attempt", made, "status", statusOf(sendErr))
 	// The status line only: this error goes into the run's history and the SDK's log, and a sink
 	// that echoes the request would put its addresses in its answer (the row keeps the answer).
 	return NotifyResult{}, temporal.NewApplicationError(fmt.Sprintf("sink %s: %s", sink.Name, brief(sendErr)), ErrTypeSinkUnavailable)
@@ -493,6 +467,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.RecordAccepted, activity.RegisterOptions{Name: RecordAcceptedName})
 	r.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: SendNotificationName})
 	r.RegisterActivityWithOptions(a.CheckSink, activity.RegisterOptions{Name: CheckSinkName})
-	r.RegisterActivityWithOptions(a.ProbeSink, activity.RegisterOptions{Name: ProbeSinkName})
-	r.RegisterActivityWithOptions(a.DrainSink, activity.RegisterOptions{Name: DrainSinkName})
+	r.RegisterActivityWithOptions(a.SendProbe, activity.RegisterOptions{Name: SendProbeName})
+	r.RegisterActivityWithOptions(a.SendParked, activity.RegisterOptions{Name: SendParkedName})
+	r.RegisterActivityWithOptions(a.RecordSinkStep, activity.RegisterOptions{Name: RecordSinkStepName})
+	a.registerSinkLegacy(r)
 }

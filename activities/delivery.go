@@ -97,6 +97,44 @@ func message(id, provider, messageID, eventID, typ string, body []byte) notify.M
 	return notify.Message{ID: id, Key: provider + ":" + key, Type: typ, Body: Ordered(body)}
 }
 
+// policy is notify.* as delivery.Before and delivery.After read it.
+func (a *Activities) policy() delivery.Policy {
+	return delivery.Policy{Attempts: a.Delivery.ParkAfter(), FirstWait: a.Delivery.FirstProbe(), LongestWait: a.MaxRetryAfter()}
+}
+
+// attempted records what the made-th attempt of an event's notification id found, before
+// delivery.After decides on it: a failure on the row and, when the sink did not answer, on the
+// sink, whose circuit it may open (then the sink's drainer is woken to probe it).
+func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id string, sendErr error, made int) delivery.Attempt {
+	at := delivery.Attempt{Verdict: verdictOf(sendErr), RetryAfter: retryAfterOf(sendErr), Made: made}
+	switch at.Verdict {
+	case delivery.Sent:
+		a.Metrics.NotificationAttempt(sink, "sent", true, made)
+		return at
+	case delivery.Rejected:
+		a.Metrics.NotificationAttempt(sink, "rejected", true, made)
+	case delivery.SlowDown:
+		a.Metrics.NotificationAttempt(sink, "slow_down", false, 0)
+	case delivery.Failing:
+		a.Metrics.NotificationAttempt(sink, "retrying", false, 0)
+		opened, err := a.Store.DeliveryFailed(ctx, id, sink, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
+		if err != nil {
+			log.WarnContext(ctx, "could not record the failed attempt", "error", err)
+		}
+		if opened {
+			log.WarnContext(ctx, "sink circuit opened: its notifications park until a probe succeeds",
+				"failures", a.Delivery.OpenAfter())
+			a.wake(ctx, log, sink)
+		}
+		at.Opened = opened
+		return at
+	}
+	if err := a.Store.RecordNotificationAttempt(ctx, id, sendErr.Error()); err != nil {
+		log.WarnContext(ctx, "could not record notification attempt", "error", err)
+	}
+	return at
+}
+
 // verdictOf is how an attempt's outcome counts (delivery.Judge).
 func verdictOf(err error) delivery.Verdict {
 	if err == nil {
@@ -109,13 +147,23 @@ func verdictOf(err error) delivery.Verdict {
 	return delivery.Judge(de.StatusCode, de.Retryable, de.RetryAfter)
 }
 
+// retryAfterOf is the delay a failed attempt's sink asked for, zero when it named none.
+func retryAfterOf(err error) time.Duration {
+	var de *notify.DeliveryError
+	if errors.As(err, &de) {
+		return de.RetryAfter
+	}
+	return 0
+}
+
 // statusOf is the sink's HTTP status for logs (0: no answer). Logs carry the status, never the
 // sink's answer: a sink that echoes the request would put its addresses there.
-func statusOf(de *notify.DeliveryError) int {
-	if de == nil {
-		return 0
+func statusOf(err error) int {
+	var de *notify.DeliveryError
+	if errors.As(err, &de) {
+		return de.StatusCode
 	}
-	return de.StatusCode
+	return 0
 }
 
 // slotHold is how long a concurrency slot is leased for one attempt: longer than the attempt can

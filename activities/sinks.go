@@ -56,9 +56,10 @@ func (s SinkStep) Next() delivery.Action {
 // Names of the drainer's activities, as registered (workflows call them by typed reference, so
 // these are what the histories record).
 const (
-	CheckSinkName = "CheckSink"
-	ProbeSinkName = "ProbeSink"
-	DrainSinkName = "DrainSink"
+	CheckSinkName      = "CheckSink"
+	SendProbeName      = "SendProbe"
+	SendParkedName     = "SendParked"
+	RecordSinkStepName = "RecordSinkStep"
 )
 
 // DrainBudget bounds the time one DrainSink step starts new sends: a slow or rate-limited sink
@@ -100,54 +101,62 @@ func (a *Activities) giveUp(ctx context.Context, name string) (int64, error) {
 	return n, nil
 }
 
-// ProbeSink sends the notification parked longest to an open sink, as the one request that finds
-// out whether the sink is back: if it is, the circuit goes to draining and the drain follows; if
-// not, the next probe waits longer (notify.probe_interval, doubling up to max_probe_interval).
-// With nothing parked there is nothing to probe with: the circuit closes, and the next
-// notification's own attempts are the probe.
-func (a *Activities) ProbeSink(ctx context.Context, name string) (SinkStep, error) {
-	sink, sk, step, err := a.startStep(ctx, name)
-	if err != nil || !step.Configured {
-		return step, err
+// SinkSends is what a drainer's probe or drain step sent and found: the findings the drainer
+// decides the sink's circuit on (delivery.AfterStep), and RecordSinkStep records.
+type SinkSends struct {
+	Sink string `json:"sink"`
+	// Configured: this worker's config names the sink (false: the drainer ends).
+	Configured bool `json:"configured"`
+	// Tried: the step sent, or found nothing left to probe with. False when it found the sink
+	// paused, resumed or closed meanwhile, or behind its Retry-After: nothing to decide.
+	Tried bool `json:"tried,omitempty"`
+	delivery.Found
+	// GaveUp counts the notifications failed for having been parked longer than
+	// notify.give_up_after, as the step began.
+	GaveUp int64 `json:"gave_up,omitempty"`
+}
+
+// SendProbe sends the notification parked longest to an open sink, as the one request that finds
+// out whether the sink is back, and reports what it found: the drainer decides from it whether
+// the sink drains or waits longer for its next probe. With nothing parked there is nothing to
+// probe with, and that counts as an answer: the circuit closes, and the next notification's own
+// attempts are the probe.
+func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, error) {
+	sink, sk, out, err := a.startSends(ctx, name)
+	if err != nil || !out.Configured {
+		return out, err
 	}
 	if sk.State != delivery.Open || sk.Paused {
-		return a.stepWith(ctx, sink, step) // resumed, paused or closed meanwhile: nothing to probe
+		return out, nil // resumed, paused or closed meanwhile: nothing to probe
 	}
 	batch, err := a.Store.ParkedBatch(ctx, name, 1)
 	if err != nil {
-		return SinkStep{}, err
+		return SinkSends{}, err
 	}
+	out.Tried = true
 	if len(batch) == 0 {
-		if err := a.Store.SinkAnswers(ctx, name); err != nil {
-			return SinkStep{}, err
-		}
-	} else {
-		d := a.newDrain(ctx, sink, batch)
-		d.send(ctx, d.first())
-		if err := d.finish(ctx, sk); err != nil {
-			return SinkStep{}, err
-		}
-		step.Sent, step.Failed = d.sent, d.failed
+		out.Found = delivery.Found{State: sk.State, ProbeFailures: sk.ProbeFailures, Answered: true}
+		return out, nil
 	}
-	if _, err := a.Store.Settle(ctx, name); err != nil {
-		return SinkStep{}, err
-	}
-	return a.stepWith(ctx, sink, step)
+	d := a.newDrain(ctx, sink, batch)
+	d.send(ctx, d.first())
+	out.Found = d.found(sk)
+	return out, errors.Join(d.storeErrs...)
 }
 
-// DrainSink sends up to notify.drain_batch parked notifications of a draining sink, oldest parked
-// first and each message's updates in version order, at most DrainWidth at once and at the
-// sink's rate. The first failure stops it and opens the circuit again (the drainer probes
-// next); a 429 or Retry-After stops it until the time the sink named. A 4xx fails that one
-// notification and the drain goes on. Each sent notification is marked at once, so a drain
-// whose worker dies resends at most the ones in flight, under their ids.
-func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, error) {
-	sink, sk, step, err := a.startStep(ctx, name)
-	if err != nil || !step.Configured {
-		return step, err
+// SendParked sends up to notify.drain_batch parked notifications of a draining sink, oldest
+// parked first and each message's updates in version order, at most DrainWidth at once and at
+// the sink's rate, and reports what it found. The first failure stops it (the drainer opens the
+// circuit again and probes next); a 429 or Retry-After stops it for the time the sink named. A
+// 4xx fails that one notification and the drain goes on. Each sent notification is marked at
+// once, so a drain whose worker dies resends at most the ones in flight, under their ids.
+func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
+	sink, sk, out, err := a.startSends(ctx, name)
+	if err != nil || !out.Configured {
+		return out, err
 	}
 	if sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now())) {
-		return a.stepWith(ctx, sink, step)
+		return out, nil
 	}
 	a.freshenStats(ctx, sk)
 	b, batched := a.batcher(sink)
@@ -157,7 +166,7 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 	}
 	batch, err := a.Store.ParkedBatch(ctx, name, size)
 	if err != nil {
-		return SinkStep{}, err
+		return SinkSends{}, err
 	}
 	d := a.newDrain(ctx, sink, batch)
 	if batched {
@@ -165,32 +174,97 @@ func (a *Activities) DrainSink(ctx context.Context, name string) (SinkStep, erro
 	} else {
 		d.run(ctx, delivery.Chains(d.items()), a.Delivery.DrainWidth(sink))
 	}
-	if err := d.finish(ctx, sk); err != nil {
-		return SinkStep{}, err
-	}
-	if _, err := a.Store.Settle(ctx, name); err != nil {
-		return SinkStep{}, err
-	}
-	step.Sent, step.Failed = d.sent, d.failed
-	return a.stepWith(ctx, sink, step)
+	out.Tried = true
+	out.Found = d.found(sk)
+	// A store error fails the step, to be retried: what was sent is marked already.
+	return out, errors.Join(d.storeErrs...)
 }
 
-// startStep begins a probe or a drain step: the sink's config and row, with the notifications
-// that waited too long given up. step.Configured is false for a sink no longer configured.
-func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, store.Sink, SinkStep, error) {
-	sink, ok := findSink(a.Sinks, name)
+// SinkRecord is what the drainer decided after a probe or a drain step, for RecordSinkStep.
+type SinkRecord struct {
+	Sink   string          `json:"sink"`
+	Tried  bool            `json:"tried,omitempty"`
+	Change delivery.Change `json:"change"`
+	// Sent, Failed and GaveUp are the step's counts, carried into the SinkStep it reports.
+	Sent   int   `json:"sent,omitempty"`
+	Failed int   `json:"failed,omitempty"`
+	GaveUp int64 `json:"gave_up,omitempty"`
+}
+
+// RecordSinkStep records on the sink what the drainer decided after a step (the circuit opens
+// again with the next probe's time, waits out a Retry-After, or drains), puts its state right
+// (Settle), and reports it.
+func (a *Activities) RecordSinkStep(ctx context.Context, in SinkRecord) (SinkStep, error) {
+	sink, ok := findSink(a.Sinks, in.Sink)
 	if !ok {
-		return sink, store.Sink{}, SinkStep{Sink: name}, nil
+		return SinkStep{Sink: in.Sink}, nil
 	}
-	gaveUp, err := a.giveUp(ctx, name)
-	if err != nil {
-		return sink, store.Sink{}, SinkStep{}, err
+	if in.Tried {
+		if err := a.applyChange(ctx, in.Sink, in.Change); err != nil {
+			return SinkStep{}, err
+		}
+		if _, err := a.Store.Settle(ctx, in.Sink); err != nil {
+			return SinkStep{}, err
+		}
+	}
+	return a.stepWith(ctx, sink, SinkStep{Sent: in.Sent, Failed: in.Failed, GaveUp: in.GaveUp})
+}
+
+// RecordOf is the record of a step's findings under delivery.AfterStep: what the drainer records
+// after the step.
+func RecordOf(s SinkSends, firstProbe, longestProbe time.Duration) SinkRecord {
+	r := SinkRecord{Sink: s.Sink, Tried: s.Tried, Sent: s.Sent, Failed: s.Failed, GaveUp: s.GaveUp}
+	if s.Tried {
+		r.Change = delivery.AfterStep(s.Found, firstProbe, longestProbe)
+	}
+	return r
+}
+
+// applyChange records a decided change of the sink's circuit.
+func (a *Activities) applyChange(ctx context.Context, sink string, c delivery.Change) error {
+	switch {
+	case c.Failing:
+		return a.Store.SinkFailing(ctx, sink, c.Error, c.FailedProbe, a.now().Add(c.NextProbe))
+	case c.Wait > 0:
+		if err := a.Store.SlowDown(ctx, sink, a.now().Add(c.Wait)); err != nil {
+			return err
+		}
+	}
+	if c.Answers {
+		if err := a.Store.SinkAnswers(ctx, sink); err != nil {
+			return err
+		}
+		a.sinkLogger(ctx, sink).InfoContext(ctx, "sink answers again: its parked notifications are drained")
+	}
+	return nil
+}
+
+// startSends begins a probe or a drain step: the sink's config and row, with the notifications
+// that waited too long given up. out.Configured is false for a sink no longer configured.
+func (a *Activities) startSends(ctx context.Context, name string) (config.Sink, store.Sink, SinkSends, error) {
+	sink, step, err := a.startStep(ctx, name)
+	if err != nil || !step.Configured {
+		return sink, store.Sink{}, SinkSends{Sink: name}, err
 	}
 	sk, err := a.Store.SinkByName(ctx, name)
 	if err != nil {
-		return sink, store.Sink{}, SinkStep{}, err
+		return sink, store.Sink{}, SinkSends{}, err
 	}
-	return sink, sk, SinkStep{Sink: name, Configured: true, GaveUp: gaveUp}, nil
+	return sink, sk, SinkSends{Sink: name, Configured: true, GaveUp: step.GaveUp}, nil
+}
+
+// startStep gives up the notifications of a configured sink that waited too long.
+// step.Configured is false for a sink no longer configured.
+func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, SinkStep, error) {
+	sink, ok := findSink(a.Sinks, name)
+	if !ok {
+		return sink, SinkStep{Sink: name}, nil
+	}
+	gaveUp, err := a.giveUp(ctx, name)
+	if err != nil {
+		return sink, SinkStep{}, err
+	}
+	return sink, SinkStep{Sink: name, Configured: true, GaveUp: gaveUp}, nil
 }
 
 // stepWith reads the sink and says, with what the step did, what the drainer does next.
@@ -247,10 +321,10 @@ type drain struct {
 
 	mu sync.Mutex
 	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
-	// to wait (until); the sends in flight are cancelled and nothing more is sent.
+	// to wait (wait); the sends in flight are cancelled and nothing more is sent.
 	stopped bool
 	failing string
-	until   time.Time
+	wait    time.Duration
 	sent    int
 	failed  int
 	// answered: the sink answered (a 2xx, a 4xx, a 429): it is up, whatever it said.
@@ -329,7 +403,6 @@ func (d *drain) progress() int {
 // not go on (the step stops, or the notification is still parked).
 func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 	a := d.a
-	log := d.log.With("notification_id", n.ID)
 	if len(n.Body) == 0 {
 		d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 		return true
@@ -346,43 +419,48 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 	if ctx.Err() != nil {
 		return false // cancelled by the step (another send stopped it) or the worker: still parked
 	}
-	var de *notify.DeliveryError
-	errors.As(sendErr, &de)
-	verdict := verdictOf(sendErr)
-	if verdict != delivery.Failing {
+	return d.decided(ctx, n, sendErr)
+}
+
+// decided acts on delivery.After's decision for one send of a parked notification: false when the
+// step stops there (the sink fails, or asks to wait).
+func (d *drain) decided(ctx context.Context, n store.ParkedNotification, sendErr error) bool {
+	a := d.a
+	at := delivery.Attempt{Verdict: verdictOf(sendErr), RetryAfter: retryAfterOf(sendErr), Made: n.Attempts + 1, Parked: true}
+	if at.Verdict != delivery.Failing {
 		d.mu.Lock()
 		d.answered = true
 		d.mu.Unlock()
 	}
-	switch verdict {
-	case delivery.Sent:
+	switch dec := delivery.After(at, a.policy()); dec.Do {
+	case delivery.Delivered:
 		if err := a.Store.DrainedSent(ctx, n); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
 			d.storeErr(err)
 			return false
 		}
-		a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
+		a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, at.Made)
 		d.mu.Lock()
 		d.sent++
 		d.mu.Unlock()
 		return true
-	case delivery.Rejected:
-		a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, n.Attempts+1)
-		log.WarnContext(ctx, "sink rejected a parked notification; not retrying", "status", statusOf(de))
+	case delivery.Fail:
+		a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
+		d.log.WarnContext(ctx, "sink rejected a parked notification; not retrying", "notification_id", n.ID, "status", statusOf(sendErr), "error", brief(sendErr))
 		d.fail(ctx, n, sendErr.Error())
 		return true
-	case delivery.SlowDown:
+	case delivery.Retry:
 		d.record(ctx, n, sendErr)
-		wait := delivery.SlowDownFor(de.RetryAfter, a.Delivery.FirstProbe(), a.MaxRetryAfter())
-		d.stop("", a.now().Add(wait))
-		log.InfoContext(ctx, "sink asked to slow down; the drain waits", "status", statusOf(de), "wait", wait.String())
-		a.Metrics.NotificationAttempt(d.sink.Name, "slow_down", false, 0)
-		return false
+		if dec.Wait > 0 {
+			d.stop("", dec.Wait)
+			d.log.InfoContext(ctx, "sink asked to slow down; the drain waits", "status", statusOf(sendErr), "wait", dec.Wait.String())
+			a.Metrics.NotificationAttempt(d.sink.Name, "slow_down", false, 0)
+			return false
+		}
+		d.stop(brief(sendErr), 0)
+		d.log.WarnContext(ctx, "parked notification failed; the sink's circuit opens again", "notification_id", n.ID, "status", statusOf(sendErr))
+		a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)
 	}
-	d.record(ctx, n, sendErr)
-	d.stop(brief(sendErr), time.Time{})
-	log.WarnContext(ctx, "parked notification failed; the sink's circuit opens again", "status", statusOf(de))
-	a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)
 	return false
 }
 
@@ -402,13 +480,13 @@ func (d *drain) record(ctx context.Context, n store.ParkedNotification, sendErr 
 	}
 }
 
-func (d *drain) stop(failing string, until time.Time) {
+func (d *drain) stop(failing string, wait time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
 		return
 	}
-	d.stopped, d.failing, d.until = true, failing, until
+	d.stopped, d.failing, d.wait = true, failing, wait
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -420,38 +498,12 @@ func (d *drain) storeErr(err error) {
 	d.storeErrs = append(d.storeErrs, err)
 }
 
-// finish records on the sink what the sends found: failing (the circuit opens, or stays open
-// with a longer wait before the next probe), a Retry-After, or an answer (an open circuit goes to
-// draining). A store error fails the step, to be retried: what was sent is marked already.
-func (d *drain) finish(ctx context.Context, sk store.Sink) error {
-	a := d.a
-	switch {
-	case d.failing != "":
-		failedProbe := sk.State == delivery.Open
-		probeFailures := 0
-		if failedProbe {
-			probeFailures = sk.ProbeFailures + 1
-		}
-		next := a.now().Add(delivery.ProbeDelay(probeFailures, a.Delivery.FirstProbe(), a.Delivery.LongestProbe()))
-		if err := a.Store.SinkFailing(ctx, d.sink.Name, d.failing, failedProbe, next); err != nil {
-			return err
-		}
-	case !d.until.IsZero():
-		if err := a.Store.SlowDown(ctx, d.sink.Name, d.until); err != nil {
-			return err
-		}
-		if sk.State == delivery.Open {
-			if err := a.Store.SinkAnswers(ctx, d.sink.Name); err != nil {
-				return err
-			}
-		}
-	case d.answered && sk.State == delivery.Open:
-		if err := a.Store.SinkAnswers(ctx, d.sink.Name); err != nil {
-			return err
-		}
-		d.log.InfoContext(ctx, "sink answers again: its parked notifications are drained")
-	}
-	return errors.Join(d.storeErrs...)
+// found is what the step's sends found, for delivery.AfterStep; sk is the sink as the step began.
+func (d *drain) found(sk store.Sink) delivery.Found {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return delivery.Found{State: sk.State, ProbeFailures: sk.ProbeFailures, Failing: d.failing, Wait: d.wait,
+		Answered: d.answered, Sent: d.sent, Failed: d.failed}
 }
 
 // publishBatches drains a broker sink: batch after batch of notify.publish_batch until nothing
@@ -517,7 +569,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		if markErr != nil {
 			// The broker has them; the next drain publishes them again under their ids.
 			d.storeErr(markErr)
-			d.stop("", time.Time{})
+			d.stop("", 0)
 		}
 	}()
 	cur := buildWave(waves[0])
@@ -543,16 +595,18 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 			failed error
 		)
 		for i, err := range errs {
-			switch verdictOf(err) {
-			case delivery.Sent:
-				sent = append(sent, waves[k][i])
-			case delivery.Rejected:
+			n := waves[k][i]
+			at := delivery.Attempt{Verdict: verdictOf(err), RetryAfter: retryAfterOf(err), Made: n.Attempts + 1, Parked: true}
+			switch delivery.After(at, a.policy()).Do {
+			case delivery.Delivered:
+				sent = append(sent, n)
+			case delivery.Fail:
 				// Never takeable (too large for the broker): that one fails, the drain goes on.
-				a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, waves[k][i].Attempts+1)
-				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", waves[k][i].ID, "error", brief(err))
-				d.fail(ctx, waves[k][i], err.Error())
+				a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
+				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", n.ID, "error", brief(err))
+				d.fail(ctx, n, err.Error())
 			default:
-				d.record(ctx, waves[k][i], err)
+				d.record(ctx, n, err)
 				if failed == nil {
 					failed = err
 				}
@@ -566,7 +620,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 			marking.Go(func() { markErr = d.markSent(ctx, sent) })
 		}
 		if failed != nil {
-			d.stop(brief(failed), time.Time{})
+			d.stop(brief(failed), 0)
 			d.log.WarnContext(ctx, "publishing parked notifications failed; the sink's circuit opens again",
 				"error", brief(failed), "published", len(sent), "failed", len(errs)-len(sent))
 			a.Metrics.NotificationAttempt(d.sink.Name, "retrying", false, 0)

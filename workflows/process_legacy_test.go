@@ -22,7 +22,8 @@ import (
 	"github.com/mailhook/mailhook/workflows"
 )
 
-var policy = workflows.NotifyPolicy{InitialInterval: time.Second, MaxInterval: 10 * time.Minute, GiveUpAfter: 72 * time.Hour, AttemptTimeout: 30 * time.Second, Attempts: 4}
+var policy = workflows.NotifyPolicy{InitialInterval: time.Second, MaxInterval: 10 * time.Minute, GiveUpAfter: 72 * time.Hour, AttemptTimeout: 30 * time.Second, Attempts: 4,
+	FirstProbe: 30 * time.Second, LongestProbe: 30 * time.Minute}
 
 func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite

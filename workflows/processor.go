@@ -29,6 +29,9 @@ type NotifyPolicy struct {
 	// an attempt that failed on mailhook's own side (PostgreSQL down) is retried until it can
 	// record the notification, or the notification would end with no row to park and no send.
 	Attempts int
+	// FirstProbe and LongestProbe are notify.probe_interval and max_probe_interval: how long a
+	// sink's drainer waits before probing a sink that failed, doubling after each failed probe.
+	FirstProbe, LongestProbe time.Duration
 }
 
 // Processor runs the workflows with the retry policies of the config. Retry policies are not

@@ -41,6 +41,12 @@ func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 	}
 }
 
+// SinkDecidesChange is the workflow.GetVersion change id of drainers that decide their sink's
+// circuit themselves (version 1): each probe or drain step reports what its sends found, the
+// drainer decides (delivery.AfterStep) and records it in a step whose summary says why. Runs
+// recorded before it call ProbeSink and DrainSink, which decided and recorded by themselves.
+const SinkDecidesChange = "sink-decides"
+
 // SinkDelivery is a sink's drainer (workflow ID sink:<name>, one per sink). It owns the sink's
 // circuit and its parked notifications, and reads as the sink's state machine:
 //
@@ -51,12 +57,16 @@ func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 //     updates in version order, at the sink's limits; a failure opens the circuit again, a 429
 //     waits, nothing left → closed.
 //
-// Its state lives in PostgreSQL (the sinks row and the parked notifications); each step reads it
-// and says what comes next, so the run only follows. Its Temporal work is per sink: a probe per
-// probe interval while the sink is down, a step per batch while it drains, none per parked
-// notification. The "state" query and the run's current details show the last step.
+// After each probe or drain the run decides what the sends found means for the circuit
+// (delivery.AfterStep) and records it (RecordSinkStep, whose summary in the history says why:
+// "the sink still fails (503 …): probe 3 failed since the circuit opened; next probe in 4m").
+// The circuit is kept in PostgreSQL too: event runs read it before each first attempt, and may
+// open it. Its Temporal work is per sink: a probe per probe interval while the sink is down, a
+// step per batch while it drains, none per parked notification. The "state" query and the
+// run's current details show the last step.
 func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInput) (activities.SinkStep, error) {
 	var a *activities.Activities
+	decides := workflow.GetVersion(ctx, SinkDecidesChange, workflow.DefaultVersion, 1) == 1
 	step := activities.SinkStep{Sink: in.Sink}
 	if err := workflow.SetQueryHandler(ctx, domain.SinkStateQuery, func() (activities.SinkStep, error) { return step, nil }); err != nil {
 		return step, err
@@ -72,6 +82,20 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 	}
 	check := func() error {
 		next, err := dbStep(ctx, a.CheckSink, "", in.Sink)
+		return into(err, next)
+	}
+	// send runs a probe or a drain step, then records what the run decided from its findings.
+	send := func(opts workflow.ActivityOptions, activity func(context.Context, string) (activities.SinkSends, error)) error {
+		var found activities.SinkSends
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in.Sink).Get(ctx, &found); err != nil {
+			return err
+		}
+		if !found.Configured {
+			step = activities.SinkStep{Sink: in.Sink}
+			return nil
+		}
+		rec := activities.RecordOf(found, p.Notify.FirstProbe, p.Notify.LongestProbe)
+		next, err := dbStep(ctx, a.RecordSinkStep, recordSummary(found, rec), rec)
 		return into(err, next)
 	}
 	run := func(opts workflow.ActivityOptions, activity func(context.Context, string) (activities.SinkStep, error)) error {
@@ -91,17 +115,23 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 			waitOrWake(ctx, wake, IdleCheck)
 			err = check()
 		case delivery.Probe:
-			if waitOrWake(ctx, wake, step.Wait) {
+			switch {
+			case waitOrWake(ctx, wake, step.Wait):
 				err = check()
-				break
+			case decides:
+				err = send(probe, a.SendProbe)
+			default:
+				err = run(probe, a.ProbeSink)
 			}
-			err = run(probe, a.ProbeSink)
 		case delivery.Drain:
-			if step.Wait > 0 && waitOrWake(ctx, wake, step.Wait) {
+			switch {
+			case step.Wait > 0 && waitOrWake(ctx, wake, step.Wait):
 				err = check()
-				break
+			case decides:
+				err = send(drain, a.SendParked)
+			default:
+				err = run(drain, a.DrainSink)
 			}
-			err = run(drain, a.DrainSink)
 		}
 	}
 	if err != nil {
@@ -111,6 +141,15 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 	for wake.ReceiveAsync(nil) {
 	}
 	return step, workflow.NewContinueAsNewError(ctx, domain.SinkDeliveryName, in)
+}
+
+// recordSummary is what the history shows for the record after a step: what the sends did, and
+// what that made of the circuit.
+func recordSummary(found activities.SinkSends, rec activities.SinkRecord) string {
+	if !found.Tried {
+		return "nothing to send: the sink was paused, resumed or closed meanwhile, or asked to wait"
+	}
+	return fmt.Sprintf("sent %d, failed %d: %s", found.Sent, found.Failed, rec.Change)
 }
 
 // waitOrWake waits d, or until a wake arrives: true when woken (every wake pending is taken, so a

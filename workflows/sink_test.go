@@ -23,8 +23,9 @@ func newSinkEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := newEnv(t)
 	a := &activities.Activities{}
 	env.RegisterActivityWithOptions(a.CheckSink, activity.RegisterOptions{Name: activities.CheckSinkName})
-	env.RegisterActivityWithOptions(a.ProbeSink, activity.RegisterOptions{Name: activities.ProbeSinkName})
-	env.RegisterActivityWithOptions(a.DrainSink, activity.RegisterOptions{Name: activities.DrainSinkName})
+	env.RegisterActivityWithOptions(a.SendProbe, activity.RegisterOptions{Name: activities.SendProbeName})
+	env.RegisterActivityWithOptions(a.SendParked, activity.RegisterOptions{Name: activities.SendParkedName})
+	env.RegisterActivityWithOptions(a.RecordSinkStep, activity.RegisterOptions{Name: activities.RecordSinkStepName})
 	return env
 }
 
@@ -32,25 +33,49 @@ func sinkStep(state delivery.State, parked int64, wait time.Duration) activities
 	return activities.SinkStep{Sink: "crm", Configured: true, State: state, Parked: parked, Wait: wait}
 }
 
+// sent is what a probe or a drain found: the sink answered (sent) or failed.
+func sent(state delivery.State, failing string) activities.SinkSends {
+	return activities.SinkSends{Sink: "crm", Configured: true, Tried: true,
+		Found: delivery.Found{State: state, Failing: failing, Answered: failing == "", Sent: 1}}
+}
+
 // sinkSteps returns the mock results in turn, recording which activity ran; the last one repeats.
+// A probe or a drain step runs its send, then RecordSinkStep, whose results are the steps given
+// for the send's name; the records the drainer asked for are kept.
 type sinkSteps struct {
-	ran  []string
-	next map[string][]activities.SinkStep
+	ran     []string
+	next    map[string][]activities.SinkStep
+	records []activities.SinkRecord
+}
+
+func (s *sinkSteps) take(name string) activities.SinkStep {
+	r := s.next[name]
+	out := r[0]
+	if len(r) > 1 {
+		s.next[name] = r[1:]
+	}
+	return out
 }
 
 func (s *sinkSteps) on(env *testsuite.TestWorkflowEnvironment, name string, results ...activities.SinkStep) {
 	if s.next == nil {
 		s.next = map[string][]activities.SinkStep{}
+		env.OnActivity(activities.RecordSinkStepName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SinkRecord) (activities.SinkStep, error) {
+			s.records = append(s.records, in)
+			return s.take(s.ran[len(s.ran)-1]), nil
+		}).Maybe()
 	}
 	s.next[name] = results
-	env.OnActivity(name, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkStep, error) {
+	if name == activities.CheckSinkName {
+		env.OnActivity(name, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkStep, error) {
+			s.ran = append(s.ran, name)
+			return s.take(name), nil
+		}).Maybe()
+		return
+	}
+	env.OnActivity(name, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkSends, error) {
 		s.ran = append(s.ran, name)
-		r := s.next[name]
-		out := r[0]
-		if len(r) > 1 {
-			s.next[name] = r[1:]
-		}
-		return out, nil
+		return sent(delivery.Draining, ""), nil
 	}).Maybe()
 }
 
@@ -59,7 +84,7 @@ func TestSinkDeliveryDrainsWhenWokenThenIdles(t *testing.T) {
 	env := newSinkEnv(t)
 	s := &sinkSteps{}
 	s.on(env, activities.CheckSinkName, sinkStep(delivery.Closed, 0, 0), sinkStep(delivery.Draining, 250, 0), sinkStep(delivery.Closed, 0, 0))
-	s.on(env, activities.DrainSinkName, sinkStep(delivery.Draining, 150, 0), sinkStep(delivery.Draining, 50, 0), sinkStep(delivery.Closed, 0, 0))
+	s.on(env, activities.SendParkedName, sinkStep(delivery.Draining, 150, 0), sinkStep(delivery.Draining, 50, 0), sinkStep(delivery.Closed, 0, 0))
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		res, err := env.QueryWorkflow(domain.SinkStateQuery)
@@ -71,38 +96,49 @@ func TestSinkDeliveryDrainsWhenWokenThenIdles(t *testing.T) {
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
 	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName,
-		activities.DrainSinkName, activities.DrainSinkName, activities.DrainSinkName}, s.ran,
+		activities.SendParkedName, activities.SendParkedName, activities.SendParkedName}, s.ran,
 		"look at start, idle until woken, look, drain three batches, idle")
+	require.Len(t, s.records, 3, "each drain step is recorded")
 }
 
 // An open sink is probed after each wait the step names, never sooner, and drained once a probe
-// finds it answering.
+// finds it answering. The drainer decides each step's change of the circuit itself: a failed
+// probe waits twice as long as the one before, an answer drains.
 func TestSinkDeliveryProbesAnOpenSinkWithBackoffThenDrains(t *testing.T) {
 	env := newSinkEnv(t)
 	s := &sinkSteps{}
 	start := env.Now()
 	var probedAt []time.Duration
 	s.on(env, activities.CheckSinkName, sinkStep(delivery.Open, 40, 5*time.Second))
-	env.OnActivity(activities.ProbeSinkName, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkStep, error) {
-		s.ran = append(s.ran, activities.ProbeSinkName)
+	s.next[activities.SendProbeName] = []activities.SinkStep{sinkStep(delivery.Open, 40, 10*time.Second),
+		sinkStep(delivery.Open, 41, 20*time.Second), sinkStep(delivery.Draining, 40, 0)}
+	env.OnActivity(activities.SendProbeName, mock.Anything, "crm").Return(func(context.Context, string) (activities.SinkSends, error) {
+		s.ran = append(s.ran, activities.SendProbeName)
 		probedAt = append(probedAt, env.Now().Sub(start))
-		switch len(probedAt) {
-		case 1:
-			return sinkStep(delivery.Open, 40, 10*time.Second), nil
-		case 2:
-			return sinkStep(delivery.Open, 41, 20*time.Second), nil
+		if len(probedAt) < 3 {
+			f := sent(delivery.Open, "503 Service Unavailable")
+			f.ProbeFailures = len(probedAt) - 1
+			return f, nil
 		}
-		return sinkStep(delivery.Draining, 40, 0), nil
+		return sent(delivery.Open, ""), nil
 	})
-	s.on(env, activities.DrainSinkName, sinkStep(delivery.Closed, 0, 0))
+	s.on(env, activities.SendParkedName, sinkStep(delivery.Closed, 0, 0))
 	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute) // before the next idle look
 	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
-	require.Equal(t, []string{activities.CheckSinkName, activities.ProbeSinkName, activities.ProbeSinkName,
-		activities.ProbeSinkName, activities.DrainSinkName}, s.ran)
+	require.Equal(t, []string{activities.CheckSinkName, activities.SendProbeName, activities.SendProbeName,
+		activities.SendProbeName, activities.SendParkedName}, s.ran)
 	require.Len(t, probedAt, 3)
 	require.GreaterOrEqual(t, probedAt[0], 5*time.Second)
 	require.GreaterOrEqual(t, probedAt[1]-probedAt[0], 10*time.Second)
 	require.GreaterOrEqual(t, probedAt[2]-probedAt[1], 20*time.Second)
+
+	require.Len(t, s.records, 4)
+	first, longest := policy.FirstProbe, policy.LongestProbe
+	require.Equal(t, delivery.Change{Failing: true, FailedProbe: true, ProbeFailures: 1, Error: "503 Service Unavailable",
+		NextProbe: delivery.ProbeDelay(1, first, longest)}, s.records[0].Change, "the first failed probe")
+	require.Equal(t, delivery.Change{Failing: true, FailedProbe: true, ProbeFailures: 2, Error: "503 Service Unavailable",
+		NextProbe: delivery.ProbeDelay(2, first, longest)}, s.records[1].Change, "the second waits twice as long")
+	require.Equal(t, delivery.Change{Answers: true}, s.records[2].Change, "an answer drains")
 }
 
 // A wake during an open circuit's wait (an operator's pause) makes the drainer look instead of
@@ -113,13 +149,13 @@ func TestSinkDeliveryLooksWhenWokenAndLeavesAPausedSinkAlone(t *testing.T) {
 	paused := sinkStep(delivery.Open, 40, 0)
 	paused.Paused = true
 	s.on(env, activities.CheckSinkName, sinkStep(delivery.Open, 40, time.Minute), paused, sinkStep(delivery.Draining, 40, 0))
-	s.on(env, activities.DrainSinkName, sinkStep(delivery.Closed, 0, 0))
-	env.OnActivity(activities.ProbeSinkName, mock.Anything, mock.Anything).Return(activities.SinkStep{}, errors.New("not probed")).Never()
+	s.on(env, activities.SendParkedName, sinkStep(delivery.Closed, 0, 0))
+	env.OnActivity(activities.SendProbeName, mock.Anything, mock.Anything).Return(activities.SinkSends{}, errors.New("not probed")).Never()
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 10*time.Second) // pause
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SinkWakeSignal, nil) }, 3*time.Minute)  // resume
 	env.RegisterDelayedCallback(env.CancelWorkflow, 4*time.Minute)                                         // before the next idle look
 	env.ExecuteWorkflow(domain.SinkDeliveryName, domain.SinkDeliveryInput{Sink: "crm"})
-	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName, activities.CheckSinkName, activities.DrainSinkName}, s.ran)
+	require.Equal(t, []string{activities.CheckSinkName, activities.CheckSinkName, activities.CheckSinkName, activities.SendParkedName}, s.ran)
 }
 
 // A sink no longer configured ends its drainer; a long-idle drainer continues as new before its

@@ -47,7 +47,8 @@ func NewProcessor(cfg config.Config) *Processor {
 	n, f := cfg.Notify, cfg.Acceptance.ThroughTemporal
 	return &Processor{
 		Notify: NotifyPolicy{InitialInterval: n.InitialInterval, MaxInterval: n.MaxInterval,
-			GiveUpAfter: n.GiveUpAfter, AttemptTimeout: n.AttemptTimeout, Attempts: n.ParkAfter()},
+			GiveUpAfter: n.GiveUpAfter, AttemptTimeout: n.AttemptTimeout, Attempts: n.ParkAfter(),
+			FirstProbe: n.FirstProbe(), LongestProbe: n.LongestProbe()},
 		Record: RecordPolicy{InitialInterval: f.RecordInterval, MaxInterval: f.RecordMaxInterval},
 	}
 }
