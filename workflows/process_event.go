@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -120,11 +122,33 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	var failed, park []activities.FailedNotification
 	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
-	summary := fmt.Sprintf("mark processed: %d of %d notifications failed for good, %d parked for their sink", len(failed), len(res.Notifications), len(park))
-	if err := dbStepNoResult(ctx, a.MarkProcessed, summary, mark); err != nil {
+	if err := dbStepNoResult(ctx, a.MarkProcessed, markSummary(res.Notifications), mark); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
+}
+
+// markSummary is what MarkProcessed's step says of the run's notifications: every one that failed
+// for good or is parked, whether its send parked it or MarkProcessed does, and why.
+func markSummary(ns []domain.NotificationResult) string {
+	var failed, parked int
+	var reasons []string
+	for _, n := range ns {
+		switch n.Status {
+		case domain.NotificationFailed:
+			failed++
+		case domain.NotificationParked:
+			parked++
+			if !slices.Contains(reasons, n.Reason) {
+				reasons = append(reasons, n.Reason)
+			}
+		}
+	}
+	s := fmt.Sprintf("mark processed: %d of %d notifications failed for good, %d parked for their sink", failed, len(ns), parked)
+	if len(reasons) > 0 {
+		s += " (" + strings.Join(reasons, ", ") + ")"
+	}
+	return s
 }
 
 func duplicateResult() domain.Result {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 // newEventEnv is newEnv with ProcessEvent's activities registered too.
@@ -220,4 +221,20 @@ func TestProcessEventNotificationFallsBackToARegularActivityWhenTheSinkFails(t *
 	require.Zero(t, inputs[0].PriorAttempts)
 	require.Equal(t, 1, inputs[1].PriorAttempts, "the regular activity counts the local attempt")
 	require.GreaterOrEqual(t, env.Now().Sub(start), 30*time.Second, "the sink's Retry-After was not waited for")
+}
+
+// MarkProcessed's summary counts every notification of the run that failed for good or is
+// parked, whichever step parked it, with the reasons: the history says what the result says.
+func TestMarkSummaryCountsEveryParkedAndFailedNotification(t *testing.T) {
+	ns := []domain.NotificationResult{
+		{Sink: "app", Status: domain.NotificationParked, Reason: "circuit_open"},
+		{Sink: "crm", Status: domain.NotificationFailed, Error: "400"},
+		{Sink: "ops", Status: domain.NotificationSent},
+		{Sink: "bi", Status: domain.NotificationParked, Reason: "retries_spent"},
+		{Sink: "ml", Status: domain.NotificationParked, Reason: "circuit_open"},
+	}
+	require.Equal(t, "mark processed: 1 of 5 notifications failed for good, 3 parked for their sink (circuit_open, retries_spent)",
+		workflows.MarkSummary(ns))
+	require.Equal(t, "mark processed: 0 of 1 notifications failed for good, 0 parked for their sink",
+		workflows.MarkSummary(ns[2:3]))
 }
