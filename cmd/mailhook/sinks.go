@@ -15,9 +15,9 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/drainer"
 	"github.com/mailhook/mailhook/internal/exitcode"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/workflows"
 )
 
 // sinksCommand is `mailhook sinks list|pause|resume|redeliver`: each sink's delivery state, read
@@ -185,7 +185,7 @@ func wakeDrainer(c *cobra.Command, cfg config.Config, name string) {
 	tc, err := dialTemporal(c, cfg)
 	if err == nil {
 		defer tc.Close()
-		err = (&workflows.Drainers{Client: tc, TaskQueue: cfg.Temporal.TaskQueue}).Wake(c.Context(), name)
+		err = (&drainer.Waker{Client: tc, TaskQueue: cfg.Temporal.TaskQueue}).Wake(c.Context(), name)
 	}
 	if err != nil {
 		fmt.Fprintf(c.ErrOrStderr(), "note: the drainer of sink %s was not woken (%v); it acts on the change within minutes by itself\n", name, err)

@@ -25,7 +25,7 @@ type SinkStates interface {
 	ListSinkNotifications(ctx context.Context, f store.SinkNotificationFilter) ([]store.Notification, string, error)
 }
 
-// SinkDrainers wakes a sink's drainer after an operator changed its state (workflows.Drainers).
+// SinkDrainers wakes a sink's drainer after an operator changed its state (internal/drainer).
 type SinkDrainers interface {
 	Wake(ctx context.Context, sink string) error
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/drainer"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/metrics"
@@ -466,8 +467,8 @@ func sinkSettings(sinks []config.Sink) []httpapi.SinkSettings {
 }
 
 // Drainers wakes the sinks' drainer workflows on this process's task queue.
-func (s *Service) Drainers() *workflows.Drainers {
-	return &workflows.Drainers{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
+func (s *Service) Drainers() *drainer.Waker {
+	return &drainer.Waker{Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
 }
 
 // EnsureSinks gives every configured sink its row and concurrency slots, then wakes (starting

@@ -1,4 +1,7 @@
-package workflows
+// Package drainer wakes a sink's drainer workflow (SinkDelivery, workflow ID sink:<name>) from
+// outside it: the activities when a notification is the first to park or a circuit opens, the
+// sinks API and CLI after an operator's pause, resume or redelivery.
+package drainer
 
 import (
 	"context"
@@ -11,12 +14,10 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// Drainers wakes sinks' drainer workflows (SinkDelivery) from outside them (activities.Drainers,
-// the sinks API and CLI), starting a drainer that does not run: signal-with-start under the
+// Waker wakes sinks' drainers, starting a drainer that does not run: signal-with-start under the
 // workflow ID sink:<name>, so every worker and every activity can call it and each sink still
-// has one drainer. It lives beside the workflow it starts so that its ID, signal and input are
-// read in one place.
-type Drainers struct {
+// has one drainer. The ID, signal and input are internal/domain's, as the workflow reads them.
+type Waker struct {
 	Client    client.Client
 	TaskQueue string
 	// Timeout bounds one wake; zero: 10 s.
@@ -24,7 +25,7 @@ type Drainers struct {
 }
 
 // Wake signals the sink's drainer to look at its sink now.
-func (d *Drainers) Wake(ctx context.Context, sink string) error {
+func (d *Waker) Wake(ctx context.Context, sink string) error {
 	timeout := d.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
