@@ -25,11 +25,11 @@ import (
 	"github.com/mailhook/mailhook/internal/suppression"
 )
 
-// Registered activity names, recorded in every history. Workflows call the methods (a.Notify),
-// which a worker maps to these names; a replayer, which registers no activities, takes the
-// method's own name, so each method keeps its registered name (register_test.go).
+// Registered activity names, recorded in every history. Workflows call the methods
+// (a.MarkProcessed), which a worker maps to these names; a replayer, which registers no
+// activities, takes the method's own name, so each method keeps its registered name
+// (register_test.go).
 const (
-	NotifyName        = "Notify"
 	MarkProcessedName = "MarkProcessed"
 )
 
@@ -169,13 +169,14 @@ type NotifyResult struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Notify delivers one notification to one sink. Its id is stable for the (event, sink, type), so
-// the downstream can dedupe on Idempotency-Key / webhook-id; a notification already sent is not
-// sent again. While the sink is healthy it is sent here, in its event's run. It parks for the
-// sink's drainer instead (and the run goes on) when the sink is open, paused or draining, when
-// the sink's rate or concurrency limit is reached, when the sink asks to slow down, and when
+// deliver delivers one notification to one sink, deciding around its attempt with
+// delivery.Before and delivery.After. Its id is stable for the (event, sink, type), so the
+// downstream can dedupe on Idempotency-Key / webhook-id; a notification already sent is not sent
+// again. While the sink is healthy it is sent here, in its event's run. It parks for the sink's
+// drainer instead (and the run goes on) when the sink is open, paused or draining, when the
+// sink's rate or concurrency limit is reached, when the sink asks to slow down, and when
 // notify.attempts attempts have failed; a 4xx other than 408/429 fails it for good.
-func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
+func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (NotifyResult, error) {
 	sink, ok := findSink(a.Sinks, in.Sink)
 	if !ok {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
@@ -195,7 +196,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	}
 	n, err := a.Store.EnsureNotification(ctx, row)
 	if err != nil {
-		return NotifyResult{}, a.failed(ctx, ev, NotifyName, fmt.Errorf("ensure notification %s: %w", id, err))
+		return NotifyResult{}, a.failed(ctx, ev, step, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
 	switch n.Status {
 	case domain.NotificationSent:
@@ -461,7 +462,6 @@ func firstNonEmpty(a, b string) string {
 // Register registers every activity under its stable name.
 func (a *Activities) Register(r worker.ActivityRegistry) {
 	a.registerLegacy(r)
-	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
 	r.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: MarkProcessedName})
 	r.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: ProcessName})
 	r.RegisterActivityWithOptions(a.RecordAccepted, activity.RegisterOptions{Name: RecordAcceptedName})

@@ -1,7 +1,8 @@
-// Remove this file when no ProcessWebhookEvent run can still be open: one release after every
-// deployment has run ProcessEvent only for longer than the namespace's retention and its
-// longest run. It holds the activities only ProcessWebhookEvent schedules (Notify and
-// MarkProcessed serve ProcessEvent and DailyReconcile too, and stay).
+// Remove this file when no ProcessWebhookEvent run, and no DailyReconcile run recorded before the
+// "report-send" version, can still be open: one release after every deployment has run
+// ProcessEvent only for longer than the namespace's retention and its longest run, and the daily
+// run on SendNotification for a day. It holds the activities only those runs schedule
+// (MarkProcessed serves ProcessEvent too, and stays).
 
 package activities
 
@@ -21,7 +22,14 @@ import (
 const (
 	RecordEventName = "RecordEvent"
 	ApplyStatusName = "ApplyStatus"
+	NotifyName      = "Notify"
 )
+
+// Notify delivers one notification of a run that carries its event whole (ProcessWebhookEvent's,
+// and a report.daily of a DailyReconcile before "report-send"), as SendNotification does.
+func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
+	return a.deliver(ctx, in, NotifyName)
+}
 
 // RecordResult is the store's, named here so that workflows need not import the store.
 type RecordResult = store.RecordResult
@@ -69,6 +77,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (store.Ap
 
 // registerLegacy keeps the activities of the ProcessWebhookEvent runs still open registered.
 func (a *Activities) registerLegacy(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: NotifyName})
 	r.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: RecordEventName})
 	r.RegisterActivityWithOptions(a.ApplyStatus, activity.RegisterOptions{Name: ApplyStatusName})
 }

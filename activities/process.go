@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"go.temporal.io/sdk/temporal"
@@ -91,8 +92,9 @@ func processedResult(out ProcessOutput) string {
 	}
 }
 
-// SendInput names one notification of ProcessEvent: the event by its key (its body is built
-// from the stored event and outcome, not carried in the history) and the sink and type.
+// SendInput names one notification: the event by its key (its body is built from the stored
+// event and outcome, not carried in the history) and the sink and type; or, for a notification
+// about no event (report.daily), its key and Data.
 type SendInput struct {
 	Provider string `json:"provider"`
 	EventID  string `json:"event_id"`
@@ -103,18 +105,26 @@ type SendInput struct {
 	NotificationEventID string `json:"notification_event_id,omitempty"`
 	// PriorAttempts counts the attempts made before this one (the first, as a local activity).
 	PriorAttempts int `json:"prior_attempts,omitempty"`
+	// Data is the notification's data for a type not built from an event (report.daily).
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// SendNotification delivers one notification to one sink, as Notify does, building its body from
-// what PostgreSQL holds of the event.
+// SendNotification delivers one notification to one sink, building its body from what PostgreSQL
+// holds of the event (or from in.Data, for a notification about no event).
 func (a *Activities) SendNotification(ctx context.Context, in SendInput) (NotifyResult, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
-	ev, res, _, err := a.Store.StoredEvent(ctx, in.Provider, in.EventID)
-	if err != nil {
-		return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
+	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
+		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
+	if len(in.Data) == 0 {
+		ev, res, _, err := a.Store.StoredEvent(ctx, in.Provider, in.EventID)
+		if err != nil {
+			return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
+		}
+		note.Event, note.Apply = ev, res
+	} else {
+		note.Event.Type = in.Type
 	}
-	out, err := a.Notify(ctx, NotifyInput{Sink: in.Sink, Type: in.Type, Event: ev, Apply: res,
-		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts})
+	out, err := a.deliver(ctx, note, SendNotificationName)
 	if err == nil {
 		out.Sink, out.Type = in.Sink, in.Type
 	}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -120,7 +121,11 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	}
 
 	var failed, park []activities.FailedNotification
-	res.Notifications, failed, park = p.send(ctx, in, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
+	key := sendKey{Provider: in.Provider, EventID: in.EventID}
+	if id := in.NotificationEventID(); id != in.EventID {
+		key.NotificationEventID = id
+	}
+	res.Notifications, failed, park = p.send(ctx, key, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
 	if err := dbStepNoResult(ctx, a.MarkProcessed, markSummary(res.Notifications), mark); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
@@ -177,21 +182,29 @@ func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent
 	return out.Duplicate, err
 }
 
+// sendKey says what a run's notifications are about: an event by its key (their bodies are built
+// from what PostgreSQL holds of it), or, for a notification about no event, a key and its data.
+type sendKey struct {
+	Provider, EventID string
+	// NotificationEventID, when set, keys the notifications instead of EventID (a replay with
+	// --renotify).
+	NotificationEventID string
+	Data                json.RawMessage
+}
+
 // send delivers every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that refuses, or that fails and has its notification parked,
 // is reported, not fatal.
-func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
-	keyID := in.NotificationEventID()
+func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
+	keyID := cmp.Or(key.NotificationEventID, key.EventID)
 	type sent struct {
 		out activities.NotifyResult
 		err error
 	}
 	done := make([]workflow.Future, len(ns))
 	for i, n := range ns {
-		input := activities.SendInput{Provider: in.Provider, EventID: in.EventID, Sink: n.Sink, Type: n.Type}
-		if keyID != in.EventID {
-			input.NotificationEventID = keyID
-		}
+		input := activities.SendInput{Provider: key.Provider, EventID: key.EventID, Sink: n.Sink, Type: n.Type,
+			NotificationEventID: key.NotificationEventID, Data: key.Data}
 		f, set := workflow.NewFuture(ctx)
 		done[i] = f
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -205,7 +218,7 @@ func (p *Processor) send(ctx workflow.Context, in domain.EventRef, ns []domain.N
 		var r sent
 		_ = f.Get(ctx, &r)
 		results[i], failed, park = outcome(ctx, notification{Type: n.Type, Sink: n.Sink},
-			domain.NotificationID(in.Provider, keyID, n.Sink, n.Type), r.out, r.err, failed, park)
+			domain.NotificationID(key.Provider, keyID, n.Sink, n.Type), r.out, r.err, failed, park)
 	}
 	return results, failed, park
 }

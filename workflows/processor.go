@@ -68,40 +68,6 @@ type notification struct {
 	Sink string
 }
 
-func notificationsOf(typ string, sinks []string) []notification {
-	out := make([]notification, len(sinks))
-	for i, s := range sinks {
-		out[i] = notification{Type: typ, Sink: s}
-	}
-	return out
-}
-
-// notifyAll sends every notification concurrently, so one slow sink does not delay the others,
-// and waits for all of them: a sink that refuses or gives up is reported, not fatal. Activities
-// are scheduled in the order of ns.
-func (p *Processor) notifyAll(ctx workflow.Context, ns []notification, base activities.NotifyInput) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
-	var a *activities.Activities
-	futures := make([]workflow.Future, len(ns))
-	for i, n := range ns {
-		in := base
-		in.Sink, in.Type = n.Sink, n.Type
-		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, p.notifyOptions(n.Type, n.Sink)), a.Notify, in)
-	}
-	results = make([]domain.NotificationResult, len(ns))
-	for i, f := range futures {
-		n := ns[i]
-		keyID := base.Event.EventID
-		if base.NotificationEventID != "" {
-			keyID = base.NotificationEventID
-		}
-		id := domain.NotificationID(base.Event.Provider, keyID, n.Sink, n.Type)
-		var out activities.NotifyResult
-		err := f.Get(ctx, &out)
-		results[i], failed, park = outcome(ctx, n, id, out, err, failed, park)
-	}
-	return results, failed, park
-}
-
 // outcome is one notification's result in its run, from what its activity returned: sent,
 // parked (by the activity, for the sink's drainer), failed (refused for good: appended to
 // failed), or parked by MarkProcessed (its attempts ended in an error, e.g. a worker that died

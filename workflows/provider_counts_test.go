@@ -87,9 +87,10 @@ func TestDailyReconcileComparesTheProvidersOwnCounts(t *testing.T) {
 	env.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: activities.SaveDailyCountsName})
 	env.RegisterActivityWithOptions(r.CompareProviderCounts, activity.RegisterOptions{Name: activities.CompareProviderCountsName})
 	env.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: activities.RedriveStuckName})
+	env.RegisterActivityWithOptions((&activities.Activities{}).SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
 	var report workflows.DailyReport
-	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SendInput) (activities.NotifyResult, error) {
 		require.NoError(t, json.Unmarshal(in.Data, &report))
 		return activities.NotifyResult{ID: "x"}, nil
 	}).Once()

@@ -21,6 +21,19 @@ const maxReportGiveUp = 12 * time.Hour
 // domain.NotificationID(ReportProvider, "report:"+date, sink, type).
 const ReportProvider = "mailhook"
 
+// reportSendChange is the workflow.GetVersion change id of a report.daily sent as every other
+// notification is (SendNotification, its first attempt local; version 1). Runs recorded before it
+// sent it with Notify (notify_legacy.go).
+const reportSendChange = "report-send"
+
+func reportNotifications(sinks []string) []domain.Notification {
+	out := make([]domain.Notification, len(sinks))
+	for i, s := range sinks {
+		out[i] = domain.Notification{Type: domain.TypeReportDaily, Sink: s}
+	}
+	return out
+}
+
 // DailyReport is the data of a report.daily notification.
 type DailyReport struct {
 	Date   string                  `json:"date"`
@@ -227,12 +240,13 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		}
 		q := *p
 		q.Notify.GiveUpAfter = min(q.Notify.GiveUpAfter, maxReportGiveUp)
-		base := activities.NotifyInput{
-			Event: domain.Event{Provider: ReportProvider, EventID: "report:" + date, Type: domain.TypeReportDaily},
-			Data:  data,
-		}
 		var failed, gaveUp []activities.FailedNotification
-		res.Notifications, failed, gaveUp = q.notifyAll(ctx, notificationsOf(domain.TypeReportDaily, in.ReportSinks), base)
+		if workflow.GetVersion(ctx, reportSendChange, workflow.DefaultVersion, 1) == 1 {
+			key := sendKey{Provider: ReportProvider, EventID: "report:" + date, Data: data}
+			res.Notifications, failed, gaveUp = q.send(ctx, key, reportNotifications(in.ReportSinks))
+		} else {
+			res.Notifications, failed, gaveUp = q.notifyAllLegacy(ctx, in.ReportSinks, date, data)
+		}
 		// A report whose attempts ended in an error is failed, as it was before notifications
 		// parked (its activity parks it on its last failed attempt; this is a worker lost
 		// during that one): the run records it the way its history always did, and the next

@@ -27,6 +27,7 @@ func newReconcileEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: activities.SaveDailyCountsName})
 	env.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: activities.RedriveStuckName})
 	env.RegisterActivityWithOptions(r.MarkNotificationsFailed, activity.RegisterOptions{Name: activities.MarkNotificationsFailedName})
+	env.RegisterActivityWithOptions((&activities.Activities{}).SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
 	return env
 }
 
@@ -58,9 +59,9 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 	// The two sinks are notified concurrently: the mock runs on two goroutines.
 	var (
 		mu   sync.Mutex
-		sent []activities.NotifyInput
+		sent []activities.SendInput
 	)
-	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SendInput) (activities.NotifyResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		sent = append(sent, in)
@@ -82,8 +83,8 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ops", "finance"}, []string{sent[0].Sink, sent[1].Sink})
 	in := sent[0]
 	assert.Equal(t, domain.TypeReportDaily, in.Type)
-	assert.Equal(t, workflows.ReportProvider, in.Event.Provider)
-	assert.Equal(t, "report:2026-11-28", in.Event.EventID)
+	assert.Equal(t, workflows.ReportProvider, in.Provider)
+	assert.Equal(t, "report:2026-11-28", in.EventID)
 	var data workflows.DailyReport
 	require.NoError(t, json.Unmarshal(in.Data, &data))
 	assert.Equal(t, "2026-11-28", data.Date)
@@ -92,8 +93,8 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 	assert.Equal(t, 1, data.Redrive.Started)
 	assert.Empty(t, data.Redrive.Events, "the notification carries counts, not the event list")
 
-	// The body the Notify activity builds from it.
-	body, err := activities.Body("ntf_r", in, time.Date(2026, 11, 29, 0, 30, 5, 0, time.UTC))
+	// The body the SendNotification activity builds from it.
+	body, err := activities.Body("ntf_r", activities.NotifyInput{Type: in.Type, Data: in.Data}, time.Date(2026, 11, 29, 0, 30, 5, 0, time.UTC))
 	require.NoError(t, err)
 	var envl struct {
 		Type string                `json:"type"`
@@ -132,7 +133,7 @@ func TestDailyReconcileReportsARedriveThatKeepsFailing(t *testing.T) {
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, mock.Anything).Return(yesterdayCounts, nil).Once()
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, errors.New("temporal unavailable")).Times(5)
 	var data workflows.DailyReport
-	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SendInput) (activities.NotifyResult, error) {
 		require.NoError(t, json.Unmarshal(in.Data, &data))
 		return activities.NotifyResult{ID: "x"}, nil
 	}).Once()
@@ -146,7 +147,7 @@ func TestDailyReconcileMarksAFailedReportNotification(t *testing.T) {
 	env := newReconcileEnv(t)
 	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, mock.Anything).Return(yesterdayCounts, nil).Once()
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
-	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
+	env.OnActivity(activities.SendNotificationName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink ops rejected", activities.ErrTypeSinkRejected, nil)).Once()
 	id := domain.NotificationID(workflows.ReportProvider, "report:2026-11-28", "ops", domain.TypeReportDaily)
 	env.OnActivity(activities.MarkNotificationsFailedName, mock.Anything, mock.MatchedBy(func(f []activities.FailedNotification) bool {
