@@ -22,7 +22,6 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
-	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Registered activity names, recorded in every history. Workflows call the methods
@@ -139,9 +138,6 @@ type NotifyInput struct {
 	// PriorAttempts counts attempts made before this activity (a first attempt as a local
 	// activity), so the attempts metric counts them all.
 	PriorAttempts int `json:"prior_attempts,omitempty"`
-	// SuppressionScopes is what Body derives suppression.added's scope from. Notify sets it from
-	// its config: it is never part of a workflow's history.
-	SuppressionScopes map[string]string `json:"-"`
 }
 
 // notificationEventID is the event id the notification is keyed by.
@@ -185,8 +181,8 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	ev := in.Event
 	keyID := in.notificationEventID()
 	id := domain.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
-	in.SuppressionScopes = a.SuppressionScopes
-	body, err := Body(id, in, a.now())
+	body, err := notify.Body(id, notify.Input{Type: in.Type, Event: ev, Applied: appliedOf(in.Apply), Data: in.Data,
+		SuppressionScopes: a.SuppressionScopes}, a.now())
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
 	}
@@ -224,7 +220,7 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if d.Do == delivery.Park {
 		return a.park(ctx, log, sink.Name, n.ID, d.Reason, time.Time{})
 	}
-	status, sendErr := a.destination(sink).Send(ctx, message(n.ID, ev.Provider, row.MessageID, keyID, in.Type, n.Body), a.now())
+	status, sendErr := a.destination(sink).Send(ctx, notify.MessageOf(n.ID, ev.Provider, row.MessageID, keyID, in.Type, n.Body), a.now())
 	release()
 	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
 	switch d = delivery.After(at, a.policy()); d.Do {
@@ -352,111 +348,9 @@ func findSink(sinks []config.Sink, name string) (config.Sink, bool) {
 	return config.Sink{}, false
 }
 
-// Body builds a notification's JSON. It is stored with the notification on first build, so every
-// retry sends identical bytes.
-func Body(id string, in NotifyInput, now time.Time) (json.RawMessage, error) {
-	ev := in.Event
-	var data any
-	switch in.Type {
-	case domain.TypeStatusChanged:
-		sc := StatusChanged{
-			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Apply.Recipient, ev.Recipient),
-			Status: in.Apply.To, PreviousStatus: in.Apply.From, BounceType: in.Apply.BounceType,
-			Version: in.Apply.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
-			Source: ev.Source,
-		}
-		// A move is made by the message's new deciding event, so this event's details are the
-		// ones the message now shows.
-		if sc.Status == domain.StatusBounced || sc.Status == domain.StatusFailed {
-			sc.Bounce = store.BounceOf(ev)
-		}
-		data = sc
-	case domain.TypeEmailReceived:
-		data = EmailReceived{
-			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
-			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
-		}
-	case domain.TypeSuppressionAdded:
-		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
-		// recipient it recorded), so the notification names the address that was suppressed.
-		address, reason, scope, ok := suppression.Added(ev, in.Apply.Recipient, in.SuppressionScopes)
-		if !ok {
-			return nil, fmt.Errorf("event %s suppresses no address", ev.Key())
-		}
-		data = SuppressionAdded{
-			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
-			Source: ev.Source,
-		}
-	case domain.TypeReportDaily:
-		if len(in.Data) == 0 {
-			return nil, fmt.Errorf("%s notification without data", in.Type)
-		}
-		data = in.Data
-	default:
-		return nil, fmt.Errorf("unknown notification type %q", in.Type)
-	}
-	return json.Marshal(Envelope{ID: id, Type: in.Type, CreatedAt: now.UTC(), Data: data})
-}
-
-// Envelope is every notification's outer shape.
-type Envelope struct {
-	ID        string    `json:"id"`
-	Type      string    `json:"type"`
-	CreatedAt time.Time `json:"created_at"`
-	Data      any       `json:"data"`
-}
-
-// StatusChanged is the data of message.status_changed. Version increases with every change, so
-// a receiver that gets updates out of order keeps the highest.
-type StatusChanged struct {
-	Provider       string        `json:"provider"`
-	MessageID      string        `json:"message_id"`
-	Recipient      string        `json:"recipient,omitempty"`
-	Status         domain.Status `json:"status"`
-	PreviousStatus domain.Status `json:"previous_status"`
-	BounceType     string        `json:"bounce_type,omitempty"`
-	Version        int64         `json:"version"`
-	EventID        string        `json:"event_id"`
-	EventType      string        `json:"event_type"`
-	OccurredAt     time.Time     `json:"occurred_at"`
-
-	// Bounce is why the message bounced or failed, as the provider said (absent when it did
-	// not, and for every other status).
-	Bounce *domain.Bounce `json:"bounce,omitempty"`
-	// Source is "backfill" when the event was fetched back from the provider's API
-	// (domain.Event.Source); absent for a webhook's, so those bodies are as before.
-	Source string `json:"source,omitempty"`
-}
-
-// EmailReceived is the data of email.received: the provider's inbound payload as it came.
-type EmailReceived struct {
-	Provider   string          `json:"provider"`
-	EventID    string          `json:"event_id"`
-	EmailID    string          `json:"email_id"`
-	Recipient  string          `json:"recipient,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Payload    json.RawMessage `json:"payload"`
-}
-
-// SuppressionAdded is the data of suppression.added: an address newly suppressed, and the event
-// that did it.
-type SuppressionAdded struct {
-	Address string `json:"address"`
-	// Scope is "global" (every kind of mail) or the configured scope of the event's stream.
-	Scope     string `json:"scope"`
-	Reason    string `json:"reason"` // hard_bounce, complaint, unsubscribe or soft_bounce_threshold
-	Provider  string `json:"provider"`
-	EventID   string `json:"event_id"`
-	MessageID string `json:"message_id"`
-	// Source is "backfill" for an event fetched back from the provider's API; absent otherwise.
-	Source string `json:"source,omitempty"`
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+// appliedOf is what a notification's body says of an applied event.
+func appliedOf(r ApplyResult) notify.Applied {
+	return notify.Applied{Recipient: r.Recipient, From: r.From, To: r.To, BounceType: r.BounceType, Version: r.Version}
 }
 
 // Register registers every activity under its stable name.

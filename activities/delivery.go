@@ -86,16 +86,6 @@ func (a *Activities) batcher(sink config.Sink) (notify.Batcher, bool) {
 	return b, ok && sink.Rate == 0 && sink.Concurrency == 0
 }
 
-// message is a notification as a destination sends it, keyed by its message so a partitioned
-// consumer sees one message's updates in order (by its event for notifications about no
-// message). The stored body's keys are put in the envelope's order.
-func message(id, provider, messageID, eventID, typ string, body []byte) notify.Message {
-	key := messageID
-	if key == "" {
-		key = eventID
-	}
-	return notify.Message{ID: id, Key: provider + ":" + key, Type: typ, Body: Ordered(body)}
-}
 
 // policy is notify.* as delivery.Before and delivery.After read it.
 func (a *Activities) policy() delivery.Policy {

@@ -677,7 +677,7 @@ func (d *drain) markSent(ctx context.Context, sent []store.ParkedNotification) e
 }
 
 func parkedMessage(n store.ParkedNotification) notify.Message {
-	return message(n.ID, n.Provider, n.MessageID, n.EventID, n.Type, n.Body)
+	return notify.MessageOf(n.ID, n.Provider, n.MessageID, n.EventID, n.Type, n.Body)
 }
 
 // freshenStats makes the planner see a large backlog before a drain reads it

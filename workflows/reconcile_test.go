@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -94,7 +95,7 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 	assert.Empty(t, data.Redrive.Events, "the notification carries counts, not the event list")
 
 	// The body the SendNotification activity builds from it.
-	body, err := activities.Body("ntf_r", activities.NotifyInput{Type: in.Type, Data: in.Data}, time.Date(2026, 11, 29, 0, 30, 5, 0, time.UTC))
+	body, err := notify.Body("ntf_r", notify.Input{Type: in.Type, Data: in.Data}, time.Date(2026, 11, 29, 0, 30, 5, 0, time.UTC))
 	require.NoError(t, err)
 	var envl struct {
 		Type string                `json:"type"`

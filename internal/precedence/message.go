@@ -140,3 +140,13 @@ func timeOrNil(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// BounceOf is BounceKept as a message.status_changed to bounced or failed shows it: nil when the
+// event carries no details.
+func BounceOf(ev domain.Event) *domain.Bounce {
+	b := BounceKept(ev)
+	if b == (domain.Bounce{}) {
+		return nil
+	}
+	return &b
+}

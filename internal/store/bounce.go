@@ -9,7 +9,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/precedence"
 )
 
 // MaxEnhancedCodeBytes bounds an enhanced status code: RFC 3463's longest, 5.999.999, is 9.
@@ -58,6 +57,3 @@ func storableBounce(b *domain.Bounce) error {
 	return nil
 }
 
-// BounceOf is the bounce details ApplyStatus keeps of ev (those of a bounce or a failure that
-// carries any), nil otherwise: what a message.status_changed to bounced or failed shows.
-func BounceOf(ev domain.Event) *domain.Bounce { return bounceDetails(precedence.BounceKept(ev)) }

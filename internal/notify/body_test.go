@@ -1,4 +1,4 @@
-package activities_test
+package notify_test
 
 import (
 	"encoding/json"
@@ -8,10 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/notify"
 )
 
 func TestSuppressionAddedBody(t *testing.T) {
@@ -19,9 +18,9 @@ func TestSuppressionAddedBody(t *testing.T) {
 	// An unsubscribe that names no recipient: the address is the one the message recorded,
 	// exactly as ApplyStatus chose it.
 	ev := domain.Event{Provider: "postscale", EventID: "evt_u", Type: "email.unsubscribed", Kind: domain.KindUnsubscribed, MessageID: "msg_1"}
-	in := activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev,
-		Apply: store.ApplyResult{Outcome: domain.OutcomeFlagged, Recipient: "User@Example.com", Suppressed: true}}
-	body, err := activities.Body("ntf_x", in, now)
+	in := notify.Input{Type: domain.TypeSuppressionAdded, Event: ev,
+		Applied: notify.Applied{Recipient: "User@Example.com"}}
+	body, err := notify.Body("ntf_x", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_x","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
 		"data":{"address":"user@example.com","scope":"global","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
@@ -29,26 +28,26 @@ func TestSuppressionAddedBody(t *testing.T) {
 	// From a stream config maps to a scope, the unsubscribe suppressed in that scope only, and
 	// the notification says so.
 	in.Event.Stream, in.SuppressionScopes = "broadcast", map[string]string{"broadcast": "marketing"}
-	body, err = activities.Body("ntf_x", in, now)
+	body, err = notify.Body("ntf_x", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_x","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
 		"data":{"address":"user@example.com","scope":"marketing","reason":"unsubscribe","provider":"postscale","event_id":"evt_u","message_id":"msg_1"}}`, string(body))
 	in.Event.Stream, in.SuppressionScopes = "", nil
 
 	in.Event.Kind = domain.KindOpened
-	_, err = activities.Body("ntf_x", in, now)
+	_, err = notify.Body("ntf_x", in, now)
 	assert.Error(t, err, "an event that suppresses nothing has no suppression.added body")
 }
 
 func TestCorrectionStatusChangedBody(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "correction-ab", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	in := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "u@example.com", Version: 3}}
-	body, err := activities.Body("ntf_y", in, time.Now())
+	in := notify.Input{Type: domain.TypeStatusChanged, Event: ev,
+		Applied: notify.Applied{From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "u@example.com", Version: 3}}
+	body, err := notify.Body("ntf_y", in, time.Now())
 	require.NoError(t, err)
 	var env struct {
-		Data activities.StatusChanged `json:"data"`
+		Data notify.StatusChanged `json:"data"`
 	}
 	require.NoError(t, json.Unmarshal(body, &env))
 	assert.Equal(t, domain.StatusDelivered, env.Data.Status)
@@ -63,10 +62,10 @@ func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "evt_b", Type: "email.bounced", Kind: domain.KindStatus,
 		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
 		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Bounce: b}
-	in := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
+	in := notify.Input{Type: domain.TypeStatusChanged, Event: ev,
+		Applied: notify.Applied{From: domain.StatusDelivered, To: domain.StatusBounced,
 			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2}}
-	body, err := activities.Body("ntf_b", in, now)
+	body, err := notify.Body("ntf_b", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_b","type":"message.status_changed","created_at":"2026-11-29T10:00:00Z",
 		"data":{"provider":"postscale","message_id":"msg_1","recipient":"user@example.com","status":"bounced",
@@ -76,20 +75,20 @@ func TestStatusChangedBodyCarriesTheBounce(t *testing.T) {
 		string(body))
 
 	// A failure carries it too.
-	in.Event.Status, in.Event.Type, in.Apply.To, in.Apply.BounceType = domain.StatusFailed, "email.failed", domain.StatusFailed, ""
-	body, err = activities.Body("ntf_f", in, now)
+	in.Event.Status, in.Event.Type, in.Applied.To, in.Applied.BounceType = domain.StatusFailed, "email.failed", domain.StatusFailed, ""
+	body, err = notify.Body("ntf_f", in, now)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `"bounce":{"smtp_code":550`)
 
 	// Details on an event that moved to another status are not a bounce's.
-	in.Event.Status, in.Apply.To = domain.StatusDelivered, domain.StatusDelivered
-	body, err = activities.Body("ntf_d", in, now)
+	in.Event.Status, in.Applied.To = domain.StatusDelivered, domain.StatusDelivered
+	body, err = notify.Body("ntf_d", in, now)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), `"bounce"`)
 
 	// A bounce whose provider said nothing has no bounce object.
-	in.Event.Status, in.Apply.To, in.Event.Bounce = domain.StatusBounced, domain.StatusBounced, nil
-	body, err = activities.Body("ntf_n", in, now)
+	in.Event.Status, in.Applied.To, in.Event.Bounce = domain.StatusBounced, domain.StatusBounced, nil
+	body, err = notify.Body("ntf_n", in, now)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), `"bounce"`)
 }
@@ -100,10 +99,10 @@ func TestSuppressionAddedBodyForTheSoftBounceThreshold(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "evt_s3", Type: "email.bounced", Kind: domain.KindStatus,
 		Status: domain.StatusBounced, BounceType: domain.BounceSoft, MessageID: "msg_3", Recipient: "Soft@Example.com",
 		Stream: "marketing"}
-	in := activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev,
-		Apply:             store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceSoft, Suppressed: true},
+	in := notify.Input{Type: domain.TypeSuppressionAdded, Event: ev,
+		Applied:           notify.Applied{To: domain.StatusBounced, BounceType: domain.BounceSoft},
 		SuppressionScopes: map[string]string{"marketing": "marketing"}}
-	body, err := activities.Body("ntf_s", in, now)
+	body, err := notify.Body("ntf_s", in, now)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"ntf_s","type":"suppression.added","created_at":"2026-11-29T10:00:00Z",
 		"data":{"address":"soft@example.com","scope":"global","reason":"soft_bounce_threshold","provider":"postscale",
@@ -122,18 +121,18 @@ func TestBackfilledEventsNotificationsSaySource(t *testing.T) {
 	ev := domain.Event{Provider: "mailgun", EventID: "ev1:2026-11-29", Type: "failed", Kind: domain.KindStatus,
 		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
 		OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	status := activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev,
-		Apply: store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced,
-			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2, Suppressed: true}}
+	status := notify.Input{Type: domain.TypeStatusChanged, Event: ev,
+		Applied: notify.Applied{From: domain.StatusDelivered, To: domain.StatusBounced,
+			BounceType: domain.BounceHard, Recipient: "user@example.com", Version: 2}}
 	suppressed := status
 	suppressed.Type = domain.TypeSuppressionAdded
-	for _, in := range []activities.NotifyInput{status, suppressed} {
-		body, err := activities.Body("ntf_1", in, now)
+	for _, in := range []notify.Input{status, suppressed} {
+		body, err := notify.Body("ntf_1", in, now)
 		require.NoError(t, err)
 		assert.NotContains(t, string(body), `"source"`, "%s of a webhook's event", in.Type)
 
 		in.Event.Source = domain.SourceBackfill
-		body, err = activities.Body("ntf_1", in, now)
+		body, err = notify.Body("ntf_1", in, now)
 		require.NoError(t, err)
 		var env struct {
 			Data map[string]any `json:"data"`
