@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Benchmarks GET /v1/suppressions/check, the check a sender makes before every send, against a
-# million suppressions (docs/BENCHMARKS.md):
+# million suppressions (docs/BENCHMARKS.md, "The suppression check"):
 #
 #   scripts/bench-suppression-check.sh
 #   RUNS=5 RATE=2000 DURATION=60s scripts/bench-suppression-check.sh
+#
+# It prints its tables and writes nothing under docs/: record a run as a dated page,
+# docs/benchmarks/<date>-<name>.md, and update its figure in docs/BENCHMARKS.md.
 #
 # It builds mailhook and mailhook-loadtest into $WORK, creates a fresh PostgreSQL database (DB)
 # and migrates it, starts `mailhook serve --worker=false` on 127.0.0.1:$HTTP_PORT (no Temporal

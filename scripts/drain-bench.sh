@@ -5,6 +5,8 @@
 # rate and its drainer's Temporal work. With BASE_REF=<commit>, the same backlog is drained to the
 # HTTP sink of that tree in the same run (its harness gets the same map-based receiver, so the
 # test sink is not what is measured).
+# It prints its tables and writes nothing under docs/: record a run as a dated page,
+# docs/benchmarks/<date>-<name>.md, and update its figure in docs/BENCHMARKS.md.
 #
 #   BASE_REF=f63898b scripts/drain-bench.sh
 #

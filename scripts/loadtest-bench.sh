@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks mailhook against the ceiling of its design on this machine (docs/BENCHMARKS.md).
+# It prints its tables and writes nothing under docs/: record a run as a dated page,
+# docs/benchmarks/<date>-<name>.md, and update its figure in docs/BENCHMARKS.md.
 #
 #   scripts/loadtest-bench.sh            setup, RUNS interleaved runs of every phase, summary
 #   scripts/loadtest-bench.sh summary    only print the summary of $RESULTS

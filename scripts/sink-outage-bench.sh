@@ -3,6 +3,8 @@
 # connections or accepts them and never answers, for LOAD under an open-loop load with a healthy
 # sink beside it, then recovers; this tree side by side with BASE_REF (per-notification retries
 # for 72 h, before per-sink delivery).
+# It prints its tables and writes nothing under docs/: record a run as a dated page,
+# docs/benchmarks/<date>-<name>.md, and update its figure in docs/BENCHMARKS.md.
 #
 #   scripts/sink-outage-bench.sh            build, every SCENARIO for every TREE, summary
 #   scripts/sink-outage-bench.sh summary    only print the summary of $RESULTS

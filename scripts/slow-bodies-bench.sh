@@ -3,6 +3,8 @@
 # open at once against `mailhook serve`, each declaring a 1 MiB body, sending SENT bytes of it and
 # stalling, while a provider sends signed webhooks and a monitor asks /healthz
 # (`mailhook-loadtest slow-bodies`); this tree side by side with BASE_REF, in one run.
+# It prints its tables and writes nothing under docs/: record a run as a dated page,
+# docs/benchmarks/<date>-<name>.md, and update its figure in docs/BENCHMARKS.md.
 #
 #   scripts/slow-bodies-bench.sh
 #

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs `make test` N times in a row (default 5) in a fresh clone of this repository's HEAD, with a
 # shell busy loop taking one core the whole time, and prints one line per run: the result, the
-# wall time and the load average at its end (docs/BENCHMARKS.md, "Under load"). It checks that
-# the suite's verdicts do not depend on how fast a shared machine is.
+# wall time and the load average at its end (docs/BENCHMARKS.md, "The test suite"; record a run as
+# docs/benchmarks/<date>-<name>.md). It checks that the suite's verdicts do not depend on how fast
+# a shared machine is.
 #
 #   scripts/test-under-load.sh [N]      logs in $OUT (default /tmp/test-under-load-<rev>)
 set -u

@@ -45,7 +45,7 @@ func (in Input) notificationEventID() string {
 }
 
 // SuppressionNotifyChange is the workflow.GetVersion change id of the suppression.added
-// notifications (version 1). See docs/OPERATIONS.md, "Changing workflow code".
+// notifications (version 1). See docs/operations/upgrades.md, "Changing workflow code".
 const SuppressionNotifyChange = "suppression-notify"
 
 // ProcessWebhookEvent records the event, applies it to its message, notifies sinks of a change,

@@ -38,8 +38,7 @@ source "backfill" and processed like any webhook's (the workers' relays start th
 Progress (pages, fetched, accepted, duplicates) is logged after each page and saved in the
 database: run the same command again after a stop and it resumes after the last saved page; a
 finished window is not fetched again unless --restart. --since and --until are RFC 3339 times
-or UTC days (YYYY-MM-DD, 00:00 UTC); --until must be in the past. docs/OPERATIONS.md, "Backfill
-from the provider's API".`,
+or UTC days (YYYY-MM-DD, 00:00 UTC); --until must be in the past. docs/operations/backfill.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if endpoint == "" || sinceArg == "" || untilArg == "" {
@@ -68,7 +67,7 @@ from the provider's API".`,
 				return exitcode.UsageError(fmt.Errorf("no endpoint %q in the config", endpoint))
 			}
 			if ep.Reconcile == nil {
-				return exitcode.UsageError(fmt.Errorf("endpoint %q has no reconcile block: the provider's API address and credentials (docs/OPERATIONS.md, \"Backfill from the provider's API\")", endpoint))
+				return exitcode.UsageError(fmt.Errorf("endpoint %q has no reconcile block: the provider's API address and credentials (docs/operations/backfill.md)", endpoint))
 			}
 			if !slices.Contains(backfill.Supported, ep.Provider) {
 				return exitcode.UsageError(fmt.Errorf("endpoint %q: provider %s has no events API mailhook lists (supported: %s)",

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,19 +137,80 @@ func TestTheREADMEStaysAFrontDoor(t *testing.T) {
 
 var (
 	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	mdHeading = regexp.MustCompile(`^#{1,6} (.+)$`)
+	// docRef is a mention of a page of docs/ in a Go comment or string, a script, a config or an
+	// alert: the page's path, then an #anchor, or a heading in quotes after a space, a comma or
+	// a parenthesis (in a JSON string the quotes are escaped).
+	docRef = regexp.MustCompile(`\bdocs/([A-Za-z0-9_./-]+\.md)(?:#([a-z0-9_-]+))?(?:(?:,\s*|\s+|\s*\()\(?\\?"([^"\\(){}]{1,80})\\?")?`)
+	// commentBreak joins what a comment or a wrapped string continues on its next line.
+	commentBreak = regexp.MustCompile(`\n[ \t]*(?://|#|--)?[ \t]*`)
 )
 
-// Every relative link and picture in the README and docs/ names a file that exists and, with a
-// #fragment, a heading of it: a page moved, a heading renamed or a screenshot dropped fails here.
+// maxDocBytes bounds every page under docs/: a page longer than this is a log, not a manual
+// (issue 39). Pictures are not pages.
+const maxDocBytes = 30 << 10
+
+// allDocPages are README.md and every markdown file under docs/, the dated runs under
+// docs/benchmarks/ included.
+func allDocPages(t *testing.T) []string {
+	t.Helper()
+	files := []string{"../../README.md"}
+	err := filepath.WalkDir("../../docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 30 {
+		t.Fatalf("found only %d doc pages: run from cmd/mailhook", len(files))
+	}
+	return files
+}
+
+// No page under docs/ is over 30 KiB: today's figures, runbooks and the design fit on pages a
+// reader can take in, and dated runs go to docs/benchmarks/, one file each.
+func TestNoDocFileIsOver30KiB(t *testing.T) {
+	checked := 0
+	err := filepath.WalkDir("../../docs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".png", ".jpg", ".jpeg", ".gif", ".webp":
+			return nil // a screenshot, not a page
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		checked++
+		if info.Size() > maxDocBytes {
+			t.Errorf("%s is %d bytes, over %d: split it by topic (dated runs go to docs/benchmarks/, history to git)", path, info.Size(), maxDocBytes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 30 {
+		t.Fatalf("only %d files checked under docs/", checked)
+	}
+}
+
+// Every relative link and picture in the README and docs/ (dated runs included) names a file
+// that exists and, with a #fragment, a heading of it: a page moved, a heading renamed or a
+// screenshot dropped fails here.
 func TestDocsLinkOnlyToFilesAndHeadingsThatExist(t *testing.T) {
 	checked := 0
-	for _, file := range testenv.DocFiles(t, "../..") {
+	for _, file := range allDocPages(t) {
 		raw, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range mdLink.FindAllStringSubmatch(string(raw), -1) {
+		for _, m := range mdLink.FindAllStringSubmatch(outsideCodeBlocks(string(raw)), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -172,26 +235,139 @@ func TestDocsLinkOnlyToFilesAndHeadingsThatExist(t *testing.T) {
 			}
 		}
 	}
-	if checked < 20 {
+	if checked < 100 {
 		t.Fatalf("only %d links checked: is the pattern still right?", checked)
 	}
 }
 
-// headingSlugs are the anchors GitHub gives a page's headings: lower case, spaces as hyphens,
-// other punctuation dropped.
-func headingSlugs(doc string) []string {
-	var out []string
-	for _, m := range mdHeading.FindAllStringSubmatch(doc, -1) {
-		var b strings.Builder
-		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
-			switch {
-			case r == ' ':
-				b.WriteRune('-')
-			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-				b.WriteRune(r)
+// Every mention of a page of docs/ in the code, scripts, config and alerts, with a heading in
+// quotes or an #anchor, names a page that exists and a heading it has: a comment or help text
+// that sends a reader to a section moved away fails here.
+func TestDocMentionsInTheTreeNameExistingPagesAndHeadings(t *testing.T) {
+	checked := 0
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "testdata", "bin":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".sh", ".yml", ".yaml", ".sql", ".json", ".md", ".cjs":
+		default:
+			if d.Name() != "Makefile" {
+				return nil
 			}
 		}
-		out = append(out, b.String())
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text := commentBreak.ReplaceAllString(string(raw), " ")
+		for _, m := range docRef.FindAllStringSubmatch(text, -1) {
+			page := filepath.Join("../../docs", m[1])
+			body, err := os.ReadFile(page)
+			if err != nil {
+				t.Errorf("%s mentions docs/%s, which does not exist", path, m[1])
+				continue
+			}
+			checked++
+			slugs := headingSlugs(string(body))
+			if m[2] != "" && !slices.Contains(slugs, m[2]) {
+				t.Errorf("%s mentions docs/%s#%s: no such heading", path, m[1], m[2])
+			}
+			if m[3] != "" && !slices.Contains(slugs, slug(m[3])) {
+				t.Errorf("%s mentions docs/%s %q: no such heading", path, m[1], m[3])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Fatalf("only %d mentions of doc pages found: is the pattern still right?", checked)
+	}
+}
+
+var alertName = regexp.MustCompile(`(?m)^\s*- alert: (\w+)`)
+
+// Every alert of deploy/prometheus/alerts.yml has its runbook, a section of
+// docs/operations/alerts.md under its name: whoever is paged finds what to do.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	rules, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbooks, err := os.ReadFile("../../docs/operations/alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slugs := headingSlugs(string(runbooks))
+	alerts := alertName.FindAllStringSubmatch(string(rules), -1)
+	if len(alerts) < 5 {
+		t.Fatalf("only %d alerts found in alerts.yml", len(alerts))
+	}
+	for _, m := range alerts {
+		if !slices.Contains(slugs, slug(m[1])) {
+			t.Errorf("alert %s has no section in docs/operations/alerts.md", m[1])
+		}
+	}
+}
+
+// outsideCodeBlocks blanks the fenced code blocks of a markdown page: a "# comment" in a shell
+// block is not a heading, and a link inside one is not followed.
+func outsideCodeBlocks(doc string) string {
+	lines := strings.Split(doc, "\n")
+	inBlock := false
+	for i, line := range lines {
+		fence := strings.HasPrefix(strings.TrimSpace(line), "```")
+		if fence {
+			inBlock = !inBlock
+		}
+		if fence || inBlock {
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// headingSlugs are the anchors GitHub gives a page's headings: lower case, spaces as hyphens,
+// punctuation other than - and _ dropped, and -1, -2, … after a heading's second and later
+// occurrences.
+func headingSlugs(doc string) []string {
+	var out []string
+	seen := map[string]int{}
+	for line := range strings.SplitSeq(outsideCodeBlocks(doc), "\n") {
+		m := mdHeading.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		s := slug(m[1])
+		if n := seen[s]; n > 0 {
+			out = append(out, fmt.Sprintf("%s-%d", s, n))
+		} else {
+			out = append(out, s)
+		}
+		seen[s]++
 	}
 	return out
+}
+
+// slug is GitHub's anchor of one heading's text.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

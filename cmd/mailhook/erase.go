@@ -36,8 +36,8 @@ notification body has it replaced by [erased], messages and their history lose i
 and in diagnostics and notes, its soft bounces are deleted, and its suppressions stay, kept under
 a keyed hash (erasure.hash_key) that the suppression check still finds. It prints, per table, the
 rows changed, and records the erasure (by its hash, never the address) in the erasures table.
-Running it again finds nothing left. Temporal's histories are not changed: docs/OPERATIONS.md
-"Erasure" says what they may still hold, until the namespace's retention removes them.
+Running it again finds nothing left. Temporal's histories are not changed: docs/operations/erasure.md,
+"What Temporal may still hold", says what they may still hold, until the namespace's retention removes them.
 
 An address that inbound emails were sent to (support@yourapp.example, a mailbox of yours) is
 refused: erasing it would remove every customer's email to it. --dry-run shows what would change,

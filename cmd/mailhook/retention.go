@@ -50,7 +50,7 @@ creates the partitions ahead, moves payloads still in legacy rows, drops the pay
 partitions older than retention.payloads (keeping, and listing, those that still hold an
 unprocessed event or a pending notification) and deletes the dedupe keys of processed events
 older than retention.dedupe_keys. A run already open is waited for instead of starting
-another. docs/OPERATIONS.md, "Retention".`,
+another. docs/operations/retention.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if wait < 0 {

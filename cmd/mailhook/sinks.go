@@ -29,7 +29,7 @@ func sinksCommand(load func() (config.Config, error)) *cobra.Command {
 		Short: "Each sink's delivery: its circuit, parked notifications, pause, resume and redelivery",
 		Long: `A sink whose deliveries fail opens its circuit: its notifications park, and its drainer
 (the Temporal workflow sink:<name>) probes it and, once it answers, sends what was parked, oldest
-first, at the sink's rate and concurrency. docs/OPERATIONS.md, "Sink outages".`,
+first, at the sink's rate and concurrency. docs/operations/sink-outages.md.`,
 	}
 	var format string
 	list := &cobra.Command{

@@ -25,7 +25,7 @@ import (
 // Deliveries, opens and clicks are not listed: Postmark has no list of delivery events (a
 // message's MessageEvents come one message per call, and their times are not the webhook's
 // DeliveredAt text the delivery's event id is derived from, so they would not dedupe against
-// the webhooks mailhook has); the opens and clicks APIs are the same case (docs/OPERATIONS.md).
+// the webhooks mailhook has); the opens and clicks APIs are the same case (docs/operations/backfill.md).
 type postmarkLister struct {
 	base   *url.URL
 	stream string

@@ -110,7 +110,7 @@ type HTTP struct {
 // Database configures PostgreSQL.
 type Database struct {
 	// URL is the main pool's: every query of serve, worker and the admin commands. It may name
-	// a PgBouncer in transaction mode (set Pooler, docs/OPERATIONS.md).
+	// a PgBouncer in transaction mode (set Pooler, docs/operations/pgbouncer.md).
 	URL string `yaml:"url"`
 	// ListenURL is a session-mode connection (PostgreSQL itself, or a PgBouncer pool in
 	// session mode), for what holds state across transactions: the migrations' session advisory
@@ -204,7 +204,7 @@ type Acceptance struct {
 	InsertTimeout time.Duration `yaml:"insert_timeout"`
 	Relay         Relay         `yaml:"relay"`
 	// ThroughTemporal accepts webhooks while PostgreSQL cannot take them, by starting their
-	// workflows with the event in the input (docs/OPERATIONS.md, "Accepting through a
+	// workflows with the event in the input (docs/operations/outages.md, "Accepting through a
 	// PostgreSQL outage").
 	ThroughTemporal ThroughTemporal `yaml:"through_temporal"`
 }

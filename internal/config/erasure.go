@@ -14,8 +14,8 @@ const EnvErasureKey = "MAILHOOK_ERASURE_KEY"
 // warns while it is in use.
 const DevErasureKey = "bWFpbGhvb2stZGV2LWVyYXN1cmUta2V5LWxvY2FsLW9ubHkh"
 
-// Erasure configures erasing an address (`mailhook erase`, POST /v1/erasures; docs/OPERATIONS.md
-// "Erasure").
+// Erasure configures erasing an address (`mailhook erase`, POST /v1/erasures;
+// docs/operations/erasure.md).
 type Erasure struct {
 	// HashKey keys the HMAC-SHA256 that replaces an erased address in the suppressions (so it
 	// stays suppressed) and in the audit rows: base64 of at least 32 random bytes

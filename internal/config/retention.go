@@ -11,7 +11,7 @@ import (
 )
 
 // Retention says how long mailhook keeps what it stores; the mailhook-retention schedule
-// enforces it (docs/OPERATIONS.md, "Retention").
+// enforces it (docs/operations/retention.md).
 //
 // Two clocks, on purpose: the dedupe keys (provider, event id, state) are small and answer
 // "duplicate" for a provider's late retry, so they stay for DedupeKeys; the payloads (the

@@ -137,7 +137,7 @@ func (a *eventsAPI) requestsOf(page string) int {
 // accepted, never goes over its rate, and brings exactly those 37 in, processed and notified
 // once, while the other 1,963 are answered as duplicates; the day compared again has no gap.
 // Postmark's events are bounces and spam complaints: the kinds its Bounce API lists
-// (deliveries and opens cannot be listed back, docs/OPERATIONS.md).
+// (deliveries and opens cannot be listed back, docs/operations/backfill.md).
 func TestBackfillRecoversExactlyTheMissingEvents(t *testing.T) {
 	t.Parallel()
 	bin := buildMailhook(t)

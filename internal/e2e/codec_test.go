@@ -213,7 +213,7 @@ func TestCodecEncryptsWorkflowPayloadsAtRest(t *testing.T) {
 	if got := string(p.GetMetadata()[converter.MetadataEncoding]); got != codec.EncodingEncrypted {
 		t.Fatalf("input encoding %q", got)
 	}
-	// Summaries go through the data converter, so the codec too (docs/OPERATIONS.md says so);
+	// Summaries go through the data converter, so the codec too (docs/operations/erasure.md says so);
 	// only workflow IDs and search attributes stay plain.
 	if sum := bounceHist[0].GetUserMetadata().GetSummary(); sum == nil || string(sum.GetMetadata()[converter.MetadataEncoding]) != codec.EncodingEncrypted {
 		t.Fatalf("the run's summary is not encrypted: %v", sum)

@@ -53,7 +53,7 @@ func Valid(address string) error {
 // ann@example.com.au and x.ann@example.com alone, while "Ann <ann@example.com>",
 // mailto:ann@example.com, ann@example.com. (end of a sentence) and email=ann%40example.com&…
 // are caught. A percent or quoted-printable escape just before it (%3C, =3C) counts as a
-// separator. What it does not catch is in docs/OPERATIONS.md ("Erasure").
+// separator. What it does not catch is in docs/operations/erasure.md ("What counts as a mention").
 type Matcher struct {
 	forms []*regexp.Regexp
 	likes []string

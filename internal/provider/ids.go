@@ -11,7 +11,7 @@ import (
 // the address as the provider sent it. scope (the provider's id of the message or notification)
 // makes the same address tag differently in every message, so a tag names no one across
 // messages; whoever holds the message id and guesses the address can still confirm the guess,
-// as with any unkeyed hash (docs/OPERATIONS.md, "Ids without addresses"). 64 bits keep the
+// as with any unkeyed hash (docs/operations/personal-data.md, "Ids without addresses"). 64 bits keep the
 // recipients of one message apart.
 func RecipientTag(scope, address string) string {
 	h := sha256.New()

@@ -19,7 +19,7 @@ import (
 )
 
 // Erasure (GDPR art. 17) removes or redacts an address everywhere mailhook stored it
-// (docs/OPERATIONS.md "Erasure"):
+// (docs/operations/erasure.md):
 //
 //   - event payloads (event_payloads, and webhook_events' legacy columns) and notification bodies
 //     (notification_bodies, and notifications' legacy body) that mention it: an inbound email's
@@ -197,7 +197,7 @@ const erasureLease = time.Minute
 
 // defaultErasureBatchBlocks is how many pages of a relation one batch reads: 16 MiB, a few
 // hundred milliseconds of lower() and LIKE on a 2-core machine, so no batch holds its locks for
-// long (docs/BENCHMARKS.md, "Erasure").
+// long (docs/BENCHMARKS.md, "Erasure of one address").
 const defaultErasureBatchBlocks = 2048
 
 // Erase erases an address (see above) and returns its audit row: it starts the job (or joins

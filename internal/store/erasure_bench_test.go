@@ -74,7 +74,7 @@ INSERT INTO suppressions (address, reason, provider, event_id, message_id, first
 SELECT DISTINCT ON (lower(rcpt)) lower(rcpt), 'hard_bounce', 'bench', id, msg, at, at FROM ev WHERE i % 20 = 0`
 
 // BenchmarkErase measures erasing one address among eraseBenchEvents events (docs/BENCHMARKS.md,
-// "Erasure"): the first erasure, which finds and changes its rows (first-ms), and each later
+// "Erasure of one address"): the first erasure, which finds and changes its rows (first-ms), and each later
 // one, which finds nothing left (ns/op). Both scan every payload and body.
 //
 //	go test -run '^$' -bench BenchmarkErase -benchtime 5x ./internal/store/

@@ -129,7 +129,7 @@ func (s stored) decode() (domain.Event, error) {
 // Moving frees nothing on disk by itself: the old row versions become dead space in
 // webhook_events and notifications, which VACUUM makes reusable for new rows but returns to
 // the operating system only with VACUUM FULL or pg_repack. A million events and 200,000
-// bodies took 2.5 to 3 minutes on a shared 2-core machine (docs/BENCHMARKS.md, "00009 on a
+// bodies took 2.5 to 3 minutes on a shared 2-core machine (docs/BENCHMARKS.md, "Migration 00009 on a
 // populated table"), which also says why the walk is in key order and not in physical order.
 func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitioning) (int64, error) {
 	if batch < 1 {

@@ -1,6 +1,6 @@
 package store_test
 
-// Scale benchmarks for issue 14's goals (docs/BENCHMARKS.md, "Data lifecycle at scale"): the
+// Scale benchmarks for issue 14's goals (docs/BENCHMARKS.md, "Ten million events: the acceptance insert, a partition drop, sizes"): the
 // acceptance insert on an empty database against one holding MAILHOOK_BENCH_ROWS events spread
 // over past months, and the sizes per million events. They load real events: the Postscale
 // adapter parses its published examples, and EnqueueRows (the acceptance path's insert) stores

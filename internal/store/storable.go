@@ -19,7 +19,7 @@ var ErrNotStorable = errors.New("event cannot be stored")
 // Limits of what an event may carry. Each is well under what the columns, their btree indexes
 // (a key of at most ~2,700 bytes) and Temporal (a workflow id of at most 1,000 bytes, a keyword
 // search attribute of at most 2,048) accept, so an event that passes Storable can be inserted,
-// started and applied. docs/ARCHITECTURE.md lists them.
+// started and applied. docs/API.md, "What can be stored", lists them.
 const (
 	MaxEventIDBytes    = 255 // webhook_events key, workflow id provider:event_id
 	MaxMessageIDBytes  = 255 // messages key, the MessageID search attribute

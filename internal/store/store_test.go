@@ -102,7 +102,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		                                               'suppressions','suppression_lifts','daily_counts','replays')`))
 }
 
-// database.url may carry pgx's pool settings (pool_max_conns sizes the pool, docs/OPERATIONS.md),
+// database.url may carry pgx's pool settings (pool_max_conns sizes the pool, docs/operations/pgbouncer.md),
 // and migrate runs on it when listen_url is unset. They are pgx's: sent to PostgreSQL as
 // run-time parameters, it refuses the connection ("unrecognized configuration parameter").
 func TestMigrateTakesPoolSettingsInTheURL(t *testing.T) {

@@ -1,7 +1,7 @@
 -- +goose Up
 
--- Dedupe keys and payloads live apart from here on (docs/OPERATIONS.md, "Retention and
--- sizing"). webhook_events keeps the slim key and state of every event: its primary key
+-- Dedupe keys and payloads live apart from here on (docs/operations/retention.md,
+-- "Sizing"). webhook_events keeps the slim key and state of every event: its primary key
 -- (provider, event_id) is the durable dedupe, kept for retention.dedupe_keys. The large part,
 -- what the provider sent and what mailhook made of it, goes to event_payloads, partitioned by
 -- the time the event was received and dropped a whole partition at a time after
