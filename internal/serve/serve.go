@@ -85,6 +85,9 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 		SessionURL:        cfg.Database.ListenURL,
 		// 0 is "as soon as its notifications are sent"; a longer period is the retention run's.
 		StripBodiesWhenProcessed: cfg.Retention.InboundBodiesOr().Duration() == 0,
+		// Spans for the queries made inside a traced request or activity, when tracing is on
+		// (telemetry.Setup or Install ran before); nil otherwise.
+		Tracer: telemetry.PgxTracer(),
 	}, nil
 }
 
@@ -560,7 +563,7 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	}
 	// Tracing (telemetry.*, OTEL_*), when configured, before anything is instrumented; flushed
 	// last, after the worker and the connections have stopped.
-	stopTracing, err := telemetry.Setup(ctx, cfg.Telemetry, log)
+	stopTracing, err := telemetry.Setup(ctx, telemetry.Options{OTLPEndpoint: cfg.Telemetry.OTLPEndpoint}, log)
 	if err != nil {
 		return err
 	}
