@@ -407,7 +407,7 @@ func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slo
 	acc := acceptance.NewAcceptor(st, log)
 	acc.Timeout = cfg.Acceptance.InsertTimeout
 	return &backfill.Job{Endpoint: e.Name, Provider: e.Provider, Namespace: provider.EventNamespace(e.Provider, e.Name),
-		Settings: *e.Reconcile, Parser: parser, Acceptor: acc, Progress: st, Log: log.With("component", "backfill")}, nil
+		Settings: *e.Reconcile, Parser: parser, Acceptor: BackfillAcceptor(acc), Progress: BackfillProgress(st), Log: log.With("component", "backfill")}, nil
 }
 
 // RegisterGauges exposes the gauges read from the database at scrape time.
