@@ -16,7 +16,6 @@ import (
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -31,7 +30,7 @@ func sendgridHarness(t *testing.T, o harnessOptions) (*harness, func(batch strin
 		t.Fatal(err)
 	}
 	o.endpoints = append(o.endpoints, config.Endpoint{Name: "sendgrid", Provider: "sendgrid",
-		Settings: provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}}})
+		ProviderSettings: config.ProviderSettings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}}})
 	h := newHarness(t, o)
 	return h, func(batch string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))

@@ -60,10 +60,10 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 	h := newHarness(t, harnessOptions{logs: logs, tracerProvider: tp,
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded},
 		endpoints: []config.Endpoint{
-			{Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}}},
-			{Name: "ses", Provider: "ses", Settings: provider.Settings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`,
-				HTTPClient: certs.Client()}},
-		}})
+			{Name: "postmark", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}},
+			{Name: "ses", Provider: "ses", ProviderSettings: config.ProviderSettings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`}},
+		},
+		outbound: certs.Client()})
 	ctx := context.Background()
 	jane := "jane.ps." + h.prefix + "@example.com"
 	pm := "ann.pm." + h.prefix + "@example.com"
@@ -180,7 +180,7 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
-		{Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}}},
+		{Name: "postmark", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}},
 	}})
 	ctx := context.Background()
 	ann := "ann.runs." + h.prefix + "@example.com"

@@ -10,8 +10,8 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 )
 
-// fill sets every settable string, bool, duration and string slice reachable from v to a value
-// named after its path, so a conversion that drops a field shows up as a value missing.
+// fill sets every string, bool, number, string slice and string-keyed map reachable from v to
+// a value made from its path, so a conversion that drops a field shows up as a value missing.
 func fill(v reflect.Value, path string) {
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -27,6 +27,15 @@ func fill(v reflect.Value, path string) {
 		v.SetBool(true)
 	case reflect.Int64:
 		v.SetInt(int64(len(path)) * int64(time.Second))
+	case reflect.Float64:
+		v.SetFloat(float64(len(path)) + 0.5)
+	case reflect.Map:
+		if v.Type().Key().Kind() == reflect.String {
+			e := reflect.New(v.Type().Elem()).Elem()
+			fill(e, path+"[]")
+			v.Set(reflect.MakeMap(v.Type()))
+			v.SetMapIndex(reflect.ValueOf(path).Convert(v.Type().Key()), e)
+		}
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.String {
 			v.Set(reflect.ValueOf([]string{path}))
@@ -58,6 +67,15 @@ func values(v reflect.Value) []string {
 		return []string{v.String()}
 	case reflect.Int64:
 		return []string{time.Duration(v.Int()).String()}
+	case reflect.Float64:
+		return []string{strconv.FormatFloat(v.Float(), 'g', -1, 64)}
+	case reflect.Map:
+		var out []string
+		for _, k := range v.MapKeys() {
+			out = append(out, k.String())
+			out = append(out, values(v.MapIndex(k))...)
+		}
+		return out
 	case reflect.Bool:
 		return []string{"bool " + strconv.FormatBool(v.Bool())}
 	}

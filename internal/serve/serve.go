@@ -54,6 +54,9 @@ type Service struct {
 	Log      *slog.Logger
 	// Metrics may be nil (no /metrics, nothing counted).
 	Metrics *metrics.Metrics
+	// Outbound is the client the provider adapters make their own calls with (SNS certificates
+	// and subscription confirmations); nil: one with a 10 s timeout.
+	Outbound *http.Client
 
 	closeMetrics func()
 	// Built once (acceptOnce): RunAcceptance, in its own goroutine, and HTTPServer both ask for
@@ -72,7 +75,7 @@ type Service struct {
 // client (Options.WorkflowDeleter) is the caller's to add.
 func StoreOptions(cfg config.Config) (store.Options, error) {
 	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
-	hasher, err := cfg.Erasure.Hasher()
+	hasher, err := ErasureHasher(cfg.Erasure)
 	if err != nil {
 		return store.Options{}, err
 	}
@@ -149,12 +152,13 @@ func (s *Service) Close() {
 // HTTPServer builds the webhook and API handlers.
 func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	eps := map[string]httpapi.Endpoint{}
-	outbound := &http.Client{Timeout: 10 * time.Second}
+	outbound := s.Outbound
+	if outbound == nil {
+		outbound = &http.Client{Timeout: 10 * time.Second}
+	}
 	for _, e := range s.Config.Endpoints {
-		settings := e.Settings
-		if settings.HTTPClient == nil {
-			settings.HTTPClient = outbound
-		}
+		settings := ProviderSettings(e)
+		settings.HTTPClient = outbound
 		a, err := provider.New(e.Provider, settings)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
@@ -368,12 +372,13 @@ func (s *Service) providerEndpoints() map[string]activities.ProviderEndpoint {
 		if e.Reconcile == nil {
 			continue
 		}
-		c, err := providercounts.New(e.Provider, *e.Reconcile)
+		settings := CountsSettings(*e.Reconcile)
+		c, err := providercounts.New(e.Provider, settings)
 		if err != nil {
 			s.Log.Error("provider counts disabled for endpoint", "endpoint", e.Name, "error", err)
 			continue
 		}
-		ep := activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: *e.Reconcile}
+		ep := activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: settings}
 		if e.Reconcile.Backfill {
 			ep.Backfill = s.backfillJob(e)
 		}
@@ -400,14 +405,14 @@ func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slo
 	if e.Reconcile == nil {
 		return nil, fmt.Errorf("endpoint %q has no reconcile block", e.Name)
 	}
-	parser, err := provider.New(e.Provider, e.Settings)
+	parser, err := provider.New(e.Provider, ProviderSettings(e))
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 	}
 	acc := acceptance.NewAcceptor(st, log)
 	acc.Timeout = cfg.Acceptance.InsertTimeout
 	return &backfill.Job{Endpoint: e.Name, Provider: e.Provider, Namespace: provider.EventNamespace(e.Provider, e.Name),
-		Settings: *e.Reconcile, Parser: parser, Acceptor: BackfillAcceptor(acc), Progress: BackfillProgress(st), Log: log.With("component", "backfill")}, nil
+		Settings: CountsSettings(*e.Reconcile), Parser: parser, Acceptor: BackfillAcceptor(acc), Progress: BackfillProgress(st), Log: log.With("component", "backfill")}, nil
 }
 
 // RegisterGauges exposes the gauges read from the database at scrape time.
