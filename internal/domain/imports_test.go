@@ -28,7 +28,7 @@ func deps(t *testing.T, pkg string) []string {
 	return ours
 }
 
-// The edges that accept events and operator requests start workflows through acceptance.Starter
+// The edges that accept events and operator requests start workflows through start.Starter
 // and speak domain's vocabulary: a change to how an event is processed (workflows, activities)
 // must not reach them, nor pull the worker's code into what they build.
 func TestEdgesDependOnNeitherWorkflowsNorActivities(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
@@ -201,7 +201,7 @@ func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := domain.RefOf(old, domain.Route(h.cfg.SinksFor))
-	opts := acceptance.Options(ref, h.cfg.Temporal.TaskQueue)
+	opts := start.Options(ref, h.cfg.Temporal.TaskQueue)
 	runID := ref.Key()
 	if !strings.Contains(runID, ann) {
 		t.Fatalf("the prior workflow ID %q holds no address: the test loads the wrong thing", runID)

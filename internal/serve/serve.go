@@ -30,6 +30,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/providercounts"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
@@ -216,8 +217,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 
 // starter starts ProcessEvent from this process's config; the handoff, the relay and the
 // redrive start the same way.
-func (s *Service) starter() *acceptance.Starter {
-	return &acceptance.Starter{
+func (s *Service) starter() *start.Starter {
+	return &start.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
 		Timeout: s.Config.Temporal.StartTimeout, Routing: domain.Route(s.Config.SinksFor), Eager: s.Config.Temporal.EagerStart,
 	}
