@@ -2,11 +2,13 @@
 // in the environment, fills defaults, and validates it so bad config stops start-up with one
 // clear line naming the key.
 //
-// It is plain data and builds nothing: it imports nothing of mailhook's but internal/domain.
-// What only another package can judge (an endpoint's settings by its provider's adapter, a
-// reconcile block by providercounts, a sink secret by the signature scheme, the erasure key by
-// internal/erasure) is checked where the process is wired, internal/serve (serve.LoadConfig),
-// which also converts these types into the options each package takes.
+// It is plain data and builds nothing: it imports nothing of mailhook's but internal/domain,
+// and no driver (what imports the config, workflows included, links no pgx through it). What
+// only another package can judge (a database URL by pgx, an endpoint's settings by its
+// provider's adapter, a reconcile block by providercounts, a sink secret by the signature
+// scheme, the erasure key by internal/erasure) is checked where the process is wired,
+// internal/serve (serve.LoadConfig), which also converts these types into the options each
+// package takes.
 package config
 
 import (
@@ -21,7 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/domain"
@@ -130,18 +131,6 @@ const (
 	PoolerSession     = "session"
 	PoolerTransaction = "transaction"
 )
-
-// checkConnString refuses what pgx cannot parse as a connection string. Neither pgx's error nor
-// net/url's can be shown: both may quote the string, password and all, when it is malformed.
-func checkConnString(s string) error {
-	if s == "" {
-		return nil
-	}
-	if _, err := pgconn.ParseConfig(s); err != nil {
-		return errors.New("is not a PostgreSQL URL or key=value string (a password holding @, :, / or # must be percent-encoded)")
-	}
-	return nil
-}
 
 // SessionURL is the URL of the session-mode connection: ListenURL, or URL when it is unset.
 func (d Database) SessionURL() string {
@@ -503,11 +492,6 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
-	}
-	for key, v := range map[string]string{"database.url": c.Database.URL, "database.listen_url": c.Database.ListenURL} {
-		if err := checkConnString(v); err != nil {
-			return fmt.Errorf("config: %s %w", key, err)
-		}
 	}
 	if c.HTTP.MaxEventsPerRequest <= 0 {
 		return errors.New("config: http.max_events_per_request must be positive")

@@ -88,8 +88,6 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"key in a list":   {`sinks: [{name: a, urll: "http://x"}]`, "unknown key sinks[0].urll (did you mean sinks[0].url?)"},
 		"inline settings": {`endpoints: [{name: x, provider: postscale, secretz: [s]}]`, "endpoints[0].secretz (did you mean endpoints[0].secrets?)"},
 		"no near key":     {`frobnicate: 1`, "line 1: unknown key frobnicate"},
-		"database url":    {`database: {url: "postgres://u:p@ss@host:notaport/db"}`, "database.url is not a PostgreSQL URL"},
-		"listen url":      {`database: {listen_url: "postgres://u:p@ss@host:notaport/db"}`, "database.listen_url is not a PostgreSQL URL"},
 		"unset env":       {`database: {url: "${MAILHOOK_TEST_SURELY_UNSET}"}`, "MAILHOOK_TEST_SURELY_UNSET"},
 		"relay batch":     {`acceptance: {relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
 		"insert timeout":  {`acceptance: {insert_timeout: 0s}`, "acceptance.insert_timeout"},

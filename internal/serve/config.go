@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/erasure"
@@ -30,13 +33,18 @@ func LoadConfig(path string) (config.Config, error) {
 }
 
 // CheckConfig validates cfg (config.Validate), then what the config cannot judge by itself:
-// that each endpoint's adapter accepts its settings, its reconcile block suits its provider,
+// that the database URLs parse as pgx parses them, that each endpoint's adapter accepts its settings, its reconcile block suits its provider,
 // no two providers' events share a namespace, each sink secret decodes as the notifications are
 // signed with it, and the erasure key is one erasure can hash with. Errors name the key, as
 // config's do, and never quote a secret.
 func CheckConfig(cfg config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	for _, u := range []struct{ key, url string }{{"database.url", cfg.Database.URL}, {"database.listen_url", cfg.Database.ListenURL}} {
+		if err := checkConnString(u.url); err != nil {
+			return fmt.Errorf("config: %s %w", u.key, err)
+		}
 	}
 	if err := checkEndpoints(cfg.Endpoints); err != nil {
 		return err
@@ -48,6 +56,18 @@ func CheckConfig(cfg config.Config) error {
 	}
 	_, err := ErasureHasher(cfg.Erasure)
 	return err
+}
+
+// checkConnString refuses what pgx cannot parse as a connection string. Neither pgx's error nor
+// net/url's can be shown: both may quote the string, password and all, when it is malformed.
+func checkConnString(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(s); err != nil {
+		return errors.New("is not a PostgreSQL URL or key=value string (a password holding @, :, / or # must be percent-encoded)")
+	}
+	return nil
 }
 
 // checkEndpoints builds each endpoint's adapter and counts settings as the process will, and

@@ -40,6 +40,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 	tests := map[string]struct{ yaml, want string }{
 		"unknown provider": {`endpoints: [{name: x, provider: nope, secrets: [s]}]`, "endpoints[0].provider"},
 		"empty secrets":    {`endpoints: [{name: x, provider: postscale, secrets: []}]`, "endpoints[0].secrets"},
+		"database url":     {`database: {url: "postgres://u:p@ss@host:notaport/db"}`, "database.url is not a PostgreSQL URL"},
+		"listen url":       {`database: {listen_url: "postgres://u:p@ss@host:notaport/db"}`, "database.listen_url is not a PostgreSQL URL"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
