@@ -12,6 +12,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -48,7 +49,7 @@ func TestEraseCommand(t *testing.T) {
 	}
 
 	// The key the command erases under, so the store finds the erased address's hashed row.
-	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	h, _ := serve.ErasureHasher(config.Erasure{HashKey: testErasureKey})
 	st, err := store.Open(t.Context(), dbURL, store.Options{ErasureHasher: h})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
 // A running erasure says where it is on stderr while the command waits for it (issue 25).
 func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	dbURL := storetest.NewDatabase(t)
-	h, _ := config.Erasure{HashKey: testErasureKey}.Hasher()
+	h, _ := serve.ErasureHasher(config.Erasure{HashKey: testErasureKey})
 	st, err := store.Open(t.Context(), dbURL, store.Options{ErasureHasher: h})
 	if err != nil {
 		t.Fatal(err)

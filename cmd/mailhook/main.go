@@ -99,7 +99,7 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
 	var cmd *cobra.Command
 	load := func() (config.Config, error) {
-		cfg, err := config.Load(configPath)
+		cfg, err := serve.LoadConfig(configPath)
 		if err != nil {
 			return cfg, exitcode.UsageError(err)
 		}

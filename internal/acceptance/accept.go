@@ -6,9 +6,9 @@
 // The process that accepted the events then starts their workflows at once (Handoff); a relay in
 // every worker process starts whatever it could not (Relay); while PostgreSQL is down, the
 // events are accepted by starting their workflows with the events in the input (through.go).
-// Every start goes through the one Starter, and how a start can end is said here once
-// (StartStatus, ErrRefused, ErrUnavailable). The workflow ID provider:event_id makes every start
-// idempotent, so a handoff, relays and a redrive that overlap never run an event twice.
+// Every start goes through the one start.Starter (internal/start), which says how a start can
+// end. The workflow ID provider:event_id makes every start idempotent, so a handoff, relays and
+// a redrive that overlap never run an event twice.
 package acceptance
 
 import (
@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -86,7 +87,7 @@ type Acceptor struct {
 	// Through, when set, accepts the events of a request whose insert failed because
 	// PostgreSQL is unavailable (store.IsUnavailable) by starting their workflows with the
 	// events in the input (through.go). Nil: such a request is answered 503.
-	Through       AcceptStarter
+	Through       start.AcceptStarter
 	throughLogged atomic.Int64 // unix nanoseconds of the last "accepting through Temporal" line
 
 	queue   chan *request

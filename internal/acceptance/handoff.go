@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -28,7 +29,7 @@ type HandoffStore interface {
 // start (Temporal down) stays in the inbox, and a relay starts it once the Acceptor's Hold has
 // passed. Starts Temporal refuses for good quarantine the event.
 type Handoff struct {
-	Starter EventStarter
+	Starter start.EventStarter
 	Store   HandoffStore
 	// Concurrency bounds the starts in flight (relay.concurrency).
 	Concurrency int
@@ -225,17 +226,17 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 
 // startEvent starts ev's workflow and returns the metric result and what it means for the row:
 // started now or before, refused for good (quarantined), or failed (retried later).
-func startEvent(ctx context.Context, s EventStarter, ev domain.Event) (string, store.Settlement) {
+func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (string, store.Settlement) {
 	out := store.Settlement{Provider: ev.Provider, EventID: ev.EventID, Then: store.MarkStarted}
 	st, err := s.Start(ctx, ev)
 	switch {
-	case errors.Is(err, ErrRefused):
+	case errors.Is(err, start.ErrRefused):
 		out.Then, out.Error = store.Quarantine, err.Error()
 		return metrics.StartRefused, out
 	case err != nil:
 		out.Then, out.Error = store.RetryLater, err.Error()
 		return metrics.StartError, out
-	case st == AlreadyStarted:
+	case st == start.AlreadyStarted:
 		return metrics.StartDuplicate, out
 	default:
 		return metrics.StartStarted, out

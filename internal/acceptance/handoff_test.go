@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -36,14 +37,14 @@ func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight
 // leaves the event waiting, backed off, for a relay.
 func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (start.Status, error) {
 		switch key {
 		case "postscale:evt_refused":
-			return "", fmt.Errorf("%w: Blob data size exceeds limit", acceptance.ErrRefused)
+			return "", fmt.Errorf("%w: Blob data size exceeds limit", start.ErrRefused)
 		case "postscale:evt_down":
-			return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
+			return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
 		}
-		return acceptance.Started, nil
+		return start.Started, nil
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_ok"), ev("evt_refused"), ev("evt_down")})
@@ -72,7 +73,7 @@ func TestHandoffStartsAcceptedEventsAndSettlesEveryOutcome(t *testing.T) {
 // relays instead of starting them.
 func TestHandoffRespectsMaxInFlight(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) { return acceptance.Started, nil }}
+	f := &fakeStarter{answer: func(string) (start.Status, error) { return start.Started, nil }}
 	a := acceptWithHandoff(t, s, f, 10)
 	for i := range 30 {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
@@ -92,8 +93,8 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 // on each.
 func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 	s := storetest.Open(t)
-	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) {
-		return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (start.Status, error) {
+		return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
 	for i := range 4 { // Concurrency

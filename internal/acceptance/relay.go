@@ -8,6 +8,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/metrics"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -33,7 +34,7 @@ const throttledPoll = 200 * time.Millisecond
 // the Hold, so a notification would buy nothing.
 type Relay struct {
 	Store   RelayStore
-	Starter EventStarter
+	Starter start.EventStarter
 	Options config.Relay
 	Metrics *metrics.Metrics
 	Log     *slog.Logger

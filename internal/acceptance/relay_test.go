@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -23,10 +24,10 @@ import (
 type fakeStarter struct {
 	mu     sync.Mutex
 	calls  []string
-	answer func(key string) (acceptance.StartStatus, error)
+	answer func(key string) (start.Status, error)
 }
 
-func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (acceptance.StartStatus, error) {
+func (f *fakeStarter) Start(_ context.Context, ev domain.Event) (start.Status, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, ev.Key())
 	f.mu.Unlock()
@@ -69,11 +70,11 @@ var opts = config.Relay{BatchSize: 50, Concurrency: 4, PollInterval: 100 * time.
 func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (start.Status, error) {
 		if key == "postscale:evt_007" {
-			return acceptance.AlreadyStarted, nil // a workflow ID that already ran: still out of the inbox
+			return start.AlreadyStarted, nil // a workflow ID that already ran: still out of the inbox
 		}
-		return acceptance.Started, nil
+		return start.Started, nil
 	}}
 	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 0, func() int { return int(waiting(t, s)) })
@@ -85,8 +86,8 @@ func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) 
 func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) {
-		return "", fmt.Errorf("%w: connection refused", acceptance.ErrUnavailable)
+	f := &fakeStarter{answer: func(string) (start.Status, error) {
+		return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
 	}}
 	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
 	time.Sleep(time.Second)
@@ -106,16 +107,16 @@ func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(key string) (acceptance.StartStatus, error) {
+	f := &fakeStarter{answer: func(key string) (start.Status, error) {
 		var n int
 		_, _ = fmt.Sscanf(key, "postscale:evt_%d", &n)
 		switch {
 		case n < 5: // a whole batch of rows that fail every time, oldest of all
-			return "", fmt.Errorf("%w: deadline exceeded", acceptance.ErrUnavailable)
+			return "", fmt.Errorf("%w: deadline exceeded", start.ErrUnavailable)
 		case n < 8:
-			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", acceptance.ErrRefused)
+			return "", fmt.Errorf("%w: WorkflowId length exceeds limit", start.ErrRefused)
 		}
-		return acceptance.Started, nil
+		return start.Started, nil
 	}}
 	head := opts
 	head.BatchSize = 5
@@ -136,7 +137,7 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	s := storetest.Open(t)
 	enqueue(t, s, 120)
-	f := &fakeStarter{answer: func(string) (acceptance.StartStatus, error) { return acceptance.Started, nil }}
+	f := &fakeStarter{answer: func(string) (start.Status, error) { return start.Started, nil }}
 	bounded := opts
 	bounded.MaxInFlight = 30
 	bounded.BatchSize = 20

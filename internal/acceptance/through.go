@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 )
 
 // throughConcurrency bounds the starts of one request's events through Temporal: a batch of
@@ -42,7 +43,7 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 				if firstErr == nil {
 					firstErr = err
 				}
-			case st == AlreadyStarted:
+			case st == start.AlreadyStarted:
 				out[i] = Verdict{Status: Duplicate}
 			default:
 				out[i] = Verdict{Status: Accepted}
@@ -53,7 +54,7 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 	}
 	wg.Wait()
 	if firstErr != nil {
-		if errors.Is(firstErr, ErrTooLarge) {
+		if errors.Is(firstErr, start.ErrTooLarge) {
 			a.Log.WarnContext(ctx, "PostgreSQL is unavailable and an event is too large to accept through Temporal; answering 503",
 				"provider", evs[at[0]].Provider, "error", firstErr)
 		}

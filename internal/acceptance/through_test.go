@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -31,17 +32,17 @@ type temporalStarts struct {
 	fail    error
 }
 
-func (s *temporalStarts) StartAccepted(_ context.Context, ev domain.Event) (acceptance.StartStatus, error) {
+func (s *temporalStarts) StartAccepted(_ context.Context, ev domain.Event) (start.Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
 		return "", s.fail
 	}
 	if _, ok := s.started[ev.Key()]; ok {
-		return acceptance.AlreadyStarted, nil
+		return start.AlreadyStarted, nil
 	}
 	s.started[ev.Key()] = ev
-	return acceptance.Started, nil
+	return start.Started, nil
 }
 
 // While PostgreSQL is unavailable, a request's events are accepted by starting their workflows
@@ -65,13 +66,13 @@ func TestAcceptThroughTemporalWhilePostgresIsDown(t *testing.T) {
 	assert.Equal(t, acceptance.Duplicate, verdicts[0].Status, "a re-send during the outage")
 	assert.Equal(t, acceptance.Accepted, verdicts[1].Status)
 
-	starts.fail = fmt.Errorf("%w: start workflow: deadline exceeded", acceptance.ErrUnavailable)
+	starts.fail = fmt.Errorf("%w: start workflow: deadline exceeded", start.ErrUnavailable)
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_4")})
 	require.Error(t, err, "both stores down: 503")
-	assert.ErrorIs(t, err, acceptance.ErrUnavailable)
-	starts.fail = fmt.Errorf("%w: 3000000 bytes", acceptance.ErrTooLarge)
+	assert.ErrorIs(t, err, start.ErrUnavailable)
+	starts.fail = fmt.Errorf("%w: 3000000 bytes", start.ErrTooLarge)
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_5")})
-	assert.ErrorIs(t, err, acceptance.ErrTooLarge, "too large for a workflow input: 503 during the outage")
+	assert.ErrorIs(t, err, start.ErrTooLarge, "too large for a workflow input: 503 during the outage")
 }
 
 // Only unavailability goes through Temporal: an insert that fails for another reason (a missing

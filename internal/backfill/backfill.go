@@ -7,9 +7,13 @@
 //
 // A run lists one window [Since, Until) page by page (Mailgun's Events API, Postmark's Bounce
 // API), at most Settings.Rate requests a second, and saves its position after each page is
-// accepted (store.SaveBackfill), so a run stopped at any point resumes at the page after the
-// last one saved. Run is what `mailhook backfill` calls and what an activity can call, its
-// OnPage heartbeating.
+// accepted (ProgressStore), so a run stopped at any point resumes at the page after the last one
+// saved. Run is what `mailhook backfill` calls and what an activity can call, its OnPage
+// heartbeating.
+//
+// It reaches neither the HTTP edge nor PostgreSQL itself: the process hands it an Acceptor (the
+// webhook's, internal/acceptance) and a ProgressStore (internal/store), through the small
+// interfaces below.
 package backfill
 
 import (
@@ -20,11 +24,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/providercounts"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Supported names the providers whose events can be listed back.
@@ -50,16 +52,59 @@ type Parser interface {
 	Parse(r provider.Request) ([]domain.Event, error)
 }
 
-// Acceptor makes events durable under their dedupe key and answers for each:
-// acceptance.Acceptor, the webhook's.
+// Acceptor makes events durable under their dedupe key and answers for each, in order: the
+// webhook's acceptance (acceptance.Acceptor, as the process wires it).
 type Acceptor interface {
-	Accept(ctx context.Context, evs []domain.Event) ([]acceptance.Verdict, error)
+	Accept(ctx context.Context, evs []domain.Event) ([]Verdict, error)
 }
 
-// ProgressStore keeps a window's position (store.Store).
+// Status is what acceptance made of one event.
+type Status string
+
+const (
+	// Accepted: stored now; its workflow is started next.
+	Accepted Status = "accepted"
+	// Duplicate: stored before (by its webhook, or an earlier run); nothing more happens.
+	Duplicate Status = "duplicate"
+	// Rejected: it can never be stored as it is (Verdict.Err says why).
+	Rejected Status = "rejected"
+)
+
+// Verdict is one event's answer.
+type Verdict struct {
+	Status Status
+	// Err, when Rejected, is why; its innermost cause is safe to log.
+	Err error
+}
+
+// ProgressStore keeps a window's checkpoint (the store's backfill_progress, as the process
+// wires it).
 type ProgressStore interface {
-	LoadBackfill(ctx context.Context, k store.BackfillKey) (store.BackfillProgress, bool, error)
-	SaveBackfill(ctx context.Context, k store.BackfillKey, p store.BackfillProgress) error
+	// LoadBackfill returns the window's checkpoint, and false when none was saved.
+	LoadBackfill(ctx context.Context, k Key) (Checkpoint, bool, error)
+	SaveBackfill(ctx context.Context, k Key, c Checkpoint) error
+}
+
+// Key names one backfill: an endpoint's provider listing over the window [Since, Until).
+type Key struct {
+	Endpoint string
+	Provider string
+	Since    time.Time
+	Until    time.Time
+}
+
+// Checkpoint is where a window's listing is. Cursor is the position of the next page to fetch,
+// in the provider's terms ("" before the first page); the counts are over every run of the
+// window. UpdatedAt is the store's, when it was saved.
+type Checkpoint struct {
+	Cursor     string
+	Pages      int64
+	Fetched    int64
+	Accepted   int64
+	Duplicates int64
+	Rejected   int64
+	Finished   bool
+	UpdatedAt  time.Time
 }
 
 // Job is one backfill: an endpoint's events over [Since, Until).
@@ -181,13 +226,13 @@ func Run(ctx context.Context, j Job) (Progress, error) {
 			return Progress{}, err
 		}
 	}
-	key := store.BackfillKey{Endpoint: j.Endpoint, Provider: j.Provider, Since: j.Since.UTC(), Until: j.Until.UTC()}
+	key := Key{Endpoint: j.Endpoint, Provider: j.Provider, Since: j.Since.UTC(), Until: j.Until.UTC()}
 	saved, found, err := j.Progress.LoadBackfill(ctx, key)
 	if err != nil {
 		return Progress{}, fmt.Errorf("backfill: %w", err)
 	}
 	if found && j.Restart {
-		saved = store.BackfillProgress{}
+		saved = Checkpoint{}
 		found = false
 	}
 	p := progressOf(saved, found)
@@ -222,7 +267,7 @@ func Run(ctx context.Context, j Job) (Progress, error) {
 		} else {
 			cursor = ""
 		}
-		if err := j.Progress.SaveBackfill(ctx, key, store.BackfillProgress{Cursor: cursor, Pages: next.Pages, Fetched: next.Fetched,
+		if err := j.Progress.SaveBackfill(ctx, key, Checkpoint{Cursor: cursor, Pages: next.Pages, Fetched: next.Fetched,
 			Accepted: next.Accepted, Duplicates: next.Duplicates, Rejected: next.Rejected, Finished: next.Finished}); err != nil {
 			// The page is accepted but its position not saved: a resumed run fetches it again,
 			// and its events are duplicates then.
@@ -244,7 +289,7 @@ func Run(ctx context.Context, j Job) (Progress, error) {
 	}
 }
 
-func progressOf(s store.BackfillProgress, found bool) Progress {
+func progressOf(s Checkpoint, found bool) Progress {
 	return Progress{Pages: s.Pages, Fetched: s.Fetched, Accepted: s.Accepted, Duplicates: s.Duplicates,
 		Rejected: s.Rejected, Finished: s.Finished, Resumed: found}
 }
@@ -291,9 +336,9 @@ func (j Job) accept(ctx context.Context, log *slog.Logger, bodies [][]byte) (pag
 	}
 	for i, v := range verdicts {
 		switch v.Status {
-		case acceptance.Accepted:
+		case Accepted:
 			c.Accepted++
-		case acceptance.Duplicate:
+		case Duplicate:
 			c.Duplicates++
 		default:
 			c.Rejected++

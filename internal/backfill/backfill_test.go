@@ -21,6 +21,7 @@ import (
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
+	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -131,7 +132,7 @@ func newEnv(t *testing.T) env {
 
 func (e env) job(t *testing.T, prov string, s providercounts.Settings) backfill.Job {
 	return backfill.Job{Endpoint: prov, Provider: prov, Settings: s, Since: since, Until: until,
-		Parser: adapter(t, prov), Acceptor: e.acceptor, Progress: e.st,
+		Parser: adapter(t, prov), Acceptor: serve.BackfillAcceptor(e.acceptor), Progress: serve.BackfillProgress(e.st),
 		Log: slog.New(slog.NewTextHandler(&lockedWriter{w: e.log}, nil))}
 }
 
@@ -211,16 +212,16 @@ func TestMailgunBackfillAcceptsEachEventOnce(t *testing.T) {
 // failingSave is the store until the save of page n: it stands for a process killed after
 // page n's events were accepted and before its position was saved.
 type failingSave struct {
-	*store.Store
+	backfill.ProgressStore
 	n, saves int
 }
 
-func (f *failingSave) SaveBackfill(ctx context.Context, k store.BackfillKey, p store.BackfillProgress) error {
+func (f *failingSave) SaveBackfill(ctx context.Context, k backfill.Key, c backfill.Checkpoint) error {
 	f.saves++
 	if f.saves == f.n {
 		return errors.New("killed")
 	}
-	return f.Store.SaveBackfill(ctx, k, p)
+	return f.ProgressStore.SaveBackfill(ctx, k, c)
 }
 
 // A run stopped mid-window resumes at the page after the last one saved: the pages saved are
@@ -232,13 +233,13 @@ func TestMailgunBackfillResumesAfterTheLastSavedPage(t *testing.T) {
 	srv := newMailgunServer(t, 10, 3)
 	e := newEnv(t)
 	job := e.job(t, "mailgun", mailgunSettings(srv, 100))
-	job.Progress = &failingSave{Store: e.st, n: 3}
+	job.Progress = &failingSave{ProgressStore: serve.BackfillProgress(e.st), n: 3}
 	p, err := backfill.Run(t.Context(), job)
 	require.Error(t, err)
 	assert.Equal(t, int64(2), p.Pages, "two pages saved")
 	assert.Equal(t, 9, rows(t, e.dbURL, "mailgun"), "the third page's events were accepted before the crash")
 
-	job.Progress = e.st
+	job.Progress = serve.BackfillProgress(e.st)
 	p, err = backfill.Run(t.Context(), job)
 	require.NoError(t, err)
 	assert.True(t, p.Resumed)

@@ -1,6 +1,14 @@
 // Package config loads mailhook's YAML configuration, expands ${ENV} references so secrets stay
 // in the environment, fills defaults, and validates it so bad config stops start-up with one
 // clear line naming the key.
+//
+// It is plain data and builds nothing: it imports nothing of mailhook's but internal/domain,
+// and no driver (what imports the config, workflows included, links no pgx through it). What
+// only another package can judge (a database URL by pgx, an endpoint's settings by its
+// provider's adapter, a reconcile block by providercounts, a sink secret by the signature
+// scheme, the erasure key by internal/erasure) is checked where the process is wired,
+// internal/serve (serve.LoadConfig), which also converts these types into the options each
+// package takes.
 package config
 
 import (
@@ -15,13 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
-	"github.com/mailhook/mailhook/internal/providercounts"
-	"github.com/mailhook/mailhook/internal/signature"
 )
 
 // DevAdminToken is the admin API token when neither a config file nor MAILHOOK_ADMIN_TOKEN
@@ -127,18 +131,6 @@ const (
 	PoolerSession     = "session"
 	PoolerTransaction = "transaction"
 )
-
-// checkConnString refuses what pgx cannot parse as a connection string. Neither pgx's error nor
-// net/url's can be shown: both may quote the string, password and all, when it is malformed.
-func checkConnString(s string) error {
-	if s == "" {
-		return nil
-	}
-	if _, err := pgconn.ParseConfig(s); err != nil {
-		return errors.New("is not a PostgreSQL URL or key=value string (a password holding @, :, / or # must be percent-encoded)")
-	}
-	return nil
-}
 
 // SessionURL is the URL of the session-mode connection: ListenURL, or URL when it is unset.
 func (d Database) SessionURL() string {
@@ -280,14 +272,14 @@ type Notify struct {
 }
 
 // Endpoint is one webhook URL, /webhooks/<name>, bound to a provider. Its provider settings
-// (secrets, tolerance, allow-lists, generic mapping) sit inline next to the name.
+// (secrets, tolerance, allow-lists, generic mapping) sit inline next to the name (endpoint.go).
 type Endpoint struct {
-	Name              string `yaml:"name"`
-	Provider          string `yaml:"provider"`
-	provider.Settings `yaml:",inline"`
+	Name             string `yaml:"name"`
+	Provider         string `yaml:"provider"`
+	ProviderSettings `yaml:",inline"`
 	// Reconcile, when set, lets the daily reconciliation read the provider's own counts (and
 	// `mailhook backfill` list its events) through the provider's API.
-	Reconcile *providercounts.Settings `yaml:"reconcile"`
+	Reconcile *Reconcile `yaml:"reconcile"`
 }
 
 // Sink is one downstream receiver of notifications.
@@ -386,7 +378,8 @@ func Defaults() Config {
 	}
 }
 
-// Load reads the file at path (empty: no file) over the defaults and validates the result.
+// Load reads the file at path (empty: no file) over the defaults and validates the result
+// (Validate; serve.LoadConfig adds what only the packages the config is handed to can check).
 // With no endpoints configured, a development endpoint "postscale" is added.
 func Load(path string) (Config, error) {
 	cfg := Defaults()
@@ -401,9 +394,9 @@ func Load(path string) (Config, error) {
 	}
 	if len(cfg.Endpoints) == 0 {
 		cfg.Endpoints = []Endpoint{{
-			Name:     "postscale",
-			Provider: "postscale",
-			Settings: provider.Settings{Secrets: []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)}},
+			Name:             "postscale",
+			Provider:         "postscale",
+			ProviderSettings: ProviderSettings{Secrets: []string{envOr("POSTSCALE_WEBHOOK_SECRET", DevPostscaleSecret)}},
 		}}
 	}
 	if len(cfg.Admin.Tokens) == 0 {
@@ -488,7 +481,8 @@ func (c Config) UsesDevSecret() bool {
 	return false
 }
 
-// Validate checks every key and names the first bad one.
+// Validate checks every key and names the first bad one: each key's own syntax and range, and
+// how keys relate. What needs another package to judge is serve.CheckConfig's.
 func (c Config) Validate() error {
 	if c.HTTP.Address == "" {
 		return errors.New("config: http.address is empty")
@@ -498,11 +492,6 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MaxBodyBytes <= 0 {
 		return errors.New("config: http.max_body_bytes must be positive")
-	}
-	for key, v := range map[string]string{"database.url": c.Database.URL, "database.listen_url": c.Database.ListenURL} {
-		if err := checkConnString(v); err != nil {
-			return fmt.Errorf("config: %s %w", key, err)
-		}
 	}
 	if c.HTTP.MaxEventsPerRequest <= 0 {
 		return errors.New("config: http.max_events_per_request must be positive")
@@ -541,9 +530,6 @@ func (c Config) Validate() error {
 	if err := c.Retention.validate(); err != nil {
 		return err
 	}
-	if err := c.Erasure.validate(); err != nil {
-		return err
-	}
 	if c.Acceptance.InsertTimeout <= 0 {
 		return errors.New("config: acceptance.insert_timeout must be positive")
 	}
@@ -563,20 +549,6 @@ func (c Config) Validate() error {
 		return err
 	}
 	seen := map[string]bool{}
-	// Events, messages, dedupe and signature nonces are keyed by event namespace
-	// (provider.EventNamespace), so a namespace must belong to one provider. Each registered
-	// provider owns its own name even with no endpoint configured: an endpoint of it added later
-	// would find a generic endpoint's rows under that name. Several endpoints of one fixed provider
-	// (two Mailgun accounts) share its namespace on purpose, as they always have.
-	type owner struct {
-		provider string
-		endpoint int // -1: the registered provider itself
-	}
-	namespaces := map[string]owner{}
-	reconciled := map[string]string{} // namespace → the endpoint comparing its counts
-	for _, n := range provider.Names() {
-		namespaces[n] = owner{provider: n, endpoint: -1}
-	}
 	for i, e := range c.Endpoints {
 		key := fmt.Sprintf("endpoints[%d]", i)
 		if e.Name == "" || strings.ContainsAny(e.Name, "/ ") {
@@ -586,9 +558,6 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.name %q is used twice", key, e.Name)
 		}
 		seen[e.Name] = true
-		if len(e.Secrets) == 0 && provider.NeedsSecrets(e.Provider) {
-			return fmt.Errorf("config: %s.secrets (endpoint %q) is empty: at least one signing secret is required", key, e.Name)
-		}
 		for j, s := range e.Secrets {
 			if strings.TrimSpace(s) == "" {
 				return fmt.Errorf("config: %s.secrets[%d] (endpoint %q) is empty (is its ${ENV} variable set?)", key, j, e.Name)
@@ -597,8 +566,8 @@ func (c Config) Validate() error {
 		if e.Tolerance < 0 {
 			return fmt.Errorf("config: %s.tolerance must not be negative", key)
 		}
-		// Checked before provider.New, which refuses the same settings but can only name the
-		// provider key.
+		// Checked before the adapter is built (serve.CheckConfig), which refuses the same
+		// settings but can only name the provider key.
 		if bodyOnlyHMAC(e) && !e.Generic.AllowUnsignedReplay {
 			signed := strconv.Quote(e.Generic.Signed)
 			if e.Generic.Signed == "" {
@@ -607,33 +576,6 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: %s.generic.signed (endpoint %q) is %s, which signs no timestamp: a captured request verifies for ever and can be replayed "+
 				"(under a new event_id_header it is a new event); use signed: timestamp_body if the sender signs a timestamp, "+
 				"or set generic.allow_unsigned_replay: true to accept the risk", key, e.Name, signed)
-		}
-		if _, err := provider.New(e.Provider, e.Settings); err != nil {
-			return fmt.Errorf("config: %s.provider (endpoint %q): %w", key, e.Name, err)
-		}
-		ns := provider.EventNamespace(e.Provider, e.Name)
-		if e.Reconcile != nil {
-			if err := e.Reconcile.Validate(e.Provider); err != nil {
-				return fmt.Errorf("config: %s (endpoint %q): %w", key, e.Name, err)
-			}
-			// The received side of the comparison is counted per namespace: two endpoints
-			// sharing one would each be compared with both accounts' events.
-			if other, ok := reconciled[ns]; ok {
-				return fmt.Errorf("config: %s.reconcile (endpoint %q): endpoint %q, under the same namespace %q, has a reconcile block too; "+
-					"their received events cannot be told apart, so only one of them may compare counts", key, e.Name, other, ns)
-			}
-			reconciled[ns] = e.Name
-		}
-		switch o, taken := namespaces[ns]; {
-		case taken && o.provider != e.Provider && o.endpoint < 0:
-			return fmt.Errorf("config: %s.name (endpoint %q) is the name of provider %q: %s endpoints key their events and messages by endpoint name, "+
-				"so this one's would share the namespace %q with provider %q's (event dedupe, messages, daily counts); rename the endpoint",
-				key, e.Name, o.provider, e.Provider, ns, o.provider)
-		case taken && o.provider != e.Provider:
-			return fmt.Errorf("config: %s.name (endpoint %q): its events are keyed under %q, as are those of endpoints[%d] (provider %q); rename one",
-				key, e.Name, ns, o.endpoint, o.provider)
-		case !taken:
-			namespaces[ns] = owner{provider: e.Provider, endpoint: i}
 		}
 	}
 	for i, t := range c.Admin.Tokens {
@@ -665,9 +607,6 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(s.Secret) == "" && s.KindOf() == KindHTTP {
 			return fmt.Errorf("config: %s.secret (sink %q) is empty", key, s.Name)
 		}
-		if err := s.validateSecret(key); err != nil {
-			return err
-		}
 		if len(s.Types) == 0 {
 			return fmt.Errorf("config: %s.types (sink %q) is empty", key, s.Name)
 		}
@@ -679,26 +618,6 @@ func (c Config) Validate() error {
 				return fmt.Errorf("config: %s.types[%d] (sink %q): unknown notification type %q (known: %s)", key, j, s.Name, t, strings.Join(domain.NotificationTypes, ", "))
 			}
 		}
-	}
-	return nil
-}
-
-// validateSecret checks a set secret (an http sink's is always set).
-func (s Sink) validateSecret(key string) error {
-	if s.Secret == "" {
-		return nil
-	}
-	// Notifications are signed with signature.Standard, which decodes the secret this way;
-	// one it cannot decode would fail every delivery until notify.give_up_after.
-	// NewStandard's errors never quote the secret.
-	scheme, err := signature.NewStandard(s.Secret, 0)
-	if err != nil {
-		return fmt.Errorf("config: %s.secret (sink %q) does not decode: %w (want whsec_<base64>, as Standard Webhooks)", key, s.Name, err)
-	}
-	// Standard Webhooks asks for 24 to 64 random bytes: a short key can be guessed from one
-	// signed notification, and then anyone can sign notifications the sink trusts.
-	if n := scheme.KeyLength(); n < MinSinkSecretBytes {
-		return fmt.Errorf("config: %s.secret (sink %q) decodes to %d bytes, want at least %d (make one with: echo whsec_$(head -c 32 /dev/urandom | base64))", key, s.Name, n, MinSinkSecretBytes)
 	}
 	return nil
 }
@@ -839,6 +758,3 @@ func (h HTTP) ReadingBytesOr() (total, perClient int64) {
 	}
 	return total, min(perClient, total)
 }
-
-// MinSinkSecretBytes is the least a sink secret may decode to (Standard Webhooks: 24 to 64).
-const MinSinkSecretBytes = 24

@@ -1,11 +1,5 @@
 package config
 
-import (
-	"fmt"
-
-	"github.com/mailhook/mailhook/internal/erasure"
-)
-
 // EnvErasureKey is the variable erasure.hash_key defaults to.
 const EnvErasureKey = "MAILHOOK_ERASURE_KEY"
 
@@ -23,25 +17,9 @@ type Erasure struct {
 	// MAILHOOK_ERASURE_KEY is set): erasure is refused, because a hash under no key, or under a
 	// made-up default one, can be reversed by hashing guessed addresses. Never change it once
 	// an address was erased: a suppression hashed under the old key no longer matches, and the
-	// address could be mailed again.
+	// address could be mailed again. internal/erasure parses it (serve.ErasureHasher), and a
+	// key it refuses stops start-up.
 	HashKey string `yaml:"hash_key"`
-}
-
-// Hasher is the erasure's hasher: the zero Hasher (not configured) when HashKey is unset.
-func (e Erasure) Hasher() (erasure.Hasher, error) {
-	if e.HashKey == "" {
-		return erasure.Hasher{}, nil
-	}
-	key, err := erasure.ParseKey(e.HashKey)
-	if err != nil {
-		return erasure.Hasher{}, fmt.Errorf("config: erasure.hash_key: %w", err)
-	}
-	return erasure.NewHasher(key)
-}
-
-func (e Erasure) validate() error {
-	_, err := e.Hasher()
-	return err
 }
 
 // UsesDevErasureKey reports whether erasure hashes under the public development key.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/amqpsink"
 	"github.com/mailhook/mailhook/internal/notify/natssink"
@@ -27,21 +26,21 @@ func TestPrintsWhatBrokerSinksPublish(t *testing.T) {
 		Body: []byte(`{"type":"message.status_changed","data":{"message_id":"msg_1","status":"delivered"}}`)}
 
 	stream := testenv.RandomName("MHDEV_")
-	bus := config.Sink{Name: "bus", Kind: config.KindNATS, Secret: secret, NATS: &config.NATSSink{
-		URL: testenv.NATSURL(t), Subject: "mailhook.dev." + stream, Stream: stream, CreateStream: true}}
-	go func() { _ = h.SubscribeNATS(ctx, bus.NATS.URL, bus.NATS.Subject) }()
+	bus := natssink.Options{Name: "bus", Secret: secret, URL: testenv.NATSURL(t), Subject: "mailhook.dev." + stream, Stream: stream,
+		CreateStream: true, Timeout: 5 * time.Second}
+	go func() { _ = h.SubscribeNATS(ctx, bus.URL, bus.Subject) }()
 	vhost := testenv.RabbitMQVhost(t)
-	queue := config.Sink{Name: "queue", Kind: config.KindRabbitMQ, Secret: secret, RabbitMQ: &config.RabbitMQSink{
-		URL: vhost, Exchange: "mailhook", RoutingKey: "events", Declare: true}}
+	queue := amqpsink.Options{Name: "queue", Secret: secret, URL: vhost, Exchange: "mailhook", RoutingKey: "events", Declare: true,
+		Timeout: 5 * time.Second}
 	consuming := make(chan error, 1)
 	go func() { consuming <- h.ConsumeAMQP(ctx, vhost, "dev", "mailhook", "events") }()
 
-	ns, err := natssink.Open(ctx, bus, 5*time.Second, testenv.Logger())
+	ns, err := natssink.Open(ctx, bus, testenv.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	rs, err := amqpsink.Open(ctx, queue, 5*time.Second, testenv.Logger())
+	rs, err := amqpsink.Open(ctx, queue, testenv.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // reconcile) and the workflows that process them: workflow type names, inputs and results, and
 // the search attributes runs carry. The edges depend on this, never on workflows or
 // activities, so a change to how an event is processed does not reach the code that accepts it.
-// How a start can end is acceptance's (acceptance.Starter).
+// How a start can end is internal/start's (start.Starter).
 
 // Workflow type names, as registered by the worker and started by the edges and the schedule.
 const (

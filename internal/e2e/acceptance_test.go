@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -31,7 +30,7 @@ func sendgridHarness(t *testing.T, o harnessOptions) (*harness, func(batch strin
 		t.Fatal(err)
 	}
 	o.endpoints = append(o.endpoints, config.Endpoint{Name: "sendgrid", Provider: "sendgrid",
-		Settings: provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}}})
+		ProviderSettings: config.ProviderSettings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}}})
 	h := newHarness(t, o)
 	return h, func(batch string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", strings.NewReader(batch))
@@ -53,13 +52,13 @@ func sendgridBatch(prefix string, n int) string {
 
 // countingStarter counts the starts each event's workflow got through the relays.
 type countingStarter struct {
-	next acceptance.EventStarter
+	next start.EventStarter
 	mu   sync.Mutex
 	n    map[string]int
-	acc  map[acceptance.StartStatus]int
+	acc  map[start.Status]int
 }
 
-func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (acceptance.StartStatus, error) {
+func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (start.Status, error) {
 	st, err := c.next.Start(ctx, ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,7 +105,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := &countingStarter{n: map[string]int{}, acc: map[acceptance.StartStatus]int{}}
+	counter := &countingStarter{n: map[string]int{}, acc: map[start.Status]int{}}
 	var stops []func()
 	for range 3 {
 		r := h.svc.Relay()
@@ -126,7 +125,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 			t.Errorf("%s was started %d times by the relays, want 1", k, c)
 		}
 	}
-	if len(counter.n) != n+3 || counter.acc[acceptance.Started] != n+3 {
+	if len(counter.n) != n+3 || counter.acc[start.Started] != n+3 {
 		t.Errorf("relays started %d events (%v), want %d accepted", len(counter.n), counter.acc, n+3)
 	}
 	counter.mu.Unlock()

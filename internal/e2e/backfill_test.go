@@ -21,7 +21,6 @@ import (
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -156,10 +155,10 @@ func TestBackfillRecoversExactlyTheMissingEvents(t *testing.T) {
 	api := newEventsAPI(t, day)
 	rate := 4.0
 	endpoints := []config.Endpoint{
-		{Name: "mg", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{mailgunSigningKey}},
-			Reconcile: &providercounts.Settings{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: rate}},
-		{Name: "pm", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}},
-			Reconcile: &providercounts.Settings{BaseURL: api.URL, ServerToken: "pm-server-token", Rate: rate}},
+		{Name: "mg", Provider: "mailgun", ProviderSettings: config.ProviderSettings{Secrets: []string{mailgunSigningKey}},
+			Reconcile: &config.Reconcile{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: rate}},
+		{Name: "pm", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}},
+			Reconcile: &config.Reconcile{BaseURL: api.URL, ServerToken: "pm-server-token", Rate: rate}},
 	}
 	h := newHarness(t, harnessOptions{endpoints: endpoints})
 
@@ -407,8 +406,8 @@ func TestDailyRunBackfillsALostDay(t *testing.T) {
 	yesterday := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
 	day := yesterday.Format(time.DateOnly)
 	api := newEventsAPI(t, day)
-	endpoints := []config.Endpoint{{Name: "mg", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{mailgunSigningKey}},
-		Reconcile: &providercounts.Settings{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: 20, Backfill: true}}}
+	endpoints := []config.Endpoint{{Name: "mg", Provider: "mailgun", ProviderSettings: config.ProviderSettings{Secrets: []string{mailgunSigningKey}},
+		Reconcile: &config.Reconcile{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: 20, Backfill: true}}}
 	h := newHarness(t, harnessOptions{endpoints: endpoints})
 	for i := range 40 {
 		event := "delivered"

@@ -28,7 +28,6 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -72,10 +71,10 @@ func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Clie
 	cfg.Temporal.RetryAfter = 5 * time.Second
 	cfg.Temporal.Codec = config.Codec{Keys: codecKeys, EncryptWith: "2026-11", CORSOrigins: []string{"http://127.0.0.1:8233"}}
 	cfg.Notify = config.Notify{InitialInterval: 100 * time.Millisecond, MaxInterval: 500 * time.Millisecond, GiveUpAfter: time.Minute, AttemptTimeout: 5 * time.Second}
-	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}
+	cfg.Endpoints = []config.Endpoint{{Name: "postscale", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: []string{webhookSecret}}}}
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
-	if err := cfg.Validate(); err != nil {
+	if err := serve.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(testenv.Logger()), nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mailhook/mailhook/internal/provider"
 	"net/http"
 	"net/url"
 	"strings"
@@ -200,7 +199,7 @@ func TestErasureOverHTTP(t *testing.T) {
 func TestPostmarkDerivedIDsHoldNoAddress(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
-		Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}},
+		Name: "postmark", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}},
 	}}})
 	ctx := context.Background()
 	jane, bob := "jane.pm."+h.prefix+"@example.com", "bob.pm."+h.prefix+"@example.com"

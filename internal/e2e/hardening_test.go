@@ -15,7 +15,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
@@ -28,7 +27,7 @@ func TestMailgunCapturedSignatureSignsOnlyItsEvent(t *testing.T) {
 	t.Parallel()
 	const key = "mailgun-signing-key-e2e"
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
-		Name: "mailgun", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{key}},
+		Name: "mailgun", Provider: "mailgun", ProviderSettings: config.ProviderSettings{Secrets: []string{key}},
 	}}})
 	msgID := h.id("msg_mg") + "@mg.example.com"
 	recipient := "victim+" + h.prefix + "@example.com"
@@ -90,7 +89,7 @@ func TestMailgunKeyHoldsTheDayAcrossTheUpgrade(t *testing.T) {
 	t.Parallel()
 	const key = "mailgun-signing-key-e2e"
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
-		Name: "mailgun", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{key}},
+		Name: "mailgun", Provider: "mailgun", ProviderSettings: config.ProviderSettings{Secrets: []string{key}},
 	}}})
 	ctx := context.Background()
 	msgID := h.id("msg_mgday") + "@mg.example.com"

@@ -40,7 +40,6 @@ import (
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/httpapi/openapitest"
 	"github.com/mailhook/mailhook/internal/metrics"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -263,6 +262,9 @@ type harnessOptions struct {
 	// sinks, when set, changes the sinks after the harness's one ("app", this harness's
 	// receiver): more sinks, limits.
 	sinks func([]config.Sink) []config.Sink
+	// outbound, when set, is the client the adapters make their own calls with
+	// (serve.Service.Outbound): SNS certificates from a test server.
+	outbound *http.Client
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -294,7 +296,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.notify != nil {
 		o.notify(&cfg.Notify)
 	}
-	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", Settings: provider.Settings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
+	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
 	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
 	if o.sinkTypes != nil {
@@ -312,7 +314,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Suppression.SoftBounce = o.softBounce
 	cfg.Erasure.HashKey = erasureKey
 	cfg.Retention.InboundBodies = o.inboundBodies
-	if err := cfg.Validate(); err != nil {
+	if err := serve.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	logger := testenv.Logger()
@@ -342,7 +344,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	t.Cleanup(st.Close)
 	serve.RegisterGauges(m, st, logger)
-	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m}
+	svc := &serve.Service{Config: cfg, Store: st, Temporal: tc, Log: logger, Metrics: m, Outbound: o.outbound}
 	api, err := svc.HTTPServer()
 	if err != nil {
 		t.Fatal(err)

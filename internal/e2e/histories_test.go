@@ -15,9 +15,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -149,7 +149,7 @@ func TestRecordScenarioHistories(t *testing.T) {
 	// another ID, to record that path.
 	in := domain.RefOf(domain.Event{Provider: "postscale", EventID: ids["delivered"], Type: "email.delivered",
 		Kind: domain.KindStatus, MessageID: msg}, domain.Route(h.cfg.SinksFor))
-	opts := acceptance.Options(in, h.cfg.Temporal.TaskQueue)
+	opts := start.Options(in, h.cfg.Temporal.TaskQueue)
 	opts.ID = "history-duplicate:" + ids["delivered"]
 	run, err := h.svc.Temporal.ExecuteWorkflow(ctx, opts, domain.ProcessEventName, in)
 	if err != nil {

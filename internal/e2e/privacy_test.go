@@ -19,11 +19,11 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
@@ -60,10 +60,10 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 	h := newHarness(t, harnessOptions{logs: logs, tracerProvider: tp,
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded},
 		endpoints: []config.Endpoint{
-			{Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}}},
-			{Name: "ses", Provider: "ses", Settings: provider.Settings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`,
-				HTTPClient: certs.Client()}},
-		}})
+			{Name: "postmark", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}},
+			{Name: "ses", Provider: "ses", ProviderSettings: config.ProviderSettings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`}},
+		},
+		outbound: certs.Client()})
 	ctx := context.Background()
 	jane := "jane.ps." + h.prefix + "@example.com"
 	pm := "ann.pm." + h.prefix + "@example.com"
@@ -180,7 +180,7 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
-		{Name: "postmark", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}}},
+		{Name: "postmark", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}},
 	}})
 	ctx := context.Background()
 	ann := "ann.runs." + h.prefix + "@example.com"
@@ -201,7 +201,7 @@ func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := domain.RefOf(old, domain.Route(h.cfg.SinksFor))
-	opts := acceptance.Options(ref, h.cfg.Temporal.TaskQueue)
+	opts := start.Options(ref, h.cfg.Temporal.TaskQueue)
 	runID := ref.Key()
 	if !strings.Contains(runID, ann) {
 		t.Fatalf("the prior workflow ID %q holds no address: the test loads the wrong thing", runID)

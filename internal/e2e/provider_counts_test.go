@@ -18,7 +18,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/workflows"
@@ -100,10 +99,10 @@ func (p *providerAPI) count(path string) int {
 // reconciledEndpoints are a Mailgun and a Postmark endpoint whose reconcile blocks point at api.
 func reconciledEndpoints(api *providerAPI) []config.Endpoint {
 	return []config.Endpoint{
-		{Name: "mg", Provider: "mailgun", Settings: provider.Settings{Secrets: []string{mailgunSigningKey}},
-			Reconcile: &providercounts.Settings{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: 50}},
-		{Name: "pm", Provider: "postmark", Settings: provider.Settings{Secrets: []string{"hook:correct-horse"}},
-			Reconcile: &providercounts.Settings{BaseURL: api.URL, ServerToken: "pm-server-token", Rate: 50}},
+		{Name: "mg", Provider: "mailgun", ProviderSettings: config.ProviderSettings{Secrets: []string{mailgunSigningKey}},
+			Reconcile: &config.Reconcile{BaseURL: api.URL, APIKey: "mg-api-key", Domain: "mg.example.com", Rate: 50}},
+		{Name: "pm", Provider: "postmark", ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}},
+			Reconcile: &config.Reconcile{BaseURL: api.URL, ServerToken: "pm-server-token", Rate: 50}},
 	}
 }
 

@@ -33,7 +33,7 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{
 		Name: "sendgrid", Provider: "sendgrid",
-		Settings: provider.Settings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}},
+		ProviderSettings: config.ProviderSettings{Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}},
 	}}})
 
 	// The same id string on both sides: Postscale's event id and message id, SendGrid's
@@ -94,8 +94,8 @@ func TestPostscaleAndSendGridSideBySide(t *testing.T) {
 func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 	t.Parallel()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	generic := &provider.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
-	settings := map[string]provider.Settings{
+	generic := &config.Generic{MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}
+	settings := map[string]config.ProviderSettings{
 		"postscale":         {Secrets: []string{"whsec_other"}},
 		"sendgrid":          {Secrets: []string{providertest.SendGridPublicKey(&key.PublicKey)}},
 		"mailgun":           {Secrets: []string{"mailgun-signing-key"}},
@@ -103,7 +103,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 		"ses":               {TopicARNs: []string{"arn:aws:sns:us-east-1:123456789012:ses-events"}},
 		"resend":            {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
 		"standard-webhooks": {Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Generic: generic},
-		"hmac": {Secrets: []string{"k"}, Generic: &provider.Generic{SignatureHeader: "X-Signature", AllowUnsignedReplay: true,
+		"hmac": {Secrets: []string{"k"}, Generic: &config.Generic{SignatureHeader: "X-Signature", AllowUnsignedReplay: true,
 			EventIDField: "id", MessageIDField: "data.id", StatusMap: map[string]string{"sent": "accepted"}}},
 	}
 	var endpoints []config.Endpoint
@@ -112,7 +112,7 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 		if !ok {
 			t.Fatalf("provider %q has no entry in this test", name)
 		}
-		endpoints = append(endpoints, config.Endpoint{Name: "ep-" + name, Provider: name, Settings: s})
+		endpoints = append(endpoints, config.Endpoint{Name: "ep-" + name, Provider: name, ProviderSettings: s})
 	}
 	h := newHarness(t, harnessOptions{endpoints: endpoints, noWorker: true})
 	body := `{"id":"evt_unsigned","type":"sent","data":{"id":"m1"},"Type":"Notification","TopicArn":"arn:aws:sns:us-east-1:123456789012:ses-events"}`
@@ -137,11 +137,11 @@ func TestEveryProviderRefusesUnsignedRequests(t *testing.T) {
 // dedupe against each other.
 func TestGenericEndpointsAreNamespacedByEndpoint(t *testing.T) {
 	t.Parallel()
-	g := &provider.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", AllowUnsignedReplay: true, EventIDField: "id",
+	g := &config.Generic{SignatureHeader: "X-Signature", SignaturePrefix: "sha256=", AllowUnsignedReplay: true, EventIDField: "id",
 		TypeField: "event", MessageIDField: "message.id", StatusMap: map[string]string{"delivered": "delivered"}}
 	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{
-		{Name: "acme", Provider: "hmac", Settings: provider.Settings{Secrets: []string{"acme-key"}, Generic: g}},
-		{Name: "globex", Provider: "hmac", Settings: provider.Settings{Secrets: []string{"globex-key"}, Generic: g}},
+		{Name: "acme", Provider: "hmac", ProviderSettings: config.ProviderSettings{Secrets: []string{"acme-key"}, Generic: g}},
+		{Name: "globex", Provider: "hmac", ProviderSettings: config.ProviderSettings{Secrets: []string{"globex-key"}, Generic: g}},
 	}})
 	evID, msgID := h.id("evt_generic"), h.id("msg_generic")
 	body := fmt.Sprintf(`{"id":%q,"event":"delivered","message":{"id":%q}}`, evID, msgID)
@@ -169,7 +169,7 @@ func TestSESCertificateUnreachableIsRetryable(t *testing.T) {
 	topic := "arn:aws:sns:us-east-1:123456789012:ses-events"
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "ses", Provider: "ses",
-		Settings: provider.Settings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`},
+		ProviderSettings: config.ProviderSettings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`},
 	}}})
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -202,7 +202,7 @@ func TestAllowCIDRsAppliesToEveryProvider(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{noWorker: true, endpoints: []config.Endpoint{{
 		Name: "fenced", Provider: "postscale",
-		Settings: provider.Settings{Secrets: []string{webhookSecret}, AllowCIDRs: []string{"192.0.2.0/24"}},
+		ProviderSettings: config.ProviderSettings{Secrets: []string{webhookSecret}, AllowCIDRs: []string{"192.0.2.0/24"}},
 	}}})
 	body := h.envelope(h.id("evt_fenced"), "email.sent", h.id("msg_fenced"), time.Now(), "")
 	if code, _ := h.do(signedRequest(t, h.api.URL+"/webhooks/fenced", body)); code != http.StatusUnauthorized {

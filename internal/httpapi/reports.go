@@ -9,9 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -83,7 +83,7 @@ func (s *Server) replay(c *gin.Context) {
 		s.fail(c, refuse(kindConflict, "the inbound email's body was removed once it was notified (retention.inbound_bodies); it cannot be replayed"))
 	case err != nil:
 		level := s.Log.ErrorContext
-		if errors.Is(err, acceptance.ErrUnavailable) {
+		if errors.Is(err, start.ErrUnavailable) {
 			level = s.Log.WarnContext
 		}
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)

@@ -15,8 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -44,13 +44,13 @@ type Service struct {
 	// Starter is the process's one starter: a redrive starts an event exactly as the webhook
 	// handler does (routing by the current sinks, workflow ID provider:event_id), a replay under
 	// its own ID.
-	Starter *acceptance.Starter
+	Starter *start.Starter
 	Log     *slog.Logger
 	Now     func() time.Time
 }
 
 // New builds the service from the process's config.
-func New(st Store, c client.Client, starter *acceptance.Starter, log *slog.Logger) *Service {
+func New(st Store, c client.Client, starter *start.Starter, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -108,7 +108,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 			switch {
 			case err != nil:
 				o.Outcome, o.Error = domain.RedriveFailed, err.Error()
-			case st == acceptance.AlreadyStarted:
+			case st == start.AlreadyStarted:
 				o.Outcome = domain.RedriveRunning
 			default:
 				o.Outcome = domain.RedriveStarted
@@ -159,7 +159,7 @@ func replayPrefix(provider, eventID string) string { return provider + ":" + eve
 // got a notification of it are not sent it again; with renotify every subscribed sink is sent
 // it once more, under NotificationID(provider, event_id+":replay:"+n, sink, type). actor says
 // who asked (the admin token's name, or cli:<user>). Errors wrap store.ErrNotFound or
-// store.ErrNotNormalized (with ErrCannotReplay), or acceptance.ErrUnavailable.
+// store.ErrNotNormalized (with ErrCannotReplay), or start.ErrUnavailable.
 func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
 	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -180,7 +180,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		}
 		id := ReplayWorkflowID(provider, eventID, n)
 		runID, st, err := s.Starter.StartReplay(ctx, *rec.Event, id, n, renotify)
-		if err == nil && st == acceptance.Started {
+		if err == nil && st == start.Started {
 			s.Log.Info("replay started", "actor", actor, "provider", provider, "event_id", eventID,
 				"replay", n, "renotify", renotify, "workflow_id", id)
 			return ReplayResult{Provider: provider, EventID: eventID, Replay: n, WorkflowID: id,
@@ -197,7 +197,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		cancelDel()
 		return ReplayResult{}, fmt.Errorf("start replay: %w", err)
 	}
-	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", acceptance.ErrUnavailable, provider, eventID)
+	return ReplayResult{}, fmt.Errorf("%w: replay %s:%s: five replay numbers in a row were taken", start.ErrUnavailable, provider, eventID)
 }
 
 // Wait waits up to timeout for a started replay to finish and fills its Result. It reports

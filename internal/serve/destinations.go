@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
@@ -31,11 +32,11 @@ func OpenDestinations(ctx context.Context, cfg config.Config, s *Service) (map[s
 		case config.KindHTTP:
 			continue
 		case config.KindNATS:
-			d, err = natssink.Open(ctx, sk, timeout, s.Log)
+			d, err = natssink.Open(ctx, natsOptions(sk, timeout), s.Log)
 		case config.KindRabbitMQ:
-			d, err = amqpsink.Open(ctx, sk, timeout, s.Log)
+			d, err = amqpsink.Open(ctx, rabbitMQOptions(sk, timeout), s.Log)
 		case config.KindKafka:
-			d, err = kafkasink.Open(sk, timeout)
+			d, err = kafkasink.Open(kafkaOptions(sk, timeout))
 		default:
 			err = fmt.Errorf("sink %s: unknown kind %q", sk.Name, sk.Kind)
 		}
@@ -46,6 +47,27 @@ func OpenDestinations(ctx context.Context, cfg config.Config, s *Service) (map[s
 		out[sk.Name] = d
 	}
 	return out, nil
+}
+
+// natsOptions, rabbitMQOptions and kafkaOptions are a broker sink's config as its package takes
+// it (validated with the config: the block of the sink's kind is set). timeout bounds one send.
+func natsOptions(sk config.Sink, timeout time.Duration) natssink.Options {
+	n := sk.NATS
+	return natssink.Options{Name: sk.Name, Secret: sk.Secret, URL: n.URL, Subject: n.Subject, Stream: n.Stream,
+		CreateStream: n.CreateStream, DuplicateWindow: n.DuplicateWindow, CredsFile: n.CredsFile, Token: n.Token,
+		User: n.User, Password: n.Password, Timeout: timeout}
+}
+
+func rabbitMQOptions(sk config.Sink, timeout time.Duration) amqpsink.Options {
+	r := sk.RabbitMQ
+	return amqpsink.Options{Name: sk.Name, Secret: sk.Secret, URL: r.URL, Exchange: r.Exchange, RoutingKey: r.RoutingKey,
+		Declare: r.Declare, ExchangeType: r.ExchangeType, Timeout: timeout}
+}
+
+func kafkaOptions(sk config.Sink, timeout time.Duration) kafkasink.Options {
+	k := sk.Kafka
+	return kafkasink.Options{Name: sk.Name, Secret: sk.Secret, Brokers: k.Brokers, Topic: k.Topic, TLS: k.TLS,
+		SASLMechanism: k.SASL.Mechanism, SASLUser: k.SASL.User, SASLPassword: k.SASL.Password, Timeout: timeout}
 }
 
 // Destinations opens the broker sinks' publishers once per process, for every worker it builds.

@@ -31,6 +31,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/providercounts"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
 	"github.com/mailhook/mailhook/internal/telemetry"
@@ -55,6 +56,9 @@ type Service struct {
 	Log      *slog.Logger
 	// Metrics may be nil (no /metrics, nothing counted).
 	Metrics *metrics.Metrics
+	// Outbound is the client the provider adapters make their own calls with (SNS certificates
+	// and subscription confirmations); nil: one with a 10 s timeout.
+	Outbound *http.Client
 
 	closeMetrics func()
 	// Built once (acceptOnce): RunAcceptance, in its own goroutine, and HTTPServer both ask for
@@ -73,7 +77,7 @@ type Service struct {
 // client (Options.WorkflowDeleter) is the caller's to add.
 func StoreOptions(cfg config.Config) (store.Options, error) {
 	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
-	hasher, err := cfg.Erasure.Hasher()
+	hasher, err := ErasureHasher(cfg.Erasure)
 	if err != nil {
 		return store.Options{}, err
 	}
@@ -86,6 +90,9 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 		SessionURL:        cfg.Database.ListenURL,
 		// 0 is "as soon as its notifications are sent"; a longer period is the retention run's.
 		StripBodiesWhenProcessed: cfg.Retention.InboundBodiesOr().Duration() == 0,
+		// Spans for the queries made inside a traced request or activity, when tracing is on
+		// (telemetry.Setup or Install ran before); nil otherwise.
+		Tracer: telemetry.PgxTracer(),
 	}, nil
 }
 
@@ -147,12 +154,13 @@ func (s *Service) Close() {
 // HTTPServer builds the webhook and API handlers.
 func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	eps := map[string]httpapi.Endpoint{}
-	outbound := &http.Client{Timeout: 10 * time.Second}
+	outbound := s.Outbound
+	if outbound == nil {
+		outbound = &http.Client{Timeout: 10 * time.Second}
+	}
 	for _, e := range s.Config.Endpoints {
-		settings := e.Settings
-		if settings.HTTPClient == nil {
-			settings.HTTPClient = outbound
-		}
+		settings := ProviderSettings(e)
+		settings.HTTPClient = outbound
 		a, err := provider.New(e.Provider, settings)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
@@ -210,8 +218,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 
 // starter starts ProcessEvent from this process's config; the handoff, the relay and the
 // redrive start the same way.
-func (s *Service) starter() *acceptance.Starter {
-	return &acceptance.Starter{
+func (s *Service) starter() *start.Starter {
+	return &start.Starter{
 		Client: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue,
 		Timeout: s.Config.Temporal.StartTimeout, Routing: domain.Route(s.Config.SinksFor), Eager: s.Config.Temporal.EagerStart,
 	}
@@ -366,12 +374,13 @@ func (s *Service) providerEndpoints() map[string]activities.ProviderEndpoint {
 		if e.Reconcile == nil {
 			continue
 		}
-		c, err := providercounts.New(e.Provider, *e.Reconcile)
+		settings := CountsSettings(*e.Reconcile)
+		c, err := providercounts.New(e.Provider, settings)
 		if err != nil {
 			s.Log.Error("provider counts disabled for endpoint", "endpoint", e.Name, "error", err)
 			continue
 		}
-		ep := activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: *e.Reconcile}
+		ep := activities.ProviderEndpoint{Namespace: provider.EventNamespace(e.Provider, e.Name), Counter: c, Settings: settings}
 		if e.Reconcile.Backfill {
 			ep.Backfill = s.backfillJob(e)
 		}
@@ -398,14 +407,14 @@ func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slo
 	if e.Reconcile == nil {
 		return nil, fmt.Errorf("endpoint %q has no reconcile block", e.Name)
 	}
-	parser, err := provider.New(e.Provider, e.Settings)
+	parser, err := provider.New(e.Provider, ProviderSettings(e))
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 	}
 	acc := acceptance.NewAcceptor(st, log)
 	acc.Timeout = cfg.Acceptance.InsertTimeout
 	return &backfill.Job{Endpoint: e.Name, Provider: e.Provider, Namespace: provider.EventNamespace(e.Provider, e.Name),
-		Settings: *e.Reconcile, Parser: parser, Acceptor: acc, Progress: st, Log: log.With("component", "backfill")}, nil
+		Settings: CountsSettings(*e.Reconcile), Parser: parser, Acceptor: BackfillAcceptor(acc), Progress: BackfillProgress(st), Log: log.With("component", "backfill")}, nil
 }
 
 // RegisterGauges exposes the gauges read from the database at scrape time.
@@ -561,7 +570,7 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	}
 	// Tracing (telemetry.*, OTEL_*), when configured, before anything is instrumented; flushed
 	// last, after the worker and the connections have stopped.
-	stopTracing, err := telemetry.Setup(ctx, cfg.Telemetry, log)
+	stopTracing, err := telemetry.Setup(ctx, telemetry.Options{OTLPEndpoint: cfg.Telemetry.OTLPEndpoint}, log)
 	if err != nil {
 		return err
 	}

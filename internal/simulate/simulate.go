@@ -18,7 +18,6 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/provider/postscale"
 	"github.com/mailhook/mailhook/internal/signature"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Options says where to send and how to sign.
@@ -137,21 +136,38 @@ func post(ctx context.Context, o Options, url string, body []byte) (int, []byte,
 	return resp.StatusCode, b, nil
 }
 
-func getMessage(ctx context.Context, c *http.Client, url, token string) (store.Message, error) {
+// message is what the simulator reads of GET /v1/messages/{provider}/{message_id}: it is a
+// client of the API, as a user's script would be, so it reads the JSON the API documents
+// (internal/httpapi/openapi.json), not the store's types.
+type message struct {
+	MessageID  string `json:"message_id"`
+	Status     string `json:"status"`
+	BounceType string `json:"bounce_type"`
+	Version    int64  `json:"version"`
+	Opens      int64  `json:"opens"`
+	Events     []struct {
+		Type    string `json:"type"`
+		Status  string `json:"status"`
+		Outcome string `json:"outcome"`
+		Moved   bool   `json:"moved"`
+	} `json:"events"`
+}
+
+func getMessage(ctx context.Context, c *http.Client, url, token string) (message, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return store.Message{}, err
+		return message{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
-		return store.Message{}, err
+		return message{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return store.Message{}, fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+		return message{}, fmt.Errorf("GET %s: %d", url, resp.StatusCode)
 	}
-	var m store.Message
+	var m message
 	return m, json.NewDecoder(resp.Body).Decode(&m)
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/suppression"
-	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
 // DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
@@ -84,6 +83,9 @@ type Options struct {
 	// address (runs of events that versions before 2026-12-02 keyed by it: keys_legacy.go in
 	// internal/erasure); nil: they stay until the namespace's retention removes them.
 	WorkflowDeleter WorkflowDeleter
+	// Tracer, when set, traces the pool's queries (telemetry.PgxTracer, set by the process when
+	// tracing is on); nil: no tracing. The store knows nothing of how spans are made or exported.
+	Tracer pgx.QueryTracer
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
@@ -102,8 +104,8 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 		// for a connection, not for PostgreSQL. pool_max_conns in the URL overrides this.
 		cfg.MaxConns = DefaultMaxConns
 	}
-	if t := telemetry.PgxTracer(); t != nil {
-		cfg.ConnConfig.Tracer = t // spans inside a traced request or activity (tracing on only)
+	if o.Tracer != nil {
+		cfg.ConnConfig.Tracer = o.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -30,7 +30,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mailhook/mailhook/internal/buildinfo"
-	"github.com/mailhook/mailhook/internal/config"
 )
 
 // ServiceName is the service.name of mailhook's spans unless OTEL_SERVICE_NAME (or
@@ -45,6 +44,15 @@ const (
 	envSDKDisabled    = "OTEL_SDK_DISABLED"
 )
 
+// Options are what the process says about tracing (config telemetry.*, converted where the
+// process is wired): telemetry reads no config of its own beyond the standard OTEL_* variables.
+type Options struct {
+	// OTLPEndpoint is the collector's OTLP/gRPC address as a URL (http://host:4317, plaintext,
+	// or https://host:4317, TLS); it takes precedence over OTEL_EXPORTER_OTLP_ENDPOINT. Empty:
+	// the OTEL_* variables decide.
+	OTLPEndpoint string
+}
+
 // active is set while an SDK TracerProvider is installed (Install): the instrumentation
 // constructors check it, so with tracing off nothing is wrapped.
 var active atomic.Bool
@@ -52,13 +60,13 @@ var active atomic.Bool
 // Active reports whether tracing is on in this process.
 func Active() bool { return active.Load() }
 
-// Enabled reports whether the configuration turns tracing on: telemetry.otlp_endpoint, or one
+// Enabled reports whether the options turn tracing on: an OTLPEndpoint, or one
 // of OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp
 // (the SDK's default collector, localhost:4317). OTEL_SDK_DISABLED=true and
 // OTEL_TRACES_EXPORTER=none turn it off whatever else is set. The other OTEL_* variables
 // (service name, sampler, headers, …) only tune tracing that is on: set alone, they would send
 // spans to a localhost collector that is usually not there.
-func Enabled(cfg config.Telemetry) bool {
+func Enabled(o Options) bool {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(envSDKDisabled)), "true") {
 		return false
 	}
@@ -68,24 +76,24 @@ func Enabled(cfg config.Telemetry) bool {
 	case "otlp":
 		return true
 	}
-	return cfg.OTLPEndpoint != "" || os.Getenv(envEndpoint) != "" || os.Getenv(envTracesEndpoint) != ""
+	return o.OTLPEndpoint != "" || os.Getenv(envEndpoint) != "" || os.Getenv(envTracesEndpoint) != ""
 }
 
-// Setup turns tracing on when the configuration says so (Enabled) and returns the function that
+// Setup turns tracing on when the options say so (Enabled) and returns the function that
 // flushes and stops it; call that after the process's work has stopped. When tracing is off it
 // installs nothing and shutdown does nothing. The exporter connects lazily: an unreachable
 // collector costs dropped spans, logged as warnings on log, never start-up.
-func Setup(ctx context.Context, cfg config.Telemetry, log *slog.Logger) (shutdown func(context.Context) error, err error) {
+func Setup(ctx context.Context, o Options, log *slog.Logger) (shutdown func(context.Context) error, err error) {
 	nothing := func(context.Context) error { return nil }
-	if !Enabled(cfg) {
+	if !Enabled(o) {
 		return nothing, nil
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "error", err) }))
 	var opts []otlptracegrpc.Option
-	if cfg.OTLPEndpoint != "" {
+	if o.OTLPEndpoint != "" {
 		// http:// is plaintext, https:// TLS; OTEL_EXPORTER_OTLP_HEADERS and the other
 		// exporter variables still apply.
-		opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint))
+		opts = append(opts, otlptracegrpc.WithEndpointURL(o.OTLPEndpoint))
 	}
 	exp, err := otlptracegrpc.New(ctx, opts...)
 	if err != nil {
@@ -101,8 +109,8 @@ func Setup(ctx context.Context, cfg config.Telemetry, log *slog.Logger) (shutdow
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	restore := Install(tp)
 	endpoint := "from OTEL_EXPORTER_OTLP_*"
-	if cfg.OTLPEndpoint != "" {
-		endpoint = cfg.OTLPEndpoint // validated: scheme://host:port, nothing secret
+	if o.OTLPEndpoint != "" {
+		endpoint = o.OTLPEndpoint // validated with the config: scheme://host:port, nothing secret
 	}
 	log.Info("tracing on: exporting spans over OTLP/gRPC", "endpoint", endpoint)
 	return func(ctx context.Context) error {

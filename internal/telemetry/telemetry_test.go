@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -23,19 +22,19 @@ func TestEnabledOnlyWithAnEndpoint(t *testing.T) {
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER"} {
 		t.Setenv(v, "")
 	}
-	withEndpoint := config.Telemetry{OTLPEndpoint: "http://collector:4317"}
+	withEndpoint := telemetry.Options{OTLPEndpoint: "http://collector:4317"}
 	cases := []struct {
 		name string
 		env  map[string]string
-		cfg  config.Telemetry
+		cfg  telemetry.Options
 		want bool
 	}{
-		{"nothing", nil, config.Telemetry{}, false},
-		{"sampler and service name alone", map[string]string{"OTEL_SERVICE_NAME": "x", "OTEL_TRACES_SAMPLER": "always_on"}, config.Telemetry{}, false},
+		{"nothing", nil, telemetry.Options{}, false},
+		{"sampler and service name alone", map[string]string{"OTEL_SERVICE_NAME": "x", "OTEL_TRACES_SAMPLER": "always_on"}, telemetry.Options{}, false},
 		{"config endpoint", nil, withEndpoint, true},
-		{"env endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, config.Telemetry{}, true},
-		{"env traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4317"}, config.Telemetry{}, true},
-		{"exporter otlp", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, config.Telemetry{}, true},
+		{"env endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, telemetry.Options{}, true},
+		{"env traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4317"}, telemetry.Options{}, true},
+		{"exporter otlp", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, telemetry.Options{}, true},
 		{"exporter none wins", map[string]string{"OTEL_TRACES_EXPORTER": "none"}, withEndpoint, false},
 		{"sdk disabled wins", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, withEndpoint, false},
 	}
@@ -55,7 +54,7 @@ func TestSetupOffInstallsNothing(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
-	shutdown, err := telemetry.Setup(context.Background(), config.Telemetry{}, slog.Default())
+	shutdown, err := telemetry.Setup(context.Background(), telemetry.Options{}, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func TestSetupOffInstallsNothing(t *testing.T) {
 
 func TestSetupOnWithAnEndpoint(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "")
-	shutdown, err := telemetry.Setup(context.Background(), config.Telemetry{OTLPEndpoint: "http://127.0.0.1:1"}, slog.Default())
+	shutdown, err := telemetry.Setup(context.Background(), telemetry.Options{OTLPEndpoint: "http://127.0.0.1:1"}, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -414,7 +414,7 @@ var (
 	messageIDKey = temporal.NewSearchAttributeKeyKeyword("MessageID")
 )
 
-// startOptions mirror acceptance.Options: the same reuse policy, error on a taken ID, three keyword
+// startOptions mirror start.Options: the same reuse policy, error on a taken ID, three keyword
 // search attributes and a static summary.
 func (o *Options) startOptions(run string, n int) client.StartWorkflowOptions {
 	msg := fmt.Sprintf("msg_baseline_%s_%d", run, n)

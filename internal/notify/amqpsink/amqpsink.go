@@ -15,15 +15,32 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 )
+
+// Options are one rabbitmq sink's settings: config sinks[] of kind rabbitmq, converted where the
+// process is wired (serve.OpenDestinations).
+type Options struct {
+	// Name is the sink's: the connection's name and the log lines'.
+	Name string
+	// Secret signs each message's webhook-signature header; empty: no signature.
+	Secret string
+	// URL is amqp://user:password@host:5672/vhost (amqps:// for TLS).
+	URL        string
+	Exchange   string
+	RoutingKey string
+	// Declare declares the exchange (durable, of ExchangeType, default topic) on each dial.
+	Declare      bool
+	ExchangeType string
+	// Timeout bounds one Send or SendBatch (notify.attempt_timeout); 0: notify.DefaultTimeout.
+	Timeout time.Duration
+}
 
 // Sink publishes one sink's notifications over one connection and channel, opened on first
 // use and again after either is lost.
 type Sink struct {
 	name    string
-	cfg     config.RabbitMQSink
+	cfg     Options
 	secret  string
 	timeout time.Duration
 	log     *slog.Logger
@@ -38,14 +55,15 @@ type Sink struct {
 }
 
 // Open dials once to report a broker that is down or an exchange that cannot be declared; either
-// makes a failing sink, never a process that cannot start. timeout bounds one Send or SendBatch.
-func Open(ctx context.Context, s config.Sink, timeout time.Duration, log *slog.Logger) (*Sink, error) {
+// makes a failing sink, never a process that cannot start.
+func Open(ctx context.Context, o Options, log *slog.Logger) (*Sink, error) {
+	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = notify.DefaultTimeout
 	}
-	sk := &Sink{name: s.Name, cfg: *s.RabbitMQ, secret: s.Secret, timeout: timeout, log: log, returned: map[string]string{}}
+	sk := &Sink{name: o.Name, cfg: o, secret: o.Secret, timeout: timeout, log: log, returned: map[string]string{}}
 	if _, err := sk.channel(); err != nil {
-		log.Warn("rabbitmq sink not ready at start: its notifications park until it is", "sink", s.Name, "error", err)
+		log.Warn("rabbitmq sink not ready at start: its notifications park until it is", "sink", o.Name, "error", err)
 	}
 	return sk, nil
 }

@@ -11,7 +11,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/amqpsink"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -22,20 +21,24 @@ const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 var now = time.Unix(1700000000, 0)
 
-func sinkConfig(url string, declare bool) config.Sink {
-	return config.Sink{Name: "queue", Kind: config.KindRabbitMQ, Secret: secret, RabbitMQ: &config.RabbitMQSink{
-		URL: url, Exchange: "mailhook", RoutingKey: "events", Declare: declare,
-	}}
+func sinkConfig(url string, declare bool) amqpsink.Options {
+	return amqpsink.Options{Name: "queue", Secret: secret, URL: url, Exchange: "mailhook", RoutingKey: "events", Declare: declare}
 }
 
-func open(t *testing.T, cfg config.Sink) *amqpsink.Sink {
+func open(t *testing.T, cfg amqpsink.Options) *amqpsink.Sink {
 	t.Helper()
-	s, err := amqpsink.Open(context.Background(), cfg, 10*time.Second, testenv.Logger())
+	cfg.Timeout = 10 * time.Second
+	s, err := amqpsink.Open(context.Background(), cfg, testenv.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+func withTimeout(o amqpsink.Options, d time.Duration) amqpsink.Options {
+	o.Timeout = d
+	return o
 }
 
 // bindQueue is the consumer's side: a durable queue bound to the exchange (declared here too,
@@ -188,7 +191,7 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 func BenchmarkSendBatch(b *testing.B) {
 	url := testenv.RabbitMQVhost(b)
 	ch := bindQueue(b, url)
-	s, err := amqpsink.Open(context.Background(), sinkConfig(url, false), 30*time.Second, testenv.Logger())
+	s, err := amqpsink.Open(context.Background(), withTimeout(sinkConfig(url, false), 30*time.Second), testenv.Logger())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func BenchmarkSendBatchParallel(b *testing.B) {
 			ch := bindQueue(b, url)
 			var sinks []*amqpsink.Sink
 			for range k {
-				s, err := amqpsink.Open(context.Background(), sinkConfig(url, false), 30*time.Second, testenv.Logger())
+				s, err := amqpsink.Open(context.Background(), withTimeout(sinkConfig(url, false), 30*time.Second), testenv.Logger())
 				if err != nil {
 					b.Fatal(err)
 				}

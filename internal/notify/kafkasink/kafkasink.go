@@ -19,9 +19,26 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 )
+
+// Options are one kafka sink's settings: config sinks[] of kind kafka, converted where the
+// process is wired (serve.OpenDestinations).
+type Options struct {
+	// Name is the sink's, for errors.
+	Name string
+	// Secret signs each record's webhook-signature header; empty: no signature.
+	Secret  string
+	Brokers []string
+	Topic   string
+	TLS     bool
+	// SASLMechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty: no SASL.
+	SASLMechanism string
+	SASLUser      string
+	SASLPassword  string
+	// Timeout bounds one Send or SendBatch (notify.attempt_timeout); 0: notify.DefaultTimeout.
+	Timeout time.Duration
+}
 
 // Sink produces one sink's notifications.
 type Sink struct {
@@ -33,8 +50,8 @@ type Sink struct {
 
 // Open makes the client; it connects on first use, so brokers that are down at start make a
 // failing sink. extra is for tests (kfake's client options).
-func Open(s config.Sink, timeout time.Duration, extra ...kgo.Opt) (*Sink, error) {
-	k := s.Kafka
+func Open(k Options, extra ...kgo.Opt) (*Sink, error) {
+	timeout := k.Timeout
 	if timeout <= 0 {
 		timeout = notify.DefaultTimeout
 	}
@@ -49,19 +66,19 @@ func Open(s config.Sink, timeout time.Duration, extra ...kgo.Opt) (*Sink, error)
 	if k.TLS {
 		opts = append(opts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
 	}
-	switch strings.ToUpper(k.SASL.Mechanism) {
+	switch strings.ToUpper(k.SASLMechanism) {
 	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsMechanism()))
+		opts = append(opts, kgo.SASL(plain.Auth{User: k.SASLUser, Pass: k.SASLPassword}.AsMechanism()))
 	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsSha256Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASLUser, Pass: k.SASLPassword}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.User, Pass: k.SASL.Password}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: k.SASLUser, Pass: k.SASLPassword}.AsSha512Mechanism()))
 	}
 	client, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: kafka client: %w", s.Name, err)
+		return nil, fmt.Errorf("sink %s: kafka client: %w", k.Name, err)
 	}
-	return &Sink{topic: k.Topic, secret: s.Secret, timeout: timeout, client: client}, nil
+	return &Sink{topic: k.Topic, secret: k.Secret, timeout: timeout, client: client}, nil
 }
 
 // Send produces one record and waits for its ack.

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/kafkasink"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -40,8 +39,7 @@ func cluster(t *testing.T) *kfake.Cluster {
 
 func open(t *testing.T, brokers []string, timeout time.Duration) *kafkasink.Sink {
 	t.Helper()
-	s, err := kafkasink.Open(config.Sink{Name: "stream", Kind: config.KindKafka, Secret: secret,
-		Kafka: &config.KafkaSink{Brokers: brokers, Topic: topic}}, timeout)
+	s, err := kafkasink.Open(kafkasink.Options{Name: "stream", Secret: secret, Brokers: brokers, Topic: topic, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

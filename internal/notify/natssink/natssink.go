@@ -15,17 +15,41 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 )
 
 // DefaultDuplicateWindow is JetStream's own default, used when mailhook creates the stream.
 const DefaultDuplicateWindow = 2 * time.Minute
 
+// Options are one nats sink's settings: config sinks[] of kind nats, converted where the
+// process is wired (serve.OpenDestinations).
+type Options struct {
+	// Name is the sink's: the connection's name and the log lines'.
+	Name string
+	// Secret signs each message's webhook-signature header; empty: no signature.
+	Secret string
+	// URL is the server (or a comma-separated list), nats://host:4222; credentials may sit in it
+	// or in CredsFile, Token or User and Password.
+	URL     string
+	Subject string
+	// Stream is the JetStream stream that must capture Subject; with CreateStream it is created
+	// (subjects [Subject], file storage, DuplicateWindow) when it does not exist.
+	Stream       string
+	CreateStream bool
+	// DuplicateWindow is the created stream's dedupe window; 0: DefaultDuplicateWindow.
+	DuplicateWindow time.Duration
+	CredsFile       string
+	Token           string
+	User            string
+	Password        string
+	// Timeout bounds one Send or SendBatch (notify.attempt_timeout); 0: notify.DefaultTimeout.
+	Timeout time.Duration
+}
+
 // Sink publishes one sink's notifications.
 type Sink struct {
 	name    string
-	cfg     config.NATSSink
+	cfg     Options
 	secret  string
 	timeout time.Duration
 	log     *slog.Logger
@@ -37,12 +61,10 @@ type Sink struct {
 }
 
 // Open connects in the background: a server that is down at start makes a failing sink, whose
-// notifications park until it is back, never a process that cannot start. timeout bounds one
-// Send or SendBatch (notify.attempt_timeout).
-func Open(ctx context.Context, s config.Sink, timeout time.Duration, log *slog.Logger) (*Sink, error) {
-	c := s.NATS
+// notifications park until it is back, never a process that cannot start.
+func Open(ctx context.Context, c Options, log *slog.Logger) (*Sink, error) {
 	opts := []nats.Option{
-		nats.Name("mailhook sink " + s.Name),
+		nats.Name("mailhook sink " + c.Name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
@@ -60,22 +82,23 @@ func Open(ctx context.Context, s config.Sink, timeout time.Duration, log *slog.L
 	}
 	nc, err := nats.Connect(c.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: nats: %w", s.Name, err)
+		return nil, fmt.Errorf("sink %s: nats: %w", c.Name, err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("sink %s: jetstream: %w", s.Name, err)
+		return nil, fmt.Errorf("sink %s: jetstream: %w", c.Name, err)
 	}
+	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = notify.DefaultTimeout
 	}
-	sk := &Sink{name: s.Name, cfg: *c, secret: s.Secret, timeout: timeout, log: log, nc: nc, js: js}
+	sk := &Sink{name: c.Name, cfg: c, secret: c.Secret, timeout: timeout, log: log, nc: nc, js: js}
 	nc.SetReconnectHandler(func(*nats.Conn) { sk.recheck() })
 	check, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := sk.ensureStream(check); err != nil {
-		log.Warn("nats sink not ready at start: its notifications park until it is", "sink", s.Name, "error", err)
+		log.Warn("nats sink not ready at start: its notifications park until it is", "sink", c.Name, "error", err)
 	}
 	return sk, nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/natssink"
 	"github.com/mailhook/mailhook/internal/signature"
@@ -22,15 +21,14 @@ const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 var now = time.Unix(1700000000, 0)
 
-func sinkConfig(url, stream string, create bool) config.Sink {
-	return config.Sink{Name: "bus", Kind: config.KindNATS, Secret: secret, NATS: &config.NATSSink{
-		URL: url, Subject: "mailhook.test." + stream, Stream: stream, CreateStream: create,
-	}}
+func sinkConfig(url, stream string, create bool) natssink.Options {
+	return natssink.Options{Name: "bus", Secret: secret, URL: url, Subject: "mailhook.test." + stream, Stream: stream, CreateStream: create,
+		Timeout: 5 * time.Second}
 }
 
-func open(t *testing.T, cfg config.Sink) *natssink.Sink {
+func open(t *testing.T, cfg natssink.Options) *natssink.Sink {
 	t.Helper()
-	s, err := natssink.Open(context.Background(), cfg, 5*time.Second, testenv.Logger())
+	s, err := natssink.Open(context.Background(), cfg, testenv.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +142,7 @@ func TestMissingStreamIsAFailingSinkUntilItExists(t *testing.T) {
 	nc, _ := nats.Connect(url)
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{cfg.NATS.Subject}}); err != nil {
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{cfg.Subject}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Send(context.Background(), notify.Message{ID: "ntf_1", Body: []byte(`{}`)}, now); err != nil {

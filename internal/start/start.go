@@ -1,4 +1,10 @@
-package acceptance
+// Package start starts the workflow of an event: a webhook's (Start), one accepted while
+// PostgreSQL was down (StartAccepted) and an operator's replay (StartReplay). Every start of an
+// event goes through its one Starter, and how a start can end is said here once (Status,
+// ErrRefused, ErrUnavailable, ErrTooLarge): acceptance's handoff and relay, the redrive and
+// the replay (internal/reconcile) all start this way. It knows Temporal and the start
+// vocabulary of internal/domain, and nothing of PostgreSQL.
+package start
 
 import (
 	"context"
@@ -25,12 +31,12 @@ var (
 	MessageIDKey = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttributeMessageID)
 )
 
-// StartStatus is how one start of an event's workflow ended.
-type StartStatus string
+// Status is how one start of an event's workflow ended.
+type Status string
 
 const (
-	Started        StartStatus = "accepted"
-	AlreadyStarted StartStatus = "duplicate"
+	Started        Status = "accepted"
+	AlreadyStarted Status = "duplicate"
 )
 
 // ErrUnavailable wraps a start that may succeed if retried (Temporal down, overloaded, slow).
@@ -42,13 +48,13 @@ var ErrUnavailable = errors.New("temporal unavailable")
 var ErrRefused = errors.New("temporal refused the start")
 
 // ErrTooLarge wraps a start through Temporal refused before it was tried: the event is larger
-// than a workflow input may carry (acceptance.through_temporal.max_event_bytes).
+// than a workflow input may carry (config acceptance.through_temporal.max_event_bytes).
 var ErrTooLarge = errors.New("the event is too large for a workflow input")
 
 // EventStarter starts one recorded event's workflow (Starter, or a test's). A second start of the
 // same event reports AlreadyStarted, never an error; a failure wraps ErrRefused or ErrUnavailable.
 type EventStarter interface {
-	Start(ctx context.Context, ev domain.Event) (StartStatus, error)
+	Start(ctx context.Context, ev domain.Event) (Status, error)
 }
 
 // AcceptStarter starts the workflow of an event PostgreSQL could not take, with the event in the
@@ -56,7 +62,7 @@ type EventStarter interface {
 // the event is known already (its run exists or completed). A failure wraps ErrRefused,
 // ErrUnavailable or ErrTooLarge.
 type AcceptStarter interface {
-	StartAccepted(ctx context.Context, ev domain.Event) (StartStatus, error)
+	StartAccepted(ctx context.Context, ev domain.Event) (Status, error)
 }
 
 // Starter starts the workflows of events: a webhook's (Start), one accepted while PostgreSQL was
@@ -75,7 +81,7 @@ type Starter struct {
 	// this process (the same client) with the start's answer, saving a poll round trip. It
 	// only takes effect where the process runs a worker on the task queue.
 	Eager bool
-	// MaxAcceptedBytes bounds the input of StartAccepted (acceptance.through_temporal.max_event_bytes):
+	// MaxAcceptedBytes bounds the input of StartAccepted (config acceptance.through_temporal.max_event_bytes):
 	// larger events are refused with ErrTooLarge before Temporal is asked.
 	MaxAcceptedBytes int
 }
@@ -105,14 +111,14 @@ func Options(ref domain.EventRef, taskQueue string) client.StartWorkflowOptions 
 
 // Start starts the event's workflow and reports accepted or duplicate. A failure wraps
 // ErrRefused when retrying cannot help, else ErrUnavailable: the workflow ID makes a retry safe.
-func (s *Starter) Start(ctx context.Context, ev domain.Event) (StartStatus, error) {
+func (s *Starter) Start(ctx context.Context, ev domain.Event) (Status, error) {
 	return s.start(ctx, domain.RefOf(ev, s.Routing), s.Eager)
 }
 
 // StartAccepted starts the workflow of an event PostgreSQL could not take, with the event in
 // its input (AcceptStarter). No eager start: the run's first step waits for PostgreSQL,
 // and a workflow task held by this process would only wait with it.
-func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (StartStatus, error) {
+func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (Status, error) {
 	ref := domain.RefOf(ev, s.Routing)
 	ref.Accepted = &domain.AcceptedEvent{Event: ev, PriorEventID: ev.PriorEventID}
 	if s.MaxAcceptedBytes > 0 {
@@ -130,7 +136,7 @@ func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (StartStat
 // StartReplay starts the operator's replay number n of a recorded event under workflowID (its own
 // ID, never reused): it runs every step again, and with renotify keys its notifications anew
 // (domain.EventRef.Replay). AlreadyStarted means that replay number is taken.
-func (s *Starter) StartReplay(ctx context.Context, ev domain.Event, workflowID string, n int, renotify bool) (runID string, st StartStatus, err error) {
+func (s *Starter) StartReplay(ctx context.Context, ev domain.Event, workflowID string, n int, renotify bool) (runID string, st Status, err error) {
 	ref := domain.RefOf(ev, s.Routing)
 	ref.Replay, ref.Renotify = n, renotify
 	opts := Options(ref, s.TaskQueue)
@@ -140,14 +146,14 @@ func (s *Starter) StartReplay(ctx context.Context, ev domain.Event, workflowID s
 	return s.run(ctx, opts, ref)
 }
 
-func (s *Starter) start(ctx context.Context, ref domain.EventRef, eager bool) (StartStatus, error) {
+func (s *Starter) start(ctx context.Context, ref domain.EventRef, eager bool) (Status, error) {
 	opts := Options(ref, s.TaskQueue)
 	opts.EnableEagerStart = eager
 	_, st, err := s.run(ctx, opts, ref)
 	return st, err
 }
 
-func (s *Starter) run(ctx context.Context, opts client.StartWorkflowOptions, ref domain.EventRef) (runID string, st StartStatus, err error) {
+func (s *Starter) run(ctx context.Context, opts client.StartWorkflowOptions, ref domain.EventRef) (runID string, st Status, err error) {
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
