@@ -86,7 +86,6 @@ func (a *Activities) batcher(sink config.Sink) (notify.Batcher, bool) {
 	return b, ok && sink.Rate == 0 && sink.Concurrency == 0
 }
 
-
 // policy is notify.* as delivery.Before and delivery.After read it.
 func (a *Activities) policy() delivery.Policy {
 	return delivery.Policy{Attempts: a.Delivery.ParkAfter(), FirstWait: a.Delivery.FirstProbe(), LongestWait: a.MaxRetryAfter()}

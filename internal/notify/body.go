@@ -140,7 +140,6 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-
 // MessageOf is a stored notification as a destination sends it, keyed by its message so a
 // partitioned consumer sees one message's updates in order (by its event for notifications about
 // no message), its body's keys in the envelope's order (Ordered).

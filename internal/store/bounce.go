@@ -56,4 +56,3 @@ func storableBounce(b *domain.Bounce) error {
 	}
 	return nil
 }
-
