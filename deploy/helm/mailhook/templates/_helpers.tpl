@@ -293,7 +293,7 @@ the render naming it.
 {{- end -}}
 {{- end -}}
 {{- if $missing -}}
-{{- fail (printf "the config reads ${%s} but secret.values has no such key: add it, or name a Secret that holds it in secret.existingSecret" (join "}, ${" $missing)) -}}
+{{- fail (printf "secret.values has no key %s, which the config reads as ${%s}: add it (or each of them), or name a Secret that holds it in secret.existingSecret" (join ", " $missing) (join "}, ${" $missing)) -}}
 {{- end -}}
 {{- end -}}
 {{- end }}
