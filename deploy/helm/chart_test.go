@@ -420,3 +420,62 @@ func checkGrace(t *testing.T, component string, pod podSpec, cfg config.Config) 
 		t.Errorf("%s: terminationGracePeriodSeconds %s, far beyond the %s its shutdown takes", component, grace, need)
 	}
 }
+
+// valueName is a chart value as docs/kubernetes.md writes it: `server.replicas`,
+// `temporalTLS.secretName` (config.* are mailhook's own keys, held by internal/config's tests).
+var valueName = regexp.MustCompile("`((?:image|secret|temporalTLS|server|workers|migrations|serviceAccount|monitoring|terminationGraceMarginSeconds)(?:\\.[A-Za-z]+)*)`")
+
+// kubectlObject is an object docs/kubernetes.md's commands name: deploy/mailhook-server.
+var kubectlObject = regexp.MustCompile(`(?:^|\s)(deploy|svc|job)/(mailhook[a-z-]*)`)
+
+// docs/kubernetes.md names only values the chart has, and its commands only objects the chart
+// makes for a release called mailhook: renaming either without the guide fails here.
+func TestKubernetesGuideNamesValuesAndObjectsThatExist(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("mailhook", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	names := valueName.FindAllStringSubmatch(string(doc), -1)
+	if len(names) < 10 {
+		t.Fatalf("only %d value names found in docs/kubernetes.md: the pattern no longer matches how it writes them", len(names))
+	}
+	for _, m := range names {
+		var node any = values
+		for _, part := range strings.Split(m[1], ".") {
+			mp, ok := node.(map[string]any)
+			if !ok {
+				node = nil
+				break
+			}
+			if node, ok = mp[part]; !ok {
+				break
+			}
+		}
+		if node == nil {
+			t.Errorf("docs/kubernetes.md names the value %s, which values.yaml does not have", m[1])
+		}
+	}
+
+	kinds := map[string]string{"deploy": "Deployment", "svc": "Service", "job": "Job"}
+	made := map[string]bool{}
+	for _, m := range readManifests(t, filepath.Join(rendered(t), "defaults.yaml")) {
+		made[m.Kind+"/"+m.Metadata.Name] = true
+	}
+	objects := kubectlObject.FindAllStringSubmatch(string(doc), -1)
+	if len(objects) < 5 {
+		t.Fatalf("only %d objects found in docs/kubernetes.md's commands", len(objects))
+	}
+	for _, m := range objects {
+		if !made[kinds[m[1]]+"/"+m[2]] {
+			t.Errorf("docs/kubernetes.md names %s/%s, which the chart does not make for a release called mailhook", m[1], m[2])
+		}
+	}
+}
