@@ -4,6 +4,7 @@
 #   make run          local Temporal dev server + PostgreSQL, migrate, serve
 #   make test         everything CI runs (.ci/run calls this)
 #   make test-short   quick unit tests, no external services
+#   make helm-check   the Helm chart, offline: lint, render, strict decoding, config (scripts/check-helm.sh)
 #   make fmt | vet | clean
 #   make temporal-stop   stop the dev Temporal server started by `make run`
 
@@ -26,7 +27,7 @@ LDFLAGS := -X github.com/mailhook/mailhook/internal/buildinfo.version=$(VERSION)
 # Go sources to format (NUL-separated), skipping VCS, vendor and dev state.
 GO_FILES := find . \( -path ./.git -o -path ./vendor -o -path ./.dev -o -path ./bin \) -prune -o -name '*.go' -print0
 
-.PHONY: build run test test-short record-histories fmt fmt-check tidy-check vet compose-check alerts-check \
+.PHONY: build run test test-short record-histories fmt fmt-check tidy-check vet compose-check alerts-check helm-check \
 	temporal-cli temporal-dev temporal-stop postgres clean clean-dev
 
 build:
@@ -65,7 +66,7 @@ run:
 	$(BIN) serve
 
 # Everything CI runs. Fails (never skips) when PostgreSQL, PgBouncer, the Temporal CLI, the real
-# Temporal server, docker-compose or promtool cannot be had.
+# Temporal server, docker-compose, promtool or helm cannot be had.
 test: vet fmt-check tidy-check
 	@scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
@@ -74,10 +75,15 @@ test: vet fmt-check tidy-check
 	export TEMPORAL_CLI
 	# The real Temporal server one e2e test runs against: built once, cached outside the repo.
 	echo "==> real Temporal server: $$(scripts/temporal-server.sh build)"
+	# helm for the chart's tests (deploy/helm): built once, cached outside the repo. An
+	# assignment, so a failed build stops here.
+	HELM="$$(scripts/check-helm.sh helm)"
+	echo "==> helm: $$HELM"
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh
 	scripts/check-alerts.sh
+	scripts/check-helm.sh
 
 # Record the workflow histories the replay test (workflows/replay_test.go) replays, into a new
 # folder per recording. Run it when a change adds behaviour behind workflow.GetVersion; the
@@ -122,6 +128,9 @@ compose-check:
 
 alerts-check:
 	scripts/check-alerts.sh
+
+helm-check:
+	scripts/check-helm.sh
 
 temporal-cli:
 	scripts/ensure-temporal-cli.sh
