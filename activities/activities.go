@@ -21,6 +21,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -63,7 +64,7 @@ type Store interface {
 type Activities struct {
 	Store  Store
 	Sinks  []config.Sink
-	Sender *notify.Sender
+	Sender *httpsink.Sender
 	// Destinations are the broker sinks' publishers by sink name (serve opens them at start);
 	// a sink not in it is an http sink, sent through Sender.
 	Destinations map[string]notify.Destination

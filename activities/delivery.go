@@ -11,6 +11,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -76,7 +77,7 @@ func (a *Activities) destination(sink config.Sink) notify.Destination {
 	if kind := sink.KindOf(); kind != config.KindHTTP {
 		return notify.Unopened{Sink: sink.Name, Kind: kind}
 	}
-	return notify.HTTP{Sender: a.Sender, URL: sink.URL, Secret: sink.Secret}
+	return httpsink.Destination{Sender: a.Sender, URL: sink.URL, Secret: sink.Secret}
 }
 
 // batcher is the sink's destination when a drain may publish to it in batches: a broker, with

@@ -16,7 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -32,7 +32,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { got.Add(1) }))
 	t.Cleanup(sink.Close)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
-	a := &activities.Activities{Store: s, Sender: &notify.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+	a := &activities.Activities{Store: s, Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
 		Sinks:    []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}},
 		Delivery: config.Notify{Attempts: 2}}
 	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()

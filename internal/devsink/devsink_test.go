@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -26,9 +27,9 @@ func TestPrintsVerifiedNotificationsAndRefusesBadSignatures(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	body := []byte(`{"type":"message.status_changed","data":{"message_id":"msg_1","status":"bounced"}}`)
-	s := &notify.Sender{}
+	s := &httpsink.Sender{}
 	for range 2 {
-		if _, err := s.Send(t.Context(), srv.URL, secret, "ntf_1", body, time.Now()); err != nil {
+		if _, err := s.Send(t.Context(), srv.URL, secret, notify.Message{ID: "ntf_1", Body: body}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +38,7 @@ func TestPrintsVerifiedNotificationsAndRefusesBadSignatures(t *testing.T) {
 		!strings.Contains(got, `"status": "bounced"`) || strings.Count(got, "a retry") != 1 {
 		t.Fatalf("printed:\n%s", got)
 	}
-	_, err = s.Send(t.Context(), srv.URL, "whsec_b3RoZXItc2VjcmV0", "ntf_2", body, time.Now())
+	_, err = s.Send(t.Context(), srv.URL, "whsec_b3RoZXItc2VjcmV0", notify.Message{ID: "ntf_2", Body: body}, time.Now())
 	var de *notify.DeliveryError
 	if !errors.As(err, &de) || de.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong secret: %v", err)

@@ -112,18 +112,3 @@ func (u Unopened) Send(context.Context, Message, time.Time) (int, error) {
 
 // Close does nothing.
 func (Unopened) Close() error { return nil }
-
-// HTTP is the destination of an http sink: Sender's signed POST to URL.
-type HTTP struct {
-	Sender *Sender
-	URL    string
-	Secret string
-}
-
-// Send POSTs m.
-func (h HTTP) Send(ctx context.Context, m Message, now time.Time) (int, error) {
-	return h.Sender.Send(ctx, h.URL, h.Secret, m.ID, m.Body, now)
-}
-
-// Close does nothing: the Sender's client outlives one sink.
-func (HTTP) Close() error { return nil }

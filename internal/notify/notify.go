@@ -1,44 +1,21 @@
-// Package notify delivers mailhook's outbound notifications to a team's downstream sink, signed
-// with Standard Webhooks so sinks can verify them with any off-the-shelf library.
+// Package notify is mailhook's outbound notification: its wire format (body.go, order.go), the
+// headers every destination carries, the one Destination interface every kind of sink is behind
+// (an HTTP endpoint in httpsink, a broker in natssink, amqpsink and kafkasink), and the one error
+// a failed delivery is (DeliveryError), which the delivery rules judge alike for every kind.
+// Notifications are signed with Standard Webhooks so receivers can verify them with any
+// off-the-shelf library.
 package notify
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mailhook/mailhook/internal/signature"
 )
 
-const (
-	// DefaultTimeout bounds one attempt when Sender.Client is nil; Standard Webhooks recommends
-	// 15–30 s for producers.
-	DefaultTimeout = 30 * time.Second
-	// maxDrain is how much of a response is read before the connection is given up: reading
-	// lets the connection be reused, the cap stops a sink from streaming at us forever.
-	maxDrain = 64 << 10
-	// maxErrorBody is how much of a failed response is kept for the operator.
-	maxErrorBody = 512
-	userAgent    = "mailhook"
-)
-
-// Sender posts signed notifications. The zero value is ready to use.
-type Sender struct {
-	// Client sends the requests; nil means a client with DefaultTimeout. Redirects are never
-	// followed, whatever the client's CheckRedirect: Go would replay a POST as a bodiless GET,
-	// and a sink's redirect could point the signed payload at an address nobody configured.
-	Client *http.Client
-}
-
-var defaultClient = &http.Client{Timeout: DefaultTimeout}
+// DefaultTimeout bounds one attempt when a destination is given none; Standard Webhooks
+// recommends 15–30 s for producers.
+const DefaultTimeout = 30 * time.Second
 
 // DeliveryError is every failure Send returns. Retryable says whether another attempt may
 // succeed: network errors, timeouts, 408, 429 and 5xx are; other responses and local problems
@@ -84,123 +61,4 @@ func (e *DeliveryError) Brief() string {
 		return fmt.Sprintf("notify: sink responded %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	}
 	return e.Error()
-}
-
-// Send POSTs body to sinkURL as notification id, signed with secret at now. The id doubles as the
-// Idempotency-Key and webhook-id so a sink can drop the duplicates that retries produce. It
-// returns the sink's HTTP status (0 when none came) and nil for any 2xx, a *DeliveryError
-// otherwise.
-func (s *Sender) Send(ctx context.Context, sinkURL, secret, id string, body []byte, now time.Time) (int, error) {
-	if err := checkURL(sinkURL); err != nil {
-		return 0, &DeliveryError{Err: err}
-	}
-	if secret == "" {
-		// An http sink's notifications are always signed (a broker sink's may not be).
-		return 0, &DeliveryError{Err: fmt.Errorf("sign standard webhook: %w", signature.ErrInvalidSecret)}
-	}
-	headers, err := Headers(ctx, Message{ID: id, Body: body}, secret, now)
-	if err != nil {
-		return 0, &DeliveryError{Err: err}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(body))
-	if err != nil {
-		return 0, &DeliveryError{Err: fmt.Errorf("build request: %w", err)}
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("User-Agent", userAgent)
-
-	resp, err := s.client().Do(req)
-	if err != nil {
-		return 0, &DeliveryError{Retryable: true, Err: redact(err)}
-	}
-	defer resp.Body.Close()
-
-	head, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if readErr == nil {
-		// Best effort: a failed drain only costs connection reuse.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain-maxErrorBody))
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		// A 2xx is the sink's acknowledgement even if its body was cut short.
-		return resp.StatusCode, nil
-	}
-	return resp.StatusCode, &DeliveryError{
-		StatusCode: resp.StatusCode,
-		Retryable:  retryableStatus(resp.StatusCode),
-		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), now),
-		Body:       printable(head),
-	}
-}
-
-func (s *Sender) client() *http.Client {
-	c := defaultClient
-	if s != nil && s.Client != nil {
-		c = s.Client
-	}
-	nc := *c
-	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &nc
-}
-
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse's error quotes the URL, which may carry a token.
-		return errors.New("sink URL does not parse")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("sink URL scheme %q is not http or https", u.Scheme)
-	}
-	if u.Host == "" {
-		return errors.New("sink URL has no host")
-	}
-	return nil
-}
-
-// redact drops the *url.Error wrapper, whose message repeats the sink URL: sink URLs often carry
-// credentials in the query, and this error is logged and stored.
-func redact(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%s sink: %w", ue.Op, ue.Err)
-	}
-	return err
-}
-
-func retryableStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
-}
-
-// retryAfter parses Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3). Invalid
-// and past values give 0; huge values are clamped instead of overflowing Duration.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(math.MaxInt64/time.Second) {
-			return time.Duration(math.MaxInt64)
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
-// printable makes a response snippet safe to store as text: the sink may send binary, and the
-// cut at maxErrorBody may split a UTF-8 sequence; Postgres text rejects both NUL and bad UTF-8.
-func printable(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	return strings.TrimSpace(s)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/mailhook/mailhook/internal/httpapi"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/providercounts"
@@ -351,7 +352,7 @@ func (s *Service) Worker() worker.Worker {
 	acts := &activities.Activities{
 		Store:         s.Store,
 		Sinks:         s.Config.Sinks,
-		Sender:        &notify.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
+		Sender:        &httpsink.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
 		Destinations:  s.destinations(),
 		RetryAfterCap: s.Config.Notify.MaxInterval,
 		Metrics:       s.Metrics,

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/amqpsink"
-	"github.com/mailhook/mailhook/internal/signature"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -69,8 +68,8 @@ func msgs(from, n int) []notify.Message {
 	return out
 }
 
-// A confirmed notification is in the queue, persistent, with message_id and the webhook headers,
-// signed, and the batch in the order it was given.
+// A confirmed notification is in the queue, persistent, with message_id and type, and the batch
+// in the order it was given (the headers every destination carries: notifytest).
 func TestPublishesConfirmedWithMessageIDAndHeaders(t *testing.T) {
 	url := testenv.RabbitMQVhost(t)
 	ch := bindQueue(t, url)
@@ -92,15 +91,6 @@ func TestPublishesConfirmedWithMessageIDAndHeaders(t *testing.T) {
 	d := got[0]
 	if d.DeliveryMode != amqp.Persistent || d.ContentType != "application/json" || d.Type != "message.status_changed" {
 		t.Errorf("delivery mode %d, content type %q, type %q: want persistent JSON of its type", d.DeliveryMode, d.ContentType, d.Type)
-	}
-	if d.Headers[signature.HeaderWebhookID] != "ntf_0" || d.Headers[notify.HeaderKey] != "p:msg_0" {
-		t.Errorf("headers %v, want webhook-id and the key", d.Headers)
-	}
-	v, _ := signature.NewStandard(secret, 0)
-	ts, _ := d.Headers[signature.HeaderWebhookTimestamp].(string)
-	sig, _ := d.Headers[signature.HeaderWebhookSignature].(string)
-	if err := v.Verify("ntf_0", ts, sig, d.Body, now); err != nil {
-		t.Errorf("signature does not verify: %v", err)
 	}
 }
 

@@ -74,8 +74,8 @@ func msgs(n int) []notify.Message {
 }
 
 // Records are keyed by message, so each message's updates share a partition and keep the
-// order they were produced in, and carry the webhook headers, signed.
-func TestKfakeRecordsAreKeyedByMessageInOrderWithHeaders(t *testing.T) {
+// order they were produced in (the headers every destination carries: notifytest).
+func TestKfakeRecordsAreKeyedByMessage(t *testing.T) {
 	c := cluster(t)
 	s := open(t, c.ListenAddrs(), 10*time.Second)
 	for _, err := range s.SendBatch(context.Background(), msgs(200), now) {
@@ -109,27 +109,9 @@ func TestKfakeRecordsAreKeyedByMessageInOrderWithHeaders(t *testing.T) {
 			t.Fatalf("key %s: %s after ntf_%d", key, id, prev)
 		}
 		last[key] = n
-		v, _ := signature.NewStandard(secret, 0)
-		if err := v.Verify(id, headers[signature.HeaderWebhookTimestamp], headers[signature.HeaderWebhookSignature], r.Value, now); err != nil {
-			t.Fatalf("record %s: signature does not verify: %v (headers %v)", id, err, headers)
-		}
 	}
 	if len(partitions) < 2 {
 		t.Errorf("5 keys over 3 partitions landed in %d: the key is not partitioning", len(partitions))
-	}
-}
-
-// Brokers that do not answer make the send fail as retryable once its timeout is spent: the
-// sink parks and drains like any other.
-func TestKfakeBrokersDownIsAFailingSink(t *testing.T) {
-	c := cluster(t)
-	addrs := c.ListenAddrs()
-	c.Close()
-	s := open(t, addrs, 2*time.Second)
-	_, err := s.Send(context.Background(), msgs(1)[0], now)
-	var de *notify.DeliveryError
-	if !errors.As(err, &de) || !de.Retryable || de.StatusCode != 0 {
-		t.Fatalf("produce to a stopped cluster: %v, want a retryable DeliveryError", err)
 	}
 }
 

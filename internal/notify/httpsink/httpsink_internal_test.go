@@ -1,4 +1,4 @@
-package notify
+package httpsink
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -84,7 +85,7 @@ func TestSendSuccess(t *testing.T) {
 	for _, code := range []int{200, 201, 202, 204} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
 			srv, hits := receiver(t, status(code))
-			got, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+			got, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
 			if err != nil {
 				t.Fatalf("Send: %v", err)
 			}
@@ -130,10 +131,10 @@ func TestSendStatusClasses(t *testing.T) {
 				}
 				status(tt.code, tt.header...)(w, r)
 			})
-			_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
-			var de *DeliveryError
+			_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
+			var de *notify.DeliveryError
 			if !errors.As(err, &de) {
-				t.Fatalf("Send error = %v (%T), want *DeliveryError", err, err)
+				t.Fatalf("Send error = %v (%T), want *notify.DeliveryError", err, err)
 			}
 			if de.StatusCode != tt.code || de.Retryable != tt.retryable || de.RetryAfter != tt.retryAfter {
 				t.Errorf("DeliveryError{StatusCode:%d Retryable:%v RetryAfter:%s}, want {%d %v %s}",
@@ -156,8 +157,8 @@ func TestSendTruncatesAndSanitizesBody(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, payload)
 	})
-	_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
-	var de *DeliveryError
+	_, err := (&Sender{}).Send(context.Background(), srv.URL, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
+	var de *notify.DeliveryError
 	if !errors.As(err, &de) {
 		t.Fatalf("Send error = %v", err)
 	}
@@ -180,8 +181,8 @@ func TestSendClientTimeoutIsRetryable(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs before srv.Close, so the handler returns
 
 	s := &Sender{Client: &http.Client{Timeout: 50 * time.Millisecond}}
-	_, err := s.Send(context.Background(), srv.URL+"/hook?token=s3cr3t", testSecret, testID, testBody, testNow)
-	var de *DeliveryError
+	_, err := s.Send(context.Background(), srv.URL+"/hook?token=s3cr3t", testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
+	var de *notify.DeliveryError
 	if !errors.As(err, &de) {
 		t.Fatalf("Send error = %v", err)
 	}
@@ -209,8 +210,8 @@ func TestSendContextDeadlineIsRetryable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := (&Sender{}).Send(ctx, srv.URL, testSecret, testID, testBody, testNow)
-	var de *DeliveryError
+	_, err := (&Sender{}).Send(ctx, srv.URL, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
+	var de *notify.DeliveryError
 	if !errors.As(err, &de) || !de.Retryable {
 		t.Fatalf("Send error = %v, want retryable DeliveryError", err)
 	}
@@ -223,8 +224,8 @@ func TestSendConnectionRefusedIsRetryable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close()
-	_, err := (&Sender{}).Send(context.Background(), addr, testSecret, testID, testBody, testNow)
-	var de *DeliveryError
+	_, err := (&Sender{}).Send(context.Background(), addr, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
+	var de *notify.DeliveryError
 	if !errors.As(err, &de) || !de.Retryable || de.StatusCode != 0 || de.Err == nil {
 		t.Fatalf("Send error = %#v, want retryable network DeliveryError", err)
 	}
@@ -243,8 +244,8 @@ func TestSendLocalProblemsAreNotRetryable(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := (&Sender{}).Send(context.Background(), tt.url, tt.secret, tt.id, testBody, testNow)
-			var de *DeliveryError
+			_, err := (&Sender{}).Send(context.Background(), tt.url, tt.secret, notify.Message{ID: tt.id, Body: testBody}, testNow)
+			var de *notify.DeliveryError
 			if !errors.As(err, &de) || de.Retryable || de.StatusCode != 0 {
 				t.Fatalf("Send error = %v, want non-retryable DeliveryError", err)
 			}
@@ -258,7 +259,7 @@ func TestSendLocalProblemsAreNotRetryable(t *testing.T) {
 func TestSendDoesNotModifyCallersClient(t *testing.T) {
 	srv, _ := receiver(t, status(302, "Location", "/elsewhere"))
 	c := &http.Client{Timeout: time.Second}
-	_, _ = (&Sender{Client: c}).Send(context.Background(), srv.URL, testSecret, testID, testBody, testNow)
+	_, _ = (&Sender{Client: c}).Send(context.Background(), srv.URL, testSecret, notify.Message{ID: testID, Body: testBody}, testNow)
 	if c.CheckRedirect != nil {
 		t.Fatal("Send set CheckRedirect on the caller's client")
 	}
