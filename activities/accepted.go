@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // RecordAcceptedName is the first step of a run started while PostgreSQL could not take its
@@ -33,7 +32,7 @@ func (a *Activities) RecordAccepted(ctx context.Context, in domain.AcceptedEvent
 	ev := in.Event
 	ev.PriorEventID = in.PriorEventID
 	inserted, dup, err := a.Store.RecordAccepted(ctx, ev)
-	if errors.Is(err, store.ErrNotStorable) {
+	if errors.Is(err, domain.ErrNotStorable) {
 		a.logger(ctx, ev).ErrorContext(ctx, "PostgreSQL refuses an event accepted through Temporal; its run fails with the event in its input", "error", err)
 		return RecordAcceptedOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("record: PostgreSQL refuses the event's data: %v", err), ErrTypeNotStorable, err)

@@ -280,7 +280,7 @@ type FailedNotification struct {
 func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) error {
 	for _, f := range in.Failed {
 		err := a.Store.MarkNotificationFailed(ctx, f.ID, f.Error)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, domain.ErrNotFound) {
 			// Its Notify gave up before it wrote the row (its attempts timed out first, e.g. a
 			// large inbound body on a loaded machine): nothing to mark, and retrying would never
 			// find one. The failure is in the workflow's result.
@@ -323,7 +323,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 // good once the event is quarantined. An event that cannot be quarantined now fails the step
 // retryably, so the quarantine is tried again. An event with no row fails it for good.
 func (a *Activities) failed(ctx context.Context, ev domain.Event, step string, err error) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return notRecorded(err)
 	}
 	if !unprocessable(err) {

@@ -134,7 +134,7 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 // unprocessable reports whether err says the event cannot be processed as it is, whatever the
 // database's state: it is quarantined rather than retried.
 func unprocessable(err error) bool {
-	return errors.Is(err, store.ErrNotApplicable) || errors.Is(err, store.ErrNoStoredEvent) || store.IsDataError(err)
+	return errors.Is(err, domain.ErrNotApplicable) || errors.Is(err, domain.ErrNoStoredEvent) || domain.IsDataError(err)
 }
 
 // notRecorded is the final error of a step whose event has no row.

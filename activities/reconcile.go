@@ -125,7 +125,7 @@ func (r *Reconcile) RedriveStuck(ctx context.Context, in domain.RedriveInput) (d
 func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []FailedNotification) error {
 	var errs []error
 	for _, f := range failed {
-		if err := r.Store.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := r.Store.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil && !errors.Is(err, domain.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}

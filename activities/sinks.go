@@ -270,7 +270,7 @@ func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, S
 // stepWith reads the sink and says, with what the step did, what the drainer does next.
 func (a *Activities) stepWith(ctx context.Context, sink config.Sink, step SinkStep) (SinkStep, error) {
 	sk, err := a.Store.SinkByName(ctx, sink.Name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		sk = store.Sink{Name: sink.Name, State: delivery.Closed} // no row yet: nothing ever failed
 	} else if err != nil {
 		return SinkStep{}, err

@@ -171,7 +171,7 @@ func openSinkStore(c *cobra.Command, load func() (config.Config, error), name st
 		return cfg, nil, err
 	}
 	if _, ok := cfg.Sink(name); !ok {
-		if _, err := st.SinkByName(c.Context(), name); errors.Is(err, store.ErrNotFound) {
+		if _, err := st.SinkByName(c.Context(), name); errors.Is(err, domain.ErrNotFound) {
 			st.Close()
 			return cfg, nil, exitcode.UsageError(fmt.Errorf("no sink %q: neither in the config nor recorded", name))
 		}

@@ -224,7 +224,7 @@ func (a *Acceptor) insert(ctx context.Context, reqs [][]store.InboxRow) [][]rowR
 	}
 	inserted, err := a.Store.EnqueueRows(ctx, all, a.Hold)
 	out := make([][]rowResult, len(reqs))
-	if err == nil || !errors.Is(err, store.ErrNotStorable) || len(all) == 1 {
+	if err == nil || !errors.Is(err, domain.ErrNotStorable) || len(all) == 1 {
 		off := 0
 		for i, r := range reqs {
 			out[i] = make([]rowResult, len(r))
@@ -232,7 +232,7 @@ func (a *Acceptor) insert(ctx context.Context, reqs [][]store.InboxRow) [][]rowR
 				switch {
 				case err == nil:
 					out[i][j].inserted = inserted[off+j]
-				case errors.Is(err, store.ErrNotStorable):
+				case errors.Is(err, domain.ErrNotStorable):
 					out[i][j].refused = err
 				default:
 					out[i][j].err = err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
@@ -153,7 +154,7 @@ func (s *Server) erasureJob(c *gin.Context) {
 	}
 	job, err := s.Erasures.ErasureJob(c.Request.Context(), id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "no such erasure job"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "erasure job", "job_id", id, "error", err)

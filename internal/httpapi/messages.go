@@ -27,7 +27,7 @@ type Messages interface {
 func (s *Server) message(c *gin.Context) {
 	m, err := s.Messages.GetMessage(c.Request.Context(), param(c, "provider"), param(c, "message_id"))
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "message not found"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get message", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
@@ -86,7 +86,7 @@ func (s *Server) correct(c *gin.Context) {
 	}
 	_, err := s.Messages.GetMessage(ctx, prov, messageID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "message not found"))
 		return
 	case err != nil:

@@ -558,12 +558,12 @@ func (b *fakeBackend) SinkByName(_ context.Context, name string) (store.Sink, er
 		return store.Sink{Name: "app", State: delivery.Open, ConsecutiveFailures: 7, OpenedAt: &at, ProbeFailures: 2, NextProbeAt: &next,
 			LastError: "notify: sink responded 503 Service Unavailable", LastErrorAt: &at, Parked: 42, OldestParkedAt: &at, Failed: 1, UpdatedAt: at}, nil
 	}
-	return store.Sink{}, store.ErrNotFound
+	return store.Sink{}, domain.ErrNotFound
 }
 
 func (b *fakeBackend) PauseSink(ctx context.Context, name string, paused bool, by string) (store.Sink, error) {
 	sk, err := b.SinkByName(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		sk, err = store.Sink{Name: name, State: delivery.Closed}, nil
 	}
 	if paused {
@@ -606,7 +606,7 @@ var (
 func (b *fakeBackend) GetMessage(_ context.Context, prov, id string) (store.Message, error) {
 	switch id {
 	case "missing":
-		return store.Message{}, fmt.Errorf("get message: %w", store.ErrNotFound)
+		return store.Message{}, fmt.Errorf("get message: %w", domain.ErrNotFound)
 	case "down":
 		return store.Message{}, errDown
 	case "fresh": // only an open seen so far: no status yet
@@ -658,7 +658,7 @@ func (b *fakeBackend) ListSuppressions(_ context.Context, f store.SuppressionFil
 func (b *fakeBackend) AddressSuppressions(_ context.Context, addr string) ([]store.Suppression, error) {
 	switch addr {
 	case "missing@example.com":
-		return nil, store.ErrNotFound
+		return nil, domain.ErrNotFound
 	case "down@example.com":
 		return nil, errDown
 	}
@@ -725,7 +725,7 @@ func (b *fakeBackend) DailyReport(_ context.Context, date, prov string) (reconci
 func (b *fakeBackend) Replay(_ context.Context, prov, eventID string, renotify bool, _ string) (reconcile.ReplayResult, error) {
 	switch eventID {
 	case "missing":
-		return reconcile.ReplayResult{}, fmt.Errorf("%w: %w", reconcile.ErrCannotReplay, store.ErrNotFound)
+		return reconcile.ReplayResult{}, fmt.Errorf("%w: %w", reconcile.ErrCannotReplay, domain.ErrNotFound)
 	case "old":
 		return reconcile.ReplayResult{}, fmt.Errorf("%w: %w", reconcile.ErrCannotReplay, store.ErrNotNormalized)
 	case "down":
@@ -826,7 +826,7 @@ func (b *fakeBackend) ErasureJob(_ context.Context, id int64) (store.ErasureJob,
 		return true
 	})
 	if job.ID == 0 {
-		return store.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, store.ErrNotFound)
+		return store.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, domain.ErrNotFound)
 	}
 	return job, nil
 }

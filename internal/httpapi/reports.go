@@ -73,7 +73,7 @@ func (s *Server) replay(c *gin.Context) {
 	prov, eventID, actor := param(c, "provider"), param(c, "event_id"), c.GetString(actorKey)
 	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "event not found"))
 	case errors.Is(err, store.ErrNotNormalized):
 		s.fail(c, refuse(kindConflict, "event was recorded before replays were possible (no normalized event); it cannot be replayed"))

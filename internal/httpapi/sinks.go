@@ -93,7 +93,7 @@ func (s *Server) view(sk store.Sink) sinkView {
 // closed, with nothing parked.
 func (s *Server) sinkOf(ctx context.Context, name string) (store.Sink, error) {
 	sk, err := s.SinkStates.SinkByName(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		if _, ok := s.settingsOf(name); ok {
 			return store.Sink{Name: name, State: delivery.Closed}, nil
 		}
@@ -141,7 +141,7 @@ func (s *Server) sinkFailed(c *gin.Context, what string, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "no such sink"))
 	default:
 		s.Log.ErrorContext(c.Request.Context(), what, "error", err)

@@ -96,7 +96,7 @@ type addressSuppressions struct {
 func (s *Server) getSuppression(c *gin.Context) {
 	sups, err := s.Suppressions.AddressSuppressions(c.Request.Context(), param(c, "address"))
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "address is not suppressed"))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "get suppression", "error", err)
@@ -180,7 +180,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 	actor := c.GetString(actorKey)
 	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), scope, actor, req.Reason)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, fmt.Sprintf("address is not suppressed in scope %q", scope)))
 	case err != nil:
 		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "scope", scope, "error", err)

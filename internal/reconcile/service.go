@@ -158,12 +158,12 @@ func replayPrefix(provider, eventID string) string { return provider + ":" + eve
 // table) under workflow ID provider:event_id:replay:<n>. Without renotify, sinks that already
 // got a notification of it are not sent it again; with renotify every subscribed sink is sent
 // it once more, under NotificationID(provider, event_id+":replay:"+n, sink, type). actor says
-// who asked (the admin token's name, or cli:<user>). Errors wrap store.ErrNotFound or
+// who asked (the admin token's name, or cli:<user>). Errors wrap domain.ErrNotFound or
 // store.ErrNotNormalized (with ErrCannotReplay), or start.ErrUnavailable.
 func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
 	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
-	if errors.Is(err, store.ErrNotFound) {
-		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, store.ErrNotFound)
+	if errors.Is(err, domain.ErrNotFound) {
+		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, domain.ErrNotFound)
 	}
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("replay: %w", err)

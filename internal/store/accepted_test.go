@@ -31,7 +31,7 @@ func TestIsUnavailable(t *testing.T) {
 	assert.True(t, store.IsUnavailable(fmt.Errorf("wait for the insert: %w", context.DeadlineExceeded)))
 	assert.False(t, store.IsUnavailable(nil))
 	assert.False(t, store.IsUnavailable(errors.New("acceptor stopped")))
-	assert.False(t, store.IsUnavailable(fmt.Errorf("enqueue: %w: %w", store.ErrNotStorable, &pgconn.PgError{Code: "22P05"})))
+	assert.False(t, store.IsUnavailable(fmt.Errorf("enqueue: %w: %w", domain.ErrNotStorable, &pgconn.PgError{Code: "22P05"})))
 
 	// A server that is not there, for real: connection refused.
 	l, err := net.Listen("tcp", "127.0.0.1:0")

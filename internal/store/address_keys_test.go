@@ -139,7 +139,7 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"e_old_bounce", "e_late_delivery"}, ids)
 	_, err = s.GetMessage(ctx, provider, prior)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	// Later events of the message find it where it is; the prior key is not looked at again.
 	again := statusEvent("e_complaint", key, domain.StatusComplained, "", at(3))

@@ -123,7 +123,7 @@ func TestStorableBounce(t *testing.T) {
 		ev := ok
 		ev.Bounce = &b
 		err := store.Storable(ev)
-		assert.ErrorIs(t, err, store.ErrNotStorable, name)
+		assert.ErrorIs(t, err, domain.ErrNotStorable, name)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 	res := softBounces(t, s, "sb_a", "Soft@Example.com", at(0), time.Hour, 2)
 	assert.False(t, res[0].Suppressed || res[1].Suppressed)
 	_, err := s.GetSuppression(ctx, "soft@example.com")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	// The third suppresses, globally, as the soft-bounce threshold; its history says so.
 	res = softBounces(t, s, "sb_b", "soft@example.com", at(0).Add(3*time.Hour), time.Hour, 2)

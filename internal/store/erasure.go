@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 )
@@ -265,11 +266,11 @@ func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (ErasureJo
 // already with other settings (a dry run while a real one is asked, another scope): wait for it.
 var ErrOtherErasureRunning = errors.New("another erasure of this address is running, with other settings")
 
-// ErasureJob returns a job; the error wraps ErrNotFound when there is none.
+// ErasureJob returns a job; the error wraps domain.ErrNotFound when there is none.
 func (s *Store) ErasureJob(ctx context.Context, id int64) (ErasureJob, error) {
 	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = domain.ErrNotFound
 	}
 	if err != nil {
 		return ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, err)

@@ -207,7 +207,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	// The inbound email is gone, its key kept (a re-delivery is still a duplicate); the bounce
 	// can still be processed again, and finds no recipient.
 	_, _, _, err = s.StoredEvent(ctx, provider, "email.received:in_jane")
-	require.ErrorIs(t, err, store.ErrNoStoredEvent)
+	require.ErrorIs(t, err, domain.ErrNoStoredEvent)
 	res, err := s.RecordEvent(ctx, domain.Event{Provider: provider, EventID: "email.received:in_jane", Type: "email.received", Kind: domain.KindInbound})
 	require.NoError(t, err)
 	assert.False(t, res.Inserted)
@@ -378,7 +378,7 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 		"messages": 0, "message_events": 0, "soft_bounces": 0, "suppressions": 0, "suppression_lifts": 0}, in.Counts)
 	for _, id := range []string{"email.received:in_jane", "email.received:in_bob"} {
 		_, _, _, err = s.StoredEvent(ctx, provider, id)
-		require.ErrorIs(t, err, store.ErrNoStoredEvent, id)
+		require.ErrorIs(t, err, domain.ErrNoStoredEvent, id)
 	}
 	m, err := s.GetMessage(ctx, provider, "msg_support")
 	require.NoError(t, err)

@@ -33,7 +33,7 @@ func (s *Store) SetErasureBatchBlocks(n int64) { s.erasureBatchBlocks = n }
 func (s *Store) AfterErasureBatch(f func(ErasureJob)) { s.afterErasureBatch = f }
 
 // GetSuppression returns the suppression of an address that matters most: its global one, or
-// else its first scope's (AddressSuppressions lists them all). The error wraps ErrNotFound when
+// else its first scope's (AddressSuppressions lists them all). The error wraps domain.ErrNotFound when
 // the address is not suppressed in any scope.
 func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
 	sups, err := s.AddressSuppressions(ctx, address)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // An inbound event (domain.KindInbound) carries a whole email: in its payload (the provider's
@@ -21,7 +23,7 @@ import (
 
 // ErrBodyRemoved: the inbound email's body was removed once its notifications were sent
 // (retention.inbound_bodies); the event cannot be processed again.
-var ErrBodyRemoved = fmt.Errorf("%w: its email body was removed once its notifications were sent (retention.inbound_bodies)", ErrNoStoredEvent)
+var ErrBodyRemoved = fmt.Errorf("%w: its email body was removed once its notifications were sent (retention.inbound_bodies)", domain.ErrNoStoredEvent)
 
 // StripInboundBodies removes the email bodies of the inbound events processed before
 // processedBefore whose notifications are all sent (see above), walking event_payloads' key

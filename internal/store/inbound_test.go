@@ -67,7 +67,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 	assert.False(t, bodyKept(t, s, ev.EventID), "%s: the email is gone", ev.EventID)
 	_, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
 	assert.ErrorIs(t, err, store.ErrBodyRemoved)
-	assert.ErrorIs(t, err, store.ErrNoStoredEvent)
+	assert.ErrorIs(t, err, domain.ErrNoStoredEvent)
 	rec, err := s.RecordedEvent(ctx, provider, ev.EventID)
 	require.NoError(t, err)
 	assert.Nil(t, rec.Event)

@@ -123,14 +123,14 @@ var errNoNormalizedForm = errors.New("the event has no JSON form PostgreSQL can 
 // Key returns the row's provider and event id.
 func (r InboxRow) Key() (provider, eventID string) { return r.provider, r.eventID }
 
-// NewInboxRow encodes ev for the inbox. It fails with ErrNotStorable when the event has no
+// NewInboxRow encodes ev for the inbox. It fails with domain.ErrNotStorable when the event has no
 // normalized form (the relay starts the workflow from it, so without it the event could never
 // be processed; Storable refuses such events first, this is the backstop).
 func NewInboxRow(ev domain.Event) (InboxRow, error) {
 	payload, event := payloadColumns(ev)
 	norm, ok := event.(string)
 	if !ok {
-		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), ErrNotStorable, errNoNormalizedForm)
+		return InboxRow{}, fmt.Errorf("inbox row %s: %w: %w", ev.Key(), domain.ErrNotStorable, errNoNormalizedForm)
 	}
 	return InboxRow{provider: ev.Provider, eventID: ev.EventID, eventType: ev.Type,
 		messageID: nullString(ev.MessageID), occurredAt: nullTime(ev.OccurredAt),
@@ -142,7 +142,7 @@ func NewInboxRow(ev domain.Event) (InboxRow, error) {
 // rows counts as inserted once, at its first position. Once it returns without error the rows
 // are durable. Relays leave the new rows alone for hold, while the accepting process starts
 // them itself; after that a relay starts whatever is still waiting. An error wrapping
-// ErrNotStorable means PostgreSQL refused the data (IsDataError): the same rows fail again.
+// domain.ErrNotStorable means PostgreSQL refused the data (IsDataError): the same rows fail again.
 func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Duration) ([]bool, error) {
 	n := len(in)
 	// Every statement inserts in (provider, event_id) order. Two statements holding the same
@@ -186,8 +186,8 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Durati
 }
 
 func enqueueError(n int, err error) error {
-	if IsDataError(err) {
-		return fmt.Errorf("enqueue %d events: %w: %w", n, ErrNotStorable, err)
+	if domain.IsDataError(err) {
+		return fmt.Errorf("enqueue %d events: %w: %w", n, domain.ErrNotStorable, err)
 	}
 	return fmt.Errorf("enqueue %d events: %w", n, err)
 }

@@ -57,7 +57,7 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_direct' AND awaiting_start`))
 }
 
-// PostgreSQL refusing a row's data is reported as ErrNotStorable (the same rows fail again), so
+// PostgreSQL refusing a row's data is reported as domain.ErrNotStorable (the same rows fail again), so
 // the acceptor can isolate the bad row; nothing of the statement is written. A CHECK constraint
 // the test adds stands for data that Storable did not foresee.
 func TestEnqueueDataErrorIsNotStorable(t *testing.T) {
@@ -68,8 +68,8 @@ func TestEnqueueDataErrorIsNotStorable(t *testing.T) {
 	good := statusEvent("evt_good", "msg_1", domain.StatusAccepted, "", at(0))
 	bad := statusEvent("evt_bad", "msg_1", domain.StatusAccepted, "", at(0))
 	_, err = storetest.Enqueue(t.Context(), s, good, bad)
-	require.ErrorIs(t, err, store.ErrNotStorable)
-	assert.True(t, store.IsDataError(err))
+	require.ErrorIs(t, err, domain.ErrNotStorable)
+	assert.True(t, domain.IsDataError(err))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events`))
 }
 
@@ -117,7 +117,7 @@ func TestEnqueueRefusesAnEventWithoutANormalizedForm(t *testing.T) {
 	ev := statusEvent("evt_nul", "msg_1", domain.StatusAccepted, "", at(0))
 	ev.Recipient = "a\u0000b@example.com"
 	_, err := storetest.Enqueue(t.Context(), s, ev)
-	require.ErrorIs(t, err, store.ErrNotStorable)
+	require.ErrorIs(t, err, domain.ErrNotStorable)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM webhook_events`))
 }
 

@@ -53,7 +53,7 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string) error {
 	tag, err := s.pool.Exec(ctx, qRecordNotificationAttempt, id, errMsg)
 	if err == nil && tag.RowsAffected() == 0 {
-		err = ErrNotFound
+		err = domain.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("record notification attempt %s: %w", id, err)
@@ -85,7 +85,7 @@ func (s *Store) MarkNotificationFailed(ctx context.Context, id, reason string) e
 }
 
 // updateUnlessSent runs an update guarded by status <> 'sent'. No row updated means either
-// already sent (fine) or no such notification (ErrNotFound).
+// already sent (fine) or no such notification (domain.ErrNotFound).
 func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...any) error {
 	tag, err := s.pool.Exec(ctx, query, append([]any{id}, args...)...)
 	if err != nil {
@@ -98,14 +98,14 @@ func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...
 }
 
 // exists is nil when notification id exists (an update that changed nothing found it sent),
-// ErrNotFound when it does not.
+// domain.ErrNotFound when it does not.
 func (s *Store) exists(ctx context.Context, id string) error {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, qNotificationExists, id).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
-		return ErrNotFound
+		return domain.ErrNotFound
 	}
 	return nil
 }
@@ -119,7 +119,7 @@ func scanNotification(row pgx.Row, extra ...any) (Notification, error) {
 	err := row.Scan(append([]any{&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts,
 		&n.LastError, &body, &n.CreatedAt, &n.SentAt, &n.MessageID, &n.Version, &n.ParkedAt, &n.ParkReason}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Notification{}, ErrNotFound
+		return Notification{}, domain.ErrNotFound
 	}
 	if err != nil {
 		return Notification{}, err

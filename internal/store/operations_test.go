@@ -170,9 +170,9 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	assert.False(t, lift.LiftedAt.IsZero())
 
 	_, err = s.GetSuppression(ctx, "lift@example.com")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "again")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 
 	var by, why, reason string
 	require.NoError(t, s.Pool().QueryRow(ctx,

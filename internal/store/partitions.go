@@ -228,7 +228,19 @@ func (s *Store) withPartitions(ctx context.Context, write func() error) error {
 	}
 	now := time.Now()
 	if _, perr := s.EnsurePartitions(ctx, s.partitioning, now.AddDate(0, 0, -1), now); perr != nil {
-		return errors.Join(err, perr)
+		return errors.Join(missingPartition{err}, perr)
 	}
-	return write()
+	if err = write(); isNoPartition(err) {
+		return missingPartition{err}
+	}
+	return err
 }
+
+// missingPartition is a missing partition that outlived withPartitions: the schema's want, not
+// the data's, so its SQLSTATE (23514, which domain.IsDataError would read as the data's) is not
+// shown to those that classify it; a retry may find the partition there.
+type missingPartition struct{ error }
+
+func (missingPartition) SQLState() string { return "" }
+
+func (m missingPartition) Unwrap() error { return m.error }

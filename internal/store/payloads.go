@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,17 +16,13 @@ import (
 // dropped after retention.payloads. Rows recorded before that migration keep their payload in
 // webhook_events' legacy columns (payload, normalized) until MoveLegacyPayloads moves it.
 
-// ErrNoStoredEvent is returned (wrapped) for a recorded event there is nothing to process again
-// from: its key is kept, its payload is not.
-var ErrNoStoredEvent = errors.New("the recorded event cannot be processed again")
-
 // ErrNotNormalized: recorded before normalized events were kept (migration 00003), or with a
 // normalized form jsonb refused.
-var ErrNotNormalized = fmt.Errorf("%w: recorded without a normalized event", ErrNoStoredEvent)
+var ErrNotNormalized = fmt.Errorf("%w: recorded without a normalized event", domain.ErrNoStoredEvent)
 
 // ErrPayloadExpired: retention removed the payload (retention.payloads); the key remains, so a
 // re-delivery is still a duplicate.
-var ErrPayloadExpired = fmt.Errorf("%w: its payload was removed by retention (retention.payloads)", ErrNoStoredEvent)
+var ErrPayloadExpired = fmt.Errorf("%w: its payload was removed by retention (retention.payloads)", domain.ErrNoStoredEvent)
 
 // jsonNull is the payload of an event whose adapter kept no provider JSON.
 const jsonNull = "null"
@@ -85,7 +80,7 @@ type storedForm struct {
 	BodyRemovedAt *time.Time `json:"body_removed_at,omitempty"`
 }
 
-// decode returns the stored event, or an error wrapping ErrNoStoredEvent.
+// decode returns the stored event, or an error wrapping domain.ErrNoStoredEvent.
 func (s stored) decode() (domain.Event, error) {
 	var f storedForm
 	switch {

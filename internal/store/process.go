@@ -11,11 +11,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// ErrNotApplicable wraps an event whose data cannot be applied to a message as it is (a status
-// event without a message id, a correction to an unknown status): it fails the same way on every
-// try, so it is quarantined.
-var ErrNotApplicable = errors.New("event cannot be applied")
-
 // ProcessResult is what Process did with an event, in one transaction.
 type ProcessResult struct {
 	// Duplicate: the event was already processed (and this is not a replay): nothing was done.
@@ -62,8 +57,8 @@ WHERE w.provider = $1 AND w.event_id = $2`
 // kinds that apply: status, correction, engagement, unsubscribe) and, when notify reports that
 // nothing is to be notified of the outcome, marks it processed. A retry after a commit finds the
 // recorded outcome and returns it again (or Duplicate, once processed). An event already
-// processed is a Duplicate unless replay is set. Errors wrap ErrNotFound (no such event),
-// ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), ErrNotApplicable, or a
+// processed is a Duplicate unless replay is set. Errors wrap domain.ErrNotFound (no such event),
+// domain.ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), domain.ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
 func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
 	var out ProcessResult
@@ -75,7 +70,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 		)
 		err := tx.QueryRow(ctx, qTakeUp, provider, eventID).Scan(append([]any{&processed}, st.dest()...)...)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return domain.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("take up: %w", err)
@@ -85,10 +80,10 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 			return nil
 		}
 		if out.Event, err = st.decode(); err != nil {
-			if errors.Is(err, ErrNoStoredEvent) {
+			if errors.Is(err, domain.ErrNoStoredEvent) {
 				return err
 			}
-			return fmt.Errorf("%w: %w", ErrNotApplicable, err)
+			return fmt.Errorf("%w: %w", domain.ErrNotApplicable, err)
 		}
 		ev := out.Event
 		if ev.Kind.AppliesToMessage() {
@@ -129,9 +124,9 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 func applicable(ev domain.Event) error {
 	switch {
 	case ev.MessageID == "":
-		return fmt.Errorf("%w: a %s event without a message id", ErrNotApplicable, ev.Kind)
+		return fmt.Errorf("%w: a %s event without a message id", domain.ErrNotApplicable, ev.Kind)
 	case ev.Kind == domain.KindCorrection && !ev.Status.Known():
-		return fmt.Errorf("%w: correction to unknown status %q", ErrNotApplicable, ev.Status)
+		return fmt.Errorf("%w: correction to unknown status %q", domain.ErrNotApplicable, ev.Status)
 	}
 	return nil
 }
@@ -143,7 +138,7 @@ func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev d
 	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(st.dest()...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		err = ErrNotFound
+		err = domain.ErrNotFound
 	case err == nil:
 		ev, err = st.decode()
 	}

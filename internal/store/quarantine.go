@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // QuarantinedEvent is an event that cannot be processed as it is: Temporal refused its start for
@@ -83,7 +85,7 @@ func (s *Store) Quarantine(ctx context.Context, provider, eventID, stage, reason
 		return fmt.Errorf("quarantine %s:%s: %w", provider, eventID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("quarantine %s:%s: %w", provider, eventID, ErrNotFound)
+		return fmt.Errorf("quarantine %s:%s: %w", provider, eventID, domain.ErrNotFound)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestQuarantineListsPagesAndCounts(t *testing.T) {
 		require.NoError(t, s.Quarantine(ctx, provider, id, "ApplyStatus", "first failure of "+id))
 	}
 	require.NoError(t, s.Quarantine(ctx, provider, "evt_2", "MarkProcessed", "second failure"))
-	require.ErrorIs(t, s.Quarantine(ctx, provider, "evt_missing", "ApplyStatus", "x"), store.ErrNotFound)
+	require.ErrorIs(t, s.Quarantine(ctx, provider, "evt_missing", "ApplyStatus", "x"), domain.ErrNotFound)
 
 	n, err := s.QuarantineCount(ctx)
 	require.NoError(t, err)

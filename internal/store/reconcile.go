@@ -39,7 +39,7 @@ type RecordedEvent struct {
 	ReceivedAt  time.Time  `json:"received_at"`
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
 	// Event is the stored event; nil when there is none to process again, and Missing says
-	// why (it wraps ErrNoStoredEvent: recorded before normalized events were kept, or retention
+	// why (it wraps domain.ErrNoStoredEvent: recorded before normalized events were kept, or retention
 	// removed the payload).
 	Event   *domain.Event `json:"-"`
 	Missing error         `json:"-"`
@@ -217,11 +217,11 @@ func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit 
 	return evs, false, nil
 }
 
-// RecordedEvent returns one recorded event; an error wrapping ErrNotFound when there is none.
+// RecordedEvent returns one recorded event; an error wrapping domain.ErrNotFound when there is none.
 func (s *Store) RecordedEvent(ctx context.Context, provider, eventID string) (RecordedEvent, error) {
 	ev, err := scanRecorded(s.pool.QueryRow(ctx, qRecordedEvent, provider, eventID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = domain.ErrNotFound
 	}
 	if err != nil {
 		return RecordedEvent{}, fmt.Errorf("recorded event %s:%s: %w", provider, eventID, err)
@@ -239,7 +239,7 @@ func scanRecorded(row pgx.Row) (RecordedEvent, error) {
 	}
 	ev, err := st.decode()
 	switch {
-	case errors.Is(err, ErrNoStoredEvent):
+	case errors.Is(err, domain.ErrNoStoredEvent):
 		r.Missing = err
 	case err != nil:
 		return RecordedEvent{}, fmt.Errorf("decode stored event %s:%s: %w", r.Provider, r.EventID, err)
@@ -251,7 +251,7 @@ func scanRecorded(row pgx.Row) (RecordedEvent, error) {
 
 // ReserveReplay numbers the next replay of a recorded event (1 + the replays recorded so far)
 // and records it with the workflow ID workflowIDPrefix + n, before the workflow starts. It
-// returns an error wrapping ErrNotFound when the event was never recorded.
+// returns an error wrapping domain.ErrNotFound when the event was never recorded.
 func (s *Store) ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error) {
 	for attempt := 0; ; attempt++ {
 		var n int
@@ -263,7 +263,7 @@ func (s *Store) ReserveReplay(ctx context.Context, provider, eventID, workflowID
 		if errors.As(err, &pgErr) {
 			switch pgErr.Code {
 			case "23503": // foreign_key_violation: no such event
-				return 0, fmt.Errorf("reserve replay %s:%s: %w", provider, eventID, ErrNotFound)
+				return 0, fmt.Errorf("reserve replay %s:%s: %w", provider, eventID, domain.ErrNotFound)
 			case "23505": // unique_violation: a concurrent replay took n
 				if attempt < 10 {
 					continue

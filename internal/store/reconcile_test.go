@@ -61,7 +61,7 @@ func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 	assert.ErrorIs(t, rec.Missing, store.ErrNotNormalized)
 
 	_, err = s.RecordedEvent(t.Context(), provider, "evt_nope")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // A field jsonb refuses (NUL in the recipient, which no text column holds) must not fail
@@ -208,7 +208,7 @@ func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
 	assert.Equal(t, 2, n)
 
 	_, err = s.ReserveReplay(t.Context(), provider, "evt_never", "x", false, "ops")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 
 	// Concurrent replays of one event get distinct numbers.
 	var wg sync.WaitGroup

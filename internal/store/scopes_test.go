@@ -98,7 +98,7 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.Equal(t, "marketing", lift.Scope)
 	assert.Equal(t, domain.ReasonUnsubscribe, lift.Reason)
 	_, err = s.LiftSuppression(ctx, to, "marketing", "ops", "again")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 	assert.True(t, check("marketing").Suppressed, "still globally suppressed")
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE address = $1 AND scope = 'marketing'`, to))
 
@@ -108,7 +108,7 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE address = $1 AND scope = ''`, to), "global is stored as ''")
 	assert.False(t, check("marketing").Suppressed)
 	_, err = s.AddressSuppressions(ctx, to)
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // A page holds whole addresses: the address cursor cannot skip the second scope's row of the

@@ -71,7 +71,7 @@ func (s *Store) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
 	return nil
 }
 
-// SinkByName reads one sink with its counts; ErrNotFound when it has no row.
+// SinkByName reads one sink with its counts; domain.ErrNotFound when it has no row.
 func (s *Store) SinkByName(ctx context.Context, name string) (Sink, error) {
 	sk, err := scanSink(s.pool.QueryRow(ctx, qSink, name))
 	if err != nil {
@@ -428,7 +428,7 @@ func scanSink(row pgx.Row) (Sink, error) {
 		&sk.ProbeFailures, &sk.NextProbeAt, &sk.NotBefore, &sk.LastError, &sk.LastErrorAt, &sk.UpdatedAt,
 		&sk.Parked, &sk.OldestParkedAt, &sk.Failed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Sink{}, ErrNotFound
+		return Sink{}, domain.ErrNotFound
 	}
 	sk.State = delivery.State(state)
 	return sk, err

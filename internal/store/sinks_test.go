@@ -348,7 +348,7 @@ func TestPauseAndResume(t *testing.T) {
 	assert.EqualValues(t, 1, sk.Parked)
 
 	_, err = s.SinkByName(ctx, "missing")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 	all, err := s.ListSinks(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)

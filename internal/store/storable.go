@@ -6,15 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/mailhook/mailhook/internal/domain"
 )
-
-// ErrNotStorable wraps an event that PostgreSQL or Temporal would refuse as it is: it can never
-// be accepted, so the sender is told at once (400) instead of being answered 503 for ever or
-// being answered 200 and then failing every retry.
-var ErrNotStorable = errors.New("event cannot be stored")
 
 // Limits of what an event may carry. Each is well under what the columns, their btree indexes
 // (a key of at most ~2,700 bytes) and Temporal (a workflow id of at most 1,000 bytes, a keyword
@@ -43,11 +36,11 @@ const (
 )
 
 // Storable returns nil when ev can be recorded, started and applied, or an error wrapping
-// ErrNotStorable whose innermost message is a short reason for the sender. It is the one place
+// domain.ErrNotStorable whose innermost message is a short reason for the sender. It is the one place
 // the edge asks; the store's own inserts are the backstop for anything it misses.
 func Storable(ev domain.Event) error {
 	if err := storable(ev); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotStorable, err)
+		return fmt.Errorf("%w: %w", domain.ErrNotStorable, err)
 	}
 	return nil
 }
@@ -243,23 +236,4 @@ func hex4(raw []byte, at int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// IsDataError reports whether err is PostgreSQL refusing the data itself (SQLSTATE class 22, data
-// exception; 23, integrity constraint violation, other than a unique violation, which a retry
-// resolves; 54, program limit exceeded, e.g. an index row too large): retrying the same
-// statement with the same values fails the same way for ever.
-func IsDataError(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	case "22", "54":
-		return true
-	case "23":
-		// 23505 is a duplicate key; a missing partition is the schema's want, not the data's.
-		return pgErr.Code != "23505" && !isNoPartition(err)
-	}
-	return false
 }

@@ -77,7 +77,7 @@ func TestStorable(t *testing.T) {
 				assert.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, store.ErrNotStorable)
+			require.ErrorIs(t, err, domain.ErrNotStorable)
 			assert.Contains(t, err.Error(), tc.refuse)
 			assert.Less(t, len(err.Error()), 200, "the reason is short")
 		})

@@ -22,9 +22,6 @@ import (
 // DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
 const DefaultMaxConns = 16
 
-// ErrNotFound is returned (wrapped) when the requested row does not exist.
-var ErrNotFound = errors.New("not found")
-
 // Store is mailhook's database. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
@@ -190,7 +187,7 @@ func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) err
 		err = s.pool.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		err = domain.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("mark processed %s:%s: %w", provider, eventID, err)
@@ -199,7 +196,7 @@ func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) err
 }
 
 // GetMessage returns a message's state and its history in arrival order. It returns an error
-// wrapping ErrNotFound when no event has been applied to the message.
+// wrapping domain.ErrNotFound when no event has been applied to the message.
 func (s *Store) GetMessage(ctx context.Context, provider, messageID string) (Message, error) {
 	var m Message
 	// One snapshot for both reads, so the history matches the state it is shown with.
@@ -227,7 +224,7 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 		&bounce.SMTPCode, &bounce.EnhancedCode, &bounce.Diagnostic, &bounce.Category,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Message{}, ErrNotFound
+		return Message{}, domain.ErrNotFound
 	}
 	if err != nil {
 		return Message{}, err

@@ -232,7 +232,7 @@ func TestMarkProcessedUnknownEvent(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	err := s.MarkProcessed(t.Context(), provider, "nope")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 	assert.ErrorContains(t, err, "resend:nope")
 }
 
@@ -595,7 +595,7 @@ func TestNotifications(t *testing.T) {
 		"sent":    s.MarkNotificationSent(ctx, "ntf_missing"),
 		"failed":  s.MarkNotificationFailed(ctx, "ntf_missing", "x"),
 	} {
-		assert.ErrorIs(t, err, store.ErrNotFound, name)
+		assert.ErrorIs(t, err, domain.ErrNotFound, name)
 	}
 
 	none, err := storetest.Notifications(ctx, s.Pool(), provider, "evt_none")
@@ -607,8 +607,8 @@ func TestGetMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	_, err := s.GetMessage(t.Context(), provider, "msg_missing")
-	assert.ErrorIs(t, err, store.ErrNotFound)
-	assert.True(t, errors.Is(err, store.ErrNotFound))
+	assert.ErrorIs(t, err, domain.ErrNotFound)
+	assert.True(t, errors.Is(err, domain.ErrNotFound))
 }
 
 func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {

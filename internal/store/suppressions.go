@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
@@ -35,7 +36,7 @@ func apiScope(stored string) string {
 // AddressSuppressions returns every scope's suppression of an address (normalized first), the
 // global one first, then by scope name; an erased address's rows are found by its hash, and
 // show the hash (the address's own row first when it has both in a scope: suppressed again
-// after the erasure). The error wraps ErrNotFound when the address is not suppressed in any
+// after the erasure). The error wraps domain.ErrNotFound when the address is not suppressed in any
 // scope.
 func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
 	address = mailaddr.Key(address)
@@ -46,7 +47,7 @@ func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Supp
 			return scanSuppression(row)
 		})
 		if err == nil && len(sups) == 0 {
-			err = ErrNotFound
+			err = domain.ErrNotFound
 		}
 		if err == nil {
 			return sups, nil
@@ -144,7 +145,7 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 // scope name; "" means global) and writes the audit row (the suppression as it was, who lifted
 // it and why) in the same transaction; an erased address's row, kept under its hash, is lifted
 // too (its audit row holds the hash), so the address is no longer suppressed in that scope
-// whichever rows it had. The address's other scopes keep theirs. The error wraps ErrNotFound
+// whichever rows it had. The address's other scopes keep theirs. The error wraps domain.ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
 func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = mailaddr.Key(address)
@@ -164,7 +165,7 @@ func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, l
 			return err
 		}
 		if len(sups) == 0 {
-			return ErrNotFound
+			return domain.ErrNotFound
 		}
 		// The address's own row first, then its erased one: the answer is the first's lift.
 		slices.SortStableFunc(sups, func(a, b Suppression) int {
@@ -214,7 +215,7 @@ func scanSuppression(row pgx.Row) (Suppression, error) {
 	err := row.Scan(&sup.Address, &sup.Scope, &sup.Reason, &sup.Provider, &sup.EventID, &sup.MessageID,
 		&sup.FirstSeen, &sup.LastSeen, &sup.TimesSeen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Suppression{}, ErrNotFound
+		return Suppression{}, domain.ErrNotFound
 	}
 	if err != nil {
 		return Suppression{}, err
