@@ -55,8 +55,8 @@ type Store interface {
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
 	SinkStore
-	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res store.ApplyResult, applied bool) bool) (store.ProcessResult, error)
-	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, store.ApplyResult, bool, error)
+	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res domain.ApplyResult, applied bool) bool) (domain.ProcessResult, error)
+	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error)
 	RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error)
 }
 
@@ -120,15 +120,12 @@ func (a *Activities) logger(ctx context.Context, ev domain.Event) *slog.Logger {
 		"attempt", info.Attempt, "provider", ev.Provider, "event_id", ev.EventID)
 }
 
-// ApplyResult is the store's, named here so that workflows need not import the store.
-type ApplyResult = store.ApplyResult
-
 // NotifyInput names one (event, sink) notification.
 type NotifyInput struct {
-	Sink  string       `json:"sink"`
-	Type  string       `json:"type"`
-	Event domain.Event `json:"event"`
-	Apply ApplyResult  `json:"apply,omitempty"`
+	Sink  string             `json:"sink"`
+	Type  string             `json:"type"`
+	Event domain.Event       `json:"event"`
+	Apply domain.ApplyResult `json:"apply,omitempty"`
 	// NotificationEventID, when set, replaces Event.EventID in the notification's key (its id
 	// and its notifications row): a replay with --renotify sends under
 	// NotificationID(provider, event_id+":replay:"+n, sink, type). The body still names the
@@ -350,7 +347,7 @@ func findSink(sinks []config.Sink, name string) (config.Sink, bool) {
 }
 
 // appliedOf is what a notification's body says of an applied event.
-func appliedOf(r ApplyResult) notify.Applied {
+func appliedOf(r domain.ApplyResult) notify.Applied {
 	return notify.Applied{Recipient: r.Recipient, From: r.From, To: r.To, BounceType: r.BounceType, Version: r.Version}
 }
 

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Registered names of ProcessWebhookEvent's own activities.
@@ -31,21 +30,18 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	return a.deliver(ctx, in, NotifyName)
 }
 
-// RecordResult is the store's, named here so that workflows need not import the store.
-type RecordResult = store.RecordResult
-
 // legacyStore is the part of the store only ProcessWebhookEvent's activities use.
 type legacyStore interface {
-	RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error)
-	ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error)
+	RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error)
+	ApplyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error)
 }
 
 // RecordEvent writes the event under its unique key. A row that exists and is processed makes
 // the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
-func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (store.RecordResult, error) {
+func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error) {
 	res, err := a.Store.RecordEvent(ctx, ev)
 	if err != nil {
-		return store.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
+		return domain.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
 	}
 	if res.AlreadyProcessed {
 		a.Metrics.EventProcessed(ev.Provider, "duplicate")
@@ -57,18 +53,18 @@ func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (store.Re
 
 // ApplyStatus applies the event to its message under precedence rules and returns the recorded
 // outcome (the same one on every retry).
-func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (store.ApplyResult, error) {
+func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error) {
 	if ev.MessageID == "" {
-		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+		return domain.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("event %s has no message id", ev.Key()), ErrTypeNotApplicable, nil)
 	}
 	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
-		return store.ApplyResult{}, temporal.NewNonRetryableApplicationError(
+		return domain.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplicable, nil)
 	}
 	res, err := a.Store.ApplyStatus(ctx, ev)
 	if err != nil {
-		return store.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
+		return domain.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
 	}
 	a.logger(ctx, ev).InfoContext(ctx, "status applied", "message_id", ev.MessageID, "outcome", res.Outcome,
 		"from", res.From, "to", res.To, "version", res.Version, "suppressed", res.Suppressed)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // These results are recorded in histories (activity results, local activity markers, workflow
@@ -36,10 +35,10 @@ func TestHistoryJSONIsPinned(t *testing.T) {
 		{"process counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true},
 			`{"kind":"opened","applied":true,"outcome":"counted","processed":true}`},
 
-		{"apply moved", store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, BounceType: "hard",
+		{"apply moved", domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, BounceType: "hard",
 			Recipient: "a@example.com", Version: 3, Suppressed: true},
 			`{"outcome":"moved","from":"accepted","to":"bounced","bounce_type":"hard","recipient":"a@example.com","version":3,"suppressed":true}`},
-		{"apply counted", store.ApplyResult{Outcome: domain.OutcomeCounted}, `{"outcome":"counted","from":"","to":"","version":0}`},
+		{"apply counted", domain.ApplyResult{Outcome: domain.OutcomeCounted}, `{"outcome":"counted","from":"","to":"","version":0}`},
 	} {
 		got, err := json.Marshal(c.v)
 		require.NoError(t, err, c.name)

@@ -44,7 +44,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 			Status: domain.StatusDelivered, MessageID: "msg_" + id, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 		_, err := storetest.Enqueue(t.Context(), s, ev)
 		require.NoError(t, err)
-		_, err = s.Process(t.Context(), ev.Provider, ev.EventID, false, func(domain.Event, store.ApplyResult, bool) bool { return true })
+		_, err = s.Process(t.Context(), ev.Provider, ev.EventID, false, func(domain.Event, domain.ApplyResult, bool) bool { return true })
 		require.NoError(t, err)
 		v, err := env.ExecuteActivity(a.SendNotification, activities.SendInput{Provider: ev.Provider, EventID: ev.EventID,
 			Sink: "app", Type: domain.TypeStatusChanged, PriorAttempts: prior})

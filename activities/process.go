@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Registered names of ProcessEvent's own activities (it shares MarkProcessed with
@@ -45,7 +44,7 @@ type ProcessOutput struct {
 }
 
 // TransitionOf is what an applied event did to its message, as results record it.
-func TransitionOf(r store.ApplyResult) domain.Transition {
+func TransitionOf(r domain.ApplyResult) domain.Transition {
 	return domain.Transition{Outcome: r.Outcome, From: r.From, To: r.To, Version: r.Version, Suppressed: r.Suppressed}
 }
 
@@ -55,7 +54,7 @@ func TransitionOf(r store.ApplyResult) domain.Transition {
 func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay,
-		func(ev domain.Event, r store.ApplyResult, applied bool) bool {
+		func(ev domain.Event, r domain.ApplyResult, applied bool) bool {
 			return len(domain.Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
 		})
 	if err != nil {

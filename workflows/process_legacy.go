@@ -56,7 +56,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 	dbCtx := workflow.WithActivityOptions(ctx, dbActivity)
 	var a *activities.Activities
 
-	var rec activities.RecordResult
+	var rec domain.RecordResult
 	if err := workflow.ExecuteActivity(dbCtx, a.RecordEvent, ev).Get(ctx, &rec); err != nil {
 		return domain.Result{}, fmt.Errorf("record event: %w", err)
 	}
@@ -72,7 +72,7 @@ func (p *Processor) ProcessWebhookEvent(ctx workflow.Context, in Input) (domain.
 	var (
 		res     domain.Result
 		notify  []notification
-		applied activities.ApplyResult
+		applied domain.ApplyResult
 	)
 	switch {
 	// KindCorrection takes the same path as KindStatus (ApplyStatus, then status_changed if it

@@ -18,7 +18,6 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -56,7 +55,7 @@ func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.Inpu
 
 func TestDuplicateEndsWithoutSideEffects(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{AlreadyProcessed: true}, nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, domain.OutcomeDuplicate, res.Outcome)
 	env.AssertNotCalled(t, activities.ApplyStatusName, mock.Anything, mock.Anything)
@@ -66,9 +65,9 @@ func TestDuplicateEndsWithoutSideEffects(t *testing.T) {
 
 func TestStaleEventSendsNothing(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).
-		Return(store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, Version: 3}, nil).Once()
+		Return(domain.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, Version: 3}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, activities.MarkProcessedInput{Provider: "postscale", EventID: "evt_1", Result: "stale"}).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}})
 	require.Equal(t, domain.OutcomeStale, res.Outcome)
@@ -78,8 +77,8 @@ func TestStaleEventSendsNothing(t *testing.T) {
 
 func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	for _, sink := range []string{"app", "crm"} {
 		in := activities.NotifyInput{Sink: sink, Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied}
@@ -97,8 +96,8 @@ func TestMovedNotifiesEverySubscribedSink(t *testing.T) {
 
 func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered, Version: 1}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered, Version: 1}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).
 		Return(activities.NotifyResult{}, temporal.NewNonRetryableApplicationError("sink app rejected notification", activities.ErrTypeSinkRejected, errors.New("400 Bad Request"))).Once()
@@ -116,8 +115,8 @@ func TestNotifyNonRetryableErrorIsRecordedAndEventStillProcessed(t *testing.T) {
 
 func TestNotifyRetriesTransientFailures(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Version: 1}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil)
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Version: 1}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil)
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil)
 	calls := 0
 	env.OnActivity(activities.NotifyName, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
@@ -136,7 +135,7 @@ func TestNotifyRetriesTransientFailures(t *testing.T) {
 func TestInboundNotifiesInboundSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := domain.Event{Provider: "postscale", EventID: "email.received:inb_1", Type: "email.received", Kind: domain.KindInbound, MessageID: "inb_1", Raw: []byte(`{"event":"email.received"}`)}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "inbox", Type: domain.TypeEmailReceived, Event: ev}).
 		Return(activities.NotifyResult{ID: "n"}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
@@ -148,7 +147,7 @@ func TestInboundNotifiesInboundSinks(t *testing.T) {
 func TestUnknownTypeIsRecordedAndChangesNothing(t *testing.T) {
 	env := newEnv(t)
 	ev := domain.Event{Provider: "postscale", EventID: "evt_9", Type: "email.teleported", Kind: domain.KindUnknown, MessageID: "msg_1"}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.MarkProcessedName, mock.Anything, mock.Anything).Return(nil).Once()
 	res := run(t, env, workflows.Input{Event: ev, StatusSinks: []string{"app"}})
 	require.Equal(t, domain.OutcomeUnknownType, res.Outcome)
@@ -164,9 +163,9 @@ func hardBounce() domain.Event {
 func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard,
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard,
 		Recipient: "user@example.com", Version: 2, Suppressed: true}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Once()
 	for _, n := range []struct{ sink, typ string }{{"app", domain.TypeStatusChanged}, {"ops", domain.TypeSuppressionAdded}, {"app", domain.TypeSuppressionAdded}} {
@@ -192,8 +191,8 @@ func TestSuppressionNotifiesSuppressionSinks(t *testing.T) {
 func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusComplained, To: domain.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusComplained, To: domain.StatusComplained, Recipient: "user@example.com", Version: 3, Suppressed: true}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "ops", Type: domain.TypeSuppressionAdded, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
@@ -209,9 +208,9 @@ func TestStaleSuppressingEventNotifiesOnlySuppressionSinks(t *testing.T) {
 func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true}
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
@@ -227,9 +226,9 @@ func TestInputWithoutSuppressionSinksBehavesAsBefore(t *testing.T) {
 func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1, Suppressed: true}
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1, Suppressed: true}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion).Once()
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
@@ -242,9 +241,9 @@ func TestSuppressionNotifyOldVersionPathSendsNothingExtra(t *testing.T) {
 func TestNotSuppressedSendsNoSuppressionNotification(t *testing.T) {
 	env := newEnv(t)
 	ev := hardBounce()
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1}
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 1}
 	env.OnGetVersion(workflows.SuppressionNotifyChange, workflow.DefaultVersion, 1).Never()
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{Inserted: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()
@@ -259,8 +258,8 @@ func TestCorrectionAppliesAndNotifiesLikeAStatusEvent(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "correction-0a1b", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1700000200, 0).UTC(),
 		Raw: []byte(`{"status":"delivered","reason":"wrong DSN","actor":"ops"}`)}
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3}
-	env.OnActivity(activities.RecordEventName, mock.Anything, ev).Return(store.RecordResult{Inserted: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Version: 3}
+	env.OnActivity(activities.RecordEventName, mock.Anything, ev).Return(domain.RecordResult{Inserted: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, ev).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: ev, Apply: applied}).
 		Return(activities.NotifyResult{ID: "x"}, nil).Once()

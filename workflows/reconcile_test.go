@@ -171,8 +171,8 @@ func TestDailyReconcileRefusesABadDate(t *testing.T) {
 // ids, so a sink that got one is not sent it again (the Notify activity finds the sent row).
 func TestReplayOfProcessedEventRunsAgainUnderTheSameNotificationIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied}).
 		Return(activities.NotifyResult{ID: "ntf", AlreadySent: true}, nil).Once()
@@ -186,8 +186,8 @@ func TestReplayOfProcessedEventRunsAgainUnderTheSameNotificationIDs(t *testing.T
 
 func TestReplayRenotifySendsUnderReplayIDs(t *testing.T) {
 	env := newEnv(t)
-	applied := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
+	applied := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{AlreadyProcessed: true}, nil).Once()
 	env.OnActivity(activities.ApplyStatusName, mock.Anything, mock.Anything).Return(applied, nil).Once()
 	env.OnActivity(activities.NotifyName, mock.Anything, activities.NotifyInput{Sink: "app", Type: domain.TypeStatusChanged, Event: delivered(), Apply: applied,
 		NotificationEventID: "evt_1:replay:3"}).Return(activities.NotifyResult{ID: "ntf"}, nil).Once()
@@ -201,7 +201,7 @@ func TestReplayRenotifySendsUnderReplayIDs(t *testing.T) {
 // Renotify without Replay (an input no caller builds) changes nothing: the duplicate still ends.
 func TestRenotifyWithoutReplayIsStillADuplicate(t *testing.T) {
 	env := newEnv(t)
-	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(store.RecordResult{AlreadyProcessed: true}, nil).Once()
+	env.OnActivity(activities.RecordEventName, mock.Anything, mock.Anything).Return(domain.RecordResult{AlreadyProcessed: true}, nil).Once()
 	res := run(t, env, workflows.Input{Event: delivered(), StatusSinks: []string{"app"}, Renotify: true})
 	assert.Equal(t, domain.OutcomeDuplicate, res.Outcome)
 }

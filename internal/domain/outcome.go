@@ -30,3 +30,43 @@ type Transition struct {
 	// Suppressed: the event newly suppressed its recipient.
 	Suppressed bool `json:"suppressed,omitempty"`
 }
+
+// RecordResult is what RecordEvent found.
+type RecordResult struct {
+	// Inserted: this call created the webhook_events row.
+	Inserted bool `json:"inserted"`
+	// AlreadyProcessed: the row existed with processed_at set; the event is a duplicate.
+	AlreadyProcessed bool `json:"already_processed"`
+}
+
+// ApplyResult is the recorded outcome of applying one event to its message. A retry of
+// ApplyStatus returns the outcome recorded by the first committed attempt. It does not embed
+// Transition: its JSON, in ProcessWebhookEvent histories, always has from, to and version
+// and puts bounce_type and recipient before version.
+type ApplyResult struct {
+	Outcome    Outcome `json:"outcome"`
+	From       Status  `json:"from"`
+	To         Status  `json:"to"`
+	BounceType string  `json:"bounce_type,omitempty"`
+	Recipient  string  `json:"recipient,omitempty"`
+	// Version is the message's version after this event (unchanged unless moved).
+	Version int64 `json:"version"`
+	// Suppressed: this event added its recipient to the suppressions (false when the address
+	// was already suppressed). Omitted when false, so results of events that suppress nothing
+	// look as they did before suppressions existed.
+	Suppressed bool `json:"suppressed,omitempty"`
+}
+
+// ProcessResult is what Process did with an event, in one transaction.
+type ProcessResult struct {
+	// Duplicate: the event was already processed (and this is not a replay): nothing was done.
+	Duplicate bool
+	// Event is the stored event (the claim the workflow's input only refers to).
+	Event Event
+	// Applied: the event applies to a message; Apply is its recorded outcome.
+	Applied bool
+	Apply   ApplyResult
+	// Processed: nothing was to be notified, so the event was marked processed in the same
+	// transaction.
+	Processed bool
+}

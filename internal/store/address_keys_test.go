@@ -112,7 +112,7 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	const prior, key = "m1:jane@example.com", "m1:be25fb8ea01a2a23"
-	apply := func(ev domain.Event) store.ApplyResult {
+	apply := func(ev domain.Event) domain.ApplyResult {
 		t.Helper()
 		_, err := s.RecordEvent(ctx, ev)
 		require.NoError(t, err)

@@ -23,26 +23,26 @@ var errLostRace = errors.New("outcome recorded concurrently")
 // adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
 // event_id): once an outcome is committed, every later call returns that outcome unchanged, so
 // a retried activity reports (and notifies) exactly what the first attempt decided.
-func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event) (ApplyResult, error) {
+func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error) {
 	res, err := s.applyStatus(ctx, ev)
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
+		return domain.ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
 	}
 	return res, nil
 }
 
-func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (ApplyResult, error) {
+func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error) {
 	switch {
 	case ev.Provider == "" || ev.EventID == "":
-		return ApplyResult{}, errors.New("event has no provider or event id")
+		return domain.ApplyResult{}, errors.New("event has no provider or event id")
 	case ev.MessageID == "":
-		return ApplyResult{}, errors.New("event has no message id")
+		return domain.ApplyResult{}, errors.New("event has no message id")
 	}
 	if !ev.Kind.AppliesToMessage() {
-		return ApplyResult{}, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
+		return domain.ApplyResult{}, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
 	}
 	if ev.Kind == domain.KindCorrection && !ev.Status.Known() {
-		return ApplyResult{}, fmt.Errorf("correction to unknown status %q", ev.Status)
+		return domain.ApplyResult{}, fmt.Errorf("correction to unknown status %q", ev.Status)
 	}
 	// PostgreSQL keeps microseconds. Deciding precedence on the stored precision makes an
 	// event compare the same against a key read back from the database as against the same
@@ -64,10 +64,10 @@ func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (ApplyResult, 
 	return res, err
 }
 
-func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res ApplyResult, err error) {
+func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res domain.ApplyResult, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return ApplyResult{}, err
+		return domain.ApplyResult{}, err
 	}
 	defer func() {
 		if err != nil {
@@ -76,10 +76,10 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res ApplyResult
 		}
 	}()
 	if res, err = s.applyWithin(ctx, tx, ev); err != nil {
-		return ApplyResult{}, err
+		return domain.ApplyResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return ApplyResult{}, fmt.Errorf("commit: %w", err)
+		return domain.ApplyResult{}, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
 }
@@ -87,16 +87,16 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res ApplyResult
 // applyWithin applies ev to its message inside tx: the message row, the suppression and the
 // message_events outcome. It returns errLostRace when another attempt of the event recorded its
 // outcome first; tx must then be rolled back.
-func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (ApplyResult, error) {
+func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (domain.ApplyResult, error) {
 	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
 		// A message recorded under the key an earlier version gave it moves to this one, with
 		// its history, unless this key has a row already (then it moved before).
 		if _, err := tx.Exec(ctx, qAdoptPriorMessage, ev.Provider, ev.PriorMessageID, ev.MessageID); err != nil {
-			return ApplyResult{}, fmt.Errorf("move the message from its prior key: %w", err)
+			return domain.ApplyResult{}, fmt.Errorf("move the message from its prior key: %w", err)
 		}
 	}
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
-		return ApplyResult{}, fmt.Errorf("create message: %w", err)
+		return domain.ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
 	var cur precedence.Message
 	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
@@ -105,14 +105,14 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
 		&cur.Bounce.SMTPCode, &cur.Bounce.EnhancedCode, &cur.Bounce.Diagnostic, &cur.Bounce.Category,
 	); err != nil {
-		return ApplyResult{}, fmt.Errorf("lock message: %w", err)
+		return domain.ApplyResult{}, fmt.Errorf("lock message: %w", err)
 	}
 
 	next, tr, changed, err := precedence.ApplyToMessage(cur, ev, time.Now())
 	if err != nil {
-		return ApplyResult{}, err
+		return domain.ApplyResult{}, err
 	}
-	res := ApplyResult{Outcome: tr.Outcome, From: tr.From, To: tr.To, BounceType: tr.BounceType,
+	res := domain.ApplyResult{Outcome: tr.Outcome, From: tr.From, To: tr.To, BounceType: tr.BounceType,
 		Recipient: tr.Recipient, Version: tr.Version}
 	if changed {
 		if _, err := tx.Exec(ctx, qUpdateMessage, ev.Provider, ev.MessageID,
@@ -122,7 +122,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt, next.CorrectedAt,
 			next.Bounce.SMTPCode, next.Bounce.EnhancedCode, next.Bounce.Diagnostic, next.Bounce.Category,
 		); err != nil {
-			return ApplyResult{}, fmt.Errorf("update message: %w", err)
+			return domain.ApplyResult{}, fmt.Errorf("update message: %w", err)
 		}
 	}
 
@@ -137,7 +137,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 		}
 		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
 			ev.MessageID, seenAt, storedScope(scope)).Scan(&res.Suppressed); err != nil {
-			return ApplyResult{}, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
+			return domain.ApplyResult{}, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
 		}
 	}
 
@@ -145,7 +145,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	// (config suppression.soft_bounce). Gated per event by the insert below, as the upsert is.
 	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient)
 	if err != nil {
-		return ApplyResult{}, err
+		return domain.ApplyResult{}, err
 	}
 	res.Suppressed = res.Suppressed || softSuppressed
 
@@ -160,16 +160,16 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (Ap
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another attempt of this event committed while this one waited for the message lock.
 		// Its outcome is the one that counts; this transaction's changes must not land.
-		return ApplyResult{}, errLostRace
+		return domain.ApplyResult{}, errLostRace
 	}
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("record outcome: %w", err)
+		return domain.ApplyResult{}, fmt.Errorf("record outcome: %w", err)
 	}
 	return res, nil
 }
 
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.
-func (s *Store) recordedOutcome(ctx context.Context, ev domain.Event) (res ApplyResult, ok bool, err error) {
+func (s *Store) recordedOutcome(ctx context.Context, ev domain.Event) (res domain.ApplyResult, ok bool, err error) {
 	return recordedOutcome(ctx, s.pool, ev.Provider, ev.EventID)
 }
 
@@ -178,14 +178,14 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func recordedOutcome(ctx context.Context, q querier, provider, eventID string) (res ApplyResult, ok bool, err error) {
+func recordedOutcome(ctx context.Context, q querier, provider, eventID string) (res domain.ApplyResult, ok bool, err error) {
 	err = q.QueryRow(ctx, qRecordedOutcome, provider, eventID).Scan(
 		&res.Outcome, &res.From, &res.To, &res.BounceType, &res.Recipient, &res.Version, &res.Suppressed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ApplyResult{}, false, nil
+		return domain.ApplyResult{}, false, nil
 	}
 	if err != nil {
-		return ApplyResult{}, false, fmt.Errorf("read recorded outcome: %w", err)
+		return domain.ApplyResult{}, false, fmt.Errorf("read recorded outcome: %w", err)
 	}
 	return res, true, nil
 }

@@ -128,9 +128,9 @@ func TestStorableBounce(t *testing.T) {
 }
 
 // softBounces applies n soft bounces for address, one message each, spaced by step.
-func softBounces(t *testing.T, s *store.Store, prefix, address string, from time.Time, step time.Duration, n int) []store.ApplyResult {
+func softBounces(t *testing.T, s *store.Store, prefix, address string, from time.Time, step time.Duration, n int) []domain.ApplyResult {
 	t.Helper()
-	var out []store.ApplyResult
+	var out []domain.ApplyResult
 	for i := range n {
 		ev := bounceEvent(fmt.Sprintf("%s_%d", prefix, i), fmt.Sprintf("msg_%s_%d", prefix, i), address,
 			domain.BounceSoft, from.Add(time.Duration(i)*step), mailboxFull)
@@ -256,7 +256,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	results := make([]store.ProcessResult, n)
+	results := make([]domain.ProcessResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -266,7 +266,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 			// notify says a suppression.added is due when the event suppressed, as the activity's
 			// callback does: such an event stays unprocessed until it is sent.
 			results[i], errs[i] = s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ domain.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+				func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed })
 		})
 	}
 	close(start)
@@ -294,7 +294,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	for i := range evs {
 		wg.Go(func() {
 			r, err := s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ domain.Event, r store.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+				func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed })
 			if assert.NoError(t, err) && !results[i].Processed {
 				assert.Equal(t, results[i].Apply, r.Apply)
 			}

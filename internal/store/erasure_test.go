@@ -54,7 +54,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 		_, err := s.RecordEvent(ctx, ev)
 		require.NoError(t, err)
 	}
-	apply := func(ev domain.Event) store.ApplyResult {
+	apply := func(ev domain.Event) domain.ApplyResult {
 		t.Helper()
 		record(ev)
 		res, err := s.ApplyStatus(ctx, ev)

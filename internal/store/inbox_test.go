@@ -44,7 +44,7 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	// The workflow's RecordEvent finds the inbox row, unprocessed, and carries on.
 	res, err := s.RecordEvent(ctx, a)
 	require.NoError(t, err)
-	assert.Equal(t, store.RecordResult{}, res)
+	assert.Equal(t, domain.RecordResult{}, res)
 
 	// A row recorded before this path existed (RecordEvent wrote it from the workflow) is not in
 	// the inbox; enqueueing it again is a duplicate and leaves it as it is.

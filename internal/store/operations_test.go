@@ -117,7 +117,7 @@ func TestSuppressionConcurrentEvents(t *testing.T) {
 		evs = append(evs, hardBounce(fmt.Sprintf("e_%d", i), fmt.Sprintf("msg_%d", i%2), "busy@example.com", at(i)))
 	}
 	const attempts = 4
-	results := make([]store.ApplyResult, len(evs)*attempts)
+	results := make([]domain.ApplyResult, len(evs)*attempts)
 	errs := make([]error, len(results))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -242,7 +242,7 @@ func TestApplyCorrection(t *testing.T) {
 	fix := correctionEvent("correction-1", msg, domain.StatusDelivered, fixAt, "ops", "the DSN was for another message")
 	res, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)
-	want := store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
+	want := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
 	assert.Equal(t, want, res, "a correction moves backwards, clears the bounce type, never suppresses")
 	again, err := s.ApplyStatus(ctx, fix)
 	require.NoError(t, err)

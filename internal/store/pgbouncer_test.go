@@ -134,7 +134,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	for range 12 {
 		procs.Go(func() {
 			for id := range ids {
-				res, err := s.Process(ctx, provider, id, false, func(_ domain.Event, r store.ApplyResult, applied bool) bool {
+				res, err := s.Process(ctx, provider, id, false, func(_ domain.Event, r domain.ApplyResult, applied bool) bool {
 					return applied && r.Suppressed
 				})
 				if !assert.NoError(t, err, "process %s", id) {

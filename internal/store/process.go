@@ -11,20 +11,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// ProcessResult is what Process did with an event, in one transaction.
-type ProcessResult struct {
-	// Duplicate: the event was already processed (and this is not a replay): nothing was done.
-	Duplicate bool
-	// Event is the stored event (the claim the workflow's input only refers to).
-	Event domain.Event
-	// Applied: the event applies to a message; Apply is its recorded outcome.
-	Applied bool
-	Apply   ApplyResult
-	// Processed: nothing was to be notified, so the event was marked processed in the same
-	// transaction.
-	Processed bool
-}
-
 const (
 	// Locks the event's row for the transaction: attempts of one event (and its replays) run
 	// one after the other. picked_at says a worker has taken the event up (the relays' in-flight
@@ -60,10 +46,10 @@ WHERE w.provider = $1 AND w.event_id = $2`
 // processed is a Duplicate unless replay is set. Errors wrap domain.ErrNotFound (no such event),
 // domain.ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), domain.ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
-func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res ApplyResult, applied bool) bool) (ProcessResult, error) {
-	var out ProcessResult
+func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res domain.ApplyResult, applied bool) bool) (domain.ProcessResult, error) {
+	var out domain.ProcessResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		out = ProcessResult{}
+		out = domain.ProcessResult{}
 		var (
 			st        stored
 			processed bool
@@ -115,7 +101,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 		return s.stripProcessed(ctx, tx, provider, eventID)
 	})
 	if err != nil {
-		return ProcessResult{}, fmt.Errorf("process %s:%s: %w", provider, eventID, err)
+		return domain.ProcessResult{}, fmt.Errorf("process %s:%s: %w", provider, eventID, err)
 	}
 	return out, nil
 }
@@ -133,7 +119,7 @@ func applicable(ev domain.Event) error {
 
 // StoredEvent returns the recorded event and, when it was applied to a message, its recorded
 // outcome (applied false otherwise): what a notification of it is built from.
-func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res ApplyResult, applied bool, err error) {
+func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res domain.ApplyResult, applied bool, err error) {
 	var st stored
 	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(st.dest()...)
 	switch {
@@ -146,7 +132,7 @@ func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev d
 		res, applied, err = recordedOutcome(ctx, s.pool, provider, eventID)
 	}
 	if err != nil {
-		return domain.Event{}, ApplyResult{}, false, fmt.Errorf("stored event %s:%s: %w", provider, eventID, err)
+		return domain.Event{}, domain.ApplyResult{}, false, fmt.Errorf("stored event %s:%s: %w", provider, eventID, err)
 	}
 	return ev, res, applied, nil
 }

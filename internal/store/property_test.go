@@ -67,7 +67,7 @@ func checkPermutation(t *testing.T, s *store.Store, evs []domain.Event, perm []i
 
 	var (
 		fold  precedence.State
-		first = map[string]store.ApplyResult{}
+		first = map[string]domain.ApplyResult{}
 	)
 	apply := func(ev domain.Event) {
 		ev.EventID = prefix + ev.EventID

@@ -110,7 +110,7 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	// The key stays, the payload is gone: a re-delivery is a duplicate, a replay has nothing.
 	res, err := s.RecordEvent(ctx, statusEvent("ret_jan", "m1", domain.StatusDelivered, "", jan))
 	require.NoError(t, err)
-	assert.Equal(t, store.RecordResult{AlreadyProcessed: true}, res)
+	assert.Equal(t, domain.RecordResult{AlreadyProcessed: true}, res)
 	_, _, _, err = s.StoredEvent(ctx, provider, "ret_jan")
 	assert.ErrorIs(t, err, store.ErrPayloadExpired)
 	ns, err := storetest.Notifications(ctx, s.Pool(), provider, "ret_jan")

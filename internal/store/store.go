@@ -143,7 +143,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // RecordEvent durably records a received event, once per (provider, event_id). A duplicate
 // delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
 // first delivery finished.
-func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult, error) {
+func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error) {
 	payload, event := payloadColumns(ev)
 	var inserted bool
 	err := s.withPartitions(ctx, func() error {
@@ -153,9 +153,9 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 	})
 	switch {
 	case err == nil:
-		return RecordResult{Inserted: true}, nil
+		return domain.RecordResult{Inserted: true}, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
+		return domain.RecordResult{}, fmt.Errorf("record event %s:%s: %w", ev.Provider, ev.EventID, err)
 	}
 
 	// ON CONFLICT waited for any concurrent inserter to commit, so this new statement sees
@@ -163,9 +163,9 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (RecordResult,
 	var processed bool
 	err = s.pool.QueryRow(ctx, qWebhookEventProcessed, ev.Provider, ev.EventID).Scan(&processed)
 	if err != nil {
-		return RecordResult{}, fmt.Errorf("record event %s:%s: read existing: %w", ev.Provider, ev.EventID, err)
+		return domain.RecordResult{}, fmt.Errorf("record event %s:%s: read existing: %w", ev.Provider, ev.EventID, err)
 	}
-	return RecordResult{AlreadyProcessed: processed}, nil
+	return domain.RecordResult{AlreadyProcessed: processed}, nil
 }
 
 // MarkProcessed records that the event's processing finished, so a later duplicate delivery

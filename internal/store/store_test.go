@@ -131,18 +131,18 @@ func TestRecordEvent(t *testing.T) {
 
 	res, err := s.RecordEvent(ctx, ev)
 	require.NoError(t, err)
-	assert.Equal(t, store.RecordResult{Inserted: true}, res)
+	assert.Equal(t, domain.RecordResult{Inserted: true}, res)
 
 	res, err = s.RecordEvent(ctx, ev)
 	require.NoError(t, err)
-	assert.Equal(t, store.RecordResult{}, res, "duplicate while the first is still processing")
+	assert.Equal(t, domain.RecordResult{}, res, "duplicate while the first is still processing")
 
 	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID))
 	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID), "marking twice is fine")
 
 	res, err = s.RecordEvent(ctx, ev)
 	require.NoError(t, err)
-	assert.Equal(t, store.RecordResult{AlreadyProcessed: true}, res)
+	assert.Equal(t, domain.RecordResult{AlreadyProcessed: true}, res)
 
 	var (
 		typ, msg   string
@@ -203,7 +203,7 @@ func TestRecordEventConcurrentDuplicates(t *testing.T) {
 	ev := statusEvent("evt_dup", "msg_1", domain.StatusDelivered, "", at(0))
 
 	const n = 20
-	results := make([]store.RecordResult, n)
+	results := make([]domain.RecordResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -244,7 +244,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 
 	first, err := s.ApplyStatus(ctx, delivered)
 	require.NoError(t, err)
-	want := store.ApplyResult{
+	want := domain.ApplyResult{
 		Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
 		Recipient: "to@example.com", Version: 1,
 	}
@@ -277,7 +277,7 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 	delivered := statusEvent("evt_delivered", "msg_1", domain.StatusDelivered, "", at(1))
 
 	const n = 10
-	results := make([]store.ApplyResult, 2*n)
+	results := make([]domain.ApplyResult, 2*n)
 	errs := make([]error, 2*n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -299,7 +299,7 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 		assert.Equal(t, results[i%2], results[i], "attempt %d", i)
 	}
 	assert.Equal(t, domain.OutcomeCounted, results[0].Outcome)
-	assert.Equal(t, store.ApplyResult{
+	assert.Equal(t, domain.ApplyResult{
 		Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 1,
 	}, results[1])
 
@@ -320,23 +320,23 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 	// Provider order: accepted(1) deferred(2) delivered(3) bounced(4); arrival order differs.
 	steps := []struct {
 		ev   domain.Event
-		want store.ApplyResult
+		want domain.ApplyResult
 	}{
 		{
 			statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(3)),
-			store.ApplyResult{Outcome: domain.OutcomeMoved, From: "", To: domain.StatusDelivered, Version: 1},
+			domain.ApplyResult{Outcome: domain.OutcomeMoved, From: "", To: domain.StatusDelivered, Version: 1},
 		},
 		{
 			statusEvent("e_accepted", msg, domain.StatusAccepted, "", at(1)),
-			store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 1},
+			domain.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusDelivered, To: domain.StatusDelivered, Version: 1},
 		},
 		{
 			statusEvent("e_bounced", msg, domain.StatusBounced, domain.BounceHard, at(4)),
-			store.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true},
+			domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2, Suppressed: true},
 		},
 		{
 			statusEvent("e_deferred", msg, domain.StatusDeferred, "", at(2)),
-			store.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2},
+			domain.ApplyResult{Outcome: domain.OutcomeStale, From: domain.StatusBounced, To: domain.StatusBounced, BounceType: domain.BounceHard, Version: 2},
 		},
 	}
 	for _, step := range steps {
@@ -419,7 +419,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 		if ev.Kind == domain.KindUnsubscribed {
 			want = domain.OutcomeFlagged
 		}
-		assert.Equal(t, store.ApplyResult{
+		assert.Equal(t, domain.ApplyResult{
 			Outcome: want, From: domain.StatusDelivered, To: domain.StatusDelivered,
 			Recipient: "to@example.com", Version: 1,
 			// The unsubscribe suppresses the message's recipient; its retry reports the same.
@@ -450,7 +450,7 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 	// Opens can arrive before the delivery event; the message is created without a status.
 	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)))
 	require.NoError(t, err)
-	assert.Equal(t, store.ApplyResult{Outcome: domain.OutcomeCounted}, res)
+	assert.Equal(t, domain.ApplyResult{Outcome: domain.OutcomeCounted}, res)
 
 	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)))
 	require.NoError(t, err)
@@ -489,7 +489,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 		kindEvent("e10", msg, domain.KindClicked, at(8)),
 		kindEvent("e11", msg, domain.KindOpened, at(8)),
 	}
-	results := make([]store.ApplyResult, len(evs))
+	results := make([]domain.ApplyResult, len(evs))
 	errs := make([]error, len(evs))
 	var wg sync.WaitGroup
 	start := make(chan struct{})

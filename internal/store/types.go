@@ -8,32 +8,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// RecordResult is what RecordEvent found.
-type RecordResult struct {
-	// Inserted: this call created the webhook_events row.
-	Inserted bool `json:"inserted"`
-	// AlreadyProcessed: the row existed with processed_at set; the event is a duplicate.
-	AlreadyProcessed bool `json:"already_processed"`
-}
-
-// ApplyResult is the recorded outcome of applying one event to its message. A retry of
-// ApplyStatus returns the outcome recorded by the first committed attempt. It does not embed
-// domain.Transition: its JSON, in ProcessWebhookEvent histories, always has from, to and version
-// and puts bounce_type and recipient before version.
-type ApplyResult struct {
-	Outcome    domain.Outcome `json:"outcome"`
-	From       domain.Status  `json:"from"`
-	To         domain.Status  `json:"to"`
-	BounceType string         `json:"bounce_type,omitempty"`
-	Recipient  string         `json:"recipient,omitempty"`
-	// Version is the message's version after this event (unchanged unless moved).
-	Version int64 `json:"version"`
-	// Suppressed: this event added its recipient to the suppressions (false when the address
-	// was already suppressed). Omitted when false, so results of events that suppress nothing
-	// look as they did before suppressions existed.
-	Suppressed bool `json:"suppressed,omitempty"`
-}
-
 // Message is a message's current state and history, as GET /v1/messages returns it.
 type Message struct {
 	Provider       string         `json:"provider"`
