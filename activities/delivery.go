@@ -12,21 +12,20 @@ import (
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // SinkStore is the part of the store a sink's deliveries use: its gate and circuit, its limits,
 // and its parked notifications (store/sinks.go).
 type SinkStore interface {
-	ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (store.Parked, error)
+	ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (delivery.Parked, error)
 	DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr string, threshold int, probeIn time.Duration) (bool, error)
 	TakeToken(ctx context.Context, sink string, rate float64) (bool, error)
 	AcquireSlot(ctx context.Context, sink string, hold time.Duration) (int, bool, error)
 	ReleaseSlot(ctx context.Context, sink string, slot int) error
-	SinkByName(ctx context.Context, name string) (store.Sink, error)
-	ParkedBatch(ctx context.Context, sink string, limit int) ([]store.ParkedNotification, error)
-	DrainedSent(ctx context.Context, n store.ParkedNotification) error
-	DrainedSentAll(ctx context.Context, ns []store.ParkedNotification) error
+	SinkByName(ctx context.Context, name string) (delivery.Sink, error)
+	ParkedBatch(ctx context.Context, sink string, limit int) ([]delivery.ParkedNotification, error)
+	DrainedSent(ctx context.Context, n delivery.ParkedNotification) error
+	DrainedSentAll(ctx context.Context, ns []delivery.ParkedNotification) error
 	FreshenParkedStats(ctx context.Context, sink string, parked int64) (bool, error)
 	GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error)
 	SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error

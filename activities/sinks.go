@@ -14,7 +14,6 @@ import (
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/notify"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // The activities of a sink's drainer (workflows.SinkDelivery): each one a step that reads the
@@ -241,14 +240,14 @@ func (a *Activities) applyChange(ctx context.Context, sink string, c delivery.Ch
 
 // startSends begins a probe or a drain step: the sink's config and row, with the notifications
 // that waited too long given up. out.Configured is false for a sink no longer configured.
-func (a *Activities) startSends(ctx context.Context, name string) (config.Sink, store.Sink, SinkSends, error) {
+func (a *Activities) startSends(ctx context.Context, name string) (config.Sink, delivery.Sink, SinkSends, error) {
 	sink, step, err := a.startStep(ctx, name)
 	if err != nil || !step.Configured {
-		return sink, store.Sink{}, SinkSends{Sink: name}, err
+		return sink, delivery.Sink{}, SinkSends{Sink: name}, err
 	}
 	sk, err := a.Store.SinkByName(ctx, name)
 	if err != nil {
-		return sink, store.Sink{}, SinkSends{}, err
+		return sink, delivery.Sink{}, SinkSends{}, err
 	}
 	return sink, sk, SinkSends{Sink: name, Configured: true, GaveUp: step.GaveUp}, nil
 }
@@ -271,7 +270,7 @@ func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, S
 func (a *Activities) stepWith(ctx context.Context, sink config.Sink, step SinkStep) (SinkStep, error) {
 	sk, err := a.Store.SinkByName(ctx, sink.Name)
 	if errors.Is(err, domain.ErrNotFound) {
-		sk = store.Sink{Name: sink.Name, State: delivery.Closed} // no row yet: nothing ever failed
+		sk = delivery.Sink{Name: sink.Name, State: delivery.Closed} // no row yet: nothing ever failed
 	} else if err != nil {
 		return SinkStep{}, err
 	}
@@ -316,8 +315,8 @@ type drain struct {
 	a     *Activities
 	sink  config.Sink
 	log   *slog.Logger
-	byID  map[string]store.ParkedNotification
-	order []store.ParkedNotification
+	byID  map[string]delivery.ParkedNotification
+	order []delivery.ParkedNotification
 
 	mu sync.Mutex
 	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
@@ -333,8 +332,8 @@ type drain struct {
 	cancel    context.CancelFunc
 }
 
-func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []store.ParkedNotification) *drain {
-	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]store.ParkedNotification{}, order: batch}
+func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification) *drain {
+	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]delivery.ParkedNotification{}, order: batch}
 	for _, n := range batch {
 		d.byID[n.ID] = n
 	}
@@ -351,7 +350,7 @@ func (d *drain) items() []delivery.Item {
 
 // first is the notification a probe sends: the head of the first chain (the oldest parked
 // message's lowest version).
-func (d *drain) first() store.ParkedNotification {
+func (d *drain) first() delivery.ParkedNotification {
 	return d.byID[delivery.Chains(d.items())[0][0].ID]
 }
 
@@ -401,7 +400,7 @@ func (d *drain) progress() int {
 
 // send delivers one parked notification and records what came of it; false when its chain must
 // not go on (the step stops, or the notification is still parked).
-func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
+func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 	a := d.a
 	if len(n.Body) == 0 {
 		d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
@@ -424,7 +423,7 @@ func (d *drain) send(ctx context.Context, n store.ParkedNotification) bool {
 
 // decided acts on delivery.After's decision for one send of a parked notification: false when the
 // step stops there (the sink fails, or asks to wait).
-func (d *drain) decided(ctx context.Context, n store.ParkedNotification, sendErr error) bool {
+func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, sendErr error) bool {
 	a := d.a
 	at := delivery.Attempt{Verdict: verdictOf(sendErr), RetryAfter: retryAfterOf(sendErr), Made: n.Attempts + 1, Parked: true}
 	if at.Verdict != delivery.Failing {
@@ -464,7 +463,7 @@ func (d *drain) decided(ctx context.Context, n store.ParkedNotification, sendErr
 	return false
 }
 
-func (d *drain) fail(ctx context.Context, n store.ParkedNotification, reason string) {
+func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason string) {
 	if err := d.a.Store.MarkNotificationFailed(ctx, n.ID, reason); err != nil {
 		d.storeErr(err)
 		return
@@ -474,7 +473,7 @@ func (d *drain) fail(ctx context.Context, n store.ParkedNotification, reason str
 	d.mu.Unlock()
 }
 
-func (d *drain) record(ctx context.Context, n store.ParkedNotification, sendErr error) {
+func (d *drain) record(ctx context.Context, n delivery.ParkedNotification, sendErr error) {
 	if err := d.a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
 		d.storeErr(err)
 	}
@@ -499,7 +498,7 @@ func (d *drain) storeErr(err error) {
 }
 
 // found is what the step's sends found, for delivery.AfterStep; sk is the sink as the step began.
-func (d *drain) found(sk store.Sink) delivery.Found {
+func (d *drain) found(sk delivery.Sink) delivery.Found {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return delivery.Found{State: sk.State, ProbeFailures: sk.ProbeFailures, Failing: d.failing, Wait: d.wait,
@@ -542,7 +541,7 @@ func (a *Activities) publishBatch(sink config.Sink) int {
 }
 
 // take makes batch the drain's next one.
-func (d *drain) take(batch []store.ParkedNotification) {
+func (d *drain) take(batch []delivery.ParkedNotification) {
 	d.order = batch
 	clear(d.byID)
 	for _, n := range batch {
@@ -591,7 +590,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 			return // the worker is stopping: whatever the broker confirmed is sent again, under its id
 		}
 		var (
-			sent   []store.ParkedNotification
+			sent   []delivery.ParkedNotification
 			failed error
 		)
 		for i, err := range errs {
@@ -632,8 +631,8 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 
 // waves are the batch's chains cut across: the k-th parked update of every message in wave k.
 // A notification whose body retention removed fails here and is in none.
-func (d *drain) waves(ctx context.Context) [][]store.ParkedNotification {
-	var out [][]store.ParkedNotification
+func (d *drain) waves(ctx context.Context) [][]delivery.ParkedNotification {
+	var out [][]delivery.ParkedNotification
 	for _, chain := range delivery.Chains(d.items()) {
 		k := 0
 		for _, it := range chain {
@@ -652,7 +651,7 @@ func (d *drain) waves(ctx context.Context) [][]store.ParkedNotification {
 	return out
 }
 
-func buildWave(ns []store.ParkedNotification) []notify.Message {
+func buildWave(ns []delivery.ParkedNotification) []notify.Message {
 	ms := make([]notify.Message, len(ns))
 	for i, n := range ns {
 		ms[i] = parkedMessage(n)
@@ -661,7 +660,7 @@ func buildWave(ns []store.ParkedNotification) []notify.Message {
 }
 
 // markSent marks a confirmed wave sent in one statement and counts it.
-func (d *drain) markSent(ctx context.Context, sent []store.ParkedNotification) error {
+func (d *drain) markSent(ctx context.Context, sent []delivery.ParkedNotification) error {
 	if err := d.a.Store.DrainedSentAll(ctx, sent); err != nil {
 		return err
 	}
@@ -676,13 +675,13 @@ func (d *drain) markSent(ctx context.Context, sent []store.ParkedNotification) e
 	return nil
 }
 
-func parkedMessage(n store.ParkedNotification) notify.Message {
+func parkedMessage(n delivery.ParkedNotification) notify.Message {
 	return notify.MessageOf(n.ID, n.Provider, n.MessageID, n.EventID, n.Type, n.Body)
 }
 
 // freshenStats makes the planner see a large backlog before a drain reads it
 // (store.FreshenParkedStats), at most once a minute per sink and process.
-func (a *Activities) freshenStats(ctx context.Context, sk store.Sink) {
+func (a *Activities) freshenStats(ctx context.Context, sk delivery.Sink) {
 	now := time.Now()
 	if last, ok := a.statsAt.Load(sk.Name); ok && now.Sub(last.(time.Time)) < time.Minute {
 		return

@@ -83,7 +83,7 @@ first, at the sink's rate and concurrency. docs/operations/sink-outages.md.`,
 					return err
 				}
 				wakeDrainer(c, cfg, args[0])
-				printSinks(c.OutOrStdout(), []store.Sink{sk}, cfg.Sinks, time.Now())
+				printSinks(c.OutOrStdout(), []delivery.Sink{sk}, cfg.Sinks, time.Now())
 				return nil
 			},
 		}
@@ -193,17 +193,17 @@ func wakeDrainer(c *cobra.Command, cfg config.Config, name string) {
 }
 
 // withConfigured adds the configured sinks that have no row yet (closed, nothing parked).
-func withConfigured(rows []store.Sink, sinks []config.Sink) []store.Sink {
+func withConfigured(rows []delivery.Sink, sinks []config.Sink) []delivery.Sink {
 	for _, sk := range sinks {
-		if !slices.ContainsFunc(rows, func(r store.Sink) bool { return r.Name == sk.Name }) {
-			rows = append(rows, store.Sink{Name: sk.Name, State: delivery.Closed})
+		if !slices.ContainsFunc(rows, func(r delivery.Sink) bool { return r.Name == sk.Name }) {
+			rows = append(rows, delivery.Sink{Name: sk.Name, State: delivery.Closed})
 		}
 	}
-	slices.SortFunc(rows, func(a, b store.Sink) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(rows, func(a, b delivery.Sink) int { return strings.Compare(a.Name, b.Name) })
 	return rows
 }
 
-func printSinks(out io.Writer, rows []store.Sink, sinks []config.Sink, now time.Time) {
+func printSinks(out io.Writer, rows []delivery.Sink, sinks []config.Sink, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "SINK\tSTATE\tPARKED\tOLDEST PARKED\tFAILED\tNEXT PROBE\tLAST ERROR")
 	for _, r := range rows {

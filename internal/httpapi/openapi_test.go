@@ -540,31 +540,31 @@ func (b *fakeBackend) Accept(_ context.Context, evs []domain.Event) ([]acceptanc
 
 // The sinks: "app" is recorded (open, with parked notifications), "gone" is recorded but no
 // longer configured, "new" is configured without a row, and "down"'s database is unavailable.
-func (b *fakeBackend) ListSinks(context.Context) ([]store.Sink, error) {
+func (b *fakeBackend) ListSinks(context.Context) ([]delivery.Sink, error) {
 	if err := b.readiness("sinks"); err != nil { // X-Fail: sinks
 		return nil, err
 	}
 	app, _ := b.SinkByName(context.Background(), "app")
-	return []store.Sink{app, {Name: "gone", State: delivery.Closed, Parked: 3, UpdatedAt: time.Unix(1700000000, 0).UTC()}}, nil
+	return []delivery.Sink{app, {Name: "gone", State: delivery.Closed, Parked: 3, UpdatedAt: time.Unix(1700000000, 0).UTC()}}, nil
 }
 
-func (b *fakeBackend) SinkByName(_ context.Context, name string) (store.Sink, error) {
+func (b *fakeBackend) SinkByName(_ context.Context, name string) (delivery.Sink, error) {
 	switch name {
 	case "down":
-		return store.Sink{}, errDown
+		return delivery.Sink{}, errDown
 	case "app":
 		at := time.Unix(1700000000, 0).UTC()
 		next := at.Add(time.Minute)
-		return store.Sink{Name: "app", State: delivery.Open, ConsecutiveFailures: 7, OpenedAt: &at, ProbeFailures: 2, NextProbeAt: &next,
+		return delivery.Sink{Name: "app", State: delivery.Open, ConsecutiveFailures: 7, OpenedAt: &at, ProbeFailures: 2, NextProbeAt: &next,
 			LastError: "notify: sink responded 503 Service Unavailable", LastErrorAt: &at, Parked: 42, OldestParkedAt: &at, Failed: 1, UpdatedAt: at}, nil
 	}
-	return store.Sink{}, domain.ErrNotFound
+	return delivery.Sink{}, domain.ErrNotFound
 }
 
-func (b *fakeBackend) PauseSink(ctx context.Context, name string, paused bool, by string) (store.Sink, error) {
+func (b *fakeBackend) PauseSink(ctx context.Context, name string, paused bool, by string) (delivery.Sink, error) {
 	sk, err := b.SinkByName(ctx, name)
 	if errors.Is(err, domain.ErrNotFound) {
-		sk, err = store.Sink{Name: name, State: delivery.Closed}, nil
+		sk, err = delivery.Sink{Name: name, State: delivery.Closed}, nil
 	}
 	if paused {
 		at := time.Unix(1700000000, 0).UTC()

@@ -18,9 +18,9 @@ import (
 
 // SinkStates reads and changes the sinks' delivery state (store/sinks.go).
 type SinkStates interface {
-	ListSinks(ctx context.Context) ([]store.Sink, error)
-	SinkByName(ctx context.Context, name string) (store.Sink, error)
-	PauseSink(ctx context.Context, name string, paused bool, by string) (store.Sink, error)
+	ListSinks(ctx context.Context) ([]delivery.Sink, error)
+	SinkByName(ctx context.Context, name string) (delivery.Sink, error)
+	PauseSink(ctx context.Context, name string, paused bool, by string) (delivery.Sink, error)
 	Redeliver(ctx context.Context, f store.RedeliverFilter) (store.Redelivery, error)
 	ListSinkNotifications(ctx context.Context, f store.SinkNotificationFilter) ([]store.Notification, string, error)
 }
@@ -44,7 +44,7 @@ type SinkSettings struct {
 // sinkView is one sink as GET /v1/sinks shows it: its state from PostgreSQL, its settings from
 // the config.
 type sinkView struct {
-	store.Sink
+	delivery.Sink
 	// Configured: this process's config names it (false: a sink removed from the config that
 	// still has notifications recorded).
 	Configured  bool     `json:"configured"`
@@ -78,7 +78,7 @@ func (s *Server) settingsOf(name string) (SinkSettings, bool) {
 	return SinkSettings{}, false
 }
 
-func (s *Server) view(sk store.Sink) sinkView {
+func (s *Server) view(sk delivery.Sink) sinkView {
 	v := sinkView{Sink: sk}
 	if set, ok := s.settingsOf(sk.Name); ok {
 		v.Configured, v.Kind, v.Types, v.Rate, v.Concurrency = true, set.Kind, set.Types, set.Rate, set.Concurrency
@@ -91,11 +91,11 @@ func (s *Server) view(sk store.Sink) sinkView {
 
 // sinkOf reads a sink that is configured or recorded: a configured one without a row yet is
 // closed, with nothing parked.
-func (s *Server) sinkOf(ctx context.Context, name string) (store.Sink, error) {
+func (s *Server) sinkOf(ctx context.Context, name string) (delivery.Sink, error) {
 	sk, err := s.SinkStates.SinkByName(ctx, name)
 	if errors.Is(err, domain.ErrNotFound) {
 		if _, ok := s.settingsOf(name); ok {
-			return store.Sink{Name: name, State: delivery.Closed}, nil
+			return delivery.Sink{Name: name, State: delivery.Closed}, nil
 		}
 	}
 	return sk, err
@@ -119,7 +119,7 @@ func (s *Server) listSinks(c *gin.Context) {
 	}
 	for _, set := range s.Sinks {
 		if !seen[set.Name] {
-			out = append(out, s.view(store.Sink{Name: set.Name, State: delivery.Closed}))
+			out = append(out, s.view(delivery.Sink{Name: set.Name, State: delivery.Closed}))
 		}
 	}
 	slices.SortFunc(out, func(a, b sinkView) int { return strings.Compare(a.Name, b.Name) })

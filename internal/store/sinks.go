@@ -18,39 +18,6 @@ import (
 // internal/delivery's; the statements keep each transition to one row update, so the workers and
 // the drainer that race on a sink never lose one.
 
-// Sink is a sink's row with what its drainer and an operator read: its circuit, its pause, its
-// last failure and its backlog.
-type Sink struct {
-	Name   string         `json:"name"`
-	State  delivery.State `json:"state"`
-	Paused bool           `json:"paused"`
-	// PausedAt and PausedBy: when and by which admin token an operator paused it.
-	PausedAt *time.Time `json:"paused_at,omitempty"`
-	PausedBy string     `json:"paused_by,omitempty"`
-	// ConsecutiveFailures counts the failed attempts since the last success.
-	ConsecutiveFailures int        `json:"consecutive_failures"`
-	OpenedAt            *time.Time `json:"opened_at,omitempty"`
-	// ProbeFailures counts the probes that failed since the circuit opened; NextProbeAt is when
-	// the drainer probes again.
-	ProbeFailures int        `json:"probe_failures"`
-	NextProbeAt   *time.Time `json:"next_probe_at,omitempty"`
-	// NotBefore is the sink's Retry-After: nothing is sent to it before then.
-	NotBefore   *time.Time `json:"not_before,omitempty"`
-	LastError   string     `json:"last_error,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	// Parked counts the notifications waiting for the drainer; OldestParkedAt is when the oldest
-	// of them was parked.
-	Parked         int64      `json:"parked"`
-	OldestParkedAt *time.Time `json:"oldest_parked_at,omitempty"`
-	// Failed counts the sink's notifications that ended failed (rejected, or parked longer than
-	// notify.give_up_after) and are still kept.
-	Failed    int64     `json:"failed"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Gate is the sink's gate (what a first attempt reads).
-func (s Sink) Gate() delivery.Gate { return delivery.Gate{State: s.State, Paused: s.Paused} }
-
 // SinkLimit is what EnsureSinks keeps of a configured sink: its name and how many requests may be
 // in flight to it at once (0: no bound, no slots).
 type SinkLimit struct {
@@ -72,45 +39,34 @@ func (s *Store) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
 }
 
 // SinkByName reads one sink with its counts; domain.ErrNotFound when it has no row.
-func (s *Store) SinkByName(ctx context.Context, name string) (Sink, error) {
+func (s *Store) SinkByName(ctx context.Context, name string) (delivery.Sink, error) {
 	sk, err := scanSink(s.pool.QueryRow(ctx, qSink, name))
 	if err != nil {
-		return Sink{}, fmt.Errorf("sink %s: %w", name, err)
+		return delivery.Sink{}, fmt.Errorf("sink %s: %w", name, err)
 	}
 	return sk, nil
 }
 
 // ListSinks reads every sink with its counts, by name.
-func (s *Store) ListSinks(ctx context.Context) ([]Sink, error) {
+func (s *Store) ListSinks(ctx context.Context) ([]delivery.Sink, error) {
 	rows, err := s.pool.Query(ctx, qListSinks)
 	if err != nil {
 		return nil, fmt.Errorf("list sinks: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Sink, error) { return scanSink(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery.Sink, error) { return scanSink(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list sinks: %w", err)
 	}
 	return out, nil
 }
 
-// Parked is what ParkNotification did.
-type Parked struct {
-	// Parked: the notification is parked now (false: it was no longer pending: sent, failed or
-	// parked already).
-	Parked bool
-	// Woke: this park moved its sink from closed to draining, so the sink's drainer must be
-	// woken to send it. Parks into an open or draining sink wake nobody: the drainer is busy with
-	// that sink already, and an outage costs Temporal nothing per parked notification.
-	Woke bool
-}
-
 // ParkNotification parks a pending notification of sink for the sink's drainer with why
 // (delivery.Reason*). notBefore, when set, is the sink's own Retry-After: nothing is sent to it
 // before then.
-func (s *Store) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (Parked, error) {
-	var p Parked
+func (s *Store) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (delivery.Parked, error) {
+	var p delivery.Parked
 	if err := s.pool.QueryRow(ctx, qParkNotification, id, why).Scan(&p.Parked, &p.Woke); err != nil {
-		return Parked{}, fmt.Errorf("park notification %s: %w", id, err)
+		return delivery.Parked{}, fmt.Errorf("park notification %s: %w", id, err)
 	}
 	if !notBefore.IsZero() {
 		if err := s.SlowDown(ctx, sink, notBefore); err != nil {
@@ -164,41 +120,17 @@ func (s *Store) ReleaseSlot(ctx context.Context, sink string, slot int) error {
 	return nil
 }
 
-// ParkedNotification is one notification a drain sends.
-type ParkedNotification struct {
-	ID        string
-	Provider  string
-	EventID   string
-	Type      string
-	MessageID string
-	Version   int64
-	Attempts  int
-	ParkedAt  time.Time
-	CreatedAt time.Time
-	// Body is nil when retention dropped it: it cannot be sent again under its id.
-	Body json.RawMessage
-}
-
-// Item is the notification as delivery.Chains orders it.
-func (p ParkedNotification) Item() delivery.Item {
-	msg := ""
-	if p.MessageID != "" {
-		msg = p.Provider + "\x00" + p.MessageID
-	}
-	return delivery.Item{ID: p.ID, Message: msg, Version: p.Version}
-}
-
 // ParkedBatch returns the next notifications the sink's drain sends: the limit parked longest,
 // plus every other parked update of the messages among them, so that a drain that takes one of
 // a message's updates takes all of them (and sends them in version order: delivery.Chains).
-func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]ParkedNotification, error) {
+func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]delivery.ParkedNotification, error) {
 	rows, err := s.pool.Query(ctx, qParkedBatch, sink, limit)
 	if err != nil {
 		return nil, fmt.Errorf("parked notifications of sink %s: %w", sink, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ParkedNotification, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery.ParkedNotification, error) {
 		var (
-			p    ParkedNotification
+			p    delivery.ParkedNotification
 			body []byte
 		)
 		err := row.Scan(&p.ID, &p.Provider, &p.EventID, &p.Type, &p.MessageID, &p.Version, &p.Attempts,
@@ -215,7 +147,7 @@ func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]Park
 // DrainedSent marks a parked notification sent by the drain (its sink's run of failures ends
 // with it). An inbound email's body goes with its last notification when
 // retention.inbound_bodies is 0, as it would have when its event was processed.
-func (s *Store) DrainedSent(ctx context.Context, n ParkedNotification) error {
+func (s *Store) DrainedSent(ctx context.Context, n delivery.ParkedNotification) error {
 	if err := s.MarkNotificationSent(ctx, n.ID); err != nil {
 		return err
 	}
@@ -229,9 +161,9 @@ func (s *Store) DrainedSent(ctx context.Context, n ParkedNotification) error {
 
 // DrainedSentAll is DrainedSent for a batch a broker confirmed: one statement for every mark,
 // and one for the inbound bodies that may go.
-func (s *Store) DrainedSentAll(ctx context.Context, ns []ParkedNotification) error {
+func (s *Store) DrainedSentAll(ctx context.Context, ns []delivery.ParkedNotification) error {
 	ids := make([]string, len(ns))
-	var inbound []ParkedNotification
+	var inbound []delivery.ParkedNotification
 	for i, n := range ns {
 		ids[i] = n.ID
 		if s.stripOnProcessed && n.Type == domain.TypeEmailReceived {
@@ -314,13 +246,13 @@ func (s *Store) Settle(ctx context.Context, sink string) (delivery.State, error)
 // PauseSink pauses (or resumes) a sink: while paused every notification for it parks and its
 // drainer sends nothing. by is the admin token's name. A resumed sink with parked notifications
 // drains them.
-func (s *Store) PauseSink(ctx context.Context, sink string, paused bool, by string) (Sink, error) {
+func (s *Store) PauseSink(ctx context.Context, sink string, paused bool, by string) (delivery.Sink, error) {
 	if _, err := s.pool.Exec(ctx, qPauseSink, sink, paused, by); err != nil {
-		return Sink{}, fmt.Errorf("pause sink %s: %w", sink, err)
+		return delivery.Sink{}, fmt.Errorf("pause sink %s: %w", sink, err)
 	}
 	if !paused {
 		if _, err := s.Settle(ctx, sink); err != nil {
-			return Sink{}, err
+			return delivery.Sink{}, err
 		}
 	}
 	return s.SinkByName(ctx, sink)
@@ -419,16 +351,16 @@ func (s *Store) ListSinkNotifications(ctx context.Context, f SinkNotificationFil
 	return out, next, nil
 }
 
-func scanSink(row pgx.Row) (Sink, error) {
+func scanSink(row pgx.Row) (delivery.Sink, error) {
 	var (
-		sk    Sink
+		sk    delivery.Sink
 		state string
 	)
 	err := row.Scan(&sk.Name, &state, &sk.Paused, &sk.PausedAt, &sk.PausedBy, &sk.ConsecutiveFailures, &sk.OpenedAt,
 		&sk.ProbeFailures, &sk.NextProbeAt, &sk.NotBefore, &sk.LastError, &sk.LastErrorAt, &sk.UpdatedAt,
 		&sk.Parked, &sk.OldestParkedAt, &sk.Failed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Sink{}, domain.ErrNotFound
+		return delivery.Sink{}, domain.ErrNotFound
 	}
 	sk.State = delivery.State(state)
 	return sk, err

@@ -28,7 +28,7 @@ func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) store
 	return n
 }
 
-func sinkOf(t *testing.T, s *store.Store, name string) store.Sink {
+func sinkOf(t *testing.T, s *store.Store, name string) delivery.Sink {
 	t.Helper()
 	sk, err := s.SinkByName(context.Background(), name)
 	require.NoError(t, err)
@@ -47,17 +47,17 @@ func TestParkingMovesAClosedSinkToDrainingOnce(t *testing.T) {
 	assert.Equal(t, delivery.Gate{State: delivery.Closed}, a.Gate)
 	p, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
-	assert.Equal(t, store.Parked{Parked: true, Woke: true}, p)
+	assert.Equal(t, delivery.Parked{Parked: true, Woke: true}, p)
 
 	b := pending(t, s, "app", "evt_b", "msg_2", 1)
 	assert.Equal(t, delivery.Gate{State: delivery.Draining}, b.Gate, "the next notification reads that the sink is behind")
 	p, err = s.ParkNotification(ctx, b.ID, "app", b.Gate.ParkReason(), time.Time{})
 	require.NoError(t, err)
-	assert.Equal(t, store.Parked{Parked: true}, p, "parking behind a draining sink wakes nobody")
+	assert.Equal(t, delivery.Parked{Parked: true}, p, "parking behind a draining sink wakes nobody")
 
 	again, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
-	assert.Equal(t, store.Parked{}, again, "a parked notification is not parked twice")
+	assert.Equal(t, delivery.Parked{}, again, "a parked notification is not parked twice")
 
 	sk := sinkOf(t, s, "app")
 	assert.Equal(t, delivery.Draining, sk.State)
@@ -68,7 +68,7 @@ func TestParkingMovesAClosedSinkToDrainingOnce(t *testing.T) {
 	c := pending(t, s, "other", "evt_c", "msg_3", 1)
 	p, err = s.ParkNotification(ctx, c.ID, "other", delivery.ReasonThrottled, time.Now().Add(time.Minute))
 	require.NoError(t, err)
-	assert.Equal(t, store.Parked{Parked: true, Woke: true}, p)
+	assert.Equal(t, delivery.Parked{Parked: true, Woke: true}, p)
 	other := sinkOf(t, s, "other")
 	assert.Equal(t, delivery.Draining, other.State)
 	require.NotNil(t, other.NotBefore, "the sink's Retry-After is kept")
