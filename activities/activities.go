@@ -22,7 +22,6 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Registered activity names, recorded in every history. Workflows call the methods
@@ -50,7 +49,7 @@ const (
 // Store is the part of the store the activities use.
 type Store interface {
 	legacyStore
-	EnsureNotification(ctx context.Context, n store.Notification) (store.Notification, error)
+	EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error)
 	MarkNotificationSent(ctx context.Context, id string) error
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
@@ -184,7 +183,7 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
 	}
-	row := store.Notification{ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body}
+	row := delivery.Notification{ID: id, Provider: ev.Provider, EventID: keyID, Sink: sink.Name, Type: in.Type, Body: body}
 	if in.Type == domain.TypeStatusChanged {
 		row.MessageID, row.Version = ev.MessageID, in.Apply.Version
 	}

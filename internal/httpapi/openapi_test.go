@@ -580,12 +580,12 @@ func (b *fakeBackend) Redeliver(_ context.Context, f store.RedeliverFilter) (sto
 	return store.Redelivery{Matched: 5, Requeued: 3, AlreadyParked: 1, Unavailable: 1, Woke: true}, nil
 }
 
-func (b *fakeBackend) ListSinkNotifications(_ context.Context, f store.SinkNotificationFilter) ([]store.Notification, string, error) {
+func (b *fakeBackend) ListSinkNotifications(_ context.Context, f store.SinkNotificationFilter) ([]delivery.Notification, string, error) {
 	at := time.Unix(1700000000, 0).UTC()
-	n := store.Notification{ID: "ntf_1", Provider: "postscale", EventID: "evt_1", Sink: f.Sink, Type: domain.TypeStatusChanged, Status: f.Status,
+	n := delivery.Notification{ID: "ntf_1", Provider: "postscale", EventID: "evt_1", Sink: f.Sink, Type: domain.TypeStatusChanged, Status: f.Status,
 		Attempts: 4, LastError: "notify: sink responded 503 Service Unavailable", CreatedAt: at, MessageID: "msg_1", Version: 2,
 		ParkedAt: &at, ParkReason: delivery.ReasonRetriesSpent}
-	return []store.Notification{n}, "ntf_1", nil
+	return []delivery.Notification{n}, "ntf_1", nil
 }
 
 func (b *fakeBackend) BindNonce(_ context.Context, _, nonce, eventID string, _ time.Time) (string, error) {

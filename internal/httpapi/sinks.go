@@ -22,7 +22,7 @@ type SinkStates interface {
 	SinkByName(ctx context.Context, name string) (delivery.Sink, error)
 	PauseSink(ctx context.Context, name string, paused bool, by string) (delivery.Sink, error)
 	Redeliver(ctx context.Context, f store.RedeliverFilter) (store.Redelivery, error)
-	ListSinkNotifications(ctx context.Context, f store.SinkNotificationFilter) ([]store.Notification, string, error)
+	ListSinkNotifications(ctx context.Context, f store.SinkNotificationFilter) ([]delivery.Notification, string, error)
 }
 
 // SinkDrainers wakes a sink's drainer after an operator changed its state (internal/drainer).

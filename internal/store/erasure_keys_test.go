@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	mhprovider "github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postmark"
@@ -35,7 +36,7 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 		_, err = s.ApplyStatus(ctx, ev)
 		require.NoError(t, err)
 		if notify {
-			_, err = s.EnsureNotification(ctx, store.Notification{Provider: ev.Provider, EventID: ev.EventID, Sink: "app",
+			_, err = s.EnsureNotification(ctx, delivery.Notification{Provider: ev.Provider, EventID: ev.EventID, Sink: "app",
 				Type: domain.TypeStatusChanged, MessageID: ev.MessageID, Version: 1,
 				Body: json.RawMessage(fmt.Sprintf(`{"data":{"event_id":%q,"message_id":%q}}`, ev.EventID, ev.MessageID))})
 			require.NoError(t, err)

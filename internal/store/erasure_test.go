@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/store"
@@ -69,7 +70,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 		Raw: json.RawMessage(fmt.Sprintf(`{"from":%q,"to":"support@app.example","subject":"Please forget me","text":"I am %s, mail me at %s"}`,
 			address, tag, strings.ToUpper(address)))}
 	record(inbound)
-	_, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: inbound.EventID, Sink: "app", Type: domain.TypeEmailReceived,
+	_, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: inbound.EventID, Sink: "app", Type: domain.TypeEmailReceived,
 		Body: json.RawMessage(fmt.Sprintf(`{"type":"email.received","data":{"payload":%s}}`, inbound.Raw))})
 	require.NoError(t, err)
 
@@ -79,7 +80,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	bounce.Raw = json.RawMessage(fmt.Sprintf(`{"id":"bounce_%s","to":"%s\u0040%s","unsubscribe":"https://app.example/u?e=%s%%40%s&t=1"}`,
 		tag, local, domainPart, local, domainPart))
 	require.True(t, apply(bounce).Suppressed)
-	n, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: bounce.EventID, Sink: "app", Type: domain.TypeStatusChanged,
+	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: bounce.EventID, Sink: "app", Type: domain.TypeStatusChanged,
 		Body: json.RawMessage(fmt.Sprintf(`{"type":"message.status_changed","data":{"recipient":%q}}`, address))})
 	require.NoError(t, err)
 	require.NoError(t, s.RecordNotificationAttempt(ctx, n.ID, `notify: sink responded 422: {"error":"unknown recipient `+address+`"}`))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -36,7 +37,7 @@ func processInbound(t *testing.T, s *store.Store, ev domain.Event, notify, sent 
 		require.True(t, res.Processed)
 		return
 	}
-	n, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: ev.EventID, Sink: "app",
+	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: ev.EventID, Sink: "app",
 		Type: domain.TypeEmailReceived, Body: json.RawMessage(fmt.Sprintf(`{"id":"x","type":"email.received","data":{"payload":%s}}`, ev.Raw))})
 	require.NoError(t, err)
 	if sent {
@@ -167,7 +168,7 @@ func TestStripInboundBodies(t *testing.T) {
 	processInbound(t, s, replayed, true, true)
 	_, err = s.ReserveReplay(ctx, provider, replayed.EventID, "x:", true, "ops")
 	require.NoError(t, err)
-	renotified, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: domain.ReplayNotificationEventID(replayed.EventID, 1),
+	renotified, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: domain.ReplayNotificationEventID(replayed.EventID, 1),
 		Sink: "app", Type: domain.TypeEmailReceived, Body: json.RawMessage(fmt.Sprintf(`{"id":"y","type":"email.received","data":{"payload":%s}}`, replayed.Raw))})
 	require.NoError(t, err)
 	n, err = s.StripInboundBodies(ctx, time.Now().Add(-time.Second), 100)

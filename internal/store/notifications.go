@@ -15,14 +15,14 @@ import (
 // The first body written wins: a retry that rendered a different body (a later clock, a
 // changed template) still sends the bytes of the first attempt. Status, attempts and times in
 // n are ignored; the id is derived from (provider, event_id, sink, type) when empty.
-func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notification, error) {
+func (s *Store) EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error) {
 	id := domain.NotificationID(n.Provider, n.EventID, n.Sink, n.Type)
 	if n.ID != "" && n.ID != id {
-		return Notification{}, fmt.Errorf("ensure notification %s: id does not match %s:%s sink %s type %s",
+		return delivery.Notification{}, fmt.Errorf("ensure notification %s: id does not match %s:%s sink %s type %s",
 			n.ID, n.Provider, n.EventID, n.Sink, n.Type)
 	}
 	if len(n.Body) == 0 {
-		return Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
+		return delivery.Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
 	}
 	// The body goes as text: []byte would be bytea in QueryExecModeExec (see payloadColumns).
 	err := s.withPartitions(ctx, func() error {
@@ -31,19 +31,19 @@ func (s *Store) EnsureNotification(ctx context.Context, n Notification) (Notific
 		return err
 	})
 	if err != nil {
-		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
+		return delivery.Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
 	}
 	var state string
 	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,
 		n.Provider, n.EventID, n.Sink, n.Type), &state, &n.Gate.Paused)
 	if err != nil {
-		return Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
+		return delivery.Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
 	}
 	stored.Gate = delivery.Gate{State: delivery.State(state), Paused: n.Gate.Paused}
 	if len(stored.Body) == 0 {
 		// Written long ago and its body since removed by retention: sending another body under
 		// the same id would break "one id, the same bytes", so it is not sent again.
-		return Notification{}, fmt.Errorf("ensure notification %s: %w", id, ErrPayloadExpired)
+		return delivery.Notification{}, fmt.Errorf("ensure notification %s: %w", id, ErrPayloadExpired)
 	}
 	return stored, nil
 }
@@ -111,18 +111,18 @@ func (s *Store) exists(ctx context.Context, id string) error {
 }
 
 // scanNotification scans notificationColumns, then extra.
-func scanNotification(row pgx.Row, extra ...any) (Notification, error) {
+func scanNotification(row pgx.Row, extra ...any) (delivery.Notification, error) {
 	var (
-		n    Notification
+		n    delivery.Notification
 		body []byte
 	)
 	err := row.Scan(append([]any{&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts,
 		&n.LastError, &body, &n.CreatedAt, &n.SentAt, &n.MessageID, &n.Version, &n.ParkedAt, &n.ParkReason}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Notification{}, domain.ErrNotFound
+		return delivery.Notification{}, domain.ErrNotFound
 	}
 	if err != nil {
-		return Notification{}, err
+		return delivery.Notification{}, err
 	}
 	n.Body = body
 	return n, nil

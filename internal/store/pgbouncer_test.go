@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -144,7 +145,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 					continue
 				}
 				suppressed.Add(1)
-				n, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: id, Sink: "app",
+				n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
 					Type: "suppression.added", Body: json.RawMessage(`{"event_id":"` + id + `"}`)})
 				if assert.NoError(t, err, "ensure notification") &&
 					assert.NoError(t, s.RecordNotificationAttempt(ctx, n.ID, "timeout"), "attempt") &&

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -20,10 +21,10 @@ func month(y int, m time.Month) time.Time { return time.Date(y, m, 1, 0, 0, 0, 0
 
 // notifyAt creates the notification of event id for sink as created at at, sent unless
 // pending is set.
-func notifyAt(t *testing.T, s *store.Store, eventID, sink string, at time.Time, pending bool) store.Notification {
+func notifyAt(t *testing.T, s *store.Store, eventID, sink string, at time.Time, pending bool) delivery.Notification {
 	t.Helper()
 	ctx := t.Context()
-	n, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: eventID, Sink: sink,
+	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: eventID, Sink: sink,
 		Type: domain.TypeStatusChanged, Body: json.RawMessage(`{"to":"to@example.com"}`)})
 	require.NoError(t, err)
 	if !pending {
@@ -171,7 +172,7 @@ func TestDropExpiredPartitionsLetsInsertsThrough(t *testing.T) {
 			return err
 		})
 		mustNotWait(t, s, inserts, func() error {
-			_, err := s.EnsureNotification(ctx, store.Notification{Provider: provider, EventID: id, Sink: "app",
+			_, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
 				Type: domain.TypeStatusChanged, Body: json.RawMessage(`{}`)})
 			return err
 		})

@@ -330,12 +330,12 @@ type SinkNotificationFilter struct {
 
 // ListSinkNotifications returns a page of a sink's notifications of one status, in id order
 // (without their bodies), and the id to pass as After for the next page ("" on the last).
-func (s *Store) ListSinkNotifications(ctx context.Context, f SinkNotificationFilter) ([]Notification, string, error) {
+func (s *Store) ListSinkNotifications(ctx context.Context, f SinkNotificationFilter) ([]delivery.Notification, string, error) {
 	rows, err := s.pool.Query(ctx, qListSinkNotifications, f.Sink, f.Status, f.After, f.Limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("notifications of sink %s: %w", f.Sink, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notification, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery.Notification, error) {
 		n, err := scanNotification(row)
 		n.Body = nil
 		return n, err

@@ -18,9 +18,9 @@ import (
 
 // pending writes a pending status notification of event evt for sink about message msg at
 // version v, and returns it as EnsureNotification does.
-func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) store.Notification {
+func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) delivery.Notification {
 	t.Helper()
-	n, err := s.EnsureNotification(context.Background(), store.Notification{
+	n, err := s.EnsureNotification(context.Background(), delivery.Notification{
 		Provider: "postscale", EventID: evt, Sink: sink, Type: domain.TypeStatusChanged,
 		MessageID: msg, Version: v, Body: json.RawMessage(fmt.Sprintf(`{"id":%q,"v":%d}`, evt, v)),
 	})
@@ -130,7 +130,7 @@ func TestParkedBatchTakesWholeMessages(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	park := func(n store.Notification) {
+	park := func(n delivery.Notification) {
 		_, err := s.ParkNotification(ctx, n.ID, "app", delivery.ReasonOpen, time.Time{})
 		require.NoError(t, err)
 	}
@@ -265,7 +265,7 @@ func TestRedeliverSelectsAndRequeues(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
-	var failed []store.Notification
+	var failed []delivery.Notification
 	for i := range 3 {
 		n := pending(t, s, "app", fmt.Sprintf("evt_f%d", i), fmt.Sprintf("m%d", i), 1)
 		require.NoError(t, s.MarkNotificationFailed(ctx, n.ID, "notify: sink responded 410 Gone"))

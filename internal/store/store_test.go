@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -529,7 +530,7 @@ func TestNotifications(t *testing.T) {
 	id := domain.NotificationID(provider, "evt_1", "slack", "status.moved")
 	assert.Equal(t, id, domain.NotificationID(provider, "evt_1", "slack", "status.moved"))
 
-	first, err := s.EnsureNotification(ctx, store.Notification{
+	first, err := s.EnsureNotification(ctx, delivery.Notification{
 		Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{"text":"first","at":1}`),
 	})
@@ -542,20 +543,20 @@ func TestNotifications(t *testing.T) {
 	assert.Nil(t, first.SentAt)
 
 	// A retry renders a different body; the stored one must win, byte for byte.
-	again, err := s.EnsureNotification(ctx, store.Notification{
+	again, err := s.EnsureNotification(ctx, delivery.Notification{
 		ID: id, Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{"text":"second","at":2}`),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 
-	_, err = s.EnsureNotification(ctx, store.Notification{
+	_, err = s.EnsureNotification(ctx, delivery.Notification{
 		ID: "ntf_wrong", Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{}`),
 	})
 	assert.Error(t, err)
 
-	other, err := s.EnsureNotification(ctx, store.Notification{
+	other, err := s.EnsureNotification(ctx, delivery.Notification{
 		Provider: provider, EventID: "evt_1", Sink: "webhook", Type: "status.moved",
 		Body: json.RawMessage(`{"x":1}`),
 	})
@@ -575,7 +576,7 @@ func TestNotifications(t *testing.T) {
 	list, err := storetest.Notifications(ctx, s.Pool(), provider, "evt_1")
 	require.NoError(t, err)
 	require.Len(t, list, 2)
-	byID := map[string]store.Notification{list[0].ID: list[0], list[1].ID: list[1]}
+	byID := map[string]delivery.Notification{list[0].ID: list[0], list[1].ID: list[1]}
 
 	sent := byID[id]
 	assert.Equal(t, domain.NotificationSent, sent.Status)
@@ -615,7 +616,7 @@ func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
 	st := storetest.Open(t)
 	ctx := context.Background()
 	id := domain.NotificationID("postscale", "evt_late", "app", "message.status_changed")
-	if _, err := st.EnsureNotification(ctx, store.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
+	if _, err := st.EnsureNotification(ctx, delivery.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.MarkNotificationFailed(ctx, id, "gave up: ScheduleToClose timeout"); err != nil {

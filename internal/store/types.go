@@ -1,10 +1,8 @@
 package store
 
 import (
-	"encoding/json"
 	"time"
 
-	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
@@ -50,33 +48,6 @@ type MessageEvent struct {
 	Suppressed bool `json:"suppressed,omitempty"`
 	// Bounce is this bounce's or failure's own details, whether or not it set the status.
 	Bounce *domain.Bounce `json:"bounce,omitempty"`
-}
-
-// Notification is one (event, sink) delivery. Its ID is stable for the pair, so every attempt
-// carries the same Idempotency-Key.
-type Notification struct {
-	ID        string          `json:"id"`
-	Provider  string          `json:"provider"`
-	EventID   string          `json:"event_id"`
-	Sink      string          `json:"sink"`
-	Type      string          `json:"type"`
-	Status    string          `json:"status"`
-	Attempts  int             `json:"attempts"`
-	LastError string          `json:"last_error,omitempty"`
-	Body      json.RawMessage `json:"body"`
-	CreatedAt time.Time       `json:"created_at"`
-	SentAt    *time.Time      `json:"sent_at,omitempty"`
-	// MessageID and Version: the message a message.status_changed is about and the version it
-	// carries (a drain sends one message's updates in version order). Empty for other types.
-	MessageID string `json:"message_id,omitempty"`
-	Version   int64  `json:"version,omitempty"`
-	// ParkedAt and ParkReason: when and why it was last parked for its sink's drainer
-	// (delivery.Reason*); kept after it is sent.
-	ParkedAt   *time.Time `json:"parked_at,omitempty"`
-	ParkReason string     `json:"park_reason,omitempty"`
-	// Gate is its sink's state as EnsureNotification read it: whether the first attempt may
-	// send, or must park.
-	Gate delivery.Gate `json:"-"`
 }
 
 // Suppression is an address mail must not be sent to, in one scope, with the event that first

@@ -6,12 +6,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/delivery"
 )
 
 // Notifications returns an event's notifications, oldest first, read with SQL of its own: the
 // tests check what the outbox holds, which nothing in production asks for one event.
-func Notifications(ctx context.Context, q Querier, provider, eventID string) ([]store.Notification, error) {
+func Notifications(ctx context.Context, q Querier, provider, eventID string) ([]delivery.Notification, error) {
 	rows, err := q.Query(ctx, `
 SELECT n.id, n.provider, n.event_id, n.sink, n.type, n.status, n.attempts, COALESCE(n.last_error, ''),
        COALESCE(b.body, n.body), n.created_at, n.sent_at, COALESCE(n.message_id, ''), COALESCE(n.version, 0),
@@ -23,9 +23,9 @@ ORDER BY n.created_at, n.sink, n.type`, provider, eventID)
 	if err != nil {
 		return nil, fmt.Errorf("notifications of %s:%s: %w", provider, eventID, err)
 	}
-	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Notification, error) {
+	ns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery.Notification, error) {
 		var (
-			n    store.Notification
+			n    delivery.Notification
 			body []byte
 		)
 		err := row.Scan(&n.ID, &n.Provider, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts, &n.LastError,
