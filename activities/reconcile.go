@@ -14,7 +14,6 @@ import (
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
-	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Registered names of the DailyReconcile activities.
@@ -34,18 +33,18 @@ const ProviderCountsAttempts = 5
 // DailyCount, DailyTotals and DateLayout are the store's, named here so that workflows need
 // not import the store.
 type (
-	DailyCount  = store.DailyCount
-	DailyTotals = store.DailyTotals
+	DailyCount  = domain.DailyCount
+	DailyTotals = domain.DailyTotals
 )
 
-const DateLayout = store.DateLayout
+const DateLayout = domain.DateLayout
 
 // SumCounts is the day's totals over its counts.
-func SumCounts(counts []DailyCount) DailyTotals { return store.SumCounts(counts) }
+func SumCounts(counts []DailyCount) DailyTotals { return domain.SumCounts(counts) }
 
 // ReconcileStore is the part of the store the reconciliation activities use.
 type ReconcileStore interface {
-	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
+	SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error)
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error)
 	SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error)
@@ -95,8 +94,8 @@ type Reconcile struct {
 
 // SaveDailyCounts upserts the counts of date (YYYY-MM-DD, UTC) into daily_counts and returns
 // them. Re-running it overwrites the day's rows with fresher numbers.
-func (r *Reconcile) SaveDailyCounts(ctx context.Context, date string) ([]store.DailyCount, error) {
-	day, err := time.Parse(store.DateLayout, date)
+func (r *Reconcile) SaveDailyCounts(ctx context.Context, date string) ([]domain.DailyCount, error) {
+	day, err := time.Parse(domain.DateLayout, date)
 	if err != nil {
 		return nil, fmt.Errorf("save daily counts: date %q: %w", date, err)
 	}
@@ -139,7 +138,7 @@ func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []Failed
 // and returned without an error: a missing count is reported as missing, never as a zero or a
 // gap, and the run goes on.
 func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCountsInput) (providercounts.Check, error) {
-	day, err := time.Parse(store.DateLayout, in.Date)
+	day, err := time.Parse(domain.DateLayout, in.Date)
 	if err != nil {
 		return providercounts.Check{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("compare provider counts: date %q is not YYYY-MM-DD", in.Date), "BadInput", err)
@@ -185,7 +184,7 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 // endpoint's rate). Its position is saved after each page, so a retry (this worker killed, the
 // API down for a while) resumes after the last page saved; each page is a heartbeat.
 func (r *Reconcile) BackfillDay(ctx context.Context, in ProviderCountsInput) (backfill.Progress, error) {
-	day, err := time.Parse(store.DateLayout, in.Date)
+	day, err := time.Parse(domain.DateLayout, in.Date)
 	if err != nil {
 		return backfill.Progress{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("backfill: date %q is not YYYY-MM-DD", in.Date), "BadInput", err)

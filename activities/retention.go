@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Registered names of the Retention activities.
@@ -22,14 +22,14 @@ const (
 )
 
 // PartitionReport is the store's, named here so that workflows need not import the store.
-type PartitionReport = store.PartitionReport
+type PartitionReport = domain.PartitionReport
 
 // RetentionStore is the part of the store the retention activities use.
 type RetentionStore interface {
-	EnsurePartitions(ctx context.Context, p store.Partitioning, from, now time.Time) ([]store.Partition, error)
-	MoveLegacyPayloads(ctx context.Context, batch int, p store.Partitioning) (int64, error)
-	DropExpiredPartitions(ctx context.Context, o store.DropOptions) (store.PartitionReport, error)
-	PruneDedupeKeys(ctx context.Context, o store.PruneOptions) (store.PruneReport, error)
+	EnsurePartitions(ctx context.Context, p domain.Partitioning, from, now time.Time) ([]domain.Partition, error)
+	MoveLegacyPayloads(ctx context.Context, batch int, p domain.Partitioning) (int64, error)
+	DropExpiredPartitions(ctx context.Context, o domain.DropOptions) (domain.PartitionReport, error)
+	PruneDedupeKeys(ctx context.Context, o domain.PruneOptions) (domain.PruneReport, error)
 	StripInboundBodies(ctx context.Context, processedBefore time.Time, batch int) (int64, error)
 }
 
@@ -37,9 +37,9 @@ type RetentionStore interface {
 type Retention struct {
 	Store RetentionStore
 	// LockTimeout bounds each wait of a partition's detach or drop for a lock; zero means
-	// store.DefaultLockTimeout.
+	// domain.DefaultLockTimeout.
 	LockTimeout time.Duration
-	// Batch is how many rows one statement moves or deletes; zero means store.DefaultPruneBatch.
+	// Batch is how many rows one statement moves or deletes; zero means domain.DefaultPruneBatch.
 	Batch int
 }
 
@@ -49,8 +49,8 @@ type PartitionsInput struct {
 	Ahead int  `json:"ahead"`
 }
 
-func (in PartitionsInput) partitioning() store.Partitioning {
-	return store.Partitioning{Daily: in.Daily, Ahead: in.Ahead}
+func (in PartitionsInput) partitioning() domain.Partitioning {
+	return domain.Partitioning{Daily: in.Daily, Ahead: in.Ahead}
 }
 
 // CreatePartitions creates the partitions of now and in.Ahead periods after it that are
@@ -108,21 +108,21 @@ type DropInput struct {
 // and reports the ones it kept (store.DropExpiredPartitions). It heartbeats the partitions it
 // dropped after each one, so a retry (after a lock timeout: the next attempt finalizes the
 // detach it left pending) reports every partition this run dropped, not only its own.
-func (r *Retention) DropExpiredPartitions(ctx context.Context, in DropInput) (store.PartitionReport, error) {
-	var earlier store.PartitionReport
+func (r *Retention) DropExpiredPartitions(ctx context.Context, in DropInput) (domain.PartitionReport, error) {
+	var earlier domain.PartitionReport
 	if activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &earlier); err != nil {
-			return store.PartitionReport{}, fmt.Errorf("read the previous attempt's progress: %w", err)
+			return domain.PartitionReport{}, fmt.Errorf("read the previous attempt's progress: %w", err)
 		}
 	}
-	withEarlier := func(rep store.PartitionReport) store.PartitionReport {
-		rep.Dropped = append(append([]store.DroppedPartition(nil), earlier.Dropped...), rep.Dropped...)
+	withEarlier := func(rep domain.PartitionReport) domain.PartitionReport {
+		rep.Dropped = append(append([]domain.DroppedPartition(nil), earlier.Dropped...), rep.Dropped...)
 		return rep
 	}
-	rep, err := r.Store.DropExpiredPartitions(ctx, store.DropOptions{
+	rep, err := r.Store.DropExpiredPartitions(ctx, domain.DropOptions{
 		Before: in.Before, LockTimeout: r.LockTimeout,
-		Progress: func(rep store.PartitionReport) {
-			activity.RecordHeartbeat(ctx, store.PartitionReport{Dropped: withEarlier(rep).Dropped})
+		Progress: func(rep domain.PartitionReport) {
+			activity.RecordHeartbeat(ctx, domain.PartitionReport{Dropped: withEarlier(rep).Dropped})
 		},
 	})
 	return withEarlier(rep), err
@@ -136,7 +136,7 @@ type PruneInput struct {
 
 // PruneResult is what PruneDedupeKeys did, over every attempt of the activity.
 type PruneResult struct {
-	store.PruneReport
+	domain.PruneReport
 	// More: the activity's time ran out first; the next run deletes the rest.
 	More bool `json:"more,omitempty"`
 }
@@ -145,21 +145,21 @@ type PruneResult struct {
 // them (store.PruneDedupeKeys), until none is left or the activity's time is nearly up. It
 // heartbeats its counts after every batch, so a retry adds to them.
 func (r *Retention) PruneDedupeKeys(ctx context.Context, in PruneInput) (PruneResult, error) {
-	var earlier store.PruneReport
+	var earlier domain.PruneReport
 	if activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &earlier); err != nil {
 			return PruneResult{}, fmt.Errorf("read the previous attempt's progress: %w", err)
 		}
 	}
-	withEarlier := func(rep store.PruneReport) store.PruneReport {
+	withEarlier := func(rep domain.PruneReport) domain.PruneReport {
 		rep.Add(earlier)
 		return rep
 	}
 	bctx, cancel := budget(ctx)
 	defer cancel()
-	rep, err := r.Store.PruneDedupeKeys(bctx, store.PruneOptions{
+	rep, err := r.Store.PruneDedupeKeys(bctx, domain.PruneOptions{
 		Before: in.Before, Batch: r.Batch,
-		Progress: func(rep store.PruneReport) { activity.RecordHeartbeat(ctx, withEarlier(rep)) },
+		Progress: func(rep domain.PruneReport) { activity.RecordHeartbeat(ctx, withEarlier(rep)) },
 	})
 	if outOfTime(ctx, bctx, err) {
 		return PruneResult{PruneReport: withEarlier(rep), More: true}, nil
@@ -194,7 +194,7 @@ func (r *Retention) batch() int {
 	if r.Batch > 0 {
 		return r.Batch
 	}
-	return store.DefaultPruneBatch
+	return domain.DefaultPruneBatch
 }
 
 // Register registers the retention activities under their stable names.

@@ -13,20 +13,20 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // retentionStore plays a store whose drop and prune make some progress and then fail once.
 type retentionStore struct {
 	activities.RetentionStore
-	drops  [][]store.DroppedPartition // the partitions each call drops, in order
-	prunes []store.PruneReport        // each call's batches
-	fail   error                      // returned by the first call of each after its progress
+	drops  [][]domain.DroppedPartition // the partitions each call drops, in order
+	prunes []domain.PruneReport        // each call's batches
+	fail   error                       // returned by the first call of each after its progress
 	calls  int
 }
 
-func (s *retentionStore) DropExpiredPartitions(_ context.Context, o store.DropOptions) (store.PartitionReport, error) {
-	var rep store.PartitionReport
+func (s *retentionStore) DropExpiredPartitions(_ context.Context, o domain.DropOptions) (domain.PartitionReport, error) {
+	var rep domain.PartitionReport
 	for _, d := range s.drops[s.calls] {
 		rep.Dropped = append(rep.Dropped, d)
 		o.Progress(rep)
@@ -38,8 +38,8 @@ func (s *retentionStore) DropExpiredPartitions(_ context.Context, o store.DropOp
 	return rep, nil
 }
 
-func (s *retentionStore) PruneDedupeKeys(_ context.Context, o store.PruneOptions) (store.PruneReport, error) {
-	var rep store.PruneReport
+func (s *retentionStore) PruneDedupeKeys(_ context.Context, o domain.PruneOptions) (domain.PruneReport, error) {
+	var rep domain.PruneReport
 	rep.Add(s.prunes[s.calls])
 	o.Progress(rep)
 	s.calls++
@@ -81,12 +81,12 @@ func runAttempts[D, R any](t *testing.T, attempts int, fn, arg any) R {
 // An attempt that failed after dropping partitions heartbeated them: the retry reports them with
 // its own, so the run's result names every partition it dropped.
 func TestDropExpiredPartitionsReportsEveryAttempt(t *testing.T) {
-	st := &retentionStore{fail: errors.New("lock timeout"), drops: [][]store.DroppedPartition{
+	st := &retentionStore{fail: errors.New("lock timeout"), drops: [][]domain.DroppedPartition{
 		{{Name: "event_payloads_p20250101_20250201"}},
 		{{Name: "event_payloads_p20250201_20250301", Finalized: true}, {Name: "notification_bodies_p20250101_20250201"}},
 	}}
 	r := &activities.Retention{Store: st}
-	rep := runAttempts[store.PartitionReport, store.PartitionReport](t, 2, r.DropExpiredPartitions, activities.DropInput{Before: time.Now()})
+	rep := runAttempts[domain.PartitionReport, domain.PartitionReport](t, 2, r.DropExpiredPartitions, activities.DropInput{Before: time.Now()})
 	var names []string
 	for _, d := range rep.Dropped {
 		names = append(names, d.Name)
@@ -96,11 +96,11 @@ func TestDropExpiredPartitionsReportsEveryAttempt(t *testing.T) {
 
 // Likewise the prune's counts add up over its attempts.
 func TestPruneDedupeKeysCountsEveryAttempt(t *testing.T) {
-	st := &retentionStore{fail: errors.New("connection reset"), prunes: []store.PruneReport{
+	st := &retentionStore{fail: errors.New("connection reset"), prunes: []domain.PruneReport{
 		{Keys: 5000, Replays: 1, Batches: 1},
 		{Keys: 120, Notifications: 7, Batches: 1},
 	}}
 	r := &activities.Retention{Store: st}
-	res := runAttempts[store.PruneReport, activities.PruneResult](t, 2, r.PruneDedupeKeys, activities.PruneInput{Before: time.Now()})
-	assert.Equal(t, activities.PruneResult{PruneReport: store.PruneReport{Keys: 5120, Replays: 1, Notifications: 7, Batches: 2}}, res)
+	res := runAttempts[domain.PruneReport, activities.PruneResult](t, 2, r.PruneDedupeKeys, activities.PruneInput{Before: time.Now()})
+	assert.Equal(t, activities.PruneResult{PruneReport: domain.PruneReport{Keys: 5120, Replays: 1, Notifications: 7, Batches: 2}}, res)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -25,11 +24,11 @@ import (
 // comparisons stored.
 type countsStore struct {
 	mu       sync.Mutex
-	received []store.DailyCount
+	received []domain.DailyCount
 	saved    map[string]providercounts.Check
 }
 
-func (s *countsStore) SaveDailyCounts(context.Context, time.Time) ([]store.DailyCount, error) {
+func (s *countsStore) SaveDailyCounts(context.Context, time.Time) ([]domain.DailyCount, error) {
 	return s.received, nil
 }
 func (s *countsStore) MarkNotificationFailed(context.Context, string, string) error { return nil }
@@ -68,7 +67,7 @@ func (c *counter) Day(context.Context, time.Time) ([]providercounts.Line, error)
 // report notification carries the comparison.
 func TestDailyReconcileComparesTheProvidersOwnCounts(t *testing.T) {
 	env := newEnv(t)
-	st := &countsStore{saved: map[string]providercounts.Check{}, received: []store.DailyCount{
+	st := &countsStore{saved: map[string]providercounts.Check{}, received: []domain.DailyCount{
 		{Date: "2026-11-28", Provider: "mailgun", EventType: "delivered", Received: 963},
 		{Date: "2026-11-28", Provider: "mailgun", EventType: "failed", Received: 10},
 		{Date: "2026-11-28", Provider: "postmark", EventType: "Delivery", Received: 50},
@@ -138,7 +137,7 @@ func TestDailyReconcileWithoutProviderEndpointsComparesNothing(t *testing.T) {
 // to, is not fetched.
 func TestDailyReconcileBackfillsADayWithAGapThenComparesAgain(t *testing.T) {
 	env := newEnv(t)
-	st := &countsStore{saved: map[string]providercounts.Check{}, received: []store.DailyCount{
+	st := &countsStore{saved: map[string]providercounts.Check{}, received: []domain.DailyCount{
 		{Date: "2026-11-28", Provider: "mailgun", EventType: "delivered", Received: 963},
 		{Date: "2026-11-28", Provider: "postmark", EventType: "Bounce:HardBounce", Received: 10},
 	}}

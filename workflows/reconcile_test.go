@@ -18,7 +18,6 @@ import (
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/notify"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -42,7 +41,7 @@ func runReconcile(t *testing.T, env *testsuite.TestWorkflowEnvironment, in domai
 	return res
 }
 
-var yesterdayCounts = []store.DailyCount{
+var yesterdayCounts = []domain.DailyCount{
 	{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 5, Processed: 4, Unprocessed: 1},
 	{Date: "2026-11-28", Provider: "sendgrid", EventType: "bounce", Received: 2, Processed: 2},
 }
@@ -71,7 +70,7 @@ func TestDailyReconcileCountsYesterdayRedrivesAndReports(t *testing.T) {
 
 	res := runReconcile(t, env, domain.DailyReconcileInput{ReportSinks: []string{"ops", "finance"}})
 	assert.Equal(t, "2026-11-28", res.Date)
-	assert.Equal(t, store.DailyTotals{Received: 7, Processed: 6, Unprocessed: 1}, res.Totals)
+	assert.Equal(t, domain.DailyTotals{Received: 7, Processed: 6, Unprocessed: 1}, res.Totals)
 	require.NotNil(t, res.Redrive)
 	assert.Len(t, res.Redrive.Events, 2, "the run's result lists the re-driven events")
 	require.Len(t, res.Notifications, 2)
@@ -113,7 +112,7 @@ func TestDailyReconcileCountsTheDayBeforeItsScheduledTime(t *testing.T) {
 	env.SetStartTime(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
 	require.NoError(t, env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
 		temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime").ValueSet(time.Date(2026, 11, 20, 0, 30, 0, 0, time.UTC)))))
-	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-11-19").Return([]store.DailyCount{}, nil).Once()
+	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-11-19").Return([]domain.DailyCount{}, nil).Once()
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil).Once()
 	res := runReconcile(t, env, domain.DailyReconcileInput{})
 	assert.Equal(t, "2026-11-19", res.Date)
@@ -121,7 +120,7 @@ func TestDailyReconcileCountsTheDayBeforeItsScheduledTime(t *testing.T) {
 
 func TestDailyReconcileExplicitDateAndNoReportSinks(t *testing.T) {
 	env := newReconcileEnv(t)
-	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-01-15").Return([]store.DailyCount{}, nil).Once()
+	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-01-15").Return([]domain.DailyCount{}, nil).Once()
 	env.OnActivity(activities.RedriveStuckName, mock.Anything, domain.RedriveInput{OlderThan: 3 * time.Hour}).Return(domain.RedriveResult{}, nil).Once()
 	res := runReconcile(t, env, domain.DailyReconcileInput{Date: "2026-01-15", RedriveOlderThan: 3 * time.Hour})
 	assert.Equal(t, "2026-01-15", res.Date)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -46,10 +45,10 @@ func (s *steps) ran(name string) func(mock.Arguments) {
 	}
 }
 
-var dropped = store.PartitionReport{
-	Dropped: []store.DroppedPartition{{Name: "event_payloads_p20261001_20261101", Bytes: 1 << 20}},
-	Kept: []store.KeptPartition{{Name: "notification_bodies_p20261001_20261101",
-		Reason: store.KeptPendingNotifications, PendingNotifications: 2}},
+var dropped = domain.PartitionReport{
+	Dropped: []domain.DroppedPartition{{Name: "event_payloads_p20261001_20261101", Bytes: 1 << 20}},
+	Kept: []domain.KeptPartition{{Name: "notification_bodies_p20261001_20261101",
+		Reason: domain.KeptPendingNotifications, PendingNotifications: 2}},
 }
 
 // A run creates partitions ahead, moves legacy payloads, drops expired partitions and prunes
@@ -66,7 +65,7 @@ func TestRetentionRunsEveryStepWithItsCutoff(t *testing.T) {
 	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything,
 		mock.MatchedBy(func(in activities.DropInput) bool { return in.Before.Equal(retentionStart.Add(-30 * day)) })).
 		Run(order.ran("drop")).Return(dropped, nil).Once()
-	pruned := activities.PruneResult{PruneReport: store.PruneReport{Keys: 12, Notifications: 3, Batches: 1}}
+	pruned := activities.PruneResult{PruneReport: domain.PruneReport{Keys: 12, Notifications: 3, Batches: 1}}
 	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything,
 		mock.MatchedBy(func(in activities.PruneInput) bool { return in.Before.Equal(retentionStart.Add(-400 * day)) })).
 		Run(order.ran("prune")).Return(pruned, nil).Once()
@@ -95,7 +94,7 @@ func TestRetentionKeepsKeysForever(t *testing.T) {
 	parts := activities.PartitionsInput{Daily: true, Ahead: 5}
 	env.OnActivity(activities.CreatePartitionsName, mock.Anything, parts).Return([]string{}, nil).Once()
 	env.OnActivity(activities.MoveLegacyPayloadsName, mock.Anything, parts).Return(activities.LegacyResult{}, nil).Once()
-	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Return(store.PartitionReport{}, nil).Once()
+	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Return(domain.PartitionReport{}, nil).Once()
 
 	env.ExecuteWorkflow(domain.RetentionName, in)
 	require.NoError(t, env.GetWorkflowError())
@@ -112,9 +111,9 @@ func TestRetentionReportsAStepThatFailedAndRunsTheRest(t *testing.T) {
 	env.OnActivity(activities.CreatePartitionsName, mock.Anything, mock.Anything).Return([]string{}, nil).Once()
 	env.OnActivity(activities.MoveLegacyPayloadsName, mock.Anything, mock.Anything).Return(activities.LegacyResult{}, nil).Once()
 	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).
-		Return(store.PartitionReport{}, errors.New("detach event_payloads_p20261001_20261101: lock timeout")).Times(5)
+		Return(domain.PartitionReport{}, errors.New("detach event_payloads_p20261001_20261101: lock timeout")).Times(5)
 	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything, mock.Anything).
-		Return(activities.PruneResult{PruneReport: store.PruneReport{Keys: 4, Batches: 1}}, nil).Once()
+		Return(activities.PruneResult{PruneReport: domain.PruneReport{Keys: 4, Batches: 1}}, nil).Once()
 
 	env.ExecuteWorkflow(domain.RetentionName, retentionIn)
 	require.True(t, env.IsWorkflowCompleted())
@@ -163,7 +162,7 @@ func TestRetentionStripsInboundBodiesAfterTheirOwnTime(t *testing.T) {
 	env.OnActivity(activities.StripInboundBodiesName, mock.Anything,
 		mock.MatchedBy(func(in activities.StripInput) bool { return in.Before.Equal(retentionStart.Add(-7 * day)) })).
 		Run(order.ran("strip")).Return(activities.StripResult{Stripped: 4}, nil).Once()
-	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Run(order.ran("drop")).Return(store.PartitionReport{}, nil).Once()
+	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Run(order.ran("drop")).Return(domain.PartitionReport{}, nil).Once()
 	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything, mock.Anything).Run(order.ran("prune")).Return(activities.PruneResult{}, nil).Once()
 
 	env.ExecuteWorkflow(domain.RetentionName, in)

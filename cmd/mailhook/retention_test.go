@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/activities"
-	"github.com/mailhook/mailhook/internal/store"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -20,12 +20,12 @@ func TestWriteRetentionSaysWhatTheRunDidAndWhy(t *testing.T) {
 		PayloadsBefore: before, DedupeKeysBefore: &keys,
 		PartitionsCreated: []string{"event_payloads_p20270301_20270401"},
 		LegacyPayloads:    activities.LegacyResult{Moved: 12, More: true},
-		Partitions: store.PartitionReport{
-			Dropped: []store.DroppedPartition{{Name: "event_payloads_p20260901_20261001", Bytes: 2_500_000, Finalized: true}},
-			Kept: []store.KeptPartition{{Name: "event_payloads_p20261001_20261101", Reason: store.KeptUnprocessed,
+		Partitions: domain.PartitionReport{
+			Dropped: []domain.DroppedPartition{{Name: "event_payloads_p20260901_20261001", Bytes: 2_500_000, Finalized: true}},
+			Kept: []domain.KeptPartition{{Name: "event_payloads_p20261001_20261101", Reason: domain.KeptUnprocessed,
 				Unprocessed: 3, Quarantined: 1}},
 		},
-		DedupeKeys: &activities.PruneResult{PruneReport: store.PruneReport{Keys: 5001, Batches: 2, Notifications: 4}},
+		DedupeKeys: &activities.PruneResult{PruneReport: domain.PruneReport{Keys: 5001, Batches: 2, Notifications: 4}},
 		Errors:     []workflows.StepError{{Step: "CreatePartitions", Error: "boom"}},
 	})
 	if err != nil {

@@ -270,7 +270,6 @@ func TestWorkflowsDoNotImportTheStore(t *testing.T) {
 // temporalio/samples-go: nothing it links, through activities or otherwise, knows PostgreSQL.
 // Today activities hold the store, so workflows reach it and pgx through them.
 func TestWorkflowsReachNeitherPgxNorTheStore(t *testing.T) {
-	t.Skip("lead: enabled when activities no longer import the store")
 	if got := reached(t, "workflows", "internal/store", "github.com/jackc/"); len(got) > 0 {
 		t.Errorf("workflows reaches what knows PostgreSQL: %s", strings.Join(got, "; "))
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/reconcile"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
 	"github.com/mailhook/mailhook/workflows"
@@ -132,7 +131,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}); rep.Totals != want {
+	if want := (domain.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}); rep.Totals != want {
 		t.Fatalf("totals %+v, want %+v", rep.Totals, want)
 	}
 
@@ -146,7 +145,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	if err := json.Unmarshal(raw, &api); err != nil {
 		t.Fatal(err)
 	}
-	want := []store.DailyCount{
+	want := []domain.DailyCount{
 		{Date: date, Provider: "postscale", EventType: "email.bounced", Received: 1, Processed: 1},
 		{Date: date, Provider: "postscale", EventType: "email.delivered", Received: 3, Processed: 2, Unprocessed: 1},
 	}
@@ -258,7 +257,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	if n := h.query(`SELECT count(*) FROM daily_counts WHERE date = $1::date AND provider = 'postscale' AND event_type = 'email.sent' AND received >= 1 AND processed = received`, yesterday); n != 1 {
 		t.Fatalf("daily_counts for %s: %d email.sent rows, want 1", yesterday, n)
 	}
-	day, _ := time.Parse(store.DateLayout, yesterday)
+	day, _ := time.Parse(domain.DateLayout, yesterday)
 	counts, err := h.svc.Store.DailyCounts(ctx, day, "")
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +303,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 	if err := waitClosed(t, h.svc.Temporal, backfilled.WorkflowID, backfilled.FirstExecutionRunID).Get(ctx, &bres); err != nil {
 		t.Fatalf("backfilled DailyReconcile: %v", err)
 	}
-	if want := missed.AddDate(0, 0, -1).Format(store.DateLayout); bres.Date != want {
+	if want := missed.AddDate(0, 0, -1).Format(domain.DateLayout); bres.Date != want {
 		t.Fatalf("backfilled run for %s counted %s, want %s", missed, bres.Date, want)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/suppression"
 )
@@ -136,7 +135,7 @@ func TestSoftBounceThresholdOverHTTP(t *testing.T) {
 	// The daily report counts the day's bounces by category. A fixed past day, so the test does
 	// not depend on running across midnight.
 	day := time.Now().UTC().AddDate(0, 0, -2)
-	date := day.Format(store.DateLayout)
+	date := day.Format(domain.DateLayout)
 	all := slices.Concat(ids, []string{ev4})
 	if err := storetest.Backdate(context.Background(), h.svc.Store, h.db, day, all...); err != nil {
 		t.Fatal(err)

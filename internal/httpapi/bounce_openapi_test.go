@@ -50,7 +50,7 @@ func TestOpenAPIDescribesBounceDetails(t *testing.T) {
 			EventID: "evt_1", Type: "email.bounced", Status: domain.StatusBounced, OccurredAt: now, ReceivedAt: now,
 			Outcome: domain.OutcomeMoved, Moved: true, To: domain.StatusBounced, Version: 1, Suppressed: true, Bounce: b,
 		}}}
-	rep := reconcile.Report{Date: "2026-11-28", Counts: []store.DailyCount{}, BounceCategories: map[string]int64{"mailbox_full": 1, "unknown_user": 2}}
+	rep := reconcile.Report{Date: "2026-11-28", Counts: []domain.DailyCount{}, BounceCategories: map[string]int64{"mailbox_full": 1, "unknown_user": 2}}
 	for name, v := range map[string]any{"Message": msg, "Report": rep} {
 		raw, err := json.Marshal(v)
 		if err != nil {

@@ -711,14 +711,14 @@ func (b *fakeBackend) DailyReport(_ context.Context, date, prov string) (reconci
 	case prov == "down":
 		return reconcile.Report{}, errDown
 	}
-	counts := []store.DailyCount{{Date: "2026-01-02", Provider: "postscale", EventType: "delivered", Received: 3, Processed: 1, Unprocessed: 2, AwaitingStart: 1, Quarantined: 1}}
+	counts := []domain.DailyCount{{Date: "2026-01-02", Provider: "postscale", EventType: "delivered", Received: 3, Processed: 1, Unprocessed: 2, AwaitingStart: 1, Quarantined: 1}}
 	checks := []providercounts.Check{
 		{Endpoint: "sg", Provider: "sendgrid", State: providercounts.StateOK, Lines: providercounts.Compare(
 			[]providercounts.Line{{Metric: "delivered", Count: 4, Types: []string{"delivered"}, Prefixes: []string{"Bounce"}, Note: "per recipient"}},
 			map[string]int64{"delivered": 3}, nil, providercounts.Tolerance{})},
 		{Endpoint: "pm", Provider: "postmark", State: providercounts.StateUnavailable, Error: "postmark: HTTP 503"},
 	}
-	return reconcile.Report{Date: "2026-01-02", Provider: prov, Counts: counts, Totals: store.SumCounts(counts),
+	return reconcile.Report{Date: "2026-01-02", Provider: prov, Counts: counts, Totals: domain.SumCounts(counts),
 		ProviderCounts: reconcile.ProviderRows(checks), ProviderGaps: 1}, nil
 }
 

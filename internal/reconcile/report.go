@@ -17,13 +17,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
 // ReportSource counts a day's events.
 type ReportSource interface {
-	DailyCounts(ctx context.Context, day time.Time, provider string) ([]store.DailyCount, error)
+	DailyCounts(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, error)
 	DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]store.BounceCategoryCount, error)
 	ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error)
 }
@@ -32,10 +33,10 @@ type ReportSource interface {
 // how many of them are processed and how many are not. With an expected file it also holds the
 // per-type difference from what the provider's dashboard counted.
 type Report struct {
-	Date     string             `json:"date"`
-	Provider string             `json:"provider,omitempty"`
-	Counts   []store.DailyCount `json:"counts"`
-	Totals   store.DailyTotals  `json:"totals"`
+	Date     string              `json:"date"`
+	Provider string              `json:"provider,omitempty"`
+	Counts   []domain.DailyCount `json:"counts"`
+	Totals   domain.DailyTotals  `json:"totals"`
 	// BounceCategories counts the day's bounces and failures by bounce category (those whose
 	// provider said why); absent when there were none.
 	BounceCategories map[string]int64 `json:"bounce_categories,omitempty"`
@@ -112,7 +113,7 @@ func ParseDate(s string, now time.Time) (time.Time, error) {
 		y := now.UTC().AddDate(0, 0, -1)
 		return time.Date(y.Year(), y.Month(), y.Day(), 0, 0, 0, 0, time.UTC), nil
 	}
-	d, err := time.Parse(store.DateLayout, s)
+	d, err := time.Parse(domain.DateLayout, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%w: %q", ErrBadDate, s)
 	}
@@ -142,7 +143,7 @@ func BuildReport(ctx context.Context, src ReportSource, date, provider string, n
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Date: day.Format(store.DateLayout), Provider: provider, Counts: counts, Totals: store.SumCounts(counts),
+	rep := Report{Date: day.Format(domain.DateLayout), Provider: provider, Counts: counts, Totals: domain.SumCounts(counts),
 		Bounces: bounces, ProviderCounts: ProviderRows(checks)}
 	for _, c := range rep.ProviderCounts {
 		if c.State == providercounts.StateOK && !c.Within {

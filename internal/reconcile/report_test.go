@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
 	"github.com/mailhook/mailhook/internal/reconcile"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
 type fakeSource struct {
-	counts       []store.DailyCount
+	counts       []domain.DailyCount
 	bounces      []store.BounceCategoryCount
 	day          time.Time
 	providerSeen string
@@ -47,9 +48,9 @@ func (f *fakeSource) DailyBounceCategories(_ context.Context, _ time.Time, provi
 	return out, nil
 }
 
-func (f *fakeSource) DailyCounts(_ context.Context, day time.Time, provider string) ([]store.DailyCount, error) {
+func (f *fakeSource) DailyCounts(_ context.Context, day time.Time, provider string) ([]domain.DailyCount, error) {
 	f.day, f.providerSeen = day, provider
-	var out []store.DailyCount
+	var out []domain.DailyCount
 	for _, c := range f.counts {
 		if provider == "" || c.Provider == provider {
 			out = append(out, c)
@@ -59,7 +60,7 @@ func (f *fakeSource) DailyCounts(_ context.Context, day time.Time, provider stri
 }
 
 func source() *fakeSource {
-	return &fakeSource{counts: []store.DailyCount{
+	return &fakeSource{counts: []domain.DailyCount{
 		{Date: "2026-11-28", Provider: "postscale", EventType: "email.bounced", Received: 3, Processed: 3},
 		{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 100, Processed: 99, Unprocessed: 1},
 		{Date: "2026-11-28", Provider: "sendgrid", EventType: "delivered", Received: 7, Processed: 7},
@@ -135,7 +136,7 @@ func TestRunDailyReportFormats(t *testing.T) {
 	require.NoError(t, reconcile.RunDailyReport(t.Context(), src, reconcile.ReportOptions{Date: "2026-11-28", Format: "json"}, &out))
 	var rep reconcile.Report
 	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	assert.Equal(t, store.DailyTotals{Received: 110, Processed: 109, Unprocessed: 1}, rep.Totals)
+	assert.Equal(t, domain.DailyTotals{Received: 110, Processed: 109, Unprocessed: 1}, rep.Totals)
 	assert.Len(t, rep.Counts, 3)
 }
 
@@ -184,7 +185,7 @@ func TestReportCountsBounceCategories(t *testing.T) {
 		{Provider: "postscale", EventType: "email.failed", Category: "unknown_user", Count: 1},
 		{Provider: "sendgrid", EventType: "bounce", Category: "spam_block", Count: 4},
 	}
-	src.counts = append(src.counts, store.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.failed", Received: 1, Processed: 1})
+	src.counts = append(src.counts, domain.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.failed", Received: 1, Processed: 1})
 
 	// JSON: the day's counts per category, summed over providers and types.
 	var out bytes.Buffer

@@ -23,7 +23,7 @@ import (
 // Store is the part of the store reconciliation uses.
 type Store interface {
 	ReportSource
-	SaveDailyCounts(ctx context.Context, day time.Time) ([]store.DailyCount, error)
+	SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error)
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]store.RecordedEvent, bool, error)
 	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)

@@ -98,8 +98,8 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 }
 
 // Partitioning is the store's partitioning retention.* asks for.
-func Partitioning(r config.Retention) store.Partitioning {
-	return store.Partitioning{Daily: r.Partition == config.PartitionDaily, Ahead: r.PartitionsAhead}
+func Partitioning(r config.Retention) domain.Partitioning {
+	return domain.Partitioning{Daily: r.Partition == config.PartitionDaily, Ahead: r.PartitionsAhead}
 }
 
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
@@ -436,7 +436,7 @@ func providerCountGauges(st *store.Store) metrics.ProviderChecks {
 		}
 		out := make([]metrics.ProviderCheck, len(checks))
 		for i, c := range checks {
-			day, _ := time.Parse(store.DateLayout, c.Date)
+			day, _ := time.Parse(domain.DateLayout, c.Date)
 			out[i] = metrics.ProviderCheck{Endpoint: c.Endpoint, Day: day, Unavailable: c.State != providercounts.StateOK,
 				Gaps: c.Gaps, Gap: map[string]int64{}}
 			for _, l := range c.Lines {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // The tables partitioned by time (migration 00009). Each partition covers whole UTC days, and
@@ -24,23 +26,8 @@ const (
 // PartitionedTables lists every table partitioned by time.
 var PartitionedTables = []string{PayloadsTable, BodiesTable}
 
-// Partitioning says how large new partitions are and how far ahead they are created.
-type Partitioning struct {
-	Daily bool // else monthly
-	Ahead int  // partitions after the current one
-}
-
 // DefaultPartitioning is monthly, three months ahead.
-var DefaultPartitioning = Partitioning{Ahead: 3}
-
-// Partition is one partition of a partitioned table.
-type Partition struct {
-	Table    string
-	Name     string
-	From, To time.Time // [From, To), UTC midnights
-	// DetachPending: a DETACH ... CONCURRENTLY was interrupted; it must be finalized.
-	DetachPending bool
-}
+var DefaultPartitioning = domain.Partitioning{Ahead: 3}
 
 var partitionName = regexp.MustCompile(`^(.+)_p(\d{8})_(\d{8})$`)
 
@@ -49,7 +36,7 @@ func nameOf(table string, from, to time.Time) string {
 }
 
 // period returns the partition period that holds t: its UTC day or month.
-func (p Partitioning) period(t time.Time) (time.Time, time.Time) {
+func period(p domain.Partitioning, t time.Time) (time.Time, time.Time) {
 	t = t.UTC()
 	if p.Daily {
 		from := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
@@ -66,12 +53,12 @@ JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = $1::regclass`
 
 // Partitions lists table's partitions in time order.
-func (s *Store) Partitions(ctx context.Context, table string) ([]Partition, error) {
+func (s *Store) Partitions(ctx context.Context, table string) ([]domain.Partition, error) {
 	rows, err := s.pool.Query(ctx, qPartitions, table)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
 	}
-	var out []Partition
+	var out []domain.Partition
 	var (
 		name    string
 		pending bool
@@ -88,26 +75,26 @@ func (s *Store) Partitions(ctx context.Context, table string) ([]Partition, erro
 	if err != nil {
 		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
 	}
-	slices.SortFunc(out, func(a, b Partition) int { return a.From.Compare(b.From) })
+	slices.SortFunc(out, func(a, b domain.Partition) int { return a.From.Compare(b.From) })
 	return out, nil
 }
 
 // parsePartition reads a partition of table, and its range, from its name.
-func parsePartition(table, name string) (Partition, error) {
+func parsePartition(table, name string) (domain.Partition, error) {
 	m := partitionName.FindStringSubmatch(name)
 	if m == nil || m[1] != table {
-		return Partition{}, fmt.Errorf("partition %s of %s is not named <table>_p<from>_<to>: mailhook did not create it", name, table)
+		return domain.Partition{}, fmt.Errorf("partition %s of %s is not named <table>_p<from>_<to>: mailhook did not create it", name, table)
 	}
 	from, err1 := time.Parse("20060102", m[2])
 	to, err2 := time.Parse("20060102", m[3])
 	if err := errors.Join(err1, err2); err != nil || !from.Before(to) {
-		return Partition{}, fmt.Errorf("partition %s of %s: bad range in its name", name, table)
+		return domain.Partition{}, fmt.Errorf("partition %s of %s: bad range in its name", name, table)
 	}
-	return Partition{Table: table, Name: name, From: from, To: to}, nil
+	return domain.Partition{Table: table, Name: name, From: from, To: to}, nil
 }
 
 // gaps returns the parts of [from, to) that no partition in parts (sorted) covers.
-func gaps(parts []Partition, from, to time.Time) [][2]time.Time {
+func gaps(parts []domain.Partition, from, to time.Time) [][2]time.Time {
 	var out [][2]time.Time
 	at := from
 	for _, p := range parts {
@@ -137,13 +124,13 @@ func gaps(parts []Partition, from, to time.Time) [][2]time.Time {
 // So a change from monthly to daily (or back) never overlaps what exists. It is idempotent and
 // safe to run concurrently (a lost race is "already exists", and the next run sees it). It
 // returns the partitions it created.
-func (s *Store) EnsurePartitions(ctx context.Context, p Partitioning, from, now time.Time) ([]Partition, error) {
-	start, _ := p.period(from)
-	_, end := p.period(now)
+func (s *Store) EnsurePartitions(ctx context.Context, p domain.Partitioning, from, now time.Time) ([]domain.Partition, error) {
+	start, _ := period(p, from)
+	_, end := period(p, now)
 	for range p.Ahead {
-		_, end = p.period(end)
+		_, end = period(p, end)
 	}
-	var created []Partition
+	var created []domain.Partition
 	for _, table := range PartitionedTables {
 		existing, err := s.Partitions(ctx, table)
 		if err != nil {
@@ -152,11 +139,11 @@ func (s *Store) EnsurePartitions(ctx context.Context, p Partitioning, from, now 
 		for _, g := range gaps(existing, start, end) {
 			// Split each gap at period boundaries, so partitions stay period-sized.
 			for at := g[0]; at.Before(g[1]); {
-				_, next := p.period(at)
+				_, next := period(p, at)
 				if next.After(g[1]) {
 					next = g[1]
 				}
-				part := Partition{Table: table, Name: nameOf(table, at, next), From: at, To: next}
+				part := domain.Partition{Table: table, Name: nameOf(table, at, next), From: at, To: next}
 				ok, err := s.createPartition(ctx, part)
 				if err != nil {
 					return created, err
@@ -171,7 +158,7 @@ func (s *Store) EnsurePartitions(ctx context.Context, p Partitioning, from, now 
 	return created, nil
 }
 
-func (s *Store) createPartition(ctx context.Context, p Partition) (bool, error) {
+func (s *Store) createPartition(ctx context.Context, p domain.Partition) (bool, error) {
 	// CREATE TABLE ... PARTITION OF takes an ACCESS EXCLUSIVE lock on the parent: queued behind
 	// any open reader of the table, it holds every insert behind it for as long (measured: an
 	// insert waited the 2.3 s a reader stayed open). A table of its own, attached, needs only

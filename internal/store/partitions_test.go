@@ -84,8 +84,8 @@ func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
 		errs := make([]error, 4)
 		for i := range errs {
 			wg.Go(func() {
-				var ps []store.Partition
-				ps, errs[i] = s.EnsurePartitions(ctx, store.Partitioning{Ahead: 6}, now, now)
+				var ps []domain.Partition
+				ps, errs[i] = s.EnsurePartitions(ctx, domain.Partitioning{Ahead: 6}, now, now)
 				mu.Lock()
 				defer mu.Unlock()
 				for _, p := range ps {

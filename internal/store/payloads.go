@@ -126,7 +126,7 @@ func (s stored) decode() (domain.Event, error) {
 // the operating system only with VACUUM FULL or pg_repack. A million events and 200,000
 // bodies took 2.5 to 3 minutes on a shared 2-core machine (docs/BENCHMARKS.md, "Migration 00009 on a
 // populated table"), which also says why the walk is in key order and not in physical order.
-func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p Partitioning) (int64, error) {
+func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p domain.Partitioning) (int64, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("move legacy payloads: batch %d: must be at least 1", batch)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/providercounts"
 )
 
@@ -84,7 +85,7 @@ func (s *Store) ComparedReceived(ctx context.Context, day time.Time, provider st
 // ProviderCounts returns the day's comparisons, one per endpoint checked, for provider ("" =
 // every one).
 func (s *Store) ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error) {
-	rows, err := s.pool.Query(ctx, qProviderCounts, day.UTC().Format(DateLayout), provider)
+	rows, err := s.pool.Query(ctx, qProviderCounts, day.UTC().Format(domain.DateLayout), provider)
 	if err != nil {
 		return nil, fmt.Errorf("provider counts: %w", err)
 	}

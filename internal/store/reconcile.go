@@ -12,25 +12,6 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// DailyCount is one (UTC day, provider, event type) line of the daily reconciliation: the events
-// received that day, and how many of them are processed and still unprocessed.
-type DailyCount struct {
-	Date        string `json:"date"` // YYYY-MM-DD
-	Provider    string `json:"provider"`
-	EventType   string `json:"event_type"`
-	Received    int64  `json:"received"`
-	Processed   int64  `json:"processed"`
-	Unprocessed int64  `json:"unprocessed"`
-	// AwaitingStart counts the unprocessed events still in the inbox: accepted, but their
-	// workflow is not started yet.
-	AwaitingStart int64 `json:"awaiting_start"`
-	// Quarantined counts the events that cannot be processed as they are (GET /v1/quarantine).
-	Quarantined int64 `json:"quarantined"`
-}
-
-// DateLayout is the layout of a DailyCount's Date.
-const DateLayout = "2006-01-02"
-
 // RecordedEvent is a webhook_events row as redrive and replay read it.
 type RecordedEvent struct {
 	Provider    string     `json:"provider"`
@@ -133,7 +114,7 @@ func (s *Store) DailyBounceCategories(ctx context.Context, day time.Time, provid
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qDailyBounceCategories, start, end, provider)
 	if err != nil {
-		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(domain.DateLayout), err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BounceCategoryCount, error) {
 		var c BounceCategoryCount
@@ -141,7 +122,7 @@ func (s *Store) DailyBounceCategories(ctx context.Context, day time.Time, provid
 		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("daily bounce categories %s: %w", start.Format(domain.DateLayout), err)
 	}
 	return out, nil
 }
@@ -155,38 +136,38 @@ func utcDay(day time.Time) (time.Time, time.Time) {
 
 // DailyCounts counts, per provider and event type, the events received on day's UTC day and
 // how many of them are processed now. provider "" means every provider.
-func (s *Store) DailyCounts(ctx context.Context, day time.Time, provider string) ([]DailyCount, error) {
+func (s *Store) DailyCounts(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, error) {
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qDailyCounts, start, end, provider)
 	if err != nil {
-		return nil, fmt.Errorf("daily counts %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("daily counts %s: %w", start.Format(domain.DateLayout), err)
 	}
 	out, err := collectCounts(rows, start)
 	if err != nil {
-		return nil, fmt.Errorf("daily counts %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("daily counts %s: %w", start.Format(domain.DateLayout), err)
 	}
 	return out, nil
 }
 
 // SaveDailyCounts computes day's counts like DailyCounts (every provider) and upserts them into
 // daily_counts, in one statement; it returns what it stored.
-func (s *Store) SaveDailyCounts(ctx context.Context, day time.Time) ([]DailyCount, error) {
+func (s *Store) SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error) {
 	start, end := utcDay(day)
-	rows, err := s.pool.Query(ctx, qSaveDailyCounts, start, end, start.Format(DateLayout))
+	rows, err := s.pool.Query(ctx, qSaveDailyCounts, start, end, start.Format(domain.DateLayout))
 	if err != nil {
-		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(domain.DateLayout), err)
 	}
 	out, err := collectCounts(rows, start)
 	if err != nil {
-		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(DateLayout), err)
+		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(domain.DateLayout), err)
 	}
 	return out, nil
 }
 
-func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
-	date := day.Format(DateLayout)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyCount, error) {
-		c := DailyCount{Date: date}
+func collectCounts(rows pgx.Rows, day time.Time) ([]domain.DailyCount, error) {
+	date := day.Format(domain.DateLayout)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.DailyCount, error) {
+		c := domain.DailyCount{Date: date}
 		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed, &c.AwaitingStart, &c.Quarantined)
 		return c, err
 	})
@@ -194,7 +175,7 @@ func collectCounts(rows pgx.Rows, day time.Time) ([]DailyCount, error) {
 		return nil, err
 	}
 	if out == nil {
-		out = []DailyCount{} // rendered as [] rather than null
+		out = []domain.DailyCount{} // rendered as [] rather than null
 	}
 	return out, nil
 }
@@ -280,28 +261,4 @@ func (s *Store) DeleteReplay(ctx context.Context, provider, eventID string, n in
 		return fmt.Errorf("delete replay %d of %s:%s: %w", n, provider, eventID, err)
 	}
 	return nil
-}
-
-// DailyTotals sums DailyCounts.
-type DailyTotals struct {
-	Received    int64 `json:"received"`
-	Processed   int64 `json:"processed"`
-	Unprocessed int64 `json:"unprocessed"`
-	// AwaitingStart is the part of Unprocessed still in the inbox.
-	AwaitingStart int64 `json:"awaiting_start"`
-	// Quarantined is the part of Unprocessed in quarantine.
-	Quarantined int64 `json:"quarantined"`
-}
-
-// SumCounts adds up counts.
-func SumCounts(counts []DailyCount) DailyTotals {
-	var t DailyTotals
-	for _, c := range counts {
-		t.Received += c.Received
-		t.Processed += c.Processed
-		t.Unprocessed += c.Unprocessed
-		t.AwaitingStart += c.AwaitingStart
-		t.Quarantined += c.Quarantined
-	}
-	return t
 }

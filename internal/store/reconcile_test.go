@@ -97,12 +97,12 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 	inZone := day.Add(13 * time.Hour).In(time.FixedZone("UTC+11", 11*3600))
 	counts, err := s.DailyCounts(t.Context(), inZone, "")
 	require.NoError(t, err)
-	assert.Equal(t, []store.DailyCount{
+	assert.Equal(t, []domain.DailyCount{
 		{Date: "2026-11-28", Provider: "postscale", EventType: "email.bounced", Received: 1, Processed: 1},
 		{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 1, Unprocessed: 1},
 		{Date: "2026-11-28", Provider: "sendgrid", EventType: "delivered", Received: 1, Processed: 1},
 	}, counts)
-	assert.Equal(t, store.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}, store.SumCounts(counts))
+	assert.Equal(t, domain.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}, domain.SumCounts(counts))
 
 	counts, err = s.DailyCounts(t.Context(), day, "sendgrid")
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 	require.NoError(t, s.MarkProcessed(t.Context(), "postscale", "e2"))
 	saved, err = s.SaveDailyCounts(t.Context(), day)
 	require.NoError(t, err)
-	assert.Contains(t, saved, store.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 2})
+	assert.Contains(t, saved, domain.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 2})
 	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28'`))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28' AND unprocessed > 0`))
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Retention (config retention.*, run daily by the Retention workflow). Payloads go a whole time
@@ -18,73 +20,9 @@ import (
 // with the rows that refer to them. message_events and messages are not touched: a message's
 // state and history outlive the keys of the events that made them.
 
-// DefaultLockTimeout bounds each wait of a retention DDL statement for a lock. Inserts never
-// wait for these statements (see DropExpiredPartitions), but readers of a partition being
-// finalized and dropped can, so no such wait may last long; one that times out is finished by
-// a later attempt.
-const DefaultLockTimeout = 5 * time.Second
-
-// DefaultPruneBatch is how many keys one statement of PruneDedupeKeys deletes.
-const DefaultPruneBatch = 5000
-
-// Why DropExpiredPartitions keeps an expired partition.
-const (
-	// KeptUnprocessed: an event_payloads partition holds the payload of an event received in its
-	// range and not processed yet (waiting, failing, or quarantined): processing it, or a
-	// redrive after a fix, reads that payload.
-	KeptUnprocessed = "unprocessed events"
-	// KeptPendingNotifications: a notification_bodies partition holds the body of a
-	// notification still being delivered (pending, or parked for its sink's drainer): its
-	// retries and its drain send those bytes under the same id.
-	KeptPendingNotifications = "pending notifications"
-)
-
-// DroppedPartition is a partition retention removed.
-type DroppedPartition struct {
-	Name string    `json:"name"`
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
-	// Bytes is its size on disk (table, indexes, TOAST) just before it was detached.
-	Bytes int64 `json:"bytes"`
-	// Finalized: an interrupted run had left its detach pending; this one finished it.
-	Finalized bool `json:"finalized,omitempty"`
-	// Leftover: it was already detached (a run stopped between detach and drop).
-	Leftover bool `json:"leftover,omitempty"`
-}
-
-// KeptPartition is an expired partition retention kept, and why.
-type KeptPartition struct {
-	Name   string    `json:"name"`
-	From   time.Time `json:"from"`
-	To     time.Time `json:"to"`
-	Reason string    `json:"reason"`
-	// Unprocessed counts the events received in its range and not processed (Quarantined of
-	// them are quarantined: GET /v1/quarantine).
-	Unprocessed int64 `json:"unprocessed_events,omitempty"`
-	Quarantined int64 `json:"quarantined_events,omitempty"`
-	// PendingNotifications counts the notifications created in its range still being delivered.
-	PendingNotifications int64 `json:"pending_notifications,omitempty"`
-}
-
-// PartitionReport is what DropExpiredPartitions did.
-type PartitionReport struct {
-	Dropped []DroppedPartition `json:"dropped,omitempty"`
-	Kept    []KeptPartition    `json:"kept,omitempty"`
-}
-
-// DropOptions says what DropExpiredPartitions removes.
-type DropOptions struct {
-	// Before: a partition whose range ended at or before this is expired.
-	Before time.Time
-	// LockTimeout bounds each wait for a lock; zero means DefaultLockTimeout.
-	LockTimeout time.Duration
-	// Progress, when set, is called with the report so far after every partition.
-	Progress func(PartitionReport)
-}
-
 // expired returns the partitions of parts whose whole range ended at or before before.
-func expired(parts []Partition, before time.Time) []Partition {
-	var out []Partition
+func expired(parts []domain.Partition, before time.Time) []domain.Partition {
+	var out []domain.Partition
 	for _, p := range parts {
 		if !p.To.After(before) {
 			out = append(out, p)
@@ -135,11 +73,11 @@ WHERE status IN ('pending', 'parked') AND created_at >= $1 AND created_at < $2`
 // ErrLockTimeout, and a later call finishes the work (finalizing a detach left pending, dropping
 // a table left detached). It is idempotent, and calls that overlap only make one of them time
 // out.
-func (s *Store) DropExpiredPartitions(ctx context.Context, o DropOptions) (PartitionReport, error) {
-	var rep PartitionReport
+func (s *Store) DropExpiredPartitions(ctx context.Context, o domain.DropOptions) (domain.PartitionReport, error) {
+	var rep domain.PartitionReport
 	timeout := o.LockTimeout
 	if timeout <= 0 {
-		timeout = DefaultLockTimeout
+		timeout = domain.DefaultLockTimeout
 	}
 	conn, err := s.ddlConn(ctx, timeout)
 	if err != nil {
@@ -215,7 +153,7 @@ func (s *Store) ddlConn(ctx context.Context, lockTimeout time.Duration) (*pgx.Co
 
 // detachedPartitions lists the tables named as table's partitions that are not partitions any
 // more. Other names are not mailhook's and are left alone.
-func (s *Store) detachedPartitions(ctx context.Context, table string) ([]Partition, error) {
+func (s *Store) detachedPartitions(ctx context.Context, table string) ([]domain.Partition, error) {
 	rows, err := s.pool.Query(ctx, qDetachedPartitions, table, table+"_p")
 	if err != nil {
 		return nil, fmt.Errorf("list detached partitions of %s: %w", table, err)
@@ -224,7 +162,7 @@ func (s *Store) detachedPartitions(ctx context.Context, table string) ([]Partiti
 	if err != nil {
 		return nil, fmt.Errorf("list detached partitions of %s: %w", table, err)
 	}
-	var out []Partition
+	var out []domain.Partition
 	for _, n := range names {
 		if p, err := parsePartition(table, n); err == nil {
 			out = append(out, p)
@@ -234,19 +172,19 @@ func (s *Store) detachedPartitions(ctx context.Context, table string) ([]Partiti
 }
 
 // keep says why p must stay although it expired, or nil when it may go.
-func (s *Store) keep(ctx context.Context, p Partition) (*KeptPartition, error) {
-	k := KeptPartition{Name: p.Name, From: p.From, To: p.To}
+func (s *Store) keep(ctx context.Context, p domain.Partition) (*domain.KeptPartition, error) {
+	k := domain.KeptPartition{Name: p.Name, From: p.From, To: p.To}
 	var err error
 	switch p.Table {
 	case PayloadsTable:
 		err = s.pool.QueryRow(ctx, qUnprocessedIn, p.From, p.To).Scan(&k.Unprocessed, &k.Quarantined)
 		if k.Unprocessed > 0 {
-			k.Reason = KeptUnprocessed
+			k.Reason = domain.KeptUnprocessed
 		}
 	case BodiesTable:
 		err = s.pool.QueryRow(ctx, qPendingNotificationsIn, p.From, p.To).Scan(&k.PendingNotifications)
 		if k.PendingNotifications > 0 {
-			k.Reason = KeptPendingNotifications
+			k.Reason = domain.KeptPendingNotifications
 		}
 	default:
 		err = errors.New("not a partitioned table of mailhook's")
@@ -262,8 +200,8 @@ func (s *Store) keep(ctx context.Context, p Partition) (*KeptPartition, error) {
 
 // dropPartition detaches p (or finalizes its pending detach) and drops it; detached says it
 // is no partition any more, only a table to drop.
-func dropPartition(ctx context.Context, conn *pgx.Conn, p Partition, detached bool) (DroppedPartition, error) {
-	d := DroppedPartition{Name: p.Name, From: p.From, To: p.To, Finalized: p.DetachPending, Leftover: detached}
+func dropPartition(ctx context.Context, conn *pgx.Conn, p domain.Partition, detached bool) (domain.DroppedPartition, error) {
+	d := domain.DroppedPartition{Name: p.Name, From: p.From, To: p.To, Finalized: p.DetachPending, Leftover: detached}
 	parent, child := pgx.Identifier{p.Table}.Sanitize(), pgx.Identifier{p.Name}.Sanitize()
 	if err := conn.QueryRow(ctx, qRelationSize, child).Scan(&d.Bytes); err != nil {
 		return d, fmt.Errorf("size of %s: %w", p.Name, err)
@@ -290,36 +228,6 @@ func lockTimeout(err error) error {
 		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
 	}
 	return err
-}
-
-// PruneOptions says which dedupe keys PruneDedupeKeys deletes.
-type PruneOptions struct {
-	// Before: keys of processed events received before this go.
-	Before time.Time
-	// Batch is how many keys one statement deletes; zero means DefaultPruneBatch.
-	Batch int
-	// Progress, when set, is called with the report so far after every batch.
-	Progress func(PruneReport)
-}
-
-// PruneReport counts what PruneDedupeKeys deleted.
-type PruneReport struct {
-	Keys               int64 `json:"keys"`
-	Replays            int64 `json:"replays,omitempty"`
-	Notifications      int64 `json:"notifications,omitempty"`
-	NotificationBodies int64 `json:"notification_bodies,omitempty"`
-	Payloads           int64 `json:"payloads,omitempty"`
-	Batches            int64 `json:"batches"`
-}
-
-// Add adds o's counts to r.
-func (r *PruneReport) Add(o PruneReport) {
-	r.Keys += o.Keys
-	r.Replays += o.Replays
-	r.Notifications += o.Notifications
-	r.NotificationBodies += o.NotificationBodies
-	r.Payloads += o.Payloads
-	r.Batches += o.Batches
 }
 
 // One batch of PruneDedupeKeys: $1 the cutoff, $2 the batch size. The keys are found through
@@ -371,15 +279,15 @@ SELECT (SELECT count(*) FROM k), (SELECT count(*) FROM w), (SELECT count(*) FROM
 // rows that refer to them, until none is left or ctx ends. Unprocessed events keep their keys
 // whatever their age. After this a re-delivery of a pruned event is accepted as new. It is
 // idempotent, and calls that overlap delete disjoint batches.
-func (s *Store) PruneDedupeKeys(ctx context.Context, o PruneOptions) (PruneReport, error) {
+func (s *Store) PruneDedupeKeys(ctx context.Context, o domain.PruneOptions) (domain.PruneReport, error) {
 	batch := o.Batch
 	if batch <= 0 {
-		batch = DefaultPruneBatch
+		batch = domain.DefaultPruneBatch
 	}
-	var rep PruneReport
+	var rep domain.PruneReport
 	for {
 		var (
-			b        PruneReport
+			b        domain.PruneReport
 			selected int64
 		)
 		err := s.pool.QueryRow(ctx, qPruneKeys, o.Before, batch).Scan(

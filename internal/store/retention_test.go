@@ -42,7 +42,7 @@ func notifyAt(t *testing.T, s *store.Store, eventID, sink string, at time.Time, 
 	return n
 }
 
-func partitionNamed(t *testing.T, s *store.Store, table, name string) (store.Partition, bool) {
+func partitionNamed(t *testing.T, s *store.Store, table, name string) (domain.Partition, bool) {
 	t.Helper()
 	parts, err := s.Partitions(t.Context(), table)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func partitionNamed(t *testing.T, s *store.Store, table, name string) (store.Par
 			return p, true
 		}
 	}
-	return store.Partition{}, false
+	return domain.Partition{}, false
 }
 
 func names[T any](xs []T, name func(T) string) []string {
@@ -62,8 +62,8 @@ func names[T any](xs []T, name func(T) string) []string {
 	return out
 }
 
-func droppedNames(r store.PartitionReport) []string {
-	return names(r.Dropped, func(d store.DroppedPartition) string { return d.Name })
+func droppedNames(r domain.PartitionReport) []string {
+	return names(r.Dropped, func(d domain.DroppedPartition) string { return d.Name })
 }
 
 // An expired partition goes whole unless it holds an unprocessed event's payload or a pending
@@ -87,17 +87,17 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	require.NoError(t, err)
 
 	var progress int
-	rep, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 4), Progress: func(store.PartitionReport) { progress++ }})
+	rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4), Progress: func(domain.PartitionReport) { progress++ }})
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"event_payloads_p20250101_20250201", "event_payloads_p20250301_20250401",
 		"notification_bodies_p20250101_20250201", "notification_bodies_p20250301_20250401",
 	}, droppedNames(rep))
-	assert.Equal(t, []store.KeptPartition{
+	assert.Equal(t, []domain.KeptPartition{
 		{Name: "event_payloads_p20250201_20250301", From: month(2025, 2), To: month(2025, 3),
-			Reason: store.KeptUnprocessed, Unprocessed: 2, Quarantined: 1},
+			Reason: domain.KeptUnprocessed, Unprocessed: 2, Quarantined: 1},
 		{Name: "notification_bodies_p20250201_20250301", From: month(2025, 2), To: month(2025, 3),
-			Reason: store.KeptPendingNotifications, PendingNotifications: 1},
+			Reason: domain.KeptPendingNotifications, PendingNotifications: 1},
 	}, rep.Kept)
 	assert.Equal(t, 6, progress, "progress after every partition")
 	for _, d := range rep.Dropped {
@@ -127,7 +127,7 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	require.NoError(t, err)
 
 	// A second run does nothing again.
-	again, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 4)})
+	again, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
 	require.NoError(t, err)
 	assert.Empty(t, again.Dropped)
 	assert.Equal(t, rep.Kept, again.Kept)
@@ -136,7 +136,7 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	require.NoError(t, s.MarkProcessed(ctx, provider, "ret_feb_waiting"))
 	require.NoError(t, s.MarkProcessed(ctx, provider, "ret_feb_quarantined"))
 	require.NoError(t, s.MarkNotificationSent(ctx, domain.NotificationID(provider, "ret_feb_done", "app", domain.TypeStatusChanged)))
-	last, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 4)})
+	last, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"event_payloads_p20250201_20250301", "notification_bodies_p20250201_20250301"}, droppedNames(last))
 	assert.Empty(t, last.Kept)
@@ -154,12 +154,12 @@ func TestDropExpiredPartitionsLetsInsertsThrough(t *testing.T) {
 	endReader := holdReader(t, s)
 
 	type result struct {
-		rep store.PartitionReport
+		rep domain.PartitionReport
 		err error
 	}
 	dropped := make(chan result, 1)
 	go func() {
-		rep, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 2), LockTimeout: time.Hour})
+		rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 2), LockTimeout: time.Hour})
 		dropped <- result{rep, err}
 	}()
 	testenv.WaitUntil(t, "the detach waiting for the reader", testenv.Stall, func() bool {
@@ -204,7 +204,7 @@ func TestDropExpiredPartitionsFinishesInterruptedWork(t *testing.T) {
 	require.NoError(t, err)
 
 	endReader := holdReader(t, s)
-	_, err = s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 3), LockTimeout: 50 * time.Millisecond})
+	_, err = s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3), LockTimeout: 50 * time.Millisecond})
 	require.ErrorIs(t, err, store.ErrLockTimeout)
 	p, ok := partitionNamed(t, s, store.PayloadsTable, "event_payloads_p20250101_20250201")
 	require.True(t, ok)
@@ -213,9 +213,9 @@ func TestDropExpiredPartitionsFinishesInterruptedWork(t *testing.T) {
 	require.NoError(t, err, "a pending detach does not hold up inserts")
 	endReader()
 
-	rep, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: month(2025, 3)})
+	rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3)})
 	require.NoError(t, err)
-	byName := map[string]store.DroppedPartition{}
+	byName := map[string]domain.DroppedPartition{}
 	for _, d := range rep.Dropped {
 		byName[d.Name] = d
 	}
@@ -254,11 +254,11 @@ func TestPruneDedupeKeys(t *testing.T) {
 	recent := month(2025, 6)
 	recordAt(t, s, statusEvent("pr_recent", "pm_r", domain.StatusDelivered, "", recent), recent, true)
 
-	var batches []store.PruneReport
-	rep, err := s.PruneDedupeKeys(ctx, store.PruneOptions{Before: month(2025, 1), Batch: 2,
-		Progress: func(r store.PruneReport) { batches = append(batches, r) }})
+	var batches []domain.PruneReport
+	rep, err := s.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1), Batch: 2,
+		Progress: func(r domain.PruneReport) { batches = append(batches, r) }})
 	require.NoError(t, err)
-	assert.Equal(t, store.PruneReport{Keys: 5, Replays: 2, Notifications: 2, NotificationBodies: 2, Payloads: 5, Batches: 3}, rep)
+	assert.Equal(t, domain.PruneReport{Keys: 5, Replays: 2, Notifications: 2, NotificationBodies: 2, Payloads: 5, Batches: 3}, rep)
 	require.Len(t, batches, 3)
 	assert.Equal(t, []int64{2, 4, 5}, []int64{batches[0].Keys, batches[1].Keys, batches[2].Keys})
 
@@ -271,9 +271,9 @@ func TestPruneDedupeKeys(t *testing.T) {
 	_, err = s.GetMessage(ctx, provider, "pm_pr_a")
 	require.NoError(t, err, "the message stays")
 
-	again, err := s.PruneDedupeKeys(ctx, store.PruneOptions{Before: month(2025, 1)})
+	again, err := s.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1)})
 	require.NoError(t, err)
-	assert.Equal(t, store.PruneReport{Batches: 1}, again)
+	assert.Equal(t, domain.PruneReport{Batches: 1}, again)
 
 	// Past the window a re-delivery is new again.
 	res, err := s.RecordEvent(ctx, statusEvent("pr_b", "pm_pr_b", domain.StatusDelivered, "", old))

@@ -318,7 +318,7 @@ func BenchmarkPartitionDropUnderInserts(b *testing.B) {
 		time.Sleep(5 * time.Second)
 		b.StartTimer()
 		dropStart := time.Now()
-		rep, err := s.DropExpiredPartitions(ctx, store.DropOptions{Before: now.AddDate(0, -12, 0)})
+		rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: now.AddDate(0, -12, 0)})
 		dropEnd := time.Now()
 		b.StopTimer()
 		time.Sleep(2 * time.Second)

@@ -28,7 +28,7 @@ type Store struct {
 	// The Options given to Open, read without a lock by every call.
 	scopes           map[string]string
 	softBounce       suppression.SoftBounce
-	partitioning     Partitioning
+	partitioning     domain.Partitioning
 	hasher           erasure.Hasher
 	sessionURL       string
 	stripOnProcessed bool
@@ -64,7 +64,7 @@ type Options struct {
 	SoftBounce suppression.SoftBounce
 	// Partitioning sizes the partitions an insert creates when it finds none (config
 	// retention); zero: DefaultPartitioning.
-	Partitioning Partitioning
+	Partitioning domain.Partitioning
 	// ErasureHasher keys the hash an erased address leaves behind (config erasure.hash_key);
 	// zero: erasure is refused, and suppressions are looked up by the plain address only.
 	ErasureHasher erasure.Hasher
@@ -114,7 +114,7 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: ping: %w", err)
 	}
 	partitioning := o.Partitioning
-	if partitioning == (Partitioning{}) {
+	if partitioning == (domain.Partitioning{}) {
 		partitioning = DefaultPartitioning
 	}
 	return &Store{
