@@ -16,12 +16,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
+	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // Registered activity names, recorded in every history. Workflows call the methods
@@ -54,7 +56,7 @@ type Store interface {
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
 	SinkStore
-	Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res domain.ApplyResult, applied bool) bool) (domain.ProcessResult, error)
+	Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error)
 	RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error)
 }
@@ -74,9 +76,11 @@ type Activities struct {
 	// Metrics may be nil. Activities run at least once, so a counter can over-count by the
 	// rare retry of an attempt whose result was lost; it never under-counts.
 	Metrics *metrics.Metrics
-	// SuppressionScopes is config suppression.scopes, as the store applies it
-	// (store.Options.SuppressionScopes): suppression.added names the scope ApplyStatus suppressed in.
+	// SuppressionScopes is config suppression.scopes: which scope an event suppresses in, and
+	// so the scope suppression.added names.
 	SuppressionScopes map[string]string
+	// SoftBounce is config suppression.soft_bounce, the soft-bounce escalation; zero: off.
+	SoftBounce suppression.SoftBounce
 	// Delivery is config notify.*: when a failing notification parks, when a sink's circuit
 	// opens, and how its drainer probes and drains (sinks.go).
 	Delivery config.Notify
@@ -87,6 +91,12 @@ type Activities struct {
 	Log *slog.Logger
 
 	statsAt sync.Map // sink name → time.Time of freshenStats' last check
+}
+
+// rules are what applying an event decides under this deployment's config and the event's
+// routing (domain.Rules: the store runs them in its transaction).
+func (a *Activities) rules(r domain.Routing) apply.Rules {
+	return apply.Rules{Scopes: a.SuppressionScopes, Escalation: a.SoftBounce, Routing: r}
 }
 
 func (a *Activities) log() *slog.Logger {

@@ -33,7 +33,7 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 // legacyStore is the part of the store only ProcessWebhookEvent's activities use.
 type legacyStore interface {
 	RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error)
-	ApplyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error)
+	ApplyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error)
 }
 
 // RecordEvent writes the event under its unique key. A row that exists and is processed makes
@@ -62,7 +62,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (domain.A
 		return domain.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplicable, nil)
 	}
-	res, err := a.Store.ApplyStatus(ctx, ev)
+	res, err := a.Store.ApplyStatus(ctx, ev, a.rules(domain.Routing{}))
 	if err != nil {
 		return domain.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
 	}

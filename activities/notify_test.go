@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -44,7 +45,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 			Status: domain.StatusDelivered, MessageID: "msg_" + id, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 		_, err := storetest.Enqueue(t.Context(), s, ev)
 		require.NoError(t, err)
-		_, err = s.Process(t.Context(), ev.Provider, ev.EventID, false, func(domain.Event, domain.ApplyResult, bool) bool { return true })
+		_, err = s.Process(t.Context(), ev.Provider, ev.EventID, false, apply.Rules{Routing: domain.Routing{StatusSinks: []string{"app"}}})
 		require.NoError(t, err)
 		v, err := env.ExecuteActivity(a.SendNotification, activities.SendInput{Provider: ev.Provider, EventID: ev.EventID,
 			Sink: "app", Type: domain.TypeStatusChanged, PriorAttempts: prior})

@@ -53,10 +53,7 @@ func TransitionOf(r domain.ApplyResult) domain.Transition {
 // workflow no activity task of its own.
 func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
-	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay,
-		func(ev domain.Event, r domain.ApplyResult, applied bool) bool {
-			return len(domain.Notifications(in.Routing, ev.Kind, r.Outcome, applied && r.Suppressed)) > 0
-		})
+	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing))
 	if err != nil {
 		return ProcessOutput{}, a.failed(ctx, key, ProcessName, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
@@ -62,7 +63,7 @@ func TestEraseCommand(t *testing.T) {
 	if _, err := st.RecordEvent(t.Context(), ev); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ApplyStatus(t.Context(), ev); err != nil {
+	if _, err := st.ApplyStatus(t.Context(), ev, apply.Rules{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/mailhook/mailhook/internal/domain"
 )
 
 // Suppression configures suppressions beyond the defaults (a hard bounce, a complaint and an
@@ -26,10 +27,6 @@ type SoftBounce struct {
 	Within time.Duration `yaml:"within"`
 }
 
-// scopeName is what a scope may be called: it appears in URLs (?scope=) and in the suppressions
-// key.
-var scopeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 func (s Suppression) validate() error {
 	if s.SoftBounce.Count < 0 {
 		return fmt.Errorf("config: suppression.soft_bounce.count must not be negative (0: off)")
@@ -41,7 +38,7 @@ func (s Suppression) validate() error {
 		if stream == "" {
 			return fmt.Errorf("config: suppression.scopes has an empty stream name")
 		}
-		if !scopeName.MatchString(scope) {
+		if !domain.ValidScope(scope) {
 			return fmt.Errorf("config: suppression.scopes[%q] = %q: a scope is 1-63 lower-case letters, digits, _ or -", stream, scope)
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Server) listSuppressions(c *gin.Context) {
 		s.fail(c, &apiError{kind: kindBadRequest, reason: fmt.Sprintf("unknown reason %q", f.Reason), known: domain.SuppressionReasons})
 		return
 	}
-	if f.Scope != "" && !suppression.ValidScope(f.Scope) {
+	if f.Scope != "" && !domain.ValidScope(f.Scope) {
 		s.fail(c, refuse(kindBadRequest, badScope(f.Scope)))
 		return
 	}
@@ -119,7 +119,7 @@ func (s *Server) checkSuppression(c *gin.Context) {
 	case address == "":
 		s.fail(c, refuse(kindBadRequest, "address is required"))
 		return
-	case !suppression.ValidScope(scope):
+	case !domain.ValidScope(scope):
 		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}
@@ -163,7 +163,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 	if scope == "" {
 		scope = suppression.GlobalScope
 	}
-	if !suppression.ValidScope(scope) {
+	if !domain.ValidScope(scope) {
 		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
 	}

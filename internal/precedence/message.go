@@ -7,28 +7,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 )
 
-// Message is the part of a messages row that events change.
-type Message struct {
-	Status          domain.Status
-	BounceType      string
-	Recipient       string
-	OrderRank       int
-	OrderOccurredAt *time.Time
-	OrderEventID    string
-	Version         int64
-	Unsubscribed    bool
-	UnsubscribedAt  *time.Time
-	Opens           int64
-	Clicks          int64
-	FirstOpenedAt   *time.Time
-	FirstClickedAt  *time.Time
-	CorrectedAt     *time.Time
-	// Bounce is the deciding event's bounce details (zero: none), set and cleared with
-	// BounceType so status and details always describe the same event.
-	Bounce domain.Bounce
-}
-
-func (m Message) state() State {
+func state(m domain.MessageState) State {
 	key := Key{Rank: m.OrderRank, EventID: m.OrderEventID}
 	if m.OrderOccurredAt != nil {
 		key.OccurredAt = m.OrderOccurredAt.UTC()
@@ -40,21 +19,11 @@ func (m Message) state() State {
 	return st
 }
 
-// Transition is what one event did to its message, as the message's history records it.
-type Transition struct {
-	Outcome domain.Outcome
-	From    domain.Status
-	To      domain.Status
-	// BounceType, Recipient and Version are the message's after the event.
-	BounceType string
-	Recipient  string
-	Version    int64
-}
-
-// ApplyToMessage computes the message after ev and the transition to record. It is pure so the
-// decision can be tested without a database; now stands in for an engagement event that
-// carries no time. changed reports whether the row must be written.
-func ApplyToMessage(cur Message, ev domain.Event, now time.Time) (next Message, tr Transition, changed bool, err error) {
+// ApplyToMessage computes the message after ev and the outcome to record (its Suppressed is the
+// suppressions' to say). It is pure so the decision can be tested without a database; now
+// stands in for an engagement event that carries no time. changed reports whether the row must
+// be written.
+func ApplyToMessage(cur domain.MessageState, ev domain.Event, now time.Time) (next domain.MessageState, tr domain.ApplyResult, changed bool, err error) {
 	next = cur
 	seenAt := ev.OccurredAt
 	if seenAt.IsZero() {
@@ -62,7 +31,7 @@ func ApplyToMessage(cur Message, ev domain.Event, now time.Time) (next Message, 
 	}
 	switch ev.Kind {
 	case domain.KindStatus, domain.KindCorrection:
-		r := Apply(cur.state(), ev)
+		r := Apply(state(cur), ev)
 		switch {
 		case r.Moved:
 			tr.Outcome = domain.OutcomeMoved
@@ -95,7 +64,7 @@ func ApplyToMessage(cur Message, ev domain.Event, now time.Time) (next Message, 
 		next.UnsubscribedAt = earliest(cur.UnsubscribedAt, seenAt)
 		tr.Outcome, changed = domain.OutcomeFlagged, true
 	default:
-		return cur, Transition{}, false, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
+		return cur, domain.ApplyResult{}, false, fmt.Errorf("kind %q does not apply to a message", ev.Kind)
 	}
 	// Any event may be the first to name the recipient; the first one named is kept.
 	if cur.Recipient == "" && ev.Recipient != "" {

@@ -18,7 +18,7 @@ func TestApplyToMessageKeepsTheDecidingEventsBounce(t *testing.T) {
 		return domain.Event{EventID: id, Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceSoft, OccurredAt: at, Bounce: b}
 	}
 
-	next, res, changed, err := precedence.ApplyToMessage(precedence.Message{}, bounced("e2", t0.Add(time.Minute), full), t0)
+	next, res, changed, err := precedence.ApplyToMessage(domain.MessageState{}, bounced("e2", t0.Add(time.Minute), full), t0)
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
@@ -47,7 +47,7 @@ func TestApplyToMessageEngagementKeepsEarliestTime(t *testing.T) {
 	t0 := t1.Add(-time.Hour)
 	now := t1.Add(time.Hour)
 
-	row := precedence.Message{Status: domain.StatusDelivered, Version: 1}
+	row := domain.MessageState{Status: domain.StatusDelivered, Version: 1}
 	next, res, changed, err := precedence.ApplyToMessage(row, domain.Event{Kind: domain.KindOpened, OccurredAt: t1}, now)
 	require.NoError(t, err)
 	assert.True(t, changed)
@@ -72,7 +72,7 @@ func TestApplyToMessageEngagementKeepsEarliestTime(t *testing.T) {
 
 func TestApplyToMessageStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
 	at := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	row := precedence.Message{Status: domain.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
+	row := domain.MessageState{Status: domain.StatusDelivered, OrderRank: 30, OrderOccurredAt: &at, OrderEventID: "b", Version: 1}
 	old := domain.Event{Kind: domain.KindStatus, EventID: "a", Status: domain.StatusAccepted, OccurredAt: at}
 
 	_, res, changed, err := precedence.ApplyToMessage(row, old, at)
@@ -91,7 +91,7 @@ func TestApplyToMessageStaleWritesNothingUnlessRecipientLearnt(t *testing.T) {
 
 func TestApplyToMessageRejectsOtherKinds(t *testing.T) {
 	for _, k := range []domain.Kind{domain.KindInbound, domain.KindUnknown, ""} {
-		_, _, _, err := precedence.ApplyToMessage(precedence.Message{}, domain.Event{Kind: k}, time.Now())
+		_, _, _, err := precedence.ApplyToMessage(domain.MessageState{}, domain.Event{Kind: k}, time.Now())
 		assert.Error(t, err, "kind %q", k)
 	}
 }

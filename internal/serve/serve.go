@@ -84,8 +84,6 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 	}
 	return store.Options{
 		TransactionPooler: cfg.Database.TransactionPooler(),
-		SuppressionScopes: cfg.Suppression.Scopes,
-		SoftBounce:        suppression.SoftBounce{Count: cfg.Suppression.SoftBounce.Count, Within: cfg.Suppression.SoftBounce.Within},
 		Partitioning:      Partitioning(cfg.Retention),
 		ErasureHasher:     hasher,
 		SessionURL:        cfg.Database.ListenURL,
@@ -358,6 +356,7 @@ func (s *Service) Worker() worker.Worker {
 		Metrics:       s.Metrics,
 		// The same mapping Dial gave the store, so suppression.added names the scope applied.
 		SuppressionScopes: s.Config.Suppression.Scopes,
+		SoftBounce:        suppression.SoftBounce{Count: s.Config.Suppression.SoftBounce.Count, Within: s.Config.Suppression.SoftBounce.Within},
 		Delivery:          s.Config.Notify,
 		Drainers:          s.Drainers(),
 		Log:               s.Log,

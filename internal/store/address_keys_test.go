@@ -21,7 +21,7 @@ func TestSuppressionKeysAreTheAddressWhateverItIsWrappedIn(t *testing.T) {
 	ctx := t.Context()
 	for i, to := range []string{`"Jane Doe" <Jane@Example.com>`, "<ann@example.com>", "bob@example.com.", "Carl <carl@example.com.>"} {
 		ev := streamEvent("e_key"+string(rune('a'+i)), "msg_key"+string(rune('a'+i)), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", to, at(i+1))
-		res, err := s.ApplyStatus(ctx, ev)
+		res, err := s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		require.True(t, res.Suppressed, to)
 	}
@@ -116,7 +116,7 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 		t.Helper()
 		_, err := s.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		res, err := s.ApplyStatus(ctx, ev)
+		res, err := s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		return res
 	}

@@ -10,28 +10,26 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailhook/mailhook/internal/domain"
-	"github.com/mailhook/mailhook/internal/precedence"
 	"github.com/mailhook/mailhook/internal/redact"
-	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // errLostRace means a concurrent attempt of the same event committed its outcome first.
 var errLostRace = errors.New("outcome recorded concurrently")
 
-// ApplyStatus applies a status, correction, engagement or unsubscribe event to its message,
-// records the outcome in the message history and, for a hard bounce, complaint or unsubscribe,
-// adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
+// ApplyStatus applies a status, correction, engagement or unsubscribe event to its message as
+// rules decide, records the outcome in the message history and, for a hard bounce, complaint or
+// unsubscribe, adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
 // event_id): once an outcome is committed, every later call returns that outcome unchanged, so
 // a retried activity reports (and notifies) exactly what the first attempt decided.
-func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error) {
-	res, err := s.applyStatus(ctx, ev)
+func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
+	res, err := s.applyStatus(ctx, ev, rules)
 	if err != nil {
 		return domain.ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
 	}
 	return res, nil
 }
 
-func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (domain.ApplyResult, error) {
+func (s *Store) applyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
 	switch {
 	case ev.Provider == "" || ev.EventID == "":
 		return domain.ApplyResult{}, errors.New("event has no provider or event id")
@@ -53,7 +51,7 @@ func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (domain.ApplyR
 		return res, err
 	}
 
-	res, err := s.applyInTx(ctx, ev)
+	res, err := s.applyInTx(ctx, ev, rules)
 	if errors.Is(err, errLostRace) {
 		res, ok, err := s.recordedOutcome(ctx, ev)
 		if err == nil && !ok {
@@ -64,7 +62,7 @@ func (s *Store) applyStatus(ctx context.Context, ev domain.Event) (domain.ApplyR
 	return res, err
 }
 
-func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res domain.ApplyResult, err error) {
+func (s *Store) applyInTx(ctx context.Context, ev domain.Event, rules domain.Rules) (res domain.ApplyResult, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return domain.ApplyResult{}, err
@@ -75,7 +73,7 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res domain.Appl
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if res, err = s.applyWithin(ctx, tx, ev); err != nil {
+	if res, err = s.applyWithin(ctx, tx, ev, rules); err != nil {
 		return domain.ApplyResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -84,10 +82,10 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event) (res domain.Appl
 	return res, nil
 }
 
-// applyWithin applies ev to its message inside tx: the message row, the suppression and the
-// message_events outcome. It returns errLostRace when another attempt of the event recorded its
-// outcome first; tx must then be rolled back.
-func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (domain.ApplyResult, error) {
+// applyWithin applies ev to its message inside tx, as rules decide: the message row, the
+// suppression and the message_events outcome. It returns errLostRace when another attempt of the
+// event recorded its outcome first; tx must then be rolled back.
+func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
 	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
 		// A message recorded under the key an earlier version gave it moves to this one, with
 		// its history, unless this key has a row already (then it moved before).
@@ -98,7 +96,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (do
 	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
 		return domain.ApplyResult{}, fmt.Errorf("create message: %w", err)
 	}
-	var cur precedence.Message
+	var cur domain.MessageState
 	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
 		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
 		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
@@ -108,12 +106,10 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (do
 		return domain.ApplyResult{}, fmt.Errorf("lock message: %w", err)
 	}
 
-	next, tr, changed, err := precedence.ApplyToMessage(cur, ev, time.Now())
+	next, res, changed, err := rules.Apply(cur, ev, time.Now())
 	if err != nil {
 		return domain.ApplyResult{}, err
 	}
-	res := domain.ApplyResult{Outcome: tr.Outcome, From: tr.From, To: tr.To, BounceType: tr.BounceType,
-		Recipient: tr.Recipient, Version: tr.Version}
 	if changed {
 		if _, err := tx.Exec(ctx, qUpdateMessage, ev.Provider, ev.MessageID,
 			string(next.Status), next.BounceType, next.Recipient,
@@ -130,7 +126,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (do
 	// the address is bad. The message_events insert below gates this per event: a second
 	// attempt of the same event loses that race and its transaction, this upsert included,
 	// rolls back.
-	if address, reason, scope, ok := suppression.Of(ev, next.Recipient, s.scopes); ok {
+	if address, reason, scope, ok := rules.Suppresses(ev, next.Recipient); ok {
 		seenAt := ev.OccurredAt
 		if seenAt.IsZero() {
 			seenAt = time.Now()
@@ -143,14 +139,14 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event) (do
 
 	// A soft bounce suppresses nothing on its own; enough of them for one address do
 	// (config suppression.soft_bounce). Gated per event by the insert below, as the upsert is.
-	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient)
+	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient, rules)
 	if err != nil {
 		return domain.ApplyResult{}, err
 	}
 	res.Suppressed = res.Suppressed || softSuppressed
 
 	actor, note := correctionBy(ev)
-	bounce := precedence.BounceKept(ev)
+	bounce := rules.KeptBounce(ev)
 	var inserted bool
 	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
 		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),

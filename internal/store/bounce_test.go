@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
@@ -45,7 +46,7 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	delivered.Bounce = mailboxFull // a provider's text on a delivery is no bounce
 
 	for _, ev := range []domain.Event{hard, delivered, soft, failed} {
-		_, err := s.ApplyStatus(ctx, ev)
+		_, err := s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	m, err := s.GetMessage(ctx, provider, "msg_bd")
@@ -64,7 +65,7 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	// The same events in another order end in the same state.
 	s2 := storetest.Open(t)
 	for _, ev := range []domain.Event{soft, failed, delivered, hard} {
-		_, err := s2.ApplyStatus(ctx, ev)
+		_, err := s2.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	m2, err := s2.GetMessage(ctx, provider, "msg_bd")
@@ -73,7 +74,7 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 
 	// A later bounce without details clears them: status and details describe one event.
 	bare := bounceEvent("evt_bd_bare", "msg_bd", "to@example.com", domain.BounceHard, at(30), nil)
-	res, err := s.ApplyStatus(ctx, bare)
+	res, err := s.ApplyStatus(ctx, bare, rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeAdvanced, res.Outcome)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
@@ -82,14 +83,14 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 
 	// A correction to delivered shows no bounce either.
 	late := bounceEvent("evt_bd_late", "msg_bd", "to@example.com", domain.BounceHard, at(40), unknownUser)
-	_, err = s.ApplyStatus(ctx, late)
+	_, err = s.ApplyStatus(ctx, late, rules)
 	require.NoError(t, err)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, unknownUser, m.Bounce)
 	corr := domain.Event{Provider: provider, EventID: "correction-bd", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_bd", OccurredAt: at(50), Raw: []byte(`{"status":"delivered","reason":"x","actor":"ops"}`)}
-	_, err = s.ApplyStatus(ctx, corr)
+	_, err = s.ApplyStatus(ctx, corr, rules)
 	require.NoError(t, err)
 	m, err = s.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
@@ -128,13 +129,13 @@ func TestStorableBounce(t *testing.T) {
 }
 
 // softBounces applies n soft bounces for address, one message each, spaced by step.
-func softBounces(t *testing.T, s *store.Store, prefix, address string, from time.Time, step time.Duration, n int) []domain.ApplyResult {
+func softBounces(t *testing.T, s *store.Store, rules domain.Rules, prefix, address string, from time.Time, step time.Duration, n int) []domain.ApplyResult {
 	t.Helper()
 	var out []domain.ApplyResult
 	for i := range n {
 		ev := bounceEvent(fmt.Sprintf("%s_%d", prefix, i), fmt.Sprintf("msg_%s_%d", prefix, i), address,
 			domain.BounceSoft, from.Add(time.Duration(i)*step), mailboxFull)
-		res, err := s.ApplyStatus(t.Context(), ev)
+		res, err := s.ApplyStatus(t.Context(), ev, rules)
 		require.NoError(t, err)
 		out = append(out, res)
 	}
@@ -143,17 +144,18 @@ func softBounces(t *testing.T, s *store.Store, prefix, address string, from time
 
 func TestSoftBounceEscalation(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}})
+	s := storetest.Open(t)
+	rules := apply.Rules{Escalation: suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}}
 	ctx := t.Context()
 
 	// Two within the window: not yet.
-	res := softBounces(t, s, "sb_a", "Soft@Example.com", at(0), time.Hour, 2)
+	res := softBounces(t, s, rules, "sb_a", "Soft@Example.com", at(0), time.Hour, 2)
 	assert.False(t, res[0].Suppressed || res[1].Suppressed)
 	_, err := s.GetSuppression(ctx, "soft@example.com")
 	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	// The third suppresses, globally, as the soft-bounce threshold; its history says so.
-	res = softBounces(t, s, "sb_b", "soft@example.com", at(0).Add(3*time.Hour), time.Hour, 2)
+	res = softBounces(t, s, rules, "sb_b", "soft@example.com", at(0).Add(3*time.Hour), time.Hour, 2)
 	assert.True(t, res[0].Suppressed, "the third soft bounce within 24h")
 	assert.False(t, res[1].Suppressed, "the fourth only counts")
 	sup, err := s.GetSuppression(ctx, "soft@example.com")
@@ -168,27 +170,27 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.True(t, m.Events[0].Suppressed)
 
 	// A retry reports what the first attempt did.
-	again, err := s.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", domain.BounceSoft, at(0).Add(3*time.Hour), mailboxFull))
+	again, err := s.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", domain.BounceSoft, at(0).Add(3*time.Hour), mailboxFull), rules)
 	require.NoError(t, err)
 	assert.True(t, again.Suppressed)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_b_0'`))
 
 	// Spread wider than the window: never three within 24h.
-	res = softBounces(t, s, "sb_w", "wide@example.com", at(0), 13*time.Hour, 5)
+	res = softBounces(t, s, rules, "sb_w", "wide@example.com", at(0), 13*time.Hour, 5)
 	for i, r := range res {
 		assert.False(t, r.Suppressed, "bounce %d", i)
 	}
 	// A late delivery that lands between two bounces completes a set within 24h, though it is
 	// not the latest of them.
 	late := bounceEvent("sb_w_late", "msg_sb_w_late", "wide@example.com", domain.BounceSoft, at(0).Add(20*time.Hour), mailboxFull)
-	r, err := s.ApplyStatus(ctx, late)
+	r, err := s.ApplyStatus(ctx, late, rules)
 	require.NoError(t, err)
 	assert.True(t, r.Suppressed)
 
 	// A hard bounce's suppression stays what it is: the threshold only counts on it.
-	_, err = s.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", domain.BounceHard, at(0), unknownUser))
+	_, err = s.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", domain.BounceHard, at(0), unknownUser), rules)
 	require.NoError(t, err)
-	res = softBounces(t, s, "sb_hs", "hard@example.com", at(1), time.Minute, 3)
+	res = softBounces(t, s, rules, "sb_hs", "hard@example.com", at(1), time.Minute, 3)
 	assert.False(t, res[2].Suppressed, "already suppressed")
 	sup, err = s.GetSuppression(ctx, "hard@example.com")
 	require.NoError(t, err)
@@ -197,7 +199,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 
 	// A soft bounce with no recipient anywhere counts for nobody.
 	noone := bounceEvent("sb_none", "msg_sb_none", "", domain.BounceSoft, at(0), nil)
-	_, err = s.ApplyStatus(ctx, noone)
+	_, err = s.ApplyStatus(ctx, noone, rules)
 	require.NoError(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_none'`))
 }
@@ -206,16 +208,17 @@ func TestSoftBounceEscalation(t *testing.T) {
 // longer count.
 func TestSoftBounceCountRestartsAfterALift(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: 2, Within: time.Hour}})
+	s := storetest.Open(t)
+	rules := apply.Rules{Escalation: suppression.SoftBounce{Count: 2, Within: time.Hour}}
 	ctx := t.Context()
 	// The lift is stamped by the database clock; the bounces happen around it.
 	start := time.Now().Add(-10 * time.Minute)
-	res := softBounces(t, s, "lf_a", "lift@example.com", start, time.Minute, 2)
+	res := softBounces(t, s, rules, "lf_a", "lift@example.com", start, time.Minute, 2)
 	require.True(t, res[1].Suppressed)
 	_, err := s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "mailbox fixed")
 	require.NoError(t, err)
 
-	res = softBounces(t, s, "lf_b", "lift@example.com", time.Now().Add(time.Second), time.Second, 2)
+	res = softBounces(t, s, rules, "lf_b", "lift@example.com", time.Now().Add(time.Second), time.Second, 2)
 	assert.False(t, res[0].Suppressed, "one bounce since the lift, though three within the hour")
 	assert.True(t, res[1].Suppressed, "the second since the lift")
 	sup, err := s.GetSuppression(ctx, "lift@example.com")
@@ -226,7 +229,7 @@ func TestSoftBounceCountRestartsAfterALift(t *testing.T) {
 func TestSoftBounceEscalationOff(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	res := softBounces(t, s, "off", "off@example.com", at(0), time.Second, 5)
+	res := softBounces(t, s, rules, "off", "off@example.com", at(0), time.Second, 5)
 	for _, r := range res {
 		assert.False(t, r.Suppressed)
 	}
@@ -241,7 +244,8 @@ func TestSoftBounceEscalationOff(t *testing.T) {
 func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	t.Parallel()
 	const count, n = 3, 12
-	s := storetest.OpenWith(t, store.Options{SoftBounce: suppression.SoftBounce{Count: count, Within: time.Hour}})
+	s := storetest.Open(t)
+	rules := apply.Rules{Escalation: suppression.SoftBounce{Count: count, Within: time.Hour}}
 	ctx := t.Context()
 
 	evs := make([]domain.Event, n)
@@ -265,8 +269,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 			<-start
 			// notify says a suppression.added is due when the event suppressed, as the activity's
 			// callback does: such an event stays unprocessed until it is sent.
-			results[i], errs[i] = s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+			results[i], errs[i] = s.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
 		})
 	}
 	close(start)
@@ -293,8 +296,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	// Retries, concurrent too, report the first outcome and count nothing again.
 	for i := range evs {
 		wg.Go(func() {
-			r, err := s.Process(ctx, provider, evs[i].EventID, false,
-				func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed })
+			r, err := s.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
 			if assert.NoError(t, err) && !results[i].Processed {
 				assert.Equal(t, results[i].Apply, r.Apply)
 			}
@@ -326,7 +328,7 @@ func TestDailyBounceCategories(t *testing.T) {
 	apply := func(ev domain.Event, receivedAt time.Time) {
 		t.Helper()
 		recordAt(t, s, ev, receivedAt, false)
-		_, err := s.ApplyStatus(ctx, ev)
+		_, err := s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	apply(bounceEvent("dc_1", "msg_dc_1", "a@example.com", domain.BounceHard, at(0), unknownUser), today)

@@ -33,7 +33,7 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 		t.Helper()
 		_, err := s.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		_, err = s.ApplyStatus(ctx, ev)
+		_, err = s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		if notify {
 			_, err = s.EnsureNotification(ctx, delivery.Notification{Provider: ev.Provider, EventID: ev.EventID, Sink: "app",

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
@@ -30,7 +31,7 @@ func erasureHasher(t testing.TB) erasure.Hasher {
 
 // softBounce counts loadPerson's soft bounce, so the erasure finds a soft_bounces row keyed by
 // the address.
-var softBounce = suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}
+var softBounce = apply.Rules{Escalation: suppression.SoftBounce{Count: 3, Within: 24 * time.Hour}}
 
 // The address to erase, as the data spells it, and its URL-encoded form.
 const (
@@ -58,7 +59,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	apply := func(ev domain.Event) domain.ApplyResult {
 		t.Helper()
 		record(ev)
-		res, err := s.ApplyStatus(ctx, ev)
+		res, err := s.ApplyStatus(ctx, ev, softBounce)
 		require.NoError(t, err)
 		return res
 	}
@@ -127,7 +128,7 @@ INSERT INTO notifications (id, provider, event_id, sink, type, status, body) VAL
 func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
-	s := storetest.OpenURL(t, dbURL, store.Options{SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
+	s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	loadPerson(t, s, "jane", janeMixed)
 	loadPerson(t, s, "bob", bobAddress)
@@ -244,7 +245,7 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 		ev.Recipient = janeAddress
 		_, err := s.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		_, err = s.ApplyStatus(ctx, ev)
+		_, err = s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	bounce("b1", at(10))
@@ -278,7 +279,7 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 func TestEraseInExecMode(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
-	s := storetest.OpenURL(t, dbURL, store.Options{TransactionPooler: true, SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
+	s := storetest.OpenURL(t, dbURL, store.Options{TransactionPooler: true, ErasureHasher: erasureHasher(t)})
 	loadPerson(t, s, "jane", janeMixed)
 
 	e, err := s.Erase(t.Context(), store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "exec mode"})
@@ -297,7 +298,7 @@ func TestEraseInExecMode(t *testing.T) {
 // non-ASCII upper case there).
 func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenCLocale(t, store.Options{SoftBounce: softBounce, ErasureHasher: erasureHasher(t)})
+	s := storetest.OpenCLocale(t, store.Options{ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
 	const spelled, asked = "JÖRG.Müller@Bücher.example", "jörg.müller@bücher.example"
 	var ctype string
@@ -337,7 +338,7 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	bounce.Recipient = support
 	_, err := s.RecordEvent(ctx, bounce)
 	require.NoError(t, err)
-	_, err = s.ApplyStatus(ctx, bounce)
+	_, err = s.ApplyStatus(ctx, bounce, rules)
 	require.NoError(t, err)
 
 	unchanged := func(before map[string][]string, what string) {

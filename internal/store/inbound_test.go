@@ -31,7 +31,7 @@ func processInbound(t *testing.T, s *store.Store, ev domain.Event, notify, sent 
 	ctx := t.Context()
 	_, err := storetest.Enqueue(ctx, s, ev)
 	require.NoError(t, err)
-	res, err := s.Process(ctx, provider, ev.EventID, false, func(domain.Event, domain.ApplyResult, bool) bool { return notify })
+	res, err := s.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return notify }})
 	require.NoError(t, err)
 	if !notify {
 		require.True(t, res.Processed)
@@ -87,7 +87,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 		assert.NotEmpty(t, stub["body_removed_at"])
 		assert.NotContains(t, stub, "data")
 	}
-	res, err := s.Process(ctx, provider, ev.EventID, false, func(domain.Event, domain.ApplyResult, bool) bool { return true })
+	res, err := s.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return true }})
 	require.NoError(t, err)
 	assert.True(t, res.Duplicate, "processed: a new run of it is a duplicate")
 }

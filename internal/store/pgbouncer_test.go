@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
@@ -35,7 +36,8 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 
 	require.NoError(t, store.Migrate(ctx, direct), "migrate through listen_url")
 	// The soft-bounce escalation takes pg_advisory_xact_lock inside Process's transaction.
-	s, err := store.Open(ctx, pooled, store.Options{TransactionPooler: true, SoftBounce: suppression.SoftBounce{Count: 3, Within: time.Hour}})
+	s, err := store.Open(ctx, pooled, store.Options{TransactionPooler: true})
+	rules := apply.Rules{Escalation: suppression.SoftBounce{Count: 3, Within: time.Hour}}
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 
@@ -135,9 +137,9 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	for range 12 {
 		procs.Go(func() {
 			for id := range ids {
-				res, err := s.Process(ctx, provider, id, false, func(_ domain.Event, r domain.ApplyResult, applied bool) bool {
+				res, err := s.Process(ctx, provider, id, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool {
 					return applied && r.Suppressed
-				})
+				}})
 				if !assert.NoError(t, err, "process %s", id) {
 					return
 				}

@@ -39,14 +39,14 @@ FROM webhook_events w ` + storedJoin + `
 WHERE w.provider = $1 AND w.event_id = $2`
 )
 
-// Process takes up a recorded event and, in one transaction, applies it to its message (for the
-// kinds that apply: status, correction, engagement, unsubscribe) and, when notify reports that
-// nothing is to be notified of the outcome, marks it processed. A retry after a commit finds the
+// Process takes up a recorded event and, in one transaction, applies it to its message as rules
+// decide (for the kinds that apply: status, correction, engagement, unsubscribe) and, when rules
+// report that nothing is to be notified of the outcome, marks it processed. A retry after a commit finds the
 // recorded outcome and returns it again (or Duplicate, once processed). An event already
 // processed is a Duplicate unless replay is set. Errors wrap domain.ErrNotFound (no such event),
 // domain.ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), domain.ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
-func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, notify func(ev domain.Event, res domain.ApplyResult, applied bool) bool) (domain.ProcessResult, error) {
+func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error) {
 	var out domain.ProcessResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = domain.ProcessResult{}
@@ -83,13 +83,13 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 				return err
 			}
 			if !ok {
-				if res, err = s.applyWithin(ctx, tx, ev); err != nil {
+				if res, err = s.applyWithin(ctx, tx, ev, rules); err != nil {
 					return fmt.Errorf("apply: %w", err)
 				}
 			}
 			out.Applied, out.Apply = true, res
 		}
-		if notify(out.Event, out.Apply, out.Applied) {
+		if rules.Notifies(out.Event, out.Apply, out.Applied) {
 			return nil
 		}
 		if !processed { // a replay of a processed event keeps its first processed_at

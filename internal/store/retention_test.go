@@ -242,7 +242,7 @@ func TestPruneDedupeKeys(t *testing.T) {
 	for _, id := range []string{"pr_a", "pr_b", "pr_c", "pr_d", "pr_e"} {
 		recordAt(t, s, statusEvent(id, "pm_"+id, domain.StatusDelivered, "", old), old, true)
 	}
-	_, err := s.ApplyStatus(ctx, statusEvent("pr_a", "pm_pr_a", domain.StatusDelivered, "", old))
+	_, err := s.ApplyStatus(ctx, statusEvent("pr_a", "pm_pr_a", domain.StatusDelivered, "", old), rules)
 	require.NoError(t, err)
 	notifyAt(t, s, "pr_a", "app", old, false)
 	_, err = s.ReserveReplay(ctx, provider, "pr_a", "postscale:pr_a:replay:", true, "ops")

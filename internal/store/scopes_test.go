@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -28,11 +29,12 @@ func streamEvent(id, msg string, kind domain.Kind, st domain.Status, bounce, str
 // Each scope's row is its own: counted, listed, checked and lifted separately.
 func TestScopedSuppressions(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
+	s := storetest.Open(t)
+	rules := apply.Rules{Scopes: testScopes}
 	ctx := t.Context()
 	const to = "user+news@example.com"
 
-	res, err := s.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", domain.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)))
+	res, err := s.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", domain.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed)
 	check := func(scope string) store.SuppressionCheck {
@@ -49,12 +51,12 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.False(t, check("newsletter").Suppressed, "a scope no stream maps to has only the global rows")
 
 	// Another marketing stream's complaint counts on the same row.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", domain.KindStatus, domain.StatusComplained, "", "digest", to, at(2)))
+	res, err = s.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", domain.KindStatus, domain.StatusComplained, "", "digest", to, at(2)), rules)
 	require.NoError(t, err)
 	assert.False(t, res.Suppressed, "already suppressed in marketing")
 
 	// A hard bounce, even on the marketing stream, is global: a new row beside the scoped one.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)))
+	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "the global row is new")
 	assert.Equal(t, []string{domain.ReasonHardBounce}, check("transactional").Reasons)
@@ -115,13 +117,14 @@ func TestScopedSuppressions(t *testing.T) {
 // last address of a page.
 func TestListSuppressionsPagesWholeAddresses(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenWith(t, store.Options{SuppressionScopes: testScopes})
+	s := storetest.Open(t)
+	rules := apply.Rules{Scopes: testScopes}
 	ctx := t.Context()
 	for i, addr := range []string{"c@example.com", "a@example.com", "b@example.com"} {
-		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)))
+		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)), rules)
 		require.NoError(t, err)
 		if addr != "b@example.com" {
-			_, err = s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), domain.KindUnsubscribed, "", "", "broadcast", addr, at(i)))
+			_, err = s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), domain.KindUnsubscribed, "", "", "broadcast", addr, at(i)), rules)
 			require.NoError(t, err)
 		}
 	}
@@ -173,7 +176,8 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	require.NoError(t, err)
 
 	require.NoError(t, store.Migrate(ctx, dbURL))
-	s, err := store.Open(ctx, dbURL, store.Options{SuppressionScopes: testScopes})
+	s, err := store.Open(ctx, dbURL, store.Options{})
+	rules := apply.Rules{Scopes: testScopes}
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, 1000, countRows(t, s, `SELECT count(*) FROM suppressions WHERE scope = ''`))
@@ -181,7 +185,7 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	c, err := s.CheckSuppression(ctx, "old7@example.com", "marketing")
 	require.NoError(t, err)
 	assert.True(t, c.Suppressed, "an old suppression is global: it stops every kind of mail")
-	res, err := s.ApplyStatus(ctx, streamEvent("e_new", "m_new", domain.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)))
+	res, err := s.ApplyStatus(ctx, streamEvent("e_new", "m_new", domain.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "a scoped row beside the old global one")
 	_, err = s.Pool().Exec(ctx, `INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen, scope)

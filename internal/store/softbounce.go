@@ -9,7 +9,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/redact"
-	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 const (
@@ -59,17 +58,14 @@ DELETE FROM soft_bounces
 WHERE address = $1 AND occurred_at < $2::timestamptz - 2 * $3::bigint * interval '1 microsecond'`
 )
 
-// softBounceWithin records ev, when it is a soft bounce and the escalation is on, and suppresses
+// softBounceWithin records ev, when rules count it as a soft bounce (the escalation is on), and
+// suppresses
 // its address (reason soft_bounce_threshold, globally) when it has reached the threshold. It runs
 // in the apply transaction, before the message_events gate, so a lost race rolls it back with
 // everything else. suppressed reports that this event added the suppression: only the first
 // bounce at the threshold does, later ones count in times_seen as any other suppressing event.
-func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string) (suppressed bool, err error) {
-	p := s.softBounce
-	if !p.On() {
-		return false, nil
-	}
-	address, ok := suppression.SoftBounceOf(ev, recipient)
+func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string, rules domain.Rules) (suppressed bool, err error) {
+	address, window, ok := rules.SoftBounce(ev, recipient)
 	if !ok {
 		return false, nil
 	}
@@ -77,7 +73,7 @@ func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event
 	if at.IsZero() {
 		at = time.Now().Truncate(time.Microsecond)
 	}
-	within := p.Within.Microseconds()
+	within := window.Microseconds()
 	if _, err := tx.Exec(ctx, qLockSoftBounces, address); err != nil {
 		return false, fmt.Errorf("lock soft bounces of %s: %w", redact.Address(address), err)
 	}
@@ -95,11 +91,11 @@ func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event
 	if _, err := tx.Exec(ctx, qPruneSoftBounces, address, at, within); err != nil {
 		return false, fmt.Errorf("prune soft bounces of %s: %w", redact.Address(address), err)
 	}
-	if !p.Reached(n) {
+	if !rules.SoftBouncesSuppress(n) {
 		return false, nil
 	}
 	if err := tx.QueryRow(ctx, qUpsertSuppression, address, domain.ReasonSoftBounceThreshold, ev.Provider,
-		ev.EventID, ev.MessageID, at, storedScope(suppression.GlobalScope)).Scan(&suppressed); err != nil {
+		ev.EventID, ev.MessageID, at, storedScope(domain.GlobalScope)).Scan(&suppressed); err != nil {
 		return false, fmt.Errorf("suppress %s after %d soft bounces: %w", redact.Address(address), n, err)
 	}
 	return suppressed, nil

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
-	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
@@ -26,8 +24,6 @@ const DefaultMaxConns = 16
 type Store struct {
 	pool *pgxpool.Pool
 	// The Options given to Open, read without a lock by every call.
-	scopes           map[string]string
-	softBounce       suppression.SoftBounce
 	partitioning     domain.Partitioning
 	hasher           erasure.Hasher
 	sessionURL       string
@@ -39,8 +35,9 @@ type Store struct {
 	afterErasureBatch func(ErasureJob)
 }
 
-// Options configures a Store. The zero value is a store with every optional behaviour off: one
-// scope for all suppressions, no soft-bounce escalation, DefaultPartitioning, erasure refused.
+// Options configures a Store. The zero value is a store with every optional behaviour off:
+// DefaultPartitioning, erasure refused. (The rules an event is applied under, the suppression
+// scopes and the soft-bounce escalation included, are the caller's: domain.Rules.)
 type Options struct {
 	// TransactionPooler makes the pool work through a transaction-mode pooler (PgBouncer's
 	// pool_mode = transaction), where consecutive transactions of one client connection may run
@@ -57,11 +54,6 @@ type Options struct {
 	// It is an option, not only the documented URL parameter, so that database.pooler states the
 	// deployment once: the config can then insist on a separate session-mode listen_url.
 	TransactionPooler bool
-	// SuppressionScopes maps a stream to the scope its complaints and unsubscribes suppress in
-	// (config suppression.scopes: stream → scope); nil: every suppression is global.
-	SuppressionScopes map[string]string
-	// SoftBounce is the soft-bounce escalation (config suppression.soft_bounce); zero: off.
-	SoftBounce suppression.SoftBounce
 	// Partitioning sizes the partitions an insert creates when it finds none (config
 	// retention); zero: DefaultPartitioning.
 	Partitioning domain.Partitioning
@@ -119,8 +111,6 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 	}
 	return &Store{
 		pool:             pool,
-		scopes:           maps.Clone(o.SuppressionScopes),
-		softBounce:       o.SoftBounce,
 		partitioning:     partitioning,
 		hasher:           o.ErasureHasher,
 		sessionURL:       o.SessionURL,

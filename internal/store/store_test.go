@@ -243,7 +243,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	ctx := t.Context()
 	delivered := statusEvent("evt_delivered", "msg_1", domain.StatusDelivered, "", at(10))
 
-	first, err := s.ApplyStatus(ctx, delivered)
+	first, err := s.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	want := domain.ApplyResult{
 		Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
@@ -251,15 +251,15 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	}
 	assert.Equal(t, want, first)
 
-	retry, err := s.ApplyStatus(ctx, delivered)
+	retry, err := s.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	assert.Equal(t, first, retry)
 
 	// The message moves on; a late retry of the first event still reports what it did then.
 	bounced := statusEvent("evt_bounced", "msg_1", domain.StatusBounced, domain.BounceHard, at(20))
-	_, err = s.ApplyStatus(ctx, bounced)
+	_, err = s.ApplyStatus(ctx, bounced, rules)
 	require.NoError(t, err)
-	retry, err = s.ApplyStatus(ctx, delivered)
+	retry, err = s.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	assert.Equal(t, first, retry)
 
@@ -289,7 +289,7 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.ApplyStatus(ctx, ev)
+			results[i], errs[i] = s.ApplyStatus(ctx, ev, rules)
 		})
 	}
 	close(start)
@@ -341,7 +341,7 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 		},
 	}
 	for _, step := range steps {
-		got, err := s.ApplyStatus(ctx, step.ev)
+		got, err := s.ApplyStatus(ctx, step.ev, rules)
 		require.NoError(t, err)
 		step.want.Recipient = "to@example.com"
 		assert.Equal(t, step.want, got, step.ev.EventID)
@@ -388,7 +388,7 @@ func TestApplyStatusSubMicrosecondTimesFoldInAnyOrder(t *testing.T) {
 		for _, ev := range order {
 			ev.MessageID = msg
 			ev.EventID += "_" + msg
-			_, err := s.ApplyStatus(ctx, ev)
+			_, err := s.ApplyStatus(ctx, ev, rules)
 			require.NoError(t, err)
 		}
 		m, err := s.GetMessage(ctx, provider, msg)
@@ -406,7 +406,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	ctx := t.Context()
 	const msg = "msg_engaged"
 
-	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(1)))
+	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(1)), rules)
 	require.NoError(t, err)
 
 	open2 := kindEvent("e_open_2", msg, domain.KindOpened, at(30))
@@ -414,7 +414,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	click := kindEvent("e_click", msg, domain.KindClicked, at(40))
 	unsub := kindEvent("e_unsub", msg, domain.KindUnsubscribed, at(50))
 	for _, ev := range []domain.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
-		res, err := s.ApplyStatus(ctx, ev)
+		res, err := s.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		want := domain.OutcomeCounted
 		if ev.Kind == domain.KindUnsubscribed {
@@ -449,11 +449,11 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	// Opens can arrive before the delivery event; the message is created without a status.
-	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)))
+	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.ApplyResult{Outcome: domain.OutcomeCounted}, res)
 
-	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)))
+	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, "to@example.com", res.Recipient, "the recipient is learnt from a later event")
@@ -463,10 +463,10 @@ func TestApplyStatusRejectsOtherKinds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	for _, kind := range []domain.Kind{domain.KindInbound, domain.KindUnknown} {
-		_, err := s.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)))
+		_, err := s.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)), rules)
 		assert.Error(t, err, kind)
 	}
-	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", domain.StatusDelivered, "", at(1)))
+	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", domain.StatusDelivered, "", at(1)), rules)
 	assert.Error(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM messages`))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM message_events`))
@@ -497,7 +497,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 	for i, ev := range evs {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.ApplyStatus(ctx, ev)
+			results[i], errs[i] = s.ApplyStatus(ctx, ev, rules)
 		})
 	}
 	close(start)

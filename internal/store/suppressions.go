@@ -14,12 +14,11 @@ import (
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/redact"
-	"github.com/mailhook/mailhook/internal/suppression"
 )
 
 // storedScope is the suppressions.scope value of an API scope: empty for global.
 func storedScope(scope string) string {
-	if scope == suppression.GlobalScope {
+	if scope == domain.GlobalScope {
 		return ""
 	}
 	return scope
@@ -28,7 +27,7 @@ func storedScope(scope string) string {
 // apiScope is the API name of a stored scope.
 func apiScope(stored string) string {
 	if stored == "" {
-		return suppression.GlobalScope
+		return domain.GlobalScope
 	}
 	return stored
 }
@@ -68,15 +67,15 @@ type SuppressionCheck struct {
 }
 
 // CheckSuppression says whether the address (normalized first) is suppressed for mail of scope
-// (suppression.GlobalScope or a scope name): it is when it, or its hash once erased, has a
+// (domain.GlobalScope or a scope name): it is when it, or its hash once erased, has a
 // global row or a row of that scope. It is the check a sender makes before every send, so it is
 // one indexed read and nothing else.
 func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
-		scope = suppression.GlobalScope
+		scope = domain.GlobalScope
 	}
-	if address == "" || !suppression.ValidScope(scope) {
+	if address == "" || !domain.ValidScope(scope) {
 		return SuppressionCheck{}, fmt.Errorf("check suppression: address %q, scope %q: %w",
 			redact.Address(address), scope, ErrInvalidSuppressionQuery)
 	}
@@ -109,7 +108,7 @@ func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Su
 	if f.Limit < 1 {
 		return nil, errors.New("list suppressions: limit must be at least 1")
 	}
-	if f.Scope != "" && !suppression.ValidScope(f.Scope) {
+	if f.Scope != "" && !domain.ValidScope(f.Scope) {
 		return nil, fmt.Errorf("list suppressions: scope %q: %w", f.Scope, ErrInvalidSuppressionQuery)
 	}
 	sql, args := listSuppressionsSQL(f)
@@ -141,7 +140,7 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 	return fmt.Sprintf(qListSuppressions, filter.String()), args
 }
 
-// LiftSuppression removes an address's suppression in one scope (suppression.GlobalScope or a
+// LiftSuppression removes an address's suppression in one scope (domain.GlobalScope or a
 // scope name; "" means global) and writes the audit row (the suppression as it was, who lifted
 // it and why) in the same transaction; an erased address's row, kept under its hash, is lifted
 // too (its audit row holds the hash), so the address is no longer suppressed in that scope
@@ -150,7 +149,7 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
-		scope = suppression.GlobalScope
+		scope = domain.GlobalScope
 	}
 	var lift SuppressionLift
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

@@ -4,7 +4,6 @@
 package suppression
 
 import (
-	"regexp"
 	"slices"
 	"time"
 
@@ -12,19 +11,8 @@ import (
 	"github.com/mailhook/mailhook/internal/mailaddr"
 )
 
-// GlobalScope is the scope that covers every kind of mail: what a hard bounce always suppresses.
-// The API and Go name it "global"; the suppressions table stores it as the empty string
-// (migration 00008).
-const GlobalScope = "global"
-
-// scopeName is config suppression.scopes' rule for a scope, repeated here because the API takes
-// scope names from requests and the table's CHECK constraint enforces the same.
-var scopeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// ValidScope reports whether s may name a scope in a request: GlobalScope or a well-formed name.
-// A well-formed name that no stream maps to is valid: it has no rows, and only global ones count
-// for it.
-func ValidScope(s string) bool { return scopeName.MatchString(s) }
+// GlobalScope is domain.GlobalScope, named where the scope rules are.
+const GlobalScope = domain.GlobalScope
 
 // KnownReason reports whether r is one of domain.SuppressionReasons.
 func KnownReason(r string) bool { return slices.Contains(domain.SuppressionReasons, r) }
