@@ -510,6 +510,8 @@ func (fakeNonceAdapter) Nonce(r provider.Request) (provider.Nonce, bool) {
 type fakeBackend struct {
 	fail     atomic.Value // string: the readiness check to fail
 	erasures sync.Map     // address → its store.ErasureRequest
+	// erasureAddr: job id → the address whose job was started last under it (ids are first letters)
+	erasureAddr sync.Map
 }
 
 var errDown = errors.New("fake: unavailable")
@@ -760,20 +762,22 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 	return res, nil
 }
 
-// StartErasure, RunErasure and ErasureJob fake an erasure by its address: erasure jobs are
+// StartErasure, WaitErasure and ErasureJob fake an erasure by its address: erasure jobs are
 // numbered by the address's first letter, so the job of an answer can be looked up again.
-func (b *fakeBackend) StartErasure(_ context.Context, req store.ErasureRequest) (store.ErasureJob, string, error) {
+func (b *fakeBackend) StartErasure(_ context.Context, req store.ErasureRequest) (store.ErasureJob, error) {
 	addr := mailaddr.Key(req.Address)
 	switch {
 	case !strings.Contains(addr, "@"):
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidAddress)
+		return store.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrInvalidAddress)
 	case addr == "unconfigured@example.com":
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
+		return store.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
 	case req.Scope != "" && req.Scope != store.ErasureScopeAll && req.Scope != store.ErasureScopeInbound:
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
+		return store.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
 	}
 	b.erasures.Store(addr, req)
-	return fakeJob(addr, req), addr, nil
+	job := fakeJob(addr, req)
+	b.erasureAddr.Store(job.ID, addr)
+	return job, nil
 }
 
 func fakeJob(addr string, req store.ErasureRequest) store.ErasureJob {
@@ -786,14 +790,17 @@ func fakeJob(addr string, req store.ErasureRequest) store.ErasureJob {
 		Phase: "event_payloads", Phases: 9, Counts: counts, CreatedAt: t0, UpdatedAt: t1}
 }
 
-func (b *fakeBackend) RunErasure(_ context.Context, _ int64, addr string) (store.Erasure, error) {
+func (b *fakeBackend) WaitErasure(ctx context.Context, id int64) (store.Erasure, error) {
+	a, _ := b.erasureAddr.Load(id)
+	addr := a.(string)
 	v, _ := b.erasures.Load(addr)
 	req := v.(store.ErasureRequest)
 	switch addr {
 	case "down@example.com":
 		return store.Erasure{}, errDown
 	case "slow@example.com": // outlasts the fixture's EraseWait
-		time.Sleep(2 * time.Second)
+		<-ctx.Done()
+		return store.Erasure{}, ctx.Err()
 	}
 	job := fakeJob(addr, req)
 	e := store.Erasure{ID: 1, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: req.ErasedBy, Reason: req.Reason,
