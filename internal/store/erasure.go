@@ -381,7 +381,7 @@ func (s *Store) open(ctx context.Context, id int64) (ErasureJob, *erasure.Matche
 		if _, ferr := s.pool.Exec(ctx, qFailErasureJob, id, err.Error()); ferr != nil {
 			return job, nil, fmt.Errorf("erasure job %d: %w", id, ferr)
 		}
-		return job, nil, fmt.Errorf("erase %s: job %d: %w: %v", job.AddressHash, id, ErrErasureFailed, err)
+		return job, nil, fmt.Errorf("erasure job %d: %w: %v", id, ErrErasureFailed, err)
 	}
 	return job, m.WithPriorKeys(s.priorKeys), nil
 }
@@ -420,7 +420,8 @@ func (s *Store) ErasurePhase(ctx context.Context, id int64, phase string, o Phas
 		progress: o.Progress, until: o.Until}
 	more, err = r.phase(ctx, phases[at])
 	if err != nil {
-		return job, false, fmt.Errorf("erase %s: %w", job.AddressHash, err)
+		// By the job's id: the error goes into the run's history, where not even the hash goes.
+		return job, false, fmt.Errorf("erasure job %d: %w", id, err)
 	}
 	return job, more, nil
 }

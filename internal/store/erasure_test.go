@@ -398,42 +398,6 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	}
 }
 
-// CountWrites makes every UPDATE and DELETE of a row of the erasure's tables add a row to
-// erasure_writes (table), so a test can tell that each row was changed once: a batch rolled
-// back leaves none.
-func CountWrites(t *testing.T, ctx context.Context, db storetest.Execer) {
-	t.Helper()
-	_, err := db.Exec(ctx, `
-CREATE TABLE erasure_writes (tbl text NOT NULL);
-CREATE FUNCTION count_erasure_write() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN INSERT INTO erasure_writes VALUES (TG_ARGV[0]); RETURN NULL; END $$`)
-	require.NoError(t, err)
-	for _, table := range store.ErasureTables {
-		_, err := db.Exec(ctx, fmt.Sprintf(`CREATE TRIGGER count_erasure_write AFTER UPDATE OR DELETE ON %s
-			FOR EACH ROW EXECUTE FUNCTION count_erasure_write('%s')`, table, table))
-		require.NoError(t, err)
-	}
-}
-
-// Writes reads CountWrites' counts, per table of ErasureTables.
-func Writes(t *testing.T, ctx context.Context, db storetest.Querier) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	for _, table := range store.ErasureTables {
-		out[table] = 0
-	}
-	rows, err := db.Query(ctx, `SELECT tbl, count(*) FROM erasure_writes GROUP BY tbl`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var table string
-		var n int64
-		require.NoError(t, rows.Scan(&table, &n))
-		out[table] = n
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
 // A phase of an erasure job goes on from the job's cursor: stopped after a few batches (its
 // activity canceled, its worker gone), the next call resumes where the last committed batch left
 // it, opening the address sealed in the job. A runner whose cursor is stale (an attempt that
@@ -452,7 +416,7 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	want, err := s.EraseWith(ctx, dry, small)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), want.Counts["event_payloads"], "%v", want.Counts)
-	CountWrites(t, ctx, s.Pool())
+	storetest.CountWrites(t, ctx, s.Pool())
 
 	job, err := s.StartErasure(ctx, req)
 	require.NoError(t, err)
@@ -509,7 +473,7 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, job.ID, e.JobID)
 	assert.Equal(t, want.Counts, e.Counts, "the resumed job's counts are the dry run's")
-	assert.Equal(t, want.Counts, Writes(t, ctx, s.Pool()), "each row changed once")
+	assert.Equal(t, want.Counts, storetest.Writes(t, ctx, s.Pool()), "each row changed once")
 	job, err = s.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, store.ErasureDone, job.Status)

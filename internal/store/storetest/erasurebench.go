@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,52 @@ func LoadErasureBench(ctx context.Context, s *store.Store, q Execer, events int)
 		return fmt.Errorf("load %d events: %w", events, err)
 	}
 	return nil
+}
+
+// CountWrites makes every UPDATE and DELETE of a row of the erasure's tables add a row to
+// erasure_writes (table), so a test can tell that each row was changed once: a batch rolled
+// back leaves none.
+func CountWrites(t testing.TB, ctx context.Context, db Execer) {
+	t.Helper()
+	_, err := db.Exec(ctx, `
+CREATE TABLE erasure_writes (tbl text NOT NULL);
+CREATE FUNCTION count_erasure_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO erasure_writes VALUES (TG_ARGV[0]); RETURN NULL; END $$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range store.ErasureTables {
+		_, err := db.Exec(ctx, fmt.Sprintf(`CREATE TRIGGER count_erasure_write AFTER UPDATE OR DELETE ON %s
+			FOR EACH ROW EXECUTE FUNCTION count_erasure_write('%s')`, table, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Writes reads CountWrites' counts, per table of ErasureTables.
+func Writes(t testing.TB, ctx context.Context, db Querier) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, table := range store.ErasureTables {
+		out[table] = 0
+	}
+	rows, err := db.Query(ctx, `SELECT tbl, count(*) FROM erasure_writes GROUP BY tbl`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var table string
+		var n int64
+		if err := rows.Scan(&table, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[table] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // qLoadErasureBench writes $1 events spread over the last 90 days (three or four monthly
