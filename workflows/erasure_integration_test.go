@@ -217,8 +217,8 @@ var payloadData = regexp.MustCompile(`"data":"([A-Za-z0-9+/=]+)"`)
 // history is what one job's runs cost in Temporal, read from their histories.
 type history struct {
 	runs, continuedAsNew, workflowTasks, markers, events, bytes int
-	activities, attempts                                         map[string]int
-	json                                                         string
+	activities, attempts                                        map[string]int
+	json                                                        string
 }
 
 // historyOf reads every run of a workflow ID, from its first (following continue-as-new).

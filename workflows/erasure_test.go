@@ -44,7 +44,9 @@ func newFakeJob(scope string, force, dryRun bool) *fakeJob {
 func (f *fakeJob) register(env *testsuite.TestWorkflowEnvironment) {
 	(&activities.Erasure{}).Register(env)
 	env.OnActivity(activities.BeginErasureName, mock.Anything, activities.ErasureJobInput{JobID: 7}).Return(
-		func(context.Context, activities.ErasureJobInput) (activities.ErasureState, error) { return f.snapshot(), nil })
+		func(context.Context, activities.ErasureJobInput) (activities.ErasureState, error) {
+			return f.snapshot(), nil
+		})
 	env.OnActivity(activities.ErasePhaseName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ErasePhaseInput) (activities.ErasePhaseResult, error) {
 			f.calls = append(f.calls, in)
