@@ -22,7 +22,8 @@ import (
 
 // NewWorker is a worker on cfg's task queue that runs every workflow with cfg's retry policies,
 // and the activities, whose dependencies (store, sinks, client) the caller built.
-func NewWorker(c client.Client, cfg config.Config, a *activities.Activities, r *activities.Reconcile, ret *activities.Retention) worker.Worker {
+func NewWorker(c client.Client, cfg config.Config, a *activities.Activities, r *activities.Reconcile, ret *activities.Retention,
+	e *activities.Erasure) worker.Worker {
 	wc := cfg.Worker
 	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      wc.MaxConcurrentActivities,
@@ -39,6 +40,7 @@ func NewWorker(c client.Client, cfg config.Config, a *activities.Activities, r *
 	a.Register(w)
 	r.Register(w)
 	ret.Register(w)
+	e.Register(w)
 	return w
 }
 
@@ -61,6 +63,7 @@ func (p *Processor) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(p.ProcessWebhookEvent, workflow.RegisterOptions{Name: ProcessWebhookEventName})
 	r.RegisterWorkflowWithOptions(p.DailyReconcile, workflow.RegisterOptions{Name: domain.DailyReconcileName})
 	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: domain.RetentionName})
+	r.RegisterWorkflowWithOptions(Erasure, workflow.RegisterOptions{Name: domain.ErasureName})
 }
 
 // EnsureSearchAttributes registers the search attributes the edges start runs with in the

@@ -14,23 +14,25 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailhook/mailhook/internal/config"
-	"github.com/mailhook/mailhook/internal/erasure"
+	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/exitcode"
 	"github.com/mailhook/mailhook/internal/serve"
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// eraseCommand is `mailhook erase`: POST /v1/erasures from the command line, straight against
-// the database of the config.
+// eraseCommand is `mailhook erase`: POST /v1/erasures from the command line, against the
+// database and the Temporal of the config: it records the job and starts its Erasure workflow,
+// which a worker (`mailhook serve`) runs, and waits for it.
 func eraseCommand(load func() (config.Config, error)) *cobra.Command {
 	var (
 		address, reason, format, scope string
 		force, dryRun                  bool
+		workerWait                     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "erase",
 		Short: "Erase an address and everything that names it (GDPR art. 17)",
-		Long: `Removes or redacts the address everywhere mailhook stored it, in one transaction: inbound
+		Long: `Removes or redacts the address everywhere mailhook stored it: inbound
 emails from, to or mentioning it lose their payload and notification body, every other payload and
 notification body has it replaced by [erased], messages and their history lose it as recipient
 and in diagnostics and notes, its soft bounces are deleted, and its suppressions stay, kept under
@@ -44,7 +46,12 @@ refused: erasing it would remove every customer's email to it. --dry-run shows w
 --scope inbound removes only the inbound emails, and --force erases it everywhere.
 
 --address - reads the address from the first line of standard input, so that it stays out of the
-shell's history and the process list.`,
+shell's history and the process list.
+
+The erasure runs as a Temporal workflow (erasure:<job id>) on a worker of the config's task queue:
+the command starts it and waits, printing its progress on stderr. Without a worker it fails after
+--worker-wait, and the job waits for the next worker; stopped (Ctrl-C), the command stops waiting,
+not the erasure.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
@@ -71,25 +78,27 @@ shell's history and the process list.`,
 			if !opts.ErasureHasher.Configured() {
 				return exitcode.UsageError(fmt.Errorf("config: %w", store.ErrErasureNotConfigured))
 			}
-			// Lazy: Temporal is reached only when the address keyed runs of an earlier version.
-			tc, err := lazyTemporal(cfg)
+			tc, err := dialTemporal(c, cfg)
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
-			opts.WorkflowDeleter = erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}
 			st, err := store.Open(c.Context(), cfg.Database.URL, opts)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			job, normalized, err := st.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
+			er := &serve.Erasures{Jobs: st, Temporal: tc, TaskQueue: cfg.Temporal.TaskQueue}
+			job, err := er.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
 			var e store.Erasure
 			if err == nil {
-				stop := showProgress(c.Context(), st, job.ID, c.ErrOrStderr())
-				e, err = st.RunErasure(c.Context(), job.ID, normalized)
-				stop()
+				fmt.Fprintf(c.ErrOrStderr(), "erasure job %d started as workflow %s\n", job.ID, domain.ErasureWorkflowID(job.ID, cfg.Temporal.TaskQueue))
+				if err = er.WaitPickedUp(c.Context(), job.ID, workerWait); err == nil {
+					stop := showProgress(c.Context(), st, job.ID, c.ErrOrStderr())
+					e, err = er.WaitErasure(c.Context(), job.ID)
+					stop()
+				}
 			}
 			var shared *store.SharedAddressError
 			switch {
@@ -101,11 +110,11 @@ shell's history and the process list.`,
 				return exitcode.UsageError(fmt.Errorf("nothing changed: %d inbound emails were sent to this address, a mailbox of yours, "+
 					"and erasing it removes every one of them: --dry-run shows what would change, "+
 					"--scope inbound removes only its inbound emails, --force erases it everywhere", shared.Would.InboundTo))
-			case errors.Is(err, store.ErrOtherErasureRunning), errors.Is(err, store.ErrErasureBusy):
+			case errors.Is(err, store.ErrOtherErasureRunning):
 				return exitcode.UsageError(err)
 			case errors.Is(err, context.Canceled):
-				return fmt.Errorf("stopped; the erasure resumes where it stopped when this command runs again, "+
-					"or within two minutes in a running mailhook serve: %w", err)
+				return fmt.Errorf("stopped waiting; the erasure goes on in the worker (job %d: mailhook erase again, or GET /v1/erasures/jobs/%d, "+
+					"says how it ends): %w", job.ID, job.ID, err)
 			}
 			if err != nil {
 				return err
@@ -119,6 +128,7 @@ shell's history and the process list.`,
 	cmd.Flags().StringVar(&scope, "scope", store.ErasureScopeAll, "all, or inbound: only the inbound emails that mention it")
 	cmd.Flags().BoolVar(&force, "force", false, "erase an address that inbound emails were sent to (a mailbox of yours)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would change, change nothing")
+	cmd.Flags().DurationVar(&workerWait, "worker-wait", time.Minute, "how long to wait for a worker to take the erasure up before failing")
 	return cmd
 }
 
@@ -169,7 +179,7 @@ func showProgress(ctx context.Context, st *store.Store, id int64, w io.Writer) (
 			case <-tick.C:
 			}
 			job, err := st.ErasureJob(ctx, id)
-			if err != nil || job.Status != store.ErasureRunning {
+			if err != nil || job.Status != domain.ErasureRunning {
 				continue
 			}
 			fmt.Fprintf(w, "erasing (job %d): at %s, %d of %d phases done, %d batches, %d rows changed so far\n",

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
+	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/apply"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -17,16 +20,52 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 const testErasureKey = "dGhlLWNsaS10ZXN0cy1lcmFzdXJlLWtleS0zMi1ieXRlcyE=" // 35 bytes
 
+// eraseWorker runs, until the test ends, a worker of the default task queue on the dev server,
+// as `mailhook serve` would, with the store of dbURL under the test key: the erasures the
+// command starts run there.
+func eraseWorker(t *testing.T, srv *testenv.DevServer, dbURL string) {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.Erasure.HashKey = testErasureKey
+	opts, err := serve.StoreOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), dbURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	w := worker.New(srv.Client(), cfg.Temporal.TaskQueue, worker.Options{})
+	workflows.NewProcessor(cfg).Register(w)
+	(&activities.Erasure{Store: st}).Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+}
+
+// eraseEnv points the command at a fresh database and a dev server of its own.
+func eraseEnv(t *testing.T) (dbURL string, srv *testenv.DevServer) {
+	t.Helper()
+	srv = testenv.StartTemporal(t, testenv.DevServerOptions{})
+	dbURL = storetest.NewDatabase(t)
+	t.Setenv("MAILHOOK_CONFIG", "")
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
+	return dbURL, srv
+}
+
 // mailhook erase: refused (exit 2) without a key or without a reason; with both it erases, and
 // a second run finds nothing left. The address read from stdin stays off the command line.
 func TestEraseCommand(t *testing.T) {
-	dbURL := storetest.NewDatabase(t)
-	t.Setenv("MAILHOOK_CONFIG", "")
-	t.Setenv("DATABASE_URL", dbURL)
+	dbURL, srv := eraseEnv(t)
+	eraseWorker(t, srv, dbURL)
 	run := func(stdin string, args ...string) (string, error) {
 		var out strings.Builder
 		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
@@ -88,9 +127,8 @@ func TestEraseCommand(t *testing.T) {
 // mailhook erase of a mailbox customers wrote to: refused (exit 2, nothing changed, saying how
 // many inbound emails), shown by --dry-run, and done by --scope inbound.
 func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
-	dbURL := storetest.NewDatabase(t)
-	t.Setenv("MAILHOOK_CONFIG", "")
-	t.Setenv("DATABASE_URL", dbURL)
+	dbURL, srv := eraseEnv(t)
+	eraseWorker(t, srv, dbURL)
 	t.Setenv(config.EnvErasureKey, testErasureKey)
 	run := func(args ...string) (string, error) {
 		var out strings.Builder
@@ -144,7 +182,7 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	}
 	defer st.Close()
 	// Started and not run: the job stays running while the printer looks at it.
-	job, address, err := st.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
+	job, err := st.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +196,42 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	if line := out.String(); !strings.Contains(line, "phases done") || strings.Contains(line, "jane@") {
 		t.Fatalf("progress %q: want phases and counts, never the address", line)
 	}
-	if _, err := st.RunErasure(t.Context(), job.ID, address); err != nil {
+	if _, err := st.FinishErasure(t.Context(), job.ID, store.ErasureDone); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Without a worker, mailhook erase fails once --worker-wait is over, saying so and naming the
+// task queue; the job waits, and runs to its end when a worker starts (asked again, the command
+// joins it).
+func TestEraseCommandWithoutAWorker(t *testing.T) {
+	dbURL, srv := eraseEnv(t)
+	t.Setenv(config.EnvErasureKey, testErasureKey)
+	run := func(args ...string) (string, string, error) {
+		var out, errOut strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append([]string{"erase", "--address", "jane@example.com", "--reason", "art. 17"}, args...))
+		c.SetOut(&out)
+		c.SetErr(&errOut)
+		err := c.Execute()
+		return out.String(), errOut.String(), err
+	}
+	_, stderr, err := run("--worker-wait", "2s")
+	if err == nil || !strings.Contains(err.Error(), "no worker polls task queue \"mailhook\"") || !strings.Contains(stderr, "workflow erasure:1") {
+		t.Fatalf("erase without a worker: %v\n%s", err, stderr)
+	}
+	st, err := store.Open(t.Context(), dbURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if job, err := st.ErasureJob(t.Context(), 1); err != nil || job.Status != domain.ErasureRunning {
+		t.Fatalf("the job after the command gave up: %+v %v, want it running", job, err)
+	}
+	eraseWorker(t, srv, dbURL)
+	out, _, err := run("--format", "json")
+	var e store.Erasure
+	if err != nil || json.Unmarshal([]byte(out), &e) != nil || e.JobID != 1 || e.ID == 0 {
+		t.Fatalf("erase once a worker runs: %v\n%s", err, out)
 	}
 }

@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/worker"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/erasure"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 // Erasure over real HTTP, after the address went through every normal path: an inbound email
@@ -257,5 +261,70 @@ func TestPostmarkDerivedIDsHoldNoAddress(t *testing.T) {
 	// The keys stayed: Postmark's retry of jane's delivery is still a duplicate.
 	if code, resp := post(record("Delivery", msg, jane, "DeliveredAt", stamp)); code != http.StatusOK || resp["status"] != "duplicate" {
 		t.Fatalf("retry after the erasure: %d %v", code, resp)
+	}
+}
+
+// TestRecordErasureHistories erases over HTTP through a worker, as production does, and records
+// the runs' histories (see TestRecordScenarioHistories): a real erasure (the check, one step per
+// table, the audit row) and a refused one (a mailbox of yours). Each is checked as ended, holds
+// no address, and replays; workflows' replay test replays the checked-in copies.
+func TestRecordErasureHistories(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{sinkTypes: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}})
+	dir := os.Getenv(HistoryDirEnv)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	person, mailbox := "ann.history."+h.prefix+"@example.com", "help."+h.prefix+"@app.example"
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	posts := []string{
+		withRecipient(h.envelope(h.id("evt_hist_er"), "email.bounced", h.id("msg_hist_er"), at,
+			`,"bounce":{"type":"Permanent","code":"550","diagnostic":"550 5.1.1 <`+person+`>: user unknown"}`), person),
+		`{"event":"email.received","timestamp":"` + at.Format(time.RFC3339) + `","email_id":"` + h.id("in_hist_er") +
+			`","from":"` + person + `","to":"` + mailbox + `","subject":"Help","text":"hello"}`,
+	}
+	for _, body := range posts {
+		if code, resp := h.post(body); code != http.StatusOK || resp["status"] != "accepted" {
+			t.Fatalf("post: %d %v", code, resp)
+		}
+	}
+	h.waitProcessed(h.id("evt_hist_er"), "email.received:"+h.id("in_hist_er"))
+
+	var files []string
+	for _, c := range []struct {
+		name, address string
+		want          int
+	}{
+		{"erasure-refused", mailbox, http.StatusConflict},
+		{"erasure", person, http.StatusOK},
+	} {
+		code, resp := h.admin(http.MethodPost, "/v1/erasures", fmt.Sprintf(`{"address":%q,"reason":"recorded scenario"}`, c.address))
+		if code != c.want {
+			t.Fatalf("%s: %d %v, want %d", c.name, code, resp, c.want)
+		}
+		var id int64
+		if err := h.db.QueryRow(context.Background(), `SELECT max(id) FROM erasure_jobs`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		wfID := domain.ErasureWorkflowID(id, h.cfg.Temporal.TaskQueue)
+		f := writeHistory(t, h.svc.Temporal, dir, c.name, wfID)
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "example") || strings.Contains(string(raw), erasure.HashPrefix) {
+			t.Fatalf("%s: the history holds an address or its hash", c.name)
+		}
+		files = append(files, f)
+	}
+	replayer := worker.NewWorkflowReplayer()
+	workflows.NewProcessor(h.cfg).Register(replayer)
+	for _, f := range files {
+		if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			t.Fatalf("replay %s: %v", f, err)
+		}
 	}
 }

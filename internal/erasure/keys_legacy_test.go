@@ -5,7 +5,15 @@ import (
 	"testing"
 
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/postmark"
+	"github.com/mailhook/mailhook/internal/provider/ses"
 )
+
+// priorKeys are the providers' rules, as serve wires them.
+var priorKeys = PriorKeys{
+	EventIDs:   map[string]func(string) (string, bool){postmark.Name: postmark.CurrentEventID, ses.Name: ses.CurrentEventID},
+	MessageIDs: map[string]func(string) (string, bool){ses.Name: ses.CurrentMessageID},
+}
 
 // Only a prior version's key that holds the erased address is re-keyed, to what the provider's
 // parser gives the same event now; the normalized event names the new keys.
@@ -14,6 +22,7 @@ func TestReKeysOnlyPriorKeysOfTheAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.WithPriorKeys(priorKeys)
 	tag := provider.RecipientTag("sns1", "jane@example.com")
 	cases := []struct {
 		provider, id, want string

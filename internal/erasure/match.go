@@ -57,6 +57,7 @@ func Valid(address string) error {
 type Matcher struct {
 	forms []*regexp.Regexp
 	likes []string
+	prior PriorKeys // keys_legacy.go
 }
 
 // NewMatcher returns the Matcher of address (as the caller normalized it; Valid must accept it).

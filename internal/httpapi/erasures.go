@@ -15,12 +15,15 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Erasures erases an address and what names it, as a job (store.Store.StartErasure,
-// RunErasure, ErasureJob).
+// Erasures erases an address and what names it, as a job that an Erasure workflow runs
+// (serve.Erasures).
 type Erasures interface {
-	StartErasure(ctx context.Context, req store.ErasureRequest) (store.ErasureJob, string, error)
-	RunErasure(ctx context.Context, id int64, address string) (store.Erasure, error)
-	ErasureJob(ctx context.Context, id int64) (store.ErasureJob, error)
+	// StartErasure records the job (or joins the one running for the address) and starts its
+	// workflow (or finds it running).
+	StartErasure(ctx context.Context, req store.ErasureRequest) (domain.ErasureJob, error)
+	// WaitErasure waits for the job's workflow to end, within ctx, and answers its outcome.
+	WaitErasure(ctx context.Context, id int64) (store.Erasure, error)
+	ErasureJob(ctx context.Context, id int64) (domain.ErasureJob, error)
 }
 
 // DefaultEraseWait is how long POST /v1/erasures waits for its job before it answers 202 with
@@ -39,8 +42,8 @@ type erasureRequest struct {
 
 // erase answers POST /v1/erasures: it starts the address's erasure job (or joins the one
 // running), and answers its audit row (200) when it ends within EraseWait, or the job (202,
-// Location: /v1/erasures/jobs/{id}) while it goes on: the job runs to its end whether or not
-// the caller waits, and a restart resumes it. Erasing again answers the same way, with nothing
+// Location: /v1/erasures/jobs/{id}) while it goes on: its workflow runs it to its end whether or
+// not the caller waits, and resumes it on another worker when one dies. Erasing again answers the same way, with nothing
 // left to erase (total 0). Neither the address nor the reason is logged: the reason may name
 // the person.
 func (s *Server) erase(c *gin.Context) {
@@ -60,51 +63,35 @@ func (s *Server) erase(c *gin.Context) {
 	}
 	actor := c.GetString(actorKey)
 	ctx := c.Request.Context()
-	job, address, err := s.Erasures.StartErasure(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason,
+	job, err := s.Erasures.StartErasure(ctx, store.ErasureRequest{Address: req.Address, ErasedBy: actor, Reason: req.Reason,
 		Scope: req.Scope, Force: req.Force, DryRun: req.DryRun})
 	if err != nil {
 		s.erasureFailed(c, actor, err)
 		return
 	}
-	// The job runs to its end even if the caller goes away: a retry then joins it, or finds it
-	// done, instead of starting the scan again.
-	type result struct {
-		e   store.Erasure
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		e, err := s.Erasures.RunErasure(context.WithoutCancel(ctx), job.ID, address)
-		done <- result{e, err}
-	}()
 	wait := s.EraseWait
 	if wait <= 0 {
 		wait = DefaultEraseWait
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		if errors.Is(r.err, store.ErrErasureBusy) {
-			s.erasureRunning(c, job.ID) // another process runs it
-			return
-		}
-		if r.err != nil {
-			s.erasureFailed(c, actor, r.err)
-			return
-		}
-		msg := "address erased"
-		if r.e.DryRun {
-			msg = "erasure dry run"
-		}
-		s.Log.InfoContext(ctx, msg, "actor", actor, "erasure_id", r.e.ID, "job_id", r.e.JobID, "address_hash", r.e.AddressHash, "scope", r.e.Scope,
-			"forced", req.Force, "total", r.e.Total, "counts", r.e.Counts, "took_ms", r.e.TookMS)
-		c.JSON(http.StatusOK, r.e)
-	case <-timer.C:
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	e, err := s.Erasures.WaitErasure(wctx, job.ID)
+	switch {
+	case ctx.Err() != nil:
+		// The caller left; the job goes on.
+	case wctx.Err() != nil:
 		s.Log.InfoContext(ctx, "erasure goes on", "actor", actor, "job_id", job.ID, "address_hash", job.AddressHash)
 		s.erasureRunning(c, job.ID)
-	case <-ctx.Done():
-		// The caller left; the job goes on.
+	case err != nil:
+		s.erasureFailed(c, actor, err)
+	default:
+		msg := "address erased"
+		if e.DryRun {
+			msg = "erasure dry run"
+		}
+		s.Log.InfoContext(ctx, msg, "actor", actor, "erasure_id", e.ID, "job_id", e.JobID, "address_hash", e.AddressHash, "scope", e.Scope,
+			"forced", req.Force, "total", e.Total, "counts", e.Counts, "took_ms", e.TookMS)
+		c.JSON(http.StatusOK, e)
 	}
 }
 

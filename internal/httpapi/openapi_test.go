@@ -510,6 +510,8 @@ func (fakeNonceAdapter) Nonce(r provider.Request) (provider.Nonce, bool) {
 type fakeBackend struct {
 	fail     atomic.Value // string: the readiness check to fail
 	erasures sync.Map     // address → its store.ErasureRequest
+	// erasureAddr: job id → the address whose job was started last under it (ids are first letters)
+	erasureAddr sync.Map
 }
 
 var errDown = errors.New("fake: unavailable")
@@ -760,40 +762,45 @@ func (b *fakeBackend) Redrive(_ context.Context, in domain.RedriveInput) (domain
 	return res, nil
 }
 
-// StartErasure, RunErasure and ErasureJob fake an erasure by its address: erasure jobs are
+// StartErasure, WaitErasure and ErasureJob fake an erasure by its address: erasure jobs are
 // numbered by the address's first letter, so the job of an answer can be looked up again.
-func (b *fakeBackend) StartErasure(_ context.Context, req store.ErasureRequest) (store.ErasureJob, string, error) {
+func (b *fakeBackend) StartErasure(_ context.Context, req store.ErasureRequest) (domain.ErasureJob, error) {
 	addr := mailaddr.Key(req.Address)
 	switch {
 	case !strings.Contains(addr, "@"):
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidAddress)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrInvalidAddress)
 	case addr == "unconfigured@example.com":
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrErasureNotConfigured)
 	case req.Scope != "" && req.Scope != store.ErasureScopeAll && req.Scope != store.ErasureScopeInbound:
-		return store.ErasureJob{}, "", fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", store.ErrInvalidErasureScope)
 	}
 	b.erasures.Store(addr, req)
-	return fakeJob(addr, req), addr, nil
+	job := fakeJob(addr, req)
+	b.erasureAddr.Store(job.ID, addr)
+	return job, nil
 }
 
-func fakeJob(addr string, req store.ErasureRequest) store.ErasureJob {
+func fakeJob(addr string, req store.ErasureRequest) domain.ErasureJob {
 	counts := map[string]int64{}
 	for _, table := range store.ErasureTables {
 		counts[table] = 0
 	}
-	return store.ErasureJob{ID: int64(addr[0]), Status: store.ErasureRunning, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32),
+	return domain.ErasureJob{ID: int64(addr[0]), Status: domain.ErasureRunning, AddressHash: "erased:hmac-sha256:" + strings.Repeat("0a", 32),
 		ErasedBy: req.ErasedBy, Reason: req.Reason, Scope: cmp.Or(req.Scope, store.ErasureScopeAll), Force: req.Force, DryRun: req.DryRun,
 		Phase: "event_payloads", Phases: 9, Counts: counts, CreatedAt: t0, UpdatedAt: t1}
 }
 
-func (b *fakeBackend) RunErasure(_ context.Context, _ int64, addr string) (store.Erasure, error) {
+func (b *fakeBackend) WaitErasure(ctx context.Context, id int64) (store.Erasure, error) {
+	a, _ := b.erasureAddr.Load(id)
+	addr := a.(string)
 	v, _ := b.erasures.Load(addr)
 	req := v.(store.ErasureRequest)
 	switch addr {
 	case "down@example.com":
 		return store.Erasure{}, errDown
 	case "slow@example.com": // outlasts the fixture's EraseWait
-		time.Sleep(2 * time.Second)
+		<-ctx.Done()
+		return store.Erasure{}, ctx.Err()
 	}
 	job := fakeJob(addr, req)
 	e := store.Erasure{ID: 1, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: req.ErasedBy, Reason: req.Reason,
@@ -813,11 +820,11 @@ func (b *fakeBackend) RunErasure(_ context.Context, _ int64, addr string) (store
 	return e, nil
 }
 
-func (b *fakeBackend) ErasureJob(_ context.Context, id int64) (store.ErasureJob, error) {
+func (b *fakeBackend) ErasureJob(_ context.Context, id int64) (domain.ErasureJob, error) {
 	if id == 999 {
-		return store.ErasureJob{}, errDown
+		return domain.ErasureJob{}, errDown
 	}
-	var job store.ErasureJob
+	var job domain.ErasureJob
 	b.erasures.Range(func(k, v any) bool {
 		if addr := k.(string); int64(addr[0]) == id {
 			job = fakeJob(addr, v.(store.ErasureRequest))
@@ -826,7 +833,7 @@ func (b *fakeBackend) ErasureJob(_ context.Context, id int64) (store.ErasureJob,
 		return true
 	})
 	if job.ID == 0 {
-		return store.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, domain.ErrNotFound)
+		return domain.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, domain.ErrNotFound)
 	}
 	return job, nil
 }

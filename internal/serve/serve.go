@@ -74,8 +74,7 @@ type Service struct {
 }
 
 // StoreOptions are the store.Open options the config asks for: database.pooler and
-// database.listen_url, suppression.*, retention.* and erasure.hash_key. What needs a Temporal
-// client (Options.WorkflowDeleter) is the caller's to add.
+// database.listen_url, suppression.*, retention.* and erasure.hash_key.
 func StoreOptions(cfg config.Config) (store.Options, error) {
 	// Validated with the config: without a key the hasher is the zero one, and erasure refused.
 	hasher, err := ErasureHasher(cfg.Erasure)
@@ -86,6 +85,7 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 		TransactionPooler: cfg.Database.TransactionPooler(),
 		Partitioning:      Partitioning(cfg.Retention),
 		ErasureHasher:     hasher,
+		ErasurePriorKeys:  PriorKeys,
 		SessionURL:        cfg.Database.ListenURL,
 		// 0 is "as soon as its notifications are sent"; a longer period is the retention run's.
 		StripBodiesWhenProcessed: cfg.Retention.InboundBodiesOr().Duration() == 0,
@@ -118,8 +118,6 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		closeMetrics()
 		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
-	// The lazy client dials nothing, so it is made first: the store's erasures need it.
-	opts.WorkflowDeleter = erasure.RunDeleter{Client: tc, Namespace: cfg.Temporal.Namespace}
 	st, err := store.Open(ctx, cfg.Database.URL, opts)
 	if err != nil {
 		tc.Close()
@@ -202,7 +200,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		TokenScopes: tokenScopes(s.Config.Admin),
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
-		Erasures:    s.Store,
+		Erasures:    s.Erasures(),
 		SinkStates:  s.Store,
 		Sinks:       sinkSettings(s.Config.Sinks),
 		Drainers:    s.Drainers(),
@@ -257,32 +255,7 @@ func (s *Service) RunAcceptance(ctx context.Context) {
 	wg.Go(func() { a.Run(ctx) })
 	wg.Go(func() { s.handoff.Run(ctx) })
 	wg.Go(func() { s.purgeNonces(ctx) })
-	wg.Go(func() { s.resumeErasures(ctx) })
 	wg.Wait()
-}
-
-// erasureResumeEvery is how often a process looks for erasure jobs nobody runs (their runner
-// stopped): a job's lease is a minute, so one is taken over within two.
-const erasureResumeEvery = time.Minute
-
-// resumeErasures runs the erasure jobs whose runner stopped (a restart, a crash), so an erasure
-// survives them; several processes take turns by the jobs' leases.
-func (s *Service) resumeErasures(ctx context.Context) {
-	t := time.NewTicker(erasureResumeEvery)
-	defer t.Stop()
-	for {
-		n, err := s.Store.ResumeErasures(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.Log.Warn("resume erasures", "error", err)
-		} else if n > 0 {
-			s.Log.Info("erasures resumed", "jobs", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // nonceMargin keeps a binding a while past its signature's expiry, for clocks that disagree.
@@ -363,7 +336,8 @@ func (s *Service) Worker() worker.Worker {
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
 		&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
-		&activities.Retention{Store: s.Store})
+		&activities.Retention{Store: s.Store},
+		&activities.Erasure{Store: s.Store, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
 }
 
 // providerEndpoints builds the counts reader of every endpoint with a reconcile block (config
@@ -720,5 +694,6 @@ func startWorker(ctx context.Context, svc *Service, w worker.Worker, log *slog.L
 	}
 	cancelSinks()
 	workflows.EnsureSchedules(ctx, svc.Temporal, svc.Schedules(), log)
+	svc.Erasures().StartRunning(ctx, log)
 	return nil
 }

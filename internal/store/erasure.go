@@ -3,8 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,39 +35,32 @@ import (
 //   - one erasures row records it when it is done: the hash, who, why (redacted), and how many
 //     rows each table had changed.
 //
-// It runs as a job (erasure_jobs): table by table, one block range of one relation per batch,
-// each batch a short transaction that also moves the job's cursor, so no lock is held for long,
-// a restart resumes where it stopped (ResumeErasures, with the address sealed in the job until it
-// ends), and GET /v1/erasures/jobs/{id} shows how far it is. Candidate rows are found by LIKE over
-// each column's lower-cased text (nothing indexes the inside of a payload: every page is read
-// once), and the Go matcher decides, so "_" in an address or a longer address that contains it
-// (joann@ for ann@) changes nothing. Erasing again finds nothing left: every count is 0, and only
-// a new erasures row is written.
+// It runs as a job (erasure_jobs) that the Erasure workflow drives phase by phase
+// (ErasurePhase: the check, then one step per table, as erasure.Plan orders them), each phase
+// in batches of one block range of one relation, each batch a short transaction that also moves
+// the job's cursor and counts, so no lock is held for long, a retried phase goes on where the
+// last committed batch left it (the address sealed in the job until it ends), and GET
+// /v1/erasures/jobs/{id} shows how far it is. Candidate rows are found by LIKE over each
+// column's lower-cased text (nothing indexes the inside of a payload: every page is read once),
+// and the Go matcher decides, so "_" in an address or a longer address that contains it (joann@
+// for ann@) changes nothing. Erasing again finds nothing left: every count is 0, and only a new
+// erasures row is written.
 
 // ErasureTables are the tables an erasure changes, the keys of Erasure.Counts.
-var ErasureTables = []string{
-	"event_payloads", "webhook_events", "notification_bodies", "notifications",
-	"messages", "message_events", "soft_bounces", "suppressions", "suppression_lifts",
-}
+var ErasureTables = erasure.Tables
 
-// ErrErasureNotConfigured is returned (wrapped) by Erase when no hash key is set: an erased
-// suppression could not be kept, and a hash under a made-up key could be reversed by hashing
-// guessed addresses.
+// ErrErasureNotConfigured is returned (wrapped) by StartErasure when no hash key is set: an
+// erased suppression could not be kept, and a hash under a made-up key could be reversed by
+// hashing guessed addresses.
 var ErrErasureNotConfigured = errors.New("erasure is not configured: set erasure.hash_key (MAILHOOK_ERASURE_KEY) to base64 of 32 random bytes")
 
-// ErrInvalidAddress is returned (wrapped) by Erase for what is not one email address.
+// ErrInvalidAddress is returned (wrapped) by StartErasure for what is not one email address.
 var ErrInvalidAddress = erasure.ErrInvalidAddress
 
-// WorkflowDeleter deletes every Temporal run of some workflow IDs (erasure.RunDeleter); an ID
-// with no run is no error.
-type WorkflowDeleter interface {
-	DeleteWorkflows(ctx context.Context, ids []string) error
-}
-
-// ErrSharedAddress is returned (wrapped, as *SharedAddressError) by Erase when the address is
-// one inbound emails were sent to (support@yourapp.example): erasing it would remove every
-// customer's email to that mailbox. Nothing was changed. ErasureRequest.Force erases it anyway,
-// and ErasureScopeInbound removes only the inbound emails.
+// ErrSharedAddress is returned (wrapped, as *SharedAddressError) by ErasureOutcome when the
+// address is one inbound emails were sent to (support@yourapp.example): erasing it would remove
+// every customer's email to that mailbox. Nothing was changed. ErasureRequest.Force erases it
+// anyway, and ErasureScopeInbound removes only the inbound emails.
 var ErrSharedAddress = errors.New("the address received inbound emails: erasing it removes every one of them")
 
 // SharedAddressError is ErrSharedAddress with the job's check: InboundTo says how many.
@@ -79,8 +70,8 @@ func (e *SharedAddressError) Error() string {
 	return fmt.Sprintf("%v (%d of them)", ErrSharedAddress, e.Would.InboundTo)
 }
 
-// SharedAddress is the error of a job refused as a mailbox of yours, nil for any other job.
-func (j ErasureJob) SharedAddress() error {
+// sharedAddress is the error of a job refused as a mailbox of yours, nil for any other job.
+func sharedAddress(j domain.ErasureJob) error {
 	if j.Status != ErasureRefused {
 		return nil
 	}
@@ -90,14 +81,10 @@ func (j ErasureJob) SharedAddress() error {
 
 func (e *SharedAddressError) Unwrap() error { return ErrSharedAddress }
 
-// Erasure scopes: what of an address an erasure changes.
+// Erasure scopes: what of an address an erasure changes (erasure.ScopeAll, erasure.ScopeInbound).
 const (
-	// ErasureScopeAll erases the address everywhere (the default).
-	ErasureScopeAll = "all"
-	// ErasureScopeInbound removes only the inbound emails that mention the address, and their
-	// notification bodies: for a mailbox of yours whose mail must go, while its suppressions,
-	// messages and the rest stay as they are.
-	ErasureScopeInbound = "inbound"
+	ErasureScopeAll     = erasure.ScopeAll
+	ErasureScopeInbound = erasure.ScopeInbound
 )
 
 // ErasureRequest asks to erase an address.
@@ -137,111 +124,61 @@ type Erasure struct {
 	InboundTo int64 `json:"inbound_to_address"`
 	// DryRun says nothing was changed: the counts are what the erasure would change, and ID is
 	// 0 (no audit row).
-	DryRun   bool      `json:"dry_run"`
+	DryRun bool `json:"dry_run"`
+	// TookMS is the job's time, from its start to its end.
 	TookMS   int64     `json:"took_ms"`
 	ErasedAt time.Time `json:"erased_at"`
 }
 
 // Erasure job statuses.
 const (
-	ErasureRunning = "running"
-	ErasureDone    = "done"
-	ErasureRefused = "refused" // a mailbox of yours, without Force (ErrSharedAddress)
-	ErasureFailed  = "failed"  // the sealed address no longer opens (the hash key changed)
+	ErasureRunning = domain.ErasureRunning
+	ErasureDone    = domain.ErasureDone
+	ErasureRefused = domain.ErasureRefused // a mailbox of yours, without Force (ErrSharedAddress)
+	ErasureFailed  = domain.ErasureFailed  // the sealed address no longer opens (the hash key changed)
 )
-
-// ErasureJob is an erasure as it runs, and after (GET /v1/erasures/jobs/{id}). It holds no
-// address.
-type ErasureJob struct {
-	ID          int64  `json:"job_id"`
-	Status      string `json:"status"`
-	AddressHash string `json:"address_hash"`
-	ErasedBy    string `json:"erased_by"`
-	Reason      string `json:"reason"`
-	Scope       string `json:"scope"`
-	Force       bool   `json:"force"`
-	DryRun      bool   `json:"dry_run"`
-	// Phase is the table the job is at ("check" while it looks for inbound emails sent to the
-	// address; "" once it ended); PhasesDone of Phases are behind it.
-	Phase      string `json:"phase"`
-	PhasesDone int    `json:"phases_done"`
-	Phases     int    `json:"phases"`
-	// Batches counts the transactions it committed.
-	Batches int64 `json:"batches"`
-	// Counts are the rows changed so far (a dry run: that would change), per table.
-	Counts    map[string]int64 `json:"counts"`
-	Total     int64            `json:"total"`
-	InboundTo int64            `json:"inbound_to_address"`
-	// ErasureID is the audit row, once done (0 for a dry run and until then).
-	ErasureID  int64      `json:"erasure_id"`
-	Error      string     `json:"error,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	FinishedAt *time.Time `json:"finished_at"`
-
-	relation  string
-	nextBlock int64
-	sealed    []byte
-}
 
 // ErrInvalidErasureScope is returned (wrapped) for a scope that is neither ErasureScopeAll nor
 // ErasureScopeInbound.
 var ErrInvalidErasureScope = errors.New("not an erasure scope (all, inbound)")
 
-// ErrErasureBusy is returned (wrapped) by RunErasure when another process holds the job's lease:
-// it runs it.
-var ErrErasureBusy = errors.New("another process is running this erasure")
+// ErrErasureMoved is returned (wrapped) by ErasurePhase when another runner moved the job's
+// cursor under this one (an activity attempt that outlived its timeout): the batch was rolled
+// back, and a retry goes on from where the cursor is.
+var ErrErasureMoved = errors.New("the erasure job's cursor moved under this runner")
 
-// erasureLease is how long a job's runner holds it without committing a batch: past it, another
-// process (ResumeErasures) takes the job over. Each batch renews it.
-const erasureLease = time.Minute
+// ErrErasureRunning is returned (wrapped) by ErasureOutcome for a job that has not ended.
+var ErrErasureRunning = errors.New("the erasure job is still running")
 
-// defaultErasureBatchBlocks is how many pages of a relation one batch reads: 16 MiB, a few
-// hundred milliseconds of lower() and LIKE on a 2-core machine, so no batch holds its locks for
-// long (docs/BENCHMARKS.md, "Erasure of one address").
-const defaultErasureBatchBlocks = 2048
-
-// Erase erases an address (see above) and returns its audit row: it starts the job (or joins
-// the one already running for the address) and runs it to its end within ctx. Errors wrap
-// ErrErasureNotConfigured, ErrInvalidAddress, ErrInvalidErasureScope, ErrSharedAddress (as
-// *SharedAddressError) or ErrErasureBusy, or are the database's, and name the address by its
-// hash only. A canceled ctx leaves the job where it stopped: Erase again, or ResumeErasures,
-// goes on from there.
-func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) {
-	job, address, err := s.StartErasure(ctx, req)
-	if err != nil {
-		return Erasure{}, err
-	}
-	return s.RunErasure(ctx, job.ID, address)
-}
-
-// StartErasure records the job of an erasure, or finds the one already running for the
-// address, and returns it with the normalized address, which RunErasure takes.
-func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (ErasureJob, string, error) {
+// StartErasure records the job of an erasure, its address sealed, or finds the one already
+// running for the address with the same settings (the request joins it). Errors wrap
+// ErrErasureNotConfigured, ErrInvalidAddress, ErrInvalidErasureScope or ErrOtherErasureRunning,
+// or are the database's, and name the address by its hash only.
+func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (domain.ErasureJob, error) {
 	if !s.hasher.Configured() {
-		return ErasureJob{}, "", fmt.Errorf("erase: %w", ErrErasureNotConfigured)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", ErrErasureNotConfigured)
 	}
 	address := mailaddr.Key(req.Address)
 	m, err := erasure.NewMatcher(address)
 	if err != nil {
-		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", err)
 	}
 	scope := cmp.Or(req.Scope, ErasureScopeAll)
 	if scope != ErasureScopeAll && scope != ErasureScopeInbound {
-		return ErasureJob{}, "", fmt.Errorf("erase: scope %q: %w", scope, ErrInvalidErasureScope)
+		return domain.ErasureJob{}, fmt.Errorf("erase: scope %q: %w", scope, ErrInvalidErasureScope)
 	}
 	hash, err := s.hasher.Hash(address)
 	if err != nil {
-		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", err)
 	}
 	reason, _ := m.RedactText(req.Reason)
 	counts, err := json.Marshal(zeroCounts())
 	if err != nil {
-		return ErasureJob{}, "", err
+		return domain.ErasureJob{}, err
 	}
 	sealed, err := s.hasher.Seal(address, []byte(hash))
 	if err != nil {
-		return ErasureJob{}, "", fmt.Errorf("erase: %w", err)
+		return domain.ErasureJob{}, fmt.Errorf("erase: %w", err)
 	}
 	var id int64
 	err = s.pool.QueryRow(ctx, qInsertErasureJob, hash, scope, req.Force, req.DryRun, req.ErasedBy, reason, sealed, string(counts)).Scan(&id)
@@ -250,16 +187,16 @@ func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (ErasureJo
 		err = s.pool.QueryRow(ctx, qRunningErasureJob, hash).Scan(&id)
 	}
 	if err != nil {
-		return ErasureJob{}, "", fmt.Errorf("erase %s: start: %w", hash, err)
+		return domain.ErasureJob{}, fmt.Errorf("erase %s: start: %w", hash, err)
 	}
 	job, err := s.ErasureJob(ctx, id)
 	if err == nil && (job.Scope != scope || job.Force != req.Force || job.DryRun != req.DryRun) {
 		err = fmt.Errorf("erase %s: job %d: %w", hash, job.ID, ErrOtherErasureRunning)
 	}
 	if err != nil {
-		return ErasureJob{}, "", err
+		return domain.ErasureJob{}, err
 	}
-	return job, address, nil
+	return job, nil
 }
 
 // ErrOtherErasureRunning is returned (wrapped) by StartErasure when the address's erasure runs
@@ -267,54 +204,30 @@ func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (ErasureJo
 var ErrOtherErasureRunning = errors.New("another erasure of this address is running, with other settings")
 
 // ErasureJob returns a job; the error wraps domain.ErrNotFound when there is none.
-func (s *Store) ErasureJob(ctx context.Context, id int64) (ErasureJob, error) {
+func (s *Store) ErasureJob(ctx context.Context, id int64) (domain.ErasureJob, error) {
 	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = domain.ErrNotFound
 	}
 	if err != nil {
-		return ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, err)
+		return domain.ErasureJob{}, fmt.Errorf("erasure job %d: %w", id, err)
 	}
 	return job, nil
 }
 
-// ResumeErasures runs, one after the other, every running job that no process holds (its
-// runner died or was stopped), opening each one's sealed address, and returns how many it ran
-// to their end. serve calls it every minute, so an erasure survives a restart.
-func (s *Store) ResumeErasures(ctx context.Context) (int, error) {
-	if !s.hasher.Configured() {
-		return 0, nil // a process without the key can neither open a job nor finish one
+// RunningErasureJobs lists the ids of the jobs still running, oldest first: a worker starts
+// their workflows at its start, so a job whose workflow was never started (Temporal was down) or
+// that an older version ran by itself goes on.
+func (s *Store) RunningErasureJobs(ctx context.Context) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, qRunningErasureJobs)
+	if err != nil {
+		return nil, fmt.Errorf("running erasure jobs: %w", err)
 	}
-	n := 0
-	for {
-		var (
-			id     int64
-			hash   string
-			sealed []byte
-		)
-		err := s.pool.QueryRow(ctx, qOrphanErasureJob).Scan(&id, &hash, &sealed)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("resume erasures: %w", err)
-		}
-		address, err := s.hasher.Open(sealed, []byte(hash))
-		if err != nil {
-			// The hash key changed under it: nothing can finish it. Say so, and drop the seal.
-			if _, ferr := s.pool.Exec(ctx, qFailErasureJob, id, err.Error()); ferr != nil {
-				return n, fmt.Errorf("resume erasure job %d: %w", id, ferr)
-			}
-			continue
-		}
-		_, err = s.RunErasure(ctx, id, address)
-		switch {
-		case errors.Is(err, ErrErasureBusy), errors.Is(err, ErrSharedAddress):
-		case err != nil:
-			return n, fmt.Errorf("resume erasure job %d: %w", id, err)
-		}
-		n++
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("running erasure jobs: %w", err)
 	}
+	return ids, nil
 }
 
 func zeroCounts() map[string]int64 {
@@ -325,57 +238,28 @@ func zeroCounts() map[string]int64 {
 	return counts
 }
 
-// RunErasure runs a job to its end, batch by batch from where it stopped, and returns its audit
-// row (for a dry run, the counts and no row). address is the job's, normalized (StartErasure's).
-func (s *Store) RunErasure(ctx context.Context, id int64, address string) (Erasure, error) {
-	start := time.Now()
-	owner := randomOwner()
-	job, err := scanErasureJob(s.pool.QueryRow(ctx, qClaimErasureJob, id, owner, erasureLease.Seconds()))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if job, err = s.ErasureJob(ctx, id); err != nil {
-			return Erasure{}, err
-		}
-		if job.Status == ErasureRunning {
-			return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, ErrErasureBusy)
-		}
-		return s.ended(ctx, job)
-	case err != nil:
-		return Erasure{}, fmt.Errorf("erasure job %d: claim: %w", id, err)
-	}
-	m, err := erasure.NewMatcher(address)
+// ErasureOutcome is the answer of a job that ended: its audit row (for a dry run, the counts
+// and no row), or why it has none: a *SharedAddressError for a mailbox of yours, an error
+// naming the failure for a failed job, ErrErasureRunning for one that goes on.
+func (s *Store) ErasureOutcome(ctx context.Context, id int64) (Erasure, error) {
+	job, err := s.ErasureJob(ctx, id)
 	if err != nil {
-		return Erasure{}, fmt.Errorf("erase: %w", err)
+		return Erasure{}, err
 	}
-	if hash, err := s.hasher.Hash(address); err != nil || hash != job.AddressHash {
-		return Erasure{}, fmt.Errorf("erasure job %d: not this address's job", id)
-	}
-	r := &jobRun{s: s, job: &job, owner: owner, m: m, likes: m.LikePatterns(), blocks: cmp.Or(s.erasureBatchBlocks, defaultErasureBatchBlocks)}
-	if err := r.run(ctx); err != nil {
-		if ctx.Err() != nil {
-			// Stopped, not dead: let the next runner (this command again, or serve) take it at
-			// once instead of after the lease.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = s.pool.Exec(rctx, qReleaseErasureJob, id, owner)
-			cancel()
-		}
-		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, err)
-	}
-	if job.Status == ErasureRefused {
-		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, job.SharedAddress())
-	}
-	return s.finish(ctx, r, time.Since(start))
-}
-
-// ended is the answer of a job that ended before: its audit row, or why it has none.
-func (s *Store) ended(ctx context.Context, job ErasureJob) (Erasure, error) {
 	switch job.Status {
+	case ErasureRunning:
+		return Erasure{}, fmt.Errorf("erase %s: job %d: %w", job.AddressHash, job.ID, ErrErasureRunning)
 	case ErasureRefused:
-		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, job.SharedAddress())
+		return Erasure{}, fmt.Errorf("erase %s: %w", job.AddressHash, sharedAddress(job))
 	case ErasureFailed:
 		return Erasure{}, fmt.Errorf("erase %s: job %d failed: %s", job.AddressHash, job.ID, job.Error)
 	}
-	out := erasureOfJob(job)
+	out := Erasure{ID: job.ErasureID, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: job.ErasedBy, Reason: job.Reason,
+		Counts: job.Counts, Total: job.Total, Scope: job.Scope, InboundTo: job.InboundTo, DryRun: job.DryRun}
+	if job.FinishedAt != nil {
+		out.TookMS = job.FinishedAt.Sub(job.CreatedAt).Milliseconds()
+		out.ErasedAt = *job.FinishedAt
+	}
 	if job.ErasureID != 0 {
 		if err := s.pool.QueryRow(ctx, qGetErasure, job.ErasureID).Scan(&out.TookMS, &out.ErasedAt); err != nil {
 			return Erasure{}, fmt.Errorf("erasure %d: %w", job.ErasureID, err)
@@ -384,188 +268,211 @@ func (s *Store) ended(ctx context.Context, job ErasureJob) (Erasure, error) {
 	return out, nil
 }
 
-func erasureOfJob(job ErasureJob) Erasure {
-	return Erasure{ID: job.ErasureID, JobID: job.ID, AddressHash: job.AddressHash, ErasedBy: job.ErasedBy, Reason: job.Reason,
-		Counts: job.Counts, Total: job.Total, Scope: job.Scope, InboundTo: job.InboundTo, DryRun: job.DryRun}
-}
-
-// finish ends a job that ran all its steps: the audit row (none for a dry run) and the job's
-// end, in one transaction, its seal dropped.
-func (s *Store) finish(ctx context.Context, r *jobRun, took time.Duration) (Erasure, error) {
-	out := erasureOfJob(*r.job)
-	out.TookMS = took.Milliseconds()
+// FinishErasure ends a running job as status: ErasureDone writes the audit row (none for a dry
+// run) and ends the job in one transaction; ErasureRefused ends it without one. Either drops the
+// seal. A job that ended already is left as it is (a retried call). It returns the job as it
+// ended.
+func (s *Store) FinishErasure(ctx context.Context, id int64, status string) (domain.ErasureJob, error) {
+	if status != ErasureDone && status != ErasureRefused {
+		return domain.ErasureJob{}, fmt.Errorf("erasure job %d: cannot end as %q", id, status)
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if !out.DryRun {
-			counts, err := json.Marshal(out.Counts)
+		job, err := scanErasureJob(tx.QueryRow(ctx, qGetErasureJob+` FOR UPDATE`, id))
+		if err != nil || job.Status != ErasureRunning {
+			return err
+		}
+		var erasureID *int64
+		if status == ErasureDone && !job.DryRun {
+			counts, err := json.Marshal(job.Counts)
 			if err != nil {
 				return err
 			}
-			if err := tx.QueryRow(ctx, qInsertErasure, out.AddressHash, out.ErasedBy, out.Reason, string(counts), out.Total, out.TookMS).
-				Scan(&out.ID, &out.ErasedAt); err != nil {
+			if err := tx.QueryRow(ctx, qInsertErasure, job.AddressHash, job.ErasedBy, job.Reason, string(counts), job.Total, job.CreatedAt).
+				Scan(&erasureID); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, qFinishErasureJob, r.job.ID, r.owner, ErasureDone, nullID(out.ID))
-		if err == nil && tag.RowsAffected() != 1 {
-			err = ErrErasureBusy
-		}
+		_, err = tx.Exec(ctx, qFinishErasureJob, id, status, erasureID)
 		return err
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = domain.ErrNotFound
+	}
 	if err != nil {
-		return Erasure{}, fmt.Errorf("erase %s: finish: %w", out.AddressHash, err)
+		return domain.ErasureJob{}, fmt.Errorf("erasure job %d: finish: %w", id, err)
 	}
-	return out, nil
+	return s.ErasureJob(ctx, id)
 }
 
-func nullID(id int64) *int64 {
-	if id == 0 {
-		return nil
+// open returns a running job with its matcher, opened from its sealed address. A seal that no
+// longer opens fails the job (ErrErasureFailed).
+func (s *Store) open(ctx context.Context, id int64) (domain.ErasureJob, *erasure.Matcher, error) {
+	var sealed []byte
+	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id), &sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = domain.ErrNotFound
 	}
-	return &id
-}
-
-func randomOwner() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// jobRun is one process's run of a job.
-type jobRun struct {
-	s      *Store
-	job    *ErasureJob
-	owner  string
-	m      *erasure.Matcher
-	likes  []string
-	blocks int64
-}
-
-// checkPhase is the phase before the steps, of a job that must first know whether the address is
-// a mailbox of yours (ErrSharedAddress).
-const checkPhase = "check"
-
-// run goes through the job's phases from its cursor: the check, when it needs one, then each
-// step's relations, block range by block range.
-func (r *jobRun) run(ctx context.Context) error {
-	job := r.job
-	phases := jobPhases(job.Scope, job.Force, job.DryRun)
-	// Resume at the cursor's phase; a job that has not begun starts at the first.
-	at := 0
-	for i, p := range phases {
-		if p.name == job.Phase {
-			at = i
+	if err != nil || job.Status != ErasureRunning {
+		return job, nil, err
+	}
+	address, err := s.hasher.Open(sealed, []byte(job.AddressHash))
+	var m *erasure.Matcher
+	if err == nil {
+		m, err = erasure.NewMatcher(address)
+	}
+	if err == nil {
+		if hash, herr := s.hasher.Hash(address); herr != nil || hash != job.AddressHash {
+			err = errors.New("not this job's address")
 		}
 	}
-	firstStep := slices.IndexFunc(phases, func(p phase) bool { return p.step != nil })
-	for i := at; i < len(phases); i++ {
-		p := phases[i]
-		if job.Phase != p.name {
-			job.Phase, job.relation, job.nextBlock = p.name, "", 0
-		}
-		if i == firstStep && job.relation == "" && !job.DryRun && job.Scope == ErasureScopeAll {
-			// Before the first change, while the prior keys are still there to find: a job
-			// resumed before its first batch deletes again, which finds nothing left to delete.
-			if err := r.deleteRuns(ctx); err != nil {
-				return err
-			}
-		}
-		rels, err := r.relations(ctx, p.table)
-		if err != nil {
-			return err
-		}
-		for _, rel := range rels {
-			if job.relation != "" && rel < job.relation {
-				continue // done before the restart
-			}
-			if rel != job.relation {
-				job.relation, job.nextBlock = rel, 0
-			}
-			for {
-				size, err := r.size(ctx, rel)
-				if err != nil {
-					return err
-				}
-				if job.nextBlock >= size {
-					break
-				}
-				if err := r.batch(ctx, p, rel, job.nextBlock, job.nextBlock+r.blocks); err != nil {
-					return err
-				}
-			}
-		}
-		if p.name == checkPhase && job.InboundTo > 0 {
-			return r.end(ctx, ErasureRefused)
-		}
-	}
-	job.Phase = ""
-	return nil
-}
-
-// deleteRuns deletes the Temporal runs whose workflow IDs prior versions built from a key that
-// holds the address: an event's run, and its replays'.
-func (r *jobRun) deleteRuns(ctx context.Context) error {
-	if r.s.workflows == nil {
-		return nil
-	}
-	rows, err := r.s.pool.Query(ctx, qPriorKeyedRuns, r.likes, erasure.PriorKeyProviders())
 	if err != nil {
-		return fmt.Errorf("find the runs keyed by the address: %w", err)
+		// The hash key changed under it: nothing can finish it. Say so, and drop the seal.
+		if _, ferr := s.pool.Exec(ctx, qFailErasureJob, id, err.Error()); ferr != nil {
+			return job, nil, fmt.Errorf("erasure job %d: %w", id, ferr)
+		}
+		return job, nil, fmt.Errorf("erasure job %d: %w: %v", id, domain.ErrErasureFailed, err)
+	}
+	return job, m.WithPriorKeys(s.priorKeys), nil
+}
+
+// ErasurePhase runs the phase named phase (one of erasure.Plan's for the job) of a running job,
+// batch by batch from its cursor, until the phase's end (more false) or o.Until (more true).
+// A phase the cursor is past already returns at once; so does a job that ended (its status says
+// how). It returns the job as the last batch left it. Errors wrap ErrErasureFailed,
+// ErrErasureMoved or domain.ErrNotFound, or are the database's; a canceled ctx rolls back only the
+// batch in flight.
+func (s *Store) ErasurePhase(ctx context.Context, id int64, phase string, o domain.PhaseOptions) (job domain.ErasureJob, more bool, err error) {
+	job, m, err := s.open(ctx, id)
+	if err != nil || job.Status != ErasureRunning {
+		return job, false, err
+	}
+	phases := erasure.Plan(job.Scope, job.Force, job.DryRun)
+	at := slices.IndexFunc(phases, func(p erasure.Phase) bool { return p.Name == phase })
+	if at < 0 {
+		return job, false, fmt.Errorf("erasure job %d: no phase %q for scope %s, force %v, dry run %v", id, phase, job.Scope, job.Force, job.DryRun)
+	}
+	if cursor := erasure.PhaseIndex(phases, job.Phase); cursor > at {
+		return job, false, nil // done before
+	}
+	r := &jobRun{s: s, job: &job, m: m, likes: m.LikePatterns(), blocks: cmp.Or(o.BatchBlocks, domain.DefaultErasureBatchBlocks),
+		progress: o.Progress, until: o.Until}
+	more, err = r.phase(ctx, phases[at])
+	if err != nil {
+		// By the job's id: the error goes into the run's history, where not even the hash goes.
+		return job, false, fmt.Errorf("erasure job %d: %w", id, err)
+	}
+	return job, more, nil
+}
+
+// ErasureRuns are the workflow IDs of Temporal runs that prior versions built from a key that
+// holds the job's address (an event's run, and its replays'), for the caller to delete before
+// the job's first change: no codec encrypts a workflow ID. Once the job has re-keyed the rows,
+// it finds none.
+func (s *Store) ErasureRuns(ctx context.Context, id int64) ([]string, error) {
+	job, m, err := s.open(ctx, id)
+	if err != nil || job.Status != ErasureRunning {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, qPriorKeyedRuns, m.LikePatterns(), s.priorKeys.Providers())
+	if err != nil {
+		return nil, fmt.Errorf("find the runs keyed by the address: %w", err)
 	}
 	var ids []string
 	var provider, eventID, workflowID string
 	_, err = pgx.ForEachRow(rows, []any{&provider, &eventID, &workflowID}, func() error {
-		if _, ok := r.m.EventID(provider, eventID); ok {
+		if _, ok := m.EventID(provider, eventID); ok {
 			ids = append(ids, workflowID)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("find the runs keyed by the address: %w", err)
+		return nil, fmt.Errorf("find the runs keyed by the address: %w", err)
 	}
-	if len(ids) == 0 {
+	return ids, nil
+}
+
+// jobRun is one call's run of one phase of a job.
+type jobRun struct {
+	s        *Store
+	job      *domain.ErasureJob
+	m        *erasure.Matcher
+	likes    []string
+	blocks   int64
+	progress func(domain.ErasureJob)
+	until    time.Time
+	// cursor is the job row's cursor as this run last read or wrote it: a batch moves it only
+	// from there, so two runners never both commit a batch (ErrErasureMoved).
+	cursor struct {
+		phase, relation string
+		nextBlock       int64
+	}
+}
+
+// phase goes through p's relations from the job's cursor, block range by block range.
+func (r *jobRun) phase(ctx context.Context, p erasure.Phase) (more bool, err error) {
+	job := r.job
+	r.cursor.phase, r.cursor.relation, r.cursor.nextBlock = job.Phase, job.CursorRelation, job.CursorBlock
+	relation, next := "", int64(0)
+	if job.Phase == p.Name {
+		relation, next = job.CursorRelation, job.CursorBlock // resumed
+	}
+	rels, err := r.relations(ctx, p.Table)
+	if err != nil {
+		return false, err
+	}
+	st := stepOf(p)
+	for _, rel := range rels {
+		if relation != "" && rel < relation {
+			continue // done before
+		}
+		if rel != relation {
+			relation, next = rel, 0
+		}
+		for {
+			size, err := r.size(ctx, rel)
+			if err != nil {
+				return false, err
+			}
+			if next >= size {
+				break
+			}
+			if !r.until.IsZero() && time.Now().After(r.until) {
+				return true, nil
+			}
+			if err := r.batch(ctx, p, st, rel, next, next+r.blocks); err != nil {
+				return false, err
+			}
+			next += r.blocks
+		}
+	}
+	return false, nil
+}
+
+// stepOf is the step of a phase that changes rows, nil for the check.
+func stepOf(p erasure.Phase) *step {
+	if p.Check {
 		return nil
 	}
-	if err := r.s.workflows.DeleteWorkflows(ctx, ids); err != nil {
-		return fmt.Errorf("delete the %d Temporal runs keyed by the address: %w", len(ids), err)
-	}
-	return nil
-}
-
-// phase is a check or a step over one table.
-type phase struct {
-	name, table string
-	step        *step
-	checkSQL    string
-}
-
-// jobPhases are the phases of a job with these settings, in order: the check when it needs one
-// (a real erasure of every scope, not forced), then the steps its scope has.
-func jobPhases(scope string, force, dryRun bool) []phase {
-	var out []phase
-	if scope == ErasureScopeAll && !force && !dryRun {
-		out = append(out,
-			phase{name: checkPhase, table: "event_payloads", checkSQL: qInboundToPayloads},
-			phase{name: checkPhase + ":webhook_events", table: "webhook_events", checkSQL: qInboundToLegacy})
-	}
 	for i := range erasureSteps {
-		st := &erasureSteps[i]
-		if scope == ErasureScopeInbound && !st.inbound {
-			continue
+		if erasureSteps[i].table == p.Table {
+			return &erasureSteps[i]
 		}
-		out = append(out, phase{name: st.table, table: st.table, step: st})
 	}
-	return out
+	panic("store: no erasure step for table " + p.Table)
+}
+
+// checkSQL is the check's query over table.
+func checkSQL(table string) string {
+	if table == "webhook_events" {
+		return qInboundToLegacy
+	}
+	return qInboundToPayloads
 }
 
 // progress sets Phases and PhasesDone from the job's settings and phase.
-func (j *ErasureJob) progress() {
-	phases := jobPhases(j.Scope, j.Force, j.DryRun)
-	j.Phases, j.PhasesDone = len(phases), 0
-	for i, p := range phases {
-		if p.name == j.Phase {
-			j.PhasesDone = i
-		}
-	}
+func progress(j *domain.ErasureJob) {
+	phases := erasure.Plan(j.Scope, j.Force, j.DryRun)
+	j.Phases, j.PhasesDone = len(phases), erasure.PhaseIndex(phases, j.Phase)
 	if j.Status != ErasureRunning {
 		j.PhasesDone, j.Phase = j.Phases, ""
 	}
@@ -594,19 +501,19 @@ func (r *jobRun) size(ctx context.Context, rel string) (int64, error) {
 	return n, nil
 }
 
-// batch runs one block range of one phase in one transaction with the job's cursor, counts and
-// lease, and moves the cursor past it.
-func (r *jobRun) batch(ctx context.Context, p phase, rel string, lo, hi int64) error {
+// batch runs one block range of one phase (st nil: the check) in one transaction with the job's
+// cursor and counts, and moves the cursor past it.
+func (r *jobRun) batch(ctx context.Context, p erasure.Phase, st *step, rel string, lo, hi int64) error {
 	job := r.job
 	var inboundTo int64
 	err := pgx.BeginFunc(ctx, r.s.pool, func(tx pgx.Tx) error {
 		w := &eraser{tx: tx, m: r.m, hasher: r.s.hasher, likes: r.likes, counts: map[string]int64{},
 			inboundOnly: job.Scope == ErasureScopeInbound}
-		if p.step != nil {
-			if err := p.step.run(w, ctx, rel, lo, hi); err != nil {
+		if st != nil {
+			if err := st.run(w, ctx, rel, lo, hi); err != nil {
 				return err
 			}
-		} else if err := w.countInboundIn(ctx, rel, p.checkSQL, lo, hi); err != nil {
+		} else if err := w.countInboundIn(ctx, rel, checkSQL(p.Table), lo, hi); err != nil {
 			return err
 		}
 		if !job.DryRun {
@@ -622,62 +529,56 @@ func (r *jobRun) batch(ctx context.Context, p phase, rel string, lo, hi int64) e
 		if err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, qMoveErasureJob, job.ID, r.owner, erasureLease.Seconds(), p.name, rel, hi, string(doc), w.inboundTo)
+		c := r.cursor
+		tag, err := tx.Exec(ctx, qMoveErasureJob, job.ID, c.phase, c.relation, c.nextBlock, p.Name, rel, hi, string(doc), w.inboundTo)
 		if err != nil {
 			return fmt.Errorf("move the job's cursor: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
-			return ErrErasureBusy // the lease expired and another process took the job over
+			return ErrErasureMoved
 		}
 		job.Counts, inboundTo = counts, w.inboundTo
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s %s [%d, %d): %w", p.name, rel, lo, hi, err)
+		return fmt.Errorf("%s %s [%d, %d): %w", p.Name, rel, lo, hi, err)
 	}
 	// What the commit wrote to the job's row, so the run goes on without reading it back.
-	job.Phase, job.relation, job.nextBlock = p.name, rel, hi
+	job.Phase, job.CursorRelation, job.CursorBlock = p.Name, rel, hi
+	r.cursor.phase, r.cursor.relation, r.cursor.nextBlock = p.Name, rel, hi
 	job.Batches++
 	job.InboundTo += inboundTo
 	job.Total = 0
 	for _, n := range job.Counts {
 		job.Total += n
 	}
-	job.progress()
-	if r.s.afterErasureBatch != nil {
-		r.s.afterErasureBatch(*job)
+	progress(job)
+	if r.progress != nil {
+		r.progress(*job)
 	}
 	return nil
 }
 
-// end ends the job without an audit row (refused), its seal dropped.
-func (r *jobRun) end(ctx context.Context, status string) error {
-	tag, err := r.s.pool.Exec(ctx, qFinishErasureJob, r.job.ID, r.owner, status, nil)
-	if err == nil && tag.RowsAffected() != 1 {
-		err = ErrErasureBusy
-	}
-	if err != nil {
-		return fmt.Errorf("end the job: %w", err)
-	}
-	r.job.Status = status
-	return nil
-}
-
-func scanErasureJob(row pgx.Row) (ErasureJob, error) {
+// scanErasureJob scans a row of jobColumns, and the sealed address into sealed when given.
+func scanErasureJob(row pgx.Row, sealed ...*[]byte) (domain.ErasureJob, error) {
 	var (
-		j         ErasureJob
+		j         domain.ErasureJob
 		counts    []byte
 		erasureID *int64
 		errText   *string
+		seal      []byte
 	)
 	err := row.Scan(&j.ID, &j.Status, &j.AddressHash, &j.ErasedBy, &j.Reason, &j.Scope, &j.Force, &j.DryRun,
-		&j.Phase, &j.relation, &j.nextBlock, &counts, &j.InboundTo, &j.Batches, &erasureID, &errText,
-		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
+		&j.Phase, &j.CursorRelation, &j.CursorBlock, &counts, &j.InboundTo, &j.Batches, &erasureID, &errText,
+		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt, &seal)
 	if err != nil {
-		return ErasureJob{}, err
+		return domain.ErasureJob{}, err
+	}
+	if len(sealed) > 0 {
+		*sealed[0] = seal
 	}
 	if err := json.Unmarshal(counts, &j.Counts); err != nil {
-		return ErasureJob{}, fmt.Errorf("counts: %w", err)
+		return domain.ErasureJob{}, fmt.Errorf("counts: %w", err)
 	}
 	for _, n := range j.Counts {
 		j.Total += n
@@ -688,14 +589,14 @@ func scanErasureJob(row pgx.Row) (ErasureJob, error) {
 	if errText != nil {
 		j.Error = *errText
 	}
-	j.progress()
+	progress(&j)
 	return j, nil
 }
 
 // SQL of the erasure jobs.
 const (
 	jobColumns = `id, status, address_hash, erased_by, reason, scope, force, dry_run, phase, relation, next_block,
-       counts::text, inbound_to, batches, erasure_id, error, created_at, updated_at, finished_at`
+       counts::text, inbound_to, batches, erasure_id, error, created_at, updated_at, finished_at, sealed_address`
 
 	// One running job per address (erasure_jobs_running_idx): a second request finds no row
 	// here, and joins the running one.
@@ -707,39 +608,27 @@ RETURNING id`
 
 	qRunningErasureJob = `SELECT id FROM erasure_jobs WHERE address_hash = $1 AND status = 'running'`
 
+	qRunningErasureJobs = `SELECT id FROM erasure_jobs WHERE status = 'running' ORDER BY id`
+
 	qGetErasureJob = `SELECT ` + jobColumns + ` FROM erasure_jobs WHERE id = $1`
 
-	// The lease is free when no process holds it or its holder stopped renewing it.
-	qClaimErasureJob = `
-UPDATE erasure_jobs SET claimed_by = $2, claimed_until = now() + make_interval(secs => $3), updated_at = now()
-WHERE id = $1 AND status = 'running' AND (claimed_until IS NULL OR claimed_until < now())
-RETURNING ` + jobColumns
-
-	qOrphanErasureJob = `
-SELECT id, address_hash, sealed_address FROM erasure_jobs
-WHERE status = 'running' AND (claimed_until IS NULL OR claimed_until < now())
-ORDER BY id LIMIT 1`
-
+	// The batch moves the cursor only from where its runner last saw it ($2, $3, $4): a second
+	// runner of the same phase (an attempt that outlived its timeout) finds no row, and rolls
+	// its batch back.
 	qMoveErasureJob = `
 UPDATE erasure_jobs
-SET claimed_until = now() + make_interval(secs => $3), phase = $4, relation = $5, next_block = $6,
-    counts = $7::jsonb, inbound_to = inbound_to + $8, batches = batches + 1, updated_at = now()
-WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
+SET phase = $5, relation = $6, next_block = $7, counts = $8::jsonb, inbound_to = inbound_to + $9,
+    batches = batches + 1, updated_at = now()
+WHERE id = $1 AND status = 'running' AND phase = $2 AND relation = $3 AND next_block = $4`
 
 	qFinishErasureJob = `
 UPDATE erasure_jobs
-SET status = $3, erasure_id = $4, sealed_address = NULL, phase = '', claimed_by = NULL, claimed_until = NULL,
-    finished_at = now(), updated_at = now()
-WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
-
-	qReleaseErasureJob = `
-UPDATE erasure_jobs SET claimed_by = NULL, claimed_until = NULL, updated_at = now()
-WHERE id = $1 AND claimed_by = $2 AND status = 'running'`
+SET status = $2, erasure_id = $3, sealed_address = NULL, phase = '', finished_at = now(), updated_at = now()
+WHERE id = $1 AND status = 'running'`
 
 	qFailErasureJob = `
 UPDATE erasure_jobs
-SET status = 'failed', error = $2, sealed_address = NULL, claimed_by = NULL, claimed_until = NULL,
-    finished_at = now(), updated_at = now()
+SET status = 'failed', error = $2, sealed_address = NULL, finished_at = now(), updated_at = now()
 WHERE id = $1 AND status = 'running'`
 
 	qGetErasure = `SELECT took_ms, erased_at FROM erasures WHERE id = $1`
@@ -764,8 +653,9 @@ ORDER BY 1`
 
 	qRelationBlocks = `SELECT pg_relation_size($1::regclass) / current_setting('block_size')::bigint`
 
+	// took_ms is the job's time, from its start ($6) to now.
 	qInsertErasure = `
 INSERT INTO erasures (address_hash, erased_by, reason, counts, total, took_ms)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6)
-RETURNING id, erased_at`
+VALUES ($1, $2, $3, $4::jsonb, $5, (extract(epoch FROM now() - $6::timestamptz) * 1000)::bigint)
+RETURNING id`
 )

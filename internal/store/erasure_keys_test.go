@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,8 +12,10 @@ import (
 
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
 	mhprovider "github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/postmark"
+	"github.com/mailhook/mailhook/internal/provider/ses"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
@@ -26,8 +27,7 @@ import (
 // still a duplicate. The other recipient's rows are not touched.
 func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	t.Parallel()
-	runs := &deletedRuns{}
-	s := storetest.OpenWith(t, store.Options{ErasureHasher: erasureHasher(t), WorkflowDeleter: runs})
+	s := storetest.OpenWith(t, store.Options{ErasureHasher: erasureHasher(t), ErasurePriorKeys: priorKeys})
 	ctx := t.Context()
 	record := func(ev domain.Event, notify bool) {
 		t.Helper()
@@ -80,12 +80,25 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	bobBefore, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
 
-	_, err = s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
+	// The runs whose workflow IDs held Jane's address are found for the workflow to delete
+	// before the first change (internal/e2e deletes them for real), Bob's are not; once the rows
+	// are re-keyed, none is left to find.
+	req := store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"}
+	job, err := s.StartErasure(ctx, req)
 	require.NoError(t, err)
-	// The runs whose workflow IDs held Jane's address go (internal/e2e deletes them for real),
-	// Bob's stay.
+	runs, err := s.ErasureRuns(ctx, job.ID)
+	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"postmark:" + before.EventID, "postmark:" + before.EventID + ":replay:1",
-		"ses:" + snsID + ":" + janeAddress}, runs.ids)
+		"ses:" + snsID + ":" + janeAddress}, runs)
+	_, err = s.Erase(ctx, req) // joins the job
+	require.NoError(t, err)
+	job, err = s.StartErasure(ctx, req)
+	require.NoError(t, err)
+	runs, err = s.ErasureRuns(ctx, job.ID)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "after the re-keying")
+	_, err = s.FinishErasure(ctx, job.ID, store.ErasureDone)
+	require.NoError(t, err)
 
 	hits, err = storetest.Hits(ctx, s.Pool(), janeAddress)
 	require.NoError(t, err)
@@ -126,10 +139,8 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	assert.Empty(t, storetest.Missing(bobBefore, after, mentionsJane), "rows that did not mention the address changed")
 }
 
-// deletedRuns records the workflow IDs an erasure deletes.
-type deletedRuns struct{ ids []string }
-
-func (d *deletedRuns) DeleteWorkflows(_ context.Context, ids []string) error {
-	d.ids = append(d.ids, ids...)
-	return nil
+// priorKeys are the providers' rules, as serve wires them (serve.PriorKeys).
+var priorKeys = erasure.PriorKeys{
+	EventIDs:   map[string]func(string) (string, bool){postmark.Name: postmark.CurrentEventID, ses.Name: ses.CurrentEventID},
+	MessageIDs: map[string]func(string) (string, bool){ses.Name: ses.CurrentMessageID},
 }

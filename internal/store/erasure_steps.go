@@ -27,9 +27,7 @@ type step struct {
 	inbound bool
 }
 
-// erasureSteps are the steps in the order a job runs them. The suppressions and their lifts
-// come last, in batches of their own: until then the check finds the address's plain rows, and
-// from then on their hash, so it never finds the address unsuppressed.
+// erasureSteps are the steps, by table (erasure.Plan orders them).
 var erasureSteps = []step{
 	{"event_payloads", (*eraser).payloads, true},
 	{"webhook_events", (*eraser).events, true},

@@ -400,89 +400,146 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	}
 }
 
-// An erasure is a job of short transactions that survives its process: stopped after a few
-// batches (the process went away), it is taken over once its lease lapses by another process,
-// which opens the address sealed in the job, goes on from the cursor, and ends with exactly the
-// counts a dry run found: nothing missed, nothing changed twice (issue 25).
-func TestErasureJobResumesAfterARestart(t *testing.T) {
+// A phase of an erasure job goes on from the job's cursor: stopped after a few batches (its
+// activity canceled, its worker gone), the next call resumes where the last committed batch left
+// it, opening the address sealed in the job. A runner whose cursor is stale (an attempt that
+// outlived its timeout while another ran the phase) commits nothing. The job ends with exactly the
+// counts a dry run found, each row written once, and one audit row (issue 39).
+func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	t.Parallel()
 	dbURL := storetest.NewDatabase(t)
+	s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: erasureHasher(t)})
 	ctx := t.Context()
-	open := func() *store.Store {
-		t.Helper()
-		s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: erasureHasher(t)})
-		s.SetErasureBatchBlocks(16)
-		return s
-	}
-	s := open()
-	now := time.Now()
-	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now)
-	require.NoError(t, err)
-	_, err = s.Pool().Exec(ctx, qLoadBench, 20_000)
-	require.NoError(t, err)
-	req := store.ErasureRequest{Address: "target@example.com", ErasedBy: "ops", Reason: "art. 17"}
-
+	require.NoError(t, storetest.LoadErasureBench(ctx, s, s.Pool(), 20_000))
+	small := domain.PhaseOptions{BatchBlocks: 16}
+	req := store.ErasureRequest{Address: storetest.ErasureBenchAddress, ErasedBy: "ops", Reason: "art. 17"}
 	dry := req
 	dry.DryRun = true
-	want, err := s.Erase(ctx, dry)
+	want, err := s.EraseWith(ctx, dry, small)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), want.Counts["event_payloads"], "%v", want.Counts)
+	storetest.CountWrites(t, ctx, s.Pool())
 
-	// The first process stops after three batches.
+	job, err := s.StartErasure(ctx, req)
+	require.NoError(t, err)
+	var sealed []byte
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT sealed_address FROM erasure_jobs WHERE id = $1`, job.ID).Scan(&sealed))
+	assert.NotContains(t, string(sealed), "target", "the job keeps the address sealed, never plain")
+
+	// Stopped after three batches of the check.
 	stop, cancel := context.WithCancel(ctx)
 	batches := 0
-	s.AfterErasureBatch(func(store.ErasureJob) {
+	_, _, err = s.ErasurePhase(stop, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
 		if batches++; batches == 3 {
 			cancel()
 		}
-	})
-	_, err = s.Erase(stop, req)
+	}})
 	require.ErrorIs(t, err, context.Canceled)
-	var jobID int64
-	var status string
-	var sealed []byte
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT id, status, sealed_address FROM erasure_jobs WHERE NOT dry_run`).Scan(&jobID, &status, &sealed))
-	require.Equal(t, store.ErasureRunning, status)
-	assert.NotContains(t, string(sealed), "target", "the job keeps the address sealed, never plain")
-	job, err := s.ErasureJob(ctx, jobID)
+	job, err = s.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
+	assert.Equal(t, store.ErasureRunning, job.Status)
+	assert.Equal(t, int64(3), job.Batches)
+	assert.Equal(t, "check", job.Phase)
+
+	// Out of time before a batch: nothing done, more to do.
+	job, more, err := s.ErasurePhase(ctx, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Until: time.Now().Add(-time.Second)})
+	require.NoError(t, err)
+	assert.True(t, more)
 	assert.Equal(t, int64(3), job.Batches)
 
-	// A stopped runner let go of its lease; a dead one holds it until it lapses. Another
-	// process takes over a job only once no one holds it.
-	var claimed *string
-	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT claimed_by FROM erasure_jobs WHERE id = $1`, jobID).Scan(&claimed))
-	assert.Nil(t, claimed, "the stopped runner's lease")
-	_, err = s.Pool().Exec(ctx, `UPDATE erasure_jobs SET claimed_by = 'dead', claimed_until = now() + interval '1 minute' WHERE id = $1`, jobID)
-	require.NoError(t, err)
-	other := open()
-	n, err := other.ResumeErasures(ctx)
-	require.NoError(t, err)
-	assert.Zero(t, n, "the dead runner's lease still holds")
-	_, err = other.Erase(ctx, req)
-	require.ErrorIs(t, err, store.ErrErasureBusy, "asking again joins the job, which another process holds")
-	_, err = other.Erase(ctx, dry)
-	require.ErrorIs(t, err, store.ErrOtherErasureRunning, "a dry run while the erasure runs")
-	_, err = s.Pool().Exec(ctx, `UPDATE erasure_jobs SET claimed_until = now() - interval '1 second' WHERE id = $1`, jobID)
-	require.NoError(t, err)
-	n, err = other.ResumeErasures(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	// The event_payloads step, whose runner finds after its first batch that another ran the
+	// whole phase meanwhile: its next batch is refused, and rolled back.
+	phases := []string{"check", "check:webhook_events"}
+	for _, p := range phases {
+		job, more, err = s.ErasurePhase(ctx, job.ID, p, small)
+		require.NoError(t, err)
+		require.False(t, more)
+	}
+	ran := false
+	_, _, err = s.ErasurePhase(ctx, job.ID, "event_payloads", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
+		if !ran {
+			ran = true
+			_, _, err := s.ErasurePhase(ctx, job.ID, "event_payloads", small)
+			require.NoError(t, err)
+		}
+	}})
+	require.ErrorIs(t, err, store.ErrErasureMoved)
 
-	job, err = other.ErasureJob(ctx, jobID)
+	// A phase the cursor is past does nothing; the rest of the job runs to its end.
+	before, err := s.ErasureJob(ctx, job.ID)
+	require.NoError(t, err)
+	after, _, err := s.ErasurePhase(ctx, job.ID, "check", small)
+	require.NoError(t, err)
+	assert.Equal(t, before.Batches, after.Batches)
+	e, err := s.EraseWith(ctx, req, small) // joins the job
+	require.NoError(t, err)
+	assert.Equal(t, job.ID, e.JobID)
+	assert.Equal(t, want.Counts, e.Counts, "the resumed job's counts are the dry run's")
+	assert.Equal(t, want.Counts, storetest.Writes(t, ctx, s.Pool()), "each row changed once")
+	job, err = s.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, store.ErasureDone, job.Status)
-	assert.Equal(t, want.Counts, job.Counts, "the resumed job's counts are the dry run's")
 	assert.Greater(t, job.Batches, int64(10), "a batch reads 16 pages: the job took many")
-	assert.NotZero(t, job.ErasureID)
+	var n int
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM erasure_jobs WHERE sealed_address IS NOT NULL`).Scan(&n))
 	assert.Zero(t, n, "a job that ended holds no address, not even sealed")
-	hits, err := storetest.Hits(ctx, s.Pool(), "target@example.com", "target%40example.com")
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM erasures`).Scan(&n))
+	assert.Equal(t, 1, n, "one audit row")
+	hits, err := storetest.Hits(ctx, s.Pool(), storetest.ErasureBenchAddress, "target%40example.com")
 	require.NoError(t, err)
 	assert.Empty(t, hits)
 
+	// A job whose seal no longer opens (the hash key changed) fails, and drops the seal.
+	other, err := erasure.NewHasher(bytes.Repeat([]byte("o"), erasure.MinKeyBytes))
+	require.NoError(t, err)
+	job, err = s.StartErasure(ctx, req)
+	require.NoError(t, err)
+	_, _, err = storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: other}).ErasurePhase(ctx, job.ID, "check", small)
+	require.ErrorIs(t, err, domain.ErrErasureFailed)
+	_, err = s.ErasureOutcome(ctx, job.ID)
+	require.ErrorContains(t, err, "failed")
+
 	// Asked again while nothing runs: a new job, nothing left.
-	again, err := other.Erase(ctx, req)
+	again, err := s.EraseWith(ctx, req, small)
 	require.NoError(t, err)
 	assert.Zero(t, again.Total)
+}
+
+// A job that a version before the workflows left running (its lease columns set) keeps its
+// cursor, counts and sealed address across the migration that drops the lease, so a worker
+// can go on with it (workflows' TestErasureJobLeftByAnOlderVersionCompletes runs it there).
+func TestMigrationKeepsAJobLeftRunning(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewEmptyDatabase(t)
+	ctx := t.Context()
+	require.NoError(t, store.MigrateTo(ctx, dbURL, 18))
+	db := storetest.NewPool(t, dbURL)
+	h := erasureHasher(t)
+	hash, err := h.Hash(janeAddress)
+	require.NoError(t, err)
+	sealed, err := h.Seal(janeAddress, []byte(hash))
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, db.QueryRow(ctx, `
+INSERT INTO erasure_jobs (address_hash, scope, force, dry_run, erased_by, reason, status, sealed_address, counts,
+                          phase, relation, next_block, batches, claimed_by, claimed_until)
+VALUES ($1, 'all', false, false, 'ops', 'art. 17', 'running', $2, '{"event_payloads": 2}', 'event_payloads',
+        'event_payloads_p20261101', 4096, 7, 'dead-process', now() + interval '1 minute')
+RETURNING id`, hash, sealed).Scan(&id))
+	require.NoError(t, store.Migrate(ctx, dbURL))
+	s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: h})
+	ids, err := s.RunningErasureJobs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{id}, ids)
+	job, err := s.ErasureJob(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "event_payloads", job.Phase)
+	assert.Equal(t, "event_payloads_p20261101", job.CursorRelation)
+	assert.Equal(t, int64(4096), job.CursorBlock)
+	assert.Equal(t, int64(2), job.Counts["event_payloads"])
+	assert.Equal(t, int64(7), job.Batches)
+	var columns int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'erasure_jobs' AND column_name IN ('claimed_by', 'claimed_until')`).Scan(&columns))
+	assert.Zero(t, columns, "the lease's columns are gone")
 }

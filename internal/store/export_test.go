@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/erasure"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,12 +28,37 @@ var NewMigrations = newMigrations
 // GoMigrations counts the migrations that are Go, not files of migrations/.
 var GoMigrations = len(goMigrations)
 
-// SetErasureBatchBlocks makes an erasure job read n pages per batch, so that a small test
-// database takes several batches.
-func (s *Store) SetErasureBatchBlocks(n int64) { s.erasureBatchBlocks = n }
+// Erase runs an erasure to its end in the test's process, phase after phase in the order the
+// Erasure workflow runs them (workflows/erasure.go, which production runs; its own tests run it
+// on Temporal), so that the store's tests check the store's SQL without a worker.
+func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) {
+	return s.EraseWith(ctx, req, domain.PhaseOptions{})
+}
 
-// AfterErasureBatch calls f after each batch an erasure job commits.
-func (s *Store) AfterErasureBatch(f func(ErasureJob)) { s.afterErasureBatch = f }
+// EraseWith is Erase with each phase's options (the batch size, a hook after each batch).
+func (s *Store) EraseWith(ctx context.Context, req ErasureRequest, o domain.PhaseOptions) (Erasure, error) {
+	job, err := s.StartErasure(ctx, req)
+	if err != nil {
+		return Erasure{}, err
+	}
+	phases := erasure.Plan(job.Scope, job.Force, job.DryRun)
+	for i := erasure.PhaseIndex(phases, job.Phase); i < len(phases) && job.Status == ErasureRunning; i++ {
+		if job, _, err = s.ErasurePhase(ctx, job.ID, phases[i].Name, o); err != nil {
+			return Erasure{}, err
+		}
+		if phases[i].Check && !phases[i+1].Check && job.InboundTo > 0 {
+			if job, err = s.FinishErasure(ctx, job.ID, ErasureRefused); err != nil {
+				return Erasure{}, err
+			}
+		}
+	}
+	if job.Status == ErasureRunning {
+		if _, err := s.FinishErasure(ctx, job.ID, ErasureDone); err != nil {
+			return Erasure{}, err
+		}
+	}
+	return s.ErasureOutcome(ctx, job.ID)
+}
 
 // GetSuppression returns the suppression of an address that matters most: its global one, or
 // else its first scope's (AddressSuppressions lists them all). The error wraps domain.ErrNotFound when

@@ -28,11 +28,7 @@ type Store struct {
 	hasher           erasure.Hasher
 	sessionURL       string
 	stripOnProcessed bool
-	workflows        WorkflowDeleter
-	// erasureBatchBlocks, when set, replaces defaultErasureBatchBlocks (tests: export_test.go).
-	erasureBatchBlocks int64
-	// afterErasureBatch, when set, is called after each batch an erasure job commits (tests).
-	afterErasureBatch func(ErasureJob)
+	priorKeys        erasure.PriorKeys
 }
 
 // Options configures a Store. The zero value is a store with every optional behaviour off:
@@ -68,13 +64,13 @@ type Options struct {
 	// event processed, once all its notifications are sent (config retention.inbound_bodies: 0).
 	// False: a longer period is enforced by the retention run's StripInboundBodies.
 	StripBodiesWhenProcessed bool
-	// WorkflowDeleter lets an erasure delete the Temporal runs whose workflow ID holds the
-	// address (runs of events that versions before 2026-12-02 keyed by it: keys_legacy.go in
-	// internal/erasure); nil: they stay until the namespace's retention removes them.
-	WorkflowDeleter WorkflowDeleter
 	// Tracer, when set, traces the pool's queries (telemetry.PgxTracer, set by the process when
 	// tracing is on); nil: no tracing. The store knows nothing of how spans are made or exported.
 	Tracer pgx.QueryTracer
+	// ErasurePriorKeys are the providers' rules for the keys versions before 2026-12-02 built
+	// with the address (keys_legacy.go in internal/erasure), which an erasure re-keys; zero:
+	// such keys are not re-keyed.
+	ErasurePriorKeys erasure.PriorKeys
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
@@ -115,7 +111,7 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 		hasher:           o.ErasureHasher,
 		sessionURL:       o.SessionURL,
 		stripOnProcessed: o.StripBodiesWhenProcessed,
-		workflows:        o.WorkflowDeleter,
+		priorKeys:        o.ErasurePriorKeys,
 	}, nil
 }
 
