@@ -31,7 +31,7 @@ type RecordAcceptedOutput struct {
 func (a *Activities) RecordAccepted(ctx context.Context, in domain.AcceptedEvent) (RecordAcceptedOutput, error) {
 	ev := in.Event
 	ev.PriorEventID = in.PriorEventID
-	inserted, dup, err := a.Store.RecordAccepted(ctx, ev)
+	inserted, dup, err := a.Events.RecordAccepted(ctx, ev)
 	if errors.Is(err, domain.ErrNotStorable) {
 		a.logger(ctx, ev).ErrorContext(ctx, "PostgreSQL refuses an event accepted through Temporal; its run fails with the event in its input", "error", err)
 		return RecordAcceptedOutput{}, temporal.NewNonRetryableApplicationError(

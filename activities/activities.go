@@ -48,24 +48,32 @@ const (
 	ErrTypeQuarantined = "Quarantined"
 )
 
-// Store is the part of the store the activities use.
-type Store interface {
-	legacyStore
-	EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error)
-	MarkNotificationSent(ctx context.Context, id string) error
-	MarkProcessed(ctx context.Context, provider, eventID string) error
-	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
-	SinkStore
+// EventStore is the events' part of the store the steps use (store.Events).
+type EventStore interface {
+	legacyEvents
 	Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error)
+	MarkProcessed(ctx context.Context, provider, eventID string) error
+	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
 	RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error)
+}
+
+// NotificationStore is the notifications' part of the store (store.Notifications).
+type NotificationStore interface {
+	EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error)
+	MarkNotificationSent(ctx context.Context, id string) error
+	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
+	MarkNotificationFailed(ctx context.Context, id, reason string) error
 }
 
 // Activities carries the dependencies of every activity.
 type Activities struct {
-	Store  Store
-	Sinks  []config.Sink
-	Sender *httpsink.Sender
+	Events        EventStore
+	Notifications NotificationStore
+	// SinkStates are the sinks' circuits, limits and parked notifications (store.Sinks).
+	SinkStates SinkStore
+	Sinks      []config.Sink
+	Sender     *httpsink.Sender
 	// Destinations are the broker sinks' publishers by sink name (serve opens them at start);
 	// a sink not in it is an http sink, sent through Sender.
 	Destinations map[string]notify.Destination
@@ -197,7 +205,7 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if in.Type == domain.TypeStatusChanged {
 		row.MessageID, row.Version = ev.MessageID, in.Apply.Version
 	}
-	n, err := a.Store.EnsureNotification(ctx, row)
+	n, err := a.Notifications.EnsureNotification(ctx, row)
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, ev, step, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
@@ -232,14 +240,14 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
 	switch d = delivery.After(at, a.policy()); d.Do {
 	case delivery.Delivered:
-		if err := a.Store.MarkNotificationSent(ctx, n.ID); err != nil {
+		if err := a.Notifications.MarkNotificationSent(ctx, n.ID); err != nil {
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.InfoContext(ctx, "notification sent")
 		return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made}, nil
 	case delivery.Fail:
-		if err := a.Store.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
+		if err := a.Notifications.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", statusOf(sendErr))
@@ -285,7 +293,7 @@ type FailedNotification struct {
 // gave up still lets the event count as processed: the failure is on its row and in the UI.
 func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) error {
 	for _, f := range in.Failed {
-		err := a.Store.MarkNotificationFailed(ctx, f.ID, f.Error)
+		err := a.Notifications.MarkNotificationFailed(ctx, f.ID, f.Error)
 		if errors.Is(err, domain.ErrNotFound) {
 			// Its Notify gave up before it wrote the row (its attempts timed out first, e.g. a
 			// large inbound body on a loaded machine): nothing to mark, and retrying would never
@@ -299,7 +307,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 		}
 	}
 	for _, f := range in.Park {
-		p, err := a.Store.ParkNotification(ctx, f.ID, f.Sink, delivery.ReasonRetriesSpent, time.Time{})
+		p, err := a.SinkStates.ParkNotification(ctx, f.ID, f.Sink, delivery.ReasonRetriesSpent, time.Time{})
 		if err != nil {
 			return fmt.Errorf("park notification %s: %w", f.ID, err)
 		}
@@ -310,7 +318,7 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 			a.wake(ctx, a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}), f.Sink)
 		}
 	}
-	if err := a.Store.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
+	if err := a.Events.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
 		return a.failed(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
 			fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err))
 	}
@@ -336,7 +344,7 @@ func (a *Activities) failed(ctx context.Context, ev domain.Event, step string, e
 		return err
 	}
 	log := a.logger(ctx, ev)
-	if qerr := a.Store.Quarantine(ctx, ev.Provider, ev.EventID, step, err.Error()); qerr != nil {
+	if qerr := a.Events.Quarantine(ctx, ev.Provider, ev.EventID, step, err.Error()); qerr != nil {
 		log.WarnContext(ctx, "the event cannot be processed as it is and the quarantine failed; retrying", "error", err, "quarantine_error", qerr)
 		return err
 	}

@@ -32,8 +32,6 @@ type SinkStore interface {
 	SinkAnswers(ctx context.Context, sink string) error
 	SlowDown(ctx context.Context, sink string, until time.Time) error
 	Settle(ctx context.Context, sink string) (delivery.State, error)
-	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
-	MarkNotificationFailed(ctx context.Context, id, reason string) error
 }
 
 // Drainers wakes a sink's drainer workflow (starting it when it does not run): after the first
@@ -47,7 +45,7 @@ type Drainers interface {
 // park parks notification id of sink with why, wakes the sink's drainer when it is the first to
 // park, and reports it to the run: the run goes on, and the drainer sends it under the same id.
 func (a *Activities) park(ctx context.Context, log *slog.Logger, sink, id, why string, notBefore time.Time) (NotifyResult, error) {
-	p, err := a.Store.ParkNotification(ctx, id, sink, why, notBefore)
+	p, err := a.SinkStates.ParkNotification(ctx, id, sink, why, notBefore)
 	if err != nil {
 		return NotifyResult{}, err
 	}
@@ -106,7 +104,7 @@ func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id s
 		a.Metrics.NotificationAttempt(sink, "slow_down", false, 0)
 	case delivery.Failing:
 		a.Metrics.NotificationAttempt(sink, "retrying", false, 0)
-		opened, err := a.Store.DeliveryFailed(ctx, id, sink, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
+		opened, err := a.SinkStates.DeliveryFailed(ctx, id, sink, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
 		if err != nil {
 			log.WarnContext(ctx, "could not record the failed attempt", "error", err)
 		}
@@ -118,7 +116,7 @@ func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id s
 		at.Opened = opened
 		return at
 	}
-	if err := a.Store.RecordNotificationAttempt(ctx, id, sendErr.Error()); err != nil {
+	if err := a.Notifications.RecordNotificationAttempt(ctx, id, sendErr.Error()); err != nil {
 		log.WarnContext(ctx, "could not record notification attempt", "error", err)
 	}
 	return at
@@ -166,7 +164,7 @@ func (a *Activities) slotHold() time.Duration { return a.Delivery.AttemptTimeout
 func (a *Activities) tryLimits(ctx context.Context, sink config.Sink) (release func(), ok bool, err error) {
 	release = func() {}
 	if sink.Concurrency > 0 {
-		slot, ok, err := a.Store.AcquireSlot(ctx, sink.Name, a.slotHold())
+		slot, ok, err := a.SinkStates.AcquireSlot(ctx, sink.Name, a.slotHold())
 		if err != nil || !ok {
 			return release, false, err
 		}
@@ -175,11 +173,11 @@ func (a *Activities) tryLimits(ctx context.Context, sink config.Sink) (release f
 			// the slot wait out its lease.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = a.Store.ReleaseSlot(rctx, sink.Name, slot)
+			_ = a.SinkStates.ReleaseSlot(rctx, sink.Name, slot)
 		}
 	}
 	if sink.Rate > 0 {
-		if ok, err := a.Store.TakeToken(ctx, sink.Name, sink.Rate); err != nil || !ok {
+		if ok, err := a.SinkStates.TakeToken(ctx, sink.Name, sink.Rate); err != nil || !ok {
 			release()
 			return func() {}, false, err
 		}

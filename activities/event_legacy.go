@@ -30,8 +30,8 @@ func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, 
 	return a.deliver(ctx, in, NotifyName)
 }
 
-// legacyStore is the part of the store only ProcessWebhookEvent's activities use.
-type legacyStore interface {
+// legacyEvents is the part of the store only ProcessWebhookEvent's activities use.
+type legacyEvents interface {
 	RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error)
 	ApplyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error)
 }
@@ -39,7 +39,7 @@ type legacyStore interface {
 // RecordEvent writes the event under its unique key. A row that exists and is processed makes
 // the event a duplicate; one that exists unprocessed (an earlier run failed half-way) carries on.
 func (a *Activities) RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error) {
-	res, err := a.Store.RecordEvent(ctx, ev)
+	res, err := a.Events.RecordEvent(ctx, ev)
 	if err != nil {
 		return domain.RecordResult{}, a.failed(ctx, ev, RecordEventName, fmt.Errorf("record event %s: %w", ev.Key(), err))
 	}
@@ -62,7 +62,7 @@ func (a *Activities) ApplyStatus(ctx context.Context, ev domain.Event) (domain.A
 		return domain.ApplyResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("correction %s to unknown status %q", ev.Key(), ev.Status), ErrTypeNotApplicable, nil)
 	}
-	res, err := a.Store.ApplyStatus(ctx, ev, a.rules(domain.Routing{}))
+	res, err := a.Events.ApplyStatus(ctx, ev, a.rules(domain.Routing{}))
 	if err != nil {
 		return domain.ApplyResult{}, a.failed(ctx, ev, ApplyStatusName, fmt.Errorf("apply status %s: %w", ev.Key(), err))
 	}

@@ -19,10 +19,10 @@ func TestMarkProcessedWhenAFailedNotificationWasNeverWritten(t *testing.T) {
 	s := storetest.Open(t)
 	ev := domain.Event{Provider: "postscale", EventID: "evt_mp", Type: "email.received", Kind: domain.KindInbound,
 		Raw: json.RawMessage(`{"id":"evt_mp"}`)}
-	_, err := s.RecordEvent(t.Context(), ev)
+	_, err := s.Events.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
 
-	a := &activities.Activities{Store: s}
+	a := &activities.Activities{Events: s.Events, Notifications: s.Notifications, SinkStates: s.Sinks}
 	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
 	env.RegisterActivity(a.MarkProcessed)
 	_, err = env.ExecuteActivity(a.MarkProcessed, activities.MarkProcessedInput{Provider: ev.Provider, EventID: ev.EventID,
@@ -30,7 +30,7 @@ func TestMarkProcessedWhenAFailedNotificationWasNeverWritten(t *testing.T) {
 		Result: domain.OutcomeInbound})
 	require.NoError(t, err)
 
-	rec, err := s.RecordedEvent(t.Context(), ev.Provider, ev.EventID)
+	rec, err := s.Replays.RecordedEvent(t.Context(), ev.Provider, ev.EventID)
 	require.NoError(t, err)
 	require.NotNil(t, rec.ProcessedAt, "the event is processed")
 }

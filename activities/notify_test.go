@@ -33,7 +33,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { got.Add(1) }))
 	t.Cleanup(sink.Close)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
-	a := &activities.Activities{Store: s, Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+	a := &activities.Activities{Events: s.Events, Notifications: s.Notifications, SinkStates: s.Sinks, Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
 		Sinks:    []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}},
 		Delivery: config.Notify{Attempts: 2}}
 	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
@@ -45,7 +45,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 			Status: domain.StatusDelivered, MessageID: "msg_" + id, OccurredAt: time.Now(), Raw: json.RawMessage(`{}`)}
 		_, err := storetest.Enqueue(t.Context(), s, ev)
 		require.NoError(t, err)
-		_, err = s.Process(t.Context(), ev.Provider, ev.EventID, false, apply.Rules{Routing: domain.Routing{StatusSinks: []string{"app"}}})
+		_, err = s.Events.Process(t.Context(), ev.Provider, ev.EventID, false, apply.Rules{Routing: domain.Routing{StatusSinks: []string{"app"}}})
 		require.NoError(t, err)
 		v, err := env.ExecuteActivity(a.SendNotification, activities.SendInput{Provider: ev.Provider, EventID: ev.EventID,
 			Sink: "app", Type: domain.TypeStatusChanged, PriorAttempts: prior})
@@ -62,7 +62,7 @@ func TestNotifyPastItsAttemptsParksWithoutSending(t *testing.T) {
 	if !out.Parked || out.Reason != delivery.ReasonRetriesSpent || got.Load() != 1 {
 		t.Fatalf("attempt 3 of 2: %+v, %d sent in all; want it parked (retries_spent) and not sent", out, got.Load())
 	}
-	rows, _, err := s.ListSinkNotifications(t.Context(), store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, Limit: 10})
+	rows, _, err := s.Sinks.ListSinkNotifications(t.Context(), store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rows, 1, "the notification is recorded and parked")
 }

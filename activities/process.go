@@ -53,7 +53,7 @@ func TransitionOf(r domain.ApplyResult) domain.Transition {
 // workflow no activity task of its own.
 func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
-	res, err := a.Store.Process(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing))
+	res, err := a.Events.Process(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing))
 	if err != nil {
 		return ProcessOutput{}, a.failed(ctx, key, ProcessName, err)
 	}
@@ -112,7 +112,7 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
 		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
 	if len(in.Data) == 0 {
-		ev, res, _, err := a.Store.StoredEvent(ctx, in.Provider, in.EventID)
+		ev, res, _, err := a.Events.StoredEvent(ctx, in.Provider, in.EventID)
 		if err != nil {
 			return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
 		}

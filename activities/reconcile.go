@@ -42,10 +42,9 @@ const DateLayout = domain.DateLayout
 // SumCounts is the day's totals over its counts.
 func SumCounts(counts []DailyCount) DailyTotals { return domain.SumCounts(counts) }
 
-// ReconcileStore is the part of the store the reconciliation activities use.
-type ReconcileStore interface {
+// CountStore is the counts' part of the store the reconciliation activities use (store.Counts).
+type CountStore interface {
 	SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error)
-	MarkNotificationFailed(ctx context.Context, id, reason string) error
 	ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error)
 	SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error)
 }
@@ -86,7 +85,11 @@ type Redriver interface {
 
 // Reconcile carries the dependencies of DailyReconcile's activities.
 type Reconcile struct {
-	Store    ReconcileStore
+	Counts CountStore
+	// Notifications marks a report's notifications failed (store.Notifications).
+	Notifications interface {
+		MarkNotificationFailed(ctx context.Context, id, reason string) error
+	}
 	Redriver Redriver
 	// Providers are the endpoints with a reconcile block, by name.
 	Providers map[string]ProviderEndpoint
@@ -99,7 +102,7 @@ func (r *Reconcile) SaveDailyCounts(ctx context.Context, date string) ([]domain.
 	if err != nil {
 		return nil, fmt.Errorf("save daily counts: date %q: %w", date, err)
 	}
-	return r.Store.SaveDailyCounts(ctx, day)
+	return r.Counts.SaveDailyCounts(ctx, day)
 }
 
 // RedriveStuck starts ProcessEvent for events recorded but still unprocessed. Starting
@@ -124,7 +127,7 @@ func (r *Reconcile) RedriveStuck(ctx context.Context, in domain.RedriveInput) (d
 func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []FailedNotification) error {
 	var errs []error
 	for _, f := range failed {
-		if err := r.Store.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil && !errors.Is(err, domain.ErrNotFound) {
+		if err := r.Notifications.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil && !errors.Is(err, domain.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}
@@ -147,7 +150,7 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 	ep, ok := r.Providers[in.Endpoint]
 	if !ok {
 		check.State, check.Error = providercounts.StateRefused, "the worker's configuration has no reconcile block for this endpoint"
-		return r.Store.SaveProviderCount(ctx, check)
+		return r.Counts.SaveProviderCount(ctx, check)
 	}
 	check.Provider = ep.Namespace
 	log := activity.GetLogger(ctx)
@@ -163,9 +166,9 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 			check.State = providercounts.StateRefused
 		}
 		log.Warn("provider counts missing", "endpoint", in.Endpoint, "date", in.Date, "state", check.State, "error", check.Error)
-		return r.Store.SaveProviderCount(ctx, check)
+		return r.Counts.SaveProviderCount(ctx, check)
 	}
-	received, err := r.Store.ComparedReceived(ctx, day, ep.Namespace)
+	received, err := r.Counts.ComparedReceived(ctx, day, ep.Namespace)
 	if err != nil {
 		return providercounts.Check{}, err
 	}
@@ -176,7 +179,7 @@ func (r *Reconcile) CompareProviderCounts(ctx context.Context, in ProviderCounts
 	if check.Gaps > 0 {
 		log.Warn("provider counts differ from what was received", "endpoint", in.Endpoint, "date", in.Date, "gaps", check.Gaps)
 	}
-	return r.Store.SaveProviderCount(ctx, check)
+	return r.Counts.SaveProviderCount(ctx, check)
 }
 
 // BackfillDay fetches the day's events of the endpoint back from its provider's API and accepts

@@ -78,7 +78,7 @@ func (a *Activities) CheckSink(ctx context.Context, name string) (SinkStep, erro
 	if err != nil {
 		return SinkStep{}, err
 	}
-	if _, err := a.Store.Settle(ctx, name); err != nil {
+	if _, err := a.SinkStates.Settle(ctx, name); err != nil {
 		return SinkStep{}, err
 	}
 	return a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
@@ -87,7 +87,7 @@ func (a *Activities) CheckSink(ctx context.Context, name string) (SinkStep, erro
 // giveUp fails the sink's notifications parked longer than notify.give_up_after. Every step
 // starts with it, so a sink that stays down gives up on time, probe after probe.
 func (a *Activities) giveUp(ctx context.Context, name string) (int64, error) {
-	n, err := a.Store.GiveUpParked(ctx, name, a.now().Add(-a.Delivery.GiveUpAfter),
+	n, err := a.SinkStates.GiveUpParked(ctx, name, a.now().Add(-a.Delivery.GiveUpAfter),
 		fmt.Sprintf("gave up: parked for longer than notify.give_up_after (%s)", a.Delivery.GiveUpAfter))
 	if err != nil {
 		return 0, err
@@ -128,7 +128,7 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 	if sk.State != delivery.Open || sk.Paused {
 		return out, nil // resumed, paused or closed meanwhile: nothing to probe
 	}
-	batch, err := a.Store.ParkedBatch(ctx, name, 1)
+	batch, err := a.SinkStates.ParkedBatch(ctx, name, 1)
 	if err != nil {
 		return SinkSends{}, err
 	}
@@ -163,7 +163,7 @@ func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, er
 	if batched {
 		size = a.publishBatch(sink)
 	}
-	batch, err := a.Store.ParkedBatch(ctx, name, size)
+	batch, err := a.SinkStates.ParkedBatch(ctx, name, size)
 	if err != nil {
 		return SinkSends{}, err
 	}
@@ -202,7 +202,7 @@ func (a *Activities) RecordSinkStep(ctx context.Context, in SinkRecord) (SinkSte
 		if err := a.applyChange(ctx, in.Sink, in.Change); err != nil {
 			return SinkStep{}, err
 		}
-		if _, err := a.Store.Settle(ctx, in.Sink); err != nil {
+		if _, err := a.SinkStates.Settle(ctx, in.Sink); err != nil {
 			return SinkStep{}, err
 		}
 	}
@@ -223,14 +223,14 @@ func RecordOf(s SinkSends, firstProbe, longestProbe time.Duration) SinkRecord {
 func (a *Activities) applyChange(ctx context.Context, sink string, c delivery.Change) error {
 	switch {
 	case c.Failing:
-		return a.Store.SinkFailing(ctx, sink, c.Error, c.FailedProbe, a.now().Add(c.NextProbe))
+		return a.SinkStates.SinkFailing(ctx, sink, c.Error, c.FailedProbe, a.now().Add(c.NextProbe))
 	case c.Wait > 0:
-		if err := a.Store.SlowDown(ctx, sink, a.now().Add(c.Wait)); err != nil {
+		if err := a.SinkStates.SlowDown(ctx, sink, a.now().Add(c.Wait)); err != nil {
 			return err
 		}
 	}
 	if c.Answers {
-		if err := a.Store.SinkAnswers(ctx, sink); err != nil {
+		if err := a.SinkStates.SinkAnswers(ctx, sink); err != nil {
 			return err
 		}
 		a.sinkLogger(ctx, sink).InfoContext(ctx, "sink answers again: its parked notifications are drained")
@@ -245,7 +245,7 @@ func (a *Activities) startSends(ctx context.Context, name string) (config.Sink, 
 	if err != nil || !step.Configured {
 		return sink, delivery.Sink{}, SinkSends{Sink: name}, err
 	}
-	sk, err := a.Store.SinkByName(ctx, name)
+	sk, err := a.SinkStates.SinkByName(ctx, name)
 	if err != nil {
 		return sink, delivery.Sink{}, SinkSends{}, err
 	}
@@ -268,7 +268,7 @@ func (a *Activities) startStep(ctx context.Context, name string) (config.Sink, S
 
 // stepWith reads the sink and says, with what the step did, what the drainer does next.
 func (a *Activities) stepWith(ctx context.Context, sink config.Sink, step SinkStep) (SinkStep, error) {
-	sk, err := a.Store.SinkByName(ctx, sink.Name)
+	sk, err := a.SinkStates.SinkByName(ctx, sink.Name)
 	if errors.Is(err, domain.ErrNotFound) {
 		sk = delivery.Sink{Name: sink.Name, State: delivery.Closed} // no row yet: nothing ever failed
 	} else if err != nil {
@@ -433,7 +433,7 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	}
 	switch dec := delivery.After(at, a.policy()); dec.Do {
 	case delivery.Delivered:
-		if err := a.Store.DrainedSent(ctx, n); err != nil {
+		if err := a.SinkStates.DrainedSent(ctx, n); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
 			d.storeErr(err)
 			return false
@@ -464,7 +464,7 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 }
 
 func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason string) {
-	if err := d.a.Store.MarkNotificationFailed(ctx, n.ID, reason); err != nil {
+	if err := d.a.Notifications.MarkNotificationFailed(ctx, n.ID, reason); err != nil {
 		d.storeErr(err)
 		return
 	}
@@ -474,7 +474,7 @@ func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason 
 }
 
 func (d *drain) record(ctx context.Context, n delivery.ParkedNotification, sendErr error) {
-	if err := d.a.Store.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+	if err := d.a.Notifications.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
 		d.storeErr(err)
 	}
 }
@@ -518,7 +518,7 @@ func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batc
 		if d.isStopped() || len(d.order) < a.publishBatch(d.sink) || time.Now().After(deadline) || ctx.Err() != nil {
 			return
 		}
-		next, err := a.Store.ParkedBatch(ctx, d.sink.Name, a.publishBatch(d.sink))
+		next, err := a.SinkStates.ParkedBatch(ctx, d.sink.Name, a.publishBatch(d.sink))
 		if err != nil {
 			d.storeErr(err)
 			return
@@ -661,7 +661,7 @@ func buildWave(ns []delivery.ParkedNotification) []notify.Message {
 
 // markSent marks a confirmed wave sent in one statement and counts it.
 func (d *drain) markSent(ctx context.Context, sent []delivery.ParkedNotification) error {
-	if err := d.a.Store.DrainedSentAll(ctx, sent); err != nil {
+	if err := d.a.SinkStates.DrainedSentAll(ctx, sent); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -687,7 +687,7 @@ func (a *Activities) freshenStats(ctx context.Context, sk delivery.Sink) {
 		return
 	}
 	a.statsAt.Store(sk.Name, now)
-	done, err := a.Store.FreshenParkedStats(ctx, sk.Name, sk.Parked)
+	done, err := a.SinkStates.FreshenParkedStats(ctx, sk.Name, sk.Parked)
 	switch {
 	case err != nil:
 		a.sinkLogger(ctx, sk.Name).WarnContext(ctx, "could not refresh the planner's statistics of parked notifications; the drain goes on", "error", err)

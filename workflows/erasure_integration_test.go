@@ -56,7 +56,7 @@ func newErasureEnv(t testing.TB, events int) *erasureEnv {
 	require.NoError(t, storetest.LoadErasureBench(t.Context(), st, storetest.Pool(t, st), events))
 	queue := "erasure-" + testenv.RandomName("q")
 	return &erasureEnv{t: t, srv: srv, st: st, queue: queue,
-		er: &serve.Erasures{Jobs: st, Temporal: srv.Client(), TaskQueue: queue}}
+		er: &serve.Erasures{Jobs: st.Erasures, Temporal: srv.Client(), TaskQueue: queue}}
 }
 
 // worker starts a worker of the env's task queue whose erasure activities use es (the store, or
@@ -117,7 +117,7 @@ func TestErasureWorkflowSurvivesItsWorker(t *testing.T) {
 	t.Parallel()
 	e := newErasureEnv(t, 20_000)
 	ctx := t.Context()
-	stopPlain := e.worker(e.st, 16)
+	stopPlain := e.worker(e.st.Erasures, 16)
 	dry := bench
 	dry.DryRun = true
 	want, err := e.erase(dry)
@@ -127,7 +127,7 @@ func TestErasureWorkflowSurvivesItsWorker(t *testing.T) {
 	pool := storetest.Pool(t, e.st)
 	storetest.CountWrites(t, ctx, pool)
 
-	stalling := &stallingStore{ErasureStore: e.st, phase: "event_payloads", after: 3, stalled: make(chan struct{})}
+	stalling := &stallingStore{ErasureStore: e.st.Erasures, phase: "event_payloads", after: 3, stalled: make(chan struct{})}
 	stopFirst := e.worker(stalling, 16)
 	job, err := e.er.StartErasure(ctx, bench)
 	require.NoError(t, err)
@@ -140,12 +140,12 @@ func TestErasureWorkflowSurvivesItsWorker(t *testing.T) {
 		}
 	})
 	stopFirst()
-	mid, err := e.st.ErasureJob(ctx, job.ID)
+	mid, err := e.st.Erasures.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ErasureRunning, mid.Status)
 	require.Equal(t, "event_payloads", mid.Phase)
 
-	e.worker(e.st, 16)
+	e.worker(e.st.Erasures, 16)
 	got, err := e.er.WaitErasure(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, want.Counts, got.Counts, "the resumed job's counts are the dry run's")
@@ -181,21 +181,21 @@ func TestErasureJobLeftByAnOlderVersionCompletes(t *testing.T) {
 	t.Parallel()
 	e := newErasureEnv(t, 20_000)
 	ctx := t.Context()
-	e.worker(e.st, 16)
+	e.worker(e.st.Erasures, 16)
 	dry := bench
 	dry.DryRun = true
 	want, err := e.erase(dry)
 	require.NoError(t, err)
 
 	// What the older version left: the check done, event_payloads half-way.
-	job, err := e.st.StartErasure(ctx, bench)
+	job, err := e.st.Erasures.StartErasure(ctx, bench)
 	require.NoError(t, err)
 	for _, p := range []string{"check", "check:webhook_events"} {
-		_, _, err := e.st.ErasurePhase(ctx, job.ID, p, domain.PhaseOptions{BatchBlocks: 16})
+		_, _, err := e.st.Erasures.ErasurePhase(ctx, job.ID, p, domain.PhaseOptions{BatchBlocks: 16})
 		require.NoError(t, err)
 	}
 	stop, cancel := context.WithCancel(ctx)
-	_, _, err = e.st.ErasurePhase(stop, job.ID, "event_payloads", domain.PhaseOptions{BatchBlocks: 16, Progress: func(j domain.ErasureJob) {
+	_, _, err = e.st.Erasures.ErasurePhase(stop, job.ID, "event_payloads", domain.PhaseOptions{BatchBlocks: 16, Progress: func(j domain.ErasureJob) {
 		if j.Counts["event_payloads"] > 0 {
 			cancel()
 		}
@@ -207,7 +207,7 @@ func TestErasureJobLeftByAnOlderVersionCompletes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want.Counts, got.Counts)
 	assert.NotZero(t, got.ID)
-	ids, err := e.st.RunningErasureJobs(ctx)
+	ids, err := e.st.Erasures.RunningErasureJobs(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ids)
 }
@@ -321,7 +321,7 @@ func BenchmarkErasureWorkflow(b *testing.B) {
 	ctx := b.Context()
 	_, err := storetest.Pool(b, e.st).Exec(ctx, `VACUUM ANALYZE`)
 	require.NoError(b, err)
-	e.worker(e.st, 0)
+	e.worker(e.st.Erasures, 0)
 
 	start := time.Now()
 	first, err := e.erase(bench)
@@ -329,7 +329,7 @@ func BenchmarkErasureWorkflow(b *testing.B) {
 	took := time.Since(start)
 	require.Equal(b, int64(events/5000), first.Counts["event_payloads"], "%v", first.Counts)
 	h := historyOf(b, e.srv.Client(), domain.ErasureWorkflowID(first.JobID, e.queue))
-	job, err := e.st.ErasureJob(ctx, first.JobID)
+	job, err := e.st.Erasures.ErasureJob(ctx, first.JobID)
 	require.NoError(b, err)
 	raw, _ := json.Marshal(first.Counts)
 	b.Logf("first erasure: %s in %s, %d batches; Temporal: %s", raw, took.Round(time.Millisecond), job.Batches, h)

@@ -78,7 +78,7 @@ func TestDailyReconcileComparesTheProvidersOwnCounts(t *testing.T) {
 	}}
 	down := &counter{err: fmt.Errorf("postmark stats for 2026-11-28: %w", providercounts.ErrUnavailable)}
 	denied := &counter{err: fmt.Errorf("sendgrid stats for 2026-11-28: %w", providercounts.ErrRefused)}
-	r := &activities.Reconcile{Store: st, Providers: map[string]activities.ProviderEndpoint{
+	r := &activities.Reconcile{Counts: st, Notifications: st, Providers: map[string]activities.ProviderEndpoint{
 		"mg": {Namespace: "mailgun", Counter: mg},
 		"pm": {Namespace: "postmark", Counter: down},
 		"sg": {Namespace: "sendgrid", Counter: denied},
@@ -143,7 +143,7 @@ func TestDailyReconcileBackfillsADayWithAGapThenComparesAgain(t *testing.T) {
 	}}
 	mg := &counter{lines: []providercounts.Line{{Metric: "delivered", Count: 1000, Types: []string{"delivered"}}}}
 	pm := &counter{lines: []providercounts.Line{{Metric: "bounced", Count: 10, Prefixes: []string{"Bounce"}}}}
-	r := &activities.Reconcile{Store: st, Providers: map[string]activities.ProviderEndpoint{
+	r := &activities.Reconcile{Counts: st, Notifications: st, Providers: map[string]activities.ProviderEndpoint{
 		"mg": {Namespace: "mailgun", Counter: mg}, "pm": {Namespace: "postmark", Counter: pm},
 	}}
 	env.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: activities.SaveDailyCountsName})

@@ -88,7 +88,7 @@ not the erasure.`,
 				return err
 			}
 			defer st.Close()
-			er := &serve.Erasures{Jobs: st, Temporal: tc, TaskQueue: cfg.Temporal.TaskQueue}
+			er := &serve.Erasures{Jobs: st.Erasures, Temporal: tc, TaskQueue: cfg.Temporal.TaskQueue}
 			job, err := er.StartErasure(c.Context(), store.ErasureRequest{Address: address, ErasedBy: cliActor(), Reason: strings.TrimSpace(reason),
 				Scope: scope, Force: force, DryRun: dryRun})
 			var e store.Erasure
@@ -178,7 +178,7 @@ func showProgress(ctx context.Context, st *store.Store, id int64, w io.Writer) (
 				return
 			case <-tick.C:
 			}
-			job, err := st.ErasureJob(ctx, id)
+			job, err := st.Erasures.ErasureJob(ctx, id)
 			if err != nil || job.Status != domain.ErasureRunning {
 				continue
 			}

@@ -43,7 +43,7 @@ func eraseWorker(t *testing.T, srv *testenv.DevServer, dbURL string) {
 	t.Cleanup(st.Close)
 	w := worker.New(srv.Client(), cfg.Temporal.TaskQueue, worker.Options{})
 	workflows.NewProcessor(cfg).Register(w)
-	(&activities.Erasure{Store: st}).Register(w)
+	(&activities.Erasure{Store: st.Erasures}).Register(w)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ func TestEraseCommand(t *testing.T) {
 	ev := domain.Event{Provider: "postscale", EventID: "evt_cli", Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
 		BounceType: domain.BounceHard, MessageID: "msg_cli", Recipient: "Jane@Example.com", OccurredAt: time.Now(),
 		Raw: json.RawMessage(`{"to":"Jane@Example.com"}`)}
-	if _, err := st.RecordEvent(t.Context(), ev); err != nil {
+	if _, err := st.Events.RecordEvent(t.Context(), ev); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ApplyStatus(t.Context(), ev, apply.Rules{}); err != nil {
+	if _, err := st.Events.ApplyStatus(t.Context(), ev, apply.Rules{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +119,7 @@ func TestEraseCommand(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &e) != nil || e.Total != 0 || e.ErasedBy == "" {
 		t.Fatalf("erase again: %v\n%s", err, out)
 	}
-	if check, err := st.CheckSuppression(t.Context(), "jane@example.com", ""); err != nil || !check.Suppressed {
+	if check, err := st.Suppressions.CheckSuppression(t.Context(), "jane@example.com", ""); err != nil || !check.Suppressed {
 		t.Fatalf("the erased address is not suppressed any more: %+v %v", check, err)
 	}
 }
@@ -149,7 +149,7 @@ func TestEraseCommandGuardsASharedInboundAddress(t *testing.T) {
 		ev := domain.Event{Provider: "postscale", EventID: "email.received:" + from, Type: "email.received", Kind: domain.KindInbound,
 			MessageID: "in_" + from, Recipient: "support@app.example", OccurredAt: time.Now(),
 			Raw: json.RawMessage(fmt.Sprintf(`{"from":%q,"to":"support@app.example","text":"help"}`, from))}
-		if _, err := st.RecordEvent(t.Context(), ev); err != nil {
+		if _, err := st.Events.RecordEvent(t.Context(), ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	}
 	defer st.Close()
 	// Started and not run: the job stays running while the printer looks at it.
-	job, err := st.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
+	job, err := st.Erasures.StartErasure(t.Context(), store.ErasureRequest{Address: "jane@example.com", ErasedBy: "test", Reason: "art. 17"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestEraseShowsItsProgressWhileItRuns(t *testing.T) {
 	if line := out.String(); !strings.Contains(line, "phases done") || strings.Contains(line, "jane@") {
 		t.Fatalf("progress %q: want phases and counts, never the address", line)
 	}
-	if _, err := st.FinishErasure(t.Context(), job.ID, store.ErasureDone); err != nil {
+	if _, err := st.Erasures.FinishErasure(t.Context(), job.ID, store.ErasureDone); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -225,7 +225,7 @@ func TestEraseCommandWithoutAWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if job, err := st.ErasureJob(t.Context(), 1); err != nil || job.Status != domain.ErasureRunning {
+	if job, err := st.Erasures.ErasureJob(t.Context(), 1); err != nil || job.Status != domain.ErasureRunning {
 		t.Fatalf("the job after the command gave up: %+v %v, want it running", job, err)
 	}
 	eraseWorker(t, srv, dbURL)

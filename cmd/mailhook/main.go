@@ -186,7 +186,7 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 			}
 			defer st.Close()
 			now := time.Now()
-			created, err := st.EnsurePartitions(c.Context(), serve.Partitioning(cfg.Retention), now, now)
+			created, err := st.Retention.EnsurePartitions(c.Context(), serve.Partitioning(cfg.Retention), now, now)
 			if err != nil {
 				return err
 			}

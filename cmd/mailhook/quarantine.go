@@ -44,7 +44,7 @@ so nothing retries it. Fix the cause, then run it again with mailhook redrive --
 				return err
 			}
 			defer st.Close()
-			evs, next, err := st.ListQuarantine(c.Context(), store.QuarantineFilter{Provider: prov, Limit: limit})
+			evs, next, err := st.Quarantined.ListQuarantine(c.Context(), store.QuarantineFilter{Provider: prov, Limit: limit})
 			if err != nil {
 				return err
 			}

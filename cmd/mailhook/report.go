@@ -48,7 +48,7 @@ differs by more than --tolerance.`,
 				return err
 			}
 			defer st.Close()
-			return reconcile.RunDailyReport(c.Context(), st, ro, c.OutOrStdout())
+			return reconcile.RunDailyReport(c.Context(), st.Counts, ro, c.OutOrStdout())
 		},
 	}
 	dailyCmd.Flags().StringVar(&ro.Date, "date", "", "UTC day, YYYY-MM-DD (default: yesterday)")

@@ -49,7 +49,7 @@ first, at the sink's rate and concurrency. docs/operations/sink-outages.md.`,
 				return err
 			}
 			defer st.Close()
-			rows, err := st.ListSinks(c.Context())
+			rows, err := st.Sinks.ListSinks(c.Context())
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ first, at the sink's rate and concurrency. docs/operations/sink-outages.md.`,
 					return err
 				}
 				defer st.Close()
-				sk, err := st.PauseSink(c.Context(), args[0], paused, cliActor())
+				sk, err := st.Sinks.PauseSink(c.Context(), args[0], paused, cliActor())
 				if err != nil {
 					return err
 				}
@@ -131,7 +131,7 @@ one dedupes it). By default the failed ones; --status sent sends delivered ones 
 				return err
 			}
 			defer st.Close()
-			res, err := st.Redeliver(c.Context(), f)
+			res, err := st.Sinks.Redeliver(c.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -171,7 +171,7 @@ func openSinkStore(c *cobra.Command, load func() (config.Config, error), name st
 		return cfg, nil, err
 	}
 	if _, ok := cfg.Sink(name); !ok {
-		if _, err := st.SinkByName(c.Context(), name); errors.Is(err, domain.ErrNotFound) {
+		if _, err := st.Sinks.SinkByName(c.Context(), name); errors.Is(err, domain.ErrNotFound) {
 			st.Close()
 			return cfg, nil, exitcode.UsageError(fmt.Errorf("no sink %q: neither in the config nor recorded", name))
 		}

@@ -26,7 +26,7 @@ func ev(id string) domain.Event {
 // exactly once across all of them, a shared event exactly once, and one row per event.
 func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 	s := storetest.Open(t)
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	a.Writers = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -68,7 +68,7 @@ func TestConcurrentAcceptsShareInsertsAndAnswerEachRequest(t *testing.T) {
 // accepted (a provider re-sends a batch whole, so failing the batch would fail the good events).
 func TestUnstorableEventIsRejectedAlone(t *testing.T) {
 	s := storetest.Open(t)
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	runAcceptor(t, a)
 	bad := ev("evt_bad")
 	bad.Raw = []byte(`{"n":1e1000000}`)
@@ -94,7 +94,7 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 	s := storetest.Open(t)
 	_, err := storetest.Pool(t, s).Exec(t.Context(), `ALTER TABLE webhook_events ADD CONSTRAINT poison CHECK (event_id NOT LIKE 'poison%')`)
 	require.NoError(t, err)
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	a.Writers = 2
 	runAcceptor(t, a)
 
@@ -128,7 +128,7 @@ func TestRefusedRowInASharedInsertFailsOnlyItself(t *testing.T) {
 // Without Run (or after it stopped) each request inserts on its own.
 func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 	s := storetest.Open(t)
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	st, err := a.Accept(t.Context(), []domain.Event{ev("evt_1"), ev("evt_1")})
 	require.NoError(t, err)
 	assert.Equal(t, []acceptance.Verdict{{Status: acceptance.Accepted}, {Status: acceptance.Duplicate}}, st)
@@ -148,7 +148,7 @@ func TestAcceptWithoutRunInsertsDirectly(t *testing.T) {
 // answer: nothing may be called accepted that is not committed.
 func TestAcceptTimesOutWhenPostgreSQLHangs(t *testing.T) {
 	s := storetest.Open(t)
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	a.Timeout = 300 * time.Millisecond
 	runAcceptor(t, a)
 	tx, err := storetest.Pool(t, s).Begin(t.Context())

@@ -19,9 +19,9 @@ import (
 
 // acceptWithHandoff runs an acceptor whose accepted events go to a handoff starting them with f.
 func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight int) *acceptance.Acceptor {
-	h := &acceptance.Handoff{Starter: f, Store: s, Concurrency: 4, MaxInFlight: maxInFlight,
+	h := &acceptance.Handoff{Starter: f, Store: s.Inbox, Concurrency: 4, MaxInFlight: maxInFlight,
 		Backoff: store.Backoff{Initial: time.Hour, Max: time.Hour}}
-	a := acceptance.NewAcceptor(s, nil)
+	a := acceptance.NewAcceptor(s.Inbox, nil)
 	a.Handoff = h
 	a.Hold = time.Hour // no relay runs here; the hold shows in next_attempt_at
 	ctx, cancel := context.WithCancel(context.Background())

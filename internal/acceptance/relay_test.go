@@ -53,7 +53,7 @@ func enqueue(t *testing.T, s *store.Store, n int) {
 
 func waiting(t *testing.T, s *store.Store) int64 {
 	t.Helper()
-	n, _, err := s.Inbox(t.Context())
+	n, _, err := s.Inbox.Inbox(t.Context())
 	require.NoError(t, err)
 	return n
 }
@@ -76,7 +76,7 @@ func TestRelayStartsEveryWaitingEventAndCountsDuplicatesAsStarted(t *testing.T) 
 		}
 		return start.Started, nil
 	}}
-	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: opts})
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 0, func() int { return int(waiting(t, s)) })
 	assert.Equal(t, 120, f.count(), "each event started once")
 }
@@ -89,7 +89,7 @@ func TestRelayBacksOffWhileEveryStartFails(t *testing.T) {
 	f := &fakeStarter{answer: func(string) (start.Status, error) {
 		return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
 	}}
-	run(t, &acceptance.Relay{Store: s, Starter: f, Options: opts})
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: opts})
 	time.Sleep(time.Second)
 	calls := f.count()
 	assert.EqualValues(t, 120, waiting(t, s), "nothing leaves the inbox")
@@ -121,7 +121,7 @@ func TestFailingRowsAtTheHeadDoNotBlockTheRest(t *testing.T) {
 	head := opts
 	head.BatchSize = 5
 	head.MaxBackoff = time.Minute // a failed row waits: it must not be what the relay works on
-	run(t, &acceptance.Relay{Store: s, Starter: f, Options: head})
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: head})
 	// Left: the 5 rows that fail every time; the rows behind them were all started.
 	testenv.WaitCount(t, "events waiting in the inbox", testenv.Stall, 5, func() int { return int(waiting(t, s)) })
 	var attempts int
@@ -141,7 +141,7 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	bounded := opts
 	bounded.MaxInFlight = 30
 	bounded.BatchSize = 20
-	run(t, &acceptance.Relay{Store: s, Starter: f, Options: bounded})
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: bounded})
 	testenv.WaitAtLeast(t, "starts", testenv.Stall, 30, f.count)
 	time.Sleep(500 * time.Millisecond) // time for a relay that ignored the bound to start more
 	assert.Equal(t, 30, f.count(), "started beyond max_in_flight while nothing was taken up")
@@ -158,7 +158,7 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	for _, id := range picked {
-		res, err := s.RecordEvent(t.Context(), ev(id))
+		res, err := s.Events.RecordEvent(t.Context(), ev(id))
 		require.NoError(t, err)
 		assert.False(t, res.Inserted)
 	}

@@ -127,7 +127,7 @@ func newEnv(t *testing.T) env {
 	dbURL := storetest.NewDatabase(t)
 	st := storetest.OpenURL(t, dbURL, store.Options{})
 	buf := &bytes.Buffer{}
-	return env{st: st, acceptor: acceptance.NewAcceptor(st, nil), dbURL: dbURL, log: buf}
+	return env{st: st, acceptor: acceptance.NewAcceptor(st.Inbox, nil), dbURL: dbURL, log: buf}
 }
 
 func (e env) job(t *testing.T, prov string, s providercounts.Settings) backfill.Job {
@@ -183,10 +183,10 @@ func TestMailgunBackfillAcceptsEachEventOnce(t *testing.T) {
 	assert.Len(t, beats, 5, "OnPage after each page")
 	assert.Equal(t, 10, rows(t, e.dbURL, "mailgun"), "one row per event")
 
-	got, err := e.st.RecordedEvent(t.Context(), "mailgun", webhook.EventID)
+	got, err := e.st.Replays.RecordedEvent(t.Context(), "mailgun", webhook.EventID)
 	require.NoError(t, err)
 	assert.Empty(t, got.Event.Source, "the webhook's event stays the webhook's")
-	got, err = e.st.RecordedEvent(t.Context(), "mailgun", "ev-000:2026-11-29")
+	got, err = e.st.Replays.RecordedEvent(t.Context(), "mailgun", "ev-000:2026-11-29")
 	require.NoError(t, err)
 	require.NotNil(t, got.Event)
 	assert.Equal(t, domain.SourceBackfill, got.Event.Source, "the stored event, as processing reads it")

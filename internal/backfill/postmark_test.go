@@ -116,7 +116,7 @@ func TestPostmarkBackfillSplitsWindowsOverTheOffsetCap(t *testing.T) {
 	assert.Equal(t, p.Fetched, p.Accepted+p.Duplicates)
 	assert.Equal(t, len(at), rows(t, e.dbURL, "postmark"))
 	assert.Equal(t, srv.requests, srv.streams[""], "no stream configured: none asked for")
-	got, err := e.st.RecordedEvent(t.Context(), "postmark", "bounce:1")
+	got, err := e.st.Replays.RecordedEvent(t.Context(), "postmark", "bounce:1")
 	require.NoError(t, err)
 	assert.Equal(t, "backfill", got.Event.Source)
 	assert.Equal(t, "Bounce:HardBounce", got.Event.Type)

@@ -363,17 +363,17 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 	h.waitDelivered(2)
 }
 
-// afterRun is a reconcile.Store whose MarkRedriven waits for the redriven run to close first: the
+// afterRun is a reconcile.ReplayStore whose MarkRedriven waits for the redriven run to close first: the
 // order eager start gives, where the worker in the starting process runs the new workflow's first
 // task before the start call returns.
 type afterRun struct {
-	reconcile.Store
+	reconcile.ReplayStore
 	h *harness
 }
 
 func (s afterRun) MarkRedriven(ctx context.Context, provider, eventID string) error {
 	_ = s.h.waitWorkflow(provider + ":" + eventID)
-	return s.Store.MarkRedriven(ctx, provider, eventID)
+	return s.ReplayStore.MarkRedriven(ctx, provider, eventID)
 }
 
 // A redrive of an event that still fails leaves it in quarantine, even when its run quarantines
@@ -389,7 +389,7 @@ func TestRedriveOfAStillBrokenEventKeepsItQuarantined(t *testing.T) {
 		t.Fatalf("workflow: %v, want it failed as quarantined", err)
 	}
 	svc := h.svc.Reconciler()
-	svc.Store = afterRun{Store: svc.Store, h: h}
+	svc.Replays = afterRun{ReplayStore: svc.Replays, h: h}
 	res, err := svc.Redrive(ctx, domain.RedriveInput{Quarantined: true})
 	if err != nil || res.Started != 1 {
 		t.Fatalf("redrive: %+v, %v; want 1 started", res, err)

@@ -114,7 +114,7 @@ func TestMailgunKeyHoldsTheDayAcrossTheUpgrade(t *testing.T) {
 	if inserted, err := storetest.Enqueue(ctx, h.svc.Store, old); err != nil || !inserted[0] {
 		t.Fatalf("record the older version's row: %v %v", inserted, err)
 	}
-	if _, err := h.svc.Store.BindNonce(ctx, "mailgun", token, id, time.Now().Add(time.Hour)); err != nil {
+	if _, err := h.svc.Store.Nonces.BindNonce(ctx, "mailgun", token, id, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	h.waitProcessedOf("mailgun", id)

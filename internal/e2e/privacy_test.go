@@ -197,7 +197,7 @@ func TestErasureDeletesTheRunsKeyedByTheAddress(t *testing.T) {
 	// As the version before recorded and started it.
 	old := parsed[0]
 	old.EventID, old.PriorEventID = parsed[0].PriorEventID, ""
-	if _, err := h.svc.Store.RecordEvent(ctx, old); err != nil {
+	if _, err := h.svc.Store.Events.RecordEvent(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	ref := domain.RefOf(old, domain.Route(h.cfg.SinksFor))

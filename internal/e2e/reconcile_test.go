@@ -95,7 +95,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	var out bytes.Buffer
 	opts := reconcile.ReportOptions{Date: date, Provider: "postscale",
 		Expected: recExpected(t, "event_type,count\nemail.delivered,3\nemail.bounced,1\n")}
-	if err := reconcile.RunDailyReport(ctx, h.svc.Store, opts, &out); err != nil {
+	if err := reconcile.RunDailyReport(ctx, h.svc.Store.Counts, opts, &out); err != nil {
 		t.Fatalf("matching expected: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "0 of 2 event types differ") {
@@ -106,7 +106,7 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	// non-zero and says which types differ.
 	out.Reset()
 	opts.Expected = recExpected(t, "event_type,count\nemail.delivered,5\nemail.bounced,1\nemail.complained,1\n")
-	err := reconcile.RunDailyReport(ctx, h.svc.Store, opts, &out)
+	err := reconcile.RunDailyReport(ctx, h.svc.Store.Counts, opts, &out)
 	if !errors.Is(err, reconcile.ErrMismatch) {
 		t.Fatalf("mismatching expected: error %v, want ErrMismatch\n%s", err, out.String())
 	}
@@ -118,13 +118,13 @@ func TestDailyReportCLIAndAPIAgainstExpected(t *testing.T) {
 	// Within the tolerance it passes.
 	opts.Tolerance = 2
 	out.Reset()
-	if err := reconcile.RunDailyReport(ctx, h.svc.Store, opts, &out); err != nil {
+	if err := reconcile.RunDailyReport(ctx, h.svc.Store.Counts, opts, &out); err != nil {
 		t.Fatalf("tolerance 2: %v\n%s", err, out.String())
 	}
 
 	// JSON, as a script would read it.
 	out.Reset()
-	if err := reconcile.RunDailyReport(ctx, h.svc.Store, reconcile.ReportOptions{Date: date, Format: "json"}, &out); err != nil {
+	if err := reconcile.RunDailyReport(ctx, h.svc.Store.Counts, reconcile.ReportOptions{Date: date, Format: "json"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	var rep reconcile.Report
@@ -258,7 +258,7 @@ func TestScheduleTriggeredRunRedrivesAndWritesDailyCounts(t *testing.T) {
 		t.Fatalf("daily_counts for %s: %d email.sent rows, want 1", yesterday, n)
 	}
 	day, _ := time.Parse(domain.DateLayout, yesterday)
-	counts, err := h.svc.Store.DailyCounts(ctx, day, "")
+	counts, err := h.svc.Store.Counts.DailyCounts(ctx, day, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func TestRetentionDropsPayloadsKeepsKeysThenPrunesThem(t *testing.T) {
 	if res.DedupeKeys == nil || res.DedupeKeys.Keys != 0 || len(res.Errors) != 0 {
 		t.Fatalf("first run: keys %+v, errors %v; want none pruned, no error", res.DedupeKeys, res.Errors)
 	}
-	if _, _, _, err := h.svc.Store.StoredEvent(ctx, "postscale", evt); err == nil {
+	if _, _, _, err := h.svc.Store.Events.StoredEvent(ctx, "postscale", evt); err == nil {
 		t.Fatal("the payload is still readable after its partition was dropped")
 	}
 

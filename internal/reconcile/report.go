@@ -122,7 +122,7 @@ func ParseDate(s string, now time.Time) (time.Time, error) {
 
 // DailyReport builds the report of date ("" = yesterday, UTC) for provider ("" = every one).
 func (s *Service) DailyReport(ctx context.Context, date, provider string) (Report, error) {
-	return BuildReport(ctx, s.Store, date, provider, s.now())
+	return BuildReport(ctx, s.Reports, date, provider, s.now())
 }
 
 // BuildReport reads the report of date ("" = the UTC day before now) from src.

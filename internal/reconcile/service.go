@@ -20,11 +20,8 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 )
 
-// Store is the part of the store reconciliation uses.
-type Store interface {
-	ReportSource
-	SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error)
-	MarkNotificationFailed(ctx context.Context, id, reason string) error
+// ReplayStore is the replays' part of the store reconciliation uses (store.Replays).
+type ReplayStore interface {
 	StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]store.RecordedEvent, bool, error)
 	RecordedEvent(ctx context.Context, provider, eventID string) (store.RecordedEvent, error)
 	ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error)
@@ -39,7 +36,9 @@ const requeueGrace = time.Minute
 
 // Service runs reports, redrives and replays against one store and Temporal namespace.
 type Service struct {
-	Store    Store
+	// Reports are the daily counts a report is built from (store.Counts).
+	Reports  ReportSource
+	Replays  ReplayStore
 	Temporal client.Client
 	// Starter is the process's one starter: a redrive starts an event exactly as the webhook
 	// handler does (routing by the current sinks, workflow ID provider:event_id), a replay under
@@ -50,12 +49,13 @@ type Service struct {
 }
 
 // New builds the service from the process's config.
-func New(st Store, c client.Client, starter *start.Starter, log *slog.Logger) *Service {
+func New(reports ReportSource, replays ReplayStore, c client.Client, starter *start.Starter, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Service{
-		Store:    st,
+		Reports:  reports,
+		Replays:  replays,
 		Temporal: c,
 		Starter:  starter,
 		Log:      log,
@@ -85,7 +85,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 	if limit <= 0 {
 		limit = domain.DefaultRedriveLimit
 	}
-	stuck, more, err := s.Store.StuckEvents(ctx, in.OlderThan, limit, in.Quarantined)
+	stuck, more, err := s.Replays.StuckEvents(ctx, in.OlderThan, limit, in.Quarantined)
 	if err != nil {
 		return domain.RedriveResult{}, fmt.Errorf("redrive: %w", err)
 	}
@@ -99,7 +99,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 			// Out of quarantine before the start, never after: the run may quarantine it
 			// again before Start returns.
 			if in.Quarantined {
-				if err := s.Store.Requeue(ctx, rec.Provider, rec.EventID, requeueGrace); err != nil {
+				if err := s.Replays.Requeue(ctx, rec.Provider, rec.EventID, requeueGrace); err != nil {
 					o.Outcome, o.Error = domain.RedriveFailed, err.Error()
 					break
 				}
@@ -118,7 +118,7 @@ func (s *Service) Redrive(ctx context.Context, in domain.RedriveInput) (domain.R
 			// there, and the relay starts it (or quarantines it again if Temporal refuses it
 			// for good).
 			if err == nil {
-				if merr := s.Store.MarkRedriven(ctx, rec.Provider, rec.EventID); merr != nil {
+				if merr := s.Replays.MarkRedriven(ctx, rec.Provider, rec.EventID); merr != nil {
 					s.Log.Warn("redrive: could not take the event out of the inbox; a relay may start it again (a duplicate)", "provider", rec.Provider, "event_id", rec.EventID, "error", merr)
 				}
 			}
@@ -161,7 +161,7 @@ func replayPrefix(provider, eventID string) string { return provider + ":" + eve
 // who asked (the admin token's name, or cli:<user>). Errors wrap domain.ErrNotFound or
 // store.ErrNotNormalized (with ErrCannotReplay), or start.ErrUnavailable.
 func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify bool, actor string) (ReplayResult, error) {
-	rec, err := s.Store.RecordedEvent(ctx, provider, eventID)
+	rec, err := s.Replays.RecordedEvent(ctx, provider, eventID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return ReplayResult{}, fmt.Errorf("%w: event %s:%s: %w", ErrCannotReplay, provider, eventID, domain.ErrNotFound)
 	}
@@ -174,7 +174,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 	// A reserved number whose workflow ID turns out to be taken (an earlier attempt that
 	// started it but lost its answer) is kept, as that replay did run; the next one is tried.
 	for range 5 {
-		n, err := s.Store.ReserveReplay(ctx, provider, eventID, replayPrefix(provider, eventID), renotify, actor)
+		n, err := s.Replays.ReserveReplay(ctx, provider, eventID, replayPrefix(provider, eventID), renotify, actor)
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: %w", err)
 		}
@@ -191,7 +191,7 @@ func (s *Service) Replay(ctx context.Context, provider, eventID string, renotify
 		}
 		// Not started: give the number back so n keeps counting replays that ran.
 		delCtx, cancelDel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if derr := s.Store.DeleteReplay(delCtx, provider, eventID, n); derr != nil {
+		if derr := s.Replays.DeleteReplay(delCtx, provider, eventID, n); derr != nil {
 			s.Log.Warn("replay: could not release the replay number", "replay", n, "error", derr)
 		}
 		cancelDel()

@@ -39,10 +39,10 @@ func BackfillProgress(st *store.Store) backfill.ProgressStore { return backfillP
 type backfillProgress struct{ st *store.Store }
 
 func (p backfillProgress) LoadBackfill(ctx context.Context, k backfill.Key) (backfill.Checkpoint, bool, error) {
-	c, ok, err := p.st.LoadBackfill(ctx, store.BackfillKey(k))
+	c, ok, err := p.st.Counts.LoadBackfill(ctx, store.BackfillKey(k))
 	return backfill.Checkpoint(c), ok, err
 }
 
 func (p backfillProgress) SaveBackfill(ctx context.Context, k backfill.Key, c backfill.Checkpoint) error {
-	return p.st.SaveBackfill(ctx, store.BackfillKey(k), store.BackfillProgress(c))
+	return p.st.Counts.SaveBackfill(ctx, store.BackfillKey(k), store.BackfillProgress(c))
 }

@@ -35,7 +35,7 @@ type Erasures struct {
 
 // Erasures is this process's starter of erasures.
 func (s *Service) Erasures() *Erasures {
-	return &Erasures{Jobs: s.Store, Temporal: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
+	return &Erasures{Jobs: s.Store.Erasures, Temporal: s.Temporal, TaskQueue: s.Config.Temporal.TaskQueue}
 }
 
 // ErrNoWorker is returned (wrapped) by WaitPickedUp when no worker took the run up in time.

@@ -6,5 +6,5 @@ import (
 
 // Reconciler is the daily report, redrive and replay service of this process.
 func (s *Service) Reconciler() *reconcile.Service {
-	return reconcile.New(s.Store, s.Temporal, s.starter(), s.Log)
+	return reconcile.New(s.Store.Counts, s.Store.Replays, s.Temporal, s.starter(), s.Log)
 }

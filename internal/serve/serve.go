@@ -127,7 +127,7 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
 	now := time.Now()
-	if created, err := st.EnsurePartitions(ctx, Partitioning(cfg.Retention), now, now); err != nil {
+	if created, err := st.Retention.EnsurePartitions(ctx, Partitioning(cfg.Retention), now, now); err != nil {
 		log.WarnContext(ctx, "could not create the payload partitions ahead; inserts will create a missing one", "error", err)
 	} else if len(created) > 0 {
 		log.InfoContext(ctx, "payload partitions created", "count", len(created), "first", created[0].Name)
@@ -180,10 +180,10 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		MaxEventsPerRequest: s.Config.HTTP.MaxEventsPerRequest,
 		TrustedProxies:      s.Config.HTTP.TrustedProxies,
 		Acceptor:            s.Acceptor(),
-		Messages:            s.Store,
-		Suppressions:        s.Store,
-		Quarantine:          s.Store,
-		Nonces:              s.Store,
+		Messages:            s.Store.Messages,
+		Suppressions:        s.Store.Suppressions,
+		Quarantine:          s.Store.Quarantined,
+		Nonces:              s.Store.Nonces,
 		RetryAfter:          s.Config.Temporal.RetryAfter,
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
@@ -201,7 +201,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Reconciler:  s.Reconciler(),
 		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
 		Erasures:    s.Erasures(),
-		SinkStates:  s.Store,
+		SinkStates:  s.Store.Sinks,
 		Sinks:       sinkSettings(s.Config.Sinks),
 		Drainers:    s.Drainers(),
 	}
@@ -228,10 +228,10 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 	s.acceptOnce.Do(func() {
 		r := s.Config.Acceptance.Relay
 		s.handoff = &acceptance.Handoff{
-			Starter: s.starter(), Store: s.Store, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
+			Starter: s.starter(), Store: s.Store.Inbox, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
 			Backoff: s.Relay().Backoff(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
 		}
-		s.acceptor = acceptance.NewAcceptor(s.Store, s.Log)
+		s.acceptor = acceptance.NewAcceptor(s.Store.Inbox, s.Log)
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff
@@ -277,7 +277,7 @@ func (s *Service) purgeNonces(ctx context.Context) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, noncePurgeTimeout)
-		n, err := s.Store.PurgeNonces(pctx, time.Now().Add(-nonceMargin))
+		n, err := s.Store.Nonces.PurgeNonces(pctx, time.Now().Add(-nonceMargin))
 		cancel()
 		if err != nil {
 			s.Log.Warn("purge signature tokens", "error", err)
@@ -290,7 +290,7 @@ func (s *Service) purgeNonces(ctx context.Context) {
 // Relay builds the relay a worker process runs.
 func (s *Service) Relay() *acceptance.Relay {
 	return &acceptance.Relay{
-		Store:   s.Store,
+		Store:   s.Store.Inbox,
 		Starter: s.starter(),
 		Options: s.Config.Acceptance.Relay,
 		Metrics: s.Metrics,
@@ -321,7 +321,9 @@ func tokenScopes(a config.Admin) map[string][]string {
 // client.
 func (s *Service) Worker() worker.Worker {
 	acts := &activities.Activities{
-		Store:         s.Store,
+		Events:        s.Store.Events,
+		Notifications: s.Store.Notifications,
+		SinkStates:    s.Store.Sinks,
 		Sinks:         s.Config.Sinks,
 		Sender:        &httpsink.Sender{Client: &http.Client{Timeout: s.Config.Notify.AttemptTimeout, Transport: telemetry.Transport(nil)}},
 		Destinations:  s.destinations(),
@@ -335,9 +337,9 @@ func (s *Service) Worker() worker.Worker {
 		Log:               s.Log,
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
-		&activities.Reconcile{Store: s.Store, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
-		&activities.Retention{Store: s.Store},
-		&activities.Erasure{Store: s.Store, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
+		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
+		&activities.Retention{Store: s.Store.Retention},
+		&activities.Erasure{Store: s.Store.Erasures, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
 }
 
 // providerEndpoints builds the counts reader of every endpoint with a reconcile block (config
@@ -385,7 +387,7 @@ func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", e.Name, err)
 	}
-	acc := acceptance.NewAcceptor(st, log)
+	acc := acceptance.NewAcceptor(st.Inbox, log)
 	acc.Timeout = cfg.Acceptance.InsertTimeout
 	return &backfill.Job{Endpoint: e.Name, Provider: e.Provider, Namespace: provider.EventNamespace(e.Provider, e.Name),
 		Settings: CountsSettings(*e.Reconcile), Parser: parser, Acceptor: BackfillAcceptor(acc), Progress: BackfillProgress(st), Log: log.With("component", "backfill")}, nil
@@ -393,9 +395,9 @@ func BackfillJob(cfg config.Config, st *store.Store, e config.Endpoint, log *slo
 
 // RegisterGauges exposes the gauges read from the database at scrape time.
 func RegisterGauges(m *metrics.Metrics, st *store.Store, log *slog.Logger) {
-	m.RegisterBacklog(st.Backlog, log)
-	m.RegisterInbox(st.Inbox, log)
-	m.RegisterQuarantine(st.QuarantineCount, log)
+	m.RegisterBacklog(st.Inbox.Backlog, log)
+	m.RegisterInbox(st.Inbox.Inbox, log)
+	m.RegisterQuarantine(st.Quarantined.QuarantineCount, log)
 	m.RegisterSinks(sinkGauges(st), log)
 	m.RegisterProviderCounts(providerCountGauges(st), log)
 }
@@ -403,7 +405,7 @@ func RegisterGauges(m *metrics.Metrics, st *store.Store, log *slog.Logger) {
 // providerCountGauges reads each reconciled endpoint's latest comparison for its gauges.
 func providerCountGauges(st *store.Store) metrics.ProviderChecks {
 	return func(ctx context.Context) ([]metrics.ProviderCheck, error) {
-		checks, err := st.LatestProviderCounts(ctx)
+		checks, err := st.Counts.LatestProviderCounts(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -423,7 +425,7 @@ func providerCountGauges(st *store.Store) metrics.ProviderChecks {
 // sinkGauges reads the sinks' states for their gauges.
 func sinkGauges(st *store.Store) metrics.SinkStates {
 	return func(ctx context.Context) ([]metrics.SinkState, error) {
-		rows, err := st.ListSinks(ctx)
+		rows, err := st.Sinks.ListSinks(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -463,7 +465,7 @@ func (s *Service) EnsureSinks(ctx context.Context) error {
 	for i, sk := range s.Config.Sinks {
 		limits[i] = store.SinkLimit{Name: sk.Name, Concurrency: sk.Concurrency}
 	}
-	if err := s.Store.EnsureSinks(ctx, limits); err != nil {
+	if err := s.Store.Sinks.EnsureSinks(ctx, limits); err != nil {
 		return err
 	}
 	d := s.Drainers()

@@ -46,13 +46,13 @@ func IsUnavailable(err error) bool {
 // for one. duplicate reports that the event was recorded under the id an earlier version gave
 // it (domain.Event.PriorEventID): it was processed under that key, and this run has nothing to
 // do.
-func (s *Store) RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error) {
+func (s *Events) RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error) {
 	row, err := NewInboxRow(ev)
 	if err != nil {
 		return false, false, err
 	}
 	// Held an hour from the relays: this run marks the row started right after.
-	ins, err := s.EnqueueRows(ctx, []InboxRow{row}, time.Hour)
+	ins, err := (&Inbox{s.db}).EnqueueRows(ctx, []InboxRow{row}, time.Hour)
 	if err != nil {
 		return false, false, fmt.Errorf("record accepted event: %w", err)
 	}

@@ -58,7 +58,7 @@ func TestRecordAccepted(t *testing.T) {
 
 	fresh := statusEvent("evt_new", "msg_1", domain.StatusDelivered, "", at(0))
 	fresh.Raw = []byte(`{"id":"evt_new"}`)
-	inserted, dup, err := s.RecordAccepted(ctx, fresh)
+	inserted, dup, err := s.Events.RecordAccepted(ctx, fresh)
 	require.NoError(t, err)
 	assert.True(t, inserted)
 	assert.False(t, dup)
@@ -68,7 +68,7 @@ func TestRecordAccepted(t *testing.T) {
 	again, err := storetest.Enqueue(ctx, s, fresh)
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, again)
-	inserted, dup, err = s.RecordAccepted(ctx, fresh) // a retried attempt whose answer was lost
+	inserted, dup, err = s.Events.RecordAccepted(ctx, fresh) // a retried attempt whose answer was lost
 	require.NoError(t, err)
 	assert.False(t, inserted || dup)
 
@@ -77,7 +77,7 @@ func TestRecordAccepted(t *testing.T) {
 	_, err = storetest.Enqueue(ctx, s, before)
 	require.NoError(t, err)
 	require.Equal(t, 1, countRows(t, s, waiting, "evt_before"))
-	inserted, dup, err = s.RecordAccepted(ctx, before)
+	inserted, dup, err = s.Events.RecordAccepted(ctx, before)
 	require.NoError(t, err)
 	assert.False(t, inserted || dup)
 	assert.Equal(t, 1, countRows(t, s, started, "evt_before"), "the row no longer waits for a relay")
@@ -88,7 +88,7 @@ func TestRecordAccepted(t *testing.T) {
 	require.NoError(t, err)
 	renamed := old
 	renamed.EventID, renamed.PriorEventID = "evt_old:2026-12-03", "evt_old"
-	inserted, dup, err = s.RecordAccepted(ctx, renamed)
+	inserted, dup, err = s.Events.RecordAccepted(ctx, renamed)
 	require.NoError(t, err)
 	assert.False(t, inserted)
 	assert.True(t, dup)

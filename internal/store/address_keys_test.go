@@ -21,16 +21,16 @@ func TestSuppressionKeysAreTheAddressWhateverItIsWrappedIn(t *testing.T) {
 	ctx := t.Context()
 	for i, to := range []string{`"Jane Doe" <Jane@Example.com>`, "<ann@example.com>", "bob@example.com.", "Carl <carl@example.com.>"} {
 		ev := streamEvent("e_key"+string(rune('a'+i)), "msg_key"+string(rune('a'+i)), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", to, at(i+1))
-		res, err := s.ApplyStatus(ctx, ev, rules)
+		res, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		require.True(t, res.Suppressed, to)
 	}
 	for _, bare := range []string{"jane@example.com", "ann@example.com", "bob@example.com", "carl@example.com", "Jane Doe <jane@example.com>"} {
-		c, err := s.CheckSuppression(ctx, bare, "")
+		c, err := s.Suppressions.CheckSuppression(ctx, bare, "")
 		require.NoError(t, err)
 		assert.True(t, c.Suppressed, "%s is a dead address", bare)
 	}
-	list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Limit: 10})
+	list, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{Limit: 10})
 	require.NoError(t, err)
 	var keys []string
 	for _, sup := range list {
@@ -98,7 +98,7 @@ VALUES ('<eve@example.com>', 'hard_bounce', 'postscale', 'e', 'm', now(), now(),
 WHERE address = 'jane@example.com'`).Scan(&reason, &first, &last, &seen))
 	assert.Equal(t, domain.ReasonComplaint, reason, "the row the address had keeps its cause")
 	assert.Equal(t, []any{day(1), day(4), 3}, []any{first.UTC(), last.UTC(), seen}, "the window widens and the counts add up")
-	c, err := s.CheckSuppression(ctx, "bob@example.com", "")
+	c, err := s.Suppressions.CheckSuppression(ctx, "bob@example.com", "")
 	require.NoError(t, err)
 	assert.True(t, c.Suppressed)
 }
@@ -114,9 +114,9 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 	const prior, key = "m1:jane@example.com", "m1:be25fb8ea01a2a23"
 	apply := func(ev domain.Event) domain.ApplyResult {
 		t.Helper()
-		_, err := s.RecordEvent(ctx, ev)
+		_, err := s.Events.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		res, err := s.ApplyStatus(ctx, ev, rules)
+		res, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		return res
 	}
@@ -130,7 +130,7 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 	res := apply(late)
 	assert.Equal(t, domain.OutcomeStale, res.Outcome, "the message kept its bounce across the key change")
 
-	m, err := s.GetMessage(ctx, provider, key)
+	m, err := s.Messages.GetMessage(ctx, provider, key)
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	var ids []string
@@ -138,7 +138,7 @@ func TestAMessageMovesFromItsPriorKeyWithItsHistory(t *testing.T) {
 		ids = append(ids, e.EventID)
 	}
 	assert.ElementsMatch(t, []string{"e_old_bounce", "e_late_delivery"}, ids)
-	_, err = s.GetMessage(ctx, provider, prior)
+	_, err = s.Messages.GetMessage(ctx, provider, prior)
 	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	// Later events of the message find it where it is; the prior key is not looked at again.

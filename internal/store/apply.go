@@ -21,7 +21,7 @@ var errLostRace = errors.New("outcome recorded concurrently")
 // unsubscribe, adds the recipient to the suppressions, in one transaction. It is idempotent per (provider,
 // event_id): once an outcome is committed, every later call returns that outcome unchanged, so
 // a retried activity reports (and notifies) exactly what the first attempt decided.
-func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
+func (s *Events) ApplyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
 	res, err := s.applyStatus(ctx, ev, rules)
 	if err != nil {
 		return domain.ApplyResult{}, fmt.Errorf("apply status %s:%s: %w", ev.Provider, ev.EventID, err)
@@ -29,7 +29,7 @@ func (s *Store) ApplyStatus(ctx context.Context, ev domain.Event, rules domain.R
 	return res, nil
 }
 
-func (s *Store) applyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
+func (s *Events) applyStatus(ctx context.Context, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
 	switch {
 	case ev.Provider == "" || ev.EventID == "":
 		return domain.ApplyResult{}, errors.New("event has no provider or event id")
@@ -62,7 +62,7 @@ func (s *Store) applyStatus(ctx context.Context, ev domain.Event, rules domain.R
 	return res, err
 }
 
-func (s *Store) applyInTx(ctx context.Context, ev domain.Event, rules domain.Rules) (res domain.ApplyResult, err error) {
+func (s *Events) applyInTx(ctx context.Context, ev domain.Event, rules domain.Rules) (res domain.ApplyResult, err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return domain.ApplyResult{}, err
@@ -85,7 +85,7 @@ func (s *Store) applyInTx(ctx context.Context, ev domain.Event, rules domain.Rul
 // applyWithin applies ev to its message inside tx, as rules decide: the message row, the
 // suppression and the message_events outcome. It returns errLostRace when another attempt of the
 // event recorded its outcome first; tx must then be rolled back.
-func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
+func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
 	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
 		// A message recorded under the key an earlier version gave it moves to this one, with
 		// its history, unless this key has a row already (then it moved before).
@@ -165,7 +165,7 @@ func (s *Store) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rul
 }
 
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.
-func (s *Store) recordedOutcome(ctx context.Context, ev domain.Event) (res domain.ApplyResult, ok bool, err error) {
+func (s *Events) recordedOutcome(ctx context.Context, ev domain.Event) (res domain.ApplyResult, ok bool, err error) {
 	return recordedOutcome(ctx, s.pool, ev.Provider, ev.EventID)
 }
 

@@ -37,7 +37,7 @@ FROM backfill_progress
 WHERE endpoint = $1 AND provider = $2 AND since = $3 AND until = $4`
 
 // LoadBackfill returns the saved progress of k, and false when none was saved (a new window).
-func (s *Store) LoadBackfill(ctx context.Context, k BackfillKey) (BackfillProgress, bool, error) {
+func (s *Counts) LoadBackfill(ctx context.Context, k BackfillKey) (BackfillProgress, bool, error) {
 	var p BackfillProgress
 	err := s.pool.QueryRow(ctx, qLoadBackfill, k.Endpoint, k.Provider, k.Since, k.Until).
 		Scan(&p.Cursor, &p.Pages, &p.Fetched, &p.Accepted, &p.Duplicates, &p.Rejected, &p.Finished, &p.UpdatedAt)
@@ -62,7 +62,7 @@ ON CONFLICT (endpoint, provider, since, until) DO UPDATE SET
 // SaveBackfill records p as the progress of k. Called once a page's events are accepted: a run
 // that stops before it fetches that page again (its events are then duplicates), never one
 // saved before.
-func (s *Store) SaveBackfill(ctx context.Context, k BackfillKey, p BackfillProgress) error {
+func (s *Counts) SaveBackfill(ctx context.Context, k BackfillKey, p BackfillProgress) error {
 	if !k.Since.Before(k.Until) {
 		return fmt.Errorf("save backfill progress of %s: the window %s is empty", k.Endpoint, k.window())
 	}

@@ -46,10 +46,10 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	delivered.Bounce = mailboxFull // a provider's text on a delivery is no bounce
 
 	for _, ev := range []domain.Event{hard, delivered, soft, failed} {
-		_, err := s.ApplyStatus(ctx, ev, rules)
+		_, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
-	m, err := s.GetMessage(ctx, provider, "msg_bd")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	assert.Equal(t, domain.BounceHard, m.BounceType)
@@ -65,34 +65,34 @@ func TestBounceDetailsFollowTheDecidingEvent(t *testing.T) {
 	// The same events in another order end in the same state.
 	s2 := storetest.Open(t)
 	for _, ev := range []domain.Event{soft, failed, delivered, hard} {
-		_, err := s2.ApplyStatus(ctx, ev, rules)
+		_, err := s2.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
-	m2, err := s2.GetMessage(ctx, provider, "msg_bd")
+	m2, err := s2.Messages.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, m.Bounce, m2.Bounce)
 
 	// A later bounce without details clears them: status and details describe one event.
 	bare := bounceEvent("evt_bd_bare", "msg_bd", "to@example.com", domain.BounceHard, at(30), nil)
-	res, err := s.ApplyStatus(ctx, bare, rules)
+	res, err := s.Events.ApplyStatus(ctx, bare, rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeAdvanced, res.Outcome)
-	m, err = s.GetMessage(ctx, provider, "msg_bd")
+	m, err = s.Messages.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Nil(t, m.Bounce)
 
 	// A correction to delivered shows no bounce either.
 	late := bounceEvent("evt_bd_late", "msg_bd", "to@example.com", domain.BounceHard, at(40), unknownUser)
-	_, err = s.ApplyStatus(ctx, late, rules)
+	_, err = s.Events.ApplyStatus(ctx, late, rules)
 	require.NoError(t, err)
-	m, err = s.GetMessage(ctx, provider, "msg_bd")
+	m, err = s.Messages.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, unknownUser, m.Bounce)
 	corr := domain.Event{Provider: provider, EventID: "correction-bd", Type: domain.CorrectionType, Kind: domain.KindCorrection,
 		Status: domain.StatusDelivered, MessageID: "msg_bd", OccurredAt: at(50), Raw: []byte(`{"status":"delivered","reason":"x","actor":"ops"}`)}
-	_, err = s.ApplyStatus(ctx, corr, rules)
+	_, err = s.Events.ApplyStatus(ctx, corr, rules)
 	require.NoError(t, err)
-	m, err = s.GetMessage(ctx, provider, "msg_bd")
+	m, err = s.Messages.GetMessage(ctx, provider, "msg_bd")
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Nil(t, m.Bounce)
@@ -135,7 +135,7 @@ func softBounces(t *testing.T, s *store.Store, rules domain.Rules, prefix, addre
 	for i := range n {
 		ev := bounceEvent(fmt.Sprintf("%s_%d", prefix, i), fmt.Sprintf("msg_%s_%d", prefix, i), address,
 			domain.BounceSoft, from.Add(time.Duration(i)*step), mailboxFull)
-		res, err := s.ApplyStatus(t.Context(), ev, rules)
+		res, err := s.Events.ApplyStatus(t.Context(), ev, rules)
 		require.NoError(t, err)
 		out = append(out, res)
 	}
@@ -164,13 +164,13 @@ func TestSoftBounceEscalation(t *testing.T) {
 	assert.Equal(t, suppression.GlobalScope, sup.Scope)
 	assert.Equal(t, "sb_b_0", sup.EventID)
 	assert.Equal(t, int64(2), sup.TimesSeen)
-	m, err := s.GetMessage(ctx, provider, "msg_sb_b_0")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_sb_b_0")
 	require.NoError(t, err)
 	require.Len(t, m.Events, 1)
 	assert.True(t, m.Events[0].Suppressed)
 
 	// A retry reports what the first attempt did.
-	again, err := s.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", domain.BounceSoft, at(0).Add(3*time.Hour), mailboxFull), rules)
+	again, err := s.Events.ApplyStatus(ctx, bounceEvent("sb_b_0", "msg_sb_b_0", "soft@example.com", domain.BounceSoft, at(0).Add(3*time.Hour), mailboxFull), rules)
 	require.NoError(t, err)
 	assert.True(t, again.Suppressed)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_b_0'`))
@@ -183,12 +183,12 @@ func TestSoftBounceEscalation(t *testing.T) {
 	// A late delivery that lands between two bounces completes a set within 24h, though it is
 	// not the latest of them.
 	late := bounceEvent("sb_w_late", "msg_sb_w_late", "wide@example.com", domain.BounceSoft, at(0).Add(20*time.Hour), mailboxFull)
-	r, err := s.ApplyStatus(ctx, late, rules)
+	r, err := s.Events.ApplyStatus(ctx, late, rules)
 	require.NoError(t, err)
 	assert.True(t, r.Suppressed)
 
 	// A hard bounce's suppression stays what it is: the threshold only counts on it.
-	_, err = s.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", domain.BounceHard, at(0), unknownUser), rules)
+	_, err = s.Events.ApplyStatus(ctx, bounceEvent("sb_h", "msg_sb_h", "hard@example.com", domain.BounceHard, at(0), unknownUser), rules)
 	require.NoError(t, err)
 	res = softBounces(t, s, rules, "sb_hs", "hard@example.com", at(1), time.Minute, 3)
 	assert.False(t, res[2].Suppressed, "already suppressed")
@@ -199,7 +199,7 @@ func TestSoftBounceEscalation(t *testing.T) {
 
 	// A soft bounce with no recipient anywhere counts for nobody.
 	noone := bounceEvent("sb_none", "msg_sb_none", "", domain.BounceSoft, at(0), nil)
-	_, err = s.ApplyStatus(ctx, noone, rules)
+	_, err = s.Events.ApplyStatus(ctx, noone, rules)
 	require.NoError(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM soft_bounces WHERE event_id = 'sb_none'`))
 }
@@ -215,7 +215,7 @@ func TestSoftBounceCountRestartsAfterALift(t *testing.T) {
 	start := time.Now().Add(-10 * time.Minute)
 	res := softBounces(t, s, rules, "lf_a", "lift@example.com", start, time.Minute, 2)
 	require.True(t, res[1].Suppressed)
-	_, err := s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "mailbox fixed")
+	_, err := s.Suppressions.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "mailbox fixed")
 	require.NoError(t, err)
 
 	res = softBounces(t, s, rules, "lf_b", "lift@example.com", time.Now().Add(time.Second), time.Second, 2)
@@ -256,7 +256,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 			addr = " busy@example.COM"
 		}
 		evs[i] = bounceEvent(fmt.Sprintf("cc_%d", i), fmt.Sprintf("msg_cc_%d", i), addr, domain.BounceSoft, at(i), mailboxFull)
-		_, err := s.RecordEvent(ctx, evs[i])
+		_, err := s.Events.RecordEvent(ctx, evs[i])
 		require.NoError(t, err)
 	}
 
@@ -269,7 +269,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 			<-start
 			// notify says a suppression.added is due when the event suppressed, as the activity's
 			// callback does: such an event stays unprocessed until it is sent.
-			results[i], errs[i] = s.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
+			results[i], errs[i] = s.Events.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
 		})
 	}
 	close(start)
@@ -296,7 +296,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	// Retries, concurrent too, report the first outcome and count nothing again.
 	for i := range evs {
 		wg.Go(func() {
-			r, err := s.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
+			r, err := s.Events.Process(ctx, provider, evs[i].EventID, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool { return applied && r.Suppressed }})
 			if assert.NoError(t, err) && !results[i].Processed {
 				assert.Equal(t, results[i].Apply, r.Apply)
 			}
@@ -309,7 +309,7 @@ func TestSoftBounceEscalationConcurrent(t *testing.T) {
 	assert.Equal(t, int64(n-count+1), sup.TimesSeen)
 
 	// The notification names what the store did.
-	ev, res, applied, err := s.StoredEvent(ctx, provider, suppressing[0])
+	ev, res, applied, err := s.Events.StoredEvent(ctx, provider, suppressing[0])
 	require.NoError(t, err)
 	require.True(t, applied && res.Suppressed)
 	address, reason, scope, ok := suppression.Added(ev, res.Recipient, nil)
@@ -328,7 +328,7 @@ func TestDailyBounceCategories(t *testing.T) {
 	apply := func(ev domain.Event, receivedAt time.Time) {
 		t.Helper()
 		recordAt(t, s, ev, receivedAt, false)
-		_, err := s.ApplyStatus(ctx, ev, rules)
+		_, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	apply(bounceEvent("dc_1", "msg_dc_1", "a@example.com", domain.BounceHard, at(0), unknownUser), today)
@@ -345,7 +345,7 @@ func TestDailyBounceCategories(t *testing.T) {
 	// Received yesterday, applied today: yesterday's, as the day's counts have it.
 	apply(bounceEvent("dc_8", "msg_dc_8", "g@example.com", domain.BounceHard, at(0), unknownUser), yesterday)
 
-	got, err := s.DailyBounceCategories(ctx, today, "")
+	got, err := s.Counts.DailyBounceCategories(ctx, today, "")
 	require.NoError(t, err)
 	assert.Equal(t, []store.BounceCategoryCount{
 		{Provider: provider, EventType: "email.bounced", Category: "mailbox_full", Count: 1},
@@ -354,15 +354,15 @@ func TestDailyBounceCategories(t *testing.T) {
 		{Provider: "sendgrid", EventType: "email.bounced", Category: "unknown_user", Count: 1},
 	}, got)
 
-	got, err = s.DailyBounceCategories(ctx, today, "sendgrid")
+	got, err = s.Counts.DailyBounceCategories(ctx, today, "sendgrid")
 	require.NoError(t, err)
 	assert.Equal(t, []store.BounceCategoryCount{{Provider: "sendgrid", EventType: "email.bounced", Category: "unknown_user", Count: 1}}, got)
 
-	got, err = s.DailyBounceCategories(ctx, yesterday, "")
+	got, err = s.Counts.DailyBounceCategories(ctx, yesterday, "")
 	require.NoError(t, err)
 	assert.Equal(t, []store.BounceCategoryCount{{Provider: provider, EventType: "email.bounced", Category: "unknown_user", Count: 1}}, got)
 
-	got, err = s.DailyBounceCategories(ctx, today.AddDate(0, 0, -30), "")
+	got, err = s.Counts.DailyBounceCategories(ctx, today.AddDate(0, 0, -30), "")
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }

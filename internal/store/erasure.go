@@ -154,7 +154,7 @@ var ErrErasureRunning = errors.New("the erasure job is still running")
 // running for the address with the same settings (the request joins it). Errors wrap
 // ErrErasureNotConfigured, ErrInvalidAddress, ErrInvalidErasureScope or ErrOtherErasureRunning,
 // or are the database's, and name the address by its hash only.
-func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (domain.ErasureJob, error) {
+func (s *Erasures) StartErasure(ctx context.Context, req ErasureRequest) (domain.ErasureJob, error) {
 	if !s.hasher.Configured() {
 		return domain.ErasureJob{}, fmt.Errorf("erase: %w", ErrErasureNotConfigured)
 	}
@@ -204,7 +204,7 @@ func (s *Store) StartErasure(ctx context.Context, req ErasureRequest) (domain.Er
 var ErrOtherErasureRunning = errors.New("another erasure of this address is running, with other settings")
 
 // ErasureJob returns a job; the error wraps domain.ErrNotFound when there is none.
-func (s *Store) ErasureJob(ctx context.Context, id int64) (domain.ErasureJob, error) {
+func (s *Erasures) ErasureJob(ctx context.Context, id int64) (domain.ErasureJob, error) {
 	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = domain.ErrNotFound
@@ -218,7 +218,7 @@ func (s *Store) ErasureJob(ctx context.Context, id int64) (domain.ErasureJob, er
 // RunningErasureJobs lists the ids of the jobs still running, oldest first: a worker starts
 // their workflows at its start, so a job whose workflow was never started (Temporal was down) or
 // that an older version ran by itself goes on.
-func (s *Store) RunningErasureJobs(ctx context.Context) ([]int64, error) {
+func (s *Erasures) RunningErasureJobs(ctx context.Context) ([]int64, error) {
 	rows, err := s.pool.Query(ctx, qRunningErasureJobs)
 	if err != nil {
 		return nil, fmt.Errorf("running erasure jobs: %w", err)
@@ -241,7 +241,7 @@ func zeroCounts() map[string]int64 {
 // ErasureOutcome is the answer of a job that ended: its audit row (for a dry run, the counts
 // and no row), or why it has none: a *SharedAddressError for a mailbox of yours, an error
 // naming the failure for a failed job, ErrErasureRunning for one that goes on.
-func (s *Store) ErasureOutcome(ctx context.Context, id int64) (Erasure, error) {
+func (s *Erasures) ErasureOutcome(ctx context.Context, id int64) (Erasure, error) {
 	job, err := s.ErasureJob(ctx, id)
 	if err != nil {
 		return Erasure{}, err
@@ -272,7 +272,7 @@ func (s *Store) ErasureOutcome(ctx context.Context, id int64) (Erasure, error) {
 // run) and ends the job in one transaction; ErasureRefused ends it without one. Either drops the
 // seal. A job that ended already is left as it is (a retried call). It returns the job as it
 // ended.
-func (s *Store) FinishErasure(ctx context.Context, id int64, status string) (domain.ErasureJob, error) {
+func (s *Erasures) FinishErasure(ctx context.Context, id int64, status string) (domain.ErasureJob, error) {
 	if status != ErasureDone && status != ErasureRefused {
 		return domain.ErasureJob{}, fmt.Errorf("erasure job %d: cannot end as %q", id, status)
 	}
@@ -306,7 +306,7 @@ func (s *Store) FinishErasure(ctx context.Context, id int64, status string) (dom
 
 // open returns a running job with its matcher, opened from its sealed address. A seal that no
 // longer opens fails the job (ErrErasureFailed).
-func (s *Store) open(ctx context.Context, id int64) (domain.ErasureJob, *erasure.Matcher, error) {
+func (s *Erasures) open(ctx context.Context, id int64) (domain.ErasureJob, *erasure.Matcher, error) {
 	var sealed []byte
 	job, err := scanErasureJob(s.pool.QueryRow(ctx, qGetErasureJob, id), &sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -341,7 +341,7 @@ func (s *Store) open(ctx context.Context, id int64) (domain.ErasureJob, *erasure
 // how). It returns the job as the last batch left it. Errors wrap ErrErasureFailed,
 // ErrErasureMoved or domain.ErrNotFound, or are the database's; a canceled ctx rolls back only the
 // batch in flight.
-func (s *Store) ErasurePhase(ctx context.Context, id int64, phase string, o domain.PhaseOptions) (job domain.ErasureJob, more bool, err error) {
+func (s *Erasures) ErasurePhase(ctx context.Context, id int64, phase string, o domain.PhaseOptions) (job domain.ErasureJob, more bool, err error) {
 	job, m, err := s.open(ctx, id)
 	if err != nil || job.Status != ErasureRunning {
 		return job, false, err
@@ -368,7 +368,7 @@ func (s *Store) ErasurePhase(ctx context.Context, id int64, phase string, o doma
 // holds the job's address (an event's run, and its replays'), for the caller to delete before
 // the job's first change: no codec encrypts a workflow ID. Once the job has re-keyed the rows,
 // it finds none.
-func (s *Store) ErasureRuns(ctx context.Context, id int64) ([]string, error) {
+func (s *Erasures) ErasureRuns(ctx context.Context, id int64) ([]string, error) {
 	job, m, err := s.open(ctx, id)
 	if err != nil || job.Status != ErasureRunning {
 		return nil, err
@@ -393,7 +393,7 @@ func (s *Store) ErasureRuns(ctx context.Context, id int64) ([]string, error) {
 
 // jobRun is one call's run of one phase of a job.
 type jobRun struct {
-	s        *Store
+	s        *Erasures
 	job      *domain.ErasureJob
 	m        *erasure.Matcher
 	likes    []string

@@ -31,12 +31,12 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	ctx := t.Context()
 	record := func(ev domain.Event, notify bool) {
 		t.Helper()
-		_, err := s.RecordEvent(ctx, ev)
+		_, err := s.Events.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		_, err = s.ApplyStatus(ctx, ev, rules)
+		_, err = s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		if notify {
-			_, err = s.EnsureNotification(ctx, delivery.Notification{Provider: ev.Provider, EventID: ev.EventID, Sink: "app",
+			_, err = s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: ev.Provider, EventID: ev.EventID, Sink: "app",
 				Type: domain.TypeStatusChanged, MessageID: ev.MessageID, Version: 1,
 				Body: json.RawMessage(fmt.Sprintf(`{"data":{"event_id":%q,"message_id":%q}}`, ev.EventID, ev.MessageID))})
 			require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	before := delivery
 	before.EventID, before.PriorEventID = delivery.PriorEventID, ""
 	record(before, true)
-	_, err = s.ReserveReplay(ctx, before.Provider, before.EventID, before.Provider+":"+before.EventID+":replay:", false, "ops")
+	_, err = s.Replays.ReserveReplay(ctx, before.Provider, before.EventID, before.Provider+":"+before.EventID+":replay:", false, "ops")
 	require.NoError(t, err)
 
 	// SES: a hard bounce to Jane and Bob in one notification, keyed as the version before did.
@@ -84,20 +84,20 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	// before the first change (internal/e2e deletes them for real), Bob's are not; once the rows
 	// are re-keyed, none is left to find.
 	req := store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"}
-	job, err := s.StartErasure(ctx, req)
+	job, err := s.Erasures.StartErasure(ctx, req)
 	require.NoError(t, err)
-	runs, err := s.ErasureRuns(ctx, job.ID)
+	runs, err := s.Erasures.ErasureRuns(ctx, job.ID)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"postmark:" + before.EventID, "postmark:" + before.EventID + ":replay:1",
 		"ses:" + snsID + ":" + janeAddress}, runs)
 	_, err = s.Erase(ctx, req) // joins the job
 	require.NoError(t, err)
-	job, err = s.StartErasure(ctx, req)
+	job, err = s.Erasures.StartErasure(ctx, req)
 	require.NoError(t, err)
-	runs, err = s.ErasureRuns(ctx, job.ID)
+	runs, err = s.Erasures.ErasureRuns(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Empty(t, runs, "after the re-keying")
-	_, err = s.FinishErasure(ctx, job.ID, store.ErasureDone)
+	_, err = s.Erasures.FinishErasure(ctx, job.ID, store.ErasureDone)
 	require.NoError(t, err)
 
 	hits, err = storetest.Hits(ctx, s.Pool(), janeAddress)
@@ -106,16 +106,16 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 
 	// Each event is under the key parsing gives it now, so the provider's retry is a duplicate.
 	for _, ev := range []domain.Event{delivery, {Provider: "ses", EventID: janeEvent, Type: "Bounce", Kind: domain.KindStatus}} {
-		res, err := s.RecordEvent(ctx, ev)
+		res, err := s.Events.RecordEvent(ctx, ev)
 		require.NoError(t, err)
 		assert.False(t, res.Inserted, "a retry of %s:%s after the erasure", ev.Provider, ev.EventID)
 	}
 	// The messages keep their history under their keys; the replay follows its event.
-	m, err := s.GetMessage(ctx, "postmark", pmMessage)
+	m, err := s.Messages.GetMessage(ctx, "postmark", pmMessage)
 	require.NoError(t, err)
 	require.Len(t, m.Events, 1)
 	assert.Equal(t, delivery.EventID, m.Events[0].EventID)
-	m, err = s.GetMessage(ctx, "ses", janeMessage)
+	m, err = s.Messages.GetMessage(ctx, "ses", janeMessage)
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	require.Len(t, m.Events, 1)
@@ -123,10 +123,10 @@ func TestEraseReKeysWhatPriorVersionsKeyedByTheAddress(t *testing.T) {
 	var workflowID string
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT workflow_id FROM replays WHERE provider = 'postmark'`).Scan(&workflowID))
 	assert.Equal(t, "postmark:"+delivery.EventID+":replay:1", workflowID)
-	ev, _, _, err := s.StoredEvent(ctx, "ses", janeEvent)
+	ev, _, _, err := s.Events.StoredEvent(ctx, "ses", janeEvent)
 	require.NoError(t, err)
 	assert.Equal(t, janeMessage, ev.MessageID, "the stored event names its message by the key it has now")
-	sups, err := s.AddressSuppressions(ctx, janeAddress)
+	sups, err := s.Suppressions.AddressSuppressions(ctx, janeAddress)
 	require.NoError(t, err)
 	require.Len(t, sups, 1)
 	assert.Equal(t, janeEvent, sups[0].EventID)

@@ -53,13 +53,13 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	ctx := t.Context()
 	record := func(ev domain.Event) {
 		t.Helper()
-		_, err := s.RecordEvent(ctx, ev)
+		_, err := s.Events.RecordEvent(ctx, ev)
 		require.NoError(t, err)
 	}
 	apply := func(ev domain.Event) domain.ApplyResult {
 		t.Helper()
 		record(ev)
-		res, err := s.ApplyStatus(ctx, ev, softBounce)
+		res, err := s.Events.ApplyStatus(ctx, ev, softBounce)
 		require.NoError(t, err)
 		return res
 	}
@@ -71,7 +71,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 		Raw: json.RawMessage(fmt.Sprintf(`{"from":%q,"to":"support@app.example","subject":"Please forget me","text":"I am %s, mail me at %s"}`,
 			address, tag, strings.ToUpper(address)))}
 	record(inbound)
-	_, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: inbound.EventID, Sink: "app", Type: domain.TypeEmailReceived,
+	_, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: inbound.EventID, Sink: "app", Type: domain.TypeEmailReceived,
 		Body: json.RawMessage(fmt.Sprintf(`{"type":"email.received","data":{"payload":%s}}`, inbound.Raw))})
 	require.NoError(t, err)
 
@@ -81,16 +81,16 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	bounce.Raw = json.RawMessage(fmt.Sprintf(`{"id":"bounce_%s","to":"%s\u0040%s","unsubscribe":"https://app.example/u?e=%s%%40%s&t=1"}`,
 		tag, local, domainPart, local, domainPart))
 	require.True(t, apply(bounce).Suppressed)
-	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: bounce.EventID, Sink: "app", Type: domain.TypeStatusChanged,
+	n, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: bounce.EventID, Sink: "app", Type: domain.TypeStatusChanged,
 		Body: json.RawMessage(fmt.Sprintf(`{"type":"message.status_changed","data":{"recipient":%q}}`, address))})
 	require.NoError(t, err)
-	require.NoError(t, s.RecordNotificationAttempt(ctx, n.ID, `notify: sink responded 422: {"error":"unknown recipient `+address+`"}`))
+	require.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, n.ID, `notify: sink responded 422: {"error":"unknown recipient `+address+`"}`))
 
 	soft := statusEvent("soft_"+tag, "msg_soft_"+tag, domain.StatusBounced, domain.BounceSoft, at(2))
 	soft.Recipient = address
 	apply(soft)
 
-	_, err = s.LiftSuppression(ctx, address, suppression.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
+	_, err = s.Suppressions.LiftSuppression(ctx, address, suppression.GlobalScope, "ops", "ticket 7: "+address+" asked to be mailed again")
 	require.NoError(t, err)
 	again := statusEvent("again_"+tag, "msg_again_"+tag, domain.StatusBounced, domain.BounceHard, at(3))
 	again.Recipient = address
@@ -103,7 +103,7 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 
 	quarantined := statusEvent("quarantined_"+tag, "msg_q_"+tag, domain.StatusDelivered, "", at(5))
 	record(quarantined)
-	require.NoError(t, s.Quarantine(ctx, provider, quarantined.EventID, "Process", "value refused for "+address))
+	require.NoError(t, s.Events.Quarantine(ctx, provider, quarantined.EventID, "Process", "value refused for "+address))
 
 	// Recorded before 00009: the payloads in webhook_events, the body in notifications.
 	legacy := fmt.Sprintf(`{"provider":%q,"event_id":"legacy_%s","kind":"status","recipient":%q,"raw":{"to":%q}}`, provider, tag, address, address)
@@ -171,11 +171,11 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	assert.Empty(t, hits, "columns that still mention the erased address")
 
 	// It stays suppressed, found by the plain address.
-	check, err := s.CheckSuppression(ctx, janeMixed, "marketing")
+	check, err := s.Suppressions.CheckSuppression(ctx, janeMixed, "marketing")
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 	assert.Equal(t, []string{domain.ReasonHardBounce}, check.Reasons)
-	sups, err := s.AddressSuppressions(ctx, janeAddress)
+	sups, err := s.Suppressions.AddressSuppressions(ctx, janeAddress)
 	require.NoError(t, err)
 	require.Len(t, sups, 1)
 	assert.Equal(t, hash, sups[0].Address)
@@ -188,7 +188,7 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 	after, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
 	assert.Empty(t, storetest.Missing(before, after, mentions), "rows that did not mention the address changed")
-	check, err = s.CheckSuppression(ctx, bobAddress, "")
+	check, err = s.Suppressions.CheckSuppression(ctx, bobAddress, "")
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 
@@ -208,27 +208,27 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 
 	// The inbound email is gone, its key kept (a re-delivery is still a duplicate); the bounce
 	// can still be processed again, and finds no recipient.
-	_, _, _, err = s.StoredEvent(ctx, provider, "email.received:in_jane")
+	_, _, _, err = s.Events.StoredEvent(ctx, provider, "email.received:in_jane")
 	require.ErrorIs(t, err, domain.ErrNoStoredEvent)
-	res, err := s.RecordEvent(ctx, domain.Event{Provider: provider, EventID: "email.received:in_jane", Type: "email.received", Kind: domain.KindInbound})
+	res, err := s.Events.RecordEvent(ctx, domain.Event{Provider: provider, EventID: "email.received:in_jane", Type: "email.received", Kind: domain.KindInbound})
 	require.NoError(t, err)
 	assert.False(t, res.Inserted)
-	ev, applied, _, err := s.StoredEvent(ctx, provider, "bounce_jane")
+	ev, applied, _, err := s.Events.StoredEvent(ctx, provider, "bounce_jane")
 	require.NoError(t, err)
 	assert.Empty(t, ev.Recipient)
 	assert.Empty(t, applied.Recipient)
 	assert.Contains(t, string(ev.Raw), erasure.Placeholder)
 	assert.Equal(t, "550 5.1.1 <[erased]>: user unknown", ev.Bounce.Diagnostic)
-	m, err := s.GetMessage(ctx, provider, "msg_jane")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_jane")
 	require.NoError(t, err)
 	assert.Empty(t, m.Recipient)
 	assert.Equal(t, "[erased] confirmed receipt", m.Events[len(m.Events)-1].Note)
 
 	// Lifting the erased address's suppression lifts its hashed row; the lift holds the hash.
-	lift, err := s.LiftSuppression(ctx, janeAddress, suppression.GlobalScope, "ops", "asked again")
+	lift, err := s.Suppressions.LiftSuppression(ctx, janeAddress, suppression.GlobalScope, "ops", "asked again")
 	require.NoError(t, err)
 	assert.Equal(t, hash, lift.Address)
-	check, err = s.CheckSuppression(ctx, janeAddress, "")
+	check, err = s.Suppressions.CheckSuppression(ctx, janeAddress, "")
 	require.NoError(t, err)
 	assert.False(t, check.Suppressed)
 }
@@ -243,9 +243,9 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 		t.Helper()
 		ev := statusEvent(id, "msg_"+id, domain.StatusBounced, domain.BounceHard, at)
 		ev.Recipient = janeAddress
-		_, err := s.RecordEvent(ctx, ev)
+		_, err := s.Events.RecordEvent(ctx, ev)
 		require.NoError(t, err)
-		_, err = s.ApplyStatus(ctx, ev, rules)
+		_, err = s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	bounce("b1", at(10))
@@ -253,18 +253,18 @@ func TestEraseMergesASuppressionAddedAfterAnErasure(t *testing.T) {
 	require.NoError(t, err)
 	bounce("b2", at(0))
 
-	sups, err := s.AddressSuppressions(ctx, janeAddress)
+	sups, err := s.Suppressions.AddressSuppressions(ctx, janeAddress)
 	require.NoError(t, err)
 	require.Len(t, sups, 2)
 	assert.Equal(t, janeAddress, sups[0].Address, "the address's own row first")
-	check, err := s.CheckSuppression(ctx, janeAddress, "")
+	check, err := s.Suppressions.CheckSuppression(ctx, janeAddress, "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{domain.ReasonHardBounce}, check.Reasons, "each reason once")
 
 	e, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), e.Counts["suppressions"])
-	sups, err = s.AddressSuppressions(ctx, janeAddress)
+	sups, err = s.Suppressions.AddressSuppressions(ctx, janeAddress)
 	require.NoError(t, err)
 	require.Len(t, sups, 1)
 	assert.Equal(t, e.AddressHash, sups[0].Address)
@@ -288,7 +288,7 @@ func TestEraseInExecMode(t *testing.T) {
 	hits, err := storetest.Hits(t.Context(), s.Pool(), janeAddress, janeInURL)
 	require.NoError(t, err)
 	assert.Empty(t, hits)
-	check, err := s.CheckSuppression(t.Context(), janeAddress, "")
+	check, err := s.Suppressions.CheckSuppression(t.Context(), janeAddress, "")
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 }
@@ -318,7 +318,7 @@ func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 	hits, err = storetest.Hits(ctx, s.Pool(), needles...)
 	require.NoError(t, err)
 	assert.Empty(t, hits, "columns that still mention the erased address")
-	check, err := s.CheckSuppression(ctx, spelled, "")
+	check, err := s.Suppressions.CheckSuppression(ctx, spelled, "")
 	require.NoError(t, err)
 	assert.True(t, check.Suppressed)
 }
@@ -336,9 +336,9 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	// A bounce of mail sent to the mailbox too: the "all" scope redacts it, "inbound" does not.
 	bounce := statusEvent("bounce_support", "msg_support", domain.StatusBounced, domain.BounceHard, at(9))
 	bounce.Recipient = support
-	_, err := s.RecordEvent(ctx, bounce)
+	_, err := s.Events.RecordEvent(ctx, bounce)
 	require.NoError(t, err)
-	_, err = s.ApplyStatus(ctx, bounce, rules)
+	_, err = s.Events.ApplyStatus(ctx, bounce, rules)
 	require.NoError(t, err)
 
 	unchanged := func(before map[string][]string, what string) {
@@ -379,22 +379,22 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	assert.Equal(t, map[string]int64{"event_payloads": 2, "notification_bodies": 2, "webhook_events": 0, "notifications": 0,
 		"messages": 0, "message_events": 0, "soft_bounces": 0, "suppressions": 0, "suppression_lifts": 0}, in.Counts)
 	for _, id := range []string{"email.received:in_jane", "email.received:in_bob"} {
-		_, _, _, err = s.StoredEvent(ctx, provider, id)
+		_, _, _, err = s.Events.StoredEvent(ctx, provider, id)
 		require.ErrorIs(t, err, domain.ErrNoStoredEvent, id)
 	}
-	m, err := s.GetMessage(ctx, provider, "msg_support")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_support")
 	require.NoError(t, err)
 	assert.Equal(t, support, m.Recipient, "the inbound scope leaves the rest alone")
 
 	forced, err := s.Erase(ctx, store.ErasureRequest{Address: support, ErasedBy: "ops", Reason: "mailbox closed", Force: true})
 	require.NoError(t, err)
 	assert.Zero(t, forced.InboundTo, "its inbound emails were already gone")
-	m, err = s.GetMessage(ctx, provider, "msg_support")
+	m, err = s.Messages.GetMessage(ctx, provider, "msg_support")
 	require.NoError(t, err)
 	assert.Empty(t, m.Recipient)
 	// Jane's and Bob's own data did not go with the mailbox.
 	for _, who := range []string{janeAddress, bobAddress} {
-		c, err := s.CheckSuppression(ctx, who, "")
+		c, err := s.Suppressions.CheckSuppression(ctx, who, "")
 		require.NoError(t, err)
 		assert.True(t, c.Suppressed, who)
 	}
@@ -420,7 +420,7 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	require.Equal(t, int64(4), want.Counts["event_payloads"], "%v", want.Counts)
 	storetest.CountWrites(t, ctx, s.Pool())
 
-	job, err := s.StartErasure(ctx, req)
+	job, err := s.Erasures.StartErasure(ctx, req)
 	require.NoError(t, err)
 	var sealed []byte
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT sealed_address FROM erasure_jobs WHERE id = $1`, job.ID).Scan(&sealed))
@@ -429,20 +429,20 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	// Stopped after three batches of the check.
 	stop, cancel := context.WithCancel(ctx)
 	batches := 0
-	_, _, err = s.ErasurePhase(stop, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
+	_, _, err = s.Erasures.ErasurePhase(stop, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
 		if batches++; batches == 3 {
 			cancel()
 		}
 	}})
 	require.ErrorIs(t, err, context.Canceled)
-	job, err = s.ErasureJob(ctx, job.ID)
+	job, err = s.Erasures.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, store.ErasureRunning, job.Status)
 	assert.Equal(t, int64(3), job.Batches)
 	assert.Equal(t, "check", job.Phase)
 
 	// Out of time before a batch: nothing done, more to do.
-	job, more, err := s.ErasurePhase(ctx, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Until: time.Now().Add(-time.Second)})
+	job, more, err := s.Erasures.ErasurePhase(ctx, job.ID, "check", domain.PhaseOptions{BatchBlocks: 16, Until: time.Now().Add(-time.Second)})
 	require.NoError(t, err)
 	assert.True(t, more)
 	assert.Equal(t, int64(3), job.Batches)
@@ -451,24 +451,24 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	// whole phase meanwhile: its next batch is refused, and rolled back.
 	phases := []string{"check", "check:webhook_events"}
 	for _, p := range phases {
-		job, more, err = s.ErasurePhase(ctx, job.ID, p, small)
+		job, more, err = s.Erasures.ErasurePhase(ctx, job.ID, p, small)
 		require.NoError(t, err)
 		require.False(t, more)
 	}
 	ran := false
-	_, _, err = s.ErasurePhase(ctx, job.ID, "event_payloads", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
+	_, _, err = s.Erasures.ErasurePhase(ctx, job.ID, "event_payloads", domain.PhaseOptions{BatchBlocks: 16, Progress: func(domain.ErasureJob) {
 		if !ran {
 			ran = true
-			_, _, err := s.ErasurePhase(ctx, job.ID, "event_payloads", small)
+			_, _, err := s.Erasures.ErasurePhase(ctx, job.ID, "event_payloads", small)
 			require.NoError(t, err)
 		}
 	}})
 	require.ErrorIs(t, err, store.ErrErasureMoved)
 
 	// A phase the cursor is past does nothing; the rest of the job runs to its end.
-	before, err := s.ErasureJob(ctx, job.ID)
+	before, err := s.Erasures.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
-	after, _, err := s.ErasurePhase(ctx, job.ID, "check", small)
+	after, _, err := s.Erasures.ErasurePhase(ctx, job.ID, "check", small)
 	require.NoError(t, err)
 	assert.Equal(t, before.Batches, after.Batches)
 	e, err := s.EraseWith(ctx, req, small) // joins the job
@@ -476,7 +476,7 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	assert.Equal(t, job.ID, e.JobID)
 	assert.Equal(t, want.Counts, e.Counts, "the resumed job's counts are the dry run's")
 	assert.Equal(t, want.Counts, storetest.Writes(t, ctx, s.Pool()), "each row changed once")
-	job, err = s.ErasureJob(ctx, job.ID)
+	job, err = s.Erasures.ErasureJob(ctx, job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, store.ErasureDone, job.Status)
 	assert.Greater(t, job.Batches, int64(10), "a batch reads 16 pages: the job took many")
@@ -492,11 +492,11 @@ func TestErasurePhaseGoesOnFromItsCursorAndNeverTwice(t *testing.T) {
 	// A job whose seal no longer opens (the hash key changed) fails, and drops the seal.
 	other, err := erasure.NewHasher(bytes.Repeat([]byte("o"), erasure.MinKeyBytes))
 	require.NoError(t, err)
-	job, err = s.StartErasure(ctx, req)
+	job, err = s.Erasures.StartErasure(ctx, req)
 	require.NoError(t, err)
-	_, _, err = storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: other}).ErasurePhase(ctx, job.ID, "check", small)
+	_, _, err = storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: other}).Erasures.ErasurePhase(ctx, job.ID, "check", small)
 	require.ErrorIs(t, err, domain.ErrErasureFailed)
-	_, err = s.ErasureOutcome(ctx, job.ID)
+	_, err = s.Erasures.ErasureOutcome(ctx, job.ID)
 	require.ErrorContains(t, err, "failed")
 
 	// Asked again while nothing runs: a new job, nothing left.
@@ -528,10 +528,10 @@ VALUES ($1, 'all', false, false, 'ops', 'art. 17', 'running', $2, '{"event_paylo
 RETURNING id`, hash, sealed).Scan(&id))
 	require.NoError(t, store.Migrate(ctx, dbURL))
 	s := storetest.OpenURL(t, dbURL, store.Options{ErasureHasher: h})
-	ids, err := s.RunningErasureJobs(ctx)
+	ids, err := s.Erasures.RunningErasureJobs(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{id}, ids)
-	job, err := s.ErasureJob(ctx, id)
+	job, err := s.Erasures.ErasureJob(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "event_payloads", job.Phase)
 	assert.Equal(t, "event_payloads_p20261101", job.CursorRelation)

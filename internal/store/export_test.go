@@ -12,7 +12,7 @@ import (
 // Pool returns the store's own pool, for the tests of package store_test: their queries run on
 // the connections the store's do. Tests of other packages open a pool of their own on the
 // database (storetest.Pool, storetest.NewPool).
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.db.pool }
 
 // MigrateTo is migrateTo for the tests of package store_test, which build a database as an
 // older release left it.
@@ -37,34 +37,34 @@ func (s *Store) Erase(ctx context.Context, req ErasureRequest) (Erasure, error) 
 
 // EraseWith is Erase with each phase's options (the batch size, a hook after each batch).
 func (s *Store) EraseWith(ctx context.Context, req ErasureRequest, o domain.PhaseOptions) (Erasure, error) {
-	job, err := s.StartErasure(ctx, req)
+	job, err := s.Erasures.StartErasure(ctx, req)
 	if err != nil {
 		return Erasure{}, err
 	}
 	phases := erasure.Plan(job.Scope, job.Force, job.DryRun)
 	for i := erasure.PhaseIndex(phases, job.Phase); i < len(phases) && job.Status == ErasureRunning; i++ {
-		if job, _, err = s.ErasurePhase(ctx, job.ID, phases[i].Name, o); err != nil {
+		if job, _, err = s.Erasures.ErasurePhase(ctx, job.ID, phases[i].Name, o); err != nil {
 			return Erasure{}, err
 		}
 		if phases[i].Check && !phases[i+1].Check && job.InboundTo > 0 {
-			if job, err = s.FinishErasure(ctx, job.ID, ErasureRefused); err != nil {
+			if job, err = s.Erasures.FinishErasure(ctx, job.ID, ErasureRefused); err != nil {
 				return Erasure{}, err
 			}
 		}
 	}
 	if job.Status == ErasureRunning {
-		if _, err := s.FinishErasure(ctx, job.ID, ErasureDone); err != nil {
+		if _, err := s.Erasures.FinishErasure(ctx, job.ID, ErasureDone); err != nil {
 			return Erasure{}, err
 		}
 	}
-	return s.ErasureOutcome(ctx, job.ID)
+	return s.Erasures.ErasureOutcome(ctx, job.ID)
 }
 
 // GetSuppression returns the suppression of an address that matters most: its global one, or
 // else its first scope's (AddressSuppressions lists them all). The error wraps domain.ErrNotFound when
 // the address is not suppressed in any scope.
 func (s *Store) GetSuppression(ctx context.Context, address string) (Suppression, error) {
-	sups, err := s.AddressSuppressions(ctx, address)
+	sups, err := s.Suppressions.AddressSuppressions(ctx, address)
 	if err != nil {
 		return Suppression{}, err
 	}

@@ -35,7 +35,7 @@ var ErrBodyRemoved = fmt.Errorf("%w: its email body was removed once its notific
 //
 // It reads every payload row received before processedBefore once per call: retention drops
 // the partitions after retention.payloads, which bounds that.
-func (s *Store) StripInboundBodies(ctx context.Context, processedBefore time.Time, batch int) (int64, error) {
+func (s *Retention) StripInboundBodies(ctx context.Context, processedBefore time.Time, batch int) (int64, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("strip inbound bodies: batch %d: must be at least 1", batch)
 	}
@@ -63,7 +63,7 @@ func (s *Store) StripInboundBodies(ctx context.Context, processedBefore time.Tim
 
 // stripProcessed removes the body of the event just marked processed in tx, when
 // retention.inbound_bodies is 0 and it is an inbound event whose notifications are all sent.
-func (s *Store) stripProcessed(ctx context.Context, tx pgx.Tx, provider, eventID string) error {
+func stripProcessed(ctx context.Context, s *db, tx pgx.Tx, provider, eventID string) error {
 	if !s.stripOnProcessed {
 		return nil
 	}

@@ -31,21 +31,21 @@ func processInbound(t *testing.T, s *store.Store, ev domain.Event, notify, sent 
 	ctx := t.Context()
 	_, err := storetest.Enqueue(ctx, s, ev)
 	require.NoError(t, err)
-	res, err := s.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return notify }})
+	res, err := s.Events.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return notify }})
 	require.NoError(t, err)
 	if !notify {
 		require.True(t, res.Processed)
 		return
 	}
-	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: ev.EventID, Sink: "app",
+	n, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: ev.EventID, Sink: "app",
 		Type: domain.TypeEmailReceived, Body: json.RawMessage(fmt.Sprintf(`{"id":"x","type":"email.received","data":{"payload":%s}}`, ev.Raw))})
 	require.NoError(t, err)
 	if sent {
-		require.NoError(t, s.MarkNotificationSent(ctx, n.ID))
+		require.NoError(t, s.Notifications.MarkNotificationSent(ctx, n.ID))
 	} else {
-		require.NoError(t, s.MarkNotificationFailed(ctx, n.ID, "410 Gone"))
+		require.NoError(t, s.Notifications.MarkNotificationFailed(ctx, n.ID, "410 Gone"))
 	}
-	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID))
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, ev.EventID))
 }
 
 // bodyKept reports whether the email of event id is still stored anywhere: its payload, its
@@ -66,10 +66,10 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 	t.Helper()
 	ctx := t.Context()
 	assert.False(t, bodyKept(t, s, ev.EventID), "%s: the email is gone", ev.EventID)
-	_, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
+	_, _, _, err := s.Events.StoredEvent(ctx, provider, ev.EventID)
 	assert.ErrorIs(t, err, store.ErrBodyRemoved)
 	assert.ErrorIs(t, err, domain.ErrNoStoredEvent)
-	rec, err := s.RecordedEvent(ctx, provider, ev.EventID)
+	rec, err := s.Replays.RecordedEvent(ctx, provider, ev.EventID)
 	require.NoError(t, err)
 	assert.Nil(t, rec.Event)
 	assert.ErrorIs(t, rec.Missing, store.ErrBodyRemoved, "a replay is refused")
@@ -87,7 +87,7 @@ func checkStripped(t *testing.T, s *store.Store, ev domain.Event) {
 		assert.NotEmpty(t, stub["body_removed_at"])
 		assert.NotContains(t, stub, "data")
 	}
-	res, err := s.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return true }})
+	res, err := s.Events.Process(ctx, provider, ev.EventID, false, notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return true }})
 	require.NoError(t, err)
 	assert.True(t, res.Duplicate, "processed: a new run of it is a duplicate")
 }
@@ -104,15 +104,15 @@ func TestInboundBodiesRemovedWhenProcessed(t *testing.T) {
 	checkStripped(t, s, notified)
 	checkStripped(t, s, silent)
 	assert.True(t, bodyKept(t, s, failed.EventID), "a notification that failed may be sent again: the email stays")
-	got, _, _, err := s.StoredEvent(t.Context(), provider, failed.EventID)
+	got, _, _, err := s.Events.StoredEvent(t.Context(), provider, failed.EventID)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(failed.Raw), string(got.Raw))
 
 	status := statusEvent("st_1", "m1", domain.StatusDelivered, "", at(1))
 	_, err = storetest.Enqueue(t.Context(), s, status)
 	require.NoError(t, err)
-	require.NoError(t, s.MarkProcessed(t.Context(), provider, status.EventID))
-	got, _, _, err = s.StoredEvent(t.Context(), provider, status.EventID)
+	require.NoError(t, s.Events.MarkProcessed(t.Context(), provider, status.EventID))
+	got, _, _, err = s.Events.StoredEvent(t.Context(), provider, status.EventID)
 	require.NoError(t, err, "not inbound: kept")
 	assert.JSONEq(t, string(status.Raw), string(got.Raw))
 
@@ -147,7 +147,7 @@ func TestStripInboundBodies(t *testing.T) {
 	cutoff := time.Now().Add(time.Hour)
 	_, err = s.Pool().Exec(ctx, `UPDATE webhook_events SET processed_at = $1 WHERE event_id = $2`, cutoff.Add(time.Minute), recent.EventID)
 	require.NoError(t, err)
-	n, err := s.StripInboundBodies(ctx, cutoff, 2)
+	n, err := s.Retention.StripInboundBodies(ctx, cutoff, 2)
 	require.NoError(t, err)
 	assert.Equal(t, int64(len(old)), n)
 	for _, ev := range old {
@@ -155,10 +155,10 @@ func TestStripInboundBodies(t *testing.T) {
 	}
 	for _, ev := range []domain.Event{pending, recent, unprocessed} {
 		assert.True(t, bodyKept(t, s, ev.EventID), "%s: kept", ev.EventID)
-		_, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
+		_, _, _, err := s.Events.StoredEvent(ctx, provider, ev.EventID)
 		assert.NoError(t, err, "%s", ev.EventID)
 	}
-	n, err = s.StripInboundBodies(ctx, cutoff, 2)
+	n, err = s.Retention.StripInboundBodies(ctx, cutoff, 2)
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to strip")
 
@@ -166,19 +166,19 @@ func TestStripInboundBodies(t *testing.T) {
 	// notification is sent and the time has passed, its body goes too.
 	replayed := inboundEvent("in_replayed")
 	processInbound(t, s, replayed, true, true)
-	_, err = s.ReserveReplay(ctx, provider, replayed.EventID, "x:", true, "ops")
+	_, err = s.Replays.ReserveReplay(ctx, provider, replayed.EventID, "x:", true, "ops")
 	require.NoError(t, err)
-	renotified, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: domain.ReplayNotificationEventID(replayed.EventID, 1),
+	renotified, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: domain.ReplayNotificationEventID(replayed.EventID, 1),
 		Sink: "app", Type: domain.TypeEmailReceived, Body: json.RawMessage(fmt.Sprintf(`{"id":"y","type":"email.received","data":{"payload":%s}}`, replayed.Raw))})
 	require.NoError(t, err)
-	n, err = s.StripInboundBodies(ctx, time.Now().Add(-time.Second), 100)
+	n, err = s.Retention.StripInboundBodies(ctx, time.Now().Add(-time.Second), 100)
 	require.NoError(t, err)
 	assert.Zero(t, n, "replayed after the time")
-	n, err = s.StripInboundBodies(ctx, cutoff, 100)
+	n, err = s.Retention.StripInboundBodies(ctx, cutoff, 100)
 	require.NoError(t, err)
 	assert.Zero(t, n, "its renotification is not sent yet")
-	require.NoError(t, s.MarkNotificationSent(ctx, renotified.ID))
-	n, err = s.StripInboundBodies(ctx, cutoff, 100)
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, renotified.ID))
+	n, err = s.Retention.StripInboundBodies(ctx, cutoff, 100)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
 	checkStripped(t, s, replayed)
@@ -205,13 +205,13 @@ INSERT INTO notifications (id, provider, event_id, sink, type, status, body)
 VALUES ($1, $2, $3, 'app', 'email.received', 'sent', jsonb_build_object('id', $1::text, 'type', 'email.received', 'data', $4::text::jsonb))`,
 		id, provider, ev.EventID, string(ev.Raw))
 	require.NoError(t, err)
-	got, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
+	got, _, _, err := s.Events.StoredEvent(ctx, provider, ev.EventID)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(ev.Raw), string(got.Raw), "read in place")
 
-	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID))
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, ev.EventID))
 	checkStripped(t, s, ev)
-	moved, err := s.MoveLegacyPayloads(ctx, 10, store.DefaultPartitioning)
+	moved, err := s.Retention.MoveLegacyPayloads(ctx, 10, store.DefaultPartitioning)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), moved, "the stripped event and its notification's stub")
 	checkStripped(t, s, ev)

@@ -143,7 +143,7 @@ func NewInboxRow(ev domain.Event) (InboxRow, error) {
 // are durable. Relays leave the new rows alone for hold, while the accepting process starts
 // them itself; after that a relay starts whatever is still waiting. An error wrapping
 // domain.ErrNotStorable means PostgreSQL refused the data (IsDataError): the same rows fail again.
-func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Duration) ([]bool, error) {
+func (s *Inbox) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Duration) ([]bool, error) {
 	n := len(in)
 	// Every statement inserts in (provider, event_id) order. Two statements holding the same
 	// keys in different orders would otherwise each wait for the other's uncommitted row, and
@@ -160,7 +160,7 @@ func (s *Store) EnqueueRows(ctx context.Context, in []InboxRow, hold time.Durati
 		occurred[i], payloads[i], normalized[i], priors[i], sources[i] = r.occurredAt, r.payload, r.normalized, r.priorID, r.source
 	}
 	inserted := make(map[[2]string]bool, n)
-	err := s.withPartitions(ctx, func() error {
+	err := withPartitions(ctx, s.db, func() error {
 		clear(inserted)
 		rows, err := s.pool.Query(ctx, qEnqueue, providers, ids, types, msgIDs, occurred, payloads, normalized, hold.Microseconds(), priors, sources)
 		if err != nil {
@@ -194,7 +194,7 @@ func enqueueError(n int, err error) error {
 
 // Inbox counts the events waiting for the relay and returns when the oldest was received (zero
 // time when none waits).
-func (s *Store) Inbox(ctx context.Context) (int64, time.Time, error) {
+func (s *Inbox) Inbox(ctx context.Context) (int64, time.Time, error) {
 	var (
 		n      int64
 		oldest *time.Time
@@ -246,7 +246,7 @@ type Settlement struct {
 // many of those left the inbox (started, or quarantined). A crash before the commit releases the
 // locks and leaves every claimed row waiting: its workflow ID makes the next start a duplicate,
 // not a re-run.
-func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func(ctx context.Context, evs []RecordedEvent) []Settlement) (claimed, settled int, err error) {
+func (s *Inbox) RelayBatch(ctx context.Context, limit int, b Backoff, start func(ctx context.Context, evs []RecordedEvent) []Settlement) (claimed, settled int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, limit)
 		if err != nil {
@@ -272,7 +272,7 @@ func (s *Store) RelayBatch(ctx context.Context, limit int, b Backoff, start func
 // SettleStarts records the outcome of starts made outside a relay batch (by the process that
 // accepted the events): started rows leave the inbox, refused ones are quarantined, failed ones
 // back off. Rows no longer waiting (a relay or a redrive got there first) are left alone.
-func (s *Store) SettleStarts(ctx context.Context, out []Settlement, b Backoff) error {
+func (s *Inbox) SettleStarts(ctx context.Context, out []Settlement, b Backoff) error {
 	if _, err := settleStarts(ctx, s.pool, out, b); err != nil {
 		return fmt.Errorf("settle starts: %w", err)
 	}
@@ -333,7 +333,7 @@ func truncateError(s string) string {
 
 // InFlight counts the events relays started within window whose workflow has not taken them up
 // yet (RecordEvent not run).
-func (s *Store) InFlight(ctx context.Context, window time.Duration) (int, error) {
+func (s *Inbox) InFlight(ctx context.Context, window time.Duration) (int, error) {
 	var n int
 	if err := s.pool.QueryRow(ctx, qInFlight, window.Microseconds()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("in flight: %w", err)

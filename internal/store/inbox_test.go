@@ -36,20 +36,20 @@ func TestEnqueueIsOneInsertPerBatchAndReportsDuplicates(t *testing.T) {
 	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM webhook_events w JOIN event_payloads p USING (provider, event_id, received_at)
 		WHERE w.awaiting_start AND p.event IS NOT NULL`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_c' AND message_id IS NULL AND occurred_at IS NULL`))
-	n, oldest, err := s.Inbox(ctx)
+	n, oldest, err := s.Inbox.Inbox(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, n)
 	assert.False(t, oldest.IsZero())
 
 	// The workflow's RecordEvent finds the inbox row, unprocessed, and carries on.
-	res, err := s.RecordEvent(ctx, a)
+	res, err := s.Events.RecordEvent(ctx, a)
 	require.NoError(t, err)
 	assert.Equal(t, domain.RecordResult{}, res)
 
 	// A row recorded before this path existed (RecordEvent wrote it from the workflow) is not in
 	// the inbox; enqueueing it again is a duplicate and leaves it as it is.
 	direct := statusEvent("evt_direct", "msg_3", domain.StatusAccepted, "", at(3))
-	_, err = s.RecordEvent(ctx, direct)
+	_, err = s.Events.RecordEvent(ctx, direct)
 	require.NoError(t, err)
 	got, err = storetest.Enqueue(ctx, s, direct)
 	require.NoError(t, err)
@@ -86,9 +86,9 @@ func TestHoldAndSettleStarts(t *testing.T) {
 		require.NoError(t, err)
 		rows = append(rows, r)
 	}
-	_, err := s.EnqueueRows(ctx, rows, time.Hour)
+	_, err := s.Inbox.EnqueueRows(ctx, rows, time.Hour)
 	require.NoError(t, err)
-	claimed, _, err := s.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []store.Settlement {
+	claimed, _, err := s.Inbox.RelayBatch(ctx, 10, backoff, func(context.Context, []store.RecordedEvent) []store.Settlement {
 		t.Error("a relay claimed a row still on hold")
 		return nil
 	})
@@ -97,7 +97,7 @@ func TestHoldAndSettleStarts(t *testing.T) {
 
 	_, err = s.Pool().Exec(ctx, `UPDATE webhook_events SET awaiting_start = false WHERE event_id = 'evt_gone'`)
 	require.NoError(t, err)
-	require.NoError(t, s.SettleStarts(ctx, []store.Settlement{
+	require.NoError(t, s.Inbox.SettleStarts(ctx, []store.Settlement{
 		{Provider: provider, EventID: "evt_ok", Then: store.MarkStarted},
 		{Provider: provider, EventID: "evt_refused", Then: store.Quarantine, Error: "temporal refused the start: WorkflowId length exceeds limit"},
 		{Provider: provider, EventID: "evt_failed", Then: store.RetryLater, Error: "temporal unavailable"},
@@ -145,7 +145,7 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	}
 
 	var seen []string
-	claimed, started, err := s.RelayBatch(ctx, 3, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+	claimed, started, err := s.Inbox.RelayBatch(ctx, 3, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		out := allStarted(evs)
 		for i, ev := range evs {
 			seen = append(seen, ev.EventID)
@@ -167,7 +167,7 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	// The failed row is tried again after the rows that were due before it; a success clears
 	// its error.
 	seen = nil
-	claimed, started, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+	claimed, started, err = s.Inbox.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		for _, ev := range evs {
 			seen = append(seen, ev.EventID)
 		}
@@ -178,7 +178,7 @@ func TestRelayBatchTakesOldestFirstAndPutsFailedRowsLast(t *testing.T) {
 	assert.Equal(t, 3, claimed)
 	assert.Equal(t, 3, started)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_2' AND NOT awaiting_start AND relay_attempts = 2 AND relay_error IS NULL`))
-	n, oldest, err := s.Inbox(ctx)
+	n, oldest, err := s.Inbox.Inbox(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, n)
 	assert.True(t, oldest.IsZero())
@@ -195,7 +195,7 @@ func TestRelayBatchLeavesRowsItDidNotTryUntouched(t *testing.T) {
 	)
 	require.NoError(t, err)
 
-	claimed, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+	claimed, started, err := s.Inbox.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		out := allStarted(evs)
 		for i, ev := range evs {
 			out[i].Then = store.LeaveWaiting
@@ -229,7 +229,7 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	holding, release := make(chan []string, 1), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := s.RelayBatch(ctx, 2, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+		_, _, err := s.Inbox.RelayBatch(ctx, 2, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 			holding <- []string{evs[0].EventID, evs[1].EventID}
 			<-release
 			return allStarted(evs)
@@ -238,7 +238,7 @@ func TestRelayBatchSkipsRowsAnotherRelayHolds(t *testing.T) {
 	}()
 	first := <-holding
 	var second []string
-	_, started, err := s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+	_, started, err := s.Inbox.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		for _, ev := range evs {
 			second = append(second, ev.EventID)
 		}
@@ -260,7 +260,7 @@ func TestRelayBatchRolledBackLeavesRowsWaiting(t *testing.T) {
 	_, err := storetest.Enqueue(t.Context(), s, statusEvent("evt_1", "msg_1", domain.StatusAccepted, "", at(0)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
-	_, _, err = s.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
+	_, _, err = s.Inbox.RelayBatch(ctx, 10, backoff, func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 		cancel() // the process is going away before the batch commits
 		return allStarted(evs)
 	})
@@ -278,9 +278,9 @@ func TestDailyCountsShowTheInbox(t *testing.T) {
 		statusEvent("evt_3", "msg_3", domain.StatusAccepted, "", at(0)),
 	)
 	require.NoError(t, err)
-	require.NoError(t, s.MarkRedriven(ctx, provider, "evt_1"))
-	require.NoError(t, s.Quarantine(ctx, provider, "evt_3", "ApplyStatus", "index row size exceeds btree maximum"))
-	counts, err := s.SaveDailyCounts(ctx, time.Now())
+	require.NoError(t, s.Replays.MarkRedriven(ctx, provider, "evt_1"))
+	require.NoError(t, s.Events.Quarantine(ctx, provider, "evt_3", "ApplyStatus", "index row size exceeds btree maximum"))
+	counts, err := s.Counts.SaveDailyCounts(ctx, time.Now())
 	require.NoError(t, err)
 	require.Len(t, counts, 1)
 	assert.EqualValues(t, 3, counts[0].Received)
@@ -345,7 +345,7 @@ func TestSettleStartsSkipsRowsARelayHolds(t *testing.T) {
 	// after it returns): the bound is a hang guard, generous so a loaded machine never reaches it.
 	settleCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	require.NoError(t, s.SettleStarts(settleCtx, []store.Settlement{
+	require.NoError(t, s.Inbox.SettleStarts(settleCtx, []store.Settlement{
 		{Provider: provider, EventID: "evt_held", Then: store.MarkStarted}, {Provider: provider, EventID: "evt_free", Then: store.MarkStarted},
 	}, backoff), "SettleStarts waited for the held row")
 	require.NoError(t, tx.Rollback(ctx))

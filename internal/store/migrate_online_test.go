@@ -424,12 +424,12 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 		resend := make([]domain.Event, 0, len(sampleKeys))
 		for _, k := range sampleKeys {
 			want := sample[k]
-			got, _, _, err := s.StoredEvent(ctx, k[0], k[1])
+			got, _, _, err := s.Events.StoredEvent(ctx, k[0], k[1])
 			if !assert.NoError(t, err, "%s: StoredEvent %s", when, k) {
 				continue
 			}
 			sameEvent(t, want, got, "%s: StoredEvent %s", when, k)
-			rec, err := s.RecordedEvent(ctx, k[0], k[1])
+			rec, err := s.Replays.RecordedEvent(ctx, k[0], k[1])
 			if assert.NoError(t, err, "%s: RecordedEvent %s", when, k) && assert.NotNil(t, rec.Event, "%s: %s: %v", when, k, rec.Missing) {
 				sameEvent(t, want, *rec.Event, "%s: RecordedEvent %s", when, k)
 			}
@@ -467,7 +467,7 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 	require.NoError(t, store.Migrate(ctx, dbURL), "migrate to the latest beside the old release")
 	later := time.Since(start)
 	// The new release starts: it creates the partitions around now (serve.Dial).
-	_, err = s.EnsurePartitions(ctx, store.DefaultPartitioning, time.Now(), time.Now())
+	_, err = s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, time.Now(), time.Now())
 	require.NoError(t, err)
 	w.setPhase(phaseNew)
 	w.waitInserts(t, 20)
@@ -476,7 +476,7 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 	w.setPhase(phaseMoving)
 	walBefore := walStats(t, s)
 	start = time.Now()
-	moved, err := s.MoveLegacyPayloads(ctx, batch, store.DefaultPartitioning)
+	moved, err := s.Retention.MoveLegacyPayloads(ctx, batch, store.DefaultPartitioning)
 	require.NoError(t, err)
 	move := time.Since(start)
 	wal := walStats(t, s).minus(walBefore)
@@ -497,7 +497,7 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 	// Every legacy row moved: the old events and notifications, and whatever the old release
 	// inserted before the switch (some may have been skipped while locked: a second run moves
 	// them, as the retention run's next call would).
-	again, err := s.MoveLegacyPayloads(ctx, batch, store.DefaultPartitioning)
+	again, err := s.Retention.MoveLegacyPayloads(ctx, batch, store.DefaultPartitioning)
 	require.NoError(t, err)
 	oldRelease := w.fresh[phaseOld] + w.fresh[phaseMigrating]
 	assert.Equal(t, int64(rows+notifications+oldRelease), moved+again,
@@ -517,7 +517,7 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON n.provider = k.p AND n.event_i
 
 	// What the live traffic stored, through either release, reads as it was sent.
 	for _, ev := range w.inserted {
-		got, _, _, err := s.StoredEvent(ctx, ev.Provider, ev.EventID)
+		got, _, _, err := s.Events.StoredEvent(ctx, ev.Provider, ev.EventID)
 		if assert.NoError(t, err, "live event %s", ev.Key()) {
 			sameEvent(t, ev, got, "live event %s", ev.Key())
 		}

@@ -21,7 +21,7 @@ const qPurgeNonces = `DELETE FROM signature_nonces WHERE expires_at < $1`
 // BindNonce binds a signed single-use value (Mailgun's token) to the event it first arrived
 // with and returns the event id it is bound to: eventID for the first request and for retries
 // of the same event, another id when the signature was captured and reused.
-func (s *Store) BindNonce(ctx context.Context, provider, nonce, eventID string, expires time.Time) (string, error) {
+func (s *Nonces) BindNonce(ctx context.Context, provider, nonce, eventID string, expires time.Time) (string, error) {
 	var bound string
 	if err := s.pool.QueryRow(ctx, qBindNonce, provider, nonce, eventID, expires).Scan(&bound); err != nil {
 		return "", fmt.Errorf("bind %s signature token to event %s: %w", provider, eventID, err)
@@ -30,7 +30,7 @@ func (s *Store) BindNonce(ctx context.Context, provider, nonce, eventID string, 
 }
 
 // PurgeNonces deletes the bindings whose signatures expired before before, and says how many.
-func (s *Store) PurgeNonces(ctx context.Context, before time.Time) (int64, error) {
+func (s *Nonces) PurgeNonces(ctx context.Context, before time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, qPurgeNonces, before)
 	if err != nil {
 		return 0, fmt.Errorf("purge signature tokens: %w", err)

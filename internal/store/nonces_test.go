@@ -17,16 +17,16 @@ func TestBindNonceFirstEventWins(t *testing.T) {
 	ctx := t.Context()
 	exp := time.Now().Add(time.Hour)
 
-	got, err := s.BindNonce(ctx, "mailgun", "tok_1", "evt_a", exp)
+	got, err := s.Nonces.BindNonce(ctx, "mailgun", "tok_1", "evt_a", exp)
 	require.NoError(t, err)
 	assert.Equal(t, "evt_a", got)
-	got, err = s.BindNonce(ctx, "mailgun", "tok_1", "evt_a", exp)
+	got, err = s.Nonces.BindNonce(ctx, "mailgun", "tok_1", "evt_a", exp)
 	require.NoError(t, err)
 	assert.Equal(t, "evt_a", got, "a retry of the same event")
-	got, err = s.BindNonce(ctx, "mailgun", "tok_1", "evt_forged", exp)
+	got, err = s.Nonces.BindNonce(ctx, "mailgun", "tok_1", "evt_forged", exp)
 	require.NoError(t, err)
 	assert.Equal(t, "evt_a", got, "a captured token under another event")
-	got, err = s.BindNonce(ctx, "other", "tok_1", "evt_b", exp)
+	got, err = s.Nonces.BindNonce(ctx, "other", "tok_1", "evt_b", exp)
 	require.NoError(t, err)
 	assert.Equal(t, "evt_b", got, "tokens are per provider")
 
@@ -34,7 +34,7 @@ func TestBindNonceFirstEventWins(t *testing.T) {
 	results := make([]string, 8)
 	for i := range results {
 		wg.Go(func() {
-			r, err := s.BindNonce(ctx, "mailgun", "tok_race", []string{"evt_x", "evt_y"}[i%2], exp)
+			r, err := s.Nonces.BindNonce(ctx, "mailgun", "tok_race", []string{"evt_x", "evt_y"}[i%2], exp)
 			assert.NoError(t, err)
 			results[i] = r
 		})
@@ -45,14 +45,14 @@ func TestBindNonceFirstEventWins(t *testing.T) {
 	}
 
 	// An expired binding is purged, and a binding that expired (a clock step) is rebound.
-	_, err = s.BindNonce(ctx, "mailgun", "tok_old", "evt_old", time.Now().Add(-time.Minute))
+	_, err = s.Nonces.BindNonce(ctx, "mailgun", "tok_old", "evt_old", time.Now().Add(-time.Minute))
 	require.NoError(t, err)
-	got, err = s.BindNonce(ctx, "mailgun", "tok_old", "evt_new", exp)
+	got, err = s.Nonces.BindNonce(ctx, "mailgun", "tok_old", "evt_new", exp)
 	require.NoError(t, err)
 	assert.Equal(t, "evt_new", got)
-	_, err = s.BindNonce(ctx, "mailgun", "tok_gone", "evt_gone", time.Now().Add(-time.Minute))
+	_, err = s.Nonces.BindNonce(ctx, "mailgun", "tok_gone", "evt_gone", time.Now().Add(-time.Minute))
 	require.NoError(t, err)
-	n, err := s.PurgeNonces(ctx, time.Now())
+	n, err := s.Nonces.PurgeNonces(ctx, time.Now())
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
 	assert.Equal(t, 4, countRows(t, s, `SELECT count(*) FROM signature_nonces`))

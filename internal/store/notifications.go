@@ -15,7 +15,7 @@ import (
 // The first body written wins: a retry that rendered a different body (a later clock, a
 // changed template) still sends the bytes of the first attempt. Status, attempts and times in
 // n are ignored; the id is derived from (provider, event_id, sink, type) when empty.
-func (s *Store) EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error) {
+func (s *Notifications) EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error) {
 	id := domain.NotificationID(n.Provider, n.EventID, n.Sink, n.Type)
 	if n.ID != "" && n.ID != id {
 		return delivery.Notification{}, fmt.Errorf("ensure notification %s: id does not match %s:%s sink %s type %s",
@@ -25,7 +25,7 @@ func (s *Store) EnsureNotification(ctx context.Context, n delivery.Notification)
 		return delivery.Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
 	}
 	// The body goes as text: []byte would be bytea in QueryExecModeExec (see payloadColumns).
-	err := s.withPartitions(ctx, func() error {
+	err := withPartitions(ctx, s.db, func() error {
 		_, err := s.pool.Exec(ctx, qInsertNotification, id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body),
 			n.MessageID, n.Version)
 		return err
@@ -50,7 +50,7 @@ func (s *Store) EnsureNotification(ctx context.Context, n delivery.Notification)
 
 // RecordNotificationAttempt counts a delivery attempt that did not succeed; errMsg is its
 // error, empty when there was none to report.
-func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string) error {
+func (s *Notifications) RecordNotificationAttempt(ctx context.Context, id, errMsg string) error {
 	tag, err := s.pool.Exec(ctx, qRecordNotificationAttempt, id, errMsg)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = domain.ErrNotFound
@@ -63,7 +63,7 @@ func (s *Store) RecordNotificationAttempt(ctx context.Context, id, errMsg string
 
 // MarkNotificationSent records the successful delivery attempt. Marking a sent notification
 // again changes nothing.
-func (s *Store) MarkNotificationSent(ctx context.Context, id string) error {
+func (s *Notifications) MarkNotificationSent(ctx context.Context, id string) error {
 	var n int
 	err := s.pool.QueryRow(ctx, qMarkNotificationSent, id).Scan(&n)
 	if err == nil && n == 0 {
@@ -77,7 +77,7 @@ func (s *Store) MarkNotificationSent(ctx context.Context, id string) error {
 
 // MarkNotificationFailed gives up on the notification. A notification already sent stays
 // sent: a delivery that succeeded is not undone by a late failure report.
-func (s *Store) MarkNotificationFailed(ctx context.Context, id, reason string) error {
+func (s *Notifications) MarkNotificationFailed(ctx context.Context, id, reason string) error {
 	if err := s.updateUnlessSent(ctx, qMarkNotificationFailed, id, reason); err != nil {
 		return fmt.Errorf("mark notification failed %s: %w", id, err)
 	}
@@ -86,7 +86,7 @@ func (s *Store) MarkNotificationFailed(ctx context.Context, id, reason string) e
 
 // updateUnlessSent runs an update guarded by status <> 'sent'. No row updated means either
 // already sent (fine) or no such notification (domain.ErrNotFound).
-func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...any) error {
+func (s *Notifications) updateUnlessSent(ctx context.Context, query, id string, args ...any) error {
 	tag, err := s.pool.Exec(ctx, query, append([]any{id}, args...)...)
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func (s *Store) updateUnlessSent(ctx context.Context, query, id string, args ...
 
 // exists is nil when notification id exists (an update that changed nothing found it sent),
 // domain.ErrNotFound when it does not.
-func (s *Store) exists(ctx context.Context, id string) error {
+func (s *Notifications) exists(ctx context.Context, id string) error {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, qNotificationExists, id).Scan(&exists); err != nil {
 		return err

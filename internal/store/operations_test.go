@@ -39,12 +39,12 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	first := hardBounce("e_bounce_1", "msg_1", "user@example.com", at(10))
 	second := hardBounce("e_bounce_2", "msg_2", "USER@example.com", at(5))
 
-	res, err := s.ApplyStatus(ctx, first, rules)
+	res, err := s.Events.ApplyStatus(ctx, first, rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.True(t, res.Suppressed, "the first hard bounce adds the address")
 
-	res, err = s.ApplyStatus(ctx, second, rules)
+	res, err = s.Events.ApplyStatus(ctx, second, rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome, "the second message still moves")
 	assert.False(t, res.Suppressed, "already suppressed")
@@ -53,7 +53,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 		ev   domain.Event
 		want bool
 	}{{first, true}, {second, false}, {first, true}} {
-		res, err := s.ApplyStatus(ctx, retry.ev, rules)
+		res, err := s.Events.ApplyStatus(ctx, retry.ev, rules)
 		require.NoError(t, err)
 		assert.Equal(t, retry.want, res.Suppressed, "retry of %s", retry.ev.EventID)
 	}
@@ -73,7 +73,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	// A complaint for the same address counts too, and keeps the first reason.
 	complaint := statusEvent("e_complaint", "msg_3", domain.StatusComplained, "", at(20))
 	complaint.Recipient = "user@example.com"
-	res, err = s.ApplyStatus(ctx, complaint, rules)
+	res, err = s.Events.ApplyStatus(ctx, complaint, rules)
 	require.NoError(t, err)
 	assert.False(t, res.Suppressed)
 	sup, err = s.GetSuppression(ctx, "user@example.com")
@@ -83,7 +83,7 @@ func TestSuppressionOnceForRepeatedHardBounces(t *testing.T) {
 	assert.Equal(t, int64(3), sup.TimesSeen)
 	assert.True(t, sup.LastSeen.Equal(at(20)))
 
-	m, err := s.GetMessage(ctx, provider, "msg_1")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_1")
 	require.NoError(t, err)
 	require.Len(t, m.Events, 1)
 	assert.True(t, m.Events[0].Suppressed, "the history says which event suppressed")
@@ -94,9 +94,9 @@ func TestStaleHardBounceStillSuppresses(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	// failed later at the same rank decides; the earlier hard bounce is stale for the message.
-	_, err := s.ApplyStatus(ctx, statusEvent("e_failed", "msg_1", domain.StatusFailed, "", at(20)), rules)
+	_, err := s.Events.ApplyStatus(ctx, statusEvent("e_failed", "msg_1", domain.StatusFailed, "", at(20)), rules)
 	require.NoError(t, err)
-	res, err := s.ApplyStatus(ctx, hardBounce("e_bounce", "msg_1", "late@example.com", at(10)), rules)
+	res, err := s.Events.ApplyStatus(ctx, hardBounce("e_bounce", "msg_1", "late@example.com", at(10)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.True(t, res.Suppressed, "a stale hard bounce still says the address is bad")
@@ -124,7 +124,7 @@ func TestSuppressionConcurrentEvents(t *testing.T) {
 	for i := range results {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.ApplyStatus(ctx, evs[i%len(evs)], rules)
+			results[i], errs[i] = s.Events.ApplyStatus(ctx, evs[i%len(evs)], rules)
 		})
 	}
 	close(start)
@@ -155,10 +155,10 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	_, err := s.ApplyStatus(ctx, hardBounce("e_1", "msg_1", "lift@example.com", at(1)), rules)
+	_, err := s.Events.ApplyStatus(ctx, hardBounce("e_1", "msg_1", "lift@example.com", at(1)), rules)
 	require.NoError(t, err)
 
-	lift, err := s.LiftSuppression(ctx, "Lift@Example.com", "", "ops", "mailbox fixed, confirmed by phone")
+	lift, err := s.Suppressions.LiftSuppression(ctx, "Lift@Example.com", "", "ops", "mailbox fixed, confirmed by phone")
 	require.NoError(t, err)
 	assert.NotZero(t, lift.ID)
 	assert.Equal(t, "lift@example.com", lift.Address)
@@ -171,7 +171,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 
 	_, err = s.GetSuppression(ctx, "lift@example.com")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
-	_, err = s.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "again")
+	_, err = s.Suppressions.LiftSuppression(ctx, "lift@example.com", suppression.GlobalScope, "ops", "again")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 
 	var by, why, reason string
@@ -183,7 +183,7 @@ func TestLiftSuppressionWritesAudit(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts`), "a lift of nothing writes no audit row")
 
 	// A new hard bounce after the lift suppresses the address again, and says so.
-	res, err := s.ApplyStatus(ctx, hardBounce("e_2", "msg_2", "lift@example.com", at(2)), rules)
+	res, err := s.Events.ApplyStatus(ctx, hardBounce("e_2", "msg_2", "lift@example.com", at(2)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed)
 }
@@ -198,13 +198,13 @@ func TestListSuppressionsPaging(t *testing.T) {
 			ev = statusEvent(ev.EventID, ev.MessageID, domain.StatusComplained, "", at(i))
 			ev.Recipient = addr
 		}
-		_, err := s.ApplyStatus(ctx, ev, rules)
+		_, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 	var got []string
 	after := ""
 	for {
-		page, err := s.ListSuppressions(ctx, store.SuppressionFilter{After: after, Limit: 2})
+		page, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{After: after, Limit: 2})
 		require.NoError(t, err)
 		for _, p := range page {
 			got = append(got, p.Address)
@@ -216,13 +216,13 @@ func TestListSuppressionsPaging(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com", "e@example.com"}, got)
 
-	complaints, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonComplaint, Limit: 10})
+	complaints, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonComplaint, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, complaints, 2)
 	assert.Equal(t, "a@example.com", complaints[0].Address)
 	assert.Equal(t, "b@example.com", complaints[1].Address)
 
-	_, err = s.ListSuppressions(ctx, store.SuppressionFilter{})
+	_, err = s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{})
 	assert.Error(t, err, "a zero limit is a caller bug")
 }
 
@@ -233,37 +233,37 @@ func TestApplyCorrection(t *testing.T) {
 	const msg = "msg_fix"
 	bounce := statusEvent("e_bounce", msg, domain.StatusBounced, domain.BounceHard, at(20))
 	for _, ev := range []domain.Event{statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(10)), bounce} {
-		_, err := s.ApplyStatus(ctx, ev, rules)
+		_, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 	}
 
 	// Nanoseconds on purpose: the store decides on microseconds, like everything it stores.
 	fixAt := at(60).Add(1500 * time.Nanosecond)
 	fix := correctionEvent("correction-1", msg, domain.StatusDelivered, fixAt, "ops", "the DSN was for another message")
-	res, err := s.ApplyStatus(ctx, fix, rules)
+	res, err := s.Events.ApplyStatus(ctx, fix, rules)
 	require.NoError(t, err)
 	want := domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusBounced, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 3}
 	assert.Equal(t, want, res, "a correction moves backwards, clears the bounce type, never suppresses")
-	again, err := s.ApplyStatus(ctx, fix, rules)
+	again, err := s.Events.ApplyStatus(ctx, fix, rules)
 	require.NoError(t, err)
 	assert.Equal(t, res, again, "a retried correction reports the first outcome")
 
 	// The provider re-sends the bounce under a new id (same DSN, same time): stale.
-	res, err = s.ApplyStatus(ctx, statusEvent("e_bounce_resent", msg, domain.StatusBounced, domain.BounceHard, at(20)), rules)
+	res, err = s.Events.ApplyStatus(ctx, statusEvent("e_bounce_resent", msg, domain.StatusBounced, domain.BounceHard, at(20)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 	assert.Equal(t, domain.StatusDelivered, res.To)
 	// A retry of the original bounce event returns what it did then.
-	res, err = s.ApplyStatus(ctx, bounce, rules)
+	res, err = s.Events.ApplyStatus(ctx, bounce, rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, domain.StatusBounced, res.To)
 	// An older correction processed late loses to the newer one.
-	res, err = s.ApplyStatus(ctx, correctionEvent("correction-0", msg, domain.StatusBounced, at(30), "ops", "older"), rules)
+	res, err = s.Events.ApplyStatus(ctx, correctionEvent("correction-0", msg, domain.StatusBounced, at(30), "ops", "older"), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeStale, res.Outcome)
 
-	m, err := s.GetMessage(ctx, provider, msg)
+	m, err := s.Messages.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusDelivered, m.Status)
 	assert.Empty(t, m.BounceType)
@@ -284,7 +284,7 @@ func TestApplyCorrection(t *testing.T) {
 	assert.Empty(t, byID["e_bounce"].Actor, "provider events have no actor")
 
 	// An event after the correction follows normal precedence.
-	res, err = s.ApplyStatus(ctx, statusEvent("e_complaint", msg, domain.StatusComplained, "", at(90)), rules)
+	res, err = s.Events.ApplyStatus(ctx, statusEvent("e_complaint", msg, domain.StatusComplained, "", at(90)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, int64(4), res.Version)
@@ -293,6 +293,6 @@ func TestApplyCorrection(t *testing.T) {
 	_, err = s.GetSuppression(ctx, "to@example.com")
 	assert.NoError(t, err)
 
-	_, err = s.ApplyStatus(ctx, correctionEvent("correction-bad", msg, "lost", at(100), "ops", "x"), rules)
+	_, err = s.Events.ApplyStatus(ctx, correctionEvent("correction-bad", msg, "lost", at(100), "ops", "x"), rules)
 	assert.Error(t, err, "a correction to an unknown status is refused")
 }

@@ -53,7 +53,7 @@ JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = $1::regclass`
 
 // Partitions lists table's partitions in time order.
-func (s *Store) Partitions(ctx context.Context, table string) ([]domain.Partition, error) {
+func (s *Retention) Partitions(ctx context.Context, table string) ([]domain.Partition, error) {
 	rows, err := s.pool.Query(ctx, qPartitions, table)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
@@ -124,7 +124,7 @@ func gaps(parts []domain.Partition, from, to time.Time) [][2]time.Time {
 // So a change from monthly to daily (or back) never overlaps what exists. It is idempotent and
 // safe to run concurrently (a lost race is "already exists", and the next run sees it). It
 // returns the partitions it created.
-func (s *Store) EnsurePartitions(ctx context.Context, p domain.Partitioning, from, now time.Time) ([]domain.Partition, error) {
+func (s *Retention) EnsurePartitions(ctx context.Context, p domain.Partitioning, from, now time.Time) ([]domain.Partition, error) {
 	start, _ := period(p, from)
 	_, end := period(p, now)
 	for range p.Ahead {
@@ -158,7 +158,7 @@ func (s *Store) EnsurePartitions(ctx context.Context, p domain.Partitioning, fro
 	return created, nil
 }
 
-func (s *Store) createPartition(ctx context.Context, p domain.Partition) (bool, error) {
+func (s *Retention) createPartition(ctx context.Context, p domain.Partition) (bool, error) {
 	// CREATE TABLE ... PARTITION OF takes an ACCESS EXCLUSIVE lock on the parent: queued behind
 	// any open reader of the table, it holds every insert behind it for as long (measured: an
 	// insert waited the 2.3 s a reader stayed open). A table of its own, attached, needs only
@@ -208,13 +208,13 @@ func isNoPartition(err error) bool {
 // partitions around now and runs it once more. Partitions are made ahead at every start and
 // every retention run, so this is the fallback for a clock that jumped or a schedule that did
 // not run for months.
-func (s *Store) withPartitions(ctx context.Context, write func() error) error {
+func withPartitions(ctx context.Context, s *db, write func() error) error {
 	err := write()
 	if !isNoPartition(err) {
 		return err
 	}
 	now := time.Now()
-	if _, perr := s.EnsurePartitions(ctx, s.partitioning, now.AddDate(0, 0, -1), now); perr != nil {
+	if _, perr := (&Retention{s}).EnsurePartitions(ctx, s.partitioning, now.AddDate(0, 0, -1), now); perr != nil {
 		return errors.Join(missingPartition{err}, perr)
 	}
 	if err = write(); isNoPartition(err) {

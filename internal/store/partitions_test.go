@@ -71,7 +71,7 @@ func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	now := time.Now()
-	_, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now, now)
+	_, err := s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, now, now)
 	require.NoError(t, err)
 	holdReader(t, s)
 
@@ -85,7 +85,7 @@ func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
 		for i := range errs {
 			wg.Go(func() {
 				var ps []domain.Partition
-				ps, errs[i] = s.EnsurePartitions(ctx, domain.Partitioning{Ahead: 6}, now, now)
+				ps, errs[i] = s.Retention.EnsurePartitions(ctx, domain.Partitioning{Ahead: 6}, now, now)
 				mu.Lock()
 				defer mu.Unlock()
 				for _, p := range ps {
@@ -102,10 +102,10 @@ func TestEnsurePartitionsWaitsForNoReader(t *testing.T) {
 		return nil
 	})
 	assert.Len(t, created, 2*3, "three more months of each table, each created once")
-	parts, err := s.Partitions(ctx, store.PayloadsTable)
+	parts, err := s.Retention.Partitions(ctx, store.PayloadsTable)
 	require.NoError(t, err)
 	assert.Len(t, parts, 1+6)
-	_, err = s.RecordEvent(ctx, statusEvent("ens_new", "m1", domain.StatusDelivered, "", now))
+	_, err = s.Events.RecordEvent(ctx, statusEvent("ens_new", "m1", domain.StatusDelivered, "", now))
 	require.NoError(t, err)
 }
 

@@ -126,7 +126,7 @@ func (s stored) decode() (domain.Event, error) {
 // the operating system only with VACUUM FULL or pg_repack. A million events and 200,000
 // bodies took 2.5 to 3 minutes on a shared 2-core machine (docs/BENCHMARKS.md, "Migration 00009 on a
 // populated table"), which also says why the walk is in key order and not in physical order.
-func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p domain.Partitioning) (int64, error) {
+func (s *Retention) MoveLegacyPayloads(ctx context.Context, batch int, p domain.Partitioning) (int64, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("move legacy payloads: batch %d: must be at least 1", batch)
 	}
@@ -154,7 +154,7 @@ func (s *Store) MoveLegacyPayloads(ctx context.Context, batch int, p domain.Part
 // moveLegacy runs q, a walk of one table's primary key (its columns in last, "" to start),
 // until it has seen every key. q takes the last key seen and the batch size, and returns how
 // many rows it moved, how many keys it saw and the last of them.
-func (s *Store) moveLegacy(ctx context.Context, q string, batch int, last []string) (int64, error) {
+func (s *Retention) moveLegacy(ctx context.Context, q string, batch int, last []string) (int64, error) {
 	var moved int64
 	for {
 		args := make([]any, 0, len(last)+1)

@@ -88,7 +88,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 		relays.Go(func() {
 			for {
 				done := written.Load() // read before the claim: a claim after it sees every row
-				claimed, _, err := s.RelayBatch(ctx, 7, store.Backoff{Initial: time.Second, Max: time.Second},
+				claimed, _, err := s.Inbox.RelayBatch(ctx, 7, store.Backoff{Initial: time.Second, Max: time.Second},
 					func(_ context.Context, evs []store.RecordedEvent) []store.Settlement {
 						for _, ev := range evs {
 							n, _ := claims.LoadOrStore(ev.EventID, new(atomic.Int32))
@@ -110,7 +110,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	relays.Wait()
 	require.False(t, t.Failed())
 	assert.EqualValues(t, total, dupes.Load(), "each event inserted once; its re-send a duplicate")
-	n, _, err := s.Inbox(ctx)
+	n, _, err := s.Inbox.Inbox(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the relays started everything")
 	claimed := 0
@@ -137,7 +137,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 	for range 12 {
 		procs.Go(func() {
 			for id := range ids {
-				res, err := s.Process(ctx, provider, id, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool {
+				res, err := s.Events.Process(ctx, provider, id, false, notifying{rules, func(_ domain.Event, r domain.ApplyResult, applied bool) bool {
 					return applied && r.Suppressed
 				}})
 				if !assert.NoError(t, err, "process %s", id) {
@@ -147,12 +147,12 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 					continue
 				}
 				suppressed.Add(1)
-				n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
+				n, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
 					Type: "suppression.added", Body: json.RawMessage(`{"event_id":"` + id + `"}`)})
 				if assert.NoError(t, err, "ensure notification") &&
-					assert.NoError(t, s.RecordNotificationAttempt(ctx, n.ID, "timeout"), "attempt") &&
-					assert.NoError(t, s.MarkNotificationSent(ctx, n.ID), "sent") {
-					assert.NoError(t, s.MarkProcessed(ctx, provider, id), "mark processed")
+					assert.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, n.ID, "timeout"), "attempt") &&
+					assert.NoError(t, s.Notifications.MarkNotificationSent(ctx, n.ID), "sent") {
+					assert.NoError(t, s.Events.MarkProcessed(ctx, provider, id), "mark processed")
 				}
 			}
 		})
@@ -170,7 +170,7 @@ func TestStoreThroughPgBouncerTransactionPooling(t *testing.T) {
 		require.NoError(t, err, a)
 		assert.Equal(t, domain.ReasonSoftBounceThreshold, sup.Reason, a)
 	}
-	m, err := s.GetMessage(ctx, provider, "msg_pgb_0_0") // a read-only repeatable-read transaction
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_pgb_0_0") // a read-only repeatable-read transaction
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	assert.Len(t, m.Events, 1)

@@ -46,7 +46,7 @@ WHERE w.provider = $1 AND w.event_id = $2`
 // processed is a Duplicate unless replay is set. Errors wrap domain.ErrNotFound (no such event),
 // domain.ErrNoStoredEvent (nothing stored to process: too old, or retention removed it), domain.ErrNotApplicable, or a
 // PostgreSQL error (IsDataError tells whether retrying can help).
-func (s *Store) Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error) {
+func (s *Events) Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error) {
 	var out domain.ProcessResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = domain.ProcessResult{}
@@ -98,7 +98,7 @@ func (s *Store) Process(ctx context.Context, provider, eventID string, replay bo
 			}
 		}
 		out.Processed = true
-		return s.stripProcessed(ctx, tx, provider, eventID)
+		return stripProcessed(ctx, s.db, tx, provider, eventID)
 	})
 	if err != nil {
 		return domain.ProcessResult{}, fmt.Errorf("process %s:%s: %w", provider, eventID, err)
@@ -119,7 +119,7 @@ func applicable(ev domain.Event) error {
 
 // StoredEvent returns the recorded event and, when it was applied to a message, its recorded
 // outcome (applied false otherwise): what a notification of it is built from.
-func (s *Store) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res domain.ApplyResult, applied bool, err error) {
+func (s *Events) StoredEvent(ctx context.Context, provider, eventID string) (ev domain.Event, res domain.ApplyResult, applied bool, err error) {
 	var st stored
 	err = s.pool.QueryRow(ctx, qStoredEvent, provider, eventID).Scan(st.dest()...)
 	switch {

@@ -72,7 +72,7 @@ func checkPermutation(t *testing.T, s *store.Store, evs []domain.Event, perm []i
 	apply := func(ev domain.Event) {
 		ev.EventID = prefix + ev.EventID
 		ev.MessageID = msg
-		got, err := s.ApplyStatus(ctx, ev, rules)
+		got, err := s.Events.ApplyStatus(ctx, ev, rules)
 		if !assert.NoError(t, err, "permutation %v", perm) {
 			return
 		}

@@ -48,7 +48,7 @@ ORDER BY endpoint, date DESC`
 
 // SaveProviderCount stores one endpoint's comparison for its day (replacing an earlier one) and
 // returns it with the time it was stored.
-func (s *Store) SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error) {
+func (s *Counts) SaveProviderCount(ctx context.Context, c providercounts.Check) (providercounts.Check, error) {
 	lines := c.Lines
 	if lines == nil {
 		lines = []providercounts.Comparison{}
@@ -65,7 +65,7 @@ func (s *Store) SaveProviderCount(ctx context.Context, c providercounts.Check) (
 
 // ComparedReceived counts, per event type, what the provider's count of day is compared with:
 // provider's webhooks received that day, and its events fetched back that occurred that day.
-func (s *Store) ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error) {
+func (s *Counts) ComparedReceived(ctx context.Context, day time.Time, provider string) (map[string]int64, error) {
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qComparedReceived, start, end, provider)
 	if err != nil {
@@ -84,7 +84,7 @@ func (s *Store) ComparedReceived(ctx context.Context, day time.Time, provider st
 
 // ProviderCounts returns the day's comparisons, one per endpoint checked, for provider ("" =
 // every one).
-func (s *Store) ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error) {
+func (s *Counts) ProviderCounts(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error) {
 	rows, err := s.pool.Query(ctx, qProviderCounts, day.UTC().Format(domain.DateLayout), provider)
 	if err != nil {
 		return nil, fmt.Errorf("provider counts: %w", err)
@@ -93,7 +93,7 @@ func (s *Store) ProviderCounts(ctx context.Context, day time.Time, provider stri
 }
 
 // LatestProviderCounts returns each endpoint's most recent comparison.
-func (s *Store) LatestProviderCounts(ctx context.Context) ([]providercounts.Check, error) {
+func (s *Counts) LatestProviderCounts(ctx context.Context) ([]providercounts.Check, error) {
 	rows, err := s.pool.Query(ctx, qLatestProviderCounts)
 	if err != nil {
 		return nil, fmt.Errorf("latest provider counts: %w", err)

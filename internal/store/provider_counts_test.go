@@ -23,17 +23,17 @@ func TestProviderCountsAreStoredPerDayAndEndpoint(t *testing.T) {
 	lines := providercounts.Compare([]providercounts.Line{{Metric: "delivered", Count: 10, Types: []string{"delivered"}, Note: "per recipient"}},
 		map[string]int64{"delivered": 7}, nil, providercounts.Tolerance{})
 	ok := providercounts.Check{Date: "2026-11-28", Endpoint: "mg", Provider: "mailgun", State: providercounts.StateOK, Lines: lines, Gaps: 1}
-	saved, err := s.SaveProviderCount(ctx, ok)
+	saved, err := s.Counts.SaveProviderCount(ctx, ok)
 	require.NoError(t, err)
 	assert.False(t, saved.CheckedAt.IsZero())
-	_, err = s.SaveProviderCount(ctx, providercounts.Check{Date: "2026-11-28", Endpoint: "pm", Provider: "postmark",
+	_, err = s.Counts.SaveProviderCount(ctx, providercounts.Check{Date: "2026-11-28", Endpoint: "pm", Provider: "postmark",
 		State: providercounts.StateUnavailable, Error: "postmark: HTTP 503"})
 	require.NoError(t, err)
-	_, err = s.SaveProviderCount(ctx, providercounts.Check{Date: "2026-11-27", Endpoint: "pm", Provider: "postmark", State: providercounts.StateOK})
+	_, err = s.Counts.SaveProviderCount(ctx, providercounts.Check{Date: "2026-11-27", Endpoint: "pm", Provider: "postmark", State: providercounts.StateOK})
 	require.NoError(t, err)
 
 	day := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
-	got, err := s.ProviderCounts(ctx, day, "")
+	got, err := s.Counts.ProviderCounts(ctx, day, "")
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	assert.Equal(t, "mg", got[0].Endpoint)
@@ -43,21 +43,21 @@ func TestProviderCountsAreStoredPerDayAndEndpoint(t *testing.T) {
 	assert.Equal(t, "postmark: HTTP 503", got[1].Error)
 	assert.Nil(t, got[1].Lines)
 
-	got, err = s.ProviderCounts(ctx, day, "mailgun")
+	got, err = s.Counts.ProviderCounts(ctx, day, "mailgun")
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 
 	// A re-run of the day replaces its row.
 	ok.Lines, ok.Gaps = nil, 0
-	_, err = s.SaveProviderCount(ctx, ok)
+	_, err = s.Counts.SaveProviderCount(ctx, ok)
 	require.NoError(t, err)
-	got, err = s.ProviderCounts(ctx, day, "mailgun")
+	got, err = s.Counts.ProviderCounts(ctx, day, "mailgun")
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, 0, got[0].Gaps)
 	assert.Nil(t, got[0].Lines)
 
-	latest, err := s.LatestProviderCounts(ctx)
+	latest, err := s.Counts.LatestProviderCounts(ctx)
 	require.NoError(t, err)
 	require.Len(t, latest, 2)
 	for _, c := range latest {
@@ -84,19 +84,19 @@ func TestComparedReceivedCountsBackfilledEventsOnTheDayTheyOccurred(t *testing.T
 		require.NoError(t, err)
 		rows = append(rows, r)
 	}
-	inserted, err := s.EnqueueRows(ctx, rows, time.Minute)
+	inserted, err := s.Inbox.EnqueueRows(ctx, rows, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true}, inserted)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE source = 'backfill'`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE source IS NULL`))
 
-	got, err := s.ComparedReceived(ctx, yesterday, provider)
+	got, err := s.Counts.ComparedReceived(ctx, yesterday, provider)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"email.delivered": 1}, got, "yesterday: the event fetched back today")
-	got, err = s.ComparedReceived(ctx, today, provider)
+	got, err = s.Counts.ComparedReceived(ctx, today, provider)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"email.delivered": 1}, got, "today: the webhook only")
-	got, err = s.ComparedReceived(ctx, today, "another")
+	got, err = s.Counts.ComparedReceived(ctx, today, "another")
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }

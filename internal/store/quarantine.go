@@ -79,7 +79,7 @@ WHERE provider = $1 AND event_id = $2 AND awaiting_start`
 
 // Quarantine marks an event as not processable as it is, with the stage that refused it and
 // why. It takes the event out of the inbox too.
-func (s *Store) Quarantine(ctx context.Context, provider, eventID, stage, reason string) error {
+func (s *Events) Quarantine(ctx context.Context, provider, eventID, stage, reason string) error {
 	tag, err := s.pool.Exec(ctx, qQuarantine, provider, eventID, stage, truncateError(reason))
 	if err != nil {
 		return fmt.Errorf("quarantine %s:%s: %w", provider, eventID, err)
@@ -99,7 +99,7 @@ type quarantineCursor struct {
 
 // ListQuarantine returns up to f.Limit quarantined events after f.After, and the cursor of the
 // next page ("" when this is the last).
-func (s *Store) ListQuarantine(ctx context.Context, f QuarantineFilter) ([]QuarantinedEvent, string, error) {
+func (s *Quarantined) ListQuarantine(ctx context.Context, f QuarantineFilter) ([]QuarantinedEvent, string, error) {
 	var c quarantineCursor
 	if f.After != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(f.After)
@@ -133,7 +133,7 @@ func (s *Store) ListQuarantine(ctx context.Context, f QuarantineFilter) ([]Quara
 }
 
 // QuarantineCount counts the quarantined events.
-func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
+func (s *Quarantined) QuarantineCount(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, qQuarantineCount).Scan(&n); err != nil {
 		return 0, fmt.Errorf("quarantine count: %w", err)
@@ -144,7 +144,7 @@ func (s *Store) QuarantineCount(ctx context.Context) (int64, error) {
 // Requeue takes a quarantined event out of the quarantine and back into the inbox, where a relay
 // starts it after relayAfter unless the caller's own start settles it first (MarkRedriven). An
 // event not in quarantine is left as it is.
-func (s *Store) Requeue(ctx context.Context, provider, eventID string, relayAfter time.Duration) error {
+func (s *Replays) Requeue(ctx context.Context, provider, eventID string, relayAfter time.Duration) error {
 	if _, err := s.pool.Exec(ctx, qRequeue, provider, eventID, relayAfter.Microseconds()); err != nil {
 		return fmt.Errorf("requeue %s:%s: %w", provider, eventID, err)
 	}
@@ -154,7 +154,7 @@ func (s *Store) Requeue(ctx context.Context, provider, eventID string, relayAfte
 // MarkRedriven takes an event that a redrive has just started out of the inbox. An event not in
 // it is left as it is, and so is the quarantine: the run that was started may already have put
 // the event back there.
-func (s *Store) MarkRedriven(ctx context.Context, provider, eventID string) error {
+func (s *Replays) MarkRedriven(ctx context.Context, provider, eventID string) error {
 	if _, err := s.pool.Exec(ctx, qRedriven, provider, eventID); err != nil {
 		return fmt.Errorf("mark redriven %s:%s: %w", provider, eventID, err)
 	}

@@ -22,12 +22,12 @@ func TestQuarantineListsPagesAndCounts(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, id := range []string{"evt_2", "evt_1", "evt_3"} {
-		require.NoError(t, s.Quarantine(ctx, provider, id, "ApplyStatus", "first failure of "+id))
+		require.NoError(t, s.Events.Quarantine(ctx, provider, id, "ApplyStatus", "first failure of "+id))
 	}
-	require.NoError(t, s.Quarantine(ctx, provider, "evt_2", "MarkProcessed", "second failure"))
-	require.ErrorIs(t, s.Quarantine(ctx, provider, "evt_missing", "ApplyStatus", "x"), domain.ErrNotFound)
+	require.NoError(t, s.Events.Quarantine(ctx, provider, "evt_2", "MarkProcessed", "second failure"))
+	require.ErrorIs(t, s.Events.Quarantine(ctx, provider, "evt_missing", "ApplyStatus", "x"), domain.ErrNotFound)
 
-	n, err := s.QuarantineCount(ctx)
+	n, err := s.Quarantined.QuarantineCount(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n)
 	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL AND NOT awaiting_start`),
@@ -37,7 +37,7 @@ func TestQuarantineListsPagesAndCounts(t *testing.T) {
 	after := ""
 	for page := 0; ; page++ {
 		require.Less(t, page, 5)
-		list, next, err := s.ListQuarantine(ctx, store.QuarantineFilter{After: after, Limit: 2})
+		list, next, err := s.Quarantined.ListQuarantine(ctx, store.QuarantineFilter{After: after, Limit: 2})
 		require.NoError(t, err)
 		for _, q := range list {
 			ids = append(ids, q.EventID)
@@ -54,9 +54,9 @@ func TestQuarantineListsPagesAndCounts(t *testing.T) {
 	}
 	assert.Equal(t, []string{"evt_2", "evt_1", "evt_3"}, ids, "first quarantined first, each once")
 
-	list, _, err := s.ListQuarantine(ctx, store.QuarantineFilter{Provider: "other", Limit: 10})
+	list, _, err := s.Quarantined.ListQuarantine(ctx, store.QuarantineFilter{Provider: "other", Limit: 10})
 	require.NoError(t, err)
 	assert.Empty(t, list)
-	_, _, err = s.ListQuarantine(ctx, store.QuarantineFilter{After: "not-a-cursor", Limit: 10})
+	_, _, err = s.Quarantined.ListQuarantine(ctx, store.QuarantineFilter{After: "not-a-cursor", Limit: 10})
 	require.ErrorIs(t, err, store.ErrBadCursor)
 }

@@ -110,7 +110,7 @@ type BounceCategoryCount struct {
 // DailyBounceCategories counts, per provider, event type and bounce category, the bounces and
 // failures received on day's UTC day that carried a category (the day and events DailyCounts
 // counts; an event not applied yet has no category to count). provider "" means every provider.
-func (s *Store) DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]BounceCategoryCount, error) {
+func (s *Counts) DailyBounceCategories(ctx context.Context, day time.Time, provider string) ([]BounceCategoryCount, error) {
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qDailyBounceCategories, start, end, provider)
 	if err != nil {
@@ -136,7 +136,7 @@ func utcDay(day time.Time) (time.Time, time.Time) {
 
 // DailyCounts counts, per provider and event type, the events received on day's UTC day and
 // how many of them are processed now. provider "" means every provider.
-func (s *Store) DailyCounts(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, error) {
+func (s *Counts) DailyCounts(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, error) {
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qDailyCounts, start, end, provider)
 	if err != nil {
@@ -151,7 +151,7 @@ func (s *Store) DailyCounts(ctx context.Context, day time.Time, provider string)
 
 // SaveDailyCounts computes day's counts like DailyCounts (every provider) and upserts them into
 // daily_counts, in one statement; it returns what it stored.
-func (s *Store) SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error) {
+func (s *Counts) SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.DailyCount, error) {
 	start, end := utcDay(day)
 	rows, err := s.pool.Query(ctx, qSaveDailyCounts, start, end, start.Format(domain.DateLayout))
 	if err != nil {
@@ -183,7 +183,7 @@ func collectCounts(rows pgx.Rows, day time.Time) ([]domain.DailyCount, error) {
 // StuckEvents returns up to limit events recorded more than olderThan ago (by the database
 // clock) and still not processed, oldest first, and whether there are more: the quarantined
 // ones when quarantined is true, else the others.
-func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]RecordedEvent, bool, error) {
+func (s *Replays) StuckEvents(ctx context.Context, olderThan time.Duration, limit int, quarantined bool) ([]RecordedEvent, bool, error) {
 	rows, err := s.pool.Query(ctx, qStuckEvents, olderThan.Microseconds(), limit+1, quarantined)
 	if err != nil {
 		return nil, false, fmt.Errorf("stuck events: %w", err)
@@ -199,7 +199,7 @@ func (s *Store) StuckEvents(ctx context.Context, olderThan time.Duration, limit 
 }
 
 // RecordedEvent returns one recorded event; an error wrapping domain.ErrNotFound when there is none.
-func (s *Store) RecordedEvent(ctx context.Context, provider, eventID string) (RecordedEvent, error) {
+func (s *Replays) RecordedEvent(ctx context.Context, provider, eventID string) (RecordedEvent, error) {
 	ev, err := scanRecorded(s.pool.QueryRow(ctx, qRecordedEvent, provider, eventID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = domain.ErrNotFound
@@ -233,7 +233,7 @@ func scanRecorded(row pgx.Row) (RecordedEvent, error) {
 // ReserveReplay numbers the next replay of a recorded event (1 + the replays recorded so far)
 // and records it with the workflow ID workflowIDPrefix + n, before the workflow starts. It
 // returns an error wrapping domain.ErrNotFound when the event was never recorded.
-func (s *Store) ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error) {
+func (s *Replays) ReserveReplay(ctx context.Context, provider, eventID, workflowIDPrefix string, renotify bool, actor string) (int, error) {
 	for attempt := 0; ; attempt++ {
 		var n int
 		err := s.pool.QueryRow(ctx, qReserveReplay, provider, eventID, workflowIDPrefix, renotify, actor).Scan(&n)
@@ -256,7 +256,7 @@ func (s *Store) ReserveReplay(ctx context.Context, provider, eventID, workflowID
 }
 
 // DeleteReplay forgets a reserved replay whose workflow never started.
-func (s *Store) DeleteReplay(ctx context.Context, provider, eventID string, n int) error {
+func (s *Replays) DeleteReplay(ctx context.Context, provider, eventID string, n int) error {
 	if _, err := s.pool.Exec(ctx, qDeleteReplay, provider, eventID, n); err != nil {
 		return fmt.Errorf("delete replay %d of %s:%s: %w", n, provider, eventID, err)
 	}

@@ -25,11 +25,11 @@ func openStore(t *testing.T) *store.Store {
 // recordAt records ev and moves its received_at to at.
 func recordAt(t *testing.T, s *store.Store, ev domain.Event, at time.Time, processed bool) {
 	t.Helper()
-	_, err := s.RecordEvent(t.Context(), ev)
+	_, err := s.Events.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
 	require.NoError(t, storetest.Backdate(t.Context(), s, s.Pool(), at, ev.EventID))
 	if processed {
-		require.NoError(t, s.MarkProcessed(t.Context(), ev.Provider, ev.EventID))
+		require.NoError(t, s.Events.MarkProcessed(t.Context(), ev.Provider, ev.EventID))
 	}
 }
 
@@ -37,10 +37,10 @@ func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	ev := statusEvent("evt_n1", "msg_n", domain.StatusBounced, domain.BounceHard, at(0).Add(123456789*time.Nanosecond))
-	_, err := s.RecordEvent(t.Context(), ev)
+	_, err := s.Events.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
 
-	rec, err := s.RecordedEvent(t.Context(), provider, "evt_n1")
+	rec, err := s.Replays.RecordedEvent(t.Context(), provider, "evt_n1")
 	require.NoError(t, err)
 	require.NotNil(t, rec.Event)
 	got := *rec.Event
@@ -55,12 +55,12 @@ func TestRecordEventStoresTheNormalizedEvent(t *testing.T) {
 	// A row recorded without a normalized event has none: nothing to replay it from.
 	_, err = s.Pool().Exec(t.Context(), `UPDATE event_payloads SET event = NULL WHERE event_id = 'evt_n1'`)
 	require.NoError(t, err)
-	rec, err = s.RecordedEvent(t.Context(), provider, "evt_n1")
+	rec, err = s.Replays.RecordedEvent(t.Context(), provider, "evt_n1")
 	require.NoError(t, err)
 	assert.Nil(t, rec.Event)
 	assert.ErrorIs(t, rec.Missing, store.ErrNotNormalized)
 
-	_, err = s.RecordedEvent(t.Context(), provider, "evt_nope")
+	_, err = s.Replays.RecordedEvent(t.Context(), provider, "evt_nope")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 }
 
@@ -71,10 +71,10 @@ func TestRecordEventWithUnstorableNormalizedFieldStillRecords(t *testing.T) {
 	s := openStore(t)
 	ev := statusEvent("evt_nul", "msg_nul", domain.StatusDelivered, "", at(0))
 	ev.Recipient = "a\x00@example.com"
-	res, err := s.RecordEvent(t.Context(), ev)
+	res, err := s.Events.RecordEvent(t.Context(), ev)
 	require.NoError(t, err)
 	assert.True(t, res.Inserted)
-	rec, err := s.RecordedEvent(t.Context(), provider, "evt_nul")
+	rec, err := s.Replays.RecordedEvent(t.Context(), provider, "evt_nul")
 	require.NoError(t, err)
 	assert.Nil(t, rec.Event)
 }
@@ -95,7 +95,7 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 
 	// Any time of the day, in any zone, names the same UTC day.
 	inZone := day.Add(13 * time.Hour).In(time.FixedZone("UTC+11", 11*3600))
-	counts, err := s.DailyCounts(t.Context(), inZone, "")
+	counts, err := s.Counts.DailyCounts(t.Context(), inZone, "")
 	require.NoError(t, err)
 	assert.Equal(t, []domain.DailyCount{
 		{Date: "2026-11-28", Provider: "postscale", EventType: "email.bounced", Received: 1, Processed: 1},
@@ -104,21 +104,21 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 	}, counts)
 	assert.Equal(t, domain.DailyTotals{Received: 4, Processed: 3, Unprocessed: 1}, domain.SumCounts(counts))
 
-	counts, err = s.DailyCounts(t.Context(), day, "sendgrid")
+	counts, err = s.Counts.DailyCounts(t.Context(), day, "sendgrid")
 	require.NoError(t, err)
 	assert.Len(t, counts, 1)
 
-	counts, err = s.DailyCounts(t.Context(), day.AddDate(0, 0, -30), "")
+	counts, err = s.Counts.DailyCounts(t.Context(), day.AddDate(0, 0, -30), "")
 	require.NoError(t, err)
 	assert.NotNil(t, counts)
 	assert.Empty(t, counts)
 
 	// SaveDailyCounts upserts: a later run overwrites the day's rows with fresher numbers.
-	saved, err := s.SaveDailyCounts(t.Context(), day)
+	saved, err := s.Counts.SaveDailyCounts(t.Context(), day)
 	require.NoError(t, err)
 	assert.Len(t, saved, 3)
-	require.NoError(t, s.MarkProcessed(t.Context(), "postscale", "e2"))
-	saved, err = s.SaveDailyCounts(t.Context(), day)
+	require.NoError(t, s.Events.MarkProcessed(t.Context(), "postscale", "e2"))
+	saved, err = s.Counts.SaveDailyCounts(t.Context(), day)
 	require.NoError(t, err)
 	assert.Contains(t, saved, domain.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 2})
 	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28'`))
@@ -137,9 +137,9 @@ func TestStuckEvents(t *testing.T) {
 	recordAt(t, s, ev("old_done"), now.Add(-2*time.Hour), true)
 	recordAt(t, s, ev("recent"), now.Add(-10*time.Minute), false)
 	recordAt(t, s, ev("old_quarantined"), now.Add(-3*time.Hour), false)
-	require.NoError(t, s.Quarantine(t.Context(), provider, "old_quarantined", "ApplyStatus", "value too long"))
+	require.NoError(t, s.Events.Quarantine(t.Context(), provider, "old_quarantined", "ApplyStatus", "value too long"))
 
-	stuck, more, err := s.StuckEvents(t.Context(), time.Hour, 10, false)
+	stuck, more, err := s.Replays.StuckEvents(t.Context(), time.Hour, 10, false)
 	require.NoError(t, err)
 	assert.False(t, more)
 	require.Len(t, stuck, 2)
@@ -148,7 +148,7 @@ func TestStuckEvents(t *testing.T) {
 	require.NotNil(t, stuck[0].Event)
 	assert.Equal(t, "old1", stuck[0].Event.EventID)
 
-	stuck, more, err = s.StuckEvents(t.Context(), time.Hour, 1, false)
+	stuck, more, err = s.Replays.StuckEvents(t.Context(), time.Hour, 1, false)
 	require.NoError(t, err)
 	assert.True(t, more)
 	assert.Len(t, stuck, 1)
@@ -156,15 +156,15 @@ func TestStuckEvents(t *testing.T) {
 	// The quarantined event is only listed when asked for. A redrive requeues it (out of
 	// quarantine, into the inbox, due after the grace it gives) before it starts it, and settling
 	// the start leaves a quarantine the run has set again as it is.
-	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
+	stuck, _, err = s.Replays.StuckEvents(t.Context(), 0, 10, true)
 	require.NoError(t, err)
 	require.Len(t, stuck, 1)
 	assert.Equal(t, "old_quarantined", stuck[0].EventID)
-	require.NoError(t, s.Requeue(t.Context(), provider, "old_quarantined", time.Hour))
-	stuck, _, err = s.StuckEvents(t.Context(), 0, 10, true)
+	require.NoError(t, s.Replays.Requeue(t.Context(), provider, "old_quarantined", time.Hour))
+	stuck, _, err = s.Replays.StuckEvents(t.Context(), 0, 10, true)
 	require.NoError(t, err)
 	assert.Empty(t, stuck)
-	n, err := s.QuarantineCount(t.Context())
+	n, err := s.Quarantined.QuarantineCount(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	var waiting, due bool
@@ -172,9 +172,9 @@ func TestStuckEvents(t *testing.T) {
 	assert.True(t, waiting, "a requeued event waits in the inbox")
 	assert.False(t, due, "a requeued event is not due before the grace ends")
 
-	require.NoError(t, s.Quarantine(t.Context(), provider, "old_quarantined", "Process", "still broken"))
-	require.NoError(t, s.MarkRedriven(t.Context(), provider, "old_quarantined"))
-	n, err = s.QuarantineCount(t.Context())
+	require.NoError(t, s.Events.Quarantine(t.Context(), provider, "old_quarantined", "Process", "still broken"))
+	require.NoError(t, s.Replays.MarkRedriven(t.Context(), provider, "old_quarantined"))
+	n, err = s.Quarantined.QuarantineCount(t.Context())
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "settling the redrive's start cleared the run's quarantine")
 }
@@ -182,32 +182,32 @@ func TestStuckEvents(t *testing.T) {
 func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	_, err := s.RecordEvent(t.Context(), statusEvent("evt_r", "msg_r", domain.StatusDelivered, "", at(0)))
+	_, err := s.Events.RecordEvent(t.Context(), statusEvent("evt_r", "msg_r", domain.StatusDelivered, "", at(0)))
 	require.NoError(t, err)
-	_, err = s.RecordEvent(t.Context(), statusEvent("evt_other", "msg_r", domain.StatusDelivered, "", at(0)))
+	_, err = s.Events.RecordEvent(t.Context(), statusEvent("evt_other", "msg_r", domain.StatusDelivered, "", at(0)))
 	require.NoError(t, err)
 
 	prefix := provider + ":evt_r:replay:"
-	n, err := s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
+	n, err := s.Replays.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
-	n, err = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, true, "ops")
+	n, err = s.Replays.ReserveReplay(t.Context(), provider, "evt_r", prefix, true, "ops")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM replays WHERE workflow_id = $1 AND renotify AND actor = 'ops'`, prefix+"2"))
 
 	// Another event counts its own.
-	n, err = s.ReserveReplay(t.Context(), provider, "evt_other", provider+":evt_other:replay:", false, "ops")
+	n, err = s.Replays.ReserveReplay(t.Context(), provider, "evt_other", provider+":evt_other:replay:", false, "ops")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 
 	// A replay whose start failed gives its number back.
-	require.NoError(t, s.DeleteReplay(t.Context(), provider, "evt_r", 2))
-	n, err = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
+	require.NoError(t, s.Replays.DeleteReplay(t.Context(), provider, "evt_r", 2))
+	n, err = s.Replays.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 
-	_, err = s.ReserveReplay(t.Context(), provider, "evt_never", "x", false, "ops")
+	_, err = s.Replays.ReserveReplay(t.Context(), provider, "evt_never", "x", false, "ops")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 
 	// Concurrent replays of one event get distinct numbers.
@@ -215,7 +215,9 @@ func TestReserveReplayNumbersReplaysOfOneEvent(t *testing.T) {
 	got := make([]int, 8)
 	errs := make([]error, len(got))
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = s.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops") })
+		wg.Go(func() {
+			got[i], errs[i] = s.Replays.ReserveReplay(t.Context(), provider, "evt_r", prefix, false, "ops")
+		})
 	}
 	wg.Wait()
 	seen := map[int]bool{}

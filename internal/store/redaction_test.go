@@ -24,7 +24,7 @@ CREATE TRIGGER refuse BEFORE INSERT ON suppressions FOR EACH ROW EXECUTE FUNCTIO
 
 	ev := statusEvent("evt_bounce", "msg_1", domain.StatusBounced, domain.BounceHard, at(0))
 	ev.Recipient = "Jane.Doe+private@example.com"
-	_, err = s.ApplyStatus(ctx, ev, rules)
+	_, err = s.Events.ApplyStatus(ctx, ev, rules)
 	require.Error(t, err)
 	assert.NotContains(t, strings.ToLower(err.Error()), "jane.doe")
 	assert.Contains(t, err.Error(), "suppress j***@example.com")

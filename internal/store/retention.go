@@ -73,7 +73,7 @@ WHERE status IN ('pending', 'parked') AND created_at >= $1 AND created_at < $2`
 // ErrLockTimeout, and a later call finishes the work (finalizing a detach left pending, dropping
 // a table left detached). It is idempotent, and calls that overlap only make one of them time
 // out.
-func (s *Store) DropExpiredPartitions(ctx context.Context, o domain.DropOptions) (domain.PartitionReport, error) {
+func (s *Retention) DropExpiredPartitions(ctx context.Context, o domain.DropOptions) (domain.PartitionReport, error) {
 	var rep domain.PartitionReport
 	timeout := o.LockTimeout
 	if timeout <= 0 {
@@ -132,7 +132,7 @@ var ErrLockTimeout = errors.New("waited longer than the lock timeout (a long tra
 
 // ddlConn opens a connection of its own, with lock_timeout set, for statements that cannot run
 // in a transaction block (so SET LOCAL is not available) and must not change a pooled session.
-func (s *Store) ddlConn(ctx context.Context, lockTimeout time.Duration) (*pgx.Conn, error) {
+func (s *Retention) ddlConn(ctx context.Context, lockTimeout time.Duration) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	if s.sessionURL != "" {
 		var err error
@@ -153,7 +153,7 @@ func (s *Store) ddlConn(ctx context.Context, lockTimeout time.Duration) (*pgx.Co
 
 // detachedPartitions lists the tables named as table's partitions that are not partitions any
 // more. Other names are not mailhook's and are left alone.
-func (s *Store) detachedPartitions(ctx context.Context, table string) ([]domain.Partition, error) {
+func (s *Retention) detachedPartitions(ctx context.Context, table string) ([]domain.Partition, error) {
 	rows, err := s.pool.Query(ctx, qDetachedPartitions, table, table+"_p")
 	if err != nil {
 		return nil, fmt.Errorf("list detached partitions of %s: %w", table, err)
@@ -172,7 +172,7 @@ func (s *Store) detachedPartitions(ctx context.Context, table string) ([]domain.
 }
 
 // keep says why p must stay although it expired, or nil when it may go.
-func (s *Store) keep(ctx context.Context, p domain.Partition) (*domain.KeptPartition, error) {
+func (s *Retention) keep(ctx context.Context, p domain.Partition) (*domain.KeptPartition, error) {
 	k := domain.KeptPartition{Name: p.Name, From: p.From, To: p.To}
 	var err error
 	switch p.Table {
@@ -279,7 +279,7 @@ SELECT (SELECT count(*) FROM k), (SELECT count(*) FROM w), (SELECT count(*) FROM
 // rows that refer to them, until none is left or ctx ends. Unprocessed events keep their keys
 // whatever their age. After this a re-delivery of a pruned event is accepted as new. It is
 // idempotent, and calls that overlap delete disjoint batches.
-func (s *Store) PruneDedupeKeys(ctx context.Context, o domain.PruneOptions) (domain.PruneReport, error) {
+func (s *Retention) PruneDedupeKeys(ctx context.Context, o domain.PruneOptions) (domain.PruneReport, error) {
 	batch := o.Batch
 	if batch <= 0 {
 		batch = domain.DefaultPruneBatch

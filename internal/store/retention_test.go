@@ -24,13 +24,13 @@ func month(y int, m time.Month) time.Time { return time.Date(y, m, 1, 0, 0, 0, 0
 func notifyAt(t *testing.T, s *store.Store, eventID, sink string, at time.Time, pending bool) delivery.Notification {
 	t.Helper()
 	ctx := t.Context()
-	n, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: eventID, Sink: sink,
+	n, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: eventID, Sink: sink,
 		Type: domain.TypeStatusChanged, Body: json.RawMessage(`{"to":"to@example.com"}`)})
 	require.NoError(t, err)
 	if !pending {
-		require.NoError(t, s.MarkNotificationSent(ctx, n.ID))
+		require.NoError(t, s.Notifications.MarkNotificationSent(ctx, n.ID))
 	}
-	_, err = s.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now())
+	_, err = s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now())
 	require.NoError(t, err)
 	require.NoError(t, pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE notification_bodies SET created_at = $2 WHERE id = $1`, n.ID, at); err != nil {
@@ -44,7 +44,7 @@ func notifyAt(t *testing.T, s *store.Store, eventID, sink string, at time.Time, 
 
 func partitionNamed(t *testing.T, s *store.Store, table, name string) (domain.Partition, bool) {
 	t.Helper()
-	parts, err := s.Partitions(t.Context(), table)
+	parts, err := s.Retention.Partitions(t.Context(), table)
 	require.NoError(t, err)
 	for _, p := range parts {
 		if p.Name == name {
@@ -77,17 +77,17 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	recordAt(t, s, statusEvent("ret_jan", "m1", domain.StatusDelivered, "", jan), jan, true)
 	recordAt(t, s, statusEvent("ret_feb_waiting", "m2", domain.StatusDelivered, "", feb), feb, false)
 	recordAt(t, s, statusEvent("ret_feb_quarantined", "m3", domain.StatusDelivered, "", feb), feb, false)
-	require.NoError(t, s.Quarantine(ctx, provider, "ret_feb_quarantined", "Process", "test"))
+	require.NoError(t, s.Events.Quarantine(ctx, provider, "ret_feb_quarantined", "Process", "test"))
 	recordAt(t, s, statusEvent("ret_feb_done", "m4", domain.StatusDelivered, "", feb), feb, true)
 	recordAt(t, s, statusEvent("ret_mar", "m5", domain.StatusDelivered, "", mar), mar, true)
 	sent := notifyAt(t, s, "ret_jan", "app", jan, false)
 	notifyAt(t, s, "ret_feb_done", "app", feb, true) // still being delivered
 	recent := statusEvent("ret_recent", "m6", domain.StatusDelivered, "", time.Now())
-	_, err := s.RecordEvent(ctx, recent)
+	_, err := s.Events.RecordEvent(ctx, recent)
 	require.NoError(t, err)
 
 	var progress int
-	rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4), Progress: func(domain.PartitionReport) { progress++ }})
+	rep, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4), Progress: func(domain.PartitionReport) { progress++ }})
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"event_payloads_p20250101_20250201", "event_payloads_p20250301_20250401",
@@ -109,10 +109,10 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	assert.Zero(t, countRows(t, s, `SELECT count(*) FROM pg_class WHERE relname IN ('event_payloads_p20250101_20250201', 'notification_bodies_p20250101_20250201')`))
 
 	// The key stays, the payload is gone: a re-delivery is a duplicate, a replay has nothing.
-	res, err := s.RecordEvent(ctx, statusEvent("ret_jan", "m1", domain.StatusDelivered, "", jan))
+	res, err := s.Events.RecordEvent(ctx, statusEvent("ret_jan", "m1", domain.StatusDelivered, "", jan))
 	require.NoError(t, err)
 	assert.Equal(t, domain.RecordResult{AlreadyProcessed: true}, res)
-	_, _, _, err = s.StoredEvent(ctx, provider, "ret_jan")
+	_, _, _, err = s.Events.StoredEvent(ctx, provider, "ret_jan")
 	assert.ErrorIs(t, err, store.ErrPayloadExpired)
 	ns, err := storetest.Notifications(ctx, s.Pool(), provider, "ret_jan")
 	require.NoError(t, err)
@@ -121,22 +121,22 @@ func TestDropExpiredPartitionsKeepsWhatIsStillNeeded(t *testing.T) {
 	assert.Equal(t, domain.NotificationSent, ns[0].Status, "the notification's state stays with its key")
 	assert.Empty(t, ns[0].Body)
 	// Kept partitions keep their rows; the recent event is untouched.
-	_, _, _, err = s.StoredEvent(ctx, provider, "ret_feb_waiting")
+	_, _, _, err = s.Events.StoredEvent(ctx, provider, "ret_feb_waiting")
 	require.NoError(t, err)
-	_, _, _, err = s.StoredEvent(ctx, provider, "ret_recent")
+	_, _, _, err = s.Events.StoredEvent(ctx, provider, "ret_recent")
 	require.NoError(t, err)
 
 	// A second run does nothing again.
-	again, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
+	again, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
 	require.NoError(t, err)
 	assert.Empty(t, again.Dropped)
 	assert.Equal(t, rep.Kept, again.Kept)
 
 	// Once the events are processed and the notification delivered, they go too.
-	require.NoError(t, s.MarkProcessed(ctx, provider, "ret_feb_waiting"))
-	require.NoError(t, s.MarkProcessed(ctx, provider, "ret_feb_quarantined"))
-	require.NoError(t, s.MarkNotificationSent(ctx, domain.NotificationID(provider, "ret_feb_done", "app", domain.TypeStatusChanged)))
-	last, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, "ret_feb_waiting"))
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, "ret_feb_quarantined"))
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, domain.NotificationID(provider, "ret_feb_done", "app", domain.TypeStatusChanged)))
+	last, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 4)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"event_payloads_p20250201_20250301", "notification_bodies_p20250201_20250301"}, droppedNames(last))
 	assert.Empty(t, last.Kept)
@@ -159,7 +159,7 @@ func TestDropExpiredPartitionsLetsInsertsThrough(t *testing.T) {
 	}
 	dropped := make(chan result, 1)
 	go func() {
-		rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 2), LockTimeout: time.Hour})
+		rep, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 2), LockTimeout: time.Hour})
 		dropped <- result{rep, err}
 	}()
 	testenv.WaitUntil(t, "the detach waiting for the reader", testenv.Stall, func() bool {
@@ -168,11 +168,11 @@ func TestDropExpiredPartitionsLetsInsertsThrough(t *testing.T) {
 
 	for i, id := range []string{"ins_new_1", "ins_new_2"} {
 		mustNotWait(t, s, inserts, func() error {
-			_, err := s.RecordEvent(ctx, statusEvent(id, "m2", domain.StatusDelivered, "", time.Now()))
+			_, err := s.Events.RecordEvent(ctx, statusEvent(id, "m2", domain.StatusDelivered, "", time.Now()))
 			return err
 		})
 		mustNotWait(t, s, inserts, func() error {
-			_, err := s.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
+			_, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: id, Sink: "app",
 				Type: domain.TypeStatusChanged, Body: json.RawMessage(`{}`)})
 			return err
 		})
@@ -204,16 +204,16 @@ func TestDropExpiredPartitionsFinishesInterruptedWork(t *testing.T) {
 	require.NoError(t, err)
 
 	endReader := holdReader(t, s)
-	_, err = s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3), LockTimeout: 50 * time.Millisecond})
+	_, err = s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3), LockTimeout: 50 * time.Millisecond})
 	require.ErrorIs(t, err, store.ErrLockTimeout)
 	p, ok := partitionNamed(t, s, store.PayloadsTable, "event_payloads_p20250101_20250201")
 	require.True(t, ok)
 	assert.True(t, p.DetachPending, "the interrupted detach is pending")
-	_, err = s.RecordEvent(ctx, statusEvent("int_new", "m3", domain.StatusDelivered, "", time.Now()))
+	_, err = s.Events.RecordEvent(ctx, statusEvent("int_new", "m3", domain.StatusDelivered, "", time.Now()))
 	require.NoError(t, err, "a pending detach does not hold up inserts")
 	endReader()
 
-	rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3)})
+	rep, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: month(2025, 3)})
 	require.NoError(t, err)
 	byName := map[string]domain.DroppedPartition{}
 	for _, d := range rep.Dropped {
@@ -227,7 +227,7 @@ func TestDropExpiredPartitionsFinishesInterruptedWork(t *testing.T) {
 	assert.True(t, byName["notification_bodies_p20250201_20250301"].Leftover)
 	assert.False(t, byName["event_payloads_p20250201_20250301"].Finalized)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM pg_class WHERE relname = 'event_payloads_p20250101_archive'`))
-	_, _, _, err = s.StoredEvent(ctx, provider, "int_new")
+	_, _, _, err = s.Events.StoredEvent(ctx, provider, "int_new")
 	require.NoError(t, err)
 }
 
@@ -242,12 +242,12 @@ func TestPruneDedupeKeys(t *testing.T) {
 	for _, id := range []string{"pr_a", "pr_b", "pr_c", "pr_d", "pr_e"} {
 		recordAt(t, s, statusEvent(id, "pm_"+id, domain.StatusDelivered, "", old), old, true)
 	}
-	_, err := s.ApplyStatus(ctx, statusEvent("pr_a", "pm_pr_a", domain.StatusDelivered, "", old), rules)
+	_, err := s.Events.ApplyStatus(ctx, statusEvent("pr_a", "pm_pr_a", domain.StatusDelivered, "", old), rules)
 	require.NoError(t, err)
 	notifyAt(t, s, "pr_a", "app", old, false)
-	_, err = s.ReserveReplay(ctx, provider, "pr_a", "postscale:pr_a:replay:", true, "ops")
+	_, err = s.Replays.ReserveReplay(ctx, provider, "pr_a", "postscale:pr_a:replay:", true, "ops")
 	require.NoError(t, err)
-	_, err = s.ReserveReplay(ctx, provider, "pr_a", "postscale:pr_a:replay:", false, "ops")
+	_, err = s.Replays.ReserveReplay(ctx, provider, "pr_a", "postscale:pr_a:replay:", false, "ops")
 	require.NoError(t, err)
 	notifyAt(t, s, domain.ReplayNotificationEventID("pr_a", 1), "app", old, false)
 	recordAt(t, s, statusEvent("pr_unprocessed", "pm_u", domain.StatusDelivered, "", old), old, false)
@@ -255,7 +255,7 @@ func TestPruneDedupeKeys(t *testing.T) {
 	recordAt(t, s, statusEvent("pr_recent", "pm_r", domain.StatusDelivered, "", recent), recent, true)
 
 	var batches []domain.PruneReport
-	rep, err := s.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1), Batch: 2,
+	rep, err := s.Retention.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1), Batch: 2,
 		Progress: func(r domain.PruneReport) { batches = append(batches, r) }})
 	require.NoError(t, err)
 	assert.Equal(t, domain.PruneReport{Keys: 5, Replays: 2, Notifications: 2, NotificationBodies: 2, Payloads: 5, Batches: 3}, rep)
@@ -268,15 +268,15 @@ func TestPruneDedupeKeys(t *testing.T) {
 	assert.Zero(t, countRows(t, s, `SELECT count(*) FROM notification_bodies`))
 	assert.Equal(t, 2, countRows(t, s, `SELECT count(*) FROM event_payloads`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM message_events WHERE event_id = 'pr_a'`), "the history stays")
-	_, err = s.GetMessage(ctx, provider, "pm_pr_a")
+	_, err = s.Messages.GetMessage(ctx, provider, "pm_pr_a")
 	require.NoError(t, err, "the message stays")
 
-	again, err := s.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1)})
+	again, err := s.Retention.PruneDedupeKeys(ctx, domain.PruneOptions{Before: month(2025, 1)})
 	require.NoError(t, err)
 	assert.Equal(t, domain.PruneReport{Batches: 1}, again)
 
 	// Past the window a re-delivery is new again.
-	res, err := s.RecordEvent(ctx, statusEvent("pr_b", "pm_pr_b", domain.StatusDelivered, "", old))
+	res, err := s.Events.RecordEvent(ctx, statusEvent("pr_b", "pm_pr_b", domain.StatusDelivered, "", old))
 	require.NoError(t, err)
 	assert.True(t, res.Inserted)
 }

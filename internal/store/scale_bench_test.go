@@ -87,7 +87,7 @@ func enqueueAll(tb testing.TB, s *store.Store, evs []domain.Event, batch int) {
 			}
 			rows = append(rows, r)
 		}
-		if _, err := s.EnqueueRows(context.Background(), rows, 0); err != nil {
+		if _, err := s.Inbox.EnqueueRows(context.Background(), rows, 0); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -141,7 +141,7 @@ func loadedStore(b *testing.B) *store.Store {
 		perMonth := total / months
 		start := time.Now()
 		now := time.Now()
-		if _, err := s.EnsurePartitions(context.Background(), store.DefaultPartitioning, now.AddDate(0, -months, 0), now); err != nil {
+		if _, err := s.Retention.EnsurePartitions(context.Background(), store.DefaultPartitioning, now.AddDate(0, -months, 0), now); err != nil {
 			b.Fatal(err)
 		}
 		changed := have == 0
@@ -226,7 +226,7 @@ func BenchmarkAcceptInsert(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := next.Add(1) - 1
-				if _, err := s.EnqueueRows(context.Background(), rows[i:i+1], time.Second); err != nil {
+				if _, err := s.Inbox.EnqueueRows(context.Background(), rows[i:i+1], time.Second); err != nil {
 					b.Error(err)
 					return
 				}
@@ -264,7 +264,7 @@ func BenchmarkPartitionDropUnderInserts(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		now := time.Now()
-		if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, -back-1, 0), now); err != nil {
+		if _, err := s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, -back-1, 0), now); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := s.Pool().Exec(ctx, qCopyMonthBack, back); err != nil {
@@ -305,7 +305,7 @@ func BenchmarkPartitionDropUnderInserts(b *testing.B) {
 						return
 					}
 					t0 := time.Now()
-					if _, err := s.EnqueueRows(ctx, []store.InboxRow{r}, time.Second); err != nil {
+					if _, err := s.Inbox.EnqueueRows(ctx, []store.InboxRow{r}, time.Second); err != nil {
 						b.Error(err)
 						return
 					}
@@ -318,7 +318,7 @@ func BenchmarkPartitionDropUnderInserts(b *testing.B) {
 		time.Sleep(5 * time.Second)
 		b.StartTimer()
 		dropStart := time.Now()
-		rep, err := s.DropExpiredPartitions(ctx, domain.DropOptions{Before: now.AddDate(0, -12, 0)})
+		rep, err := s.Retention.DropExpiredPartitions(ctx, domain.DropOptions{Before: now.AddDate(0, -12, 0)})
 		dropEnd := time.Now()
 		b.StopTimer()
 		time.Sleep(2 * time.Second)

@@ -34,12 +34,12 @@ func TestScopedSuppressions(t *testing.T) {
 	ctx := t.Context()
 	const to = "user+news@example.com"
 
-	res, err := s.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", domain.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)), rules)
+	res, err := s.Events.ApplyStatus(ctx, streamEvent("e_unsub", "msg_1", domain.KindUnsubscribed, "", "", "broadcast", "User+News@Example.com", at(1)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed)
 	check := func(scope string) store.SuppressionCheck {
 		t.Helper()
-		c, err := s.CheckSuppression(ctx, " USER+news@example.com ", scope)
+		c, err := s.Suppressions.CheckSuppression(ctx, " USER+news@example.com ", scope)
 		require.NoError(t, err)
 		assert.Equal(t, to, c.Address)
 		return c
@@ -51,18 +51,18 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.False(t, check("newsletter").Suppressed, "a scope no stream maps to has only the global rows")
 
 	// Another marketing stream's complaint counts on the same row.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", domain.KindStatus, domain.StatusComplained, "", "digest", to, at(2)), rules)
+	res, err = s.Events.ApplyStatus(ctx, streamEvent("e_complaint", "msg_2", domain.KindStatus, domain.StatusComplained, "", "digest", to, at(2)), rules)
 	require.NoError(t, err)
 	assert.False(t, res.Suppressed, "already suppressed in marketing")
 
 	// A hard bounce, even on the marketing stream, is global: a new row beside the scoped one.
-	res, err = s.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)), rules)
+	res, err = s.Events.ApplyStatus(ctx, streamEvent("e_bounce", "msg_3", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "broadcast", to, at(3)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "the global row is new")
 	assert.Equal(t, []string{domain.ReasonHardBounce}, check("transactional").Reasons)
 	assert.Equal(t, []string{domain.ReasonHardBounce, domain.ReasonUnsubscribe}, check("marketing").Reasons, "global first")
 
-	sups, err := s.AddressSuppressions(ctx, to)
+	sups, err := s.Suppressions.AddressSuppressions(ctx, to)
 	require.NoError(t, err)
 	require.Len(t, sups, 2)
 	assert.Equal(t, suppression.GlobalScope, sups[0].Scope)
@@ -76,7 +76,7 @@ func TestScopedSuppressions(t *testing.T) {
 	assert.Equal(t, sups[0], sup, "the global row matters most")
 
 	for scope, want := range map[string][]string{"": {suppression.GlobalScope, "marketing"}, suppression.GlobalScope: {suppression.GlobalScope}, "marketing": {"marketing"}, "transactional": nil} {
-		list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Scope: scope, Limit: 10})
+		list, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{Scope: scope, Limit: 10})
 		require.NoError(t, err)
 		var got []string
 		for _, l := range list {
@@ -84,32 +84,32 @@ func TestScopedSuppressions(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "scope filter %q", scope)
 	}
-	list, err := s.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonUnsubscribe, Scope: "marketing", Limit: 10})
+	list, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{Reason: domain.ReasonUnsubscribe, Scope: "marketing", Limit: 10})
 	require.NoError(t, err)
 	assert.Len(t, list, 1)
-	_, err = s.ListSuppressions(ctx, store.SuppressionFilter{Scope: "Marketing", Limit: 10})
+	_, err = s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{Scope: "Marketing", Limit: 10})
 	assert.ErrorIs(t, err, store.ErrInvalidSuppressionQuery)
-	_, err = s.CheckSuppression(ctx, to, "no such")
+	_, err = s.Suppressions.CheckSuppression(ctx, to, "no such")
 	assert.ErrorIs(t, err, store.ErrInvalidSuppressionQuery)
-	_, err = s.CheckSuppression(ctx, "  ", "")
+	_, err = s.Suppressions.CheckSuppression(ctx, "  ", "")
 	assert.ErrorIs(t, err, store.ErrInvalidSuppressionQuery)
 
 	// Lifting the marketing opt-out leaves the hard bounce, and the audit row says which scope.
-	lift, err := s.LiftSuppression(ctx, to, "marketing", "ops", "re-subscribed on the web")
+	lift, err := s.Suppressions.LiftSuppression(ctx, to, "marketing", "ops", "re-subscribed on the web")
 	require.NoError(t, err)
 	assert.Equal(t, "marketing", lift.Scope)
 	assert.Equal(t, domain.ReasonUnsubscribe, lift.Reason)
-	_, err = s.LiftSuppression(ctx, to, "marketing", "ops", "again")
+	_, err = s.Suppressions.LiftSuppression(ctx, to, "marketing", "ops", "again")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 	assert.True(t, check("marketing").Suppressed, "still globally suppressed")
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE address = $1 AND scope = 'marketing'`, to))
 
-	lift, err = s.LiftSuppression(ctx, to, "", "ops", "mailbox fixed")
+	lift, err = s.Suppressions.LiftSuppression(ctx, to, "", "ops", "mailbox fixed")
 	require.NoError(t, err)
 	assert.Equal(t, suppression.GlobalScope, lift.Scope)
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE address = $1 AND scope = ''`, to), "global is stored as ''")
 	assert.False(t, check("marketing").Suppressed)
-	_, err = s.AddressSuppressions(ctx, to)
+	_, err = s.Suppressions.AddressSuppressions(ctx, to)
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 }
 
@@ -121,17 +121,17 @@ func TestListSuppressionsPagesWholeAddresses(t *testing.T) {
 	rules := apply.Rules{Scopes: testScopes}
 	ctx := t.Context()
 	for i, addr := range []string{"c@example.com", "a@example.com", "b@example.com"} {
-		_, err := s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)), rules)
+		_, err := s.Events.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_b%d", i), fmt.Sprintf("m_b%d", i), domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", addr, at(i)), rules)
 		require.NoError(t, err)
 		if addr != "b@example.com" {
-			_, err = s.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), domain.KindUnsubscribed, "", "", "broadcast", addr, at(i)), rules)
+			_, err = s.Events.ApplyStatus(ctx, streamEvent(fmt.Sprintf("e_u%d", i), fmt.Sprintf("m_u%d", i), domain.KindUnsubscribed, "", "", "broadcast", addr, at(i)), rules)
 			require.NoError(t, err)
 		}
 	}
 	var pages [][]string
 	after := ""
 	for range 10 {
-		page, err := s.ListSuppressions(ctx, store.SuppressionFilter{After: after, Limit: 1})
+		page, err := s.Suppressions.ListSuppressions(ctx, store.SuppressionFilter{After: after, Limit: 1})
 		require.NoError(t, err)
 		if len(page) == 0 {
 			break
@@ -182,10 +182,10 @@ VALUES ('lifted@example.com', 'hard_bounce', 'resend', 'e0', 'm0', now(), now(),
 	defer s.Close()
 	assert.Equal(t, 1000, countRows(t, s, `SELECT count(*) FROM suppressions WHERE scope = ''`))
 	assert.Equal(t, 1, countRows(t, s, `SELECT count(*) FROM suppression_lifts WHERE scope = ''`))
-	c, err := s.CheckSuppression(ctx, "old7@example.com", "marketing")
+	c, err := s.Suppressions.CheckSuppression(ctx, "old7@example.com", "marketing")
 	require.NoError(t, err)
 	assert.True(t, c.Suppressed, "an old suppression is global: it stops every kind of mail")
-	res, err := s.ApplyStatus(ctx, streamEvent("e_new", "m_new", domain.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)), rules)
+	res, err := s.Events.ApplyStatus(ctx, streamEvent("e_new", "m_new", domain.KindUnsubscribed, "", "", "broadcast", "old7@example.com", at(1)), rules)
 	require.NoError(t, err)
 	assert.True(t, res.Suppressed, "a scoped row beside the old global one")
 	_, err = s.Pool().Exec(ctx, `INSERT INTO suppressions (address, reason, provider, event_id, message_id, first_seen, last_seen, scope)

@@ -29,7 +29,7 @@ type SinkLimit struct {
 // slots (sink_slots) to its concurrency. Every worker runs it at start; concurrent runs agree.
 // Rows of sinks no longer configured stay, with their parked notifications, until a config
 // names them again.
-func (s *Store) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
+func (s *Sinks) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
 	for _, sk := range sinks {
 		if _, err := s.pool.Exec(ctx, qEnsureSink, sk.Name, max(sk.Concurrency, 0)); err != nil {
 			return fmt.Errorf("ensure sink %s: %w", sk.Name, err)
@@ -39,7 +39,7 @@ func (s *Store) EnsureSinks(ctx context.Context, sinks []SinkLimit) error {
 }
 
 // SinkByName reads one sink with its counts; domain.ErrNotFound when it has no row.
-func (s *Store) SinkByName(ctx context.Context, name string) (delivery.Sink, error) {
+func (s *Sinks) SinkByName(ctx context.Context, name string) (delivery.Sink, error) {
 	sk, err := scanSink(s.pool.QueryRow(ctx, qSink, name))
 	if err != nil {
 		return delivery.Sink{}, fmt.Errorf("sink %s: %w", name, err)
@@ -48,7 +48,7 @@ func (s *Store) SinkByName(ctx context.Context, name string) (delivery.Sink, err
 }
 
 // ListSinks reads every sink with its counts, by name.
-func (s *Store) ListSinks(ctx context.Context) ([]delivery.Sink, error) {
+func (s *Sinks) ListSinks(ctx context.Context) ([]delivery.Sink, error) {
 	rows, err := s.pool.Query(ctx, qListSinks)
 	if err != nil {
 		return nil, fmt.Errorf("list sinks: %w", err)
@@ -63,7 +63,7 @@ func (s *Store) ListSinks(ctx context.Context) ([]delivery.Sink, error) {
 // ParkNotification parks a pending notification of sink for the sink's drainer with why
 // (delivery.Reason*). notBefore, when set, is the sink's own Retry-After: nothing is sent to it
 // before then.
-func (s *Store) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (delivery.Parked, error) {
+func (s *Sinks) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (delivery.Parked, error) {
 	var p delivery.Parked
 	if err := s.pool.QueryRow(ctx, qParkNotification, id, why).Scan(&p.Parked, &p.Woke); err != nil {
 		return delivery.Parked{}, fmt.Errorf("park notification %s: %w", id, err)
@@ -79,7 +79,7 @@ func (s *Store) ParkNotification(ctx context.Context, id, sink, why string, notB
 // DeliveryFailed records a failed attempt of notification id, on the row (errMsg) and on its
 // sink (sinkErr, the status line without the sink's answer), and opens the sink's circuit when
 // that makes threshold failures in a row (opened; the drainer probes it after probeIn).
-func (s *Store) DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr string, threshold int, probeIn time.Duration) (opened bool, err error) {
+func (s *Sinks) DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr string, threshold int, probeIn time.Duration) (opened bool, err error) {
 	if err := s.pool.QueryRow(ctx, qDeliveryFailed, id, sink, errMsg, threshold, probeIn, sinkErr).Scan(&opened); err != nil {
 		return false, fmt.Errorf("record failed attempt of %s to sink %s: %w", id, sink, err)
 	}
@@ -90,7 +90,7 @@ func (s *Store) DeliveryFailed(ctx context.Context, id, sink, errMsg, sinkErr st
 // tenth of a second's worth saved up, and at least one), shared by every worker through the
 // sink's row: false when none is left now. So no second holds more than rate plus a tenth of it
 // (plus one below 10/s).
-func (s *Store) TakeToken(ctx context.Context, sink string, rate float64) (bool, error) {
+func (s *Sinks) TakeToken(ctx context.Context, sink string, rate float64) (bool, error) {
 	burst := max(rate/10, 1)
 	tag, err := s.pool.Exec(ctx, qTakeToken, sink, rate, burst)
 	if err != nil {
@@ -101,7 +101,7 @@ func (s *Store) TakeToken(ctx context.Context, sink string, rate float64) (bool,
 
 // AcquireSlot leases one of the sink's concurrency slots until hold has passed: false when every
 // slot is held. A worker that dies holding one loses it when the lease ends.
-func (s *Store) AcquireSlot(ctx context.Context, sink string, hold time.Duration) (slot int, ok bool, err error) {
+func (s *Sinks) AcquireSlot(ctx context.Context, sink string, hold time.Duration) (slot int, ok bool, err error) {
 	err = s.pool.QueryRow(ctx, qAcquireSlot, sink, hold).Scan(&slot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -113,7 +113,7 @@ func (s *Store) AcquireSlot(ctx context.Context, sink string, hold time.Duration
 }
 
 // ReleaseSlot gives a slot back.
-func (s *Store) ReleaseSlot(ctx context.Context, sink string, slot int) error {
+func (s *Sinks) ReleaseSlot(ctx context.Context, sink string, slot int) error {
 	if _, err := s.pool.Exec(ctx, qReleaseSlot, sink, slot); err != nil {
 		return fmt.Errorf("release sink %s slot %d: %w", sink, slot, err)
 	}
@@ -123,7 +123,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, sink string, slot int) error {
 // ParkedBatch returns the next notifications the sink's drain sends: the limit parked longest,
 // plus every other parked update of the messages among them, so that a drain that takes one of
 // a message's updates takes all of them (and sends them in version order: delivery.Chains).
-func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]delivery.ParkedNotification, error) {
+func (s *Sinks) ParkedBatch(ctx context.Context, sink string, limit int) ([]delivery.ParkedNotification, error) {
 	rows, err := s.pool.Query(ctx, qParkedBatch, sink, limit)
 	if err != nil {
 		return nil, fmt.Errorf("parked notifications of sink %s: %w", sink, err)
@@ -147,8 +147,8 @@ func (s *Store) ParkedBatch(ctx context.Context, sink string, limit int) ([]deli
 // DrainedSent marks a parked notification sent by the drain (its sink's run of failures ends
 // with it). An inbound email's body goes with its last notification when
 // retention.inbound_bodies is 0, as it would have when its event was processed.
-func (s *Store) DrainedSent(ctx context.Context, n delivery.ParkedNotification) error {
-	if err := s.MarkNotificationSent(ctx, n.ID); err != nil {
+func (s *Sinks) DrainedSent(ctx context.Context, n delivery.ParkedNotification) error {
+	if err := (&Notifications{s.db}).MarkNotificationSent(ctx, n.ID); err != nil {
 		return err
 	}
 	if s.stripOnProcessed && n.Type == domain.TypeEmailReceived {
@@ -161,7 +161,7 @@ func (s *Store) DrainedSent(ctx context.Context, n delivery.ParkedNotification) 
 
 // DrainedSentAll is DrainedSent for a batch a broker confirmed: one statement for every mark,
 // and one for the inbound bodies that may go.
-func (s *Store) DrainedSentAll(ctx context.Context, ns []delivery.ParkedNotification) error {
+func (s *Sinks) DrainedSentAll(ctx context.Context, ns []delivery.ParkedNotification) error {
 	ids := make([]string, len(ns))
 	var inbound []delivery.ParkedNotification
 	for i, n := range ns {
@@ -183,7 +183,7 @@ func (s *Store) DrainedSentAll(ctx context.Context, ns []delivery.ParkedNotifica
 
 // GiveUpParked fails the sink's notifications parked before before (notify.give_up_after) and
 // returns how many, in batches of bounded transactions.
-func (s *Store) GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error) {
+func (s *Sinks) GiveUpParked(ctx context.Context, sink string, before time.Time, reason string) (int64, error) {
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, qGiveUpParked, sink, before, reason, sinkBatch)
@@ -202,7 +202,7 @@ const sinkBatch = 5000
 
 // SinkFailing records that the drainer's probe or drain failed: the circuit is (again) open,
 // and the next probe is at nextProbe. failedProbe counts it as one more failed probe.
-func (s *Store) SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error {
+func (s *Sinks) SinkFailing(ctx context.Context, sink, errMsg string, failedProbe bool, nextProbe time.Time) error {
 	if _, err := s.pool.Exec(ctx, qSinkFailing, sink, errMsg, failedProbe, nextProbe); err != nil {
 		return fmt.Errorf("sink %s failing: %w", sink, err)
 	}
@@ -211,7 +211,7 @@ func (s *Store) SinkFailing(ctx context.Context, sink, errMsg string, failedProb
 
 // SinkAnswers records that the sink answered the drainer again: an open circuit goes to draining
 // (the parked notifications are sent next), and the failure counts start over.
-func (s *Store) SinkAnswers(ctx context.Context, sink string) error {
+func (s *Sinks) SinkAnswers(ctx context.Context, sink string) error {
 	if _, err := s.pool.Exec(ctx, qSinkAnswers, sink); err != nil {
 		return fmt.Errorf("sink %s answers: %w", sink, err)
 	}
@@ -219,7 +219,7 @@ func (s *Store) SinkAnswers(ctx context.Context, sink string) error {
 }
 
 // SlowDown records the sink's Retry-After: nothing is sent to it before until.
-func (s *Store) SlowDown(ctx context.Context, sink string, until time.Time) error {
+func (s *Sinks) SlowDown(ctx context.Context, sink string, until time.Time) error {
 	if _, err := s.pool.Exec(ctx, qSlowDown, sink, until); err != nil {
 		return fmt.Errorf("sink %s slow down: %w", sink, err)
 	}
@@ -230,7 +230,7 @@ func (s *Store) SlowDown(ctx context.Context, sink string, until time.Time) erro
 // nothing parked closes (its notifications are sent by their runs again), a closed one with
 // parked notifications (a park that raced the close, a redelivery) drains. It returns the state
 // it left.
-func (s *Store) Settle(ctx context.Context, sink string) (delivery.State, error) {
+func (s *Sinks) Settle(ctx context.Context, sink string) (delivery.State, error) {
 	// A sink no worker has set up yet (EnsureSinks) gets its row: its state is kept there.
 	if _, err := s.pool.Exec(ctx, qEnsureSinkRow, sink); err != nil {
 		return "", fmt.Errorf("settle sink %s: %w", sink, err)
@@ -246,7 +246,7 @@ func (s *Store) Settle(ctx context.Context, sink string) (delivery.State, error)
 // PauseSink pauses (or resumes) a sink: while paused every notification for it parks and its
 // drainer sends nothing. by is the admin token's name. A resumed sink with parked notifications
 // drains them.
-func (s *Store) PauseSink(ctx context.Context, sink string, paused bool, by string) (delivery.Sink, error) {
+func (s *Sinks) PauseSink(ctx context.Context, sink string, paused bool, by string) (delivery.Sink, error) {
 	if _, err := s.pool.Exec(ctx, qPauseSink, sink, paused, by); err != nil {
 		return delivery.Sink{}, fmt.Errorf("pause sink %s: %w", sink, err)
 	}
@@ -288,7 +288,7 @@ type Redelivery struct {
 // Redeliver parks the notifications f selects again, under their ids and with their stored
 // bodies, for the sink's drainer: a receiver that already had one dedupes it. It walks them in
 // id order in bounded transactions, so a large selection never holds one long transaction.
-func (s *Store) Redeliver(ctx context.Context, f RedeliverFilter) (Redelivery, error) {
+func (s *Sinks) Redeliver(ctx context.Context, f RedeliverFilter) (Redelivery, error) {
 	var (
 		res  Redelivery
 		last string
@@ -330,7 +330,7 @@ type SinkNotificationFilter struct {
 
 // ListSinkNotifications returns a page of a sink's notifications of one status, in id order
 // (without their bodies), and the id to pass as After for the next page ("" on the last).
-func (s *Store) ListSinkNotifications(ctx context.Context, f SinkNotificationFilter) ([]delivery.Notification, string, error) {
+func (s *Sinks) ListSinkNotifications(ctx context.Context, f SinkNotificationFilter) ([]delivery.Notification, string, error) {
 	rows, err := s.pool.Query(ctx, qListSinkNotifications, f.Sink, f.Status, f.After, f.Limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("notifications of sink %s: %w", f.Sink, err)
@@ -580,7 +580,7 @@ const staleParkedMin = 1000
 // to read, is large and more than four times what the planner expects to find (asked with
 // EXPLAIN). It reports whether it did. A lock it cannot get within two seconds (autovacuum at
 // work on the table) skips it.
-func (s *Store) FreshenParkedStats(ctx context.Context, sink string, parked int64) (bool, error) {
+func (s *Sinks) FreshenParkedStats(ctx context.Context, sink string, parked int64) (bool, error) {
 	if parked < staleParkedMin {
 		return false, nil
 	}

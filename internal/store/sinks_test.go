@@ -20,7 +20,7 @@ import (
 // version v, and returns it as EnsureNotification does.
 func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) delivery.Notification {
 	t.Helper()
-	n, err := s.EnsureNotification(context.Background(), delivery.Notification{
+	n, err := s.Notifications.EnsureNotification(context.Background(), delivery.Notification{
 		Provider: "postscale", EventID: evt, Sink: sink, Type: domain.TypeStatusChanged,
 		MessageID: msg, Version: v, Body: json.RawMessage(fmt.Sprintf(`{"id":%q,"v":%d}`, evt, v)),
 	})
@@ -30,7 +30,7 @@ func pending(t *testing.T, s *store.Store, sink, evt, msg string, v int64) deliv
 
 func sinkOf(t *testing.T, s *store.Store, name string) delivery.Sink {
 	t.Helper()
-	sk, err := s.SinkByName(context.Background(), name)
+	sk, err := s.Sinks.SinkByName(context.Background(), name)
 	require.NoError(t, err)
 	return sk
 }
@@ -41,21 +41,21 @@ func TestParkingMovesAClosedSinkToDrainingOnce(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
 
 	a := pending(t, s, "app", "evt_a", "msg_1", 1)
 	assert.Equal(t, delivery.Gate{State: delivery.Closed}, a.Gate)
-	p, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	p, err := s.Sinks.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Parked{Parked: true, Woke: true}, p)
 
 	b := pending(t, s, "app", "evt_b", "msg_2", 1)
 	assert.Equal(t, delivery.Gate{State: delivery.Draining}, b.Gate, "the next notification reads that the sink is behind")
-	p, err = s.ParkNotification(ctx, b.ID, "app", b.Gate.ParkReason(), time.Time{})
+	p, err = s.Sinks.ParkNotification(ctx, b.ID, "app", b.Gate.ParkReason(), time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Parked{Parked: true}, p, "parking behind a draining sink wakes nobody")
 
-	again, err := s.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	again, err := s.Sinks.ParkNotification(ctx, a.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Parked{}, again, "a parked notification is not parked twice")
 
@@ -66,7 +66,7 @@ func TestParkingMovesAClosedSinkToDrainingOnce(t *testing.T) {
 
 	// A sink no config created a row for gets one with its first park.
 	c := pending(t, s, "other", "evt_c", "msg_3", 1)
-	p, err = s.ParkNotification(ctx, c.ID, "other", delivery.ReasonThrottled, time.Now().Add(time.Minute))
+	p, err = s.Sinks.ParkNotification(ctx, c.ID, "other", delivery.ReasonThrottled, time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Parked{Parked: true, Woke: true}, p)
 	other := sinkOf(t, s, "other")
@@ -80,17 +80,17 @@ func TestFailuresOpenTheCircuitAtTheThreshold(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
 	n := pending(t, s, "app", "evt_1", "msg_1", 1)
 	fail := func() bool {
-		opened, err := s.DeliveryFailed(ctx, n.ID, "app", "notify: sink responded 503 Service Unavailable: {\"to\":\"jane@example.com\"}",
+		opened, err := s.Sinks.DeliveryFailed(ctx, n.ID, "app", "notify: sink responded 503 Service Unavailable: {\"to\":\"jane@example.com\"}",
 			"notify: sink responded 503 Service Unavailable", 3, 5*time.Second)
 		require.NoError(t, err)
 		return opened
 	}
 	assert.False(t, fail())
 	assert.False(t, fail())
-	require.NoError(t, s.MarkNotificationSent(ctx, pending(t, s, "app", "evt_2", "msg_2", 1).ID))
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, pending(t, s, "app", "evt_2", "msg_2", 1).ID))
 	assert.Zero(t, sinkOf(t, s, "app").ConsecutiveFailures, "a success ends the run of failures")
 	assert.False(t, fail())
 	assert.False(t, fail())
@@ -112,12 +112,12 @@ func TestFailuresOpenTheCircuitAtTheThreshold(t *testing.T) {
 
 	// The drainer's probe fails: still open, one more failed probe; then the sink answers.
 	next := time.Now().Add(20 * time.Second)
-	require.NoError(t, s.SinkFailing(ctx, "app", "notify: dial tcp: connection refused", true, next))
+	require.NoError(t, s.Sinks.SinkFailing(ctx, "app", "notify: dial tcp: connection refused", true, next))
 	sk = sinkOf(t, s, "app")
 	assert.Equal(t, delivery.Open, sk.State)
 	assert.Equal(t, 1, sk.ProbeFailures)
 	assert.WithinDuration(t, next, *sk.NextProbeAt, time.Millisecond)
-	require.NoError(t, s.SinkAnswers(ctx, "app"))
+	require.NoError(t, s.Sinks.SinkAnswers(ctx, "app"))
 	sk = sinkOf(t, s, "app")
 	assert.Equal(t, delivery.Draining, sk.State)
 	assert.Zero(t, sk.ConsecutiveFailures)
@@ -131,7 +131,7 @@ func TestParkedBatchTakesWholeMessages(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	park := func(n delivery.Notification) {
-		_, err := s.ParkNotification(ctx, n.ID, "app", delivery.ReasonOpen, time.Time{})
+		_, err := s.Sinks.ParkNotification(ctx, n.ID, "app", delivery.ReasonOpen, time.Time{})
 		require.NoError(t, err)
 	}
 	// Parked in this order: m1 v3, m2 v1, m1 v2, m3 v1, m1 v4.
@@ -146,7 +146,7 @@ func TestParkedBatchTakesWholeMessages(t *testing.T) {
 	park(m1v4)
 	park(pending(t, s, "other", "evt_other", "m1", 9)) // another sink's
 
-	batch, err := s.ParkedBatch(ctx, "app", 2)
+	batch, err := s.Sinks.ParkedBatch(ctx, "app", 2)
 	require.NoError(t, err)
 	var ids []string
 	items := make([]delivery.Item, len(batch))
@@ -163,9 +163,9 @@ func TestParkedBatchTakesWholeMessages(t *testing.T) {
 	assert.Equal(t, m2.ID, chains[1][0].ID)
 
 	for _, n := range batch {
-		require.NoError(t, s.DrainedSent(ctx, n))
+		require.NoError(t, s.Sinks.DrainedSent(ctx, n))
 	}
-	rest, err := s.ParkedBatch(ctx, "app", 10)
+	rest, err := s.Sinks.ParkedBatch(ctx, "app", 10)
 	require.NoError(t, err)
 	require.Len(t, rest, 1)
 	assert.Equal(t, "evt_m3v1", rest[0].EventID)
@@ -177,26 +177,26 @@ func TestSettleAndGiveUp(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
 	n := pending(t, s, "app", "evt_1", "msg_1", 1)
-	_, err := s.ParkNotification(ctx, n.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	_, err := s.Sinks.ParkNotification(ctx, n.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
 
-	state, err := s.Settle(ctx, "app")
+	state, err := s.Sinks.Settle(ctx, "app")
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Draining, state, "something is parked: it stays draining")
 
-	gaveUp, err := s.GiveUpParked(ctx, "app", time.Now().Add(-time.Hour), "gave up")
+	gaveUp, err := s.Sinks.GiveUpParked(ctx, "app", time.Now().Add(-time.Hour), "gave up")
 	require.NoError(t, err)
 	assert.Zero(t, gaveUp, "parked a moment ago")
-	gaveUp, err = s.GiveUpParked(ctx, "app", time.Now().Add(time.Second), "gave up: parked for longer than notify.give_up_after (72h0m0s)")
+	gaveUp, err = s.Sinks.GiveUpParked(ctx, "app", time.Now().Add(time.Second), "gave up: parked for longer than notify.give_up_after (72h0m0s)")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, gaveUp)
 	failed := pending(t, s, "app", "evt_1", "msg_1", 1)
 	assert.Equal(t, domain.NotificationFailed, failed.Status)
 	assert.Contains(t, failed.LastError, "give_up_after")
 
-	state, err = s.Settle(ctx, "app")
+	state, err = s.Sinks.Settle(ctx, "app")
 	require.NoError(t, err)
 	assert.Equal(t, delivery.Closed, state, "nothing parked any more: closed")
 	assert.EqualValues(t, 1, sinkOf(t, s, "app").Failed)
@@ -208,7 +208,7 @@ func TestTakeTokenIsOneBucketPerSink(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}, {Name: "other"}, {Name: "fast"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}, {Name: "other"}, {Name: "fast"}}))
 	// What refilled while asking depends on how long the asking took on a shared machine, so the
 	// upper bounds count it from the time measured rather than assume the calls were quick.
 	took, elapsed := takeTokens(t, s, "app", 2, 5)
@@ -219,11 +219,11 @@ func TestTakeTokenIsOneBucketPerSink(t *testing.T) {
 	if budget := 10 + 100*elapsed.Seconds() + 1; budget < 30 {
 		assert.LessOrEqual(t, float64(took), budget, "but not more than the bucket and its refill")
 	}
-	ok, err := s.TakeToken(ctx, "other", 2)
+	ok, err := s.Sinks.TakeToken(ctx, "other", 2)
 	require.NoError(t, err)
 	assert.True(t, ok, "another sink's bucket is its own")
 	time.Sleep(600 * time.Millisecond)
-	ok, err = s.TakeToken(ctx, "app", 2)
+	ok, err = s.Sinks.TakeToken(ctx, "app", 2)
 	require.NoError(t, err)
 	assert.True(t, ok, "refilled at 2/s")
 }
@@ -233,28 +233,28 @@ func TestSlotsBoundConcurrency(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 2}}))
-	a, ok, err := s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 2}}))
+	a, ok, err := s.Sinks.AcquireSlot(ctx, "app", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, ok, err = s.AcquireSlot(ctx, "app", 300*time.Millisecond)
+	_, ok, err = s.Sinks.AcquireSlot(ctx, "app", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	_, ok, err = s.Sinks.AcquireSlot(ctx, "app", time.Minute)
 	require.NoError(t, err)
 	assert.False(t, ok, "both slots held")
-	require.NoError(t, s.ReleaseSlot(ctx, "app", a))
-	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, s.Sinks.ReleaseSlot(ctx, "app", a))
+	_, ok, err = s.Sinks.AcquireSlot(ctx, "app", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok, "a released slot is free")
 	time.Sleep(400 * time.Millisecond)
-	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	_, ok, err = s.Sinks.AcquireSlot(ctx, "app", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok, "an expired lease is free (its worker died)")
 
 	// A smaller concurrency drops the slots beyond it.
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 1}}))
-	_, ok, err = s.AcquireSlot(ctx, "app", time.Minute)
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app", Concurrency: 1}}))
+	_, ok, err = s.Sinks.AcquireSlot(ctx, "app", time.Minute)
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
@@ -264,42 +264,42 @@ func TestRedeliverSelectsAndRequeues(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
 	var failed []delivery.Notification
 	for i := range 3 {
 		n := pending(t, s, "app", fmt.Sprintf("evt_f%d", i), fmt.Sprintf("m%d", i), 1)
-		require.NoError(t, s.MarkNotificationFailed(ctx, n.ID, "notify: sink responded 410 Gone"))
+		require.NoError(t, s.Notifications.MarkNotificationFailed(ctx, n.ID, "notify: sink responded 410 Gone"))
 		failed = append(failed, n)
 	}
 	sent := pending(t, s, "app", "evt_sent", "m9", 1)
-	require.NoError(t, s.MarkNotificationSent(ctx, sent.ID))
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, sent.ID))
 	parked := pending(t, s, "app", "evt_parked", "m8", 1)
-	_, err := s.ParkNotification(ctx, parked.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
+	_, err := s.Sinks.ParkNotification(ctx, parked.ID, "app", delivery.ReasonRetriesSpent, time.Time{})
 	require.NoError(t, err)
-	state, err := s.Settle(ctx, "app")
+	state, err := s.Sinks.Settle(ctx, "app")
 	require.NoError(t, err)
 	require.Equal(t, delivery.Draining, state)
 	// Drained meanwhile: the sink is closed again.
-	batch, err := s.ParkedBatch(ctx, "app", 10)
+	batch, err := s.Sinks.ParkedBatch(ctx, "app", 10)
 	require.NoError(t, err)
-	require.NoError(t, s.DrainedSent(ctx, batch[0]))
-	state, err = s.Settle(ctx, "app")
+	require.NoError(t, s.Sinks.DrainedSent(ctx, batch[0]))
+	state, err = s.Sinks.Settle(ctx, "app")
 	require.NoError(t, err)
 	require.Equal(t, delivery.Closed, state)
 
-	dry, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, DryRun: true})
+	dry, err := s.Sinks.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, DryRun: true})
 	require.NoError(t, err)
 	assert.Equal(t, store.Redelivery{Matched: 3}, dry)
 	assert.EqualValues(t, 3, sinkOf(t, s, "app").Failed, "a dry run changes nothing")
 
-	none, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Type: domain.TypeEmailReceived})
+	none, err := s.Sinks.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Type: domain.TypeEmailReceived})
 	require.NoError(t, err)
 	assert.Zero(t, none.Matched, "filtered by type")
-	none, err = s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Since: time.Now().Add(time.Hour)})
+	none, err = s.Sinks.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed}, Since: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	assert.Zero(t, none.Matched, "filtered by time")
 
-	res, err := s.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed, domain.NotificationSent},
+	res, err := s.Sinks.Redeliver(ctx, store.RedeliverFilter{Sink: "app", Statuses: []string{domain.NotificationFailed, domain.NotificationSent},
 		Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour), Provider: "postscale"})
 	require.NoError(t, err)
 	assert.Equal(t, store.Redelivery{Matched: 5, Requeued: 5, Woke: true}, res,
@@ -314,11 +314,11 @@ func TestRedeliverSelectsAndRequeues(t *testing.T) {
 	assert.Equal(t, delivery.ReasonRedelivery, again.ParkReason)
 	assert.JSONEq(t, string(failed[0].Body), string(again.Body), "with the same body")
 
-	list, next, err := s.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, Limit: 3})
+	list, next, err := s.Sinks.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, Limit: 3})
 	require.NoError(t, err)
 	require.Len(t, list, 3)
 	require.NotEmpty(t, next)
-	rest, last, err := s.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, After: next, Limit: 3})
+	rest, last, err := s.Sinks.ListSinkNotifications(ctx, store.SinkNotificationFilter{Sink: "app", Status: domain.NotificationParked, After: next, Limit: 3})
 	require.NoError(t, err)
 	assert.Len(t, rest, 2)
 	assert.Empty(t, last)
@@ -329,27 +329,27 @@ func TestPauseAndResume(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
-	sk, err := s.PauseSink(ctx, "app", true, "ops")
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "app"}}))
+	sk, err := s.Sinks.PauseSink(ctx, "app", true, "ops")
 	require.NoError(t, err)
 	assert.True(t, sk.Paused)
 	assert.Equal(t, "ops", sk.PausedBy)
 	require.NotNil(t, sk.PausedAt)
 	n := pending(t, s, "app", "evt_1", "msg_1", 1)
 	assert.Equal(t, delivery.ReasonPaused, n.Gate.ParkReason())
-	_, err = s.ParkNotification(ctx, n.ID, "app", delivery.ReasonPaused, time.Time{})
+	_, err = s.Sinks.ParkNotification(ctx, n.ID, "app", delivery.ReasonPaused, time.Time{})
 	require.NoError(t, err)
 
-	sk, err = s.PauseSink(ctx, "app", false, "ops")
+	sk, err = s.Sinks.PauseSink(ctx, "app", false, "ops")
 	require.NoError(t, err)
 	assert.False(t, sk.Paused)
 	assert.Nil(t, sk.PausedAt)
 	assert.Equal(t, delivery.Draining, sk.State, "resumed with something parked: it drains")
 	assert.EqualValues(t, 1, sk.Parked)
 
-	_, err = s.SinkByName(ctx, "missing")
+	_, err = s.Sinks.SinkByName(ctx, "missing")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
-	all, err := s.ListSinks(ctx)
+	all, err := s.Sinks.ListSinks(ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	assert.Equal(t, "app", all[0].Name)
@@ -361,7 +361,7 @@ func takeTokens(t *testing.T, s *store.Store, sink string, rate float64, n int) 
 	took := 0
 	start := time.Now()
 	for range n {
-		ok, err := s.TakeToken(t.Context(), sink, rate)
+		ok, err := s.Sinks.TakeToken(t.Context(), sink, rate)
 		require.NoError(t, err)
 		if ok {
 			took++
@@ -377,7 +377,7 @@ func TestFreshenParkedStatsAnalyzesAnUnseenBacklogOnce(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	ctx := t.Context()
-	require.NoError(t, s.EnsureSinks(ctx, []store.SinkLimit{{Name: "bus"}}))
+	require.NoError(t, s.Sinks.EnsureSinks(ctx, []store.SinkLimit{{Name: "bus"}}))
 	_, err := s.Pool().Exec(ctx, `ANALYZE notifications`)
 	require.NoError(t, err)
 	_, err = s.Pool().Exec(ctx, `
@@ -386,19 +386,19 @@ SELECT 'ntf_' || g, 'postscale', 'evt_' || g, 'bus', 'message.status_changed', '
 FROM generate_series(1, 3000) g`)
 	require.NoError(t, err)
 
-	did, err := s.FreshenParkedStats(ctx, "bus", 500)
+	did, err := s.Sinks.FreshenParkedStats(ctx, "bus", 500)
 	require.NoError(t, err)
 	assert.False(t, did, "a small backlog is not worth an ANALYZE")
-	did, err = s.FreshenParkedStats(ctx, "bus", 3000)
+	did, err = s.Sinks.FreshenParkedStats(ctx, "bus", 3000)
 	require.NoError(t, err)
 	assert.True(t, did, "3000 parked the planner has not seen")
-	did, err = s.FreshenParkedStats(ctx, "bus", 3000)
+	did, err = s.Sinks.FreshenParkedStats(ctx, "bus", 3000)
 	require.NoError(t, err)
 	assert.False(t, did, "seen now")
 
-	batch, err := s.ParkedBatch(ctx, "bus", 1000)
+	batch, err := s.Sinks.ParkedBatch(ctx, "bus", 1000)
 	require.NoError(t, err)
-	require.NoError(t, s.DrainedSentAll(ctx, batch))
+	require.NoError(t, s.Sinks.DrainedSentAll(ctx, batch))
 	assert.EqualValues(t, 3000-len(batch), sinkOf(t, s, "bus").Parked)
 	var sent int
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM notifications WHERE status = 'sent' AND sent_at IS NOT NULL AND attempts = 1`).Scan(&sent))

@@ -64,7 +64,7 @@ WHERE address = $1 AND occurred_at < $2::timestamptz - 2 * $3::bigint * interval
 // in the apply transaction, before the message_events gate, so a lost race rolls it back with
 // everything else. suppressed reports that this event added the suppression: only the first
 // bounce at the threshold does, later ones count in times_seen as any other suppressing event.
-func (s *Store) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string, rules domain.Rules) (suppressed bool, err error) {
+func (s *Events) softBounceWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, recipient string, rules domain.Rules) (suppressed bool, err error) {
 	address, window, ok := rules.SoftBounce(ev, recipient)
 	if !ok {
 		return false, nil

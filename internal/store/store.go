@@ -20,15 +20,69 @@ import (
 // DefaultMaxConns is the connection pool's size unless the database URL sets pool_max_conns.
 const DefaultMaxConns = 16
 
-// Store is mailhook's database. It is safe for concurrent use.
+// Store is mailhook's database: one pool, and a part per entity over it, each with its own
+// statements (the file of its name). It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	// The Options given to Open, read without a lock by every call.
+	db *db
+
+	// Events is the event's way through: stored under its key, taken up and applied to its
+	// message, marked processed.
+	Events *Events
+	// Inbox is the accepted events waiting for their workflow's start: the relay's queue.
+	Inbox *Inbox
+	// Quarantined holds the events that cannot be processed as they are.
+	Quarantined *Quarantined
+	// Messages are the messages' states and histories.
+	Messages *Messages
+	// Notifications are the (event, sink, type) deliveries and their bodies.
+	Notifications *Notifications
+	// Sinks are the sinks' circuits, limits and parked notifications.
+	Sinks *Sinks
+	// Suppressions are the suppressed addresses and their lifts.
+	Suppressions *Suppressions
+	// Retention is the partitions and what retention removes.
+	Retention *Retention
+	// Counts are the daily counts, the providers' counts and the backfills' progress.
+	Counts *Counts
+	// Replays are the stuck events redrive finds and the operator's replays.
+	Replays *Replays
+	// Nonces are the signature tokens bound against replays.
+	Nonces *Nonces
+	// Erasures are the erasure jobs and their audit rows.
+	Erasures *Erasures
+}
+
+// db is what every part shares: the pool and the Options given to Open, read without a lock by
+// every call.
+type db struct {
+	pool             *pgxpool.Pool
 	partitioning     domain.Partitioning
 	hasher           erasure.Hasher
 	sessionURL       string
 	stripOnProcessed bool
 	priorKeys        erasure.PriorKeys
+}
+
+// The parts, each a view of db.
+type (
+	Events        struct{ *db }
+	Inbox         struct{ *db }
+	Quarantined   struct{ *db }
+	Messages      struct{ *db }
+	Notifications struct{ *db }
+	Sinks         struct{ *db }
+	Suppressions  struct{ *db }
+	Retention     struct{ *db }
+	Counts        struct{ *db }
+	Replays       struct{ *db }
+	Nonces        struct{ *db }
+	Erasures      struct{ *db }
+)
+
+func newStore(d *db) *Store {
+	return &Store{db: d, Events: &Events{d}, Inbox: &Inbox{d}, Quarantined: &Quarantined{d}, Messages: &Messages{d},
+		Notifications: &Notifications{d}, Sinks: &Sinks{d}, Suppressions: &Suppressions{d}, Retention: &Retention{d},
+		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}}
 }
 
 // Options configures a Store. The zero value is a store with every optional behaviour off:
@@ -105,22 +159,22 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 	if partitioning == (domain.Partitioning{}) {
 		partitioning = DefaultPartitioning
 	}
-	return &Store{
+	return newStore(&db{
 		pool:             pool,
 		partitioning:     partitioning,
 		hasher:           o.ErasureHasher,
 		sessionURL:       o.SessionURL,
 		stripOnProcessed: o.StripBodiesWhenProcessed,
 		priorKeys:        o.ErasurePriorKeys,
-	}, nil
+	}), nil
 }
 
 // Close closes every connection; it waits for connections in use to be released.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() { s.db.pool.Close() }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	if err := s.db.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
 	return nil
@@ -129,10 +183,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // RecordEvent durably records a received event, once per (provider, event_id). A duplicate
 // delivery finds the existing row: Inserted is false, and AlreadyProcessed tells whether the
 // first delivery finished.
-func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error) {
+func (s *Events) RecordEvent(ctx context.Context, ev domain.Event) (domain.RecordResult, error) {
 	payload, event := payloadColumns(ev)
 	var inserted bool
-	err := s.withPartitions(ctx, func() error {
+	err := withPartitions(ctx, s.db, func() error {
 		return s.pool.QueryRow(ctx, qInsertWebhookEvent,
 			ev.Provider, ev.EventID, ev.Type, nullString(ev.MessageID), nullTime(ev.OccurredAt), payload, event,
 		).Scan(&inserted)
@@ -158,7 +212,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (domain.Record
 // is acknowledged without running again. Marking twice keeps the first time.
 // With retention.inbound_bodies 0 (Options.StripBodiesWhenProcessed), an inbound email's body
 // is removed in the same transaction once all its notifications are sent.
-func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) error {
+func (s *Events) MarkProcessed(ctx context.Context, provider, eventID string) error {
 	var err error
 	if s.stripOnProcessed {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -166,7 +220,7 @@ func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) err
 			if err := tx.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at); err != nil {
 				return err
 			}
-			return s.stripProcessed(ctx, tx, provider, eventID)
+			return stripProcessed(ctx, s.db, tx, provider, eventID)
 		})
 	} else {
 		var at time.Time
@@ -183,7 +237,7 @@ func (s *Store) MarkProcessed(ctx context.Context, provider, eventID string) err
 
 // GetMessage returns a message's state and its history in arrival order. It returns an error
 // wrapping domain.ErrNotFound when no event has been applied to the message.
-func (s *Store) GetMessage(ctx context.Context, provider, messageID string) (Message, error) {
+func (s *Messages) GetMessage(ctx context.Context, provider, messageID string) (Message, error) {
 	var m Message
 	// One snapshot for both reads, so the history matches the state it is shown with.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
@@ -265,7 +319,7 @@ func nullTime(t time.Time) *time.Time {
 
 // Backlog counts recorded events that are not processed yet and returns when the oldest was
 // received (zero time when there is none). The partial index on unprocessed rows keeps it cheap.
-func (s *Store) Backlog(ctx context.Context) (int64, time.Time, error) {
+func (s *Inbox) Backlog(ctx context.Context) (int64, time.Time, error) {
 	var (
 		n      int64
 		oldest *time.Time

@@ -130,18 +130,18 @@ func TestRecordEvent(t *testing.T) {
 	ctx := t.Context()
 	ev := statusEvent("evt_1", "msg_1", domain.StatusDelivered, "", at(0))
 
-	res, err := s.RecordEvent(ctx, ev)
+	res, err := s.Events.RecordEvent(ctx, ev)
 	require.NoError(t, err)
 	assert.Equal(t, domain.RecordResult{Inserted: true}, res)
 
-	res, err = s.RecordEvent(ctx, ev)
+	res, err = s.Events.RecordEvent(ctx, ev)
 	require.NoError(t, err)
 	assert.Equal(t, domain.RecordResult{}, res, "duplicate while the first is still processing")
 
-	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID))
-	require.NoError(t, s.MarkProcessed(ctx, provider, ev.EventID), "marking twice is fine")
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, ev.EventID))
+	require.NoError(t, s.Events.MarkProcessed(ctx, provider, ev.EventID), "marking twice is fine")
 
-	res, err = s.RecordEvent(ctx, ev)
+	res, err = s.Events.RecordEvent(ctx, ev)
 	require.NoError(t, err)
 	assert.Equal(t, domain.RecordResult{AlreadyProcessed: true}, res)
 
@@ -173,7 +173,7 @@ func TestRecordEventWithoutRawOrMessage(t *testing.T) {
 	ctx := t.Context()
 	ev := domain.Event{Provider: provider, EventID: "evt_inbound", Type: "email.received", Kind: domain.KindInbound}
 
-	res, err := s.RecordEvent(ctx, ev)
+	res, err := s.Events.RecordEvent(ctx, ev)
 	require.NoError(t, err)
 	assert.True(t, res.Inserted)
 
@@ -192,7 +192,7 @@ func TestRecordEventWithoutRawOrMessage(t *testing.T) {
 	assert.Nil(t, occurred)
 	assert.Equal(t, "evt_inbound", eventID, "the normalized event is stored")
 	assert.True(t, payloadNull, "without raw JSON the payload is JSON null, not a second copy of the event")
-	back, _, _, err := s.StoredEvent(ctx, provider, ev.EventID)
+	back, _, _, err := s.Events.StoredEvent(ctx, provider, ev.EventID)
 	require.NoError(t, err)
 	assert.Nil(t, back.Raw)
 	assert.Equal(t, "email.received", back.Type)
@@ -211,7 +211,7 @@ func TestRecordEventConcurrentDuplicates(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.RecordEvent(t.Context(), ev)
+			results[i], errs[i] = s.Events.RecordEvent(t.Context(), ev)
 		})
 	}
 	close(start)
@@ -232,7 +232,7 @@ func TestRecordEventConcurrentDuplicates(t *testing.T) {
 func TestMarkProcessedUnknownEvent(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	err := s.MarkProcessed(t.Context(), provider, "nope")
+	err := s.Events.MarkProcessed(t.Context(), provider, "nope")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 	assert.ErrorContains(t, err, "resend:nope")
 }
@@ -243,7 +243,7 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	ctx := t.Context()
 	delivered := statusEvent("evt_delivered", "msg_1", domain.StatusDelivered, "", at(10))
 
-	first, err := s.ApplyStatus(ctx, delivered, rules)
+	first, err := s.Events.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	want := domain.ApplyResult{
 		Outcome: domain.OutcomeMoved, From: domain.StatusNone, To: domain.StatusDelivered,
@@ -251,19 +251,19 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	}
 	assert.Equal(t, want, first)
 
-	retry, err := s.ApplyStatus(ctx, delivered, rules)
+	retry, err := s.Events.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	assert.Equal(t, first, retry)
 
 	// The message moves on; a late retry of the first event still reports what it did then.
 	bounced := statusEvent("evt_bounced", "msg_1", domain.StatusBounced, domain.BounceHard, at(20))
-	_, err = s.ApplyStatus(ctx, bounced, rules)
+	_, err = s.Events.ApplyStatus(ctx, bounced, rules)
 	require.NoError(t, err)
-	retry, err = s.ApplyStatus(ctx, delivered, rules)
+	retry, err = s.Events.ApplyStatus(ctx, delivered, rules)
 	require.NoError(t, err)
 	assert.Equal(t, first, retry)
 
-	m, err := s.GetMessage(ctx, provider, "msg_1")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_1")
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	assert.Equal(t, int64(2), m.Version)
@@ -289,7 +289,7 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.ApplyStatus(ctx, ev, rules)
+			results[i], errs[i] = s.Events.ApplyStatus(ctx, ev, rules)
 		})
 	}
 	close(start)
@@ -304,7 +304,7 @@ func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {
 		Outcome: domain.OutcomeMoved, To: domain.StatusDelivered, Recipient: "to@example.com", Version: 1,
 	}, results[1])
 
-	m, err := s.GetMessage(ctx, provider, "msg_1")
+	m, err := s.Messages.GetMessage(ctx, provider, "msg_1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), m.Opens)
 	assert.Equal(t, domain.StatusDelivered, m.Status)
@@ -341,13 +341,13 @@ func TestApplyStatusOutOfOrderLifecycle(t *testing.T) {
 		},
 	}
 	for _, step := range steps {
-		got, err := s.ApplyStatus(ctx, step.ev, rules)
+		got, err := s.Events.ApplyStatus(ctx, step.ev, rules)
 		require.NoError(t, err)
 		step.want.Recipient = "to@example.com"
 		assert.Equal(t, step.want, got, step.ev.EventID)
 	}
 
-	m, err := s.GetMessage(ctx, provider, msg)
+	m, err := s.Messages.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
 	assert.Equal(t, provider, m.Provider)
 	assert.Equal(t, msg, m.MessageID)
@@ -388,10 +388,10 @@ func TestApplyStatusSubMicrosecondTimesFoldInAnyOrder(t *testing.T) {
 		for _, ev := range order {
 			ev.MessageID = msg
 			ev.EventID += "_" + msg
-			_, err := s.ApplyStatus(ctx, ev, rules)
+			_, err := s.Events.ApplyStatus(ctx, ev, rules)
 			require.NoError(t, err)
 		}
-		m, err := s.GetMessage(ctx, provider, msg)
+		m, err := s.Messages.GetMessage(ctx, provider, msg)
 		require.NoError(t, err)
 		finals = append(finals, m)
 	}
@@ -406,7 +406,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	ctx := t.Context()
 	const msg = "msg_engaged"
 
-	_, err := s.ApplyStatus(ctx, statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(1)), rules)
+	_, err := s.Events.ApplyStatus(ctx, statusEvent("e_delivered", msg, domain.StatusDelivered, "", at(1)), rules)
 	require.NoError(t, err)
 
 	open2 := kindEvent("e_open_2", msg, domain.KindOpened, at(30))
@@ -414,7 +414,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 	click := kindEvent("e_click", msg, domain.KindClicked, at(40))
 	unsub := kindEvent("e_unsub", msg, domain.KindUnsubscribed, at(50))
 	for _, ev := range []domain.Event{open2, open2, open1, click, click, open2, unsub, unsub} {
-		res, err := s.ApplyStatus(ctx, ev, rules)
+		res, err := s.Events.ApplyStatus(ctx, ev, rules)
 		require.NoError(t, err)
 		want := domain.OutcomeCounted
 		if ev.Kind == domain.KindUnsubscribed {
@@ -428,7 +428,7 @@ func TestApplyStatusEngagementCountsOncePerEvent(t *testing.T) {
 		}, res, ev.EventID)
 	}
 
-	m, err := s.GetMessage(ctx, provider, msg)
+	m, err := s.Messages.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), m.Opens)
 	assert.Equal(t, int64(1), m.Clicks)
@@ -449,11 +449,11 @@ func TestApplyStatusEngagementBeforeAnyStatus(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := t.Context()
 	// Opens can arrive before the delivery event; the message is created without a status.
-	res, err := s.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)), rules)
+	res, err := s.Events.ApplyStatus(ctx, kindEvent("e_open", "msg_early", domain.KindOpened, at(9)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.ApplyResult{Outcome: domain.OutcomeCounted}, res)
 
-	res, err = s.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)), rules)
+	res, err = s.Events.ApplyStatus(ctx, statusEvent("e_delivered", "msg_early", domain.StatusDelivered, "", at(1)), rules)
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeMoved, res.Outcome)
 	assert.Equal(t, "to@example.com", res.Recipient, "the recipient is learnt from a later event")
@@ -463,10 +463,10 @@ func TestApplyStatusRejectsOtherKinds(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
 	for _, kind := range []domain.Kind{domain.KindInbound, domain.KindUnknown} {
-		_, err := s.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)), rules)
+		_, err := s.Events.ApplyStatus(t.Context(), kindEvent("e_"+string(kind), "msg_1", kind, at(1)), rules)
 		assert.Error(t, err, kind)
 	}
-	_, err := s.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", domain.StatusDelivered, "", at(1)), rules)
+	_, err := s.Events.ApplyStatus(t.Context(), statusEvent("e_nomsg", "", domain.StatusDelivered, "", at(1)), rules)
 	assert.Error(t, err)
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM messages`))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM message_events`))
@@ -497,7 +497,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 	for i, ev := range evs {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.ApplyStatus(ctx, ev, rules)
+			results[i], errs[i] = s.Events.ApplyStatus(ctx, ev, rules)
 		})
 	}
 	close(start)
@@ -511,7 +511,7 @@ func TestApplyStatusConcurrentEventsOfOneMessage(t *testing.T) {
 			moved[res.Version] = evs[i].EventID
 		}
 	}
-	m, err := s.GetMessage(ctx, provider, msg)
+	m, err := s.Messages.GetMessage(ctx, provider, msg)
 	require.NoError(t, err)
 	assert.Equal(t, domain.StatusComplained, m.Status)
 	assert.Equal(t, "", m.BounceType)
@@ -530,7 +530,7 @@ func TestNotifications(t *testing.T) {
 	id := domain.NotificationID(provider, "evt_1", "slack", "status.moved")
 	assert.Equal(t, id, domain.NotificationID(provider, "evt_1", "slack", "status.moved"))
 
-	first, err := s.EnsureNotification(ctx, delivery.Notification{
+	first, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{
 		Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{"text":"first","at":1}`),
 	})
@@ -543,35 +543,35 @@ func TestNotifications(t *testing.T) {
 	assert.Nil(t, first.SentAt)
 
 	// A retry renders a different body; the stored one must win, byte for byte.
-	again, err := s.EnsureNotification(ctx, delivery.Notification{
+	again, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{
 		ID: id, Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{"text":"second","at":2}`),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 
-	_, err = s.EnsureNotification(ctx, delivery.Notification{
+	_, err = s.Notifications.EnsureNotification(ctx, delivery.Notification{
 		ID: "ntf_wrong", Provider: provider, EventID: "evt_1", Sink: "slack", Type: "status.moved",
 		Body: json.RawMessage(`{}`),
 	})
 	assert.Error(t, err)
 
-	other, err := s.EnsureNotification(ctx, delivery.Notification{
+	other, err := s.Notifications.EnsureNotification(ctx, delivery.Notification{
 		Provider: provider, EventID: "evt_1", Sink: "webhook", Type: "status.moved",
 		Body: json.RawMessage(`{"x":1}`),
 	})
 	require.NoError(t, err)
 	assert.NotEqual(t, id, other.ID)
 
-	require.NoError(t, s.RecordNotificationAttempt(ctx, id, "503 from slack"))
-	require.NoError(t, s.RecordNotificationAttempt(ctx, id, ""))
-	require.NoError(t, s.RecordNotificationAttempt(ctx, id, "timeout"))
-	require.NoError(t, s.MarkNotificationSent(ctx, id))
-	require.NoError(t, s.MarkNotificationSent(ctx, id), "marking sent twice is a no-op")
-	require.NoError(t, s.MarkNotificationFailed(ctx, id, "late failure"), "a sent notification stays sent")
+	require.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, id, "503 from slack"))
+	require.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, id, ""))
+	require.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, id, "timeout"))
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, id))
+	require.NoError(t, s.Notifications.MarkNotificationSent(ctx, id), "marking sent twice is a no-op")
+	require.NoError(t, s.Notifications.MarkNotificationFailed(ctx, id, "late failure"), "a sent notification stays sent")
 
-	require.NoError(t, s.RecordNotificationAttempt(ctx, other.ID, "410 gone"))
-	require.NoError(t, s.MarkNotificationFailed(ctx, other.ID, "gave up: 410 gone"))
+	require.NoError(t, s.Notifications.RecordNotificationAttempt(ctx, other.ID, "410 gone"))
+	require.NoError(t, s.Notifications.MarkNotificationFailed(ctx, other.ID, "gave up: 410 gone"))
 
 	list, err := storetest.Notifications(ctx, s.Pool(), provider, "evt_1")
 	require.NoError(t, err)
@@ -592,9 +592,9 @@ func TestNotifications(t *testing.T) {
 	assert.Nil(t, failed.SentAt)
 
 	for name, err := range map[string]error{
-		"attempt": s.RecordNotificationAttempt(ctx, "ntf_missing", "x"),
-		"sent":    s.MarkNotificationSent(ctx, "ntf_missing"),
-		"failed":  s.MarkNotificationFailed(ctx, "ntf_missing", "x"),
+		"attempt": s.Notifications.RecordNotificationAttempt(ctx, "ntf_missing", "x"),
+		"sent":    s.Notifications.MarkNotificationSent(ctx, "ntf_missing"),
+		"failed":  s.Notifications.MarkNotificationFailed(ctx, "ntf_missing", "x"),
 	} {
 		assert.ErrorIs(t, err, domain.ErrNotFound, name)
 	}
@@ -607,7 +607,7 @@ func TestNotifications(t *testing.T) {
 func TestGetMessageNotFound(t *testing.T) {
 	t.Parallel()
 	s := storetest.Open(t)
-	_, err := s.GetMessage(t.Context(), provider, "msg_missing")
+	_, err := s.Messages.GetMessage(t.Context(), provider, "msg_missing")
 	assert.ErrorIs(t, err, domain.ErrNotFound)
 	assert.True(t, errors.Is(err, domain.ErrNotFound))
 }
@@ -616,13 +616,13 @@ func TestLateAttemptDoesNotOverwriteTheReasonForGivingUp(t *testing.T) {
 	st := storetest.Open(t)
 	ctx := context.Background()
 	id := domain.NotificationID("postscale", "evt_late", "app", "message.status_changed")
-	if _, err := st.EnsureNotification(ctx, delivery.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
+	if _, err := st.Notifications.EnsureNotification(ctx, delivery.Notification{ID: id, Provider: "postscale", EventID: "evt_late", Sink: "app", Type: "message.status_changed", Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkNotificationFailed(ctx, id, "gave up: ScheduleToClose timeout"); err != nil {
+	if err := st.Notifications.MarkNotificationFailed(ctx, id, "gave up: ScheduleToClose timeout"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RecordNotificationAttempt(ctx, id, "sink responded 500"); err != nil {
+	if err := st.Notifications.RecordNotificationAttempt(ctx, id, "sink responded 500"); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := storetest.Notifications(ctx, st.Pool(), "postscale", "evt_late")

@@ -37,7 +37,7 @@ func apiScope(stored string) string {
 // show the hash (the address's own row first when it has both in a scope: suppressed again
 // after the erasure). The error wraps domain.ErrNotFound when the address is not suppressed in any
 // scope.
-func (s *Store) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
+func (s *Suppressions) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
 	address = mailaddr.Key(address)
 	rows, err := s.pool.Query(ctx, qAddressSuppressions, address, s.erasedKey(address))
 	if err == nil {
@@ -70,7 +70,7 @@ type SuppressionCheck struct {
 // (domain.GlobalScope or a scope name): it is when it, or its hash once erased, has a
 // global row or a row of that scope. It is the check a sender makes before every send, so it is
 // one indexed read and nothing else.
-func (s *Store) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
+func (s *Suppressions) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
 		scope = domain.GlobalScope
@@ -104,7 +104,7 @@ var ErrInvalidSuppressionQuery = errors.New("invalid address or scope")
 // ListSuppressions returns the suppressions of up to f.Limit addresses after f.After, in address
 // then scope order, optionally of one reason or one scope only. An address's rows are never
 // split between pages, so a page may hold more rows than f.Limit.
-func (s *Store) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Suppression, error) {
+func (s *Suppressions) ListSuppressions(ctx context.Context, f SuppressionFilter) ([]Suppression, error) {
 	if f.Limit < 1 {
 		return nil, errors.New("list suppressions: limit must be at least 1")
 	}
@@ -146,7 +146,7 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 // too (its audit row holds the hash), so the address is no longer suppressed in that scope
 // whichever rows it had. The address's other scopes keep theirs. The error wraps domain.ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
-func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
+func (s *Suppressions) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
 	address = mailaddr.Key(address)
 	if scope == "" {
 		scope = domain.GlobalScope
@@ -195,7 +195,7 @@ func (s *Store) LiftSuppression(ctx context.Context, address, scope, liftedBy, l
 
 // erasedKey is the suppressions key an erased address was left under (Erase): its hash, or the
 // address itself when erasure is not configured, so that a query for both asks for one.
-func (s *Store) erasedKey(address string) string {
+func (s *Suppressions) erasedKey(address string) string {
 	if h, err := s.hasher.Hash(address); err == nil {
 		return h
 	}

@@ -25,7 +25,7 @@ const ErasureBenchAddress = "target@example.com"
 // (internal/store, workflows).
 func LoadErasureBench(ctx context.Context, s *store.Store, q Execer, events int) error {
 	now := time.Now()
-	if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now); err != nil {
+	if _, err := s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, now.AddDate(0, 0, -91), now); err != nil {
 		return fmt.Errorf("partitions: %w", err)
 	}
 	if _, err := q.Exec(ctx, qLoadErasureBench, events); err != nil {

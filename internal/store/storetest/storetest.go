@@ -224,7 +224,7 @@ func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, 
 		}
 		rows[i] = r
 	}
-	return s.EnqueueRows(ctx, rows, 0)
+	return s.Inbox.EnqueueRows(ctx, rows, 0)
 }
 
 // Backdate moves the recorded events ids (of any provider) to received_at = at, in the key
@@ -232,7 +232,7 @@ func Enqueue(ctx context.Context, s *store.Store, evs ...domain.Event) ([]bool, 
 // way they would be had they arrived then. The moves are one transaction on db, a pool on the
 // database of s (NewPool's, Pool's).
 func Backdate(ctx context.Context, s *store.Store, db Beginner, at time.Time, ids ...string) error {
-	if _, err := s.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now()); err != nil {
+	if _, err := s.Retention.EnsurePartitions(ctx, store.DefaultPartitioning, at, time.Now()); err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
