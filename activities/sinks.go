@@ -61,7 +61,7 @@ const (
 	RecordSinkStepName = "RecordSinkStep"
 )
 
-// DrainBudget bounds the time one DrainSink step starts new sends: a slow or rate-limited sink
+// DrainBudget bounds the time one SendParked step starts new sends: a slow or rate-limited sink
 // drains in several steps, each short enough to show progress and to be retried cheaply.
 const DrainBudget = 2 * time.Minute
 

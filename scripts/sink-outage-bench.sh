@@ -386,7 +386,7 @@ wf_count() { # wf_count <query>
 }
 
 # sample_row: one CSV row of samples.csv.
-SAMPLE_HEADER=t,elapsed_s,loadavg1,events_accepted,events_processed,wf_open,down_pending,down_parked,down_sent,down_failed,down_attempts,down_state,recv_requests,recv_held,recv_max_held,recv_answered,act_completed,act_failed,wft_completed,starts,acttask_SendNotification,acttask_ProbeSink,acttask_DrainSink,act_SendNotification,act_ProbeSink,act_DrainSink,wft_ProcessEvent,wft_SinkDelivery,slots_ActivityWorker,slots_LocalActivityWorker,slots_WorkflowWorker
+SAMPLE_HEADER=t,elapsed_s,loadavg1,events_accepted,events_processed,wf_open,down_pending,down_parked,down_sent,down_failed,down_attempts,down_state,recv_requests,recv_held,recv_max_held,recv_answered,act_completed,act_failed,wft_completed,starts,acttask_SendNotification,acttask_ProbeSink,acttask_DrainSink,acttask_SendProbe,acttask_SendParked,act_SendNotification,act_ProbeSink,act_DrainSink,wft_ProcessEvent,wft_SinkDelivery,slots_ActivityWorker,slots_LocalActivityWorker,slots_WorkflowWorker
 sample_row() {
 	local now ev nt state="" m r
 	now=$(date +%s)
@@ -398,7 +398,7 @@ sample_row() {
 	m=$(metrics_flat)
 	r=$(recv_flat)
 	get() { printf '%s\n' "$m" "$r" | awk -F= -v k="$1" '$1 == k {print $2; exit}'; }
-	echo "$now,$((now - LOAD_T0)),$(load1),$ev,$(wf_count "WorkflowType='ProcessEvent' AND ExecutionStatus='Running'"),$nt,$state,$(get recv.requests),$(get recv.held_now),$(get recv.max_held),$(get recv.answered_2xx),$(get m.req.RespondActivityTaskCompleted),$(get m.req.RespondActivityTaskFailed),$(get m.req.RespondWorkflowTaskCompleted),$(get m.req.StartWorkflowExecution),$(get m.acttask.SendNotification),$(get m.acttask.ProbeSink),$(get m.acttask.DrainSink),$(get m.act.SendNotification),$(get m.act.ProbeSink),$(get m.act.DrainSink),$(get m.wft.ProcessEvent),$(get m.wft.SinkDelivery),$(get m.slots.ActivityWorker),$(get m.slots.LocalActivityWorker),$(get m.slots.WorkflowWorker)"
+	echo "$now,$((now - LOAD_T0)),$(load1),$ev,$(wf_count "WorkflowType='ProcessEvent' AND ExecutionStatus='Running'"),$nt,$state,$(get recv.requests),$(get recv.held_now),$(get recv.max_held),$(get recv.answered_2xx),$(get m.req.RespondActivityTaskCompleted),$(get m.req.RespondActivityTaskFailed),$(get m.req.RespondWorkflowTaskCompleted),$(get m.req.StartWorkflowExecution),$(get m.acttask.SendNotification),$(get m.acttask.ProbeSink),$(get m.acttask.DrainSink),$(get m.acttask.SendProbe),$(get m.acttask.SendParked),$(get m.act.SendNotification),$(get m.act.ProbeSink),$(get m.act.DrainSink),$(get m.wft.ProcessEvent),$(get m.wft.SinkDelivery),$(get m.slots.ActivityWorker),$(get m.slots.LocalActivityWorker),$(get m.slots.WorkflowWorker)"
 }
 
 start_sampler() { # start_sampler [append]
@@ -762,11 +762,13 @@ row("down: notifications retried (attempts > 1)", lambda r: g(r["after"], "down_
 row("down: most attempts of one notification", lambda r: g(r["after"], "down_max_attempts"))
 row("activity tasks, load + 2 min", lambda r: act_tasks(r, "start", "after"))
 row("  SendNotification activity tasks", lambda r: delta(r, "start", "after", "m.acttask.SendNotification"))
-row("  ProbeSink / DrainSink activity tasks", lambda r: "%.0f / %.0f" % (delta(r, "start", "after", "m.acttask.ProbeSink"), delta(r, "start", "after", "m.acttask.DrainSink")), "{}")
+# The drainer's probe and drain steps: SendProbe and SendParked (ProbeSink and DrainSink in
+# trees before the drainer decided its circuit itself).
+row("  probe / drain activity tasks", lambda r: "%.0f / %.0f" % (delta(r, "start", "after", "m.acttask.ProbeSink") + delta(r, "start", "after", "m.acttask.SendProbe"), delta(r, "start", "after", "m.acttask.DrainSink") + delta(r, "start", "after", "m.acttask.SendParked")), "{}")
 row("activity tasks per down notification", lambda r: act_tasks(r, "start", "after") / down_notifications(r, "after"), "{:.2f}")
 row("SendNotification tasks per retried notification", lambda r: delta(r, "start", "after", "m.acttask.SendNotification") / g(r["after"], "down_retried"), "{:.2f}")
 row("activity tasks/min, 2nd half of the load", lambda r: (sample_rate(r, "act_completed", load_s / 2, load_s) or 0) + (sample_rate(r, "act_failed", load_s / 2, load_s) or 0), "{:.1f}")
-row("  of them ProbeSink/min", lambda r: sample_rate(r, "acttask_ProbeSink", load_s / 2, load_s), "{:.1f}")
+row("  of them probes/min", lambda r: (sample_rate(r, "acttask_ProbeSink", load_s / 2, load_s) or 0) + (sample_rate(r, "acttask_SendProbe", load_s / 2, load_s) or 0), "{:.1f}")
 row("workflow tasks per accepted event (+2 min)", lambda r: delta(r, "start", "after", "m.req.RespondWorkflowTaskCompleted") / g(r["after"], "events_accepted"), "{:.2f}")
 row("  SinkDelivery workflow tasks", lambda r: delta(r, "start", "after", "m.wft.SinkDelivery"))
 row("event workflows open at the end of the load", lambda r: g(r["end"], "wf_open"))
