@@ -18,7 +18,12 @@ func TestKeyIsTheAddressWhateverItIsWrappedIn(t *testing.T) {
 		"Jane <jane@x.com.>":             "jane@x.com",
 		"jane@x.com (Jane)":              "jane@x.com",
 		"=?utf-8?q?J=C3=B6rg?= <J@X.de>": "j@x.de",
-		"JÖRG@BÜCHER.DE":                 "jörg@bücher.de",
+		"JÖRG@BÜCHER.DE":                 "jÖrg@xn--bcher-kva.de",
+		"jörg@xn--BCHER-kva.de":          "jörg@xn--bcher-kva.de",
+		"jo\u0308rg@bu\u0308cher.de":     "jörg@xn--bcher-kva.de",
+		"\u212Aate@x.com":                "kate@x.com",
+		"\u0130van@x.com":                "\u0130van@x.com",
+		"a@XN--ZZ.example":               "a@xn--zz.example",
 		`"odd local"@x.com`:              "odd local@x.com",
 		// Not one address: kept, trimmed and lower-cased, so its key is still stable.
 		"Not An Address":   "not an address",
