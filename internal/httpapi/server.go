@@ -123,6 +123,10 @@ func (s *Server) handler(routes int) http.Handler {
 	// as path text.
 	r.UseRawPath = true
 	r.UnescapePathValues = false
+	// A path with a trailing slash is not a route: the JSON 404 (docs/API.md), not a 301 or 307
+	// that a client follows, resending its token and body, to a path it did not ask for.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	if err := r.SetTrustedProxies(s.TrustedProxies); err != nil {
 		// Config validation parses these first; a bad one here is a programming error.
 		panic(fmt.Sprintf("trusted proxies %v: %v", s.TrustedProxies, err))
