@@ -127,13 +127,31 @@ func NewAcceptor(st Store, log *slog.Logger) *Acceptor {
 // duplicate, as it should be.
 func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, error) {
 	out := make([]Verdict, len(evs))
+	reject := func(i int, err error) { out[i] = Verdict{Status: Rejected, Err: err} }
+	// Each event's own fields first; then its body, once per body (shareRaw): checking a shared
+	// body once per event would cost as much as storing it once per event.
 	for i, ev := range evs {
+		ev.Raw = nil
 		if err := store.Storable(ev); err != nil {
-			out[i] = Verdict{Status: Rejected, Err: err}
+			reject(i, err)
 		}
 	}
 	evs = slices.Clone(evs) // shareRaw changes them; the caller's stay as parsed
 	shareRaw(evs, func(i int) bool { return out[i].Status == "" })
+	badBody := map[string]error{} // by the id of the event holding it
+	for i, ev := range evs {
+		if out[i].Status == "" && len(ev.Raw) > 0 {
+			if err := store.Storable(ev); err != nil {
+				reject(i, err)
+				badBody[ev.EventID] = err
+			}
+		}
+	}
+	for i, ev := range evs {
+		if err, bad := badBody[ev.RawOf]; bad && ev.RawOf != "" && out[i].Status == "" {
+			reject(i, err)
+		}
+	}
 	rows := make([]store.InboxRow, 0, len(evs))
 	at := make([]int, 0, len(evs)) // rows[j] is evs[at[j]]
 	for i, ev := range evs {

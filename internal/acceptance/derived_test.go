@@ -16,6 +16,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/ses"
+	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 )
 
@@ -144,4 +145,70 @@ func BenchmarkAcceptDerived1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// slowStarts is Temporal answering each start after delay.
+type slowStarts struct {
+	temporalStarts
+	delay time.Duration
+}
+
+func (s *slowStarts) StartAccepted(ctx context.Context, ev domain.Event) (start.Status, error) {
+	time.Sleep(s.delay)
+	return s.temporalStarts.StartAccepted(ctx, ev)
+}
+
+// A request whose deadline passes while its events are started through Temporal starts no more
+// after it: it is answered 503 (an error) within a start's time of the deadline, not after all of
+// them, and what was started stays started, so the provider's retry finds those as duplicates.
+func TestADerivedRequestStopsStartingAtItsDeadline(t *testing.T) {
+	starts := &slowStarts{temporalStarts: temporalStarts{started: map[string]domain.Event{}}, delay: 20 * time.Millisecond}
+	a := acceptance.NewAcceptor(downStore{err: &pgconn.PgError{Code: "57P01", Message: "terminating connection"}}, nil)
+	a.Through = starts
+	_, evs := sesBounce(t, "sns-derived-deadline", 1000)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err := a.Accept(ctx, evs)
+	require.Error(t, err, "the deadline passed: 503")
+	started := len(starts.started)
+	t.Logf("%d of 1000 started before the deadline (%v)", started, err)
+	assert.Less(t, started, 1000, "starting stopped at the deadline")
+
+	verdicts, err := a.Accept(t.Context(), evs)
+	require.NoError(t, err, "the provider's retry")
+	dups := 0
+	for _, v := range verdicts {
+		if v.Status == acceptance.Duplicate {
+			dups++
+		}
+	}
+	assert.Equal(t, started, dups, "what was started before is a duplicate, the rest accepted")
+}
+
+// A body the store cannot keep rejects every event derived from it, as it did when each carried
+// it; one event's own bad field rejects that event only, and the body goes with the next.
+func TestADerivedRequestsBadBodyRejectsEachOfItsEvents(t *testing.T) {
+	starts := &temporalStarts{started: map[string]domain.Event{}}
+	a := acceptance.NewAcceptor(downStore{err: &pgconn.PgError{Code: "57P01", Message: "terminating connection"}}, nil)
+	a.Through = starts
+	derived := func(raw []byte) []domain.Event {
+		evs := []domain.Event{ev("evt_a"), ev("evt_b"), ev("evt_c")}
+		for i := range evs {
+			evs[i].Raw = raw
+		}
+		return evs
+	}
+	verdicts, err := a.Accept(t.Context(), derived([]byte("{\"x\":\"\xff\"}")))
+	require.NoError(t, err)
+	for i, v := range verdicts {
+		assert.Equal(t, acceptance.Rejected, v.Status, "event %d of a body that is not UTF-8", i)
+	}
+	evs := derived([]byte(`{"ok":true}`))
+	evs[0].MessageID = "msg\x00"
+	verdicts, err = a.Accept(t.Context(), evs)
+	require.NoError(t, err)
+	assert.Equal(t, []acceptance.Status{acceptance.Rejected, acceptance.Accepted, acceptance.Accepted},
+		[]acceptance.Status{verdicts[0].Status, verdicts[1].Status, verdicts[2].Status})
+	assert.JSONEq(t, `{"ok":true}`, string(starts.started["postscale:evt_b"].Raw), "the first event accepted holds the body")
+	assert.Equal(t, "evt_b", starts.started["postscale:evt_c"].RawOf)
 }

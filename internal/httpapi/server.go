@@ -71,6 +71,11 @@ type Server struct {
 	Erasures Erasures
 	// EraseWait is how long POST /v1/erasures waits for its job (0: DefaultEraseWait).
 	EraseWait time.Duration
+	// AnswerWithin is how long after its handler starts a webhook request must have its
+	// answer (0: no bound): its acceptance stops there, and the request is answered 503, so a
+	// request naming many events never works on after its answer can no longer be written
+	// (serve.AnswerWithin).
+	AnswerWithin time.Duration
 	// SinkStates, when set, serves /v1/sinks (sinks.go) for the configured Sinks; Drainers
 	// wakes a sink's drainer after a pause, resume or redelivery.
 	SinkStates SinkStates
