@@ -18,6 +18,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider/ses"
 	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store/storetest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 const sesTopic = "arn:aws:sns:us-east-1:123456789012:ses-events"
@@ -211,4 +212,34 @@ func TestADerivedRequestsBadBodyRejectsEachOfItsEvents(t *testing.T) {
 		[]acceptance.Status{verdicts[0].Status, verdicts[1].Status, verdicts[2].Status})
 	assert.JSONEq(t, `{"ok":true}`, string(starts.started["postscale:evt_b"].Raw), "the first event accepted holds the body")
 	assert.Equal(t, "evt_b", starts.started["postscale:evt_c"].RawOf)
+}
+
+// The same request, PostgreSQL down, through a real Temporal dev server: 1,000 starts, each
+// input bounded (only the first carries the body), the request answered in bounded time, and a
+// re-send 1,000 duplicates (docs/BENCHMARKS.md "One request naming 1,000 recipients").
+func TestADerivedRequestThroughARealTemporal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping integration test")
+	}
+	srv := testenv.StartTemporal(t, testenv.DevServerOptions{})
+	starter := &start.Starter{Client: srv.Client(), TaskQueue: "derived-no-worker", Timeout: 30 * time.Second, MaxAcceptedBytes: 1536 << 10}
+	a := acceptance.NewAcceptor(downStore{err: &pgconn.PgError{Code: "57P01", Message: "terminating connection"}}, nil)
+	a.Through = starter
+	body, evs := sesBounce(t, "sns-derived-temporal", 1000)
+	began := time.Now()
+	verdicts, err := a.Accept(t.Context(), evs)
+	took := time.Since(began)
+	require.NoError(t, err)
+	for i, v := range verdicts {
+		require.Equal(t, acceptance.Accepted, v.Status, "event %d", i)
+	}
+	began = time.Now()
+	verdicts, err = a.Accept(t.Context(), evs)
+	again := time.Since(began)
+	require.NoError(t, err)
+	for i, v := range verdicts {
+		require.Equal(t, acceptance.Duplicate, v.Status, "re-sent event %d", i)
+	}
+	t.Logf("body %d bytes: 1000 runs started through Temporal in %s, the re-send answered (1000 duplicates) in %s",
+		len(body), took.Round(time.Millisecond), again.Round(time.Millisecond))
 }
