@@ -213,6 +213,9 @@ func (s *Suppressions) keysOf(address string) addressKeys {
 	current := []string{k, s.erasedKey(k)}
 	all := slices.Clone(current)
 	for _, legacy := range mailaddr.LegacyKeys(address) {
+		if legacy == k {
+			continue // an address of ASCII letters, lower-cased: its keys are current's
+		}
 		for _, c := range []string{mailaddr.Key(legacy), s.erasedKey(mailaddr.Key(legacy)), s.erasedKey(legacy)} {
 			if !slices.Contains(all, c) {
 				all = append(all, c)
