@@ -160,7 +160,8 @@ func appendNew(keys []string, k string) []string {
 }
 
 // Spellings are the spellings of the mailbox a key names that text may hold, each once: the key
-// itself, with its domain in Unicode when that differs, and each of them decomposed (NFD). Text
+// itself, with its domain in ASCII and in Unicode when those differ, and each of them
+// decomposed (NFD). Text
 // that mentions the mailbox in another case of its ASCII letters is found by a case-insensitive
 // match of one of them (erasure.Matcher).
 func Spellings(key string) []string {
@@ -171,6 +172,9 @@ func Spellings(key string) []string {
 		}
 	}
 	if at := strings.LastIndexByte(key, '@'); at >= 0 {
+		// Both forms whichever key was given: an erasure started by a version before issue 41
+		// holds its key with the domain as written.
+		add(key[:at] + "@" + domainKey(key[at+1:]))
 		if u, err := domains.ToUnicode(key[at+1:]); err == nil {
 			add(key[:at] + "@" + u)
 		}

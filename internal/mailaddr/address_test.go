@@ -74,3 +74,16 @@ func TestNamedFindsTheRecipientADiagnosticIsAbout(t *testing.T) {
 		}
 	}
 }
+
+func TestSpellingsAreEveryFormOfTheMailbox(t *testing.T) {
+	want := []string{"jörg@xn--bcher-kva.de", "jörg@bücher.de", "jo\u0308rg@xn--bcher-kva.de", "jo\u0308rg@bu\u0308cher.de"}
+	for _, key := range []string{"jörg@xn--bcher-kva.de", "jörg@bücher.de"} {
+		got := mailaddr.Spellings(key)
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("Spellings(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if got := mailaddr.Spellings("ann@example.com"); !slices.Equal(got, []string{"ann@example.com"}) {
+		t.Errorf("Spellings of an ASCII address = %q", got)
+	}
+}
