@@ -124,3 +124,42 @@ WHERE address = 'user@xn--bcher-kva.example'`).Scan(&reason, &first, &seen))
 	require.NoError(t, err)
 	assert.False(t, c.Suppressed)
 }
+
+// Erasing İvan takes the row an older version kept for İvan under its folded key (ivan), which
+// may be İvan's: it moves to the hash of its own key, and the checks of both spellings it
+// suppressed before still say suppressed. A row written after the upgrade for ivan is ivan's
+// and is left alone.
+func TestErasureTakesAFoldedRowAndKeepsItSuppressing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := storetest.NewEmptyDatabase(t)
+	require.NoError(t, store.MigrateTo(ctx, dbURL, 19))
+	hasher, err := erasure.NewHasher(bytes.Repeat([]byte("k"), erasure.MinKeyBytes))
+	require.NoError(t, err)
+	s, err := store.Open(ctx, dbURL, store.Options{ErasureHasher: hasher})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Pool().Exec(ctx, `INSERT INTO suppressions (address, scope, reason, provider, event_id, message_id, first_seen, last_seen)
+VALUES ($1, '', 'hard_bounce', 'postscale', 'e', 'm', now(), now())`, mailaddr.LegacyKey("\u0130van.x@example.com"))
+	require.NoError(t, err)
+	require.NoError(t, store.Migrate(ctx, dbURL))
+	ev := streamEvent("e_ivan2", "msg_ivan2", domain.KindStatus, domain.StatusBounced, domain.BounceHard, "", "ivan.y@example.com", at(1))
+	_, err = s.Events.ApplyStatus(ctx, ev, rules)
+	require.NoError(t, err)
+
+	e, err := s.Erase(ctx, store.ErasureRequest{Address: "\u0130van.x@example.com", ErasedBy: "ops"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.Counts["suppressions"], "the folded row")
+	var left int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM suppressions WHERE address = 'ivan.x@example.com'`).Scan(&left))
+	assert.Zero(t, left, "the folded row left its key")
+	for _, address := range []string{"\u0130van.x@example.com", "ivan.x@example.com", "ivan.y@example.com"} {
+		c, err := s.Suppressions.CheckSuppression(ctx, address, "")
+		require.NoError(t, err)
+		assert.True(t, c.Suppressed, address)
+	}
+	_, err = s.Erase(ctx, store.ErasureRequest{Address: "\u0130van.y@example.com", ErasedBy: "ops"})
+	require.NoError(t, err)
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM suppressions WHERE address = 'ivan.y@example.com'`).Scan(&left))
+	assert.Equal(t, 1, left, "a row written after the upgrade is its own mailbox's")
+}
