@@ -105,7 +105,13 @@ type Event struct {
 	// MessageStream, …), as the provider names it; config maps it to a suppression scope.
 	Stream string `json:"stream,omitempty"`
 	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
+	// Empty when RawOf is set.
 	Raw json.RawMessage `json:"raw"`
+	// RawOf is set on an event derived, with others, from one request body (SES's notification
+	// naming several recipients): the id of the event of the same provider and request that
+	// holds the body as its Raw. The body is stored, and carried into a run accepted through
+	// Temporal, once per request rather than once per event (internal/acceptance, share.go).
+	RawOf string `json:"raw_of,omitempty"`
 	// PriorEventID is the id an earlier version of mailhook gave this same event, when its
 	// provider's id format has changed since (each provider's *_legacy.go says when it goes).
 	// Acceptance answers duplicate when a row holds it with the same OccurredAt, so a

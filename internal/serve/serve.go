@@ -185,6 +185,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Quarantine:          s.Store.Quarantined,
 		Nonces:              s.Store.Nonces,
 		RetryAfter:          s.Config.Temporal.RetryAfter,
+		AnswerWithin:        AnswerWithin(s.Config),
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -502,6 +503,13 @@ const MaxHeaderBytes = 64 << 10
 
 // maxReadHeaderTimeout bounds reading a request's headers when http.read_timeout is longer.
 const maxReadHeaderTimeout = 10 * time.Second
+
+// AnswerWithin bounds a webhook request's acceptance (httpapi.Server.AnswerWithin): the write
+// timeout (NewHTTPServer) less one start's timeout and a second, so the starts through Temporal
+// under way when it passes still finish, and the 503 is written, before the write timeout.
+func AnswerWithin(cfg config.Config) time.Duration {
+	return cfg.HTTP.ReadTimeout + cfg.Acceptance.InsertTimeout + 4*time.Second
+}
 
 // NewHTTPServer is the http.Server Run serves handler with: timeouts and a header limit bound
 // what a slow or hostile client can hold. http.read_timeout covers the whole request, headers

@@ -69,8 +69,9 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 // goMigrations are the migrations that need Go's rules, beside the SQL files, and their names
 // for the log.
 var (
-	goMigrations     = []*goose.Migration{addressKeysMigration}
-	goMigrationNames = map[int64]string{addressKeysVersion: "suppression keys as addresses"}
+	goMigrations     = []*goose.Migration{addressKeysMigration, unicodeKeysMigration}
+	goMigrationNames = map[int64]string{addressKeysVersion: "suppression keys as addresses",
+		unicodeKeysVersion: "suppression keys in NFC with IDNA domains"}
 )
 
 // newMigrations is the goose provider of every migration on db, SQL and Go.

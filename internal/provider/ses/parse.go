@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
@@ -61,7 +62,8 @@ func badRequest(format string, args ...any) error { return provider.BadRequest(N
 
 type recipient struct {
 	addr string // as SES wrote it (the bare address when it parses as one)
-	key  string // lower-cased bare address, used in ids
+	key  string // mailaddr.Key: which recipients are one, and which bouncedRecipients entry is whose
+	id   string // what its ids are derived from (recipients)
 }
 
 // parse turns an SNS Notification into events.
@@ -169,12 +171,12 @@ func parse(body []byte) ([]domain.Event, error) {
 		ev := base
 		ev.Recipient = rc.addr
 		if len(rcpts) > 1 {
-			ev.EventID = env.MessageID + ":" + provider.RecipientTag(env.MessageID, rc.key)
-			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.key)
+			ev.EventID = env.MessageID + ":" + provider.RecipientTag(env.MessageID, rc.id)
+			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.id)
 		}
 		if perRecipient && mailID != "" {
-			ev.MessageID = mailID + ":" + provider.RecipientTag(mailID, rc.key)
-			ev.PriorMessageID = priorRecipientMessageID(mailID, rc.key)
+			ev.MessageID = mailID + ":" + provider.RecipientTag(mailID, rc.id)
+			ev.PriorMessageID = priorRecipientMessageID(mailID, rc.id)
 		}
 		bounce.Apply(&ev, bounceInput(typ, detail, dsn[rc.key]))
 		events = append(events, ev)
@@ -292,7 +294,13 @@ func optOuts(raw json.RawMessage) map[string]bool {
 }
 
 // recipients reads an array of addresses, as strings or, when objects is set, as
-// {"emailAddress": …}. Blank and repeated addresses (compared lower-cased) are dropped.
+// {"emailAddress": …}. Blank and repeated addresses (compared by mailaddr.Key) are dropped.
+//
+// A recipient's ids derive from its bare address lower-cased with Unicode case mapping, as
+// versions before issue 41 derived them, so an SNS retry that straddles the upgrade is still a
+// duplicate. That mapping merges İvan@x and ivan@x, which may be two mailboxes (mailaddr.Key): the
+// second of such a pair in one notification, which those versions dropped, derives its ids from
+// its key instead, so it gets its own.
 func recipients(raw json.RawMessage, objects bool) []recipient {
 	if len(raw) == 0 {
 		return nil
@@ -303,6 +311,7 @@ func recipients(raw json.RawMessage, objects bool) []recipient {
 	}
 	out := make([]recipient, 0, len(items))
 	seen := make(map[string]bool, len(items))
+	ids := make(map[string]bool, len(items))
 	for _, item := range items {
 		var s string
 		if json.Unmarshal(item, &s) != nil {
@@ -322,6 +331,10 @@ func recipients(raw json.RawMessage, objects bool) []recipient {
 			continue
 		}
 		seen[rc.key] = true
+		if ids[rc.id] {
+			rc.id = "key:" + rc.key
+		}
+		ids[rc.id] = true
 		out = append(out, rc)
 	}
 	return out
@@ -339,7 +352,7 @@ func normalize(s string) (recipient, bool) {
 			s = a.Address
 		}
 	}
-	return recipient{addr: s, key: strings.ToLower(s)}, true
+	return recipient{addr: s, key: mailaddr.Key(s), id: strings.ToLower(s)}, true
 }
 
 // objectField is the object at key, nil when it is absent or not an object. An empty key (an

@@ -407,3 +407,34 @@ func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
 		t.Fatalf("a single recipient's event: id %q, prior %q", events[0].EventID, events[0].PriorEventID)
 	}
 }
+
+// Recipients are one when mailaddr.Key says so (the domain's Unicode and ASCII forms, composed
+// and decomposed spellings), and two when they may be two mailboxes (İvan and ivan), each with
+// its own event; ids stay those of the versions before (the address lower-cased), so an SNS
+// retry across the upgrade is still a duplicate (issue 41).
+func TestParseRecipientsAreOneByMailboxKey(t *testing.T) {
+	msg := `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bouncedRecipients":[
+		{"emailAddress":"user@bücher.example","status":"5.1.1"},{"emailAddress":"user@xn--bcher-kva.example"},
+		{"emailAddress":"user@bu\u0308cher.example"},{"emailAddress":"\u0130van@x.com","status":"5.1.2"},{"emailAddress":"ivan@x.com","status":"5.1.3"}]},
+		"mail":{"messageId":"m1","destination":["user@bücher.example","\u0130van@x.com","ivan@x.com"]}}`
+	events, err := parseMessage(t, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		code := ""
+		if ev.Bounce != nil {
+			code = ev.Bounce.EnhancedCode
+		}
+		got = append(got, ev.EventID+" "+ev.Recipient+" "+code)
+	}
+	want := []string{
+		snsID + ":" + provider.RecipientTag(snsID, "user@bücher.example") + " user@bücher.example 5.1.1",
+		snsID + ":" + provider.RecipientTag(snsID, "ivan@x.com") + " \u0130van@x.com 5.1.2",
+		snsID + ":" + provider.RecipientTag(snsID, "key:ivan@x.com") + " ivan@x.com 5.1.3",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
