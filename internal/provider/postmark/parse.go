@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -78,7 +79,9 @@ func badRequest(format string, args ...any) error { return provider.BadRequest(N
 // record's numeric ID). Other records have no id, so one is derived from fields that identify the
 // occurrence and are identical in every retry of it, since a retry re-sends the same body
 // (derivedID).
-func parse(body []byte) (domain.Event, error) {
+//
+// now is when the request arrived: the time of a record that carries none.
+func parse(body []byte, now time.Time) (domain.Event, error) {
 	top, err := provider.DecodeObject(Name, body)
 	if err != nil {
 		return domain.Event{}, err
@@ -113,12 +116,8 @@ func parse(body []byte) (domain.Event, error) {
 	case "Click":
 		m = mapping{kind: domain.KindClicked}
 	case "SubscriptionChange":
-		// SuppressSending true: the address was added to the stream's suppression list
-		// (unsubscribe link, spam complaint, hard bounce or a manual suppression). false: it was
-		// reactivated, which mailhook has no flag for.
-		m = mapping{kind: domain.KindUnknown}
-		if raw, ok := top["SuppressSending"]; ok && bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
-			m = mapping{kind: domain.KindUnsubscribed}
+		if m, err = subscriptionChange(top); err != nil {
+			return domain.Event{}, err
 		}
 	default:
 		m = mapping{kind: domain.KindUnknown}
@@ -133,7 +132,7 @@ func parse(body []byte) (domain.Event, error) {
 			return domain.Event{}, badRequest("%s record has no MessageID", recordType)
 		}
 		// Postmark sends no MessageID for manual suppressions: nothing to flag.
-		ev.Kind = domain.KindUnknown
+		provider.KeepAsUnknown(&ev)
 	}
 	recipient, err := fields.Optional(top, "Recipient")
 	if err != nil {
@@ -160,6 +159,13 @@ func parse(body []byte) (domain.Event, error) {
 		}
 	}
 	ev.OccurredAt = jsonfield.ParseTime(stamp)
+	if ev.OccurredAt.IsZero() {
+		// A record without its time (a Bounce without BouncedAt) happened no later than it
+		// arrived; left zero it would sort before every other event of its message (0001-01-01)
+		// and lose to them under precedence. The id still uses the stamp as sent, so a retry
+		// stays the same event.
+		ev.OccurredAt = now.UTC()
+	}
 
 	ev.EventID = derivedID(recordType, ev.MessageID, ev.Recipient, stamp)
 	ev.PriorEventID = priorDerivedID(recordType, ev.MessageID, ev.Recipient, stamp)
@@ -180,6 +186,31 @@ func parse(body []byte) (domain.Event, error) {
 
 	ev.Raw = json.RawMessage(bytes.Clone(body))
 	return ev, nil
+}
+
+// subscriptionChange maps a SubscriptionChange record. SuppressSending true: Postmark added the
+// address to the stream's suppression list, and SuppressionReason says why
+// (postmarkapp.com/developer/webhooks/subscription-change-webhook): "HardBounce" and
+// "SpamComplaint" are the hard bounce and the complaint they name, suppressed as such (a hard
+// bounce globally), not as an unsubscribe from the stream; "ManualSuppression" (the recipient's
+// unsubscribe link, or a user of the account) is an unsubscribe. SuppressSending false: the
+// address was reactivated, which mailhook has no flag for.
+func subscriptionChange(top object) (mapping, error) {
+	raw, ok := top["SuppressSending"]
+	if !ok || !bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
+		return mapping{kind: domain.KindUnknown}, nil
+	}
+	reason, err := fields.Optional(top, "SuppressionReason")
+	if err != nil {
+		return mapping{}, err
+	}
+	switch reason {
+	case "HardBounce":
+		return mapping{domain.KindStatus, domain.StatusBounced, domain.BounceHard}, nil
+	case "SpamComplaint":
+		return mapping{domain.KindStatus, domain.StatusComplained, ""}, nil
+	}
+	return mapping{kind: domain.KindUnsubscribed}, nil
 }
 
 // bounceInput reads a Bounce record's details: Details is the remote server's reply as Postmark

@@ -189,6 +189,7 @@ func TestParseFixtures(t *testing.T) {
 		john   = "john@example.com"
 		bounce = "2019-11-05T16:33:54.9070259Z"
 	)
+	received := ts("2026-12-05T23:00:00Z")
 	bounceEvent := func(n int, typ string, kind domain.Kind, status domain.Status, bt string) domain.Event {
 		return domain.Event{EventID: "bounce:" + itoa(4323372036854775807-int64(n)), Type: "Bounce:" + typ, Kind: kind, Status: status,
 			BounceType: bt, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}
@@ -242,6 +243,12 @@ func TestParseFixtures(t *testing.T) {
 		{"bounce_unconfirmed", bounceEvent(20, "Unconfirmed", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_inbound_error", bounceEvent(21, "InboundError", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_future_type", bounceEvent(22, "SomethingNew", domain.KindUnknown, domain.StatusNone, "")},
+		// No BouncedAt: placed at when it arrived (the request's Now), not at 0001-01-01.
+		{"bounce_without_bounced_at", details(func() domain.Event {
+			ev := bounceEvent(107, "HardBounce", domain.KindStatus, domain.StatusBounced, domain.BounceHard)
+			ev.OccurredAt = received
+			return ev
+		}(), 550, "5.1.1", "unknown_user", "smtp;550 5.1.1 The email account that you tried to reach does not exist.")},
 		{"bounce_without_id", domain.Event{
 			EventID:      "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:2014-08-01T13:28:10.2735393-04:00:" + provider.RecipientTag("a94dfe84-8ab9-43cf-8a1c-ac234c296e25", "jane@example.com"),
 			PriorEventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
@@ -255,10 +262,22 @@ func TestParseFixtures(t *testing.T) {
 		{"click", domain.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:2017-10-25T15:21:11.0000000Z:" + provider.RecipientTag("00000000-0000-0000-0000-000000000000", john),
 			PriorEventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
 			Kind: domain.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
+		// Postmark's own example: SuppressionReason HardBounce is the hard bounce it names
+		// (suppressed globally), not an unsubscribe from the stream.
 		{"subscription_change_suppressed", domain.Event{
 			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T10:53:34.416071Z:" + provider.RecipientTag(msg, "bounced-address@wildbit.com"),
 			PriorEventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
-			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
+			Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard,
+			MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
+		{"subscription_change_spam_complaint", domain.Event{
+			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T11:00:00.000000Z:" + provider.RecipientTag(msg, "bounced-address@wildbit.com"),
+			PriorEventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T11:00:00.000000Z", Type: "SubscriptionChange",
+			Kind: domain.KindStatus, Status: domain.StatusComplained,
+			MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T11:00:00Z"), Stream: "outbound"}},
+		{"subscription_change_unsubscribed", domain.Event{
+			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T12:00:00.000000Z:" + provider.RecipientTag(msg, john),
+			PriorEventID: "SubscriptionChange:" + msg + ":" + john + ":2020-02-01T12:00:00.000000Z", Type: "SubscriptionChange",
+			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: john, OccurredAt: ts("2020-02-01T12:00:00Z"), Stream: "outbound"}},
 		{"subscription_change_reactivated", domain.Event{
 			EventID:      "SubscriptionChange::2020-02-03T08:00:00.000000Z:" + provider.RecipientTag("", john),
 			PriorEventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
@@ -283,7 +302,7 @@ func TestParseFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
+			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body, Now: received})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}

@@ -2,7 +2,6 @@ package standardwebhooks
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -86,20 +85,23 @@ func parseResend(body []byte) (domain.Event, error) {
 }
 
 // resendBounceType reads data.bounce.type: "Permanent" (hard) or "Transient" (soft; Resend's
-// field list also says "Temporary"). "Undetermined", or no bounce object, leaves it unknown.
+// field list also says "Temporary"). Without one (the older shape, {"bounce":{"message":…}}, still
+// in Resend's docs and in django-anymail's Resend fixtures) it is hard: Resend defines
+// email.bounced as the recipient's server permanently rejecting the email. An explicit
+// "Undetermined" leaves it unknown, as SES's own word.
 func resendBounceType(raw json.RawMessage) string {
 	var b struct {
 		Type json.RawMessage `json:"type"`
 	}
 	if len(raw) == 0 || json.Unmarshal(raw, &b) != nil {
-		return ""
+		return domain.BounceHard
 	}
 	var s string
 	if json.Unmarshal(b.Type, &s) != nil {
-		return ""
+		return domain.BounceHard
 	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "permanent", "hard":
+	case "", "permanent", "hard":
 		return domain.BounceHard
 	case "transient", "temporary", "soft":
 		return domain.BounceSoft
@@ -120,7 +122,8 @@ func resendBounceInput(typ string, data object) bounce.Input {
 			return bounce.Input{}
 		}
 		return bounce.Input{
-			Diagnostic:      cmp.Or(jsonfield.FirstString(o["diagnosticCode"]), jsonfield.FirstString(o["message"])),
+			Diagnostic:      jsonfield.FirstString(o["diagnosticCode"]),
+			Explanation:     jsonfield.FirstString(o["message"]),
 			ProviderReasons: []string{jsonfield.FirstString(o["subType"]), jsonfield.FirstString(o["type"])},
 		}
 	case "email.failed":
