@@ -104,6 +104,17 @@ type Event struct {
 	// Stream is the provider's stream, tag or category the message was sent under (Postmark's
 	// MessageStream, …), as the provider names it; config maps it to a suppression scope.
 	Stream string `json:"stream,omitempty"`
+	// Metadata and Tags are what the sender attached to the message at send time, as the
+	// provider passes them back (SendGrid custom_args and category, Mailgun user-variables and
+	// tags, Postmark Metadata and Tag, SES mail.tags, Resend tags, Postscale metadata; the table
+	// is docs/PROVIDERS.md's), bounded (provider.MaxMetadataEntries …). Every notification about
+	// the event carries them. Absent from the JSON when empty, so events without them, and the
+	// histories recorded before, are unchanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	// MetadataDropped counts the metadata entries and tags the bounds dropped, for the
+	// mailhook_metadata_dropped_total counter. Never stored.
+	MetadataDropped int `json:"-"`
 	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
 	Raw json.RawMessage `json:"raw"`
 	// PriorEventID is the id an earlier version of mailhook gave this same event, when its

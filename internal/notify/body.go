@@ -44,7 +44,7 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Applied.Recipient, ev.Recipient),
 			Status: in.Applied.To, PreviousStatus: in.Applied.From, BounceType: in.Applied.BounceType,
 			Version: in.Applied.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
-			Source: ev.Source,
+			Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags,
 		}
 		// A move is made by the message's new deciding event, so this event's details are the
 		// ones the message now shows.
@@ -55,7 +55,7 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 	case domain.TypeEmailReceived:
 		data = EmailReceived{
 			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
-			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
+			OccurredAt: ev.OccurredAt, Metadata: ev.Metadata, Tags: ev.Tags, Payload: ev.Raw,
 		}
 	case domain.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
@@ -66,7 +66,7 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 		}
 		data = SuppressionAdded{
 			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
-			Source: ev.Source,
+			Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags,
 		}
 	case domain.TypeReportDaily:
 		if len(in.Data) == 0 {
@@ -107,16 +107,23 @@ type StatusChanged struct {
 	// Source is "backfill" when the event was fetched back from the provider's API
 	// (domain.Event.Source); absent for a webhook's, so those bodies are as before.
 	Source string `json:"source,omitempty"`
+	// Metadata and Tags are what the sender attached at send time, as the event carried them
+	// (domain.Event.Metadata); absent when it carried none, so those bodies are as before.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
 }
 
 // EmailReceived is the data of email.received: the provider's inbound payload as it came.
 type EmailReceived struct {
-	Provider   string          `json:"provider"`
-	EventID    string          `json:"event_id"`
-	EmailID    string          `json:"email_id"`
-	Recipient  string          `json:"recipient,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Payload    json.RawMessage `json:"payload"`
+	Provider   string    `json:"provider"`
+	EventID    string    `json:"event_id"`
+	EmailID    string    `json:"email_id"`
+	Recipient  string    `json:"recipient,omitempty"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// Metadata and Tags: as in StatusChanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	Payload  json.RawMessage   `json:"payload"`
 }
 
 // SuppressionAdded is the data of suppression.added: an address newly suppressed, and the event
@@ -131,6 +138,9 @@ type SuppressionAdded struct {
 	MessageID string `json:"message_id"`
 	// Source is "backfill" for an event fetched back from the provider's API; absent otherwise.
 	Source string `json:"source,omitempty"`
+	// Metadata and Tags: as in StatusChanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
 }
 
 func firstNonEmpty(a, b string) string {

@@ -58,6 +58,12 @@ func parse(body []byte) (domain.Event, error) {
 	// its raw JSON, changing nothing.
 	provider.KeepAsUnknown(&ev)
 	bounce.Apply(&ev, bounceInput(data, ev.Status))
+	// The sender's v: variables (X-Mailgun-Variables) come back as user-variables, its o:tag
+	// values as tags.
+	var m provider.Metadata
+	m.Object(data["user-variables"])
+	m.Tags(data["tags"])
+	m.Apply(&ev)
 	ev.Raw = raw
 	return ev, nil
 }

@@ -180,6 +180,10 @@ func parse(body []byte, now time.Time) (domain.Event, error) {
 	}
 
 	ev.Stream = bounce.StreamName(jsonfield.OptionalString(top, "MessageStream"))
+	var md provider.Metadata
+	md.Object(top["Metadata"])
+	md.Tags(top["Tag"])
+	md.Apply(&ev)
 	if recordType == "Bounce" {
 		bounce.Apply(&ev, bounceInput(top, ev.Status))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 const (
@@ -327,6 +328,9 @@ func TestParseFixtures(t *testing.T) {
 				t.Errorf("id %q holds an address", got.EventID)
 			}
 			got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
+			if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[tt.file]) {
+				t.Errorf("metadata and tags = %#v, want %#v", m, fixtureMeta[tt.file])
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
@@ -688,3 +692,28 @@ func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpo
 	}
 	return cfg.Endpoints
 }
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = func() map[string]providertest.Meta {
+	// Postmark's examples all carry the same Metadata and a Tag.
+	doc := map[string]string{"a_key": "a_value", "b_key": "b_value"}
+	m := map[string]providertest.Meta{
+		"bounce_without_id":                  {Tags: []string{"Invitation"}},
+		"click":                              {Metadata: doc, Tags: []string{"welcome-email"}},
+		"delivery":                           {Metadata: doc, Tags: []string{"welcome-email"}},
+		"open":                               {Metadata: doc, Tags: []string{"welcome-email"}},
+		"spam_complaint":                     {Metadata: doc, Tags: []string{"Test"}},
+		"subscription_change_spam_complaint": {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"subscription_change_suppressed":     {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"subscription_change_unsubscribed":   {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+	}
+	files, _ := filepath.Glob("testdata/bounce_*.json")
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		if _, ok := m[name]; !ok {
+			m[name] = providertest.Meta{Metadata: doc, Tags: []string{"Test"}}
+		}
+	}
+	return m
+}()

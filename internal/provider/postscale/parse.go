@@ -130,6 +130,18 @@ func parse(body []byte) (domain.Event, error) {
 	}
 	ev.OccurredAt = at
 
+	// Postscale documents a send's metadata (the key/value object given at send time) but not
+	// where a webhook carries it back: data.metadata, else the top level's (the flat shape's),
+	// and tags likewise.
+	var md provider.Metadata
+	md.Object(data["metadata"])
+	md.Object(top["metadata"])
+	md.Tags(data["tags"])
+	if !flat {
+		md.Tags(top["tags"])
+	}
+	md.Apply(&ev)
+
 	ev.Raw = json.RawMessage(append([]byte(nil), body...))
 	return ev, nil
 }

@@ -411,3 +411,23 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// Postscale documents a send's metadata but not where a webhook returns it: data.metadata in
+// the envelope, the top level's in the flat shape.
+func TestParseMetadata(t *testing.T) {
+	a := newAdapter(t, testSecret)
+	for name, body := range map[string]string{
+		"envelope": `{"id":"evt_1","type":"email.delivered","created_at":"2026-01-18T10:30:00Z","data":{"email_id":"msg_1","to":"user@example.com","metadata":{"order_id":"A-17","attempt":2},"tags":["receipts"]}}`,
+		"flat":     `{"event":"email.received","timestamp":"2026-04-25T10:30:00Z","email_id":"msg_1","metadata":{"order_id":"A-17","attempt":2},"tags":"receipts"}`,
+	} {
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		m := providertest.TakeMeta(&events[0])
+		want := providertest.Meta{Metadata: map[string]string{"order_id": "A-17", "attempt": "2"}, Tags: []string{"receipts"}}
+		if !reflect.DeepEqual(m, want) {
+			t.Errorf("%s: %#v, want %#v", name, m, want)
+		}
+	}
+}

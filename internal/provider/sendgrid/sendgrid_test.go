@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -438,6 +439,9 @@ func TestParseFixtures(t *testing.T) {
 					t.Errorf("event %d: OccurredAt = %v, want %v", i, got.OccurredAt, want.OccurredAt)
 				}
 				got.OccurredAt, want.OccurredAt = time.Time{}, time.Time{}
+				if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[fmt.Sprintf("%s/%d", tt.file, i)]) {
+					t.Errorf("event %d: metadata and tags = %#v, want %#v", i, m, fixtureMeta[fmt.Sprintf("%s/%d", tt.file, i)])
+				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("event %d: Parse =\n  %+v\nwant\n  %+v", i, got, want)
 				}
@@ -755,4 +759,24 @@ func BenchmarkParse(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = map[string]providertest.Meta{
+	"bounce_blocked/0":             {Tags: []string{"cat facts"}},
+	"bounce_blocked_reputation/0":  {Tags: []string{"newsletter", "weekly"}},
+	"bounce_classification_only/0": {Tags: []string{"cat facts"}},
+	"bounce_hard/0":                {Tags: []string{"cat facts"}},
+	"bounce_untyped/0":             {Tags: []string{"cat facts"}},
+	// A custom argument comes back as a top-level key beside SendGrid's own; category is a list.
+	"click/0":             {Metadata: map[string]string{"unique_arg_key": "unique_arg_value"}, Tags: []string{"category1", "category2"}},
+	"deferred/0":          {Tags: []string{"cat facts"}},
+	"delivered/0":         {Tags: []string{"cat facts"}},
+	"dropped/0":           {Tags: []string{"cat facts"}},
+	"group_resubscribe/0": {Tags: []string{"cat facts"}},
+	"group_unsubscribe/0": {Tags: []string{"cat facts"}},
+	"open/0":              {Tags: []string{"cat facts"}},
+	"processed/0":         {Tags: []string{"cat facts"}},
+	"unsubscribe/0":       {Tags: []string{"cat facts"}},
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
+	"sort"
 	"strings"
 	"time"
 
@@ -152,6 +153,7 @@ func parse(body []byte) ([]domain.Event, error) {
 	if info.kind != domain.KindStatus {
 		base.Status = domain.StatusNone
 	}
+	sesMetadata(mailObj).Apply(&base)
 	if base.Status == domain.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}
@@ -356,3 +358,29 @@ var (
 	optionalString = jsonfield.OptionalString
 	timeField      = jsonfield.Time
 )
+
+// sesMetadata reads mail.tags (event publishing only: identity notifications carry none): the
+// sender's message tags, each a name with a list of values, joined with "," when there are
+// several. The tags SES adds itself ("ses:configuration-set", "ses:source-ip",
+// "ses:caller-identity", "ses:from-domain", "ses:outgoing-ip") describe the sending account,
+// not the message, and are left out.
+func sesMetadata(mailObj object) *provider.Metadata {
+	var m provider.Metadata
+	tags := objectField(mailObj, "tags")
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if !strings.HasPrefix(k, "ses:") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var values []string
+		if json.Unmarshal(tags[k], &values) != nil {
+			m.Set(k, tags[k])
+			continue
+		}
+		m.SetString(k, strings.Join(values, ","))
+	}
+	return &m
+}

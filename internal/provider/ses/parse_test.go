@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,50 @@ func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].EventID != snsID || events[0].PriorEventID != "" {
 		t.Fatalf("a single recipient's event: id %q, prior %q", events[0].EventID, events[0].PriorEventID)
+	}
+}
+
+// AWS's event-publishing examples carry the sender's message tags (myCustomTag1…) beside those
+// SES adds itself (ses:configuration-set, ses:source-ip, ses:caller-identity…): only the
+// sender's are metadata.
+func TestParseMessageTagsAreMetadata(t *testing.T) {
+	custom := func(v1, v2 string) map[string]string {
+		return map[string]string{"myCustomTag1": v1, "myCustomTag2": v2}
+	}
+	for file, want := range map[string]map[string]string{
+		"event_send":              custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_delivery":          custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_reject":            custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_open":              custom("myCustomValue1", "myCustomValue2"),
+		"event_click":             custom("myCustomValue1", "myCustomValue2"),
+		"event_subscription":      custom("myCustomValue1", "myCustomValue2"),
+		"event_bounce":            nil,
+		"event_complaint":         nil,
+		"event_delivery_delay":    nil,
+		"event_rendering_failure": nil,
+	} {
+		t.Run(file, func(t *testing.T) {
+			msg, err := os.ReadFile(filepath.Join("testdata", file+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			events, err := parseMessage(t, string(msg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				if !reflect.DeepEqual(ev.Metadata, want) || ev.Tags != nil || ev.MetadataDropped != 0 {
+					t.Errorf("metadata %v, tags %v, dropped %d; want %v, no tags", ev.Metadata, ev.Tags, ev.MetadataDropped, want)
+				}
+			}
+		})
+	}
+	// Several values of one tag are joined.
+	events, err := parseMessage(t, `{"eventType":"Send","mail":{"messageId":"m","tags":{"team":["a","b"],"ses:source-ip":["192.0.2.1"]}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"team": "a,b"}; !reflect.DeepEqual(events[0].Metadata, want) {
+		t.Errorf("metadata %v, want %v", events[0].Metadata, want)
 	}
 }

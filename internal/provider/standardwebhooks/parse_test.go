@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -153,6 +154,9 @@ func TestParseFixtures(t *testing.T) {
 					t.Errorf("OccurredAt = %v, want %v", got.OccurredAt, tt.want.OccurredAt)
 				}
 				got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
+				if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[tt.file]) {
+					t.Errorf("metadata and tags = %#v, want %#v", m, fixtureMeta[tt.file])
+				}
 				if !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("Parse =\n  %+v\nwant\n  %+v", got, tt.want)
 				}
@@ -419,3 +423,15 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = func() map[string]providertest.Meta {
+	// Resend's examples carry "tags": {"category": "confirm_email"}: name/value pairs, so metadata.
+	m := map[string]providertest.Meta{}
+	for _, f := range []string{"bounced_general", "bounced_permanent", "bounced_transient", "bounced_undetermined", "clicked",
+		"complained", "delivered", "delivered_delayed_typo", "delivery_delayed", "failed", "opened", "scheduled", "sent", "suppressed"} {
+		m["resend_email_"+f] = providertest.Meta{Metadata: map[string]string{"category": "confirm_email"}}
+	}
+	return m
+}()

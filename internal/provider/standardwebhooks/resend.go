@@ -77,6 +77,7 @@ func parseResend(body []byte) (domain.Event, error) {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
 	bounce.Apply(&ev, in)
+	resendMetadata(data["tags"]).Apply(&ev)
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := topFields.Optional(top, "created_at")
 	ev.OccurredAt = jsonfield.ParseTime(created)
@@ -138,4 +139,23 @@ func resendBounceInput(typ string, data object) bounce.Input {
 		return bounce.Input{Diagnostic: jsonfield.FirstString(o["message"]), ProviderReasons: []string{jsonfield.FirstString(o["type"])}, Dropped: true}
 	}
 	return bounce.Input{}
+}
+
+// resendMetadata reads data.tags: the name/value pairs sent as tags, which the webhook carries
+// as an object ({"category":"confirm_email"}) and the send API as a list of {"name","value"};
+// both are metadata, since each tag is a pair.
+func resendMetadata(raw json.RawMessage) *provider.Metadata {
+	var m provider.Metadata
+	var list []struct {
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(raw, &list) == nil {
+		for _, t := range list {
+			m.Set(t.Name, t.Value)
+		}
+		return &m
+	}
+	m.Object(raw)
+	return &m
 }
