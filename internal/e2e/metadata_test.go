@@ -1,0 +1,88 @@
+package e2e_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/domain"
+)
+
+// TestMetadataAndTagsReachTheSink posts Postmark's documented hard bounce (its Metadata and Tag)
+// over real HTTP, and a Postscale event with metadata: every notification the sink receives
+// about them (message.status_changed, suppression.added) carries the sender's metadata and
+// tags, and a notification the sink refused once arrives again with the same bytes.
+func TestMetadataAndTagsReachTheSink(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{
+		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded},
+		endpoints: []config.Endpoint{{Name: "postmark", Provider: "postmark",
+			ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}}},
+	})
+	// The first attempt of every notification is refused: the retry must send the same body.
+	h.sink.respond = func(_ string, attempt int) int {
+		if attempt == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+
+	doc, err := os.ReadFile("../provider/postmark/testdata/bounce_hard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID := h.id("pm_msg")
+	body := bytes.Replace(doc, []byte("883953f4-6105-42a2-a16a-77a8eac79483"), []byte(msgID), 1)
+	body = bytes.Replace(body, []byte("4323372036854775807"), []byte(fmt.Sprint(time.Now().UnixNano())), 1)
+	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", bytes.NewReader(body))
+	req.SetBasicAuth("hook", "correct-horse")
+	if code, resp := h.do(req); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("postmark: %d %v", code, resp)
+	}
+	psMsg := h.id("ps_msg")
+	if code, resp := h.post(h.envelope(h.id("ps_evt"), "email.delivered", psMsg, time.Now(),
+		`,"metadata":{"order_id":"A-17","attempt":2},"tags":["receipts"]`)); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("postscale: %d %v", code, resp)
+	}
+
+	// Postmark's bounce: status_changed and suppression.added; Postscale's: status_changed.
+	h.waitDelivered(3)
+	postmark := map[string]any{"a_key": "a_value", "b_key": "b_value"}
+	postscale := map[string]any{"attempt": "2", "order_id": "A-17"}
+	seen := map[string]bool{}
+	for _, d := range h.sink.delivered() {
+		data := d.Body["data"].(map[string]any)
+		typ := d.Body["type"].(string)
+		want, tags := postmark, []any{"Test"}
+		if data["provider"] == "postscale" {
+			want, tags = postscale, []any{"receipts"}
+		}
+		if !reflect.DeepEqual(data["metadata"], want) || !reflect.DeepEqual(data["tags"], tags) {
+			t.Errorf("%s from %s: metadata %v tags %v, want %v %v", typ, data["provider"], data["metadata"], data["tags"], want, tags)
+		}
+		seen[fmt.Sprint(data["provider"], " ", typ)] = true
+		// Redelivered under its id with the bytes it first had.
+		for _, a := range h.sink.attempts() {
+			if a.ID == d.ID && !bytes.Equal(a.Raw, d.Raw) {
+				t.Errorf("%s: attempt bodies differ:\n%s\n%s", typ, a.Raw, d.Raw)
+			}
+		}
+	}
+	for _, want := range []string{"postmark message.status_changed", "postmark suppression.added", "postscale message.status_changed"} {
+		if !seen[want] {
+			t.Errorf("no %s notification (got %v)", want, seen)
+		}
+	}
+	if n := len(h.sink.attempts()); n < 6 {
+		t.Errorf("%d attempts, want each of the 3 refused once and sent again", n)
+	}
+	// Stored with the event: a replay or a redrive finds it there.
+	if n := h.query(`SELECT count(*) FROM event_payloads WHERE event->'metadata'->>'a_key' = 'a_value' AND event->'tags' ? 'Test'`); n != 1 {
+		t.Errorf("%d stored events carry Postmark's metadata, want 1", n)
+	}
+}
