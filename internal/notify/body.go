@@ -23,6 +23,9 @@ type Input struct {
 	// SuppressionScopes is config suppression.scopes, as the event was applied under it: what
 	// suppression.added's scope is derived from.
 	SuppressionScopes map[string]string
+	// EngagementIP is the sink's engagement_ip: whether message.opened, message.clicked and
+	// message.unsubscribed carry the client's IP address.
+	EngagementIP bool
 }
 
 // Applied is what applying an event did to its message, as a notification tells it.
@@ -68,6 +71,16 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
 			Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags,
 		}
+	case domain.TypeMessageOpened, domain.TypeMessageClicked, domain.TypeMessageUnsubscribed:
+		e := Engagement{Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Applied.Recipient, ev.Recipient),
+			EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt, Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags}
+		if d := ev.Engagement; d != nil {
+			e.URL, e.UserAgent, e.Machine = d.URL, d.UserAgent, d.Machine
+			if in.EngagementIP {
+				e.IP = d.IP
+			}
+		}
+		data = e
 	case domain.TypeReportDaily:
 		if len(in.Data) == 0 {
 			return nil, fmt.Errorf("%s notification without data", in.Type)
@@ -139,6 +152,29 @@ type SuppressionAdded struct {
 	// Source is "backfill" for an event fetched back from the provider's API; absent otherwise.
 	Source string `json:"source,omitempty"`
 	// Metadata and Tags: as in StatusChanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+}
+
+// Engagement is the data of message.opened, message.clicked and message.unsubscribed: one open,
+// click or unsubscribe as the provider reported it.
+type Engagement struct {
+	Provider   string    `json:"provider"`
+	MessageID  string    `json:"message_id"`
+	Recipient  string    `json:"recipient,omitempty"`
+	EventID    string    `json:"event_id"`
+	EventType  string    `json:"event_type"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// URL is the link a click followed.
+	URL string `json:"url,omitempty"`
+	// UserAgent is the client's, as the provider reported it.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Machine: the provider says no person opened it (an image proxy's or Apple Mail Privacy
+	// Protection's prefetch: SendGrid's sg_machine_open).
+	Machine bool `json:"machine_open,omitempty"`
+	// IP is the client's address, only for a sink with engagement_ip.
+	IP       string            `json:"ip,omitempty"`
+	Source   string            `json:"source,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Tags     []string          `json:"tags,omitempty"`
 }

@@ -175,3 +175,30 @@ func TestEveryNotificationCarriesMetadataAndTags(t *testing.T) {
 		assert.NotContains(t, string(body), `"tags"`, in.Type)
 	}
 }
+
+// An open's notification says what the provider said of it; the IP only to a sink that allows it.
+func TestEngagementBody(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ev := domain.Event{Provider: "sendgrid", EventID: "e1", Type: "open", Kind: domain.KindOpened, MessageID: "msg_1",
+		Recipient: "user@example.com", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Tags: []string{"welcome"},
+		Engagement: &domain.Engagement{UserAgent: "GoogleImageProxy", IP: "66.102.6.12", Machine: true}}
+	in := notify.Input{Type: domain.TypeMessageOpened, Event: ev}
+	body, err := notify.Body("ntf_o", in, now)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"ntf_o","type":"message.opened","created_at":"2026-11-29T10:00:00Z",`+
+		`"data":{"provider":"sendgrid","message_id":"msg_1","recipient":"user@example.com","event_id":"e1","event_type":"open",`+
+		`"occurred_at":"2026-11-29T09:00:00Z","user_agent":"GoogleImageProxy","machine_open":true,"tags":["welcome"]}}`,
+		string(notify.Ordered(body)))
+
+	in.EngagementIP = true
+	body, err = notify.Body("ntf_o", in, now)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"ip":"66.102.6.12"`)
+
+	in.Type, in.Event.Kind, in.Event.Type = domain.TypeMessageClicked, domain.KindClicked, "click"
+	in.Event.Engagement = &domain.Engagement{URL: "https://example.com/x"}
+	body, err = notify.Body("ntf_c", in, now)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"url":"https://example.com/x"`)
+	assert.NotContains(t, string(body), `"ip"`)
+}

@@ -717,8 +717,11 @@ func TestEventIDHoldsTheDay(t *testing.T) {
 // fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
 // listed carries none.
 var fixtureMeta = map[string]providertest.Meta{
-	"clicked":                     {Tags: []string{"welcome"}},
+	"clicked": {Tags: []string{"welcome"}, Engagement: &domain.Engagement{URL: "https://example.com/test",
+		UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_13_6)", IP: "50.56.129.169"}},
 	"failed_permanent_espblock":   {Tags: []string{"newsletter", "weekly"}},
 	"failed_permanent_over_quota": {Tags: []string{"welcome"}},
-	"opened":                      {Metadata: map[string]string{"cohort": "2018-08-B", "user_id": "123456"}, Tags: []string{"welcome", "variation-A"}},
+	"opened": {Metadata: map[string]string{"cohort": "2018-08-B", "user_id": "123456"}, Tags: []string{"welcome", "variation-A"},
+		Engagement: &domain.Engagement{UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_13_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/68.0.3440.106 Safari/537.36",
+			IP: "50.56.129.169"}},
 }

@@ -64,6 +64,10 @@ func parse(body []byte) (domain.Event, error) {
 	m.Object(data["user-variables"])
 	m.Tags(data["tags"])
 	m.Apply(&ev)
+	var client object
+	_ = json.Unmarshal(data["client-info"], &client)
+	provider.SetEngagement(&ev, jsonfield.OptionalString(data, "url"), jsonfield.OptionalString(client, "user-agent"),
+		jsonfield.OptionalString(data, "ip"), false)
 	ev.Raw = raw
 	return ev, nil
 }

@@ -184,6 +184,10 @@ func parse(body []byte, now time.Time) (domain.Event, error) {
 	md.Object(top["Metadata"])
 	md.Tags(top["Tag"])
 	md.Apply(&ev)
+	var geo object
+	_ = json.Unmarshal(top["Geo"], &geo)
+	provider.SetEngagement(&ev, jsonfield.OptionalString(top, "OriginalLink"), jsonfield.OptionalString(top, "UserAgent"),
+		jsonfield.OptionalString(geo, "IP"), false)
 	if recordType == "Bounce" {
 		bounce.Apply(&ev, bounceInput(top, ev.Status))
 	}

@@ -698,11 +698,12 @@ func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpo
 var fixtureMeta = func() map[string]providertest.Meta {
 	// Postmark's examples all carry the same Metadata and a Tag.
 	doc := map[string]string{"a_key": "a_value", "b_key": "b_value"}
+	const chrome = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_7_5) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/35.0.1916.153 Safari/537.36"
 	m := map[string]providertest.Meta{
 		"bounce_without_id":                  {Tags: []string{"Invitation"}},
-		"click":                              {Metadata: doc, Tags: []string{"welcome-email"}},
+		"click":                              {Metadata: doc, Tags: []string{"welcome-email"}, Engagement: &domain.Engagement{URL: "https://example.com", UserAgent: chrome, IP: "188.2.95.4"}},
 		"delivery":                           {Metadata: doc, Tags: []string{"welcome-email"}},
-		"open":                               {Metadata: doc, Tags: []string{"welcome-email"}},
+		"open":                               {Metadata: doc, Tags: []string{"welcome-email"}, Engagement: &domain.Engagement{UserAgent: chrome, IP: "188.2.95.4"}},
 		"spam_complaint":                     {Metadata: doc, Tags: []string{"Test"}},
 		"subscription_change_spam_complaint": {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
 		"subscription_change_suppressed":     {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},

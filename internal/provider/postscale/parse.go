@@ -141,6 +141,10 @@ func parse(body []byte) (domain.Event, error) {
 		md.Tags(top["tags"])
 	}
 	md.Apply(&ev)
+	// Postscale's click carries data.link; the rest of an open's or a click's fields are
+	// undocumented, so the likely names.
+	provider.SetEngagement(&ev, cmp.Or(optionalString(data, "link"), optionalString(data, "url")),
+		optionalString(data, "user_agent"), optionalString(data, "ip"), false)
 
 	ev.Raw = json.RawMessage(append([]byte(nil), body...))
 	return ev, nil

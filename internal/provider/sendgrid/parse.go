@@ -72,6 +72,9 @@ func parseEvent(i int, raw json.RawMessage) (domain.Event, error) {
 	provider.KeepAsUnknown(&ev)
 	bounce.Apply(&ev, bounceInput(o, ev.Status))
 	metadata(o).Apply(&ev)
+	machine, _ := jsonfield.OptionalBool(o, "sg_machine_open")
+	provider.SetEngagement(&ev, jsonfield.OptionalString(o, "url"), jsonfield.OptionalString(o, "useragent"),
+		jsonfield.OptionalString(o, "ip"), machine)
 	ev.Raw = raw
 	return ev, nil
 }

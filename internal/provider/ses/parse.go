@@ -154,6 +154,7 @@ func parse(body []byte) ([]domain.Event, error) {
 		base.Status = domain.StatusNone
 	}
 	sesMetadata(mailObj).Apply(&base)
+	provider.SetEngagement(&base, optionalString(detail, "link"), optionalString(detail, "userAgent"), optionalString(detail, "ipAddress"), false)
 	if base.Status == domain.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}

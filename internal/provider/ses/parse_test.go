@@ -453,3 +453,29 @@ func TestParseMessageTagsAreMetadata(t *testing.T) {
 		t.Errorf("metadata %v, want %v", events[0].Metadata, want)
 	}
 }
+
+// An Open's and a Click's details, from AWS's examples.
+func TestParseEngagement(t *testing.T) {
+	for file, want := range map[string]domain.Engagement{
+		"event_open": {IP: "192.0.2.1",
+			UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 10_3_3 like Mac OS X) AppleWebKit/603.3.8 (KHTML, like Gecko) Mobile/14G60"},
+		"event_click": {URL: "http://docs.aws.amazon.com/ses/latest/DeveloperGuide/send-email-smtp.html", IP: "192.0.2.1",
+			UserAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/60.0.3112.90 Safari/537.36"},
+	} {
+		msg, err := os.ReadFile(filepath.Join("testdata", file+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := parseMessage(t, string(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := events[0].Engagement; got == nil || *got != want {
+			t.Errorf("%s: engagement %+v, want %+v", file, got, want)
+		}
+	}
+	events, err := parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m"},"delivery":{"userAgent":"x"}}`)
+	if err != nil || events[0].Engagement != nil {
+		t.Errorf("a delivery has no engagement: %+v, %v", events[0].Engagement, err)
+	}
+}

@@ -433,5 +433,9 @@ var fixtureMeta = func() map[string]providertest.Meta {
 		"complained", "delivered", "delivered_delayed_typo", "delivery_delayed", "failed", "opened", "scheduled", "sent", "suppressed"} {
 		m["resend_email_"+f] = providertest.Meta{Metadata: map[string]string{"category": "confirm_email"}}
 	}
+	clicked := m["resend_email_clicked"]
+	clicked.Engagement = &domain.Engagement{URL: "https://resend.com", IP: "122.115.53.11",
+		UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.1 Safari/605.1.15"}
+	m["resend_email_clicked"] = clicked
 	return m
 }()

@@ -78,6 +78,12 @@ func parseResend(body []byte) (domain.Event, error) {
 	}
 	bounce.Apply(&ev, in)
 	resendMetadata(data["tags"]).Apply(&ev)
+	var click object
+	if json.Unmarshal(data["click"], &click) != nil || click == nil {
+		_ = json.Unmarshal(data["open"], &click)
+	}
+	provider.SetEngagement(&ev, jsonfield.OptionalString(click, "link"), jsonfield.OptionalString(click, "userAgent"),
+		jsonfield.OptionalString(click, "ipAddress"), false)
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := topFields.Optional(top, "created_at")
 	ev.OccurredAt = jsonfield.ParseTime(created)
