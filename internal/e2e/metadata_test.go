@@ -86,3 +86,45 @@ func TestMetadataAndTagsReachTheSink(t *testing.T) {
 		t.Errorf("%d stored events carry Postmark's metadata, want 1", n)
 	}
 }
+
+// TestPostmarkInboundIsAnEmailReceived: Postmark's inbound JSON, posted with the endpoint's
+// Basic credentials, is the same email.received notification Postscale's and Resend's inbound
+// mail are, carrying the JSON as it came; a retry is a duplicate.
+func TestPostmarkInboundIsAnEmailReceived(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{Name: "postmark", Provider: "postmark",
+		ProviderSettings: config.ProviderSettings{Secrets: []string{"hook:correct-horse"}}}}})
+	doc, err := os.ReadFile("../provider/postmark/testdata/inbound.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := h.id("inbound")
+	body := bytes.Replace(doc, []byte("73e6d360-66eb-11e1-8e72-a8904824019b"), []byte(id), 1)
+	post := func() (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", bytes.NewReader(body))
+		req.SetBasicAuth("hook", "correct-horse")
+		return h.do(req)
+	}
+	if code, resp := post(); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("postmark inbound: %d %v", code, resp)
+	}
+	if code, resp := post(); code != 200 || resp["status"] != "duplicate" {
+		t.Fatalf("postmark inbound again: %d %v", code, resp)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/postmark", bytes.NewReader(body))
+	req.SetBasicAuth("hook", "wrong")
+	if code, _ := h.do(req); code != http.StatusUnauthorized {
+		t.Fatalf("wrong credentials: %d, want 401", code)
+	}
+	h.waitDelivered(1)
+	d := h.sink.delivered()[0]
+	data := d.Body["data"].(map[string]any)
+	payload, _ := data["payload"].(map[string]any)
+	if d.Body["type"] != domain.TypeEmailReceived || data["email_id"] != id || data["provider"] != "postmark" ||
+		data["recipient"] != "yourhash+SampleHash@inbound.postmarkapp.com" || payload["Subject"] != "Test subject" {
+		t.Fatalf("notification %s", d.Raw)
+	}
+	if !reflect.DeepEqual(data["tags"], []any{"TestTag"}) {
+		t.Errorf("tags %v, want [TestTag]", data["tags"])
+	}
+}

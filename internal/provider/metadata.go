@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -124,6 +125,10 @@ func (m *Metadata) Tag(t string) {
 // tag is kept once and is not counted).
 func (m *Metadata) Apply(ev *domain.Event) {
 	dropped := m.dropped
+	if len(m.order) == 0 && len(m.tags) == 0 {
+		ev.MetadataDropped = dropped
+		return
+	}
 	keys := make([]string, 0, len(m.order))
 	for _, k := range m.order {
 		if k == "" || len(k) > MaxMetadataKeyBytes || !clean(k) {
@@ -147,14 +152,12 @@ func (m *Metadata) Apply(ev *domain.Event) {
 			ev.Metadata[k] = m.entries[k]
 		}
 	}
-	seen := map[string]bool{}
 	for _, t := range m.tags {
 		switch {
-		case seen[t]:
+		case slices.Contains(ev.Tags, t):
 		case len(t) > MaxTagBytes || !clean(t) || len(ev.Tags) == MaxTags:
 			dropped++
 		default:
-			seen[t] = true
 			ev.Tags = append(ev.Tags, t)
 		}
 	}

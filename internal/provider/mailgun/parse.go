@@ -64,10 +64,13 @@ func parse(body []byte) (domain.Event, error) {
 	m.Object(data["user-variables"])
 	m.Tags(data["tags"])
 	m.Apply(&ev)
-	var client object
-	_ = json.Unmarshal(data["client-info"], &client)
-	provider.SetEngagement(&ev, jsonfield.OptionalString(data, "url"), jsonfield.OptionalString(client, "user-agent"),
-		jsonfield.OptionalString(data, "ip"), false)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked || ev.Kind == domain.KindUnsubscribed {
+		var client struct {
+			UserAgent string `json:"user-agent"`
+		}
+		_ = json.Unmarshal(data["client-info"], &client) // an odd client-info only loses the user agent
+		provider.SetEngagement(&ev, jsonfield.OptionalString(data, "url"), client.UserAgent, jsonfield.OptionalString(data, "ip"), false)
+	}
 	ev.Raw = raw
 	return ev, nil
 }

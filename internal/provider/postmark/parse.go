@@ -3,6 +3,7 @@ package postmark
 import (
 	"bytes"
 	"encoding/json"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -87,6 +88,9 @@ func parse(body []byte, now time.Time) (domain.Event, error) {
 		return domain.Event{}, err
 	}
 
+	if isInbound(top) {
+		return parseInbound(top, body, now)
+	}
 	recordType, err := fields.Required(top, "RecordType")
 	if err != nil {
 		return domain.Event{}, err
@@ -184,10 +188,13 @@ func parse(body []byte, now time.Time) (domain.Event, error) {
 	md.Object(top["Metadata"])
 	md.Tags(top["Tag"])
 	md.Apply(&ev)
-	var geo object
-	_ = json.Unmarshal(top["Geo"], &geo)
-	provider.SetEngagement(&ev, jsonfield.OptionalString(top, "OriginalLink"), jsonfield.OptionalString(top, "UserAgent"),
-		jsonfield.OptionalString(geo, "IP"), false)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked {
+		var geo struct {
+			IP string `json:"IP"`
+		}
+		_ = json.Unmarshal(top["Geo"], &geo) // an odd Geo only loses the IP
+		provider.SetEngagement(&ev, jsonfield.OptionalString(top, "OriginalLink"), jsonfield.OptionalString(top, "UserAgent"), geo.IP, false)
+	}
 	if recordType == "Bounce" {
 		bounce.Apply(&ev, bounceInput(top, ev.Status))
 	}
@@ -263,4 +270,70 @@ func bounceID(o object) (string, bool, error) {
 // the address.
 func derivedID(recordType, messageID, recipient, stamp string) string {
 	return recordType + ":" + messageID + ":" + stamp + ":" + provider.RecipientTag(messageID, recipient)
+}
+
+// InboundType is the Type of an inbound email's event: Postmark's inbound JSON has no
+// RecordType.
+const InboundType = "Inbound"
+
+// isInbound reports whether top is Postmark's inbound JSON (an email received on an inbound
+// stream: postmarkapp.com/developer/webhooks/inbound-webhook) rather than an outbound record:
+// it has no RecordType, and has the sender and recipients Postmark parsed out of the email.
+func isInbound(top object) bool {
+	if _, ok := top["RecordType"]; ok {
+		return false
+	}
+	_, from := top["FromFull"]
+	_, to := top["OriginalRecipient"]
+	return from || to
+}
+
+// parseInbound maps an inbound email: an email.received notification with the whole JSON (its
+// bodies and base64 attachments are bounded by http.max_body_bytes, and kept like Postscale's and
+// Resend's). Its id is "inbound:<MessageID>" (Postmark's id of the received email, the same in
+// every retry); the recipient is OriginalRecipient, else the first of ToFull; the time is Date,
+// else its arrival.
+func parseInbound(top object, body []byte, now time.Time) (domain.Event, error) {
+	id, err := fields.Required(top, "MessageID")
+	if err != nil {
+		return domain.Event{}, err
+	}
+	id = strings.TrimSpace(id)
+	ev := domain.Event{Provider: Name, EventID: "inbound:" + id, Type: InboundType, Kind: domain.KindInbound, MessageID: id}
+	ev.Recipient = jsonfield.OptionalString(top, "OriginalRecipient")
+	if ev.Recipient == "" {
+		var to []struct {
+			Email string `json:"Email"`
+		}
+		if json.Unmarshal(top["ToFull"], &to) == nil && len(to) > 0 {
+			ev.Recipient = strings.TrimSpace(to[0].Email)
+		}
+	}
+	ev.OccurredAt = inboundDate(jsonfield.OptionalString(top, "Date"))
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = now.UTC()
+	}
+	ev.Stream = bounce.StreamName(jsonfield.OptionalString(top, "MessageStream"))
+	var md provider.Metadata
+	md.Tags(top["Tag"])
+	md.Apply(&ev)
+	ev.Raw = json.RawMessage(bytes.Clone(body))
+	return ev, nil
+}
+
+// inboundDate parses the email's Date header as Postmark passes it ("Fri, 1 Aug 2014 16:45:32
+// -04:00" in its documentation: a zone with a colon, which RFC 5322 does not have).
+func inboundDate(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	if t, err := mail.ParseDate(s); err == nil {
+		return t.UTC()
+	}
+	if n := len(s); n > 6 && s[n-3] == ':' && (s[n-6] == '+' || s[n-6] == '-') {
+		if t, err := mail.ParseDate(s[:n-3] + s[n-2:]); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
 }

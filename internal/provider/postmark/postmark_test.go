@@ -287,6 +287,10 @@ func TestParseFixtures(t *testing.T) {
 			EventID:      "SubscriptionChange::2020-02-02T09:15:00.250000Z:" + provider.RecipientTag("", "jane@example.com"),
 			PriorEventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
 			Kind: domain.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
+		// Postmark's inbound JSON (its inbound-webhook example): no RecordType, an email received.
+		{"inbound", domain.Event{EventID: "inbound:73e6d360-66eb-11e1-8e72-a8904824019b", Type: "Inbound", Kind: domain.KindInbound,
+			MessageID: "73e6d360-66eb-11e1-8e72-a8904824019b", Recipient: "yourhash+SampleHash@inbound.postmarkapp.com",
+			OccurredAt: ts("2014-08-01T20:45:32Z"), Stream: "inbound"}},
 		{"unknown_record_type", domain.Event{
 			EventID:      "InboundRetry:11111111-2222-3333-4444-555555555555:2021-03-04T05:06:07Z:" + provider.RecipientTag("11111111-2222-3333-4444-555555555555", "support@example.com"),
 			PriorEventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
@@ -708,6 +712,7 @@ var fixtureMeta = func() map[string]providertest.Meta {
 		"subscription_change_spam_complaint": {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
 		"subscription_change_suppressed":     {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
 		"subscription_change_unsubscribed":   {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"inbound":                            {Tags: []string{"TestTag"}},
 	}
 	files, _ := filepath.Glob("testdata/bounce_*.json")
 	for _, f := range files {

@@ -78,12 +78,13 @@ func parseResend(body []byte) (domain.Event, error) {
 	}
 	bounce.Apply(&ev, in)
 	resendMetadata(data["tags"]).Apply(&ev)
-	var click object
-	if json.Unmarshal(data["click"], &click) != nil || click == nil {
-		_ = json.Unmarshal(data["open"], &click)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked {
+		var e resendEngagement
+		if json.Unmarshal(data["click"], &e) != nil || e == (resendEngagement{}) {
+			_ = json.Unmarshal(data["open"], &e)
+		}
+		provider.SetEngagement(&ev, e.Link, e.UserAgent, e.IPAddress, false)
 	}
-	provider.SetEngagement(&ev, jsonfield.OptionalString(click, "link"), jsonfield.OptionalString(click, "userAgent"),
-		jsonfield.OptionalString(click, "ipAddress"), false)
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := topFields.Optional(top, "created_at")
 	ev.OccurredAt = jsonfield.ParseTime(created)
@@ -164,4 +165,11 @@ func resendMetadata(raw json.RawMessage) *provider.Metadata {
 	}
 	m.Object(raw)
 	return &m
+}
+
+// resendEngagement is data.click of email.clicked (and data.open, should an open carry one).
+type resendEngagement struct {
+	Link      string `json:"link"`
+	UserAgent string `json:"userAgent"`
+	IPAddress string `json:"ipAddress"`
 }
