@@ -3,14 +3,17 @@ package e2e_test
 import (
 	"bytes"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // TestMetadataAndTagsReachTheSink posts Postmark's documented hard bounce (its Metadata and Tag)
@@ -126,5 +129,57 @@ func TestPostmarkInboundIsAnEmailReceived(t *testing.T) {
 	}
 	if !reflect.DeepEqual(data["tags"], []any{"TestTag"}) {
 		t.Errorf("tags %v, want [TestTag]", data["tags"])
+	}
+}
+
+// TestMailgunRouteForwardIsAnEmailReceived: a Mailgun route's forward() (a signed multipart form
+// with an attachment) is an email.received to the sink, the form as JSON in its payload; the
+// same request again is a duplicate, and a bad signature is refused with 406 (no retry).
+func TestMailgunRouteForwardIsAnEmailReceived(t *testing.T) {
+	t.Parallel()
+	const key = "mailgun-signing-key"
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{Name: "mailgun", Provider: "mailgun",
+		ProviderSettings: config.ProviderSettings{Secrets: []string{key}}}}})
+	msgID := h.id("route") + "@mail.example.net"
+	build := func(token, sig string) (string, []byte) {
+		stamp := fmt.Sprint(time.Now().Unix())
+		if sig == "" {
+			sig = providertest.MailgunSignature(key, stamp, token)
+		}
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		for _, kv := range [][2]string{{"recipient", "support@example.com"}, {"sender", "bob@example.net"},
+			{"subject", "Help with my order"}, {"body-plain", "Where is it?"}, {"Message-Id", "<" + msgID + ">"},
+			{"timestamp", stamp}, {"token", token}, {"signature", sig}} {
+			_ = w.WriteField(kv[0], kv[1])
+		}
+		fw, _ := w.CreateFormFile("attachment-1", "receipt.txt")
+		_, _ = fw.Write([]byte("order 42"))
+		_ = w.Close()
+		return w.FormDataContentType(), buf.Bytes()
+	}
+	post := func(ct string, body []byte) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/mailgun", bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		return h.do(req)
+	}
+	ct, body := build(h.id("tok"), "")
+	if code, resp := post(ct, body); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("route forward: %d %v", code, resp)
+	}
+	if code, resp := post(ct, body); code != 200 || resp["status"] != "duplicate" {
+		t.Fatalf("route forward again: %d %v", code, resp)
+	}
+	if code, _ := post(build(h.id("tok2"), strings.Repeat("0", 64))); code != http.StatusNotAcceptable {
+		t.Fatalf("bad signature: %d, want 406", code)
+	}
+	h.waitDelivered(1)
+	d := h.sink.delivered()[0]
+	data := d.Body["data"].(map[string]any)
+	payload, _ := data["payload"].(map[string]any)
+	files, _ := payload["attachments"].([]any)
+	if d.Body["type"] != domain.TypeEmailReceived || data["provider"] != "mailgun" || data["email_id"] != msgID ||
+		data["recipient"] != "support@example.com" || payload["subject"] != "Help with my order" || payload["signature"] != nil || len(files) != 1 {
+		t.Fatalf("notification %s", d.Raw)
 	}
 }
