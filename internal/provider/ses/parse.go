@@ -54,6 +54,9 @@ var types = map[string]typeInfo{
 	"Open":              {domain.KindOpened, domain.StatusNone, "open", "", fanOne},
 	"Click":             {domain.KindClicked, domain.StatusNone, "click", "", fanOne},
 	"Subscription":      {domain.KindUnsubscribed, domain.StatusNone, "subscription", "", fanOne},
+	// Email receiving: a receipt rule's SNS action (the content inline) or its S3 action's
+	// notification (the content by reference, receipt.action.bucketName and objectKey).
+	"Received": {domain.KindInbound, domain.StatusNone, "receipt", "", fanNone},
 }
 
 type object = jsonfield.Object
@@ -152,6 +155,9 @@ func parse(body []byte) ([]domain.Event, error) {
 	}
 	if info.kind != domain.KindStatus {
 		base.Status = domain.StatusNone
+	}
+	if typ == "Received" {
+		return []domain.Event{received(base, detail, mailObj)}, nil
 	}
 	sesMetadata(mailObj).Apply(&base)
 	provider.SetEngagement(&base, optionalString(detail, "link"), optionalString(detail, "userAgent"), optionalString(detail, "ipAddress"), false)
@@ -384,4 +390,18 @@ func sesMetadata(mailObj object) *provider.Metadata {
 		m.SetString(k, strings.Join(values, ","))
 	}
 	return &m
+}
+
+// received is an email SES received: one email.received whatever the number of recipients, to
+// the first address the receipt rule matched (receipt.recipients), else the mail's first
+// destination. Its payload is the SNS notification as it came, like every SES event's: its
+// Message is SES's JSON, with "content" inline for the SNS action and the S3 location
+// (receipt.action.bucketName, objectKey) for the S3 action.
+func received(ev domain.Event, receipt, mailObj object) domain.Event {
+	if r := recipients(receipt["recipients"], false); len(r) > 0 {
+		ev.Recipient = r[0].addr
+	} else if d := recipients(mailObj["destination"], false); len(d) > 0 {
+		ev.Recipient = d[0].addr
+	}
+	return ev
 }

@@ -127,6 +127,11 @@ var fixtureWant = map[string][]want{
 	},
 	// SES does not say which of two recipients opened: one mail-level event.
 	"derived_open_multi_destination.json": {kind("Open", domain.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
+	// Email receiving, the SNS action (AWS's example, content inline): one inbound event.
+	"received_sns_action.json": {kind("Received", domain.KindInbound, "d6iitobk75ur44p8kdnnp7g2n800", "recipient@example.com", "2015-09-11T20:32:33.936Z")},
+	// The S3 action's notification: the content by reference; the recipient is the one the
+	// receipt rule matched, not the first destination.
+	"received_s3_action.json": {kind("Received", domain.KindInbound, "o3v3f4bdi1svqvsa3ht5a2uf2ld5v5jn1ou3sgo1", "sales@example.com", "2015-09-11T20:32:34.1Z")},
 	// Opting in is not an unsubscribe.
 	"derived_subscription_opt_in.json": {kind("Subscription", domain.KindUnknown, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
 }
