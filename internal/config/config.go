@@ -301,6 +301,9 @@ type Sink struct {
 	// notify.drain_concurrency for a drain). Both hold across processes (delivery.go).
 	Rate        float64 `yaml:"rate"`
 	Concurrency int     `yaml:"concurrency"`
+	// EngagementIP lets the sink's message.opened, message.clicked and message.unsubscribed
+	// carry the client's IP address; off, they carry none (an IP is personal data).
+	EngagementIP bool `yaml:"engagement_ip"`
 }
 
 // Wants reports whether the sink subscribes to a notification type.

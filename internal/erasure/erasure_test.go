@@ -328,3 +328,21 @@ func anyLike(patterns []string, s string) bool {
 	}
 	return false
 }
+
+// Metadata and tags are the sender's: a value that is the erased address goes, one that only
+// mentions it is redacted, the rest stay; in a stored event and in a notification's data alike.
+func TestRedactRemovesMetadataValuesThatAreTheAddress(t *testing.T) {
+	m := matcher(t, "ann@example.com")
+	out, changed, err := m.RedactEvent([]byte(`{"kind":"status","metadata":{"user":" Ann@Example.com ","note":"for ann@example.com","order":"A-17"},"tags":["ann@example.com","receipts"]}`))
+	if err != nil || !changed || string(out) != `{"kind":"status","metadata":{"note":"for [erased]","order":"A-17"},"tags":["receipts"]}` {
+		t.Errorf("RedactEvent: %s, %v, %v", out, changed, err)
+	}
+	out, changed, err = m.RedactJSON([]byte(`{"id":"ntf_1","data":{"metadata":{"user":"ann@example.com","order":"A-17"},"tags":["ann@example.com"]}}`))
+	if err != nil || !changed || string(out) != `{"data":{"metadata":{"order":"A-17"},"tags":[]},"id":"ntf_1"}` {
+		t.Errorf("RedactJSON: %s, %v, %v", out, changed, err)
+	}
+	out, changed, err = m.RedactEvent([]byte(`{"metadata":{"user":"bob@example.com"}}`))
+	if err != nil || changed || string(out) != `{"metadata":{"user":"bob@example.com"}}` {
+		t.Errorf("RedactEvent of another address: %s, %v, %v", out, changed, err)
+	}
+}

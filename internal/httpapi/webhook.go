@@ -191,6 +191,11 @@ func (w *webhookCall) parse(preq provider.Request) ([]domain.Event, bool) {
 			events[i].Provider = w.ep.Namespace
 		}
 	}
+	dropped := 0
+	for i := range events {
+		dropped += events[i].MetadataDropped
+	}
+	w.s.Metrics.MetadataDropped(w.ep.Provider, dropped)
 	return events, true
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
+	"sort"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ var types = map[string]typeInfo{
 	"Open":              {domain.KindOpened, domain.StatusNone, "open", "", fanOne},
 	"Click":             {domain.KindClicked, domain.StatusNone, "click", "", fanOne},
 	"Subscription":      {domain.KindUnsubscribed, domain.StatusNone, "subscription", "", fanOne},
+	// Email receiving: a receipt rule's SNS action (the content inline) or its S3 action's
+	// notification (the content by reference, receipt.action.bucketName and objectKey).
+	"Received": {domain.KindInbound, domain.StatusNone, "receipt", "", fanNone},
 }
 
 type object = jsonfield.Object
@@ -154,6 +158,11 @@ func parse(body []byte) ([]domain.Event, error) {
 	if info.kind != domain.KindStatus {
 		base.Status = domain.StatusNone
 	}
+	if typ == "Received" {
+		return []domain.Event{received(base, detail, mailObj)}, nil
+	}
+	sesMetadata(mailObj).Apply(&base)
+	provider.SetEngagement(&base, optionalString(detail, "link"), optionalString(detail, "userAgent"), optionalString(detail, "ipAddress"), false)
 	if base.Status == domain.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}
@@ -369,3 +378,43 @@ var (
 	optionalString = jsonfield.OptionalString
 	timeField      = jsonfield.Time
 )
+
+// sesMetadata reads mail.tags (event publishing only: identity notifications carry none): the
+// sender's message tags, each a name with a list of values, joined with "," when there are
+// several. The tags SES adds itself ("ses:configuration-set", "ses:source-ip",
+// "ses:caller-identity", "ses:from-domain", "ses:outgoing-ip") describe the sending account,
+// not the message, and are left out.
+func sesMetadata(mailObj object) *provider.Metadata {
+	var m provider.Metadata
+	tags := objectField(mailObj, "tags")
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if !strings.HasPrefix(k, "ses:") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var values []string
+		if json.Unmarshal(tags[k], &values) != nil {
+			m.Set(k, tags[k])
+			continue
+		}
+		m.SetString(k, strings.Join(values, ","))
+	}
+	return &m
+}
+
+// received is an email SES received: one email.received whatever the number of recipients, to
+// the first address the receipt rule matched (receipt.recipients), else the mail's first
+// destination. Its payload is the SNS notification as it came, like every SES event's: its
+// Message is SES's JSON, with "content" inline for the SNS action and the S3 location
+// (receipt.action.bucketName, objectKey) for the S3 action.
+func received(ev domain.Event, receipt, mailObj object) domain.Event {
+	if r := recipients(receipt["recipients"], false); len(r) > 0 {
+		ev.Recipient = r[0].addr
+	} else if d := recipients(mailObj["destination"], false); len(d) > 0 {
+		ev.Recipient = d[0].addr
+	}
+	return ev
+}
