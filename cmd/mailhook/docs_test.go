@@ -240,6 +240,33 @@ func TestDocsLinkOnlyToFilesAndHeadingsThatExist(t *testing.T) {
 	}
 }
 
+var labelledLink = regexp.MustCompile(`\[(?:docs/)?([\w./-]+\.md)\]\(([^)\s#]*)[^)\s]*\)`)
+
+// A link labelled with a page's name leads to that page: "[API.md](ARCHITECTURE.md#…)" sent a
+// reader of TEMPORAL.md elsewhere than it said (issue 44).
+func TestALinkLabelledWithAPageLeadsToIt(t *testing.T) {
+	checked := 0
+	for _, file := range allDocPages(t) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range labelledLink.FindAllStringSubmatch(outsideCodeBlocks(string(raw)), -1) {
+			label, target := m[1], m[2]
+			if target == "" {
+				target = filepath.Base(file)
+			}
+			checked++
+			if filepath.Base(target) != filepath.Base(label) {
+				t.Errorf("%s: a link labelled %s leads to %s", file, label, m[0])
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d labelled links checked: is the pattern still right?", checked)
+	}
+}
+
 // Every mention of a page of docs/ in the code, scripts, config and alerts, with a heading in
 // quotes or an #anchor, names a page that exists and a heading it has: a comment or help text
 // that sends a reader to a section moved away fails here.

@@ -80,6 +80,8 @@ in the file expands from the environment):
   MAILHOOK_CONFIG           the YAML config file
   DATABASE_URL              PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable)
   DATABASE_LISTEN_URL       session-mode PostgreSQL URL for migrations and retention (default: DATABASE_URL)
+  MAILHOOK_HTTP_ADDRESS     http.address when the file sets none (default :8000; 127.0.0.1:8000
+                            while the development token or secret below is accepted)
   TEMPORAL_ADDRESS          Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE        Temporal namespace (default "default")
   POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
@@ -98,6 +100,9 @@ Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation
 func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
 	var cmd *cobra.Command
+	// noConfigNote replaces the no-config note for a command to which the defaults are no
+	// shortcoming (simulate signs with the same development secret as make run's config).
+	var noConfigNote string
 	load := func() (config.Config, error) {
 		cfg, err := serve.LoadConfig(configPath)
 		if err != nil {
@@ -109,7 +114,11 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 			*log = *slog.New(telemetry.NewLogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			slog.SetDefault(log)
 		}
-		if configPath == "" {
+		switch {
+		case configPath != "":
+		case noConfigNote != "":
+			fmt.Fprintln(cmd.ErrOrStderr(), noConfigNote)
+		default:
 			// A command run in another terminal than make run's has no MAILHOOK_CONFIG: say so,
 			// rather than replay to no sink and print "notifications: none".
 			fmt.Fprintln(cmd.ErrOrStderr(), "mailhook: no config file (--config or $MAILHOOK_CONFIG): built-in defaults and the environment, no sinks (under make run: export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml)")
@@ -134,7 +143,8 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve webhooks over HTTP and run the Temporal worker",
 		Long: `Serves the webhook endpoints (/webhooks/<endpoint>), the admin API (/v1), /healthz, /readyz
-and /metrics on http.address (default :8000), and runs the Temporal worker and its relay in the
+and /metrics on http.address (default :8000; 127.0.0.1:8000 while the development token or
+secret is accepted), and runs the Temporal worker and its relay in the
 same process. --worker=false serves HTTP only (scale the two apart); ` + "`mailhook worker`" + ` runs only
 the worker. Migrate the database first (mailhook migrate).` + envHelp(),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -201,6 +211,7 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 		Short: "Send signed sample Postscale webhooks to a running mailhook and show the result",
 		RunE: func(c *cobra.Command, _ []string) error {
 			if sim.Secret == "" || sim.Token == "" {
+				noConfigNote = "mailhook simulate: no config file, so the built-in development secret and token, which make run's deploy/mailhook.dev.yaml uses too"
 				cfg, err := load()
 				if err != nil {
 					return err

@@ -56,7 +56,9 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(badURL, []byte("database:\n  url: postgres://u:p@ss@host:notaport/db\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"no-such-command"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
+	// An unknown subcommand at every level (issue 44: mailhook sinks lsit printed the help, exit 0).
+	for _, args := range [][]string{{"no-such-command"}, {"sinks", "lsit"}, {"retention", "nope"}, {"report", "dialy"},
+		{"quarantine", "lits"}, {"sinks", "list", "extra"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
 		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
@@ -82,7 +84,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 	if err := c.Execute(); err != nil {
 		t.Fatalf("help environment: %v", err)
 	}
-	for _, want := range []string{"DATABASE_URL", "MAILHOOK_LOG_LEVEL", "MAILHOOK_LOG_FORMAT", "Exit codes"} {
+	for _, want := range []string{"DATABASE_URL", "MAILHOOK_HTTP_ADDRESS", "MAILHOOK_LOG_LEVEL", "MAILHOOK_LOG_FORMAT", "Exit codes"} {
 		if !strings.Contains(env.String(), want) {
 			t.Errorf("mailhook help environment does not mention %s", want)
 		}
@@ -151,7 +153,9 @@ func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		note bool
-	}{{[]string{"migrate"}, true}, {[]string{"migrate", "--config", withFile}, false}} {
+	}{{[]string{"migrate"}, true}, {[]string{"migrate", "--config", withFile}, false},
+		// simulate without a file signs as make run's config does: no warning (issue 44).
+		{[]string{"simulate", "--url", "http://127.0.0.1:1", "--wait", "1s"}, false}} {
 		var stderr strings.Builder
 		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
 		c.SetArgs(tc.args)
@@ -160,6 +164,9 @@ func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
 		_ = c.Execute() // nothing listens on port 1
 		if got := strings.Contains(stderr.String(), "no config file (--config or $MAILHOOK_CONFIG)"); got != tc.note {
 			t.Errorf("%v: stderr %q, want the no-config note: %v", tc.args, stderr.String(), tc.note)
+		}
+		if tc.args[0] == "simulate" && !strings.Contains(stderr.String(), "which make run's deploy/mailhook.dev.yaml uses too") {
+			t.Errorf("simulate without a config file: stderr %q, want it to say it signs as make run's config", stderr.String())
 		}
 	}
 }
