@@ -34,11 +34,15 @@ const (
 	exitFailure    = exitcode.Failure
 	exitUsage      = exitcode.Usage
 	exitDifference = 3
+	exitNotFound   = 4
 )
 
 func exitCode(err error) int {
-	if errors.Is(err, reconcile.ErrMismatch) {
+	switch {
+	case errors.Is(err, reconcile.ErrMismatch):
 		return exitDifference
+	case errors.Is(err, errNotFound):
+		return exitNotFound
 	}
 	return exitcode.Of(err)
 }
@@ -95,7 +99,8 @@ in the file expands from the environment):
 
 const exitCodes = `
 
-Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation difference.`
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation difference,
+4 not found (messages get: no such message; suppressions lift: not suppressed in that scope).`
 
 func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
@@ -310,11 +315,13 @@ Not for production: it keeps nothing.`,
 	// The load generator is a command of its own, cmd/mailhook-loadtest: the server binary does
 	// not carry it (TestServerBinaryLinksNoTestTooling).
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
-	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
-	cmd.AddCommand(eraseCommand(load))         // erase.go
-	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
-	cmd.AddCommand(sinksCommand(load))         // sinks.go: sinks list, pause, resume, redeliver
-	cmd.AddCommand(backfillCommand(load, log)) // backfill.go
+	cmd.AddCommand(reconcileCommands(load)...)     // report.go: report daily, replay, redrive
+	cmd.AddCommand(eraseCommand(load))             // erase.go
+	cmd.AddCommand(retentionCommand(load))         // retention.go: retention run
+	cmd.AddCommand(sinksCommand(load))             // sinks.go: sinks list, pause, resume, redeliver
+	cmd.AddCommand(backfillCommand(load, log))     // backfill.go
+	cmd.AddCommand(messagesCommand(load))          // messages.go: messages get
+	cmd.AddCommand(suppressionsCommand(load, log)) // suppressions.go: suppressions check, list, lift
 	cmd.AddCommand(&cobra.Command{
 		Use:   "environment",
 		Short: "The environment variables the commands read, and the exit codes",
@@ -340,5 +347,6 @@ Not for production: it keeps nothing.`,
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
-	"mailhook retention run": true, "mailhook backfill": true,
+	"mailhook retention run": true, "mailhook backfill": true, "mailhook messages get": true,
+	"mailhook suppressions check": true, "mailhook suppressions list": true, "mailhook suppressions lift": true,
 }

@@ -31,6 +31,9 @@ type Options struct {
 	Out      io.Writer
 }
 
+// Recipient is the simulated message's recipient, whom its hard bounce suppresses.
+const Recipient = "user@example.com"
+
 // Step is one request the simulation sends.
 type Step struct {
 	Name string
@@ -41,8 +44,8 @@ type Step struct {
 // inbound email. The final status must be bounced (hard) whatever the arrival order.
 func Lifecycle(messageID, inboundID string, base time.Time) []Step {
 	env := func(id, typ string, at time.Time, extra string) []byte {
-		return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@yourapp.example","to":"user@example.com","subject":"Welcome!"%s}}`,
-			id, typ, at.UTC().Format(time.RFC3339), messageID, extra))
+		return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@yourapp.example","to":%q,"subject":"Welcome!"%s}}`,
+			id, typ, at.UTC().Format(time.RFC3339), messageID, Recipient, extra))
 	}
 	sent := env("evt_"+messageID+"_sent", "email.sent", base, "")
 	delivered := env("evt_"+messageID+"_delivered", "email.delivered", base.Add(2*time.Second),
@@ -97,7 +100,11 @@ func Run(ctx context.Context, o Options) error {
 				token = o.Token // public anyway; printed so the command works as pasted
 			}
 			// Double quotes: the shell expands $MAILHOOK_ADMIN_TOKEN in the line as pasted.
-			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H \"Authorization: Bearer %s\" %s\nIn the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", token, url, messageID)
+			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H \"Authorization: Bearer %s\" %s\n", token, url)
+			// The same answers without a token, from the database (docs/COMMANDS.md).
+			fmt.Fprintf(o.Out, "  mailhook messages get postscale %s   # why it bounced\n", messageID)
+			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
+			fmt.Fprintf(o.Out, "In the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", messageID)
 			return nil
 		}
 		if time.Now().After(deadline) {
