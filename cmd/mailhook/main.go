@@ -321,6 +321,7 @@ Not for production: it keeps nothing.`,
 	cmd.AddCommand(sinksCommand(load))             // sinks.go: sinks list, pause, resume, redeliver
 	cmd.AddCommand(backfillCommand(load, log))     // backfill.go
 	cmd.AddCommand(messagesCommand(load))          // messages.go: messages get
+	cmd.AddCommand(reconcileCommand(load))         // reconcile.go: reconcile run
 	cmd.AddCommand(suppressionsCommand(load, log)) // suppressions.go: suppressions check, list, lift
 	cmd.AddCommand(&cobra.Command{
 		Use:   "environment",
@@ -348,5 +349,5 @@ var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
 	"mailhook retention run": true, "mailhook backfill": true, "mailhook messages get": true,
-	"mailhook suppressions check": true, "mailhook suppressions list": true, "mailhook suppressions lift": true,
+	"mailhook reconcile run": true, "mailhook suppressions check": true, "mailhook suppressions list": true, "mailhook suppressions lift": true,
 }
