@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mailhook/mailhook/internal/simulate"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -319,6 +320,33 @@ func TestDocMentionsInTheTreeNameExistingPagesAndHeadings(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("only %d mentions of doc pages found: is the pattern still right?", checked)
+	}
+}
+
+// Every provider page says how to try the provider locally, and for each provider simulate
+// speaks, with the simulate command that plays it (issue 44).
+func TestEveryProviderPageSaysHowToTryItLocally(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/providers/*.md")
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("provider pages: %v %v", pages, err)
+	}
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(headingSlugs(string(raw)), "try-it-locally") {
+			t.Errorf("%s has no \"Try it locally\" section", page)
+		}
+		name := strings.TrimSuffix(filepath.Base(page), ".md")
+		if simulate.Speaks(name) && !strings.Contains(string(raw), "mailhook simulate --provider "+name) {
+			t.Errorf("%s does not show mailhook simulate --provider %s", page, name)
+		}
+	}
+	for _, p := range simulate.Providers[1:] {
+		if _, err := os.Stat("../../docs/providers/" + p + ".md"); err != nil {
+			t.Errorf("simulate speaks %s, which has no provider page", p)
+		}
 	}
 }
 

@@ -210,35 +210,69 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 		},
 	}
 
-	var sim simulate.Options
+	var (
+		sim     simulate.Options
+		keyPath string
+	)
 	simCmd := &cobra.Command{
 		Use:   "simulate",
-		Short: "Send signed sample Postscale webhooks to a running mailhook and show the result",
+		Short: "Send signed sample webhooks (Postscale, or --provider) to a running mailhook and show the result",
+		Long: `Sends one message's lifecycle out of order and with a provider retry, as the endpoint's provider
+writes and signs it, then reads the message back from the API until it ends bounced. Postscale's
+adds an open and an inbound email.
+
+--provider NAME (` + strings.Join(simulate.Providers, ", ") + `) picks the config's first
+endpoint of that provider (or --endpoint) and signs with its first secret: Resend's whsec_
+secret, Mailgun's signing key, Postmark's user:password. SendGrid signs with a private key whose
+public half the endpoint lists: --key FILE (mailhook-loadtest keygen --out FILE writes one and
+prints the public key). Amazon SES (signed by SNS with Amazon's certificate), hmac and
+standard-webhooks (payloads of the sender's own) are not simulated. To try a provider under make
+run, add its endpoint to your own config: docs/providers/<name>.md, "Try it locally".`,
+		Example: `  mailhook simulate
+  mailhook simulate --provider resend
+  mailhook simulate --provider sendgrid --key sg.pem`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if sim.Secret == "" || sim.Token == "" {
-				noConfigNote = "mailhook simulate: no config file, so the built-in development secret and token, which make run's deploy/mailhook.dev.yaml uses too"
+			if sim.Provider != "" && !simulate.Speaks(sim.Provider) {
+				return exitcode.UsageError(fmt.Errorf("--provider %q: simulate speaks %s", sim.Provider, strings.Join(simulate.Providers, ", ")))
+			}
+			if !c.Flags().Changed("endpoint") && sim.Provider != "" {
+				sim.Endpoint = "" // the config's first endpoint of the provider
+			}
+			if keyPath != "" {
+				k, err := simulate.LoadKey(keyPath)
+				if err != nil {
+					return exitcode.UsageError(err)
+				}
+				sim.Key = k
+			}
+			if sim.Secret == "" || sim.Token == "" || sim.Endpoint == "" || sim.Provider == "" {
+				if sim.Provider == "" || sim.Provider == "postscale" {
+					noConfigNote = "mailhook simulate: no config file, so the built-in development secret and token, which make run's deploy/mailhook.dev.yaml uses too"
+				}
 				cfg, err := load()
 				if err != nil {
 					return err
 				}
-				if sim.Secret == "" {
-					ep, ok := cfg.Endpoint(sim.Endpoint)
-					if !ok || len(ep.Secrets) == 0 {
-						return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", sim.Endpoint))
-					}
-					sim.Secret = ep.Secrets[0]
+				if err := simulatedEndpoint(cfg, &sim); err != nil {
+					return err
 				}
 				if sim.Token == "" {
 					sim.Token = cfg.Admin.Tokens[0].Token
 				}
+			}
+			if simulate.NeedsKey(sim.Provider) && sim.Key == nil {
+				return exitcode.UsageError(fmt.Errorf("--provider %s signs with a private key: pass --key FILE (mailhook-loadtest keygen --out FILE makes one and prints the public key to list in the endpoint's secrets)", sim.Provider))
 			}
 			sim.Out = c.OutOrStdout()
 			return simulate.Run(c.Context(), sim)
 		},
 	}
 	simCmd.Flags().StringVar(&sim.BaseURL, "url", "http://127.0.0.1:8000", "mailhook base URL")
-	simCmd.Flags().StringVar(&sim.Endpoint, "endpoint", "postscale", "webhook endpoint name")
+	simCmd.Flags().StringVar(&sim.Endpoint, "endpoint", "postscale", "webhook endpoint name (with --provider: default the config's first endpoint of it)")
+	simCmd.Flags().StringVar(&sim.Provider, "provider", "", "the provider to play: "+strings.Join(simulate.Providers, ", ")+" (default: the endpoint's)")
 	simCmd.Flags().StringVar(&sim.Secret, "secret", "", "signing secret (default: the endpoint's first secret from the config)")
+	simCmd.Flags().StringVar(&keyPath, "key", "", "sendgrid: the ECDSA private key (PEM) whose public key the endpoint lists")
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
@@ -341,6 +375,47 @@ Not for production: it keeps nothing.`,
 		}
 	}
 	return cmd
+}
+
+// simulatedEndpoint completes o from the config: the endpoint (by name, or the first of
+// o.Provider), its provider, and its first secret unless o has one.
+func simulatedEndpoint(cfg config.Config, o *simulate.Options) error {
+	var ep config.Endpoint
+	found := false
+	for _, e := range cfg.Endpoints {
+		if (o.Endpoint != "" && e.Name == o.Endpoint) || (o.Endpoint == "" && e.Provider == o.Provider) {
+			ep, found = e, true
+			break
+		}
+	}
+	switch {
+	case !found && o.Endpoint == "":
+		return exitcode.UsageError(fmt.Errorf("no endpoint of provider %s in the config: add one (docs/providers/%s.md, \"Try it locally\") or pass --endpoint", o.Provider, o.Provider))
+	case !found && o.Secret == "":
+		return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", o.Endpoint))
+	case !found:
+		if o.Provider == "" {
+			o.Provider = "postscale"
+		}
+		return nil
+	}
+	o.Endpoint = ep.Name
+	if o.Provider == "" {
+		o.Provider = ep.Provider
+	}
+	if o.Provider != ep.Provider {
+		return exitcode.UsageError(fmt.Errorf("endpoint %q is %s's, not %s's", ep.Name, ep.Provider, o.Provider))
+	}
+	if !simulate.Speaks(o.Provider) {
+		return exitcode.UsageError(fmt.Errorf("endpoint %q is %s's, which simulate does not speak (it speaks %s)", ep.Name, ep.Provider, strings.Join(simulate.Providers, ", ")))
+	}
+	if o.Secret == "" && !simulate.NeedsKey(o.Provider) {
+		if len(ep.Secrets) == 0 {
+			return exitcode.UsageError(fmt.Errorf("endpoint %q has no secret; pass --secret", ep.Name))
+		}
+		o.Secret = ep.Secrets[0]
+	}
+	return nil
 }
 
 // loadsConfig names the commands that read the config (and so the environment) besides serve,

@@ -59,7 +59,11 @@ func TestExitCodes(t *testing.T) {
 	// An unknown subcommand at every level (issue 44: mailhook sinks lsit printed the help, exit 0).
 	for _, args := range [][]string{{"no-such-command"}, {"sinks", "lsit"}, {"retention", "nope"}, {"report", "dialy"},
 		{"quarantine", "lits"}, {"sinks", "list", "extra"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
-		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL}} {
+		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL},
+		// simulate --provider: one it does not speak, one with no endpoint in the (default)
+		// config, SendGrid without its private key.
+		{"simulate", "--provider", "ses"}, {"simulate", "--provider", "resend"},
+		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
 		}
