@@ -200,3 +200,38 @@ func TestLogFormatText(t *testing.T) {
 		}
 	}
 }
+
+// What the help says agrees with API.md (issue 44): erase runs as a workflow of short
+// transactions, not "in one transaction"; redeliver's statuses are the API's.
+func TestHelpAgreesWithTheAPIDoc(t *testing.T) {
+	help := func(args ...string) string {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append(args, "--help"))
+		c.SetOut(&out)
+		if err := c.Execute(); err != nil {
+			t.Fatalf("%v --help: %v", args, err)
+		}
+		return out.String()
+	}
+	api, err := os.ReadFile("../../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := help("erase"); strings.Contains(h, "one transaction") || !strings.Contains(h, "Temporal workflow") ||
+		!strings.Contains(string(api), "as a job of short transactions") {
+		t.Errorf("erase --help and API.md disagree on how an erasure runs:\n%s", h)
+	}
+	var row string
+	for line := range strings.SplitSeq(string(api), "\n") {
+		if strings.HasPrefix(line, "| `POST /v1/sinks/:name/redeliver`") {
+			row = line
+		}
+	}
+	redeliver := help("sinks", "redeliver")
+	for _, st := range []string{"failed", "parked", "sent"} {
+		if !strings.Contains(row, "`"+st+"`") || !strings.Contains(redeliver, st) {
+			t.Errorf("redeliver status %s: API.md's row %q, --help mentions it: %v", st, row, strings.Contains(redeliver, st))
+		}
+	}
+}
