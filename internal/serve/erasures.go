@@ -8,6 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -110,7 +111,9 @@ func (e *Erasures) WaitPickedUp(ctx context.Context, jobID int64, within time.Du
 		switch {
 		case err == nil && (info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetHistoryLength() > 3):
 			return nil
-		case err != nil && ctx.Err() == nil && status.Code(err) != codes.DeadlineExceeded:
+		// A call that timed out on its own (the server's or the SDK's deadline, before ours, on a
+		// busy server: serviceerror.DeadlineExceeded) is asked again.
+		case err != nil && ctx.Err() == nil && !timedOut(err):
 			return fmt.Errorf("erasure job %d: describe workflow %s: %w", jobID, e.workflowID(jobID), err)
 		}
 		select {
@@ -124,6 +127,13 @@ func (e *Erasures) WaitPickedUp(ctx context.Context, jobID int64, within time.Du
 		case <-t.C:
 		}
 	}
+}
+
+// timedOut reports whether err is a call that ran out of time, in any of the forms the SDK
+// returns it.
+func timedOut(err error) bool {
+	_, deadline := errors.AsType[*serviceerror.DeadlineExceeded](err)
+	return deadline || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
 }
 
 // StartRunning starts the run of every job still running (store.RunningErasureJobs): a job
