@@ -107,13 +107,17 @@ func (e *Erasures) WaitPickedUp(ctx context.Context, jobID int64, within time.Du
 	defer t.Stop()
 	for {
 		d, err := e.Temporal.DescribeWorkflowExecution(ctx, e.workflowID(jobID), "")
+		if _, late := errors.AsType[*serviceerror.DeadlineExceeded](err); late {
+			err = context.DeadlineExceeded // the server's own deadline, as Temporal's service error
+		}
 		info := d.GetWorkflowExecutionInfo()
 		switch {
 		case err == nil && (info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetHistoryLength() > 3):
 			return nil
-		// A call that timed out on its own (the server's or the SDK's deadline, before ours, on a
-		// busy server: serviceerror.DeadlineExceeded) is asked again.
-		case err != nil && ctx.Err() == nil && !timedOut(err):
+		// A describe that timed out on its own (a slow server: the SDK's RPC timeout, which
+		// surfaces as the context's error, not as a status) is asked again, as one that
+		// answered "still waiting" is.
+		case err != nil && ctx.Err() == nil && status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded):
 			return fmt.Errorf("erasure job %d: describe workflow %s: %w", jobID, e.workflowID(jobID), err)
 		}
 		select {
@@ -127,13 +131,6 @@ func (e *Erasures) WaitPickedUp(ctx context.Context, jobID int64, within time.Du
 		case <-t.C:
 		}
 	}
-}
-
-// timedOut reports whether err is a call that ran out of time, in any of the forms the SDK
-// returns it.
-func timedOut(err error) bool {
-	_, deadline := errors.AsType[*serviceerror.DeadlineExceeded](err)
-	return deadline || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
 }
 
 // StartRunning starts the run of every job still running (store.RunningErasureJobs): a job
