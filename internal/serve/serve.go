@@ -583,20 +583,6 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	if mode.HTTP {
 		bg.Go(func() { svc.RunAcceptance(bgCtx) })
 	}
-	if mode.Worker {
-		// Every worker relays: it starts what the accepting processes could not.
-		if _, err := svc.Destinations(); err != nil {
-			return err
-		}
-		r := svc.Relay()
-		bg.Go(func() { r.Run(bgCtx) })
-		w = svc.Worker()
-		go func() {
-			if err := startWorker(ctx, svc, w, log); err != nil {
-				errc <- err
-			}
-		}()
-	}
 	var servers []*http.Server
 	listen := func(name, addr string, h http.Handler) error {
 		srv := NewHTTPServer(cfg, h)
@@ -642,6 +628,22 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		if err := listen("metrics", addr, mux); err != nil {
 			return err
 		}
+	}
+	// The worker starts once the listeners are bound: a port in use stops the process with that
+	// error alone, not after the worker's wait for Temporal has logged the client closing.
+	if mode.Worker {
+		// Every worker relays: it starts what the accepting processes could not.
+		if _, err := svc.Destinations(); err != nil {
+			return err
+		}
+		r := svc.Relay()
+		bg.Go(func() { r.Run(bgCtx) })
+		w = svc.Worker()
+		go func() {
+			if err := startWorker(ctx, svc, w, log); err != nil {
+				errc <- err
+			}
+		}()
 	}
 
 	var runErr error

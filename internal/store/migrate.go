@@ -51,8 +51,10 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 		// Migrations before the failing one are committed: say so, the next run starts there.
 		results = partial.Applied
 	}
+	// One line per migration at debug: a fresh database takes twenty, which would bury the rest
+	// of make run's output; the summary below says how many.
 	for _, r := range results {
-		slog.InfoContext(ctx, "migration applied",
+		slog.DebugContext(ctx, "migration applied",
 			"version", r.Source.Version, "file", cmp.Or(r.Source.Path, "(Go) "+goMigrationNames[r.Source.Version]), "duration", r.Duration)
 	}
 	if err != nil {

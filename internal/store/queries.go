@@ -88,6 +88,16 @@ FROM message_events
 WHERE provider = $1 AND message_id = $2
 ORDER BY received_at, event_id`
 
+	// A message's notifications: those of its events (the unique (provider, event_id, sink,
+	// type) index finds each event's), without bodies.
+	qMessageNotifications = `
+SELECT n.id, n.event_id, n.sink, n.type, n.status, n.attempts, COALESCE(n.last_error, ''),
+       n.created_at, n.parked_at, COALESCE(n.park_reason, ''), n.sent_at
+FROM message_events me
+JOIN notifications n ON n.provider = me.provider AND n.event_id = me.event_id
+WHERE me.provider = $1 AND me.message_id = $2
+ORDER BY n.created_at, n.id`
+
 	// The state row and its body (partitioned by created_at, kept for retention.payloads) in
 	// one statement: both or neither.
 	qInsertNotification = `
