@@ -61,9 +61,11 @@ func TestExitCodes(t *testing.T) {
 		{"quarantine", "lits"}, {"sinks", "list", "extra"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
 		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL},
 		// simulate --provider: one it does not speak, one with no endpoint in the (default)
-		// config, SendGrid without its private key.
+		// config, SendGrid without its private key, a generic provider whose endpoint (and so
+		// whose generic: block) is not in the config even with every flag given.
 		{"simulate", "--provider", "ses"}, {"simulate", "--provider", "resend"},
-		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"}} {
+		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"},
+		{"simulate", "--provider", "hmac"}, {"simulate", "--provider", "standard-webhooks", "--endpoint", "acme", "--secret", "x", "--token", "t"}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
 		}
