@@ -7,12 +7,16 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/simulate"
+	"go.yaml.in/yaml/v3"
 )
 
 // mailhook simulate --provider plays each provider it speaks against a live mailhook, signed
@@ -32,36 +36,30 @@ func TestSimulateSpeaksEachProvider(t *testing.T) {
 		"hmac":              "simulate-hmac-key",
 		"standard-webhooks": "whsec_" + base64.StdEncoding.EncodeToString([]byte("simulate-standard-webhooks-key!!")),
 	}
-	// The generic providers' payloads are written from the endpoint's generic: block, so each
-	// is played under a mapping of its provider page (docs/providers), and hmac also under the
-	// other half of its options: the body alone signed, SHA-512 in base64, the id in a header,
-	// an array recipient and no accepted type.
-	generic := map[string]*config.Generic{
-		"hmac": {
-			SignatureHeader: "X-Acme-Signature", SignaturePrefix: "sha256=", Algorithm: "sha256", Encoding: "hex",
-			Signed: "timestamp_body", TimestampHeader: "X-Acme-Timestamp", Separator: ".",
-			EventIDField: "id", TypeField: "event", MessageIDField: "message.id", RecipientField: "message.recipient",
-			OccurredAtField: "created", BounceTypeField: "bounce.type", BounceTypeMap: map[string]string{"Permanent": "hard", "Transient": "soft"},
-			DiagnosticField: "bounce.reason",
-			StatusMap:       map[string]string{"processed": "accepted", "delivered": "delivered", "bounce": "bounced", "open": "opened"},
-		},
-		"standard-webhooks": {
-			TypeField: "type", MessageIDField: "data.message_id", RecipientField: "data.recipients", OccurredAtField: "timestamp",
-			DiagnosticField: "data.bounce.reason",
-			StatusMap:       map[string]string{"message.queued": "accepted", "message.delivered": "delivered", "message.bounced": "bounced"},
-		},
-	}
-	type play struct{ provider, endpoint string }
+	// The generic providers' payloads are written from the endpoint's generic: block: each is
+	// played against its provider page's example endpoint (docs/providers, "Try it locally" says
+	// so), and hmac also under the other half of its options: the body alone signed, SHA-512 in
+	// base64, the id in a header, paths through an array and no accepted type.
 	var (
 		plays     []play
 		endpoints []config.Endpoint
 	)
 	for _, p := range simulate.Providers[1:] {
-		plays = append(plays, play{p, p + "-sim"})
-		endpoints = append(endpoints, config.Endpoint{Name: p + "-sim", Provider: p,
-			ProviderSettings: config.ProviderSettings{Secrets: []string{secrets[p]}, Generic: generic[p]}})
+		e := config.Endpoint{Name: p + "-sim", Provider: p}
+		if simulate.NeedsMapping(p) {
+			e = docExampleEndpoint(t, p)
+			e.Name = p + "-sim"
+		}
+		e.Secrets = []string{secrets[p]}
+		// The Standard Webhooks page's example maps no bounce field: its bounce has no type.
+		bounce := "status bounced (hard bounce)"
+		if p == "standard-webhooks" {
+			bounce = "status bounced (no bounce type: map generic.bounce_type_field or diagnostic_field)"
+		}
+		plays = append(plays, play{p, e.Name, bounce})
+		endpoints = append(endpoints, e)
 	}
-	plays = append(plays, play{"hmac", "hmac-body-sim"})
+	plays = append(plays, play{"hmac", "hmac-body-sim", "status bounced (hard bounce)"})
 	endpoints = append(endpoints, config.Endpoint{Name: "hmac-body-sim", Provider: "hmac",
 		ProviderSettings: config.ProviderSettings{Secrets: []string{secrets["hmac"]}, Generic: &config.Generic{
 			SignatureHeader: "X-Signature", Algorithm: "sha512", Encoding: "base64", AllowUnsignedReplay: true,
@@ -92,11 +90,32 @@ func TestSimulateSpeaksEachProvider(t *testing.T) {
 			if simulate.NeedsMapping(p) {
 				namespace = pl.endpoint
 			}
-			for _, want := range []string{"(provider retry: duplicate)", `{"status":"duplicate"}`, "status bounced (hard bounce)", "mailhook messages get " + namespace} {
+			for _, want := range []string{"(provider retry: duplicate)", `{"status":"duplicate"}`, pl.bounce, "mailhook messages get " + namespace} {
 				if !bytes.Contains(out.Bytes(), []byte(want)) {
 					t.Errorf("simulate --provider %s prints no %q:\n%s", p, want, out.String())
 				}
 			}
 		})
 	}
+}
+
+// play is one simulate run: the provider, its endpoint, and how the bounce must read.
+type play struct{ provider, endpoint, bounce string }
+
+// docExampleEndpoint is the endpoint of docs/providers/<provider>.md's YAML example.
+func docExampleEndpoint(t *testing.T, provider string) config.Endpoint {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "providers", provider+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	var doc struct {
+		Endpoints []config.Endpoint `yaml:"endpoints"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &doc); !ok || err != nil || len(doc.Endpoints) == 0 || doc.Endpoints[0].Generic == nil {
+		t.Fatalf("docs/providers/%s.md: no yaml example endpoint with a generic: block (%v)", provider, err)
+	}
+	return doc.Endpoints[0]
 }
