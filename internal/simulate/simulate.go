@@ -1,6 +1,7 @@
-// Package simulate sends correctly signed sample Postscale webhooks to a running mailhook: one
-// message's lifecycle out of order and with duplicates, plus an inbound email, then reads the
-// message back from the API so a new user sees the whole pipeline work.
+// Package simulate sends correctly signed sample webhooks to a running mailhook, as Postscale or
+// another provider (Providers) writes and signs them: one message's lifecycle out of order and
+// with duplicates (Postscale's with an inbound email), then reads the message back from the API
+// so a new user sees the whole pipeline work.
 package simulate
 
 import (
