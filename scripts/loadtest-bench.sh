@@ -335,9 +335,9 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 	esac
 	name=${name%@*}
 	[[ $2 == *+eager ]] && EAGER=true
-	local pgstats=
+	local pgstats=()
 	if [[ ${PGSTATS:-} == 1 && $name =~ ^(e2e|mixed|fixed)$ ]]; then
-		pgstats="--pg-stats-role mailhook_bench"
+		pgstats=(--pg-stats-role mailhook_bench)
 		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
 		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
 		psql "$PG/postgres" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
@@ -386,7 +386,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 	e2e)
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
-		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" $pgstats \
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -496,7 +496,7 @@ PY
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
-			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" $pgstats \
+			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -504,7 +504,7 @@ PY
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
-			--max-batch 10 --dup-probe 500 --dup-probe-concurrency 10 --mailhook-pid "$MH_PID" $pgstats \
+			--max-batch 10 --dup-probe 500 --dup-probe-concurrency 10 --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
