@@ -37,6 +37,13 @@
 #   pg-flap            the same, PostgreSQL stopped for a third of PG_OUTAGE three times within
 #                      it (a failover's flapping: restarted twice inside the window)
 #
+# PGSTATS=1 runs the e2e, mixed and fixed phases against the bench's own PostgreSQL cluster
+# (PGO_PORT, started with pg_stat_statements preloaded; the shared server is never restarted),
+# mailhook connecting as the role mailhook_bench; the load generator (--pg-stats-role) reports,
+# per accepted event, what that role did to PostgreSQL from the first request until every
+# accepted event was processed: statements and round trips (pg_stat_statements calls, without
+# and with BEGIN/COMMIT/ROLLBACK), rows written (pg_stat_database) and WAL bytes (pg_stat_wal).
+#
 # The acceptance phases (run them with PHASES="pgbench accept-nodrain accept-2000 burst"):
 #
 #   pgbench            raw `INSERT … ON CONFLICT DO NOTHING` into mailhook's own webhook_events
@@ -276,7 +283,8 @@ start_private_pg() {
 			die "initdb failed (see $WORK/pgo-initdb.log)"
 	fi
 	pgo pg_ctl -D "$WORK/pgo/data" -l "$WORK/pgo/postgres.log" -w \
-		-o "-p $PGO_PORT -k $WORK/pgo -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null ||
+		-o "-p $PGO_PORT -k $WORK/pgo -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off \
+			-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=5000" start >/dev/null ||
 		die "the bench's PostgreSQL did not start (see $WORK/pgo/postgres.log)"
 }
 stop_private_pg() { pgo pg_ctl -D "$WORK/pgo/data" -m "${1:-fast}" -w stop >/dev/null 2>&1 || true; }
@@ -327,6 +335,17 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 	esac
 	name=${name%@*}
 	[[ $2 == *+eager ]] && EAGER=true
+	local pgstats=()
+	if [[ ${PGSTATS:-} == 1 && $name =~ ^(e2e|mixed|fixed)$ ]]; then
+		pgstats=(--pg-stats-role mailhook_bench)
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		psql "$PG/postgres" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+			-c "DO \$\$ BEGIN CREATE ROLE mailhook_bench LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN END \$\$" >/dev/null
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: postgres://mailhook_bench@127.0.0.1:$PGO_PORT/$DB?sslmode=disable#" \
+			"$MHCONFIG" >"$WORK/config-pgstats.yaml"
+		local MHCONFIG=$WORK/config-pgstats.yaml
+	fi
 	[[ $FRESH == phase ]] && start_temporal
 	wait_quiet
 	log "run $run: $2 (load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -367,7 +386,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 	e2e)
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
-		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" \
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -477,7 +496,7 @@ PY
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
-			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" \
+			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -485,7 +504,7 @@ PY
 		start_mailhook "$name" serve
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
-			--max-batch 10 --dup-probe 500 --dup-probe-concurrency 10 --mailhook-pid "$MH_PID" \
+			--max-batch 10 --dup-probe 500 --dup-probe-concurrency 10 --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		stop_pid "$MH_PID"
 		;;
@@ -578,6 +597,11 @@ for ph in ["e2e", "mixed"]:
     add("notifications per accepted event", ph, lambda j: j["notifications"]["expected"] / j["events_accepted"], "{:.2f}")
     add("history bytes per run (sample mean)", ph, lambda j: j["per_event"]["history_bytes"], "{:.0f}")
     add("history bytes, largest sampled run", ph, lambda j: j["per_event"]["history_bytes_max"], "{:.0f}")
+for ph in ["e2e", "mixed", "fixed"]:
+    add("PG statements per accepted event", ph, lambda j: j["pg"]["per_event"]["statements"], "{:.2f}")
+    add("PG round trips per accepted event", ph, lambda j: j["pg"]["per_event"]["round_trips"], "{:.2f}")
+    add("PG rows written per accepted event", ph, lambda j: j["pg"]["per_event"]["rows_written"], "{:.2f}")
+    add("PG WAL bytes per accepted event", ph, lambda j: j["pg"]["per_event"]["wal_bytes"], "{:.0f}")
 add("verdict passed (1=yes)", "e2e", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 add("verdict passed (1=yes)", "accept", lambda j: 1 if j["passed"] else 0, "{:.0f}")
 pg = add("INSERT … ON CONFLICT rate (rows/s)", "pgbench", lambda j: j["inserts_per_sec"])
@@ -667,7 +691,7 @@ main() {
 		summary
 		return
 	fi
-	trap cleanup EXIT
+	trap 'cleanup; [[ ${PGSTATS:-} != 1 ]] || stop_private_pg' EXIT
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal

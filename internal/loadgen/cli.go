@@ -86,6 +86,7 @@ addresses only.`,
 	f.StringVar(&o.SinkSecret, "sink-secret", "", "the mailhook sink's whsec_ secret, to verify notifications")
 	f.StringVar(&o.SinkName, "sink-name", "loadtest", "the sink's name in mailhook's config")
 	f.StringVar(&o.DatabaseURL, "database-url", "", "mailhook's PostgreSQL database (loopback)")
+	f.StringVar(&o.PGStatsRole, "pg-stats-role", "", "count what this role (mailhook's; not --database-url's) did to PostgreSQL per accepted event: needs pg_stat_statements")
 	f.StringVar(&o.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token (default $MAILHOOK_ADMIN_TOKEN)")
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "how long to wait for every accepted event to be processed")
 	f.BoolVar(&o.NoDrain, "no-drain", false, "do not wait for processing: check only that every accepted event is recorded once (accept-path runs)")

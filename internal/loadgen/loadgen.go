@@ -75,6 +75,9 @@ type Options struct {
 	// NoDrain skips waiting for processing and the checks that need it: the run measures and
 	// verifies acceptance only (inbox mode with no worker running).
 	NoDrain bool
+	// PGStatsRole, when set, counts what that role (mailhook's) did to PostgreSQL during the
+	// run (Report.PG); it needs pg_stat_statements in the cluster's database "postgres".
+	PGStatsRole string
 
 	// DupProbe re-sends that many already-processed Postscale events after the drain, with
 	// DupProbeConcurrency senders, and measures their latency and Temporal calls.
@@ -190,6 +193,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		runID, o.mode(), o.Duration, o.Warmup, o.URL, sink.Addr(), rep.LoadAvgStart)
 
 	opsBefore, _ := scrapeTemporalOps(ctx, r.client, o.MetricsURL)
+	var (
+		pgConn   *pgx.Conn
+		pgDB     string
+		pgBefore pgSnapshot
+	)
+	if o.PGStatsRole != "" && !o.NoDrain {
+		if pgConn, pgDB, err = pgStatsConn(ctx, o.DatabaseURL); err != nil {
+			return nil, err
+		}
+		defer pgConn.Close(context.Background())
+		if pgBefore, err = pgStatsBefore(ctx, pgConn, o.PGStatsRole, pgDB); err != nil {
+			return nil, err
+		}
+	}
 
 	// Send.
 	r.start = time.Now()
@@ -245,6 +262,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		processed, drainErr = waitProcessed(ctx, pool, accepted, r.start.Add(-time.Minute), o.DrainTimeout)
 	}
 	rep.DrainSeconds = time.Since(drainStart).Seconds()
+	if pgConn != nil && drainErr == nil {
+		if rep.PG, err = pgStatsAfter(ctx, pgConn, o.PGStatsRole, pgDB, pgBefore, len(accepted)); err != nil {
+			return rep, err
+		}
+	}
 	if o.MailhookPID > 0 {
 		rep.MailhookMemory = memOf(o.MailhookPID)
 	}

@@ -58,6 +58,7 @@ type Report struct {
 	TemporalOps        map[string]float64 `json:"temporal_ops,omitempty"`
 	StartsPerEventSend float64            `json:"starts_per_event_send"`
 	PerEvent           *PerEvent          `json:"per_event,omitempty"`
+	PG                 *PGStats           `json:"pg,omitempty"`
 	// DupProbe is the probe with DupProbeConcurrency senders; DupProbeSequential one at a time.
 	DupProbe           *ProbeReport `json:"dup_probe,omitempty"`
 	DupProbeSequential *ProbeReport `json:"dup_probe_sequential,omitempty"`
@@ -176,6 +177,10 @@ func (r *Report) print(w io.Writer) {
 		if pe.HistoryError != "" {
 			p("  history sample: %s", pe.HistoryError)
 		}
+	}
+	if g := r.PG; g != nil {
+		p("== PostgreSQL work per accepted event (role %s, %d events): %.2f statements, %.2f round trips, %.2f rows written, %.0f WAL bytes",
+			g.Role, g.Events, g.PerEvent.Statements, g.PerEvent.RoundTrips, g.PerEvent.RowsWritten, g.PerEvent.WALBytes)
 	}
 	for _, pr := range []*ProbeReport{r.DupProbeSequential, r.DupProbe} {
 		if pr == nil {

@@ -25,19 +25,26 @@ func (s *Notifications) EnsureNotification(ctx context.Context, n delivery.Notif
 		return delivery.Notification{}, fmt.Errorf("ensure notification %s: empty body", id)
 	}
 	// The body goes as text: []byte would be bytea in QueryExecModeExec (see payloadColumns).
+	var (
+		state  string
+		stored delivery.Notification
+	)
 	err := withPartitions(ctx, s.db, func() error {
-		_, err := s.pool.Exec(ctx, qInsertNotification, id, n.Provider, n.EventID, n.Sink, n.Type, string(n.Body),
-			n.MessageID, n.Version)
+		var err error
+		stored, err = scanNotification(s.pool.QueryRow(ctx, qEnsureNotification, id, n.Provider, n.EventID, n.Sink,
+			n.Type, string(n.Body), n.MessageID, n.Version), &state, &n.Gate.Paused)
 		return err
 	})
+	if errors.Is(err, domain.ErrNotFound) {
+		// It existed: read the stored row, whose body won.
+		stored, err = scanNotification(s.pool.QueryRow(ctx, qGetNotification,
+			n.Provider, n.EventID, n.Sink, n.Type), &state, &n.Gate.Paused)
+		if err != nil {
+			return delivery.Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
+		}
+	}
 	if err != nil {
 		return delivery.Notification{}, fmt.Errorf("ensure notification %s: %w", id, err)
-	}
-	var state string
-	stored, err := scanNotification(s.pool.QueryRow(ctx, qGetNotification,
-		n.Provider, n.EventID, n.Sink, n.Type), &state, &n.Gate.Paused)
-	if err != nil {
-		return delivery.Notification{}, fmt.Errorf("ensure notification %s: read back: %w", id, err)
 	}
 	stored.Gate = delivery.Gate{State: delivery.State(state), Paused: n.Gate.Paused}
 	if len(stored.Body) == 0 {

@@ -99,16 +99,25 @@ WHERE me.provider = $1 AND me.message_id = $2
 ORDER BY n.created_at, n.id`
 
 	// The state row and its body (partitioned by created_at, kept for retention.payloads) in
-	// one statement: both or neither.
-	qInsertNotification = `
+	// one statement, both or neither, read back with the sink's gate as qGetNotification reads
+	// them: a new notification costs one round trip. No row means the notification existed (or
+	// a concurrent insert won, which this statement's snapshot cannot see): qGetNotification
+	// reads it then.
+	qEnsureNotification = `
 WITH n AS (
     INSERT INTO notifications (id, provider, event_id, sink, type, message_id, version)
     VALUES ($1, $2, $3, $4, $5, NULLIF($7, ''), NULLIF($8::bigint, 0))
     ON CONFLICT (provider, event_id, sink, type) DO NOTHING
-    RETURNING id, created_at
+    RETURNING *
+), b AS (
+    INSERT INTO notification_bodies (id, created_at, body)
+    SELECT id, created_at, $6::jsonb FROM n
+    RETURNING id, created_at, body
 )
-INSERT INTO notification_bodies (id, created_at, body)
-SELECT id, created_at, $6::jsonb FROM n`
+SELECT ` + notificationColumns + `, COALESCE(s.state, 'closed'), COALESCE(s.paused, false)
+FROM n
+LEFT JOIN b ON b.id = n.id AND b.created_at = n.created_at
+LEFT JOIN sinks s ON s.name = n.sink`
 
 	// The body is NULL once retention dropped its partition. n.body is the legacy column of
 	// rows written before migration 00009.
