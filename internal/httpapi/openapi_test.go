@@ -191,6 +191,13 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "GET", target: "/v1/rejections/x", header: token, want: 400},
 		{method: "GET", target: "/v1/rejections/404", header: token, want: 404},
 		{method: "GET", target: "/v1/rejections/503", header: token, want: 503},
+		{method: "POST", target: "/v1/rejections/3/retry", header: token, want: 200},
+		{method: "POST", target: "/v1/rejections/4/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/1/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/2/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/x/retry", header: token, want: 400},
+		{method: "POST", target: "/v1/rejections/404/retry", header: token, want: 404},
+		{method: "POST", target: "/v1/rejections/503/retry", header: token, want: 503},
 
 		// Quarantine, report, replay, redrive.
 		{method: "GET", target: "/v1/quarantine", header: token, want: 200},
@@ -726,11 +733,17 @@ func (b *fakeBackend) GetRejected(_ context.Context, id int64) (store.RejectedRe
 	case 2:
 		return store.RejectedRequest{ID: 2, Endpoint: "unknown", ReceivedAt: t1, Cause: "address_not_allowed", Status: 401,
 			Reason: "source address not allowed", RemoteAddr: "192.0.2.1", Size: -1, Header: map[string][]string{}}, nil
+	case 3, 4:
+		body := map[int64]string{3: "events:e7", 4: "unsigned"}[id]
+		return store.RejectedRequest{ID: id, Endpoint: "plain", Provider: "plain", ReceivedAt: t0, Cause: "bad_signature", Status: 401,
+			Reason: "no signature", RemoteAddr: "192.0.2.1", Size: int64(len(body)), Header: map[string][]string{}, Body: []byte(body)}, nil
 	case 503:
 		return store.RejectedRequest{}, errDown
 	}
 	return store.RejectedRequest{}, fmt.Errorf("get rejected %d: %w", id, domain.ErrNotFound)
 }
+
+func (b *fakeBackend) RejectedRetried(context.Context, int64, string) error { return nil }
 
 func (b *fakeBackend) RejectedDrops(context.Context, string) ([]store.RejectedDrop, error) {
 	return []store.RejectedDrop{{Endpoint: "postscale", Hour: t0.Truncate(time.Hour), Dropped: 3}}, nil

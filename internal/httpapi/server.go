@@ -173,6 +173,7 @@ func (s *Server) handler(routes int) http.Handler {
 		if s.RejectedList != nil {
 			v1.GET("/rejections", s.need(domain.ScopeReportsRead), s.listRejected)     // rejections.go
 			v1.GET("/rejections/:id", s.need(domain.ScopeMessagesRead), s.getRejected) // its body may hold addresses
+			v1.POST("/rejections/:id/retry", s.need(domain.ScopeReplay), s.retryRejected)
 		}
 		if s.Metrics != nil {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))

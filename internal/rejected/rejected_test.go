@@ -43,7 +43,13 @@ type rig struct {
 // run starts the recorder's writer; without it nothing drains its queue.
 func newRig(t *testing.T, budget rejected.Budget, run bool) *rig {
 	t.Helper()
-	st := storetest.Open(t)
+	return newRigOn(t, storetest.Open(t), budget, run, secret)
+}
+
+// newRigOn is newRig over st, its endpoints verifying with secrets: a second rig over the same
+// database is the process restarted with another config.
+func newRigOn(t *testing.T, st *store.Store, budget rejected.Budget, run bool, secrets ...string) *rig {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	acc := acceptance.NewAcceptor(st.Inbox, nil)
 	var wg sync.WaitGroup
@@ -54,7 +60,7 @@ func newRig(t *testing.T, budget rejected.Budget, run bool) *rig {
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	adapter := func(allow ...string) provider.Adapter {
-		a, err := postscale.New(provider.Settings{Secrets: []string{secret}, AllowCIDRs: allow})
+		a, err := postscale.New(provider.Settings{Secrets: secrets, AllowCIDRs: allow})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,6 +80,7 @@ func newRig(t *testing.T, budget rejected.Budget, run bool) *rig {
 		Metrics:      metrics.New(),
 		Log:          slog.New(slog.DiscardHandler),
 		AdminTokens:  map[string]string{token: "ops"},
+		Nonces:       st.Nonces,
 		Rejected:     rec,
 		RejectedList: st.Rejected,
 	}
@@ -125,9 +132,11 @@ type listed struct {
 	Dropped   []store.RejectedDrop `json:"dropped"`
 }
 
-func (r *rig) get(path string, out any) int {
+func (r *rig) get(path string, out any) int { return r.call(http.MethodGet, path, out) }
+
+func (r *rig) call(method, path string, out any) int {
 	r.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, r.url+path, nil)
+	req, _ := http.NewRequest(method, r.url+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -332,6 +341,64 @@ func TestRetentionRemovesOldRejections(t *testing.T) {
 	list, _, err := st.Rejected.ListRejected(ctx, store.RejectedFilter{Limit: 10})
 	if err != nil || len(list) != 1 || !list[0].ReceivedAt.After(now.Add(-time.Minute)) {
 		t.Fatalf("left %+v (%v), want the recent one", list, err)
+	}
+}
+
+// A request refused for a secret the config did not have yet passes once the config has it:
+// the retry accepts it as a re-delivery (a second retry, or the provider's own re-delivery, is a
+// duplicate), and what each retry did is kept on the row. A request still refused answers 409
+// with its cause; one kept without its body cannot be retried.
+func TestARetryAcceptsWhatTodaysConfigAccepts(t *testing.T) {
+	st := storetest.Open(t)
+	before := newRigOn(t, st, rejected.DefaultBudget, true, secret)
+	const rotated = "whsec_the-rotated-secret"
+	body := event("ev_rotated")
+	sentAt := time.Now()
+	if got := before.post("ps", body, rotated, sentAt, nil); got != 401 {
+		t.Fatalf("signed with a secret not configured yet: %d, want 401", got)
+	}
+	if got := before.post("ps", event("ev_forged"), "whsec_forged", time.Now(), nil); got != 401 {
+		t.Fatalf("forged: %d, want 401", got)
+	}
+	if got := before.post("ps", bytes.Repeat([]byte("x"), 20<<10), secret, time.Now(), nil); got != 413 {
+		t.Fatalf("too large: %d, want 413", got)
+	}
+	var l listed
+	waitFor(t, "the refusals kept", func() bool {
+		l = listed{}
+		return before.get("/v1/rejections", &l) == 200 && len(l.Rejections) == 3
+	})
+	large, forged, rotatedID := l.Rejections[0].ID, l.Rejections[1].ID, l.Rejections[2].ID
+
+	// The config fixed: both secrets, as during a rotation.
+	after := newRigOn(t, st, rejected.DefaultBudget, true, secret, rotated)
+	var res struct {
+		Status   string `json:"status"`
+		Accepted int    `json:"accepted"`
+	}
+	if got := after.call(http.MethodPost, fmt.Sprintf("/v1/rejections/%d/retry", rotatedID), &res); got != 200 || res.Status != "accepted" || res.Accepted != 1 {
+		t.Fatalf("retry with the secret configured: %d %+v, want 200 accepted", got, res)
+	}
+	res.Status = ""
+	if got := after.call(http.MethodPost, fmt.Sprintf("/v1/rejections/%d/retry", rotatedID), &res); got != 200 || res.Status != "duplicate" {
+		t.Errorf("second retry: %d %+v, want 200 duplicate", got, res)
+	}
+	if got := after.post("ps", body, rotated, sentAt, nil); got != 200 {
+		t.Errorf("the provider's own re-delivery after the retry: %d, want 200 (a duplicate)", got)
+	}
+	for id, want := range map[int64]int{forged: 409, large: 409, 999999: 404} {
+		if got := after.call(http.MethodPost, fmt.Sprintf("/v1/rejections/%d/retry", id), nil); got != want {
+			t.Errorf("retry %d: %d, want %d", id, got, want)
+		}
+	}
+	for id, want := range map[int64]string{rotatedID: "duplicate", forged: "refused: bad_signature"} {
+		var got struct {
+			RetryResult string     `json:"retry_result"`
+			RetriedAt   *time.Time `json:"retried_at"`
+		}
+		if after.get(fmt.Sprint("/v1/rejections/", id), &got); got.RetryResult != want || got.RetriedAt == nil {
+			t.Errorf("rejection %d after its retries: %+v, want retry_result %q", id, got, want)
+		}
 	}
 }
 

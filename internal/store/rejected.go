@@ -32,6 +32,9 @@ type RejectedRequest struct {
 	// Body is the body as read (nil when it was refused unread), cut at rejected.MaxBodyBytes.
 	Body          []byte `json:"-"`
 	BodyTruncated bool   `json:"body_truncated"`
+	// RetriedAt and RetryResult are the last retry's (accepted, duplicate, or refused: <cause>).
+	RetriedAt   *time.Time `json:"retried_at,omitempty"`
+	RetryResult string     `json:"retry_result,omitempty"`
 }
 
 // RejectedFilter pages through the kept rejections, newest first. After is the NextAfter of the
@@ -52,14 +55,14 @@ type RejectedDrop struct {
 
 const (
 	qListRejected = `
-SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated
+SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, retried_at, COALESCE(retry_result, '')
 FROM rejected_requests
 WHERE ($1 = '' OR endpoint = $1) AND ($2 = '' OR cause = $2) AND id < $3
 ORDER BY id DESC
 LIMIT $4`
 
 	qGetRejected = `
-SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated
+SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, retried_at, COALESCE(retry_result, '')
 FROM rejected_requests WHERE id = $1`
 
 	qRejectedDrop = `
@@ -69,6 +72,8 @@ ON CONFLICT (endpoint, hour) DO UPDATE SET dropped = rejected_request_drops.drop
 	qListRejectedDrops = `
 SELECT endpoint, hour, dropped FROM rejected_request_drops
 WHERE ($1 = '' OR endpoint = $1) ORDER BY hour DESC, endpoint LIMIT 100`
+
+	qRetried = `UPDATE rejected_requests SET retried_at = now(), retry_result = $2 WHERE id = $1`
 
 	qPurgeRejected      = `DELETE FROM rejected_requests WHERE received_at < $1`
 	qPurgeRejectedDrops = `DELETE FROM rejected_request_drops WHERE hour < $1`
@@ -117,7 +122,7 @@ func column[T any](rows [][]any, i int) []T {
 func scanRejected(row pgx.CollectableRow) (RejectedRequest, error) {
 	var r RejectedRequest
 	var h []byte
-	err := row.Scan(&r.ID, &r.Endpoint, &r.Provider, &r.ReceivedAt, &r.Cause, &r.Status, &r.Reason, &r.RemoteAddr, &r.Size, &h, &r.Body, &r.BodyTruncated)
+	err := row.Scan(&r.ID, &r.Endpoint, &r.Provider, &r.ReceivedAt, &r.Cause, &r.Status, &r.Reason, &r.RemoteAddr, &r.Size, &h, &r.Body, &r.BodyTruncated, &r.RetriedAt, &r.RetryResult)
 	if err == nil {
 		err = json.Unmarshal(h, &r.Header)
 	}
@@ -190,4 +195,12 @@ func (s *Rejected) PurgeRejected(ctx context.Context, before time.Time) (int64, 
 		return 0, fmt.Errorf("purge rejected drops: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// RejectedRetried records what a retry of a kept rejection did.
+func (s *Rejected) RejectedRetried(ctx context.Context, id int64, result string) error {
+	if _, err := s.pool.Exec(ctx, qRetried, id, result); err != nil {
+		return fmt.Errorf("rejected %d retried: %w", id, err)
+	}
+	return nil
 }

@@ -15,7 +15,10 @@ CREATE TABLE rejected_requests (
     size           bigint      NOT NULL,
     headers        jsonb       NOT NULL DEFAULT '{}',
     body           bytea,
-    body_truncated boolean     NOT NULL DEFAULT false
+    body_truncated boolean     NOT NULL DEFAULT false,
+    -- The last POST /v1/rejections/{id}/retry: when, and what became of it.
+    retried_at     timestamptz,
+    retry_result   text
 );
 CREATE INDEX rejected_requests_received_at ON rejected_requests (received_at);
 CREATE INDEX rejected_requests_endpoint ON rejected_requests (endpoint, id);
