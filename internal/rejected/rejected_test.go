@@ -33,22 +33,25 @@ const (
 // rig is a webhook listener over real HTTP, with a real PostgreSQL behind acceptance and the
 // kept rejections.
 type rig struct {
-	t     *testing.T
-	url   string
-	store *store.Store
-	rec   *rejected.Recorder
+	t      testing.TB
+	server *httpapi.Server
+	url    string
+	store  *store.Store
+	rec    *rejected.Recorder
 }
 
 // newRig serves endpoints "ps" (Postscale) and "walled" (Postscale, from 10.0.0.0/8 only).
 // run starts the recorder's writer; without it nothing drains its queue.
-func newRig(t *testing.T, budget rejected.Budget, run bool) *rig {
+func newRig(t *testing.T, budget rejected.Budget, run bool) *rig { return newRigTB(t, budget, run) }
+
+func newRigTB(t testing.TB, budget rejected.Budget, run bool) *rig {
 	t.Helper()
 	return newRigOn(t, storetest.Open(t), budget, run, secret)
 }
 
 // newRigOn is newRig over st, its endpoints verifying with secrets: a second rig over the same
 // database is the process restarted with another config.
-func newRigOn(t *testing.T, st *store.Store, budget rejected.Budget, run bool, secrets ...string) *rig {
+func newRigOn(t testing.TB, st *store.Store, budget rejected.Budget, run bool, secrets ...string) *rig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	acc := acceptance.NewAcceptor(st.Inbox, nil)
@@ -86,7 +89,7 @@ func newRigOn(t *testing.T, st *store.Store, budget rejected.Budget, run bool, s
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &rig{t: t, url: srv.URL, store: st, rec: rec}
+	return &rig{t: t, server: s, url: srv.URL, store: st, rec: rec}
 }
 
 func event(id string) []byte {
@@ -402,7 +405,7 @@ func TestARetryAcceptsWhatTodaysConfigAccepts(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
