@@ -59,7 +59,7 @@ func Erasure(ctx workflow.Context, in domain.ErasureInput) (domain.ErasureResult
 		return job.ErasureResult, nil
 	}
 	log := workflow.GetLogger(ctx)
-	phases := erasure.Plan(job.Scope, job.Force, job.DryRun)
+	phases := erasurePhases(ctx, job.Scope, job.Force, job.DryRun)
 	firstStep := len(phases) - len(stepsOf(phases))
 	phaseCtx := workflow.WithActivityOptions(ctx, erasePhaseActivity)
 	calls := 0

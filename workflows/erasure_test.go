@@ -170,7 +170,7 @@ func TestErasureSettingsDecideThePhases(t *testing.T) {
 	inbound := newFakeJob(erasure.ScopeInbound, false, false)
 	env, _ = runErasure(t, inbound)
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, []string{"event_payloads", "webhook_events", "notification_bodies", "notifications"}, inbound.phases())
+	assert.Equal(t, []string{"event_payloads", "webhook_events", "notification_bodies", "notifications", "rejected_requests"}, inbound.phases())
 	assert.False(t, inbound.calls[0].DeleteKeyedRuns, "the inbound scope re-keys nothing")
 }
 
@@ -181,7 +181,7 @@ func TestErasureResumesAtTheCursor(t *testing.T) {
 	f.state.Phase = "messages"
 	env, res := runErasure(t, f)
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, []string{"messages", "message_events", "soft_bounces", "suppressions", "suppression_lifts"}, f.phases())
+	assert.Equal(t, []string{"messages", "message_events", "soft_bounces", "suppressions", "suppression_lifts", "rejected_requests"}, f.phases())
 	assert.Equal(t, domain.ErasureDone, res.Status)
 
 	ended := newFakeJob(erasure.ScopeAll, false, false)

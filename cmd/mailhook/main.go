@@ -428,7 +428,7 @@ func simulatedEndpoint(cfg config.Config, o *simulate.Options) error {
 // loadsConfig names the commands that read the config (and so the environment) besides serve,
 // worker and migrate, whose help is written out in full.
 var loadsConfig = map[string]bool{
-	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
+	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook rejected list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
 	"mailhook retention run": true, "mailhook backfill": true, "mailhook messages get": true,
 	"mailhook reconcile run": true, "mailhook suppressions check": true, "mailhook suppressions list": true, "mailhook suppressions lift": true,

@@ -155,7 +155,7 @@ their age unless --older-than is given.`,
 	redriveCmd.Flags().IntVar(&limit, "limit", domain.DefaultRedriveLimit, "at most this many events, oldest first")
 	redriveCmd.Flags().BoolVar(&quarantined, "quarantined", false, "start the quarantined events instead (after fixing what stopped them)")
 
-	return []*cobra.Command{reportCmd, replayCmd, redriveCmd, quarantineCommand(load)}
+	return []*cobra.Command{reportCmd, replayCmd, redriveCmd, quarantineCommand(load), rejectedCommand(load)}
 }
 
 // dial connects to the config's database and Temporal.

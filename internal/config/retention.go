@@ -35,6 +35,9 @@ type Retention struct {
 	// PartitionsAhead: how many partitions past the current one are created in advance, so an
 	// insert never finds none (the store also creates a missing one on demand). Default 3.
 	PartitionsAhead int `yaml:"partitions_ahead"`
+	// RejectedRequests: how long a refused webhook request is kept for GET /v1/rejections.
+	// Default 7 days.
+	RejectedRequests Period `yaml:"rejected_requests"`
 }
 
 // Partition sizes.
@@ -125,6 +128,9 @@ func (r Retention) validate() error {
 	if ib := r.InboundBodiesOr(); ib.Forever() || ib > r.Payloads {
 		return fmt.Errorf("config: retention.inbound_bodies (%s) must be at most retention.payloads (%s)", ib, r.Payloads)
 	}
+	if r.RejectedRequests.Forever() || r.RejectedRequests < Period(time.Hour) {
+		return errors.New("config: retention.rejected_requests must be at least 1h (refused requests hold personal data; forever is not supported)")
+	}
 	if r.PartitionsAhead < 1 || r.PartitionsAhead > 60 {
 		return errors.New("config: retention.partitions_ahead must be between 1 and 60")
 	}
@@ -134,9 +140,10 @@ func (r Retention) validate() error {
 // DefaultRetention is what an unset retention section means.
 func DefaultRetention() Retention {
 	return Retention{
-		Payloads:        Period(30 * 24 * time.Hour),
-		DedupeKeys:      Period(400 * 24 * time.Hour),
-		Partition:       PartitionMonthly,
-		PartitionsAhead: 3,
+		Payloads:         Period(30 * 24 * time.Hour),
+		DedupeKeys:       Period(400 * 24 * time.Hour),
+		Partition:        PartitionMonthly,
+		PartitionsAhead:  3,
+		RejectedRequests: Period(7 * 24 * time.Hour),
 	}
 }

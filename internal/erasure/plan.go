@@ -20,10 +20,14 @@ const (
 var Tables = []string{
 	"event_payloads", "webhook_events", "notification_bodies", "notifications",
 	"messages", "message_events", "soft_bounces", "suppressions", "suppression_lifts",
+	// Last, since a version that had no such step: a run begun before an upgrade replays its
+	// history unchanged and then takes this step.
+	"rejected_requests",
 }
 
 // inboundTables are the steps that have something to do for ScopeInbound.
-var inboundTables = map[string]bool{"event_payloads": true, "webhook_events": true, "notification_bodies": true, "notifications": true}
+var inboundTables = map[string]bool{"event_payloads": true, "webhook_events": true, "notification_bodies": true, "notifications": true,
+	"rejected_requests": true}
 
 // CheckPhase names the first phase of a job that must first know whether the address is a
 // mailbox of yours (inbound emails were sent to it); CheckPhase + ":webhook_events" the second.
@@ -82,6 +86,7 @@ var stepWhy = map[string]string{
 	"messages":            "empty the recipient, redact the diagnostic",
 	"message_events":      "empty the recipient, redact the diagnostic and the note",
 	"soft_bounces":        "delete the address's soft bounces: the escalation's count starts again",
+	"rejected_requests":   "delete the refused webhook requests whose body, headers or reason mention the address",
 	"suppressions":        "re-key the address's suppressions under its hash, so the check still finds it",
 	"suppression_lifts":   "the lifts' address becomes the hash; their reason is redacted",
 }

@@ -180,6 +180,25 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "GET", target: "/v1/suppressions/check?address=down@example.com", header: token, want: 503},
 		{method: "GET", target: "/v1/suppressions/checker@example.com", header: token, want: 200},
 
+		// Refused webhook requests kept.
+		{method: "GET", target: "/v1/rejections", header: token, want: 200},
+		{method: "GET", target: "/v1/rejections?endpoint=empty&cause=bad_signature", header: token, want: 200},
+		{method: "GET", target: "/v1/rejections?cause=nonsense", header: token, want: 400},
+		{method: "GET", target: "/v1/rejections?after=bad", header: token, want: 400},
+		{method: "GET", target: "/v1/rejections?endpoint=down", header: token, want: 503},
+		{method: "GET", target: "/v1/rejections/1", header: token, want: 200},
+		{method: "GET", target: "/v1/rejections/2", header: token, want: 200},
+		{method: "GET", target: "/v1/rejections/x", header: token, want: 400},
+		{method: "GET", target: "/v1/rejections/404", header: token, want: 404},
+		{method: "GET", target: "/v1/rejections/503", header: token, want: 503},
+		{method: "POST", target: "/v1/rejections/3/retry", header: token, want: 200},
+		{method: "POST", target: "/v1/rejections/4/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/1/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/2/retry", header: token, want: 409},
+		{method: "POST", target: "/v1/rejections/x/retry", header: token, want: 400},
+		{method: "POST", target: "/v1/rejections/404/retry", header: token, want: 404},
+		{method: "POST", target: "/v1/rejections/503/retry", header: token, want: 503},
+
 		// Quarantine, report, replay, redrive.
 		{method: "GET", target: "/v1/quarantine", header: token, want: 200},
 		{method: "GET", target: "/v1/quarantine?provider=empty", header: token, want: 200},
@@ -296,7 +315,7 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 				continue
 			}
 			target := strings.NewReplacer("{provider}", "postscale", "{message_id}", "msg_1", "{address}", "user@example.com", "{event_id}", "evt_1",
-				"{name}", "app").Replace(path)
+				"{name}", "app", "{id}", "1").Replace(path)
 			for _, header := range []string{"", "Bearer wrong-token", "Basic " + contractToken} {
 				req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
 				if header != "" {
@@ -393,6 +412,7 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Messages:            fake,
 		Suppressions:        fake,
 		Quarantine:          fake,
+		RejectedList:        fake,
 		Nonces:              fake,
 		Reconciler:          fake,
 		Erasures:            fake,
@@ -689,6 +709,44 @@ func (b *fakeBackend) LiftSuppression(_ context.Context, addr, scope, by, why st
 	return store.SuppressionLift{ID: 7, Address: sup.Address, Scope: scope, Reason: sup.Reason, Provider: sup.Provider, EventID: sup.EventID,
 		MessageID: sup.MessageID, FirstSeen: sup.FirstSeen, LastSeen: sup.LastSeen, TimesSeen: sup.TimesSeen,
 		LiftedBy: by, LiftReason: why, LiftedAt: t1}, nil
+}
+
+func (b *fakeBackend) ListRejected(_ context.Context, f store.RejectedFilter) ([]store.RejectedRequest, string, error) {
+	switch {
+	case f.After == "bad":
+		return nil, "", fmt.Errorf("list rejected: %w", store.ErrBadCursor)
+	case f.Endpoint == "down":
+		return nil, "", errDown
+	case f.Endpoint == "empty":
+		return nil, "", nil
+	}
+	one, _ := b.GetRejected(context.Background(), 1)
+	two, _ := b.GetRejected(context.Background(), 2)
+	return []store.RejectedRequest{two, one}, "1", nil
+}
+
+func (b *fakeBackend) GetRejected(_ context.Context, id int64) (store.RejectedRequest, error) {
+	switch id {
+	case 1:
+		return store.RejectedRequest{ID: 1, Endpoint: "postscale", Provider: "postscale", ReceivedAt: t0, Cause: "bad_signature", Status: 401,
+			Reason: "no matching signature", RemoteAddr: "192.0.2.1", Size: 2, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte("{}")}, nil
+	case 2:
+		return store.RejectedRequest{ID: 2, Endpoint: "unknown", ReceivedAt: t1, Cause: "address_not_allowed", Status: 401,
+			Reason: "source address not allowed", RemoteAddr: "192.0.2.1", Size: -1, Header: map[string][]string{}}, nil
+	case 3, 4:
+		body := map[int64]string{3: "events:e7", 4: "unsigned"}[id]
+		return store.RejectedRequest{ID: id, Endpoint: "plain", Provider: "plain", ReceivedAt: t0, Cause: "bad_signature", Status: 401,
+			Reason: "no signature", RemoteAddr: "192.0.2.1", Size: int64(len(body)), Header: map[string][]string{}, Body: []byte(body)}, nil
+	case 503:
+		return store.RejectedRequest{}, errDown
+	}
+	return store.RejectedRequest{}, fmt.Errorf("get rejected %d: %w", id, domain.ErrNotFound)
+}
+
+func (b *fakeBackend) RejectedRetried(context.Context, int64, string) error { return nil }
+
+func (b *fakeBackend) RejectedDrops(context.Context, string) ([]store.RejectedDrop, error) {
+	return []store.RejectedDrop{{Endpoint: "postscale", Hour: t0.Truncate(time.Hour), Dropped: 3}}, nil
 }
 
 func (b *fakeBackend) ListQuarantine(_ context.Context, f store.QuarantineFilter) ([]store.QuarantinedEvent, string, error) {

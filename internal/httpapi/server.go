@@ -19,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/rejected"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -81,6 +82,10 @@ type Server struct {
 	SinkStates SinkStates
 	Sinks      []SinkSettings
 	Drainers   SinkDrainers
+	// Rejected, when set, keeps the refused webhook requests with their cause (internal/rejected)
+	// and RejectedList serves them at /v1/rejections (rejections.go).
+	Rejected     *rejected.Recorder
+	RejectedList RejectedList
 }
 
 // Which routes an engine serves: one listener serves both; with http.admin_address the public
@@ -165,6 +170,11 @@ func (s *Server) handler(routes int) http.Handler {
 		}
 		s.reconcileRoutes(v1) // reports.go
 		s.sinkRoutes(v1)      // sinks.go
+		if s.RejectedList != nil {
+			v1.GET("/rejections", s.need(domain.ScopeReportsRead), s.listRejected)     // rejections.go
+			v1.GET("/rejections/:id", s.need(domain.ScopeMessagesRead), s.getRejected) // its body may hold addresses
+			v1.POST("/rejections/:id/retry", s.need(domain.ScopeReplay), s.retryRejected)
+		}
 		if s.Metrics != nil {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -16,6 +17,13 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
+	"github.com/mailhook/mailhook/internal/provider/hmac"
+	"github.com/mailhook/mailhook/internal/provider/postmark"
+	"github.com/mailhook/mailhook/internal/provider/ses"
+	"github.com/mailhook/mailhook/internal/provider/standardwebhooks"
+	"github.com/mailhook/mailhook/internal/rejected"
+	"github.com/mailhook/mailhook/internal/signature"
+	"github.com/mailhook/mailhook/internal/store"
 )
 
 // Acceptor makes a request's events durable (internal/acceptance): one verdict per event (accepted,
@@ -51,6 +59,10 @@ type webhookCall struct {
 	name  string // the endpoint's name, or "unknown"
 	ep    Endpoint
 	log   *slog.Logger
+	// cause is why the request is being refused, kept by deny and unread with body (the body
+	// as read, nil before).
+	cause rejected.Cause
+	body  []byte
 }
 
 // webhook is POST /webhooks/:endpoint: the raw body is read within the reading budget, its
@@ -63,6 +75,7 @@ func (s *Server) webhook(c *gin.Context) {
 	if !ok {
 		// The label is fixed: a scanner probing random paths must not create series.
 		w.name = "unknown"
+		w.cause = rejected.UnknownEndpoint
 		w.deny(metrics.UnknownEndpoint, refuse(kindNotFound, "unknown endpoint"))
 		return
 	}
@@ -97,10 +110,12 @@ func (w *webhookCall) readBody() ([]byte, *Lease, bool) {
 	s, c := w.s, w.c
 	client := c.ClientIP()
 	if !w.ep.Allow.Allows(client) {
+		w.cause = rejected.AddressNotAllowed
 		w.unread(metrics.InvalidSignature, refuse(kindInvalidSignature, "source address not allowed"))
 		return nil, nil, false
 	}
 	if c.Request.ContentLength > s.MaxBodyBytes {
+		w.cause = rejected.TooLarge
 		w.unread(metrics.TooLarge, refuse(kindTooLarge, ""))
 		return nil, nil, false
 	}
@@ -123,15 +138,19 @@ func (w *webhookCall) readBody() ([]byte, *Lease, bool) {
 		c.Header("Connection", "close")
 		w.deny(metrics.Busy, refuse(kindUnavailable, "cut to make room: too many request bodies are being read; retry later"))
 	case err == nil:
+		w.body = body
 		return body, lease, true
 	case errors.As(err, &tooLarge):
+		w.cause = rejected.TooLarge
 		w.deny(metrics.TooLarge, refuse(kindTooLarge, ""))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// http.read_timeout ran out mid-body (a stalled or trickling client). It is not a
 		// malformed request: 408 says a retry may succeed. The connection is not reusable.
 		c.Header("Connection", "close")
+		w.cause = rejected.ReadTimeout
 		w.deny(outcomeReadTimeout, refuse(kindTimeout, ""), "error", err)
 	default:
+		w.cause = rejected.Unreadable
 		w.deny(metrics.BadRequest, refuse(kindBadRequest, "could not read the body"), "error", err)
 	}
 	lease.Release()
@@ -148,6 +167,7 @@ func (w *webhookCall) verify(preq provider.Request) bool {
 			w.deny(metrics.Unavailable, refuse(kindUnavailable, "the signature cannot be checked now"), "error", err)
 			return false
 		}
+		w.cause = signatureCause(err)
 		w.deny(metrics.InvalidSignature, refuse(kindInvalidSignature, reasonOf(err)), "error", err)
 		return false
 	}
@@ -158,6 +178,7 @@ func (w *webhookCall) verify(preq provider.Request) bool {
 	handled, status, err := ctl.Control(preq)
 	switch {
 	case err != nil && errors.Is(err, provider.ErrBadRequest):
+		w.cause = rejected.BadControl
 		w.deny(metrics.BadRequest, refuse(kindBadControl, reasonOf(err)), "error", err)
 	case err != nil:
 		w.deny(metrics.Unavailable, refuse(kindUnavailable, ""), "error", err)
@@ -176,11 +197,13 @@ func (w *webhookCall) parse(preq provider.Request) ([]domain.Event, bool) {
 		if err == nil {
 			err = errors.New("no events in body")
 		}
+		w.cause = rejected.Unparsable
 		w.deny(metrics.BadRequest, refuse(kindBadPayload, reasonOf(err)), "error", err)
 		return nil, false
 	}
 	// A bounded batch is one bounded INSERT, answered well inside the write timeout.
 	if n := w.s.MaxEventsPerRequest; len(events) > n {
+		w.cause = rejected.TooManyEvents
 		w.deny(metrics.TooLarge, &apiError{kind: kindTooManyEvents, limit: n,
 			reason: fmt.Sprintf("%d events, more than http.max_events_per_request (%d)", len(events), n)},
 			"events", len(events))
@@ -219,6 +242,7 @@ func (w *webhookCall) bindNonce(preq provider.Request, events []domain.Event) bo
 	// A token an older version bound to the event's prior id (id_legacy.go) is the same
 	// event's.
 	if bound != events[0].EventID && (events[0].PriorEventID == "" || bound != events[0].PriorEventID) {
+		w.cause = rejected.ReplayedSignature
 		w.deny(metrics.ReplayedSignature, refuse(kindInvalidSignature, "signature already used for another event"),
 			"event_id", events[0].EventID)
 		return false
@@ -238,17 +262,18 @@ func (w *webhookCall) answer(events []domain.Event, verdicts []acceptance.Verdic
 		return
 	}
 	counts := map[acceptance.Status]int{}
-	var rejected []gin.H
+	var refusedEvents []gin.H
 	for i, v := range verdicts {
 		counts[v.Status]++
 		if v.Status == acceptance.Rejected {
-			rejected = append(rejected, gin.H{"index": i, "reason": reasonOf(v.Err)})
+			refusedEvents = append(refusedEvents, gin.H{"index": i, "reason": reasonOf(v.Err)})
 		}
 	}
 	w.s.Metrics.EventsRejected(w.ep.Provider, counts[acceptance.Rejected])
 	if counts[acceptance.Rejected] == len(events) {
 		// Nothing of it can ever be stored: a retry would fail the same way.
 		reason := reasonOf(verdicts[0].Err)
+		w.cause = rejected.InvalidEvent
 		w.deny(metrics.BadRequest, refuse(kindBadPayload, reason), "event_ids", ids, "error", reason)
 		return
 	}
@@ -264,9 +289,9 @@ func (w *webhookCall) answer(events []domain.Event, verdicts []acceptance.Verdic
 	}
 	answer := gin.H{"status": overall, "accepted": counts[acceptance.Accepted], "duplicate": counts[acceptance.Duplicate]}
 	attrs := []any{"event_ids", ids}
-	if len(rejected) > 0 {
-		answer["rejected"] = rejected
-		attrs = append(attrs, "rejected", rejected)
+	if len(refusedEvents) > 0 {
+		answer["rejected"] = refusedEvents
+		attrs = append(attrs, "rejected", refusedEvents)
 	}
 	w.reply(string(overall), answer, attrs...)
 }
@@ -288,12 +313,47 @@ func (w *webhookCall) reply(outcome string, body gin.H, attrs ...any) {
 }
 
 func (w *webhookCall) deny(outcome string, e *apiError, attrs ...any) {
-	w.logged(w.s.fail(w.c, w.withRejectStatus(e)), outcome, attrs...)
+	e = w.withRejectStatus(e)
+	w.logged(w.s.fail(w.c, e), outcome, attrs...)
+	w.keep(e)
 }
 
 // unread refuses before the body is read; closeUnread closes the connection itself.
 func (w *webhookCall) unread(outcome string, e *apiError) {
-	w.logged(w.s.closeUnread(w.c, w.withRejectStatus(e)), outcome)
+	e = w.withRejectStatus(e)
+	w.logged(w.s.closeUnread(w.c, e), outcome)
+	w.keep(e)
+}
+
+// keep hands a refusal with a cause to Server.Rejected, after the answer is written: a 5xx
+// has none (a retry may succeed, and the provider retries it).
+func (w *webhookCall) keep(e *apiError) {
+	if w.cause == "" || w.s.Rejected == nil {
+		return
+	}
+	status, body := e.answer()
+	size := w.c.Request.ContentLength
+	if w.body != nil {
+		size = int64(len(w.body))
+	}
+	w.s.Rejected.Record(store.RejectedRequest{
+		Endpoint: w.name, Provider: w.ep.Provider, ReceivedAt: w.start, Cause: string(w.cause), Status: status,
+		Reason: body.Reason, RemoteAddr: w.c.ClientIP(), Size: size, Header: w.c.Request.Header, Body: w.body,
+	})
+}
+
+// signatureCause is the cause of a verification failure: its timestamp, its source address, or
+// its signature or credentials.
+func signatureCause(err error) rejected.Cause {
+	switch {
+	case errors.Is(err, signature.ErrTimestampOutOfTolerance), errors.Is(err, ses.ErrTimestamp):
+		return rejected.StaleTimestamp
+	case errors.Is(err, hmac.ErrSourceNotAllowed), errors.Is(err, standardwebhooks.ErrSourceNotAllowed),
+		errors.Is(err, postmark.ErrSourceNotAllowed), errors.Is(err, ses.ErrSourceAddress),
+		strings.Contains(err.Error(), "source address not allowed"):
+		return rejected.AddressNotAllowed
+	}
+	return rejected.BadSignature
 }
 
 // withRejectStatus gives a refusal the status a provider that retries every other 4xx does not

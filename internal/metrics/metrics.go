@@ -72,6 +72,7 @@ type Metrics struct {
 	throughTemporal      *prometheus.CounterVec
 	quarantined          *prometheus.CounterVec
 	rejected             *prometheus.CounterVec
+	rejectionsNotKept    *prometheus.CounterVec
 	parked               *prometheus.CounterVec
 	metadataDropped      *prometheus.CounterVec
 }
@@ -138,6 +139,10 @@ func New() *Metrics {
 			Name: "mailhook_webhook_events_rejected_total",
 			Help: "Events refused at acceptance because they cannot be stored as they are (the rest of their request is accepted), by provider.",
 		}, []string{"provider"}),
+		rejectionsNotKept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_webhook_rejections_not_kept_total",
+			Help: "Refused webhook requests not kept for GET /v1/rejections because their endpoint's hourly budget was spent or the writer's queue was full, by endpoint.",
+		}, []string{"endpoint"}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_notifications_parked_total",
 			Help: "Notifications parked for their sink's drainer instead of being sent by their event's run, by sink and reason (circuit_open, behind, paused, retries_spent, throttled, slow_down).",
@@ -167,7 +172,7 @@ func New() *Metrics {
 	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
 		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight,
-		m.handoffStarts, m.handoffSkipped, m.throughTemporal, m.quarantined, m.rejected, m.parked, m.metadataDropped)
+		m.handoffStarts, m.handoffSkipped, m.throughTemporal, m.quarantined, m.rejected, m.rejectionsNotKept, m.parked, m.metadataDropped)
 	return m
 }
 
@@ -271,6 +276,14 @@ func (m *Metrics) EventsRejected(provider string, n int) {
 		return
 	}
 	m.rejected.WithLabelValues(provider).Add(float64(n))
+}
+
+// RejectionNotKept records a refused webhook request the rejections budget did not keep.
+func (m *Metrics) RejectionNotKept(endpoint string) {
+	if m == nil {
+		return
+	}
+	m.rejectionsNotKept.WithLabelValues(endpoint).Inc()
 }
 
 // MetadataDropped records metadata entries and tags the bounds dropped from parsed events.

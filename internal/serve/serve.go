@@ -32,6 +32,7 @@ import (
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/providercounts"
+	"github.com/mailhook/mailhook/internal/rejected"
 	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
@@ -67,6 +68,7 @@ type Service struct {
 	acceptOnce sync.Once
 	acceptor   *acceptance.Acceptor
 	handoff    *acceptance.Handoff
+	rejected   *rejected.Recorder
 	// The broker sinks' publishers (destinations.go), opened for the first worker.
 	destOnce sync.Once
 	dests    map[string]notify.Destination
@@ -194,17 +196,19 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 			},
 		},
 		// Webhooks are accepted while Temporal is down: a load balancer must keep sending.
-		NotRequired: map[string]bool{"temporal": true},
-		Log:         s.Log,
-		Metrics:     s.Metrics,
-		AdminTokens: adminTokens(s.Config.Admin),
-		TokenScopes: tokenScopes(s.Config.Admin),
-		Reconciler:  s.Reconciler(),
-		Codec:       httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
-		Erasures:    s.Erasures(),
-		SinkStates:  s.Store.Sinks,
-		Sinks:       sinkSettings(s.Config.Sinks),
-		Drainers:    s.Drainers(),
+		NotRequired:  map[string]bool{"temporal": true},
+		Log:          s.Log,
+		Metrics:      s.Metrics,
+		AdminTokens:  adminTokens(s.Config.Admin),
+		TokenScopes:  tokenScopes(s.Config.Admin),
+		Reconciler:   s.Reconciler(),
+		Codec:        httpapi.NewCodecEndpoint(pc, s.Config.Temporal.Codec.CORSOrigins),
+		Erasures:     s.Erasures(),
+		SinkStates:   s.Store.Sinks,
+		Sinks:        sinkSettings(s.Config.Sinks),
+		Drainers:     s.Drainers(),
+		Rejected:     s.Rejected(),
+		RejectedList: s.Store.Rejected,
 	}
 	if s.Config.Acceptance.ThroughTemporal.Enabled {
 		// ... and, through Temporal, while PostgreSQL is down: ready while either answers.
@@ -233,6 +237,9 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 			Backoff: s.Relay().Backoff(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
 		}
 		s.acceptor = acceptance.NewAcceptor(s.Store.Inbox, s.Log)
+		s.rejected = &rejected.Recorder{Store: s.Store.Rejected, Budget: rejected.DefaultBudget,
+			Retention: s.Config.Retention.RejectedRequests.Duration(), Dropped: s.Metrics.RejectionNotKept,
+			Log: s.Log.With("component", "rejected")}
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff
@@ -248,6 +255,13 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 	return s.acceptor
 }
 
+// Rejected keeps the refused webhook requests; built with the acceptor, written by
+// RunAcceptance.
+func (s *Service) Rejected() *rejected.Recorder {
+	s.Acceptor()
+	return s.rejected
+}
+
 // RunAcceptance runs the acceptor's writers and the handoff until ctx ends. Stop it after the
 // HTTP server has drained, so that every accepted request still gets its answer.
 func (s *Service) RunAcceptance(ctx context.Context) {
@@ -256,6 +270,7 @@ func (s *Service) RunAcceptance(ctx context.Context) {
 	wg.Go(func() { a.Run(ctx) })
 	wg.Go(func() { s.handoff.Run(ctx) })
 	wg.Go(func() { s.purgeNonces(ctx) })
+	wg.Go(func() { s.Rejected().Run(ctx) })
 	wg.Wait()
 }
 

@@ -38,6 +38,7 @@ var erasureSteps = []step{
 	{"soft_bounces", (*eraser).softBounces, false},
 	{"suppressions", (*eraser).suppressions, false},
 	{"suppression_lifts", (*eraser).lifts, false},
+	{"rejected_requests", (*eraser).rejectedRequests, true},
 }
 
 // eraser finds one batch's rows and queues their changes, sent in one batch by flush.
@@ -330,6 +331,25 @@ func (w *eraser) softBounces(ctx context.Context, rel string, lo, hi int64) erro
 	})
 }
 
+// rejectedRequests deletes the refused webhook requests that mention the address (an inbound
+// email refused is one too): a refused request is kept for diagnosis, not redacted. The body is
+// bytes, which PostgreSQL cannot lower as text: the query takes as candidates the bodies that
+// match as ASCII (encode(…, 'escape')) and every body with a non-ASCII byte (escaped with a
+// backslash), and Go decides on the bytes as they are.
+func (w *eraser) rejectedRequests(ctx context.Context, rel string, lo, hi int64) error {
+	var (
+		id              int64
+		body            []byte
+		headers, reason string
+	)
+	return w.candidates(ctx, rel, qEraseRejected, lo, hi, []any{&id, &body, &headers, &reason}, func() error {
+		if w.m.Mentions(string(body)) || w.m.Mentions(headers) || w.m.Mentions(reason) {
+			w.change("rejected_requests", qEraseDeleteRejected, id)
+		}
+		return nil
+	})
+}
+
 // suppressions re-keys each row of the address under its hash, merging it into a row the hash
 // already has in that scope (an address suppressed again after an earlier erasure).
 func (w *eraser) suppressions(ctx context.Context, rel string, lo, hi int64) error {
@@ -493,6 +513,16 @@ WHERE ctid >= $2::tid AND ctid < $3::tid AND lower(address) LIKE ANY($1)
 FOR UPDATE`
 
 	qEraseDeleteSoftBounce = `DELETE FROM soft_bounces WHERE provider = $1 AND event_id = $2`
+
+	qEraseRejected = `
+SELECT id, body, headers::text, reason
+FROM ONLY %s
+WHERE ctid >= $2::tid AND ctid < $3::tid
+  AND (lower(encode(body, 'escape')) LIKE ANY($1) OR strpos(encode(body, 'escape'), chr(92)) > 0
+       OR lower(headers::text) LIKE ANY($1) OR lower(reason) LIKE ANY($1))
+FOR UPDATE`
+
+	qEraseDeleteRejected = `DELETE FROM rejected_requests WHERE id = $1`
 
 	qEraseSuppressions = `
 SELECT address, scope, provider, event_id, message_id, folded FROM ONLY %s

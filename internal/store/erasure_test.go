@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -105,6 +106,13 @@ func loadPerson(t *testing.T, s *store.Store, tag, address string) {
 	record(quarantined)
 	require.NoError(t, s.Events.Quarantine(ctx, provider, quarantined.EventID, "Process", "value refused for "+address))
 
+	// Refused webhook requests: one whose body names the address, one whose header does.
+	require.NoError(t, s.Rejected.InsertRejected(ctx, []store.RejectedRequest{
+		{Endpoint: "postscale", ReceivedAt: at(6), Cause: "bad_signature", Status: 401, Header: map[string][]string{},
+			Body: fmt.Appendf(nil, `{"to":%q}`, strings.ToUpper(address))},
+		{Endpoint: "postscale", ReceivedAt: at(6), Cause: "unparsable", Status: 400, Header: map[string][]string{"X-Original-To": {address}}},
+	}, nil))
+
 	// Recorded before 00009: the payloads in webhook_events, the body in notifications.
 	legacy := fmt.Sprintf(`{"provider":%q,"event_id":"legacy_%s","kind":"status","recipient":%q,"raw":{"to":%q}}`, provider, tag, address, address)
 	legacyIn := fmt.Sprintf(`{"provider":%q,"event_id":"legacy_in_%s","kind":"inbound","raw":{"from":%q}}`, provider, tag, address)
@@ -160,10 +168,14 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 		"messages":            3, // the three messages' recipients, the first one's diagnostic
 		"message_events":      4, // bounce, soft bounce, second bounce (recipients, diagnostics), correction (note)
 		"soft_bounces":        1,
+		"rejected_requests":   2, // the body that named the address, the header that did
 		"suppressions":        1,
 		"suppression_lifts":   1,
 	}, e.Counts)
-	assert.Equal(t, int64(23), e.Total)
+	assert.Equal(t, int64(25), e.Total)
+	var rejectedLeft int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM rejected_requests`).Scan(&rejectedLeft))
+	assert.Equal(t, 2, rejectedLeft, "Bob's two refused requests stay; Jane's are gone (their bodies are bytes, which Hits does not read)")
 
 	// No column of any table mentions the address any more, in either form.
 	hits, err = storetest.Hits(ctx, s.Pool(), janeAddress, janeInURL)
@@ -183,7 +195,8 @@ func TestEraseLeavesNoTraceAndKeepsTheSuppression(t *testing.T) {
 
 	// Bob's rows, and every row that did not mention Jane, are as they were.
 	mentions := func(_, row string) bool {
-		return strings.Contains(strings.ToLower(row), janeAddress) || strings.Contains(strings.ToLower(row), janeInURL)
+		return strings.Contains(strings.ToLower(row), janeAddress) || strings.Contains(strings.ToLower(row), janeInURL) ||
+			strings.Contains(row, hex.EncodeToString([]byte(strings.ToUpper(janeAddress)))) // a refused request's body
 	}
 	after, err := storetest.Snapshot(ctx, s.Pool())
 	require.NoError(t, err)
@@ -284,7 +297,7 @@ func TestEraseInExecMode(t *testing.T) {
 
 	e, err := s.Erase(t.Context(), store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "exec mode"})
 	require.NoError(t, err)
-	assert.Equal(t, int64(23), e.Total)
+	assert.Equal(t, int64(25), e.Total)
 	hits, err := storetest.Hits(t.Context(), s.Pool(), janeAddress, janeInURL)
 	require.NoError(t, err)
 	assert.Empty(t, hits)
@@ -314,7 +327,7 @@ func TestEraseFindsNonASCIIUpperCaseOnACLocaleDatabase(t *testing.T) {
 
 	e, err := s.Erase(ctx, store.ErasureRequest{Address: asked, ErasedBy: "ops", Reason: "art. 17"})
 	require.NoError(t, err)
-	assert.Equal(t, int64(23), e.Total, "%v", e.Counts)
+	assert.Equal(t, int64(25), e.Total, "%v", e.Counts)
 	hits, err = storetest.Hits(ctx, s.Pool(), needles...)
 	require.NoError(t, err)
 	assert.Empty(t, hits, "columns that still mention the erased address")
@@ -366,7 +379,7 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	assert.Zero(t, dry.ID)
 	assert.Equal(t, int64(2), dry.InboundTo)
 	assert.Equal(t, map[string]int64{"event_payloads": 3, "notification_bodies": 2, "webhook_events": 0, "notifications": 0,
-		"messages": 1, "message_events": 1, "soft_bounces": 0, "suppressions": 1, "suppression_lifts": 0}, dry.Counts,
+		"messages": 1, "message_events": 1, "soft_bounces": 0, "rejected_requests": 0, "suppressions": 1, "suppression_lifts": 0}, dry.Counts,
 		"their two inbound emails and the bounce, the emails' notifications, the bounced message")
 	unchanged(before, "a dry run changes nothing, and records no erasure")
 
@@ -377,7 +390,7 @@ func TestEraseOfASharedInboundAddress(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.ErasureScopeInbound, in.Scope)
 	assert.Equal(t, map[string]int64{"event_payloads": 2, "notification_bodies": 2, "webhook_events": 0, "notifications": 0,
-		"messages": 0, "message_events": 0, "soft_bounces": 0, "suppressions": 0, "suppression_lifts": 0}, in.Counts)
+		"messages": 0, "message_events": 0, "soft_bounces": 0, "rejected_requests": 0, "suppressions": 0, "suppression_lifts": 0}, in.Counts)
 	for _, id := range []string{"email.received:in_jane", "email.received:in_bob"} {
 		_, _, _, err = s.Events.StoredEvent(ctx, provider, id)
 		require.ErrorIs(t, err, domain.ErrNoStoredEvent, id)

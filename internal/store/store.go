@@ -50,6 +50,8 @@ type Store struct {
 	Nonces *Nonces
 	// Erasures are the erasure jobs and their audit rows.
 	Erasures *Erasures
+	// Rejected are the refused webhook requests kept with their cause.
+	Rejected *Rejected
 }
 
 // db is what every part shares: the pool and the Options given to Open, read without a lock by
@@ -77,12 +79,13 @@ type (
 	Replays       struct{ *db }
 	Nonces        struct{ *db }
 	Erasures      struct{ *db }
+	Rejected      struct{ *db }
 )
 
 func newStore(d *db) *Store {
 	return &Store{db: d, Events: &Events{d}, Inbox: &Inbox{d}, Quarantined: &Quarantined{d}, Messages: &Messages{d},
 		Notifications: &Notifications{d}, Sinks: &Sinks{d}, Suppressions: &Suppressions{d}, Retention: &Retention{d},
-		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}}
+		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}, Rejected: &Rejected{d}}
 }
 
 // Options configures a Store. The zero value is a store with every optional behaviour off:
