@@ -151,7 +151,7 @@ func Plan(o Options) ([]Fault, error) {
 			if try > 0 && try%100 == 0 {
 				length = max(length/2, time.Second) // no room that long: a shorter one
 			}
-			f := Fault{Kind: k, For: length, At: time.Duration(rng.Int64N(int64(window-length))).Round(100 * time.Millisecond)}
+			f := Fault{Kind: k, For: length, At: time.Duration(rng.Int64N(int64(window - length))).Round(100 * time.Millisecond)}
 			switch k {
 			case KillHTTP, TermHTTP:
 				f.Target = rng.IntN(o.HTTP)
