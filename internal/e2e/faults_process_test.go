@@ -201,6 +201,28 @@ func TestProcessFaults(t *testing.T) {
 		}
 	})
 
+	// A deploy or a crash-looping pod during a PostgreSQL outage: the processes that start then
+	// must accept (through Temporal) and process like those already running, not exit (found by
+	// TestFaultsTogether: an HTTP process stopped for a deploy while PostgreSQL was down never
+	// came back).
+	t.Run("serve and worker started while postgres is down (private cluster)", func(t *testing.T) {
+		t.Parallel()
+		pg := startPrivatePostgres(t)
+		url := pg.createDatabase(t)
+		pg.stop(t, "immediate")
+		e := newProcEnv(t, bin, procOptions{dbURL: url})
+		e.serve.waitLog(t, `"msg":"PostgreSQL is unavailable at start; starting anyway`)
+		e.worker.waitLog(t, `"msg":"PostgreSQL is unavailable at start; starting anyway`)
+		l := e.startLoadEvery(50 * time.Millisecond)
+		testenv.WaitAtLeast(t, "events accepted while PostgreSQL is down", testenv.Stall, 20, l.count)
+		during := l.count()
+		pg.start(t)
+		time.Sleep(2 * time.Second)
+		accepted := l.stop()
+		t.Logf("%d events accepted before PostgreSQL came back", during)
+		e.verdict(accepted, verdictOptions{})
+	})
+
 	t.Run("postgres restarted mid-load (private cluster)", func(t *testing.T) {
 		t.Parallel()
 		pg := startPrivatePostgres(t)
@@ -372,6 +394,11 @@ type proc struct {
 }
 
 func (e *procEnv) start(name string, args, env []string) *proc {
+	return e.startWith(e.cfgPath, name, args, env)
+}
+
+// startWith is start with another config file.
+func (e *procEnv) startWith(cfgPath, name string, args, env []string) *proc {
 	t := e.t
 	t.Helper()
 	p := &proc{name: name, logPath: filepath.Join(e.dir, name+".log"), done: make(chan struct{})}
@@ -379,7 +406,7 @@ func (e *procEnv) start(name string, args, env []string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(e.bin, append(args, "--config", e.cfgPath)...)
+	p.cmd = exec.Command(e.bin, append(args, "--config", cfgPath)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
