@@ -125,6 +125,8 @@ type receiver struct {
 	echo bool
 	// respondType, when set, answers in place of respond, knowing the notification's type.
 	respondType func(typ string, attempt int) int
+	// retryAfter, when set, is the Retry-After header of every 429 answer.
+	retryAfter string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -182,9 +184,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		typ, _ := parsed["type"].(string)
 		status = r.respondType(typ, attempt)
 	}
-	echo := r.echo
+	echo, retryAfter := r.echo, r.retryAfter
 	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Raw: body, Header: req.Header.Clone(), At: time.Now()})
 	r.mu.Unlock()
+	if status == http.StatusTooManyRequests && retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	w.WriteHeader(status)
 	if echo && status >= 300 {
 		data, _ := json.Marshal(parsed["data"])
