@@ -287,6 +287,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg := config.Defaults()
 	cfg.Database.URL = dbURL
 	cfg.Temporal.TaskQueue = "mailhook-e2e-" + randomHex(4)
+	cfg.Worker.DeadlockDetectionTimeout = testenv.DeadlockDetectionTimeout
 	cfg.Temporal.StartTimeout = 3 * time.Second
 	if o.startTimeout > 0 {
 		cfg.Temporal.StartTimeout = o.startTimeout
