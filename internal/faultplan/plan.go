@@ -28,11 +28,13 @@ const (
 	SinkHang         Kind = "sink-hang"          // the sink answers after the attempt timeout
 	Sink429          Kind = "sink-429"           // the sink answers 429 with Retry-After
 	Sink500Some      Kind = "sink-500-some"      // the sink answers 500 for some ids only
+	NATSDown         Kind = "nats-down"          // the NATS server of a NATS sink stopped, restarted after For
+	RabbitMQDown     Kind = "rabbitmq-down"      // the RabbitMQ node of a RabbitMQ sink crashed, restarted after For
 )
 
 // Kinds is every kind, in the order the documentation lists them.
 var Kinds = []Kind{KillHTTP, TermHTTP, KillWorker, TermWorker, TemporalDown, PostgresDown, PostgresFlap,
-	PostgresReadOnly, SinkRefuse, SinkHang, Sink429, Sink500Some}
+	PostgresReadOnly, SinkRefuse, SinkHang, Sink429, Sink500Some, NATSDown, RabbitMQDown}
 
 // resource is what a fault acts on: two faults on one resource never overlap (a PostgreSQL
 // cannot be down and read-only at once; a process killed is not also stopped), faults on
@@ -47,6 +49,10 @@ func (k Kind) resource(target int) string {
 		return "temporal"
 	case PostgresDown, PostgresFlap, PostgresReadOnly:
 		return "postgres"
+	case NATSDown:
+		return "nats"
+	case RabbitMQDown:
+		return "rabbitmq"
 	default:
 		return "sink"
 	}
@@ -63,6 +69,8 @@ func (k Kind) span() (from, to time.Duration) {
 		return 20 * time.Second, 90 * time.Second
 	case PostgresFlap:
 		return 40 * time.Second, 60 * time.Second
+	case NATSDown, RabbitMQDown:
+		return 20 * time.Second, 90 * time.Second
 	default:
 		return 30 * time.Second, 2 * time.Minute
 	}
