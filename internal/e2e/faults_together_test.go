@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-		"strconv"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -698,7 +698,7 @@ func (s *workSampler) report(t *testing.T, l *togetherLoad, applied []appliedFau
 		starts, wft, wftFailed, at, atFailed := work(d)
 		n := acceptedIn(f.Start, f.End+10*time.Second)
 		lines = append(lines, fmt.Sprintf("  %-20s %5.0f s: %5d accepted; %5.0f starts, %5.0f workflow tasks (%3.0f failed), %5.0f activity tasks (%4.0f failed)",
-			f.Kind, (f.End - f.Start).Seconds(), n, starts, wft, wftFailed, at, atFailed))
+			f.Kind, (f.End-f.Start).Seconds(), n, starts, wft, wftFailed, at, atFailed))
 	}
 	if len(lines) > 0 {
 		t.Logf("Temporal work in each fault's window and the 10 s after it:\n%s", strings.Join(lines, "\n"))
