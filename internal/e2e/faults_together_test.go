@@ -142,6 +142,9 @@ func TestFaultsTogether(t *testing.T) {
 	w.checkAnswers(l, applied)
 
 	e.verdict(accepted, verdictOptions{})
+	if n := e.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {
+		t.Errorf("%d events quarantined: no fault may make an event unprocessable", n)
+	}
 	// Every sink: each notification id at least once (a consumer deduping on it applies each
 	// once), and each message's highest version received is the one PostgreSQL holds, which is
 	// what a receiver keeping the highest version ends with. A message's updates may arrive out of
@@ -411,6 +414,8 @@ type answer struct {
 	Status int // 0: no answer
 	// RetryAfter: a 503 said when to retry.
 	RetryAfter bool
+	// Poison: a request that must be refused (a bad signature, no event in the body).
+	Poison bool
 }
 
 // togetherLoad posts procLifecycle events round-robin to the HTTP processes, as a load balancer
@@ -443,6 +448,10 @@ func (l *togetherLoad) run(every time.Duration) {
 		case <-l.stopc:
 			return
 		case <-tick.C:
+		}
+		if i%100 == 50 {
+			l.poison(client, i, next)
+			next++
 		}
 		id := fmt.Sprintf("evt_%s_%05d", e.prefix, i)
 		msg := fmt.Sprintf("msg_%s_%05d", e.prefix, i/len(procLifecycle))
@@ -490,6 +499,29 @@ func (l *togetherLoad) run(every time.Duration) {
 	}
 }
 
+// poison sends what a provider never should, on purpose: a body signed with another secret, or a
+// signed body that is no event. Each must be refused with a 4xx (never retried), whatever is down,
+// and leave nothing behind.
+func (l *togetherLoad) poison(client *http.Client, i, next int) {
+	secret, body := webhookSecret, []byte(`{"id":"poison","data":{}}`)
+	if i%200 == 50 {
+		secret, body = "whsec_"+strings.Repeat("x", 32), []byte(fmt.Sprintf(`{"id":"poison_%d","type":"email.sent","data":{"email_id":"m"}}`, i))
+	}
+	server := next % len(l.w.httpAddrs)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+l.w.httpAddrs[server]+"/webhooks/postscale", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	providertest.SignPostscale(req, secret, body, time.Now())
+	a := answer{At: time.Now(), Server: server, Poison: true}
+	if resp, err := client.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		a.Status = resp.StatusCode
+	}
+	l.mu.Lock()
+	l.answers = append(l.answers, a)
+	l.mu.Unlock()
+}
+
 func (l *togetherLoad) stop() []string {
 	close(l.stopc)
 	<-l.done
@@ -535,7 +567,11 @@ func (w *together) checkAnswers(l *togetherLoad, applied []appliedFault) {
 	var bad []string
 	for _, a := range answers {
 		switch {
-		case a.Status == http.StatusOK:
+		case a.Poison && a.Status >= 400 && a.Status < 500:
+			counts["4xx to poison"]++
+		case a.Poison && a.Status == 0 && within(a, faultplan.KillHTTP, faultplan.TermHTTP):
+			counts["poison to a stopped process"]++
+		case a.Status == http.StatusOK && !a.Poison:
 			counts["200"]++
 		case a.Status == 0 && within(a, faultplan.KillHTTP, faultplan.TermHTTP):
 			counts["no answer from a stopped process"]++
