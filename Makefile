@@ -49,7 +49,13 @@ run:
 	scripts/ensure-brokers.sh nats
 	echo "==> go build -o $(BIN) $(CMD)  (the first build compiles every dependency: a few minutes, silently)"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(CMD)
-	export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml
+	# Your own config: MAILHOOK_CONFIG=my.yaml make run, or an untracked deploy/mailhook.local.yaml
+	# (a copy of the dev file with your endpoints), which make run prefers when it exists.
+	if [[ -z "$${MAILHOOK_CONFIG:-}" && -f deploy/mailhook.local.yaml ]]; then
+		MAILHOOK_CONFIG=deploy/mailhook.local.yaml
+	fi
+	MAILHOOK_CONFIG=$${MAILHOOK_CONFIG:-deploy/mailhook.dev.yaml}
+	export MAILHOOK_CONFIG
 	echo "==> $(BIN) migrate"
 	$(BIN) migrate
 	# The dev sink prints every notification (verified) in this terminal; it stops with serve.
@@ -61,7 +67,7 @@ run:
 	echo "Temporal UI:  http://127.0.0.1:8233"
 	echo "Admin API:    curl -H 'Authorization: Bearer dev-admin-token' http://127.0.0.1:8000/v1/suppressions"
 	echo "Simulate:     $(BIN) simulate   (in another terminal; the notifications print here)"
-	echo "Other commands in another terminal: export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml first"
+	echo "Other commands in another terminal: export MAILHOOK_CONFIG=$$MAILHOOK_CONFIG first"
 	echo
 	$(BIN) serve
 

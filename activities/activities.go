@@ -197,7 +197,7 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	keyID := in.notificationEventID()
 	id := domain.NotificationID(ev.Provider, keyID, sink.Name, in.Type)
 	body, err := notify.Body(id, notify.Input{Type: in.Type, Event: ev, Applied: appliedOf(in.Apply), Data: in.Data,
-		SuppressionScopes: a.SuppressionScopes}, a.now())
+		SuppressionScopes: a.SuppressionScopes, EngagementIP: sink.EngagementIP}, a.now())
 	if err != nil {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError("build notification body", "BadNotification", err)
 	}

@@ -32,6 +32,9 @@ func TestHistoryJSONIsPinned(t *testing.T) {
 		{"process inbound", activities.ProcessOutput{Kind: domain.KindInbound, Processed: true}, `{"kind":"inbound","processed":true}`},
 		{"process applied", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusBounced, Version: 3, Suppressed: true}},
 			`{"kind":"status","applied":true,"outcome":"moved","from":"accepted","to":"bounced","version":3,"suppressed":true}`},
+		{"process bounce", activities.ProcessOutput{Kind: domain.KindStatus, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeMoved, From: domain.StatusDelivered, To: domain.StatusBounced, Version: 2},
+			Bounce: &activities.BounceOutput{Type: "hard", Category: "unknown_user", SMTPCode: 550, EnhancedCode: "5.1.1", Diagnostic: "550 5.1.1 <j***@example.com>: no such user"}},
+			`{"kind":"status","applied":true,"outcome":"moved","from":"delivered","to":"bounced","version":2,"bounce":{"type":"hard","category":"unknown_user","smtp_code":550,"enhanced_code":"5.1.1","diagnostic":"550 5.1.1 \u003cj***@example.com\u003e: no such user"}}`},
 		{"process counted", activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true},
 			`{"kind":"opened","applied":true,"outcome":"counted","processed":true}`},
 

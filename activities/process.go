@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/redact"
 )
 
 // Registered names of ProcessEvent's own activities (it shares MarkProcessed with
@@ -41,6 +42,36 @@ type ProcessOutput struct {
 	// Processed: nothing is to be notified, and the event was marked processed in the same
 	// transaction: the run is over.
 	Processed bool `json:"processed,omitempty"`
+	// Bounce says why a bounce or a failure happened, so that the run answers "why did it
+	// bounce" in the Temporal UI: its type, category, codes and the server's diagnostic, cut
+	// short and with its addresses masked (redact.Diagnostic), as logs carry them.
+	Bounce *BounceOutput `json:"bounce,omitempty"`
+}
+
+// BounceOutput is a bounce's details in a Process result.
+type BounceOutput struct {
+	Type         string `json:"type,omitempty"` // hard or soft
+	Category     string `json:"category,omitempty"`
+	SMTPCode     int    `json:"smtp_code,omitempty"`
+	EnhancedCode string `json:"enhanced_code,omitempty"`
+	Diagnostic   string `json:"diagnostic,omitempty"`
+}
+
+// bounceOutput is ev's bounce details for the result; nil for an event that is no bounce or
+// failure, or says nothing of why.
+func bounceOutput(ev domain.Event) *BounceOutput {
+	if ev.Status != domain.StatusBounced && ev.Status != domain.StatusFailed {
+		return nil
+	}
+	b := BounceOutput{Type: ev.BounceType}
+	if ev.Bounce != nil {
+		b.Category, b.SMTPCode, b.EnhancedCode = ev.Bounce.Category, ev.Bounce.SMTPCode, ev.Bounce.EnhancedCode
+		b.Diagnostic = redact.Diagnostic(ev.Bounce.Diagnostic)
+	}
+	if b == (BounceOutput{}) {
+		return nil
+	}
+	return &b
 }
 
 // TransitionOf is what an applied event did to its message, as results record it.
@@ -60,6 +91,7 @@ func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutpu
 	out := ProcessOutput{Duplicate: res.Duplicate, Kind: res.Event.Kind, Applied: res.Applied, Processed: res.Processed}
 	if res.Applied {
 		out.Transition = TransitionOf(res.Apply)
+		out.Bounce = bounceOutput(res.Event)
 	}
 	switch {
 	case out.Duplicate:

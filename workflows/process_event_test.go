@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/workflows"
 )
@@ -237,4 +238,15 @@ func TestMarkSummaryCountsEveryParkedAndFailedNotification(t *testing.T) {
 		workflows.MarkSummary(ns))
 	require.Equal(t, "mark processed: 0 of 1 notifications failed for good, 0 parked for their sink",
 		workflows.MarkSummary(ns[2:3]))
+}
+
+// The drainer's current details put the state and the last error in the first of two
+// paragraphs: the Temporal UI's Current Details box is a few lines high and clipped the last
+// error when it came fourth (issue 44).
+func TestSinkDetailsShowTheLastErrorFirst(t *testing.T) {
+	at := time.Date(2026, 12, 6, 0, 40, 48, 0, time.UTC)
+	d := workflows.SinkDetails(activities.SinkStep{Sink: "dev", State: delivery.Open, Parked: 3, OldestParkedAt: &at, NextProbeAt: &at,
+		LastError: "notify: Post sink: dial tcp 127.0.0.1:1: connect: connection refused"})
+	require.Equal(t, "**sink dev**: open; last error: notify: Post sink: dial tcp 127.0.0.1:1: connect: connection refused\n\n"+
+		"parked: 3 (oldest parked 2026-12-06T00:40:48Z); next probe: 2026-12-06T00:40:48Z", d)
 }

@@ -177,22 +177,25 @@ func waitOrWake(ctx workflow.Context, wake workflow.ReceiveChannel, d time.Durat
 	return woke
 }
 
-// details is the drainer's state as the Temporal UI shows it (the run's current details).
+// details is the drainer's state as the Temporal UI shows it (the run's current details). The
+// UI's Current Details box is a few lines high and clips the rest (issue 44: the last error, on
+// the fourth line, was cut), so it is two paragraphs: the state and the last error first, then
+// the parked count and the next probe.
 func details(s activities.SinkStep) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**sink %s**: %s", s.Sink, s.State)
 	if s.Paused {
 		b.WriteString(", paused")
 	}
+	if s.LastError != "" {
+		fmt.Fprintf(&b, "; last error: %s", s.LastError)
+	}
 	fmt.Fprintf(&b, "\n\nparked: %d", s.Parked)
 	if s.OldestParkedAt != nil {
 		fmt.Fprintf(&b, " (oldest parked %s)", s.OldestParkedAt.UTC().Format(time.RFC3339))
 	}
 	if s.NextProbeAt != nil && s.State == delivery.Open {
-		fmt.Fprintf(&b, "\n\nnext probe: %s", s.NextProbeAt.UTC().Format(time.RFC3339))
-	}
-	if s.LastError != "" {
-		fmt.Fprintf(&b, "\n\nlast error: %s", s.LastError)
+		fmt.Fprintf(&b, "; next probe: %s", s.NextProbeAt.UTC().Format(time.RFC3339))
 	}
 	return b.String()
 }

@@ -13,7 +13,9 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/mailhook/mailhook/internal/simulate"
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
@@ -240,6 +242,33 @@ func TestDocsLinkOnlyToFilesAndHeadingsThatExist(t *testing.T) {
 	}
 }
 
+var labelledLink = regexp.MustCompile(`\[(?:docs/)?([\w./-]+\.md)\]\(([^)\s#]*)[^)\s]*\)`)
+
+// A link labelled with a page's name leads to that page: "[API.md](ARCHITECTURE.md#…)" sent a
+// reader of TEMPORAL.md elsewhere than it said (issue 44).
+func TestALinkLabelledWithAPageLeadsToIt(t *testing.T) {
+	checked := 0
+	for _, file := range allDocPages(t) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range labelledLink.FindAllStringSubmatch(outsideCodeBlocks(string(raw)), -1) {
+			label, target := m[1], m[2]
+			if target == "" {
+				target = filepath.Base(file)
+			}
+			checked++
+			if filepath.Base(target) != filepath.Base(label) {
+				t.Errorf("%s: a link labelled %s leads to %s", file, label, m[0])
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d labelled links checked: is the pattern still right?", checked)
+	}
+}
+
 // Every mention of a page of docs/ in the code, scripts, config and alerts, with a heading in
 // quotes or an #anchor, names a page that exists and a heading it has: a comment or help text
 // that sends a reader to a section moved away fails here.
@@ -294,13 +323,54 @@ func TestDocMentionsInTheTreeNameExistingPagesAndHeadings(t *testing.T) {
 	}
 }
 
-var alertName = regexp.MustCompile(`(?m)^\s*- alert: (\w+)`)
+// Every provider page says how to try the provider locally, and for each provider simulate
+// speaks, with the simulate command that plays it (issue 44).
+func TestEveryProviderPageSaysHowToTryItLocally(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/providers/*.md")
+	if err != nil || len(pages) < 5 {
+		t.Fatalf("provider pages: %v %v", pages, err)
+	}
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(headingSlugs(string(raw)), "try-it-locally") {
+			t.Errorf("%s has no \"Try it locally\" section", page)
+		}
+		name := strings.TrimSuffix(filepath.Base(page), ".md")
+		if simulate.Speaks(name) && !strings.Contains(string(raw), "mailhook simulate --provider "+name) {
+			t.Errorf("%s does not show mailhook simulate --provider %s", page, name)
+		}
+	}
+	for _, p := range simulate.Providers[1:] {
+		if _, err := os.Stat("../../docs/providers/" + p + ".md"); err != nil {
+			t.Errorf("simulate speaks %s, which has no provider page", p)
+		}
+	}
+}
+
+// runbookBase is where an alert's runbook_url points: the runbooks on the repository's main
+// branch, so the link opens from the alerting tool, outside any checkout.
+const runbookBase = "https://github.com/mailhook/mailhook/blob/main/docs/operations/alerts.md#"
 
 // Every alert of deploy/prometheus/alerts.yml has its runbook, a section of
-// docs/operations/alerts.md under its name: whoever is paged finds what to do.
+// docs/operations/alerts.md under its name, and links it from its runbook_url annotation:
+// whoever is paged finds what to do, from the page itself.
 func TestEveryAlertHasARunbook(t *testing.T) {
-	rules, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
+	raw, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
 	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
 		t.Fatal(err)
 	}
 	runbooks, err := os.ReadFile("../../docs/operations/alerts.md")
@@ -308,14 +378,23 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 		t.Fatal(err)
 	}
 	slugs := headingSlugs(string(runbooks))
-	alerts := alertName.FindAllStringSubmatch(string(rules), -1)
-	if len(alerts) < 5 {
-		t.Fatalf("only %d alerts found in alerts.yml", len(alerts))
-	}
-	for _, m := range alerts {
-		if !slices.Contains(slugs, slug(m[1])) {
-			t.Errorf("alert %s has no section in docs/operations/alerts.md", m[1])
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue // a recording rule
+			}
+			alerts++
+			if !slices.Contains(slugs, slug(r.Alert)) {
+				t.Errorf("alert %s has no section in docs/operations/alerts.md", r.Alert)
+			}
+			if got, want := r.Annotations["runbook_url"], runbookBase+slug(r.Alert); got != want {
+				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, got, want)
+			}
 		}
+	}
+	if alerts < 5 {
+		t.Fatalf("only %d alerts found in alerts.yml", alerts)
 	}
 }
 

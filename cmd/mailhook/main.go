@@ -34,11 +34,15 @@ const (
 	exitFailure    = exitcode.Failure
 	exitUsage      = exitcode.Usage
 	exitDifference = 3
+	exitNotFound   = 4
 )
 
 func exitCode(err error) int {
-	if errors.Is(err, reconcile.ErrMismatch) {
+	switch {
+	case errors.Is(err, reconcile.ErrMismatch):
 		return exitDifference
+	case errors.Is(err, errNotFound):
+		return exitNotFound
 	}
 	return exitcode.Of(err)
 }
@@ -80,6 +84,8 @@ in the file expands from the environment):
   MAILHOOK_CONFIG           the YAML config file
   DATABASE_URL              PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/mailhook?sslmode=disable)
   DATABASE_LISTEN_URL       session-mode PostgreSQL URL for migrations and retention (default: DATABASE_URL)
+  MAILHOOK_HTTP_ADDRESS     http.address when the file sets none (default :8000; 127.0.0.1:8000
+                            while the development token or secret below is accepted)
   TEMPORAL_ADDRESS          Temporal frontend host:port (default 127.0.0.1:7233)
   TEMPORAL_NAMESPACE        Temporal namespace (default "default")
   POSTSCALE_WEBHOOK_SECRET  signing secret of the default "postscale" endpoint (default: a development secret)
@@ -93,11 +99,15 @@ in the file expands from the environment):
 
 const exitCodes = `
 
-Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation difference.`
+Exit codes: 0 ok, 1 failure at run time, 2 bad usage or config, 3 reconciliation difference,
+4 not found (messages get: no such message; suppressions lift: not suppressed in that scope).`
 
 func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 	var configPath string
 	var cmd *cobra.Command
+	// noConfigNote replaces the no-config note for a command to which the defaults are no
+	// shortcoming (simulate signs with the same development secret as make run's config).
+	var noConfigNote string
 	load := func() (config.Config, error) {
 		cfg, err := serve.LoadConfig(configPath)
 		if err != nil {
@@ -109,7 +119,11 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 			*log = *slog.New(telemetry.NewLogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			slog.SetDefault(log)
 		}
-		if configPath == "" {
+		switch {
+		case configPath != "":
+		case noConfigNote != "":
+			fmt.Fprintln(cmd.ErrOrStderr(), noConfigNote)
+		default:
 			// A command run in another terminal than make run's has no MAILHOOK_CONFIG: say so,
 			// rather than replay to no sink and print "notifications: none".
 			fmt.Fprintln(cmd.ErrOrStderr(), "mailhook: no config file (--config or $MAILHOOK_CONFIG): built-in defaults and the environment, no sinks (under make run: export MAILHOOK_CONFIG=deploy/mailhook.dev.yaml)")
@@ -134,7 +148,8 @@ func root(log *slog.Logger, level *slog.LevelVar) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve webhooks over HTTP and run the Temporal worker",
 		Long: `Serves the webhook endpoints (/webhooks/<endpoint>), the admin API (/v1), /healthz, /readyz
-and /metrics on http.address (default :8000), and runs the Temporal worker and its relay in the
+and /metrics on http.address (default :8000; 127.0.0.1:8000 while the development token or
+secret is accepted), and runs the Temporal worker and its relay in the
 same process. --worker=false serves HTTP only (scale the two apart); ` + "`mailhook worker`" + ` runs only
 the worker. Migrate the database first (mailhook migrate).` + envHelp(),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -195,34 +210,69 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 		},
 	}
 
-	var sim simulate.Options
+	var (
+		sim     simulate.Options
+		keyPath string
+	)
 	simCmd := &cobra.Command{
 		Use:   "simulate",
-		Short: "Send signed sample Postscale webhooks to a running mailhook and show the result",
+		Short: "Send signed sample webhooks (Postscale, or --provider) to a running mailhook and show the result",
+		Long: `Sends one message's lifecycle out of order and with a provider retry, as the endpoint's provider
+writes and signs it, then reads the message back from the API until it ends bounced. Postscale's
+adds an open and an inbound email.
+
+--provider NAME (` + strings.Join(simulate.Providers, ", ") + `) picks the config's first
+endpoint of that provider (or --endpoint) and signs with its first secret: Resend's whsec_
+secret, Mailgun's signing key, Postmark's user:password. SendGrid signs with a private key whose
+public half the endpoint lists: --key FILE (mailhook-loadtest keygen --out FILE writes one and
+prints the public key). Amazon SES (signed by SNS with Amazon's certificate), hmac and
+standard-webhooks (payloads of the sender's own) are not simulated. To try a provider under make
+run, add its endpoint to your own config: docs/providers/<name>.md, "Try it locally".`,
+		Example: `  mailhook simulate
+  mailhook simulate --provider resend
+  mailhook simulate --provider sendgrid --key sg.pem`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if sim.Secret == "" || sim.Token == "" {
+			if sim.Provider != "" && !simulate.Speaks(sim.Provider) {
+				return exitcode.UsageError(fmt.Errorf("--provider %q: simulate speaks %s", sim.Provider, strings.Join(simulate.Providers, ", ")))
+			}
+			if !c.Flags().Changed("endpoint") && sim.Provider != "" {
+				sim.Endpoint = "" // the config's first endpoint of the provider
+			}
+			if keyPath != "" {
+				k, err := simulate.LoadKey(keyPath)
+				if err != nil {
+					return exitcode.UsageError(err)
+				}
+				sim.Key = k
+			}
+			if sim.Secret == "" || sim.Token == "" || sim.Endpoint == "" || sim.Provider == "" {
+				if sim.Provider == "" || sim.Provider == "postscale" {
+					noConfigNote = "mailhook simulate: no config file, so the built-in development secret and token, which make run's deploy/mailhook.dev.yaml uses too"
+				}
 				cfg, err := load()
 				if err != nil {
 					return err
 				}
-				if sim.Secret == "" {
-					ep, ok := cfg.Endpoint(sim.Endpoint)
-					if !ok || len(ep.Secrets) == 0 {
-						return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", sim.Endpoint))
-					}
-					sim.Secret = ep.Secrets[0]
+				if err := simulatedEndpoint(cfg, &sim); err != nil {
+					return err
 				}
 				if sim.Token == "" {
 					sim.Token = cfg.Admin.Tokens[0].Token
 				}
+			}
+			if simulate.NeedsKey(sim.Provider) && sim.Key == nil {
+				return exitcode.UsageError(fmt.Errorf("--provider %s signs with a private key: pass --key FILE (mailhook-loadtest keygen --out FILE makes one and prints the public key to list in the endpoint's secrets)", sim.Provider))
 			}
 			sim.Out = c.OutOrStdout()
 			return simulate.Run(c.Context(), sim)
 		},
 	}
 	simCmd.Flags().StringVar(&sim.BaseURL, "url", "http://127.0.0.1:8000", "mailhook base URL")
-	simCmd.Flags().StringVar(&sim.Endpoint, "endpoint", "postscale", "webhook endpoint name")
+	simCmd.Flags().StringVar(&sim.Endpoint, "endpoint", "postscale", "webhook endpoint name (with --provider: default the config's first endpoint of it)")
+	simCmd.Flags().StringVar(&sim.Provider, "provider", "", "the provider to play: "+strings.Join(simulate.Providers, ", ")+" (default: the endpoint's)")
 	simCmd.Flags().StringVar(&sim.Secret, "secret", "", "signing secret (default: the endpoint's first secret from the config)")
+	simCmd.Flags().StringVar(&keyPath, "key", "", "sendgrid: the ECDSA private key (PEM) whose public key the endpoint lists")
 	simCmd.Flags().StringVar(&sim.Token, "token", os.Getenv("MAILHOOK_ADMIN_TOKEN"), "admin API token to read the result (default: the config's first token)")
 	simCmd.Flags().DurationVar(&sim.Wait, "wait", 30*time.Second, "how long to wait for the message to settle")
 
@@ -299,11 +349,14 @@ Not for production: it keeps nothing.`,
 	// The load generator is a command of its own, cmd/mailhook-loadtest: the server binary does
 	// not carry it (TestServerBinaryLinksNoTestTooling).
 	cmd.AddCommand(serveCmd, workerCmd, migrateCmd, simCmd, versionCmd, devSinkCmd)
-	cmd.AddCommand(reconcileCommands(load)...) // report.go: report daily, replay, redrive
-	cmd.AddCommand(eraseCommand(load))         // erase.go
-	cmd.AddCommand(retentionCommand(load))     // retention.go: retention run
-	cmd.AddCommand(sinksCommand(load))         // sinks.go: sinks list, pause, resume, redeliver
-	cmd.AddCommand(backfillCommand(load, log)) // backfill.go
+	cmd.AddCommand(reconcileCommands(load)...)     // report.go: report daily, replay, redrive
+	cmd.AddCommand(eraseCommand(load))             // erase.go
+	cmd.AddCommand(retentionCommand(load))         // retention.go: retention run
+	cmd.AddCommand(sinksCommand(load))             // sinks.go: sinks list, pause, resume, redeliver
+	cmd.AddCommand(backfillCommand(load, log))     // backfill.go
+	cmd.AddCommand(messagesCommand(load))          // messages.go: messages get
+	cmd.AddCommand(reconcileCommand(load))         // reconcile.go: reconcile run
+	cmd.AddCommand(suppressionsCommand(load, log)) // suppressions.go: suppressions check, list, lift
 	cmd.AddCommand(&cobra.Command{
 		Use:   "environment",
 		Short: "The environment variables the commands read, and the exit codes",
@@ -324,10 +377,52 @@ Not for production: it keeps nothing.`,
 	return cmd
 }
 
+// simulatedEndpoint completes o from the config: the endpoint (by name, or the first of
+// o.Provider), its provider, and its first secret unless o has one.
+func simulatedEndpoint(cfg config.Config, o *simulate.Options) error {
+	var ep config.Endpoint
+	found := false
+	for _, e := range cfg.Endpoints {
+		if (o.Endpoint != "" && e.Name == o.Endpoint) || (o.Endpoint == "" && e.Provider == o.Provider) {
+			ep, found = e, true
+			break
+		}
+	}
+	switch {
+	case !found && o.Endpoint == "":
+		return exitcode.UsageError(fmt.Errorf("no endpoint of provider %s in the config: add one (docs/providers/%s.md, \"Try it locally\") or pass --endpoint", o.Provider, o.Provider))
+	case !found && o.Secret == "":
+		return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", o.Endpoint))
+	case !found:
+		if o.Provider == "" {
+			o.Provider = "postscale"
+		}
+		return nil
+	}
+	o.Endpoint = ep.Name
+	if o.Provider == "" {
+		o.Provider = ep.Provider
+	}
+	if o.Provider != ep.Provider {
+		return exitcode.UsageError(fmt.Errorf("endpoint %q is %s's, not %s's", ep.Name, ep.Provider, o.Provider))
+	}
+	if !simulate.Speaks(o.Provider) {
+		return exitcode.UsageError(fmt.Errorf("endpoint %q is %s's, which simulate does not speak (it speaks %s)", ep.Name, ep.Provider, strings.Join(simulate.Providers, ", ")))
+	}
+	if o.Secret == "" && !simulate.NeedsKey(o.Provider) {
+		if len(ep.Secrets) == 0 {
+			return exitcode.UsageError(fmt.Errorf("endpoint %q has no secret; pass --secret", ep.Name))
+		}
+		o.Secret = ep.Secrets[0]
+	}
+	return nil
+}
+
 // loadsConfig names the commands that read the config (and so the environment) besides serve,
 // worker and migrate, whose help is written out in full.
 var loadsConfig = map[string]bool{
 	"mailhook simulate": true, "mailhook quarantine list": true, "mailhook report daily": true,
 	"mailhook replay": true, "mailhook redrive": true, "mailhook erase": true,
-	"mailhook retention run": true, "mailhook backfill": true,
+	"mailhook retention run": true, "mailhook backfill": true, "mailhook messages get": true,
+	"mailhook reconcile run": true, "mailhook suppressions check": true, "mailhook suppressions list": true, "mailhook suppressions lift": true,
 }

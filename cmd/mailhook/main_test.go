@@ -56,8 +56,14 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(badURL, []byte("database:\n  url: postgres://u:p@ss@host:notaport/db\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"no-such-command"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
-		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL}} {
+	// An unknown subcommand at every level (issue 44: mailhook sinks lsit printed the help, exit 0).
+	for _, args := range [][]string{{"no-such-command"}, {"sinks", "lsit"}, {"retention", "nope"}, {"report", "dialy"},
+		{"quarantine", "lits"}, {"sinks", "list", "extra"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
+		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL},
+		// simulate --provider: one it does not speak, one with no endpoint in the (default)
+		// config, SendGrid without its private key.
+		{"simulate", "--provider", "ses"}, {"simulate", "--provider", "resend"},
+		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
 		}
@@ -82,7 +88,7 @@ func TestHelpListsTheEnvironment(t *testing.T) {
 	if err := c.Execute(); err != nil {
 		t.Fatalf("help environment: %v", err)
 	}
-	for _, want := range []string{"DATABASE_URL", "MAILHOOK_LOG_LEVEL", "MAILHOOK_LOG_FORMAT", "Exit codes"} {
+	for _, want := range []string{"DATABASE_URL", "MAILHOOK_HTTP_ADDRESS", "MAILHOOK_LOG_LEVEL", "MAILHOOK_LOG_FORMAT", "Exit codes"} {
 		if !strings.Contains(env.String(), want) {
 			t.Errorf("mailhook help environment does not mention %s", want)
 		}
@@ -151,7 +157,9 @@ func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		note bool
-	}{{[]string{"migrate"}, true}, {[]string{"migrate", "--config", withFile}, false}} {
+	}{{[]string{"migrate"}, true}, {[]string{"migrate", "--config", withFile}, false},
+		// simulate without a file signs as make run's config does: no warning (issue 44).
+		{[]string{"simulate", "--url", "http://127.0.0.1:1", "--wait", "1s"}, false}} {
 		var stderr strings.Builder
 		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
 		c.SetArgs(tc.args)
@@ -160,6 +168,9 @@ func TestWithoutAConfigFileACommandSaysSo(t *testing.T) {
 		_ = c.Execute() // nothing listens on port 1
 		if got := strings.Contains(stderr.String(), "no config file (--config or $MAILHOOK_CONFIG)"); got != tc.note {
 			t.Errorf("%v: stderr %q, want the no-config note: %v", tc.args, stderr.String(), tc.note)
+		}
+		if tc.args[0] == "simulate" && !strings.Contains(stderr.String(), "which make run's deploy/mailhook.dev.yaml uses too") {
+			t.Errorf("simulate without a config file: stderr %q, want it to say it signs as make run's config", stderr.String())
 		}
 	}
 }
@@ -186,6 +197,41 @@ func TestLogFormatText(t *testing.T) {
 		log.Info("hello", "k", "v")
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("log.format %q: logged %q, want %q", tc.format, stderr.String(), tc.want)
+		}
+	}
+}
+
+// What the help says agrees with API.md (issue 44): erase runs as a workflow of short
+// transactions, not "in one transaction"; redeliver's statuses are the API's.
+func TestHelpAgreesWithTheAPIDoc(t *testing.T) {
+	help := func(args ...string) string {
+		var out strings.Builder
+		c := root(slog.New(slog.DiscardHandler), new(slog.LevelVar))
+		c.SetArgs(append(args, "--help"))
+		c.SetOut(&out)
+		if err := c.Execute(); err != nil {
+			t.Fatalf("%v --help: %v", args, err)
+		}
+		return out.String()
+	}
+	api, err := os.ReadFile("../../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := help("erase"); strings.Contains(h, "one transaction") || !strings.Contains(h, "Temporal workflow") ||
+		!strings.Contains(string(api), "as a job of short transactions") {
+		t.Errorf("erase --help and API.md disagree on how an erasure runs:\n%s", h)
+	}
+	var row string
+	for line := range strings.SplitSeq(string(api), "\n") {
+		if strings.HasPrefix(line, "| `POST /v1/sinks/:name/redeliver`") {
+			row = line
+		}
+	}
+	redeliver := help("sinks", "redeliver")
+	for _, st := range []string{"failed", "parked", "sent"} {
+		if !strings.Contains(row, "`"+st+"`") || !strings.Contains(redeliver, st) {
+			t.Errorf("redeliver status %s: API.md's row %q, --help mentions it: %v", st, row, strings.Contains(redeliver, st))
 		}
 	}
 }

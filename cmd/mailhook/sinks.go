@@ -221,8 +221,10 @@ func printSinks(out io.Writer, rows []delivery.Sink, sinks []config.Sink, now ti
 		if r.State == delivery.Open && r.NextProbeAt != nil {
 			probe = "in " + max(r.NextProbeAt.Sub(now), 0).Round(time.Second).String()
 		}
+		// A recovered sink (closed, no failure since) keeps its last error in the API, with its
+		// time; here it would read as the sink's present state.
 		last := r.LastError
-		if last == "" {
+		if last == "" || (r.State == delivery.Closed && r.ConsecutiveFailures == 0) {
 			last = "-"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.Name, state, r.Parked, oldest, r.Failed, probe, last)

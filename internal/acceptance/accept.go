@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,10 +127,38 @@ func NewAcceptor(st Store, log *slog.Logger) *Acceptor {
 // duplicate, as it should be.
 func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, error) {
 	out := make([]Verdict, len(evs))
+	reject := func(i int, err error) { out[i] = Verdict{Status: Rejected, Err: err} }
+	// Each event's own fields first; then its body, once per body (shareRaw): checking a shared
+	// body once per event would cost as much as storing it once per event.
+	for i, ev := range evs {
+		ev.Raw = nil
+		if err := store.Storable(ev); err != nil {
+			reject(i, err)
+		}
+	}
+	evs = slices.Clone(evs) // shareRaw changes them; the caller's stay as parsed
+	shareRaw(evs, func(i int) bool { return out[i].Status == "" })
+	badBody := map[string]error{} // by the id of the event holding it
+	for i, ev := range evs {
+		if out[i].Status == "" && len(ev.Raw) > 0 {
+			if err := store.Storable(ev); err != nil {
+				reject(i, err)
+				badBody[ev.EventID] = err
+			}
+		}
+	}
+	for i, ev := range evs {
+		if err, bad := badBody[ev.RawOf]; bad && ev.RawOf != "" && out[i].Status == "" {
+			reject(i, err)
+		}
+	}
 	rows := make([]store.InboxRow, 0, len(evs))
 	at := make([]int, 0, len(evs)) // rows[j] is evs[at[j]]
 	for i, ev := range evs {
-		r, err := newRow(ev)
+		if out[i].Status != "" {
+			continue
+		}
+		r, err := store.NewInboxRow(ev)
 		if err != nil {
 			out[i] = Verdict{Status: Rejected, Err: err}
 			continue
@@ -164,7 +193,9 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		}
 	}
 	if err != nil {
-		if a.Through != nil && store.IsUnavailable(err) {
+		// A request whose client is gone or whose deadline passed gets no runs started for it:
+		// nobody reads the answer, and the sender's retry finds whatever was stored.
+		if a.Through != nil && store.IsUnavailable(err) && reqCtx.Err() == nil {
 			return a.throughTemporal(reqCtx, evs, at, out, err)
 		}
 		return nil, fmt.Errorf("accept: %w", err)
@@ -186,14 +217,6 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		a.Handoff.Offer(ctx, accepted)
 	}
 	return out, nil
-}
-
-// newRow checks ev against what the store can keep and encodes it.
-func newRow(ev domain.Event) (store.InboxRow, error) {
-	if err := store.Storable(ev); err != nil {
-		return store.InboxRow{}, err
-	}
-	return store.NewInboxRow(ev)
 }
 
 var errStopped = errors.New("acceptor stopped")

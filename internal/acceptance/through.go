@@ -22,7 +22,12 @@ const throughConcurrency = 16
 // run before it) is a duplicate. Only when every event is held is the request accepted: one
 // start that fails, or an event too large for a workflow input, fails the request with both
 // causes (503), and the provider's retry finds the events already started as duplicates.
+//
+// Once the request's client is gone or its deadline has passed, no further start begins (those
+// under way finish): the request is answered 503, which nobody reads, and its runs are those of
+// the events started, each of which stores its row, so rows and runs still agree.
 func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at []int, out []Verdict, insertErr error) ([]Verdict, error) {
+	reqCtx := ctx
 	ctx = context.WithoutCancel(ctx) // the starts finish on their own timeout, as the insert does
 	var (
 		mu       sync.Mutex
@@ -35,6 +40,14 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if reqCtx.Err() != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("the request ended before its events were started: %w", context.Cause(reqCtx))
+				}
+				return
+			}
 			st, err := a.Through.StartAccepted(ctx, evs[i])
 			mu.Lock()
 			defer mu.Unlock()

@@ -71,11 +71,26 @@ type Input struct {
 	// provider's, not a server's: no code is read from it and no keyword, because "Recipient
 	// List over Package Quota" is not a full mailbox. Only ProviderReasons can categorize it.
 	Dropped bool
+	// Explanation is the provider's fixed sentence for its own classification (Resend's
+	// bounce.message: SES's description of the subType), not a server's reply. When nothing else
+	// carries a code or a text it is kept as the diagnostic, but never read for codes or
+	// keywords: "…can have a negative impact on your reputation as a sender" is advice to the
+	// sender, not a spam block. Only ProviderReasons categorize it.
+	Explanation string
+}
+
+// explained reports whether the provider's fixed sentence is all the text there is.
+func (in Input) explained() bool {
+	return in.SMTPCode == 0 && strings.TrimSpace(in.EnhancedCode) == "" && strings.TrimSpace(in.Diagnostic) == "" &&
+		strings.TrimSpace(in.Explanation) != ""
 }
 
 // empty reports whether the provider said nothing Classify could use: no code, no text, and
 // no reason that names a category ("Permanent", "General" alone say only what BounceType says).
 func (in Input) empty() bool {
+	if in.explained() {
+		return false
+	}
 	if in.SMTPCode != 0 || strings.TrimSpace(in.EnhancedCode) != "" || strings.TrimSpace(in.Diagnostic) != "" {
 		return false
 	}
@@ -99,6 +114,9 @@ type Result struct {
 // (temporary_failure); else undetermined. It reads only the cleaned, truncated diagnostic, so
 // a stored domain.Bounce classifies the same way again.
 func Classify(in Input) Result {
+	if in.explained() {
+		in.Diagnostic, in.Dropped = in.Explanation, true // read the same way as a dropped message's text
+	}
 	b := domain.Bounce{Diagnostic: CleanDiagnostic(in.Diagnostic)}
 	if in.Dropped {
 		cat, rule := providerCategory(in.ProviderReasons)

@@ -120,6 +120,12 @@ func TestClassify(t *testing.T) {
 		// Dropped by the provider: its own text proves nothing.
 		{"dropped over quota", Input{Diagnostic: "Recipient List over Package Quota", EnhancedCode: "5.0.0", Dropped: true}, 0, "", Undetermined, "", RuleNone},
 		{"dropped, SES Reject", Input{Diagnostic: "Bad content", ProviderReasons: []string{"Bad content"}, Dropped: true}, 0, "", ContentRejected, "", RuleProvider},
+
+		// The provider's fixed sentence is advice, not a reply: no keyword read from it.
+		{"explanation alone", Input{Explanation: "Sending to addresses that produce hard bounces can have a negative impact on your reputation as a sender.",
+			ProviderReasons: []string{"General", "Permanent"}, ProviderBounceType: hard}, 0, "", Undetermined, hard, RuleNone},
+		{"explanation under a reply", Input{Diagnostic: "smtp; 550 5.1.1 user unknown", Explanation: "negative impact on your reputation"},
+			550, "5.1.1", UnknownUser, hard, RuleEnhancedCode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,13 +65,17 @@ var fixtureOutcomes = map[string][]outcome{
 	"postmark/bounce_smtp_api_error.json":            {{"undetermined", ""}},
 	"postmark/bounce_template_rendering_failed.json": {{"undetermined", ""}},
 	"postmark/bounce_without_id.json":                {{"undetermined", hard}},
-	"postscale/email_bounced_hard.json":              {{"unknown_user", hard}},
-	"postscale/email_bounced_soft.json":              {{"temporary_failure", soft}},
-	"postscale/email_bounced_untyped.json":           {{"", ""}},
-	"ses/event_bounce.json":                          {{"unknown_user", hard}},
-	"ses/event_reject.json":                          {{"content_rejected", ""}},
-	"ses/event_rendering_failure.json":               {{"undetermined", ""}},
-	"ses/notification_bounce_dsn.json":               {{"unknown_user", hard}},
+	"postmark/bounce_without_bounced_at.json":        {{"unknown_user", hard}},
+	// SubscriptionChange with SuppressionReason HardBounce: hard, no details (the Bounce record
+	// that preceded it carries them).
+	"postmark/subscription_change_suppressed.json": {{"", hard}},
+	"postscale/email_bounced_hard.json":            {{"unknown_user", hard}},
+	"postscale/email_bounced_soft.json":            {{"temporary_failure", soft}},
+	"postscale/email_bounced_untyped.json":         {{"", ""}},
+	"ses/event_bounce.json":                        {{"unknown_user", hard}},
+	"ses/event_reject.json":                        {{"content_rejected", ""}},
+	"ses/event_rendering_failure.json":             {{"undetermined", ""}},
+	"ses/notification_bounce_dsn.json":             {{"unknown_user", hard}},
 	// Permanent/General without a DSN names no cause.
 	"ses/notification_bounce_no_dsn.json":           {{"", hard}, {"", hard}},
 	"ses/derived_bounce_transient.json":             {{"mailbox_full", soft}},
@@ -81,8 +85,12 @@ var fixtureOutcomes = map[string][]outcome{
 	"resend/resend_email_bounced_permanent.json":    {{"unknown_user", hard}},
 	"resend/resend_email_bounced_transient.json":    {{"mailbox_full", soft}},
 	"resend/resend_email_bounced_undetermined.json": {{"undetermined", ""}},
-	"resend/resend_email_failed.json":               {{"undetermined", ""}},
-	"resend/resend_email_suppressed.json":           {{"undetermined", ""}},
+	// Resend's fixed sentence for Permanent/General ("…negative impact on your reputation…") is
+	// advice, not a spam block; without bounce.type email.bounced is still permanent.
+	"resend/resend_email_bounced_general.json": {{"undetermined", hard}},
+	"resend/resend_email_bounced_untyped.json": {{"undetermined", hard}},
+	"resend/resend_email_failed.json":          {{"undetermined", ""}},
+	"resend/resend_email_suppressed.json":      {{"undetermined", ""}},
 	// The generic providers have no bounce fields to read.
 	"standard-webhooks/standard_message_bounced.json": {{"", ""}},
 	"standard-webhooks/standard_message_failed.json":  {{"", ""}},

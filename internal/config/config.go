@@ -301,6 +301,9 @@ type Sink struct {
 	// notify.drain_concurrency for a drain). Both hold across processes (delivery.go).
 	Rate        float64 `yaml:"rate"`
 	Concurrency int     `yaml:"concurrency"`
+	// EngagementIP lets the sink's message.opened, message.clicked and message.unsubscribed
+	// carry the client's IP address; off, they carry none (an IP is personal data).
+	EngagementIP bool `yaml:"engagement_ip"`
 }
 
 // Wants reports whether the sink subscribes to a notification type.
@@ -383,6 +386,7 @@ func Defaults() Config {
 // With no endpoints configured, a development endpoint "postscale" is added.
 func Load(path string) (Config, error) {
 	cfg := Defaults()
+	cfg.HTTP.Address = "" // set below unless the file sets it
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -401,6 +405,9 @@ func Load(path string) (Config, error) {
 	}
 	if len(cfg.Admin.Tokens) == 0 {
 		cfg.Admin.Tokens = []AdminToken{{Name: "admin", Token: envOr("MAILHOOK_ADMIN_TOKEN", DevAdminToken)}}
+	}
+	if cfg.HTTP.Address == "" {
+		cfg.HTTP.Address = defaultAddress(cfg)
 	}
 	cfg.applyProcessDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -730,6 +737,26 @@ func Expand(s string) (string, error) {
 	}
 	return out, nil
 }
+
+// EnvHTTPAddress sets http.address when the config file does not.
+const EnvHTTPAddress = "MAILHOOK_HTTP_ADDRESS"
+
+// defaultAddress is http.address when the file sets none: $MAILHOOK_HTTP_ADDRESS, else every
+// interface (:8000), except while the public development token or secret is accepted: then
+// loopback only (127.0.0.1:8000), so that mailhook started without a config is not open to the
+// network with credentials anyone can read in this repository.
+func defaultAddress(c Config) string {
+	if v := os.Getenv(EnvHTTPAddress); v != "" {
+		return v
+	}
+	if c.UsesDevAdminToken() || c.UsesDevSecret() {
+		return DevHTTPAddress
+	}
+	return Defaults().HTTP.Address
+}
+
+// DevHTTPAddress is where mailhook listens by default while it accepts development credentials.
+const DevHTTPAddress = "127.0.0.1:8000"
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -27,12 +27,40 @@ func TestDefaultsNeedNoFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTP.Address != ":8000" || cfg.HTTP.MaxBodyBytes != 1<<20 || cfg.Temporal.TaskQueue != "mailhook" || cfg.Temporal.Address != "127.0.0.1:7233" {
+	// With the public development secret and token, loopback only (issue 44: it bound :8000).
+	if cfg.HTTP.Address != "127.0.0.1:8000" || cfg.HTTP.MaxBodyBytes != 1<<20 || cfg.Temporal.TaskQueue != "mailhook" || cfg.Temporal.Address != "127.0.0.1:7233" {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 	ep, ok := cfg.Endpoint("postscale")
 	if !ok || ep.Secrets[0] != config.DevPostscaleSecret || !cfg.UsesDevSecret() {
 		t.Fatalf("dev endpoint missing: %+v", cfg.Endpoints)
+	}
+}
+
+// http.address, when the file sets none: MAILHOOK_HTTP_ADDRESS, else loopback while a
+// development credential is accepted, else every interface. A file's http.address wins.
+func TestTheDefaultAddressIsLoopbackWithDevelopmentCredentials(t *testing.T) {
+	real := write(t, "endpoints: [{name: ps, provider: postscale, secrets: [whsec_real]}]\nadmin: {tokens: [{name: ops, token: t0ken-real-long-enough, scopes: [admin]}]}\n")
+	realWithAddress := write(t, "http: {address: \"127.0.0.1:9000\"}\nendpoints: [{name: ps, provider: postscale, secrets: [whsec_real]}]\nadmin: {tokens: [{name: ops, token: t0ken-real-long-enough, scopes: [admin]}]}\n")
+	for _, tc := range []struct{ file, env, secret, token, want string }{
+		{"", "", "", "", "127.0.0.1:8000"},
+		{"", "", "whsec_real", "", "127.0.0.1:8000"}, // the token is still the development one
+		{"", "", "whsec_real", "t0ken-real-long-enough", ":8000"},
+		{"", ":9999", "", "", ":9999"},
+		{real, "", "", "", ":8000"},
+		{realWithAddress, ":9999", "", "", "127.0.0.1:9000"},
+	} {
+		t.Setenv("MAILHOOK_HTTP_ADDRESS", tc.env)
+		t.Setenv("POSTSCALE_WEBHOOK_SECRET", tc.secret)
+		t.Setenv("MAILHOOK_ADMIN_TOKEN", tc.token)
+		cfg, err := config.Load(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HTTP.Address != tc.want {
+			t.Errorf("file %q, MAILHOOK_HTTP_ADDRESS %q, secret %q, token %q: http.address %q, want %q",
+				tc.file, tc.env, tc.secret, tc.token, cfg.HTTP.Address, tc.want)
+		}
 	}
 }
 

@@ -67,6 +67,24 @@ func TestNotificationsFollowTheOutcome(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, domain.Notifications(r, c.kind, c.outcome, c.suppressed), c.name)
 	}
+	// Engagement goes only to the sinks that list it.
+	r.OpenedSinks, r.ClickedSinks, r.UnsubscribedSinks = []string{"analytics"}, []string{"analytics", "ads"}, []string{"crm"}
+	for _, c := range []struct {
+		name       string
+		kind       domain.Kind
+		outcome    domain.Outcome
+		suppressed bool
+		want       []domain.Notification
+	}{
+		{"opened", domain.KindOpened, domain.OutcomeCounted, false, []domain.Notification{{domain.TypeMessageOpened, "analytics"}}},
+		{"clicked", domain.KindClicked, domain.OutcomeCounted, false,
+			[]domain.Notification{{domain.TypeMessageClicked, "analytics"}, {domain.TypeMessageClicked, "ads"}}},
+		{"unsubscribed", domain.KindUnsubscribed, domain.OutcomeFlagged, true,
+			[]domain.Notification{{domain.TypeSuppressionAdded, "ops"}, {domain.TypeMessageUnsubscribed, "crm"}}},
+		{"a duplicate open", domain.KindOpened, domain.OutcomeDuplicate, false, nil},
+	} {
+		assert.Equal(t, c.want, domain.Notifications(r, c.kind, c.outcome, c.suppressed), c.name)
+	}
 }
 
 // EventRef's JSON is in every ProcessEvent history: a renamed field would break the replay of

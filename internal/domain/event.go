@@ -104,8 +104,29 @@ type Event struct {
 	// Stream is the provider's stream, tag or category the message was sent under (Postmark's
 	// MessageStream, …), as the provider names it; config maps it to a suppression scope.
 	Stream string `json:"stream,omitempty"`
+	// Metadata and Tags are what the sender attached to the message at send time, as the
+	// provider passes them back (SendGrid custom_args and category, Mailgun user-variables and
+	// tags, Postmark Metadata and Tag, SES mail.tags, Resend tags, Postscale metadata; the table
+	// is docs/PROVIDERS.md's), bounded (provider.MaxMetadataEntries …). Every notification about
+	// the event carries them. Absent from the JSON when empty, so events without them, and the
+	// histories recorded before, are unchanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	// MetadataDropped counts the metadata entries and tags the bounds dropped, for the
+	// mailhook_metadata_dropped_total counter. Never stored.
+	MetadataDropped int `json:"-"`
+	// Engagement is what the provider said about an open, a click or an unsubscribe (the link,
+	// the user agent, the IP, whether a machine opened it); nil for other events and when it
+	// said nothing.
+	Engagement *Engagement `json:"engagement,omitempty"`
 	// Raw is this event's JSON exactly as the provider sent it (for a batch, its element).
+	// Empty when RawOf is set.
 	Raw json.RawMessage `json:"raw"`
+	// RawOf is set on an event derived, with others, from one request body (SES's notification
+	// naming several recipients): the id of the event of the same provider and request that
+	// holds the body as its Raw. The body is stored, and carried into a run accepted through
+	// Temporal, once per request rather than once per event (internal/acceptance, share.go).
+	RawOf string `json:"raw_of,omitempty"`
 	// PriorEventID is the id an earlier version of mailhook gave this same event, when its
 	// provider's id format has changed since (each provider's *_legacy.go says when it goes).
 	// Acceptance answers duplicate when a row holds it with the same OccurredAt, so a
@@ -139,6 +160,20 @@ type Bounce struct {
 	// domain_invalid, policy_block, spam_block, content_rejected, auth_failure, too_large,
 	// temporary_failure, undetermined.
 	Category string `json:"category,omitempty"`
+}
+
+// Engagement details, normalized across providers (provider.SetEngagement bounds them).
+type Engagement struct {
+	// URL is the link a click followed.
+	URL string `json:"url,omitempty"`
+	// UserAgent is the opening or clicking client's, as the provider reports it.
+	UserAgent string `json:"user_agent,omitempty"`
+	// IP is the client's address as the provider reports it: a notification carries it only to
+	// a sink whose engagement_ip is set.
+	IP string `json:"ip,omitempty"`
+	// Machine: the provider says the open was not a person's (SendGrid sg_machine_open: Apple
+	// Mail Privacy Protection's prefetch and the like).
+	Machine bool `json:"machine,omitempty"`
 }
 
 // MaxDiagnosticBytes bounds a stored diagnostic: enough for any SMTP reply text, short of the

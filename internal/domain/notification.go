@@ -15,10 +15,20 @@ const (
 	TypeSuppressionAdded = "suppression.added"
 	// TypeReportDaily is the daily reconciliation's report (DailyReconcile, 00:30 UTC).
 	TypeReportDaily = "report.daily"
+	// TypeMessageOpened, TypeMessageClicked and TypeMessageUnsubscribed are engagement: one per
+	// open, click or unsubscribe the provider reports, to the sinks that list the type (none
+	// unless asked, so no sink's volume changes by itself).
+	TypeMessageOpened       = "message.opened"
+	TypeMessageClicked      = "message.clicked"
+	TypeMessageUnsubscribed = "message.unsubscribed"
 )
 
 // NotificationTypes lists every notification type a sink can subscribe to.
-var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded, TypeReportDaily}
+var NotificationTypes = []string{TypeStatusChanged, TypeEmailReceived, TypeSuppressionAdded, TypeReportDaily,
+	TypeMessageOpened, TypeMessageClicked, TypeMessageUnsubscribed}
+
+// EngagementTypes are the notification types about an open, a click or an unsubscribe.
+var EngagementTypes = []string{TypeMessageOpened, TypeMessageClicked, TypeMessageUnsubscribed}
 
 // KnownNotificationType reports whether t is one of NotificationTypes.
 func KnownNotificationType(t string) bool { return slices.Contains(NotificationTypes, t) }
@@ -56,14 +66,21 @@ type Routing struct {
 	StatusSinks      []string `json:"status_sinks,omitempty"`
 	InboundSinks     []string `json:"inbound_sinks,omitempty"`
 	SuppressionSinks []string `json:"suppression_sinks,omitempty"`
+	// The sinks that take engagement; absent (so histories as before) while none does.
+	OpenedSinks       []string `json:"opened_sinks,omitempty"`
+	ClickedSinks      []string `json:"clicked_sinks,omitempty"`
+	UnsubscribedSinks []string `json:"unsubscribed_sinks,omitempty"`
 }
 
 // Route lists, for each notification type an event can cause, the sinks that want it.
 func Route(sinksFor SinksFor) Routing {
 	return Routing{
-		StatusSinks:      sinksFor(TypeStatusChanged),
-		InboundSinks:     sinksFor(TypeEmailReceived),
-		SuppressionSinks: sinksFor(TypeSuppressionAdded),
+		StatusSinks:       sinksFor(TypeStatusChanged),
+		InboundSinks:      sinksFor(TypeEmailReceived),
+		SuppressionSinks:  sinksFor(TypeSuppressionAdded),
+		OpenedSinks:       sinksFor(TypeMessageOpened),
+		ClickedSinks:      sinksFor(TypeMessageClicked),
+		UnsubscribedSinks: sinksFor(TypeMessageUnsubscribed),
 	}
 }
 
@@ -75,7 +92,8 @@ type Notification struct {
 
 // Notifications lists, in order, what an event's outcome is notified as: message.status_changed
 // when it moved its message, suppression.added when it newly suppressed its recipient,
-// email.received for inbound mail. The Process step uses it to tell whether the event is done,
+// email.received for inbound mail, message.opened, message.clicked or message.unsubscribed for
+// engagement. The Process step uses it to tell whether the event is done,
 // and the workflow to schedule the notifications.
 func Notifications(r Routing, kind Kind, outcome Outcome, suppressed bool) []Notification {
 	var out []Notification
@@ -92,6 +110,14 @@ func Notifications(r Routing, kind Kind, outcome Outcome, suppressed bool) []Not
 	}
 	if kind == KindInbound {
 		add(TypeEmailReceived, r.InboundSinks)
+	}
+	switch {
+	case kind == KindOpened && outcome == OutcomeCounted:
+		add(TypeMessageOpened, r.OpenedSinks)
+	case kind == KindClicked && outcome == OutcomeCounted:
+		add(TypeMessageClicked, r.ClickedSinks)
+	case kind == KindUnsubscribed && outcome == OutcomeFlagged:
+		add(TypeMessageUnsubscribed, r.UnsubscribedSinks)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // RedactJSON replaces every mention of the address in doc's strings, object keys included,
@@ -23,12 +24,53 @@ func (m *Matcher) RedactJSON(doc []byte) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	removed := false
+	if obj, ok := v.(map[string]any); ok {
+		if data, ok := obj["data"].(map[string]any); ok {
+			removed = m.dropSenderValues(data)
+		}
+	}
 	v, changed := m.redactValue(v)
-	if !changed {
+	if !changed && !removed {
 		return doc, false, nil
 	}
 	out, err := encode(v)
 	return out, err == nil, err
+}
+
+// dropSenderValues removes from obj's "metadata" the entries whose value is the address and
+// from its "tags" the tags that are, and reports whether it removed any. Metadata and tags are
+// the sender's own (domain.Event.Metadata): mailhook keeps them as sent, but a value that is
+// the erased address would only say "[erased]" once redacted, so it goes; a value that merely
+// mentions the address is redacted like any other text.
+func (m *Matcher) dropSenderValues(obj map[string]any) bool {
+	removed := false
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		for k, v := range md {
+			if s, ok := v.(string); ok && m.is(s) {
+				delete(md, k)
+				removed = true
+			}
+		}
+	}
+	if tags, ok := obj["tags"].([]any); ok {
+		kept := tags[:0]
+		for _, t := range tags {
+			if s, ok := t.(string); ok && m.is(s) {
+				removed = true
+				continue
+			}
+			kept = append(kept, t)
+		}
+		obj["tags"] = kept
+	}
+	return removed
+}
+
+// is reports whether s is the address and nothing else.
+func (m *Matcher) is(s string) bool {
+	r, changed := m.RedactText(strings.TrimSpace(s))
+	return changed && r == Placeholder
 }
 
 // RedactEvent is RedactJSON for a normalized event (domain.Event's JSON): a top-level
@@ -61,6 +103,9 @@ func (m *Matcher) RedactEvent(doc []byte) ([]byte, bool, error) {
 		}
 		if id, ok := obj["prior_message_id"].(string); ok && m.Mentions(id) {
 			delete(obj, "prior_message_id")
+			removed = true
+		}
+		if m.dropSenderValues(obj) {
 			removed = true
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mailhook/mailhook/internal/mailaddr"
 )
 
 // Placeholder replaces every mention of an erased address in text: it says that something was
@@ -55,9 +57,10 @@ func Valid(address string) error {
 // are caught. A percent or quoted-printable escape just before it (%3C, =3C) counts as a
 // separator. What it does not catch is in docs/operations/erasure.md ("What counts as a mention").
 type Matcher struct {
-	forms []*regexp.Regexp
-	likes []string
-	prior PriorKeys // keys_legacy.go
+	forms  []*regexp.Regexp
+	likes  []string
+	prior  PriorKeys // keys_legacy.go
+	folded []string  // folded_legacy.go
 }
 
 // NewMatcher returns the Matcher of address (as the caller normalized it; Valid must accept it).
@@ -65,9 +68,9 @@ func NewMatcher(address string) (*Matcher, error) {
 	if err := Valid(address); err != nil {
 		return nil, err
 	}
-	m := &Matcher{}
+	m := &Matcher{folded: foldedKeys(address)}
 	seen := map[string]bool{}
-	for _, form := range forms(address) {
+	for _, form := range spelledForms(address) {
 		if seen[form] {
 			continue
 		}
@@ -81,6 +84,16 @@ func NewMatcher(address string) (*Matcher, error) {
 		}
 	}
 	return m, nil
+}
+
+// spelledForms are forms of every spelling of address that is one mailbox with it
+// (mailaddr.Spellings: its domain in Unicode and in ASCII, composed and decomposed).
+func spelledForms(address string) []string {
+	var out []string
+	for _, sp := range mailaddr.Spellings(address) {
+		out = append(out, forms(sp)...)
+	}
+	return out
 }
 
 // forms are the spellings of address that text may hold: as it is; URL-encoded as a query

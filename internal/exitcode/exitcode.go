@@ -6,6 +6,8 @@ package exitcode
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -48,15 +50,38 @@ func Of(err error) int {
 }
 
 // StrictUsage makes every flag error and argument error of root and the commands under it a
-// UsageError, which cobra alone reports as plain errors (exit 1). Call it once the tree is
-// complete: it wraps the Args of the commands present then.
+// UsageError, which cobra alone reports as plain errors (exit 1), and an unknown subcommand of a
+// group (mailhook sinks lsit) one too, where cobra prints the group's help and exits 0. Call it
+// once the tree is complete: it wraps the Args of the commands present then.
 func StrictUsage(root *cobra.Command) {
 	// Commands without a flag error func of their own inherit their parent's.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError(err) })
 	wrapArgs(root)
 }
 
+// unknownSubcommand refuses any argument of a group: cobra reaches a group's Args only when no
+// subcommand matched the first one.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default for the root's suggestions
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg)
+}
+
 func wrapArgs(c *cobra.Command) {
+	// A group (subcommands, no run of its own) would show its help for any argument, before its
+	// Args are checked: give it a run that shows the help, so an argument is refused first.
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = unknownSubcommand
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 	if args := c.Args; args != nil {
 		c.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {

@@ -39,7 +39,9 @@ func TestStrictUsage(t *testing.T) {
 		return nil
 	}}
 	sub.Flags().BoolVar(&fail, "fail", false, "")
-	root.AddCommand(sub)
+	group := &cobra.Command{Use: "group"}
+	group.AddCommand(&cobra.Command{Use: "list", Args: cobra.NoArgs, RunE: func(*cobra.Command, []string) error { return nil }})
+	root.AddCommand(sub, group)
 	root.SilenceErrors, root.SilenceUsage = true, true
 	root.SetOut(io.Discard)
 	root.SetErr(io.Discard)
@@ -55,6 +57,10 @@ func TestStrictUsage(t *testing.T) {
 		{[]string{"sub", "--no-such-flag"}, Usage},
 		{[]string{"sub", "extra"}, Usage},
 		{[]string{"sub", "--fail"}, Failure},
+		{[]string{"group"}, OK}, // its help
+		{[]string{"group", "list"}, OK},
+		{[]string{"group", "lsit"}, Usage},
+		{[]string{"group", "list", "extra"}, Usage},
 	} {
 		root.SetArgs(c.args)
 		fail = false

@@ -869,3 +869,22 @@ func TestUnroutedPathAnswersJSON(t *testing.T) {
 		t.Errorf("GET /v1/no-such-thing: %d %s", status, raw)
 	}
 }
+
+// A served path with a trailing slash is a path nothing serves: the JSON 404, not gin's 301 or
+// 307 to the path without it, which a client would follow with its token (issue 41).
+func TestTrailingSlashAnswersJSON404(t *testing.T) {
+	f := newContractFixture(t)
+	for _, r := range []struct{ method, target string }{
+		{http.MethodPost, "/v1/sinks/app/pause/"},
+		{http.MethodGet, "/v1/suppressions/"},
+		{http.MethodGet, "/v1/suppressions/check/?address=a@example.com"},
+		{http.MethodPost, "/webhooks/postscale/"},
+	} {
+		req := httptest.NewRequest(r.method, r.target, nil)
+		req.Header.Set("Authorization", "Bearer "+contractToken)
+		status, raw := f.do(req)
+		if status != http.StatusNotFound || raw != `{"error":"not found","reason":"no such route"}` {
+			t.Errorf("%s %s: %d %s, want the JSON 404", r.method, r.target, status, raw)
+		}
+	}
+}

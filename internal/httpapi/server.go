@@ -71,6 +71,11 @@ type Server struct {
 	Erasures Erasures
 	// EraseWait is how long POST /v1/erasures waits for its job (0: DefaultEraseWait).
 	EraseWait time.Duration
+	// AnswerWithin is how long after its handler starts a webhook request must have its
+	// answer (0: no bound): its acceptance stops there, and the request is answered 503, so a
+	// request naming many events never works on after its answer can no longer be written
+	// (serve.AnswerWithin).
+	AnswerWithin time.Duration
 	// SinkStates, when set, serves /v1/sinks (sinks.go) for the configured Sinks; Drainers
 	// wakes a sink's drainer after a pause, resume or redelivery.
 	SinkStates SinkStates
@@ -123,6 +128,10 @@ func (s *Server) handler(routes int) http.Handler {
 	// as path text.
 	r.UseRawPath = true
 	r.UnescapePathValues = false
+	// A path with a trailing slash is not a route: the JSON 404 (docs/API.md), not a 301 or 307
+	// that a client follows, resending its token and body, to a path it did not ask for.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	if err := r.SetTrustedProxies(s.TrustedProxies); err != nil {
 		// Config validation parses these first; a bad one here is a programming error.
 		panic(fmt.Sprintf("trusted proxies %v: %v", s.TrustedProxies, err))

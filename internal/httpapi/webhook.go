@@ -80,7 +80,13 @@ func (s *Server) webhook(c *gin.Context) {
 	if !ok || !w.bindNonce(preq, events) {
 		return
 	}
-	verdicts, err := s.Acceptor.Accept(c.Request.Context(), events)
+	ctx := c.Request.Context()
+	if s.AnswerWithin > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.AnswerWithin)
+		defer cancel()
+	}
+	verdicts, err := s.Acceptor.Accept(ctx, events)
 	w.answer(events, verdicts, err)
 }
 
@@ -185,6 +191,11 @@ func (w *webhookCall) parse(preq provider.Request) ([]domain.Event, bool) {
 			events[i].Provider = w.ep.Namespace
 		}
 	}
+	dropped := 0
+	for i := range events {
+		dropped += events[i].MetadataDropped
+	}
+	w.s.Metrics.MetadataDropped(w.ep.Provider, dropped)
 	return events, true
 }
 

@@ -18,7 +18,12 @@ func TestKeyIsTheAddressWhateverItIsWrappedIn(t *testing.T) {
 		"Jane <jane@x.com.>":             "jane@x.com",
 		"jane@x.com (Jane)":              "jane@x.com",
 		"=?utf-8?q?J=C3=B6rg?= <J@X.de>": "j@x.de",
-		"JÖRG@BÜCHER.DE":                 "jörg@bücher.de",
+		"JÖRG@BÜCHER.DE":                 "jÖrg@xn--bcher-kva.de",
+		"jörg@xn--BCHER-kva.de":          "jörg@xn--bcher-kva.de",
+		"jo\u0308rg@bu\u0308cher.de":     "jörg@xn--bcher-kva.de",
+		"\u212Aate@x.com":                "kate@x.com",
+		"\u0130van@x.com":                "\u0130van@x.com",
+		"a@XN--ZZ.example":               "a@xn--zz.example",
 		`"odd local"@x.com`:              "odd local@x.com",
 		// Not one address: kept, trimmed and lower-cased, so its key is still stable.
 		"Not An Address":   "not an address",
@@ -67,5 +72,18 @@ func TestNamedFindsTheRecipientADiagnosticIsAbout(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("Named(%q) = %q, %v; want %q", text, got, ok, want)
 		}
+	}
+}
+
+func TestSpellingsAreEveryFormOfTheMailbox(t *testing.T) {
+	want := []string{"jörg@xn--bcher-kva.de", "jörg@bücher.de", "jo\u0308rg@xn--bcher-kva.de", "jo\u0308rg@bu\u0308cher.de"}
+	for _, key := range []string{"jörg@xn--bcher-kva.de", "jörg@bücher.de"} {
+		got := mailaddr.Spellings(key)
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("Spellings(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if got := mailaddr.Spellings("ann@example.com"); !slices.Equal(got, []string{"ann@example.com"}) {
+		t.Errorf("Spellings of an ASCII address = %q", got)
 	}
 }

@@ -73,6 +73,7 @@ type Metrics struct {
 	quarantined          *prometheus.CounterVec
 	rejected             *prometheus.CounterVec
 	parked               *prometheus.CounterVec
+	metadataDropped      *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh registry, with Go runtime and process collectors.
@@ -141,6 +142,10 @@ func New() *Metrics {
 			Name: "mailhook_notifications_parked_total",
 			Help: "Notifications parked for their sink's drainer instead of being sent by their event's run, by sink and reason (circuit_open, behind, paused, retries_spent, throttled, slow_down).",
 		}, []string{"sink", "reason"}),
+		metadataDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailhook_metadata_dropped_total",
+			Help: "Metadata entries and tags dropped from accepted events by the bounds (docs/PROVIDERS.md, Metadata and tags), by provider; the events themselves are kept.",
+		}, []string{"provider"}),
 		relayBatchErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailhook_relay_batch_errors_total",
 			Help: "Inbox relay batches that failed in PostgreSQL (claim or mark).",
@@ -162,7 +167,7 @@ func New() *Metrics {
 	})
 	reg.MustRegister(m.webhookRequests, m.webhookDuration, m.eventsProcessed, m.notifications, m.notificationAttempts,
 		m.relayStarts, m.relayBatchErrors, m.inboxInsertEvents, m.inboxInsertRequests, m.relayInFlight,
-		m.handoffStarts, m.handoffSkipped, m.throughTemporal, m.quarantined, m.rejected, m.parked)
+		m.handoffStarts, m.handoffSkipped, m.throughTemporal, m.quarantined, m.rejected, m.parked, m.metadataDropped)
 	return m
 }
 
@@ -266,6 +271,14 @@ func (m *Metrics) EventsRejected(provider string, n int) {
 		return
 	}
 	m.rejected.WithLabelValues(provider).Add(float64(n))
+}
+
+// MetadataDropped records metadata entries and tags the bounds dropped from parsed events.
+func (m *Metrics) MetadataDropped(provider string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.metadataDropped.WithLabelValues(provider).Add(float64(n))
 }
 
 // InboxInsert records one inbox INSERT and what it carried.

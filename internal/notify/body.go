@@ -23,6 +23,9 @@ type Input struct {
 	// SuppressionScopes is config suppression.scopes, as the event was applied under it: what
 	// suppression.added's scope is derived from.
 	SuppressionScopes map[string]string
+	// EngagementIP is the sink's engagement_ip: whether message.opened, message.clicked and
+	// message.unsubscribed carry the client's IP address.
+	EngagementIP bool
 }
 
 // Applied is what applying an event did to its message, as a notification tells it.
@@ -44,7 +47,7 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 			Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Applied.Recipient, ev.Recipient),
 			Status: in.Applied.To, PreviousStatus: in.Applied.From, BounceType: in.Applied.BounceType,
 			Version: in.Applied.Version, EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt,
-			Source: ev.Source,
+			Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags,
 		}
 		// A move is made by the message's new deciding event, so this event's details are the
 		// ones the message now shows.
@@ -55,7 +58,7 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 	case domain.TypeEmailReceived:
 		data = EmailReceived{
 			Provider: ev.Provider, EventID: ev.EventID, EmailID: ev.MessageID, Recipient: ev.Recipient,
-			OccurredAt: ev.OccurredAt, Payload: ev.Raw,
+			OccurredAt: ev.OccurredAt, Metadata: ev.Metadata, Tags: ev.Tags, Payload: ev.Raw,
 		}
 	case domain.TypeSuppressionAdded:
 		// The same rule ApplyStatus used to add the row, on the same inputs (the event and the
@@ -66,8 +69,18 @@ func Body(id string, in Input, now time.Time) (json.RawMessage, error) {
 		}
 		data = SuppressionAdded{
 			Address: address, Scope: scope, Reason: reason, Provider: ev.Provider, EventID: ev.EventID, MessageID: ev.MessageID,
-			Source: ev.Source,
+			Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags,
 		}
+	case domain.TypeMessageOpened, domain.TypeMessageClicked, domain.TypeMessageUnsubscribed:
+		e := Engagement{Provider: ev.Provider, MessageID: ev.MessageID, Recipient: firstNonEmpty(in.Applied.Recipient, ev.Recipient),
+			EventID: ev.EventID, EventType: ev.Type, OccurredAt: ev.OccurredAt, Source: ev.Source, Metadata: ev.Metadata, Tags: ev.Tags}
+		if d := ev.Engagement; d != nil {
+			e.URL, e.UserAgent, e.Machine = d.URL, d.UserAgent, d.Machine
+			if in.EngagementIP {
+				e.IP = d.IP
+			}
+		}
+		data = e
 	case domain.TypeReportDaily:
 		if len(in.Data) == 0 {
 			return nil, fmt.Errorf("%s notification without data", in.Type)
@@ -107,16 +120,23 @@ type StatusChanged struct {
 	// Source is "backfill" when the event was fetched back from the provider's API
 	// (domain.Event.Source); absent for a webhook's, so those bodies are as before.
 	Source string `json:"source,omitempty"`
+	// Metadata and Tags are what the sender attached at send time, as the event carried them
+	// (domain.Event.Metadata); absent when it carried none, so those bodies are as before.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
 }
 
 // EmailReceived is the data of email.received: the provider's inbound payload as it came.
 type EmailReceived struct {
-	Provider   string          `json:"provider"`
-	EventID    string          `json:"event_id"`
-	EmailID    string          `json:"email_id"`
-	Recipient  string          `json:"recipient,omitempty"`
-	OccurredAt time.Time       `json:"occurred_at"`
-	Payload    json.RawMessage `json:"payload"`
+	Provider   string    `json:"provider"`
+	EventID    string    `json:"event_id"`
+	EmailID    string    `json:"email_id"`
+	Recipient  string    `json:"recipient,omitempty"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// Metadata and Tags: as in StatusChanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+	Payload  json.RawMessage   `json:"payload"`
 }
 
 // SuppressionAdded is the data of suppression.added: an address newly suppressed, and the event
@@ -131,6 +151,32 @@ type SuppressionAdded struct {
 	MessageID string `json:"message_id"`
 	// Source is "backfill" for an event fetched back from the provider's API; absent otherwise.
 	Source string `json:"source,omitempty"`
+	// Metadata and Tags: as in StatusChanged.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
+}
+
+// Engagement is the data of message.opened, message.clicked and message.unsubscribed: one open,
+// click or unsubscribe as the provider reported it.
+type Engagement struct {
+	Provider   string    `json:"provider"`
+	MessageID  string    `json:"message_id"`
+	Recipient  string    `json:"recipient,omitempty"`
+	EventID    string    `json:"event_id"`
+	EventType  string    `json:"event_type"`
+	OccurredAt time.Time `json:"occurred_at"`
+	// URL is the link a click followed.
+	URL string `json:"url,omitempty"`
+	// UserAgent is the client's, as the provider reported it.
+	UserAgent string `json:"user_agent,omitempty"`
+	// Machine: the provider says no person opened it (an image proxy's or Apple Mail Privacy
+	// Protection's prefetch: SendGrid's sg_machine_open).
+	Machine bool `json:"machine_open,omitempty"`
+	// IP is the client's address, only for a sink with engagement_ip.
+	IP       string            `json:"ip,omitempty"`
+	Source   string            `json:"source,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Tags     []string          `json:"tags,omitempty"`
 }
 
 func firstNonEmpty(a, b string) string {

@@ -141,3 +141,64 @@ func TestBackfilledEventsNotificationsSaySource(t *testing.T) {
 		assert.Equal(t, "backfill", env.Data["source"], "%s of a backfilled event", in.Type)
 	}
 }
+
+// Every notification about an event carries the sender's metadata and tags, in the data's
+// declared key order; an event without them has bodies as before.
+func TestEveryNotificationCarriesMetadataAndTags(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ev := domain.Event{Provider: "postmark", EventID: "bounce:1", Type: "Bounce:HardBounce", Kind: domain.KindStatus,
+		Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "msg_1", Recipient: "user@example.com",
+		Metadata: map[string]string{"order_id": "A-17"}, Tags: []string{"receipts"}, Raw: json.RawMessage(`{}`)}
+	inbound := ev
+	inbound.Kind, inbound.Status, inbound.BounceType = domain.KindInbound, "", ""
+	for _, in := range []notify.Input{
+		{Type: domain.TypeStatusChanged, Event: ev, Applied: notify.Applied{From: domain.StatusDelivered, To: domain.StatusBounced, Version: 2}},
+		{Type: domain.TypeSuppressionAdded, Event: ev},
+		{Type: domain.TypeEmailReceived, Event: inbound},
+	} {
+		body, err := notify.Body("ntf_1", in, now)
+		require.NoError(t, err)
+		var env struct {
+			Data struct {
+				Metadata map[string]string `json:"metadata"`
+				Tags     []string          `json:"tags"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(notify.Ordered(body), &env))
+		assert.Equal(t, map[string]string{"order_id": "A-17"}, env.Data.Metadata, in.Type)
+		assert.Equal(t, []string{"receipts"}, env.Data.Tags, in.Type)
+
+		in.Event.Metadata, in.Event.Tags = nil, nil
+		body, err = notify.Body("ntf_1", in, now)
+		require.NoError(t, err)
+		assert.NotContains(t, string(body), `"metadata"`, in.Type)
+		assert.NotContains(t, string(body), `"tags"`, in.Type)
+	}
+}
+
+// An open's notification says what the provider said of it; the IP only to a sink that allows it.
+func TestEngagementBody(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ev := domain.Event{Provider: "sendgrid", EventID: "e1", Type: "open", Kind: domain.KindOpened, MessageID: "msg_1",
+		Recipient: "user@example.com", OccurredAt: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), Tags: []string{"welcome"},
+		Engagement: &domain.Engagement{UserAgent: "GoogleImageProxy", IP: "66.102.6.12", Machine: true}}
+	in := notify.Input{Type: domain.TypeMessageOpened, Event: ev}
+	body, err := notify.Body("ntf_o", in, now)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"ntf_o","type":"message.opened","created_at":"2026-11-29T10:00:00Z",`+
+		`"data":{"provider":"sendgrid","message_id":"msg_1","recipient":"user@example.com","event_id":"e1","event_type":"open",`+
+		`"occurred_at":"2026-11-29T09:00:00Z","user_agent":"GoogleImageProxy","machine_open":true,"tags":["welcome"]}}`,
+		string(notify.Ordered(body)))
+
+	in.EngagementIP = true
+	body, err = notify.Body("ntf_o", in, now)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"ip":"66.102.6.12"`)
+
+	in.Type, in.Event.Kind, in.Event.Type = domain.TypeMessageClicked, domain.KindClicked, "click"
+	in.Event.Engagement = &domain.Engagement{URL: "https://example.com/x"}
+	body, err = notify.Body("ntf_c", in, now)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"url":"https://example.com/x"`)
+	assert.NotContains(t, string(body), `"ip"`)
+}

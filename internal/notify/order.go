@@ -45,9 +45,12 @@ func Ordered(body []byte) []byte {
 var (
 	envelopeOrder = jsonKeys(reflect.TypeFor[Envelope]())
 	dataOrder     = map[string][]string{
-		domain.TypeStatusChanged:    jsonKeys(reflect.TypeFor[StatusChanged]()),
-		domain.TypeEmailReceived:    jsonKeys(reflect.TypeFor[EmailReceived]()),
-		domain.TypeSuppressionAdded: jsonKeys(reflect.TypeFor[SuppressionAdded]()),
+		domain.TypeStatusChanged:       jsonKeys(reflect.TypeFor[StatusChanged]()),
+		domain.TypeEmailReceived:       jsonKeys(reflect.TypeFor[EmailReceived]()),
+		domain.TypeSuppressionAdded:    jsonKeys(reflect.TypeFor[SuppressionAdded]()),
+		domain.TypeMessageOpened:       jsonKeys(reflect.TypeFor[Engagement]()),
+		domain.TypeMessageClicked:      jsonKeys(reflect.TypeFor[Engagement]()),
+		domain.TypeMessageUnsubscribed: jsonKeys(reflect.TypeFor[Engagement]()),
 	}
 )
 

@@ -63,6 +63,12 @@ type Generic struct {
 	MessageIDField  string `yaml:"message_id_field"`
 	RecipientField  string `yaml:"recipient_field"`
 	OccurredAtField string `yaml:"occurred_at_field"`
+	// Bounce details of a bounced or failed event: the provider's bounce type (its value, or
+	// BounceTypeMap's for it, hard or soft) and the remote server's reply text, which
+	// internal/bounce classifies. Without them a bounce has no type and suppresses no one.
+	BounceTypeField string            `yaml:"bounce_type_field"`
+	BounceTypeMap   map[string]string `yaml:"bounce_type_map"`
+	DiagnosticField string            `yaml:"diagnostic_field"`
 	// StatusMap maps the provider's type to a status (accepted, deferred, delivered, failed,
 	// bounced, complained) or to opened, clicked, unsubscribed or inbound. Unmapped types are
 	// recorded and change nothing.

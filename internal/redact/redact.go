@@ -6,6 +6,7 @@ package redact
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -38,4 +39,22 @@ func Text(s string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return strconv.Itoa(len([]rune(s))) + " chars, sha256 " + hex.EncodeToString(sum[:4])
+}
+
+// addressInText is an address inside free text: "<jane@example.com>", "to jane@example.com;".
+var addressInText = regexp.MustCompile(`[^\s<>()\[\]"',;:]+@[^\s<>()\[\]"',;:]+`)
+
+// DiagnosticRunes is how much of a diagnostic Diagnostic keeps.
+const DiagnosticRunes = 120
+
+// Diagnostic shortens a remote server's diagnostic ("550 5.1.1 <jane@example.com>: no such
+// user") for a log line or a workflow result: every address in it masked as Address masks one,
+// then cut to DiagnosticRunes runes with "…". What the server said stays readable; whom it was
+// about does not. The whole text is in PostgreSQL, behind the admin API.
+func Diagnostic(s string) string {
+	s = addressInText.ReplaceAllStringFunc(strings.Join(strings.Fields(s), " "), Address)
+	if r := []rune(s); len(r) > DiagnosticRunes {
+		s = string(r[:DiagnosticRunes-1]) + "…"
+	}
+	return s
 }

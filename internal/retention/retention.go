@@ -4,12 +4,8 @@ package retention
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/mailhook/mailhook/internal/config"
@@ -50,60 +46,14 @@ func Schedule(cfg config.Config) schedule.Daily {
 }
 
 // ErrNoSchedule: no worker has created the schedule in this namespace yet.
-var ErrNoSchedule = errors.New("no schedule " + ScheduleID + " in the namespace: start a worker (serve or worker) first, it creates it")
+var ErrNoSchedule = schedule.ErrNoSchedule
 
 // Run is a run of the schedule.
-type Run struct {
-	WorkflowID, RunID string
-	// Running: it was already open when asked for a run now, so no other was started.
-	Running bool
-}
+type Run = schedule.Run
 
 // RunNow starts a run of the schedule now, with the arguments the workers last set, and
 // returns it; while a run is open (overlap SKIP), it returns that one instead. It waits for
 // the schedule to report the run it started: poll is how often it asks.
 func RunNow(ctx context.Context, c client.Client, poll time.Duration) (Run, error) {
-	h := c.ScheduleClient().GetHandle(ctx, ScheduleID)
-	desc, err := h.Describe(ctx)
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return Run{}, ErrNoSchedule
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("describe schedule %s: %w", ScheduleID, err)
-	}
-	if r := desc.Info.RunningWorkflows; len(r) > 0 {
-		return Run{WorkflowID: r[0].WorkflowID, RunID: r[0].FirstExecutionRunID, Running: true}, nil
-	}
-	before := map[string]bool{}
-	for _, a := range desc.Info.RecentActions {
-		if a.StartWorkflowResult != nil {
-			before[a.StartWorkflowResult.FirstExecutionRunID] = true
-		}
-	}
-	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP}); err != nil {
-		return Run{}, fmt.Errorf("trigger schedule %s: %w", ScheduleID, err)
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		desc, err := h.Describe(ctx)
-		if err != nil {
-			return Run{}, fmt.Errorf("describe schedule %s: %w", ScheduleID, err)
-		}
-		for _, a := range desc.Info.RecentActions {
-			if r := a.StartWorkflowResult; r != nil && !before[r.FirstExecutionRunID] {
-				return Run{WorkflowID: r.WorkflowID, RunID: r.FirstExecutionRunID}, nil
-			}
-		}
-		// A scheduled run that started meanwhile took the trigger's place (overlap SKIP).
-		if r := desc.Info.RunningWorkflows; len(r) > 0 && !before[r[0].FirstExecutionRunID] {
-			return Run{WorkflowID: r[0].WorkflowID, RunID: r[0].FirstExecutionRunID, Running: true}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return Run{}, fmt.Errorf("wait for the triggered run of %s: %w", ScheduleID, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return schedule.RunNow(ctx, c, ScheduleID, poll, true, schedule.Trigger)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -106,11 +107,17 @@ func (e *Erasures) WaitPickedUp(ctx context.Context, jobID int64, within time.Du
 	defer t.Stop()
 	for {
 		d, err := e.Temporal.DescribeWorkflowExecution(ctx, e.workflowID(jobID), "")
+		if _, late := errors.AsType[*serviceerror.DeadlineExceeded](err); late {
+			err = context.DeadlineExceeded // the server's own deadline, as Temporal's service error
+		}
 		info := d.GetWorkflowExecutionInfo()
 		switch {
 		case err == nil && (info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetHistoryLength() > 3):
 			return nil
-		case err != nil && ctx.Err() == nil && status.Code(err) != codes.DeadlineExceeded:
+		// A describe that timed out on its own (a slow server: the SDK's RPC timeout, which
+		// surfaces as the context's error, not as a status) is asked again, as one that
+		// answered "still waiting" is.
+		case err != nil && ctx.Err() == nil && status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded):
 			return fmt.Errorf("erasure job %d: describe workflow %s: %w", jobID, e.workflowID(jobID), err)
 		}
 		select {

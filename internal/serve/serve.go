@@ -196,6 +196,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Quarantine:          s.Store.Quarantined,
 		Nonces:              s.Store.Nonces,
 		RetryAfter:          s.Config.Temporal.RetryAfter,
+		AnswerWithin:        AnswerWithin(s.Config),
 		Ready: map[string]func(context.Context) error{
 			"postgres": s.Store.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -514,6 +515,13 @@ const MaxHeaderBytes = 64 << 10
 // maxReadHeaderTimeout bounds reading a request's headers when http.read_timeout is longer.
 const maxReadHeaderTimeout = 10 * time.Second
 
+// AnswerWithin bounds a webhook request's acceptance (httpapi.Server.AnswerWithin): the write
+// timeout (NewHTTPServer) less one start's timeout and a second, so the starts through Temporal
+// under way when it passes still finish, and the 503 is written, before the write timeout.
+func AnswerWithin(cfg config.Config) time.Duration {
+	return cfg.HTTP.ReadTimeout + cfg.Acceptance.InsertTimeout + 4*time.Second
+}
+
 // NewHTTPServer is the http.Server Run serves handler with: timeouts and a header limit bound
 // what a slow or hostile client can hold. http.read_timeout covers the whole request, headers
 // and body; the header part is also at most 10 s, and never longer than read_timeout (a
@@ -586,20 +594,6 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	if mode.HTTP {
 		bg.Go(func() { svc.RunAcceptance(bgCtx) })
 	}
-	if mode.Worker {
-		// Every worker relays: it starts what the accepting processes could not.
-		if _, err := svc.Destinations(); err != nil {
-			return err
-		}
-		r := svc.Relay()
-		bg.Go(func() { r.Run(bgCtx) })
-		w = svc.Worker()
-		go func() {
-			if err := startWorker(ctx, svc, w, log); err != nil {
-				errc <- err
-			}
-		}()
-	}
 	var servers []*http.Server
 	listen := func(name, addr string, h http.Handler) error {
 		srv := NewHTTPServer(cfg, h)
@@ -645,6 +639,22 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 		if err := listen("metrics", addr, mux); err != nil {
 			return err
 		}
+	}
+	// The worker starts once the listeners are bound: a port in use stops the process with that
+	// error alone, not after the worker's wait for Temporal has logged the client closing.
+	if mode.Worker {
+		// Every worker relays: it starts what the accepting processes could not.
+		if _, err := svc.Destinations(); err != nil {
+			return err
+		}
+		r := svc.Relay()
+		bg.Go(func() { r.Run(bgCtx) })
+		w = svc.Worker()
+		go func() {
+			if err := startWorker(ctx, svc, w, log); err != nil {
+				errc <- err
+			}
+		}()
 	}
 
 	var runErr error

@@ -6,6 +6,7 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -24,25 +25,35 @@ import (
 type Options struct {
 	BaseURL  string // e.g. http://127.0.0.1:8000
 	Endpoint string // endpoint name, e.g. postscale
+	// Provider is the endpoint's provider, whose payloads and signature are sent (Providers);
+	// empty is postscale.
+	Provider string
 	Secret   string
-	Token    string        // admin API bearer token, to read the message back
-	Wait     time.Duration // how long to wait for the message to settle
-	Client   *http.Client
-	Out      io.Writer
+	// Key signs for a provider that signs with a private key (NeedsKey: sendgrid).
+	Key    *ecdsa.PrivateKey
+	Token  string        // admin API bearer token, to read the message back
+	Wait   time.Duration // how long to wait for the message to settle
+	Client *http.Client
+	Out    io.Writer
 }
+
+// Recipient is the simulated message's recipient, whom its hard bounce suppresses.
+const Recipient = "user@example.com"
 
 // Step is one request the simulation sends.
 type Step struct {
 	Name string
 	Body []byte
+	// ID is the event's id where the provider sends it beside the body (Resend's svix-id).
+	ID string
 }
 
 // Lifecycle returns a message's events in a deliberately wrong order with a duplicate, and an
 // inbound email. The final status must be bounced (hard) whatever the arrival order.
 func Lifecycle(messageID, inboundID string, base time.Time) []Step {
 	env := func(id, typ string, at time.Time, extra string) []byte {
-		return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@yourapp.example","to":"user@example.com","subject":"Welcome!"%s}}`,
-			id, typ, at.UTC().Format(time.RFC3339), messageID, extra))
+		return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@yourapp.example","to":%q,"subject":"Welcome!"%s}}`,
+			id, typ, at.UTC().Format(time.RFC3339), messageID, Recipient, extra))
 	}
 	sent := env("evt_"+messageID+"_sent", "email.sent", base, "")
 	delivered := env("evt_"+messageID+"_delivered", "email.delivered", base.Add(2*time.Second),
@@ -53,12 +64,12 @@ func Lifecycle(messageID, inboundID string, base time.Time) []Step {
 	inbound := []byte(fmt.Sprintf(`{"event":"email.received","timestamp":%q,"email_id":%q,"message_id":"<%s@example.com>","from":"customer@example.com","to":"support@yourapp.example","subject":"Help with my order","text":"Hello!","html":"<p>Hello!</p>","headers":[{"name":"Message-ID","value":"<%s@example.com>"}],"attachments":[],"spf":"pass","dkim":"pass"}`,
 		base.UTC().Format(time.RFC3339), inboundID, inboundID, inboundID))
 	return []Step{
-		{"email.delivered (arrives before sent)", delivered},
-		{"email.bounced (a delayed DSN)", bounced},
-		{"email.sent (late)", sent},
-		{"email.delivered (provider retry: duplicate)", delivered},
-		{"email.opened", opened},
-		{"email.received (inbound)", inbound},
+		{"email.delivered (arrives before sent)", delivered, ""},
+		{"email.bounced (a delayed DSN)", bounced, ""},
+		{"email.sent (late)", sent, ""},
+		{"email.delivered (provider retry: duplicate)", delivered, ""},
+		{"email.opened", opened, ""},
+		{"email.received (inbound)", inbound, ""},
 	}
 }
 
@@ -66,6 +77,9 @@ func Lifecycle(messageID, inboundID string, base time.Time) []Step {
 func Run(ctx context.Context, o Options) error {
 	if o.Client == nil {
 		o.Client = &http.Client{Timeout: 15 * time.Second}
+	}
+	if o.Provider != "" && o.Provider != "postscale" {
+		return runProvider(ctx, o)
 	}
 	base := strings.TrimRight(o.BaseURL, "/")
 	messageID := "msg_sim_" + randomHex(6)
@@ -97,7 +111,11 @@ func Run(ctx context.Context, o Options) error {
 				token = o.Token // public anyway; printed so the command works as pasted
 			}
 			// Double quotes: the shell expands $MAILHOOK_ADMIN_TOKEN in the line as pasted.
-			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H \"Authorization: Bearer %s\" %s\nIn the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", token, url, messageID)
+			fmt.Fprintf(o.Out, "\nSee it with:\n  curl -H \"Authorization: Bearer %s\" %s\n", token, url)
+			// The same answers without a token, from the database (docs/COMMANDS.md).
+			fmt.Fprintf(o.Out, "  mailhook messages get postscale %s   # why it bounced\n", messageID)
+			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
+			fmt.Fprintf(o.Out, "In the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", messageID)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -175,4 +193,71 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// runProvider sends one message's lifecycle as o.Provider sends it, signed as it signs, and
+// waits for the message to end bounced.
+func runProvider(ctx context.Context, o Options) error {
+	sp, ok := speakers[o.Provider]
+	if !ok {
+		return fmt.Errorf("simulate speaks %s, not %s", strings.Join(Providers, ", "), o.Provider)
+	}
+	base := strings.TrimRight(o.BaseURL, "/")
+	id := "sim" + randomHex(8)
+	messageID := sp.messageID(id)
+	fmt.Fprintf(o.Out, "Sending a %s lifecycle for message %s to %s/webhooks/%s\n", o.Provider, messageID, base, o.Endpoint)
+	for _, st := range sp.steps(id, time.Now().Add(-15*time.Minute)) {
+		now := time.Now()
+		if o.Provider == "mailgun" {
+			st.Body = mailgunBody(o.Secret, st.Body, now)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/"+o.Endpoint, bytes.NewReader(st.Body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if err := sp.sign(req, st, o.Secret, o.Key, now); err != nil {
+			return err
+		}
+		code, body, err := do(o.Client, req)
+		if err != nil {
+			return fmt.Errorf("send %s: %w", st.Name, err)
+		}
+		fmt.Fprintf(o.Out, "  %-45s → %d %s\n", st.Name, code, strings.TrimSpace(string(body)))
+		if code != http.StatusOK {
+			return fmt.Errorf("mailhook answered %d to %s: %s", code, st.Name, body)
+		}
+	}
+	deadline := time.Now().Add(o.Wait)
+	url := fmt.Sprintf("%s/v1/messages/%s/%s", base, o.Provider, messageID)
+	for {
+		m, err := getMessage(ctx, o.Client, url, o.Token)
+		if err == nil && m.Status == "bounced" && len(m.Events) == sp.events {
+			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s bounce), version %d\n", m.MessageID, m.Status, m.BounceType, m.Version)
+			fmt.Fprintf(o.Out, "\nSee it with:\n  mailhook messages get %s %s   # why it bounced\n", o.Provider, messageID)
+			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("status %q with %d events", m.Status, len(m.Events))
+			}
+			return fmt.Errorf("message %s did not settle within %s (is the worker running?): %w", messageID, o.Wait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func do(c *http.Client, req *http.Request) (int, []byte, error) {
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, b, nil
 }

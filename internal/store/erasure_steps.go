@@ -334,8 +334,12 @@ func (w *eraser) softBounces(ctx context.Context, rel string, lo, hi int64) erro
 // already has in that scope (an address suppressed again after an earlier erasure).
 func (w *eraser) suppressions(ctx context.Context, rel string, lo, hi int64) error {
 	var address, scope, provider, eventID, messageID string
-	return w.candidates(ctx, rel, qEraseSuppressions, lo, hi, []any{&address, &scope, &provider, &eventID, &messageID}, func() error {
-		if !w.m.Mentions(address) {
+	var folded bool
+	return w.candidates(ctx, rel, qEraseSuppressions, lo, hi, []any{&address, &scope, &provider, &eventID, &messageID, &folded}, func() error {
+		// A folded row (an older version's key, migration 20) under the key that version gave
+		// the address may be its: it goes too, under its own hash, which the check for every
+		// address it suppressed still finds (Suppressions.keysOf).
+		if !w.m.Mentions(address) && !(folded && w.m.FoldedKey(address)) {
 			return nil
 		}
 		hash, err := w.hasher.Hash(address)
@@ -491,7 +495,7 @@ FOR UPDATE`
 	qEraseDeleteSoftBounce = `DELETE FROM soft_bounces WHERE provider = $1 AND event_id = $2`
 
 	qEraseSuppressions = `
-SELECT address, scope, provider, event_id, message_id FROM ONLY %s
+SELECT address, scope, provider, event_id, message_id, folded FROM ONLY %s
 WHERE ctid >= $2::tid AND ctid < $3::tid AND lower(address) LIKE ANY($1)
 FOR UPDATE`
 
@@ -501,14 +505,15 @@ FOR UPDATE`
 	qEraseMoveSuppression = `
 WITH moved AS (
     DELETE FROM suppressions WHERE address = $1 AND scope = $2
-    RETURNING scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at
+    RETURNING scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at, folded
 )
-INSERT INTO suppressions (address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at)
-SELECT $3, scope, reason, provider, $4, $5, first_seen, last_seen, times_seen, created_at FROM moved
+INSERT INTO suppressions (address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen, created_at, folded)
+SELECT $3, scope, reason, provider, $4, $5, first_seen, last_seen, times_seen, created_at, folded FROM moved
 ON CONFLICT (address, scope) DO UPDATE
 SET first_seen = LEAST(suppressions.first_seen, EXCLUDED.first_seen),
     last_seen  = GREATEST(suppressions.last_seen, EXCLUDED.last_seen),
     times_seen = suppressions.times_seen + EXCLUDED.times_seen,
+    folded     = suppressions.folded OR EXCLUDED.folded,
     updated_at = now()`
 
 	qEraseLifts = `

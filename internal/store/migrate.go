@@ -51,8 +51,10 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 		// Migrations before the failing one are committed: say so, the next run starts there.
 		results = partial.Applied
 	}
+	// One line per migration at debug: a fresh database takes twenty, which would bury the rest
+	// of make run's output; the summary below says how many.
 	for _, r := range results {
-		slog.InfoContext(ctx, "migration applied",
+		slog.DebugContext(ctx, "migration applied",
 			"version", r.Source.Version, "file", cmp.Or(r.Source.Path, "(Go) "+goMigrationNames[r.Source.Version]), "duration", r.Duration)
 	}
 	if err != nil {
@@ -69,8 +71,9 @@ func migrateTo(ctx context.Context, databaseURL string, version int64) error {
 // goMigrations are the migrations that need Go's rules, beside the SQL files, and their names
 // for the log.
 var (
-	goMigrations     = []*goose.Migration{addressKeysMigration}
-	goMigrationNames = map[int64]string{addressKeysVersion: "suppression keys as addresses"}
+	goMigrations     = []*goose.Migration{addressKeysMigration, unicodeKeysMigration}
+	goMigrationNames = map[int64]string{addressKeysVersion: "suppression keys as addresses",
+		unicodeKeysVersion: "suppression keys in NFC with IDNA domains"}
 )
 
 // newMigrations is the goose provider of every migration on db, SQL and Go.

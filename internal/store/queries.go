@@ -88,6 +88,16 @@ FROM message_events
 WHERE provider = $1 AND message_id = $2
 ORDER BY received_at, event_id`
 
+	// A message's notifications: those of its events (the unique (provider, event_id, sink,
+	// type) index finds each event's), without bodies.
+	qMessageNotifications = `
+SELECT n.id, n.event_id, n.sink, n.type, n.status, n.attempts, COALESCE(n.last_error, ''),
+       n.created_at, n.parked_at, COALESCE(n.park_reason, ''), n.sent_at
+FROM message_events me
+JOIN notifications n ON n.provider = me.provider AND n.event_id = me.event_id
+WHERE me.provider = $1 AND me.message_id = $2
+ORDER BY n.created_at, n.id`
+
 	// The state row and its body (partitioned by created_at, kept for retention.payloads) in
 	// one statement: both or neither.
 	qInsertNotification = `
@@ -186,22 +196,24 @@ RETURNING xmax = 0`
 
 	suppressionColumns = `address, scope, reason, provider, event_id, message_id, first_seen, last_seen, times_seen`
 
-	// Global ('') sorts first: the row that matters most for the address leads. $2 is the key
-	// the address was left under if it was erased (Store.erasedKey); the address's own row
-	// leads its erased one within a scope.
+	// Global ('') sorts first: the row that matters most for the address leads. $1 is every key
+	// the address's rows may be under (Suppressions.keysOf): its key and the key it was left
+	// under if it was erased, and, for a row an older version wrote (folded), the keys that
+	// version gave it; $2 is the first two, found whether folded or not; the address's own row
+	// ($3) leads its erased one within a scope.
 	qAddressSuppressions = `
 SELECT ` + suppressionColumns + `
 FROM suppressions
-WHERE address IN ($1, $2)
-ORDER BY scope, address <> $1`
+WHERE address = ANY($1) AND (folded OR address = ANY($2))
+ORDER BY scope, address <> $3`
 
 	// The check a sender makes before every send: one scan of the (address, scope) primary key
-	// for at most four rows, the global one and the asked scope's ($2 = '' asks global only), of
-	// the address and of the key it was left under if it was erased ($3, Store.erasedKey).
+	// for a few rows, the global one and the asked scope's ($2 = '' asks global only), under
+	// the keys of qAddressSuppressions ($1 all, $3 those found whether folded or not).
 	qCheckSuppression = `
 SELECT scope, reason
 FROM suppressions
-WHERE address IN ($1, $3) AND scope IN ('', $2)
+WHERE address = ANY($1) AND scope IN ('', $2) AND (folded OR address = ANY($3))
 ORDER BY scope`
 
 	// Keyset paging by address, whole addresses per page: page picks the next $2 addresses with
@@ -225,7 +237,7 @@ ORDER BY address, scope`
 	// The address's row and, once it was erased, its hash's ($3, Store.erasedKey).
 	qDeleteSuppression = `
 DELETE FROM suppressions
-WHERE address IN ($1, $3) AND scope = $2
+WHERE address = ANY($1) AND scope = $2 AND (folded OR address = ANY($3))
 RETURNING ` + suppressionColumns
 
 	qInsertSuppressionLift = `

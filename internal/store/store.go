@@ -304,6 +304,19 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 	if err := rows.Err(); err != nil {
 		return Message{}, fmt.Errorf("history: %w", err)
 	}
+	rows, err = tx.Query(ctx, qMessageNotifications, provider, messageID)
+	if err != nil {
+		return Message{}, fmt.Errorf("notifications: %w", err)
+	}
+	m.Notifications, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (MessageNotification, error) {
+		var n MessageNotification
+		err := row.Scan(&n.ID, &n.EventID, &n.Sink, &n.Type, &n.Status, &n.Attempts, &n.LastError,
+			&n.CreatedAt, &n.ParkedAt, &n.ParkReason, &n.SentAt)
+		return n, err
+	})
+	if err != nil {
+		return Message{}, fmt.Errorf("notifications: %w", err)
+	}
 	return m, nil
 }
 

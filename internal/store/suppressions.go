@@ -38,8 +38,9 @@ func apiScope(stored string) string {
 // after the erasure). The error wraps domain.ErrNotFound when the address is not suppressed in any
 // scope.
 func (s *Suppressions) AddressSuppressions(ctx context.Context, address string) ([]Suppression, error) {
-	address = mailaddr.Key(address)
-	rows, err := s.pool.Query(ctx, qAddressSuppressions, address, s.erasedKey(address))
+	keys := s.keysOf(address)
+	address = keys.key
+	rows, err := s.pool.Query(ctx, qAddressSuppressions, keys.all, keys.current, address)
 	if err == nil {
 		var sups []Suppression
 		sups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Suppression, error) {
@@ -71,7 +72,8 @@ type SuppressionCheck struct {
 // global row or a row of that scope. It is the check a sender makes before every send, so it is
 // one indexed read and nothing else.
 func (s *Suppressions) CheckSuppression(ctx context.Context, address, scope string) (SuppressionCheck, error) {
-	address = mailaddr.Key(address)
+	keys := s.keysOf(address)
+	address = keys.key
 	if scope == "" {
 		scope = domain.GlobalScope
 	}
@@ -80,7 +82,7 @@ func (s *Suppressions) CheckSuppression(ctx context.Context, address, scope stri
 			redact.Address(address), scope, ErrInvalidSuppressionQuery)
 	}
 	out := SuppressionCheck{Address: address, Scope: scope, Reasons: []string{}}
-	rows, err := s.pool.Query(ctx, qCheckSuppression, address, storedScope(scope), s.erasedKey(address))
+	rows, err := s.pool.Query(ctx, qCheckSuppression, keys.all, storedScope(scope), keys.current)
 	if err != nil {
 		return SuppressionCheck{}, fmt.Errorf("check suppression %s in %s: %w", redact.Address(address), scope, err)
 	}
@@ -147,13 +149,14 @@ func listSuppressionsSQL(f SuppressionFilter) (string, []any) {
 // whichever rows it had. The address's other scopes keep theirs. The error wraps domain.ErrNotFound
 // when the address is not suppressed in that scope; then nothing is written.
 func (s *Suppressions) LiftSuppression(ctx context.Context, address, scope, liftedBy, liftReason string) (SuppressionLift, error) {
-	address = mailaddr.Key(address)
+	keys := s.keysOf(address)
+	address = keys.key
 	if scope == "" {
 		scope = domain.GlobalScope
 	}
 	var lift SuppressionLift
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, qDeleteSuppression, address, storedScope(scope), s.erasedKey(address))
+		rows, err := tx.Query(ctx, qDeleteSuppression, keys.all, storedScope(scope), keys.current)
 		if err != nil {
 			return err
 		}
@@ -191,6 +194,35 @@ func (s *Suppressions) LiftSuppression(ctx context.Context, address, scope, lift
 		return SuppressionLift{}, fmt.Errorf("lift suppression %s in %s: %w", redact.Address(address), scope, err)
 	}
 	return lift, nil
+}
+
+// addressKeys are the keys an address's suppressions may be under.
+type addressKeys struct {
+	key     string   // mailaddr.Key: the key this version gives it
+	current []string // key and its erased key: rows found whatever wrote them
+	all     []string // current and the keys an older version gave it: rows found when folded
+}
+
+// keysOf is the keys of address (as the caller wrote it): its key and, once erased, its hash;
+// and for rows a version before migration 21 wrote (folded), the key that version gave it as
+// migration 21 re-keyed it, and its hash in both forms, since an erased row of those versions
+// stays under the hash of that version's key. A folded row found so is of an address that
+// version could not tell from this one (mailaddr.LegacyKey): it suppressed it then, and still does.
+func (s *Suppressions) keysOf(address string) addressKeys {
+	k := mailaddr.Key(address)
+	current := []string{k, s.erasedKey(k)}
+	all := slices.Clone(current)
+	for _, legacy := range mailaddr.LegacyKeys(address) {
+		if legacy == k {
+			continue // an address of ASCII letters, lower-cased: its keys are current's
+		}
+		for _, c := range []string{mailaddr.Key(legacy), s.erasedKey(mailaddr.Key(legacy)), s.erasedKey(legacy)} {
+			if !slices.Contains(all, c) {
+				all = append(all, c)
+			}
+		}
+	}
+	return addressKeys{key: k, current: current, all: all}
 }
 
 // erasedKey is the suppressions key an erased address was left under (Erase): its hash, or the

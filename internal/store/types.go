@@ -25,6 +25,24 @@ type Message struct {
 	CreatedAt      time.Time      `json:"created_at"`
 	UpdatedAt      time.Time      `json:"updated_at"`
 	Events         []MessageEvent `json:"events"`
+	// Notifications are those of the message's events, to every sink, in the order they were
+	// created: what the receivers were sent and what became of it.
+	Notifications []MessageNotification `json:"notifications,omitempty"`
+}
+
+// MessageNotification is one notification of a message's event, without its body.
+type MessageNotification struct {
+	ID         string     `json:"id"`
+	EventID    string     `json:"event_id"`
+	Sink       string     `json:"sink"`
+	Type       string     `json:"type"`
+	Status     string     `json:"status"`
+	Attempts   int        `json:"attempts"`
+	LastError  string     `json:"last_error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ParkedAt   *time.Time `json:"parked_at,omitempty"`
+	ParkReason string     `json:"park_reason,omitempty"`
+	SentAt     *time.Time `json:"sent_at,omitempty"`
 }
 
 // MessageEvent is one entry of a message's history. Its fields are in the order GET

@@ -54,7 +54,7 @@ func TestValidateReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"unrouted path", "GET", "/v1/nothing-here", true, answer(404, js, `{"error":"not found","reason":"no such route"}`), ""},
 		{"unrouted method", "PUT", "/webhooks/postscale", false, answer(404, js, `{"error":"not found","reason":"no such route"}`), ""},
 		{"trailing-slash redirect", "GET", "/v1/suppressions/", true,
-			http.RedirectHandler("/v1/suppressions", http.StatusMovedPermanently), ""},
+			http.RedirectHandler("/v1/suppressions", http.StatusMovedPermanently), "answered 301"},
 		{"not covered", "GET", "/metrics", false, answer(200, "text/plain", "# HELP"), ""},
 
 		{"undocumented route", "GET", "/v1/widgets", true, answer(200, js, `[]`), "no such operation"},

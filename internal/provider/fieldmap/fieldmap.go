@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 )
@@ -106,6 +107,8 @@ func index(seg string) (int, bool) {
 // Mapping turns one JSON object into an event according to the generic settings.
 type Mapping struct {
 	typeField, messageID, recipient, occurredAt Path
+	bounceType, diagnostic                      Path
+	bounceTypes                                 map[string]string // bounce_type_map, keys as written
 	status                                      map[string]provider.Class
 }
 
@@ -135,6 +138,24 @@ func New(name string, g *provider.Generic) (*Mapping, error) {
 	}
 	if m.occurredAt, err = ParsePath(name, "generic.occurred_at_field", g.OccurredAtField); err != nil {
 		return nil, err
+	}
+	if m.bounceType, err = ParsePath(name, "generic.bounce_type_field", g.BounceTypeField); err != nil {
+		return nil, err
+	}
+	if m.diagnostic, err = ParsePath(name, "generic.diagnostic_field", g.DiagnosticField); err != nil {
+		return nil, err
+	}
+	if len(g.BounceTypeMap) > 0 && m.bounceType == nil {
+		return nil, fmt.Errorf("%s: generic.bounce_type_map needs generic.bounce_type_field", name)
+	}
+	m.bounceTypes = map[string]string{}
+	for v, t := range g.BounceTypeMap {
+		switch bt := strings.ToLower(strings.TrimSpace(t)); bt {
+		case domain.BounceHard, domain.BounceSoft:
+			m.bounceTypes[strings.TrimSpace(v)] = bt
+		default:
+			return nil, fmt.Errorf("%s: generic.bounce_type_map[%q]: %q is not hard or soft", name, v, t)
+		}
 	}
 	for typ, v := range g.StatusMap {
 		if strings.TrimSpace(typ) == "" {
@@ -174,18 +195,46 @@ func (m *Mapping) Map(name string, obj map[string]any, where string) (domain.Eve
 		// typ is a status_map key here, so this echoes configuration, not request data.
 		return domain.Event{}, provider.BadRequest(name, "%s%s event has no message id at %q", where, typ, m.messageID)
 	}
+	in := m.bounceInput(obj)
 	if m.recipient != nil {
 		if raw, ok := m.recipient.Lookup(obj); ok {
-			// A generic endpoint carries no bounce text to tell which of several it was.
-			ev.Recipient = provider.Recipient(ev.Kind, addresses(raw), "")
+			// The diagnostic, when mapped, may name which of several recipients bounced.
+			ev.Recipient = provider.Recipient(ev.Kind, addresses(raw), in.Diagnostic)
 		}
 	}
+	if ev.Status == domain.StatusBounced {
+		// Kept when the provider said nothing else (bounce.Apply leaves an empty Input alone).
+		ev.BounceType = in.ProviderBounceType
+	}
+	bounce.Apply(&ev, in)
 	if m.occurredAt != nil {
 		if raw, ok := m.occurredAt.Lookup(obj); ok {
 			ev.OccurredAt = timeValue(raw)
 		}
 	}
 	return ev, nil
+}
+
+// bounceInput reads the mapped bounce fields of obj. The bounce type's value is the provider's
+// hard or soft (through bounce_type_map when one is set, else the value itself, either case)
+// and one of its reasons, which internal/bounce reads only when the codes and the text say
+// nothing; the diagnostic is the remote server's reply, whose codes and words decide first.
+func (m *Mapping) bounceInput(obj map[string]any) bounce.Input {
+	var in bounce.Input
+	if raw, ok := m.bounceType.Lookup(obj); m.bounceType != nil && ok {
+		if v, ok := Scalar(raw); ok && v != "" {
+			in.ProviderReasons = []string{v}
+			if t, ok := m.bounceTypes[v]; ok {
+				in.ProviderBounceType = t
+			} else if len(m.bounceTypes) == 0 {
+				in.ProviderBounceType = strings.ToLower(v)
+			}
+		}
+	}
+	if raw, ok := m.diagnostic.Lookup(obj); m.diagnostic != nil && ok {
+		in.Diagnostic, _ = Scalar(raw)
+	}
+	return in
 }
 
 // Decode decodes exactly one JSON value, keeping numbers as their literal text.

@@ -641,6 +641,46 @@ func TestDocExample(t *testing.T) {
 	}
 }
 
+// The documented endpoint reads a bounce's type and diagnostic, so its hard bounces suppress:
+// the server's code decides first, the mapped type when there is none (issue 41: without the
+// fields a generic endpoint's bounce had no type and suppressed no one).
+func TestDocExampleBouncesHaveATypeAndDetails(t *testing.T) {
+	e := docEndpoints(t, "../../../docs/providers/hmac.md", func(k string) string { return "key-" + k })[0]
+	a, err := provider.New(e.Provider, e.Settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string][2]string{
+		`{"id":"e1","event":"bounce","message":{"id":"m1","recipient":"a@example.com"},"bounce":{"type":"Permanent","reason":"smtp; 550 5.1.1 <a@example.com>: user unknown"}}`: {domain.BounceHard, "unknown_user"},
+		`{"id":"e2","event":"bounce","message":{"id":"m1","recipient":"a@example.com"},"bounce":{"type":"Permanent","reason":"452 4.2.2 mailbox full"}}`:                        {domain.BounceSoft, "mailbox_full"},
+		`{"id":"e3","event":"bounce","message":{"id":"m1","recipient":"a@example.com"},"bounce":{"type":"Permanent"}}`:                                                          {domain.BounceHard, ""},
+		`{"id":"e4","event":"bounce","message":{"id":"m1","recipient":"a@example.com"},"bounce":{"type":"Transient"}}`:                                                          {domain.BounceSoft, "temporary_failure"},
+		`{"id":"e5","event":"bounce","message":{"id":"m1","recipient":"a@example.com"}}`:                                                                                        {"", ""},
+		`{"id":"e6","event":"bounce","message":{"id":"m1","recipient":["a@example.com","b@example.com"]},"bounce":{"reason":"550 5.1.1 <b@example.com>: no such user"}}`:        {domain.BounceHard, "unknown_user"},
+	} {
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events[0]
+		category := ""
+		if ev.Bounce != nil {
+			category = ev.Bounce.Category
+		}
+		if ev.BounceType != want[0] || category != want[1] {
+			t.Errorf("%s: bounce type %q, category %q; want %q", body, ev.BounceType, category, want)
+		}
+		if ev.EventID == "e6" && ev.Recipient != "b@example.com" {
+			t.Errorf("the diagnostic names b@example.com, the recipient is %q", ev.Recipient)
+		}
+	}
+	g := testGeneric()
+	g.BounceTypeMap = map[string]string{"Permanent": "fatal"}
+	if _, err := New(provider.Settings{Secrets: []string{testKey}, Generic: g}); err == nil || !strings.Contains(err.Error(), "generic.bounce_type_map") {
+		t.Errorf("a map without its field, or to neither hard nor soft: %v", err)
+	}
+}
+
 type docEndpoint struct {
 	Name              string `yaml:"name"`
 	Provider          string `yaml:"provider"`

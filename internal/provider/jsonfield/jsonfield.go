@@ -26,6 +26,16 @@ func OptionalString(o Object, key string) string {
 	return strings.TrimSpace(s)
 }
 
+// OptionalBool returns the boolean at key; ok is false when it is absent or not a boolean (a
+// provider's 1 or "true" is not read as one).
+func OptionalBool(o Object, key string) (v, ok bool) {
+	raw, present := o[key]
+	if !present {
+		return false, false
+	}
+	return v, json.Unmarshal(raw, &v) == nil && !IsNull(raw)
+}
+
 // FirstString returns a string value trimmed, or the first non-blank string of an array of
 // them (SendGrid's category, Mailgun's tags, Resend's diagnosticCode); "" for anything else.
 // Only the top level of an array is looked into.

@@ -84,7 +84,11 @@ func (a *Adapter) Verify(r provider.Request) error {
 	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("%s: %w: source address not allowed", Name, provider.ErrUnauthorized)
 	}
-	if err := a.verify(r.Body, r.Now); err != nil {
+	verify := func() error { return a.verify(r.Body, r.Now) }
+	if isForm(r.Header) {
+		verify = func() error { return a.verifyForm(r) }
+	}
+	if err := verify(); err != nil {
 		return fmt.Errorf("mailgun: %w: %w", provider.ErrUnauthorized, err)
 	}
 	return nil
@@ -120,6 +124,14 @@ func (a *Adapter) verify(body []byte, now time.Time) error {
 // Nonce implements provider.NonceBinder: the signature covers the timestamp and the token, not
 // event-data, so the token is bound to the event it first signed until the signature expires.
 func (a *Adapter) Nonce(r provider.Request) (provider.Nonce, bool) {
+	if isForm(r.Header) {
+		f, err := readForm(r.Header, r.Body)
+		unix, ok := signature.ParseUnix(f.fields.Get("timestamp"))
+		if err != nil || !ok || f.fields.Get("token") == "" {
+			return provider.Nonce{}, false
+		}
+		return provider.Nonce{Value: f.fields.Get("token"), Expires: time.Unix(unix, 0).Add(a.tolerance)}, true
+	}
 	var top struct {
 		Signature *sigBlock `json:"signature"`
 	}
@@ -155,5 +167,8 @@ func timestampText(raw json.RawMessage) (string, bool) {
 
 // Parse turns a verified body into exactly one normalized event.
 func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
+	if isForm(r.Header) {
+		return provider.One(parseInbound(r))
+	}
 	return provider.One(parse(r.Body))
 }

@@ -362,6 +362,9 @@ func TestParseFixtures(t *testing.T) {
 				t.Errorf("OccurredAt = %v, want %v", got.OccurredAt, tt.want.OccurredAt)
 			}
 			got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
+			if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[tt.file]) {
+				t.Errorf("metadata and tags = %#v, want %#v", m, fixtureMeta[tt.file])
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
@@ -709,4 +712,16 @@ func TestEventIDHoldsTheDay(t *testing.T) {
 	if ev := parse("null"); ev.EventID != "reused" || ev.PriorEventID != "" {
 		t.Fatalf("without a timestamp: key %q, prior %q; want the bare id and no prior", ev.EventID, ev.PriorEventID)
 	}
+}
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = map[string]providertest.Meta{
+	"clicked": {Tags: []string{"welcome"}, Engagement: &domain.Engagement{URL: "https://example.com/test",
+		UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_13_6)", IP: "50.56.129.169"}},
+	"failed_permanent_espblock":   {Tags: []string{"newsletter", "weekly"}},
+	"failed_permanent_over_quota": {Tags: []string{"welcome"}},
+	"opened": {Metadata: map[string]string{"cohort": "2018-08-B", "user_id": "123456"}, Tags: []string{"welcome", "variation-A"},
+		Engagement: &domain.Engagement{UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_13_6) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/68.0.3440.106 Safari/537.36",
+			IP: "50.56.129.169"}},
 }

@@ -58,6 +58,19 @@ func parse(body []byte) (domain.Event, error) {
 	// its raw JSON, changing nothing.
 	provider.KeepAsUnknown(&ev)
 	bounce.Apply(&ev, bounceInput(data, ev.Status))
+	// The sender's v: variables (X-Mailgun-Variables) come back as user-variables, its o:tag
+	// values as tags.
+	var m provider.Metadata
+	m.Object(data["user-variables"])
+	m.Tags(data["tags"])
+	m.Apply(&ev)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked || ev.Kind == domain.KindUnsubscribed {
+		var client struct {
+			UserAgent string `json:"user-agent"`
+		}
+		_ = json.Unmarshal(data["client-info"], &client) // an odd client-info only loses the user agent
+		provider.SetEngagement(&ev, jsonfield.OptionalString(data, "url"), client.UserAgent, jsonfield.OptionalString(data, "ip"), false)
+	}
 	ev.Raw = raw
 	return ev, nil
 }

@@ -3,7 +3,9 @@ package postmark
 import (
 	"bytes"
 	"encoding/json"
+	"net/mail"
 	"strings"
+	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
@@ -78,12 +80,17 @@ func badRequest(format string, args ...any) error { return provider.BadRequest(N
 // record's numeric ID). Other records have no id, so one is derived from fields that identify the
 // occurrence and are identical in every retry of it, since a retry re-sends the same body
 // (derivedID).
-func parse(body []byte) (domain.Event, error) {
+//
+// now is when the request arrived: the time of a record that carries none.
+func parse(body []byte, now time.Time) (domain.Event, error) {
 	top, err := provider.DecodeObject(Name, body)
 	if err != nil {
 		return domain.Event{}, err
 	}
 
+	if isInbound(top) {
+		return parseInbound(top, body, now)
+	}
 	recordType, err := fields.Required(top, "RecordType")
 	if err != nil {
 		return domain.Event{}, err
@@ -113,12 +120,8 @@ func parse(body []byte) (domain.Event, error) {
 	case "Click":
 		m = mapping{kind: domain.KindClicked}
 	case "SubscriptionChange":
-		// SuppressSending true: the address was added to the stream's suppression list
-		// (unsubscribe link, spam complaint, hard bounce or a manual suppression). false: it was
-		// reactivated, which mailhook has no flag for.
-		m = mapping{kind: domain.KindUnknown}
-		if raw, ok := top["SuppressSending"]; ok && bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
-			m = mapping{kind: domain.KindUnsubscribed}
+		if m, err = subscriptionChange(top); err != nil {
+			return domain.Event{}, err
 		}
 	default:
 		m = mapping{kind: domain.KindUnknown}
@@ -133,7 +136,7 @@ func parse(body []byte) (domain.Event, error) {
 			return domain.Event{}, badRequest("%s record has no MessageID", recordType)
 		}
 		// Postmark sends no MessageID for manual suppressions: nothing to flag.
-		ev.Kind = domain.KindUnknown
+		provider.KeepAsUnknown(&ev)
 	}
 	recipient, err := fields.Optional(top, "Recipient")
 	if err != nil {
@@ -160,6 +163,13 @@ func parse(body []byte) (domain.Event, error) {
 		}
 	}
 	ev.OccurredAt = jsonfield.ParseTime(stamp)
+	if ev.OccurredAt.IsZero() {
+		// A record without its time (a Bounce without BouncedAt) happened no later than it
+		// arrived; left zero it would sort before every other event of its message (0001-01-01)
+		// and lose to them under precedence. The id still uses the stamp as sent, so a retry
+		// stays the same event.
+		ev.OccurredAt = now.UTC()
+	}
 
 	ev.EventID = derivedID(recordType, ev.MessageID, ev.Recipient, stamp)
 	ev.PriorEventID = priorDerivedID(recordType, ev.MessageID, ev.Recipient, stamp)
@@ -174,12 +184,48 @@ func parse(body []byte) (domain.Event, error) {
 	}
 
 	ev.Stream = bounce.StreamName(jsonfield.OptionalString(top, "MessageStream"))
+	var md provider.Metadata
+	md.Object(top["Metadata"])
+	md.Tags(top["Tag"])
+	md.Apply(&ev)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked {
+		var geo struct {
+			IP string `json:"IP"`
+		}
+		_ = json.Unmarshal(top["Geo"], &geo) // an odd Geo only loses the IP
+		provider.SetEngagement(&ev, jsonfield.OptionalString(top, "OriginalLink"), jsonfield.OptionalString(top, "UserAgent"), geo.IP, false)
+	}
 	if recordType == "Bounce" {
 		bounce.Apply(&ev, bounceInput(top, ev.Status))
 	}
 
 	ev.Raw = json.RawMessage(bytes.Clone(body))
 	return ev, nil
+}
+
+// subscriptionChange maps a SubscriptionChange record. SuppressSending true: Postmark added the
+// address to the stream's suppression list, and SuppressionReason says why
+// (postmarkapp.com/developer/webhooks/subscription-change-webhook): "HardBounce" and
+// "SpamComplaint" are the hard bounce and the complaint they name, suppressed as such (a hard
+// bounce globally), not as an unsubscribe from the stream; "ManualSuppression" (the recipient's
+// unsubscribe link, or a user of the account) is an unsubscribe. SuppressSending false: the
+// address was reactivated, which mailhook has no flag for.
+func subscriptionChange(top object) (mapping, error) {
+	raw, ok := top["SuppressSending"]
+	if !ok || !bytes.Equal(bytes.TrimSpace(raw), []byte("true")) {
+		return mapping{kind: domain.KindUnknown}, nil
+	}
+	reason, err := fields.Optional(top, "SuppressionReason")
+	if err != nil {
+		return mapping{}, err
+	}
+	switch reason {
+	case "HardBounce":
+		return mapping{domain.KindStatus, domain.StatusBounced, domain.BounceHard}, nil
+	case "SpamComplaint":
+		return mapping{domain.KindStatus, domain.StatusComplained, ""}, nil
+	}
+	return mapping{kind: domain.KindUnsubscribed}, nil
 }
 
 // bounceInput reads a Bounce record's details: Details is the remote server's reply as Postmark
@@ -224,4 +270,70 @@ func bounceID(o object) (string, bool, error) {
 // the address.
 func derivedID(recordType, messageID, recipient, stamp string) string {
 	return recordType + ":" + messageID + ":" + stamp + ":" + provider.RecipientTag(messageID, recipient)
+}
+
+// InboundType is the Type of an inbound email's event: Postmark's inbound JSON has no
+// RecordType.
+const InboundType = "Inbound"
+
+// isInbound reports whether top is Postmark's inbound JSON (an email received on an inbound
+// stream: postmarkapp.com/developer/webhooks/inbound-webhook) rather than an outbound record:
+// it has no RecordType, and has the sender and recipients Postmark parsed out of the email.
+func isInbound(top object) bool {
+	if _, ok := top["RecordType"]; ok {
+		return false
+	}
+	_, from := top["FromFull"]
+	_, to := top["OriginalRecipient"]
+	return from || to
+}
+
+// parseInbound maps an inbound email: an email.received notification with the whole JSON (its
+// bodies and base64 attachments are bounded by http.max_body_bytes, and kept like Postscale's and
+// Resend's). Its id is "inbound:<MessageID>" (Postmark's id of the received email, the same in
+// every retry); the recipient is OriginalRecipient, else the first of ToFull; the time is Date,
+// else its arrival.
+func parseInbound(top object, body []byte, now time.Time) (domain.Event, error) {
+	id, err := fields.Required(top, "MessageID")
+	if err != nil {
+		return domain.Event{}, err
+	}
+	id = strings.TrimSpace(id)
+	ev := domain.Event{Provider: Name, EventID: "inbound:" + id, Type: InboundType, Kind: domain.KindInbound, MessageID: id}
+	ev.Recipient = jsonfield.OptionalString(top, "OriginalRecipient")
+	if ev.Recipient == "" {
+		var to []struct {
+			Email string `json:"Email"`
+		}
+		if json.Unmarshal(top["ToFull"], &to) == nil && len(to) > 0 {
+			ev.Recipient = strings.TrimSpace(to[0].Email)
+		}
+	}
+	ev.OccurredAt = inboundDate(jsonfield.OptionalString(top, "Date"))
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = now.UTC()
+	}
+	ev.Stream = bounce.StreamName(jsonfield.OptionalString(top, "MessageStream"))
+	var md provider.Metadata
+	md.Tags(top["Tag"])
+	md.Apply(&ev)
+	ev.Raw = json.RawMessage(bytes.Clone(body))
+	return ev, nil
+}
+
+// inboundDate parses the email's Date header as Postmark passes it ("Fri, 1 Aug 2014 16:45:32
+// -04:00" in its documentation: a zone with a colon, which RFC 5322 does not have).
+func inboundDate(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	if t, err := mail.ParseDate(s); err == nil {
+		return t.UTC()
+	}
+	if n := len(s); n > 6 && s[n-3] == ':' && (s[n-6] == '+' || s[n-6] == '-') {
+		if t, err := mail.ParseDate(s[:n-3] + s[n-2:]); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
 }

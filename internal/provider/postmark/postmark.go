@@ -118,5 +118,5 @@ func (a *Adapter) Verify(r provider.Request) error {
 // Parse turns a verified body into exactly one normalized event: Postmark sends one record per
 // request.
 func (a *Adapter) Parse(r provider.Request) ([]domain.Event, error) {
-	return provider.One(parse(r.Body))
+	return provider.One(parse(r.Body, r.Now))
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 const (
@@ -189,6 +190,7 @@ func TestParseFixtures(t *testing.T) {
 		john   = "john@example.com"
 		bounce = "2019-11-05T16:33:54.9070259Z"
 	)
+	received := ts("2026-12-05T23:00:00Z")
 	bounceEvent := func(n int, typ string, kind domain.Kind, status domain.Status, bt string) domain.Event {
 		return domain.Event{EventID: "bounce:" + itoa(4323372036854775807-int64(n)), Type: "Bounce:" + typ, Kind: kind, Status: status,
 			BounceType: bt, MessageID: msg, Recipient: john, OccurredAt: ts(bounce), Stream: "outbound"}
@@ -242,6 +244,12 @@ func TestParseFixtures(t *testing.T) {
 		{"bounce_unconfirmed", bounceEvent(20, "Unconfirmed", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_inbound_error", bounceEvent(21, "InboundError", domain.KindUnknown, domain.StatusNone, "")},
 		{"bounce_future_type", bounceEvent(22, "SomethingNew", domain.KindUnknown, domain.StatusNone, "")},
+		// No BouncedAt: placed at when it arrived (the request's Now), not at 0001-01-01.
+		{"bounce_without_bounced_at", details(func() domain.Event {
+			ev := bounceEvent(107, "HardBounce", domain.KindStatus, domain.StatusBounced, domain.BounceHard)
+			ev.OccurredAt = received
+			return ev
+		}(), 550, "5.1.1", "unknown_user", "smtp;550 5.1.1 The email account that you tried to reach does not exist.")},
 		{"bounce_without_id", domain.Event{
 			EventID:      "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:2014-08-01T13:28:10.2735393-04:00:" + provider.RecipientTag("a94dfe84-8ab9-43cf-8a1c-ac234c296e25", "jane@example.com"),
 			PriorEventID: "Bounce:a94dfe84-8ab9-43cf-8a1c-ac234c296e25:jane@example.com:2014-08-01T13:28:10.2735393-04:00",
@@ -255,10 +263,22 @@ func TestParseFixtures(t *testing.T) {
 		{"click", domain.Event{EventID: "Click:00000000-0000-0000-0000-000000000000:2017-10-25T15:21:11.0000000Z:" + provider.RecipientTag("00000000-0000-0000-0000-000000000000", john),
 			PriorEventID: "Click:00000000-0000-0000-0000-000000000000:" + john + ":2017-10-25T15:21:11.0000000Z", Type: "Click",
 			Kind: domain.KindClicked, MessageID: "00000000-0000-0000-0000-000000000000", Recipient: john, OccurredAt: ts("2017-10-25T15:21:11Z"), Stream: "outbound"}},
+		// Postmark's own example: SuppressionReason HardBounce is the hard bounce it names
+		// (suppressed globally), not an unsubscribe from the stream.
 		{"subscription_change_suppressed", domain.Event{
 			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T10:53:34.416071Z:" + provider.RecipientTag(msg, "bounced-address@wildbit.com"),
 			PriorEventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T10:53:34.416071Z", Type: "SubscriptionChange",
-			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
+			Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard,
+			MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T10:53:34.416071Z"), Stream: "outbound"}},
+		{"subscription_change_spam_complaint", domain.Event{
+			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T11:00:00.000000Z:" + provider.RecipientTag(msg, "bounced-address@wildbit.com"),
+			PriorEventID: "SubscriptionChange:" + msg + ":bounced-address@wildbit.com:2020-02-01T11:00:00.000000Z", Type: "SubscriptionChange",
+			Kind: domain.KindStatus, Status: domain.StatusComplained,
+			MessageID: msg, Recipient: "bounced-address@wildbit.com", OccurredAt: ts("2020-02-01T11:00:00Z"), Stream: "outbound"}},
+		{"subscription_change_unsubscribed", domain.Event{
+			EventID:      "SubscriptionChange:" + msg + ":2020-02-01T12:00:00.000000Z:" + provider.RecipientTag(msg, john),
+			PriorEventID: "SubscriptionChange:" + msg + ":" + john + ":2020-02-01T12:00:00.000000Z", Type: "SubscriptionChange",
+			Kind: domain.KindUnsubscribed, MessageID: msg, Recipient: john, OccurredAt: ts("2020-02-01T12:00:00Z"), Stream: "outbound"}},
 		{"subscription_change_reactivated", domain.Event{
 			EventID:      "SubscriptionChange::2020-02-03T08:00:00.000000Z:" + provider.RecipientTag("", john),
 			PriorEventID: "SubscriptionChange::john@example.com:2020-02-03T08:00:00.000000Z", Type: "SubscriptionChange",
@@ -267,6 +287,10 @@ func TestParseFixtures(t *testing.T) {
 			EventID:      "SubscriptionChange::2020-02-02T09:15:00.250000Z:" + provider.RecipientTag("", "jane@example.com"),
 			PriorEventID: "SubscriptionChange::jane@example.com:2020-02-02T09:15:00.250000Z", Type: "SubscriptionChange",
 			Kind: domain.KindUnknown, Recipient: "jane@example.com", OccurredAt: ts("2020-02-02T09:15:00.25Z"), Stream: "broadcast"}},
+		// Postmark's inbound JSON (its inbound-webhook example): no RecordType, an email received.
+		{"inbound", domain.Event{EventID: "inbound:73e6d360-66eb-11e1-8e72-a8904824019b", Type: "Inbound", Kind: domain.KindInbound,
+			MessageID: "73e6d360-66eb-11e1-8e72-a8904824019b", Recipient: "yourhash+SampleHash@inbound.postmarkapp.com",
+			OccurredAt: ts("2014-08-01T20:45:32Z"), Stream: "inbound"}},
 		{"unknown_record_type", domain.Event{
 			EventID:      "InboundRetry:11111111-2222-3333-4444-555555555555:2021-03-04T05:06:07Z:" + provider.RecipientTag("11111111-2222-3333-4444-555555555555", "support@example.com"),
 			PriorEventID: "InboundRetry:11111111-2222-3333-4444-555555555555:support@example.com:2021-03-04T05:06:07Z", Type: "InboundRetry",
@@ -283,7 +307,7 @@ func TestParseFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body})
+			events, err := a.Parse(provider.Request{Header: http.Header{}, Body: body, Now: received})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -308,6 +332,9 @@ func TestParseFixtures(t *testing.T) {
 				t.Errorf("id %q holds an address", got.EventID)
 			}
 			got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
+			if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[tt.file]) {
+				t.Errorf("metadata and tags = %#v, want %#v", m, fixtureMeta[tt.file])
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
@@ -669,3 +696,30 @@ func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpo
 	}
 	return cfg.Endpoints
 }
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = func() map[string]providertest.Meta {
+	// Postmark's examples all carry the same Metadata and a Tag.
+	doc := map[string]string{"a_key": "a_value", "b_key": "b_value"}
+	const chrome = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_7_5) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/35.0.1916.153 Safari/537.36"
+	m := map[string]providertest.Meta{
+		"bounce_without_id":                  {Tags: []string{"Invitation"}},
+		"click":                              {Metadata: doc, Tags: []string{"welcome-email"}, Engagement: &domain.Engagement{URL: "https://example.com", UserAgent: chrome, IP: "188.2.95.4"}},
+		"delivery":                           {Metadata: doc, Tags: []string{"welcome-email"}},
+		"open":                               {Metadata: doc, Tags: []string{"welcome-email"}, Engagement: &domain.Engagement{UserAgent: chrome, IP: "188.2.95.4"}},
+		"spam_complaint":                     {Metadata: doc, Tags: []string{"Test"}},
+		"subscription_change_spam_complaint": {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"subscription_change_suppressed":     {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"subscription_change_unsubscribed":   {Metadata: map[string]string{"example": "value", "example_2": "value"}, Tags: []string{"my-tag"}},
+		"inbound":                            {Tags: []string{"TestTag"}},
+	}
+	files, _ := filepath.Glob("testdata/bounce_*.json")
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		if _, ok := m[name]; !ok {
+			m[name] = providertest.Meta{Metadata: doc, Tags: []string{"Test"}}
+		}
+	}
+	return m
+}()

@@ -130,6 +130,22 @@ func parse(body []byte) (domain.Event, error) {
 	}
 	ev.OccurredAt = at
 
+	// Postscale documents a send's metadata (the key/value object given at send time) but not
+	// where a webhook carries it back: data.metadata, else the top level's (the flat shape's),
+	// and tags likewise.
+	var md provider.Metadata
+	md.Object(data["metadata"])
+	md.Object(top["metadata"])
+	md.Tags(data["tags"])
+	if !flat {
+		md.Tags(top["tags"])
+	}
+	md.Apply(&ev)
+	// Postscale's click carries data.link; the rest of an open's or a click's fields are
+	// undocumented, so the likely names.
+	provider.SetEngagement(&ev, cmp.Or(optionalString(data, "link"), optionalString(data, "url")),
+		optionalString(data, "user_agent"), optionalString(data, "ip"), false)
+
 	ev.Raw = json.RawMessage(append([]byte(nil), body...))
 	return ev, nil
 }

@@ -175,9 +175,11 @@ func TestParseFixtures(t *testing.T) {
 		{"email_complained", domain.Event{EventID: "evt_cp1", Type: "email.complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:00:00Z")}},
 		{"email_opened", domain.Event{EventID: "evt_op1", Type: "email.opened", Kind: domain.KindOpened,
-			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:00:00Z")}},
+			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:00:00Z"),
+			Engagement: &domain.Engagement{UserAgent: "Mozilla/5.0"}}},
 		{"email_clicked", domain.Event{EventID: "evt_cl1", Type: "email.clicked", Kind: domain.KindClicked,
-			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:01:00Z")}},
+			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:01:00Z"),
+			Engagement: &domain.Engagement{URL: "https://example.com/x"}}},
 		{"email_unsubscribed", domain.Event{EventID: "evt_un1", Type: "email.unsubscribed", Kind: domain.KindUnsubscribed,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T12:02:00Z")}},
 		{"inbound_received_envelope", domain.Event{EventID: "evt_in1", Type: "inbound.received", Kind: domain.KindInbound,
@@ -409,5 +411,25 @@ func BenchmarkParse(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Postscale documents a send's metadata but not where a webhook returns it: data.metadata in
+// the envelope, the top level's in the flat shape.
+func TestParseMetadata(t *testing.T) {
+	a := newAdapter(t, testSecret)
+	for name, body := range map[string]string{
+		"envelope": `{"id":"evt_1","type":"email.delivered","created_at":"2026-01-18T10:30:00Z","data":{"email_id":"msg_1","to":"user@example.com","metadata":{"order_id":"A-17","attempt":2},"tags":["receipts"]}}`,
+		"flat":     `{"event":"email.received","timestamp":"2026-04-25T10:30:00Z","email_id":"msg_1","metadata":{"order_id":"A-17","attempt":2},"tags":"receipts"}`,
+	} {
+		events, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		m := providertest.TakeMeta(&events[0])
+		want := providertest.Meta{Metadata: map[string]string{"order_id": "A-17", "attempt": "2"}, Tags: []string{"receipts"}}
+		if !reflect.DeepEqual(m, want) {
+			t.Errorf("%s: %#v, want %#v", name, m, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package sendgrid
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/mailhook/mailhook/internal/bounce"
@@ -70,6 +71,10 @@ func parseEvent(i int, raw json.RawMessage) (domain.Event, error) {
 	// event in it, so it is recorded as unknown: kept with its raw JSON, changing nothing.
 	provider.KeepAsUnknown(&ev)
 	bounce.Apply(&ev, bounceInput(o, ev.Status))
+	metadata(o).Apply(&ev)
+	machine, _ := jsonfield.OptionalBool(o, "sg_machine_open")
+	provider.SetEngagement(&ev, jsonfield.OptionalString(o, "url"), jsonfield.OptionalString(o, "useragent"),
+		jsonfield.OptionalString(o, "ip"), machine)
 	ev.Raw = raw
 	return ev, nil
 }
@@ -116,4 +121,51 @@ func bounceInput(o object, status domain.Status) bounce.Input {
 		},
 		Dropped: status == domain.StatusFailed,
 	}
+}
+
+// reserved are the Event Webhook's own fields (sendgrid.com/docs/for-developers/tracking-events/event),
+// with the prefixes below: every other top-level key is a custom argument.
+var reserved = map[string]bool{
+	"email": true, "timestamp": true, "smtp-id": true, "event": true, "category": true,
+	"useragent": true, "ip": true, "url": true, "url_offset": true, "reason": true, "status": true,
+	"response": true, "attempt": true, "type": true, "bounce_classification": true, "tls": true,
+	"cert_err": true, "asm_group_id": true, "pool": true, "newsletter": true, "send_at": true,
+	"post_type": true, "unique_args": true, "custom_args": true, "phase_id": true, "variation_id": true,
+	"domain": true, "from": true, // on deferred events in SendGrid's own example
+}
+
+var reservedPrefixes = []string{"sg_", "marketing_campaign_", "mc_", "singlesend_", "template_", "nlvx_"}
+
+// metadata reads a SendGrid event's custom arguments and categories. SendGrid passes the
+// custom_args of the v3 Mail Send API (and the unique_args of the SMTP and v2 APIs) back as
+// top-level keys of each event, beside its own fields; a unique_args or custom_args object, as
+// some senders' relays nest them, is read first. category (a string or an array) is the tags.
+func metadata(o object) *provider.Metadata {
+	var m provider.Metadata
+	m.Object(o["custom_args"])
+	m.Object(o["unique_args"])
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		if !isReserved(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m.Set(k, o[k])
+	}
+	m.Tags(o["category"])
+	return &m
+}
+
+func isReserved(key string) bool {
+	if reserved[key] {
+		return true
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -438,6 +439,9 @@ func TestParseFixtures(t *testing.T) {
 					t.Errorf("event %d: OccurredAt = %v, want %v", i, got.OccurredAt, want.OccurredAt)
 				}
 				got.OccurredAt, want.OccurredAt = time.Time{}, time.Time{}
+				if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[fmt.Sprintf("%s/%d", tt.file, i)]) {
+					t.Errorf("event %d: metadata and tags = %#v, want %#v", i, m, fixtureMeta[fmt.Sprintf("%s/%d", tt.file, i)])
+				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("event %d: Parse =\n  %+v\nwant\n  %+v", i, got, want)
 				}
@@ -755,4 +759,31 @@ func BenchmarkParse(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+const msie = "Mozilla/4.0 (compatible; MSIE 6.1; Windows XP; .NET CLR 1.1.4322; .NET CLR 2.0.50727)"
+
+var fixtureMeta = map[string]providertest.Meta{
+	"bounce_blocked/0":             {Tags: []string{"cat facts"}},
+	"bounce_blocked_reputation/0":  {Tags: []string{"newsletter", "weekly"}},
+	"bounce_classification_only/0": {Tags: []string{"cat facts"}},
+	"bounce_hard/0":                {Tags: []string{"cat facts"}},
+	"bounce_untyped/0":             {Tags: []string{"cat facts"}},
+	// A custom argument comes back as a top-level key beside SendGrid's own; category is a list.
+	"click/0": {Metadata: map[string]string{"unique_arg_key": "unique_arg_value"}, Tags: []string{"category1", "category2"},
+		Engagement: &domain.Engagement{URL: "http://example.com/blog/news.html", IP: "255.255.255.255",
+			UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 7_1_2 like Mac OS X) AppleWebKit/537.51.2 (KHTML, like Gecko) Version/7.0 Mobile/11D257 Safari/9537.53"}},
+	// Gmail's image proxy fetched it: SendGrid says sg_machine_open.
+	"batch_modern/2": {Engagement: &domain.Engagement{IP: "66.102.6.12", Machine: true,
+		UserAgent: "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)"}},
+	"deferred/0":          {Tags: []string{"cat facts"}},
+	"delivered/0":         {Tags: []string{"cat facts"}},
+	"dropped/0":           {Tags: []string{"cat facts"}},
+	"group_resubscribe/0": {Tags: []string{"cat facts"}},
+	"group_unsubscribe/0": {Tags: []string{"cat facts"}, Engagement: &domain.Engagement{URL: "http://www.example.com/", UserAgent: msie, IP: "255.255.255.255"}},
+	"open/0":              {Tags: []string{"cat facts"}, Engagement: &domain.Engagement{UserAgent: msie, IP: "255.255.255.255"}},
+	"processed/0":         {Tags: []string{"cat facts"}},
+	"unsubscribe/0":       {Tags: []string{"cat facts"}},
 }

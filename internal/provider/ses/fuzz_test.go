@@ -101,6 +101,10 @@ func checkParsed(t *testing.T, events []domain.Event, err error) {
 			if ev.MessageID == "" || ev.Status != domain.StatusNone {
 				t.Fatalf("engagement event: %+v", ev)
 			}
+		case domain.KindInbound:
+			if ev.Status != domain.StatusNone {
+				t.Fatalf("inbound event with a status: %+v", ev)
+			}
 		case domain.KindUnknown:
 		default:
 			t.Fatalf("unexpected kind %q", ev.Kind)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/mailhook/mailhook/internal/bounce"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/mailaddr"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/jsonfield"
 )
@@ -53,6 +55,9 @@ var types = map[string]typeInfo{
 	"Open":              {domain.KindOpened, domain.StatusNone, "open", "", fanOne},
 	"Click":             {domain.KindClicked, domain.StatusNone, "click", "", fanOne},
 	"Subscription":      {domain.KindUnsubscribed, domain.StatusNone, "subscription", "", fanOne},
+	// Email receiving: a receipt rule's SNS action (the content inline) or its S3 action's
+	// notification (the content by reference, receipt.action.bucketName and objectKey).
+	"Received": {domain.KindInbound, domain.StatusNone, "receipt", "", fanNone},
 }
 
 type object = jsonfield.Object
@@ -61,7 +66,8 @@ func badRequest(format string, args ...any) error { return provider.BadRequest(N
 
 type recipient struct {
 	addr string // as SES wrote it (the bare address when it parses as one)
-	key  string // lower-cased bare address, used in ids
+	key  string // mailaddr.Key: which recipients are one, and which bouncedRecipients entry is whose
+	id   string // what its ids are derived from (recipients)
 }
 
 // parse turns an SNS Notification into events.
@@ -152,6 +158,11 @@ func parse(body []byte) ([]domain.Event, error) {
 	if info.kind != domain.KindStatus {
 		base.Status = domain.StatusNone
 	}
+	if typ == "Received" {
+		return []domain.Event{received(base, detail, mailObj)}, nil
+	}
+	sesMetadata(mailObj).Apply(&base)
+	provider.SetEngagement(&base, optionalString(detail, "link"), optionalString(detail, "userAgent"), optionalString(detail, "ipAddress"), false)
 	if base.Status == domain.StatusBounced {
 		base.BounceType = bounceType(optionalString(detail, "bounceType"))
 	}
@@ -169,12 +180,12 @@ func parse(body []byte) ([]domain.Event, error) {
 		ev := base
 		ev.Recipient = rc.addr
 		if len(rcpts) > 1 {
-			ev.EventID = env.MessageID + ":" + provider.RecipientTag(env.MessageID, rc.key)
-			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.key)
+			ev.EventID = env.MessageID + ":" + provider.RecipientTag(env.MessageID, rc.id)
+			ev.PriorEventID = priorRecipientEventID(env.MessageID, rc.id)
 		}
 		if perRecipient && mailID != "" {
-			ev.MessageID = mailID + ":" + provider.RecipientTag(mailID, rc.key)
-			ev.PriorMessageID = priorRecipientMessageID(mailID, rc.key)
+			ev.MessageID = mailID + ":" + provider.RecipientTag(mailID, rc.id)
+			ev.PriorMessageID = priorRecipientMessageID(mailID, rc.id)
 		}
 		bounce.Apply(&ev, bounceInput(typ, detail, dsn[rc.key]))
 		events = append(events, ev)
@@ -292,7 +303,13 @@ func optOuts(raw json.RawMessage) map[string]bool {
 }
 
 // recipients reads an array of addresses, as strings or, when objects is set, as
-// {"emailAddress": …}. Blank and repeated addresses (compared lower-cased) are dropped.
+// {"emailAddress": …}. Blank and repeated addresses (compared by mailaddr.Key) are dropped.
+//
+// A recipient's ids derive from its bare address lower-cased with Unicode case mapping, as
+// versions before issue 41 derived them, so an SNS retry that straddles the upgrade is still a
+// duplicate. That mapping merges İvan@x and ivan@x, which may be two mailboxes (mailaddr.Key): the
+// second of such a pair in one notification, which those versions dropped, derives its ids from
+// its key instead, so it gets its own.
 func recipients(raw json.RawMessage, objects bool) []recipient {
 	if len(raw) == 0 {
 		return nil
@@ -303,6 +320,7 @@ func recipients(raw json.RawMessage, objects bool) []recipient {
 	}
 	out := make([]recipient, 0, len(items))
 	seen := make(map[string]bool, len(items))
+	ids := make(map[string]bool, len(items))
 	for _, item := range items {
 		var s string
 		if json.Unmarshal(item, &s) != nil {
@@ -322,6 +340,10 @@ func recipients(raw json.RawMessage, objects bool) []recipient {
 			continue
 		}
 		seen[rc.key] = true
+		if ids[rc.id] {
+			rc.id = "key:" + rc.key
+		}
+		ids[rc.id] = true
 		out = append(out, rc)
 	}
 	return out
@@ -339,7 +361,7 @@ func normalize(s string) (recipient, bool) {
 			s = a.Address
 		}
 	}
-	return recipient{addr: s, key: strings.ToLower(s)}, true
+	return recipient{addr: s, key: mailaddr.Key(s), id: strings.ToLower(s)}, true
 }
 
 // objectField is the object at key, nil when it is absent or not an object. An empty key (an
@@ -356,3 +378,43 @@ var (
 	optionalString = jsonfield.OptionalString
 	timeField      = jsonfield.Time
 )
+
+// sesMetadata reads mail.tags (event publishing only: identity notifications carry none): the
+// sender's message tags, each a name with a list of values, joined with "," when there are
+// several. The tags SES adds itself ("ses:configuration-set", "ses:source-ip",
+// "ses:caller-identity", "ses:from-domain", "ses:outgoing-ip") describe the sending account,
+// not the message, and are left out.
+func sesMetadata(mailObj object) *provider.Metadata {
+	var m provider.Metadata
+	tags := objectField(mailObj, "tags")
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if !strings.HasPrefix(k, "ses:") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var values []string
+		if json.Unmarshal(tags[k], &values) != nil {
+			m.Set(k, tags[k])
+			continue
+		}
+		m.SetString(k, strings.Join(values, ","))
+	}
+	return &m
+}
+
+// received is an email SES received: one email.received whatever the number of recipients, to
+// the first address the receipt rule matched (receipt.recipients), else the mail's first
+// destination. Its payload is the SNS notification as it came, like every SES event's: its
+// Message is SES's JSON, with "content" inline for the SNS action and the S3 location
+// (receipt.action.bucketName, objectKey) for the S3 action.
+func received(ev domain.Event, receipt, mailObj object) domain.Event {
+	if r := recipients(receipt["recipients"], false); len(r) > 0 {
+		ev.Recipient = r[0].addr
+	} else if d := recipients(mailObj["destination"], false); len(d) > 0 {
+		ev.Recipient = d[0].addr
+	}
+	return ev
+}

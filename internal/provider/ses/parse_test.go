@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,11 @@ var fixtureWant = map[string][]want{
 	},
 	// SES does not say which of two recipients opened: one mail-level event.
 	"derived_open_multi_destination.json": {kind("Open", domain.KindOpened, exampleID, "", "2017-08-09T22:00:19.652Z")},
+	// Email receiving, the SNS action (AWS's example, content inline): one inbound event.
+	"received_sns_action.json": {kind("Received", domain.KindInbound, "d6iitobk75ur44p8kdnnp7g2n800", "recipient@example.com", "2015-09-11T20:32:33.936Z")},
+	// The S3 action's notification: the content by reference; the recipient is the one the
+	// receipt rule matched, not the first destination.
+	"received_s3_action.json": {kind("Received", domain.KindInbound, "o3v3f4bdi1svqvsa3ht5a2uf2ld5v5jn1ou3sgo1", "sales@example.com", "2015-09-11T20:32:34.1Z")},
 	// Opting in is not an unsubscribe.
 	"derived_subscription_opt_in.json": {kind("Subscription", domain.KindUnknown, subID, "recipient@example.com", "2022-01-12T01:00:17.910Z")},
 }
@@ -405,5 +411,107 @@ func TestParsePriorIDsOfRecipientEvents(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].EventID != snsID || events[0].PriorEventID != "" {
 		t.Fatalf("a single recipient's event: id %q, prior %q", events[0].EventID, events[0].PriorEventID)
+	}
+}
+
+// Recipients are one when mailaddr.Key says so (the domain's Unicode and ASCII forms, composed
+// and decomposed spellings), and two when they may be two mailboxes (İvan and ivan), each with
+// its own event; ids stay those of the versions before (the address lower-cased), so an SNS
+// retry across the upgrade is still a duplicate (issue 41).
+func TestParseRecipientsAreOneByMailboxKey(t *testing.T) {
+	msg := `{"eventType":"Bounce","bounce":{"bounceType":"Permanent","bouncedRecipients":[
+		{"emailAddress":"user@bücher.example","status":"5.1.1"},{"emailAddress":"user@xn--bcher-kva.example"},
+		{"emailAddress":"user@bu\u0308cher.example"},{"emailAddress":"\u0130van@x.com","status":"5.1.2"},{"emailAddress":"ivan@x.com","status":"5.1.3"}]},
+		"mail":{"messageId":"m1","destination":["user@bücher.example","\u0130van@x.com","ivan@x.com"]}}`
+	events, err := parseMessage(t, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		code := ""
+		if ev.Bounce != nil {
+			code = ev.Bounce.EnhancedCode
+		}
+		got = append(got, ev.EventID+" "+ev.Recipient+" "+code)
+	}
+	want := []string{
+		snsID + ":" + provider.RecipientTag(snsID, "user@bücher.example") + " user@bücher.example 5.1.1",
+		snsID + ":" + provider.RecipientTag(snsID, "ivan@x.com") + " \u0130van@x.com 5.1.2",
+		snsID + ":" + provider.RecipientTag(snsID, "key:ivan@x.com") + " ivan@x.com 5.1.3",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// AWS's event-publishing examples carry the sender's message tags (myCustomTag1…) beside those
+// SES adds itself (ses:configuration-set, ses:source-ip, ses:caller-identity…): only the
+// sender's are metadata.
+func TestParseMessageTagsAreMetadata(t *testing.T) {
+	custom := func(v1, v2 string) map[string]string {
+		return map[string]string{"myCustomTag1": v1, "myCustomTag2": v2}
+	}
+	for file, want := range map[string]map[string]string{
+		"event_send":              custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_delivery":          custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_reject":            custom("myCustomTagValue1", "myCustomTagValue2"),
+		"event_open":              custom("myCustomValue1", "myCustomValue2"),
+		"event_click":             custom("myCustomValue1", "myCustomValue2"),
+		"event_subscription":      custom("myCustomValue1", "myCustomValue2"),
+		"event_bounce":            nil,
+		"event_complaint":         nil,
+		"event_delivery_delay":    nil,
+		"event_rendering_failure": nil,
+	} {
+		t.Run(file, func(t *testing.T) {
+			msg, err := os.ReadFile(filepath.Join("testdata", file+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			events, err := parseMessage(t, string(msg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				if !reflect.DeepEqual(ev.Metadata, want) || ev.Tags != nil || ev.MetadataDropped != 0 {
+					t.Errorf("metadata %v, tags %v, dropped %d; want %v, no tags", ev.Metadata, ev.Tags, ev.MetadataDropped, want)
+				}
+			}
+		})
+	}
+	// Several values of one tag are joined.
+	events, err := parseMessage(t, `{"eventType":"Send","mail":{"messageId":"m","tags":{"team":["a","b"],"ses:source-ip":["192.0.2.1"]}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"team": "a,b"}; !reflect.DeepEqual(events[0].Metadata, want) {
+		t.Errorf("metadata %v, want %v", events[0].Metadata, want)
+	}
+}
+
+// An Open's and a Click's details, from AWS's examples.
+func TestParseEngagement(t *testing.T) {
+	for file, want := range map[string]domain.Engagement{
+		"event_open": {IP: "192.0.2.1",
+			UserAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 10_3_3 like Mac OS X) AppleWebKit/603.3.8 (KHTML, like Gecko) Mobile/14G60"},
+		"event_click": {URL: "http://docs.aws.amazon.com/ses/latest/DeveloperGuide/send-email-smtp.html", IP: "192.0.2.1",
+			UserAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/60.0.3112.90 Safari/537.36"},
+	} {
+		msg, err := os.ReadFile(filepath.Join("testdata", file+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := parseMessage(t, string(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := events[0].Engagement; got == nil || *got != want {
+			t.Errorf("%s: engagement %+v, want %+v", file, got, want)
+		}
+	}
+	events, err := parseMessage(t, `{"eventType":"Delivery","mail":{"messageId":"m"},"delivery":{"userAgent":"x"}}`)
+	if err != nil || events[0].Engagement != nil {
+		t.Errorf("a delivery has no engagement: %+v, %v", events[0].Engagement, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -37,8 +38,11 @@ type fixture struct {
 
 func TestParseFixtures(t *testing.T) {
 	const (
-		email = "56761188-7520-42d8-8898-ff6fc54ce618"
-		to    = "delivered@resend.dev"
+		email         = "56761188-7520-42d8-8898-ff6fc54ce618"
+		to            = "delivered@resend.dev"
+		generalBounce = "The recipient's email provider sent a hard bounce message, but didn't specify the reason for the hard bounce. " +
+			"We recommend removing the recipient's email address from your mailing list. Sending messages to addresses that " +
+			"produce hard bounces can have a negative impact on your reputation as a sender."
 	)
 	resend := []fixture{
 		{"resend_email_sent", domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted,
@@ -61,6 +65,16 @@ func TestParseFixtures(t *testing.T) {
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:55:00Z"),
 			Bounce: &domain.Bounce{Category: "undetermined",
 				Diagnostic: "The recipient's email provider sent a bounce message that did not contain enough information."}}},
+		// Permanent/General carries only Resend's fixed sentence, whose "reputation" is advice to
+		// the sender, not a spam block: no cause named.
+		{"resend_email_bounced_general", domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: email, Recipient: to, OccurredAt: ts("2024-11-22T23:58:00Z"),
+			Bounce: &domain.Bounce{Category: "undetermined", Diagnostic: generalBounce}}},
+		// The older shape without bounce.type (django-anymail's Resend fixture): email.bounced is
+		// a permanent rejection, so hard, and the address is suppressed.
+		{"resend_email_bounced_untyped", domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced,
+			BounceType: domain.BounceHard, MessageID: email, Recipient: "bounced@resend.dev", OccurredAt: ts("2023-10-02T18:11:26.101Z"),
+			Bounce: &domain.Bounce{Category: "undetermined", Diagnostic: generalBounce}}},
 		{"resend_email_complained", domain.Event{Type: "email.complained", Kind: domain.KindStatus, Status: domain.StatusComplained,
 			MessageID: email, Recipient: to, OccurredAt: ts("2024-02-22T23:41:12.126Z")}},
 		{"resend_email_failed", domain.Event{Type: "email.failed", Kind: domain.KindStatus, Status: domain.StatusFailed,
@@ -140,6 +154,9 @@ func TestParseFixtures(t *testing.T) {
 					t.Errorf("OccurredAt = %v, want %v", got.OccurredAt, tt.want.OccurredAt)
 				}
 				got.OccurredAt, tt.want.OccurredAt = time.Time{}, time.Time{}
+				if m := providertest.TakeMeta(&got); !reflect.DeepEqual(m, fixtureMeta[tt.file]) {
+					t.Errorf("metadata and tags = %#v, want %#v", m, fixtureMeta[tt.file])
+				}
 				if !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("Parse =\n  %+v\nwant\n  %+v", got, tt.want)
 				}
@@ -256,7 +273,7 @@ func TestParseAccepts(t *testing.T) {
 	}{
 		{"resend: unknown type with null data", r, `{"type":"domain.deleted","data":null}`, domain.Event{Type: "domain.deleted", Kind: domain.KindUnknown}},
 		{"resend: bounce without details", r, `{"type":"email.bounced","data":{"email_id":"m","bounce":"x"}}`,
-			domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced, MessageID: "m"}},
+			domain.Event{Type: "email.bounced", Kind: domain.KindStatus, Status: domain.StatusBounced, BounceType: domain.BounceHard, MessageID: "m"}},
 		{"resend: to of other types ignored", r, `{"type":"email.sent","data":{"email_id":"m","to":[1,{"a":2},"  ","x@y.z"]}}`,
 			domain.Event{Type: "email.sent", Kind: domain.KindStatus, Status: domain.StatusAccepted, MessageID: "m", Recipient: "x@y.z"}},
 		{"resend: created_at not a string", r, `{"type":"email.sent","created_at":1,"data":{"email_id":"m"}}`,
@@ -406,3 +423,19 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not
+// listed carries none.
+var fixtureMeta = func() map[string]providertest.Meta {
+	// Resend's examples carry "tags": {"category": "confirm_email"}: name/value pairs, so metadata.
+	m := map[string]providertest.Meta{}
+	for _, f := range []string{"bounced_general", "bounced_permanent", "bounced_transient", "bounced_undetermined", "clicked",
+		"complained", "delivered", "delivered_delayed_typo", "delivery_delayed", "failed", "opened", "scheduled", "sent", "suppressed"} {
+		m["resend_email_"+f] = providertest.Meta{Metadata: map[string]string{"category": "confirm_email"}}
+	}
+	clicked := m["resend_email_clicked"]
+	clicked.Engagement = &domain.Engagement{URL: "https://resend.com", IP: "122.115.53.11",
+		UserAgent: "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.1 Safari/605.1.15"}
+	m["resend_email_clicked"] = clicked
+	return m
+}()

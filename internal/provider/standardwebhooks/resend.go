@@ -2,7 +2,6 @@ package standardwebhooks
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -78,6 +77,14 @@ func parseResend(body []byte) (domain.Event, error) {
 		ev.BounceType = resendBounceType(data["bounce"])
 	}
 	bounce.Apply(&ev, in)
+	resendMetadata(data["tags"]).Apply(&ev)
+	if ev.Kind == domain.KindOpened || ev.Kind == domain.KindClicked {
+		var e resendEngagement
+		if json.Unmarshal(data["click"], &e) != nil || e == (resendEngagement{}) {
+			_ = json.Unmarshal(data["open"], &e)
+		}
+		provider.SetEngagement(&ev, e.Link, e.UserAgent, e.IPAddress, false)
+	}
 	// An odd created_at does not make the event unacceptable: it is only when, not what.
 	created, _ := topFields.Optional(top, "created_at")
 	ev.OccurredAt = jsonfield.ParseTime(created)
@@ -86,20 +93,23 @@ func parseResend(body []byte) (domain.Event, error) {
 }
 
 // resendBounceType reads data.bounce.type: "Permanent" (hard) or "Transient" (soft; Resend's
-// field list also says "Temporary"). "Undetermined", or no bounce object, leaves it unknown.
+// field list also says "Temporary"). Without one (the older shape, {"bounce":{"message":…}}, still
+// in Resend's docs and in django-anymail's Resend fixtures) it is hard: Resend defines
+// email.bounced as the recipient's server permanently rejecting the email. An explicit
+// "Undetermined" leaves it unknown, as SES's own word.
 func resendBounceType(raw json.RawMessage) string {
 	var b struct {
 		Type json.RawMessage `json:"type"`
 	}
 	if len(raw) == 0 || json.Unmarshal(raw, &b) != nil {
-		return ""
+		return domain.BounceHard
 	}
 	var s string
 	if json.Unmarshal(b.Type, &s) != nil {
-		return ""
+		return domain.BounceHard
 	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "permanent", "hard":
+	case "", "permanent", "hard":
 		return domain.BounceHard
 	case "transient", "temporary", "soft":
 		return domain.BounceSoft
@@ -120,7 +130,8 @@ func resendBounceInput(typ string, data object) bounce.Input {
 			return bounce.Input{}
 		}
 		return bounce.Input{
-			Diagnostic:      cmp.Or(jsonfield.FirstString(o["diagnosticCode"]), jsonfield.FirstString(o["message"])),
+			Diagnostic:      jsonfield.FirstString(o["diagnosticCode"]),
+			Explanation:     jsonfield.FirstString(o["message"]),
 			ProviderReasons: []string{jsonfield.FirstString(o["subType"]), jsonfield.FirstString(o["type"])},
 		}
 	case "email.failed":
@@ -135,4 +146,30 @@ func resendBounceInput(typ string, data object) bounce.Input {
 		return bounce.Input{Diagnostic: jsonfield.FirstString(o["message"]), ProviderReasons: []string{jsonfield.FirstString(o["type"])}, Dropped: true}
 	}
 	return bounce.Input{}
+}
+
+// resendMetadata reads data.tags: the name/value pairs sent as tags, which the webhook carries
+// as an object ({"category":"confirm_email"}) and the send API as a list of {"name","value"};
+// both are metadata, since each tag is a pair.
+func resendMetadata(raw json.RawMessage) *provider.Metadata {
+	var m provider.Metadata
+	var list []struct {
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(raw, &list) == nil {
+		for _, t := range list {
+			m.Set(t.Name, t.Value)
+		}
+		return &m
+	}
+	m.Object(raw)
+	return &m
+}
+
+// resendEngagement is data.click of email.clicked (and data.open, should an open carry one).
+type resendEngagement struct {
+	Link      string `json:"link"`
+	UserAgent string `json:"userAgent"`
+	IPAddress string `json:"ipAddress"`
 }

@@ -1,0 +1,167 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/provider/jsonfield"
+)
+
+// The bounds of what an event carries of the sender's metadata and tags (docs/PROVIDERS.md,
+// "Metadata and tags"). They keep a stored event and every notification about it small whatever
+// a sender attached (SendGrid allows 10,000 bytes of custom arguments, Postmark and Resend
+// dozens of entries): past them entries are dropped, counted in
+// mailhook_metadata_dropped_total, and the event is accepted as usual.
+const (
+	MaxMetadataEntries    = 32
+	MaxMetadataKeyBytes   = 128
+	MaxMetadataValueBytes = 512
+	MaxTags               = 16
+	MaxTagBytes           = 128
+)
+
+// Metadata collects one event's metadata (string keys and values) and tags (strings) from a
+// provider's fields, then bounds them onto the event (Apply). The first value given for a key
+// wins, so an adapter adds its most specific source first. The zero value is ready to use.
+type Metadata struct {
+	entries map[string]string
+	order   []string
+	tags    []string
+	dropped int
+}
+
+// Set adds key with a JSON value: a string as it is, a number or a boolean as its JSON text,
+// an object or an array as its compact JSON text; null is no value.
+func (m *Metadata) Set(key string, raw json.RawMessage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || jsonfield.IsNull(raw) {
+		return
+	}
+	var s string
+	if raw[0] == '"' {
+		if json.Unmarshal(raw, &s) != nil {
+			m.dropped++
+			return
+		}
+	} else {
+		var buf bytes.Buffer
+		if json.Compact(&buf, raw) != nil {
+			m.dropped++
+			return
+		}
+		s = buf.String()
+	}
+	m.SetString(key, s)
+}
+
+// SetString adds key with a string value.
+func (m *Metadata) SetString(key, value string) {
+	if m.entries == nil {
+		m.entries = map[string]string{}
+	}
+	if _, ok := m.entries[key]; ok {
+		return
+	}
+	m.entries[key] = value
+	m.order = append(m.order, key)
+}
+
+// Object adds every member of a JSON object (Postmark Metadata, Mailgun user-variables, Resend
+// tags, Postscale metadata); anything else adds nothing.
+func (m *Metadata) Object(raw json.RawMessage) {
+	var o jsonfield.Object
+	if len(raw) == 0 || jsonfield.IsNull(raw) || json.Unmarshal(raw, &o) != nil {
+		return
+	}
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // a map has no order: the bounds keep the same entries on every retry
+	for _, k := range keys {
+		m.Set(k, o[k])
+	}
+}
+
+// Tags adds a tag or a list of them: a JSON string or an array of strings; other elements are
+// skipped.
+func (m *Metadata) Tags(raw json.RawMessage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || jsonfield.IsNull(raw) {
+		return
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		m.Tag(one)
+		return
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return
+	}
+	for _, e := range list {
+		if json.Unmarshal(e, &one) == nil {
+			m.Tag(one)
+		}
+	}
+}
+
+// Tag adds one tag; blank tags are skipped.
+func (m *Metadata) Tag(t string) {
+	if strings.TrimSpace(t) != "" {
+		m.tags = append(m.tags, strings.TrimSpace(t))
+	}
+}
+
+// Apply sets ev.Metadata and ev.Tags within the bounds and ev.MetadataDropped to what they
+// dropped: a key that is empty or longer than MaxMetadataKeyBytes, a value longer than
+// MaxMetadataValueBytes, a key or value that is not valid UTF-8 or holds a NUL (jsonb refuses
+// \u0000), the entries past MaxMetadataEntries in key order, and likewise for tags (a repeated
+// tag is kept once and is not counted).
+func (m *Metadata) Apply(ev *domain.Event) {
+	dropped := m.dropped
+	if len(m.order) == 0 && len(m.tags) == 0 {
+		ev.MetadataDropped = dropped
+		return
+	}
+	keys := make([]string, 0, len(m.order))
+	for _, k := range m.order {
+		if k == "" || len(k) > MaxMetadataKeyBytes || !clean(k) {
+			dropped++
+			continue
+		}
+		if v := m.entries[k]; len(v) > MaxMetadataValueBytes || !clean(v) {
+			dropped++
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > MaxMetadataEntries {
+		dropped += len(keys) - MaxMetadataEntries
+		keys = keys[:MaxMetadataEntries]
+	}
+	if len(keys) > 0 {
+		ev.Metadata = make(map[string]string, len(keys))
+		for _, k := range keys {
+			ev.Metadata[k] = m.entries[k]
+		}
+	}
+	for _, t := range m.tags {
+		switch {
+		case slices.Contains(ev.Tags, t):
+		case len(t) > MaxTagBytes || !clean(t) || len(ev.Tags) == MaxTags:
+			dropped++
+		default:
+			ev.Tags = append(ev.Tags, t)
+		}
+	}
+	ev.MetadataDropped = dropped
+}
+
+func clean(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
