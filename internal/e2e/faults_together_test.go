@@ -142,6 +142,28 @@ func TestFaultsTogether(t *testing.T) {
 	w.checkAnswers(l, applied)
 
 	e.verdict(accepted, verdictOptions{})
+	// Which faults the HTTP sink's repeats came with: each second delivery of an id, by the
+	// faults on when it arrived (or in the 10 s before).
+	seen, byKind, repeatsAlone := map[string]bool{}, map[faultplan.Kind]int{}, 0
+	for _, d := range e.sink.delivered() {
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			continue
+		}
+		at, found := d.At.Sub(start), false
+		for _, f := range applied {
+			if at >= f.Start && at <= f.End+10*time.Second {
+				byKind[f.Kind]++
+				found = true
+			}
+		}
+		if !found {
+			repeatsAlone++
+		}
+	}
+	if len(byKind) > 0 || repeatsAlone > 0 {
+		t.Logf("sink app: repeated ids by the faults on when they arrived: %v; with no fault on: %d", byKind, repeatsAlone)
+	}
 	if n := e.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {
 		t.Errorf("%d events quarantined: no fault may make an event unprocessable", n)
 	}
