@@ -263,6 +263,7 @@ type together struct {
 	mu        sync.Mutex
 	http      []*proc
 	httpAddrs []string
+	busy      map[string]*sync.Mutex // per faultplan resource
 	workers   []*proc
 }
 
@@ -294,6 +295,20 @@ type appliedFault struct {
 
 // apply carries f out and undoes it; it returns when the fault has ended.
 func (w *together) apply(f faultplan.Fault, runStart time.Time) (a appliedFault) {
+	// The faults of one resource one after the other: one that starts while the last is still
+	// restarting what it stopped would race it (two Temporal servers on one port).
+	w.mu.Lock()
+	if w.busy == nil {
+		w.busy = map[string]*sync.Mutex{}
+	}
+	res := w.busy[f.Resource()]
+	if res == nil {
+		res = &sync.Mutex{}
+		w.busy[f.Resource()] = res
+	}
+	w.mu.Unlock()
+	res.Lock()
+	defer res.Unlock()
 	a = appliedFault{Fault: f, Start: time.Since(runStart)}
 	defer func() {
 		if r := recover(); r != nil {

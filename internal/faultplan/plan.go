@@ -104,6 +104,15 @@ type Fault struct {
 // End is when the fault ends.
 func (f Fault) End() time.Duration { return f.At + f.For }
 
+// Resource is what the fault acts on ("postgres", "temporal", "sink", "http-0", …): a run
+// carries out the faults of one resource one after the other, never two at once, however late
+// the one before it ended (a restart on a loaded machine takes seconds).
+func (f Fault) Resource() string { return f.Kind.resource(f.Target) }
+
+// gap is the least time between two faults on one resource: the first's restart may take
+// that long.
+const gap = 10 * time.Second
+
 func (f Fault) String() string {
 	target := ""
 	switch f.Kind {
@@ -184,10 +193,13 @@ func clashes(planned []Fault, f Fault, httpProcs int) bool {
 		httpDown = 1
 	}
 	for _, g := range planned {
+		if g.Resource() == f.Resource() && f.At < g.End()+gap && g.At < f.End()+gap {
+			return true
+		}
 		if !overlap(f, g) {
 			continue
 		}
-		if g.Kind.resource(g.Target) == f.Kind.resource(f.Target) {
+		if g.Resource() == f.Resource() {
 			return true
 		}
 		if httpDown > 0 && (g.Kind == KillHTTP || g.Kind == TermHTTP) {

@@ -46,6 +46,9 @@ func TestAScheduleCoversEveryKindOverlapsAndRespectsItsResources(t *testing.T) {
 				if g.At < f.End() && f.At < g.End() && (g.Kind == faultplan.KillHTTP || g.Kind == faultplan.TermHTTP) {
 					httpDown++
 				}
+				if g != f && g.Resource() == f.Resource() && g.At < f.End()+10*time.Second && f.At < g.End()+10*time.Second {
+					t.Errorf("seed %d: %s and %s on %s less than 10 s apart", seed, f, g, f.Resource())
+				}
 				if g == f || !(g.At < f.End() && f.At < g.End()) {
 					continue
 				}
