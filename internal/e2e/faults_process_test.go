@@ -279,6 +279,8 @@ type procOptions struct {
 	endpoints string
 	// sinks is YAML added to the sinks list (after app), indented as its items.
 	sinks string
+	// giveUpAfter is notify.give_up_after; empty: 10m.
+	giveUpAfter string
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -328,6 +330,9 @@ func newProcEnv(t *testing.T, bin string, o procOptions) *procEnv {
 		t.Fatal(err)
 	}
 	httpAddr := testenv.FreeHostPort(t)
+	if o.giveUpAfter == "" {
+		o.giveUpAfter = "10m"
+	}
 	e.cfgPath = filepath.Join(e.dir, "mailhook.yaml")
 	cfg := fmt.Sprintf(`http:
   address: %q
@@ -344,7 +349,7 @@ temporal:
 notify:
   initial_interval: 200ms
   max_interval: 2s
-  give_up_after: 10m
+  give_up_after: %s
   attempt_timeout: 5s
   probe_interval: 500ms
   max_probe_interval: 2s
@@ -366,7 +371,7 @@ acceptance:
   relay:
     poll_interval: 1s
     max_backoff: 5s
-%s`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, webhookSecret, o.endpoints, e.sink.srv.URL, sinkSecret, o.sink, o.sinks, adminToken, testenv.DeadlockDetectionTimeout, o.acceptance)
+%s`, httpAddr, procURL, e.hostPort, "mailhook-proc-"+e.prefix, o.giveUpAfter, webhookSecret, o.endpoints, e.sink.srv.URL, sinkSecret, o.sink, o.sinks, adminToken, testenv.DeadlockDetectionTimeout, o.acceptance)
 	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
