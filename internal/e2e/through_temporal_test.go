@@ -171,6 +171,12 @@ func throughAnOutage(t *testing.T, bin string, flaps int) {
 		for _, id := range ids {
 			typ, msg := lifecycleOf(id)
 			code, status, _ := e.postLifecycle(t, id, typ, msg)
+			// A 503 is a provider's cue to retry (the start that finds the run timed out on a
+			// starved Temporal server); its retry must find the duplicate.
+			for try := 0; code == http.StatusServiceUnavailable && try < 10; try++ {
+				time.Sleep(time.Second)
+				code, status, _ = e.postLifecycle(t, id, typ, msg)
+			}
 			if code != http.StatusOK || status != "duplicate" {
 				t.Errorf("%s re-sent during the outage: %d %q, want 200 duplicate", id, code, status)
 			}
