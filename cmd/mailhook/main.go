@@ -221,16 +221,20 @@ connection, never a transaction-mode pooler. Run it before serve or worker, and 
 writes and signs it, then reads the message back from the API until it ends bounced. Postscale's
 adds an open and an inbound email.
 
---provider NAME (` + strings.Join(simulate.Providers, ", ") + `) picks the config's first
-endpoint of that provider (or --endpoint) and signs with its first secret: Resend's whsec_
-secret, Mailgun's signing key, Postmark's user:password. SendGrid signs with a private key whose
-public half the endpoint lists: --key FILE (mailhook-loadtest keygen --out FILE writes one and
-prints the public key). Amazon SES (signed by SNS with Amazon's certificate), hmac and
-standard-webhooks (payloads of the sender's own) are not simulated. To try a provider under make
-run, add its endpoint to your own config: docs/providers/<name>.md, "Try it locally".`,
+--provider NAME (` + strings.Join(simulate.Providers, ", ") + `)
+picks the config's first endpoint of that provider (or --endpoint) and signs with its first
+secret: Resend's whsec_ secret, Mailgun's signing key, Postmark's user:password. SendGrid signs
+with a private key whose public half the endpoint lists: --key FILE (mailhook-loadtest keygen
+--out FILE writes one and prints the public key). hmac and standard-webhooks payloads are the
+sender's own: simulate writes them from the endpoint's generic: block (its field paths, and the
+types its status_map maps to accepted, delivered and bounced) and signs them with the endpoint's
+secret, hmac as the block says (header, prefix, algorithm, encoding, signed timestamp). Amazon
+SES is not simulated: SNS signs it with Amazon's certificate. To try a provider under make run,
+add its endpoint to your own config: docs/providers/<name>.md, "Try it locally".`,
 		Example: `  mailhook simulate
   mailhook simulate --provider resend
-  mailhook simulate --provider sendgrid --key sg.pem`,
+  mailhook simulate --provider sendgrid --key sg.pem
+  mailhook simulate --provider hmac --endpoint acme`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if sim.Provider != "" && !simulate.Speaks(sim.Provider) {
@@ -246,7 +250,8 @@ run, add its endpoint to your own config: docs/providers/<name>.md, "Try it loca
 				}
 				sim.Key = k
 			}
-			if sim.Secret == "" || sim.Token == "" || sim.Endpoint == "" || sim.Provider == "" {
+			// A generic provider's payloads come from its endpoint's generic: block: always read.
+			if sim.Secret == "" || sim.Token == "" || sim.Endpoint == "" || sim.Provider == "" || simulate.NeedsMapping(sim.Provider) {
 				if sim.Provider == "" || sim.Provider == "postscale" {
 					noConfigNote = "mailhook simulate: no config file, so the built-in development secret and token, which make run's deploy/mailhook.dev.yaml uses too"
 				}
@@ -391,6 +396,8 @@ func simulatedEndpoint(cfg config.Config, o *simulate.Options) error {
 	switch {
 	case !found && o.Endpoint == "":
 		return exitcode.UsageError(fmt.Errorf("no endpoint of provider %s in the config: add one (docs/providers/%s.md, \"Try it locally\") or pass --endpoint", o.Provider, o.Provider))
+	case !found && simulate.NeedsMapping(o.Provider):
+		return exitcode.UsageError(fmt.Errorf("no endpoint %q in the config: simulate writes %s payloads from the endpoint's generic: block", o.Endpoint, o.Provider))
 	case !found && o.Secret == "":
 		return exitcode.UsageError(fmt.Errorf("no signed endpoint %q in the config; pass --secret", o.Endpoint))
 	case !found:
@@ -399,7 +406,7 @@ func simulatedEndpoint(cfg config.Config, o *simulate.Options) error {
 		}
 		return nil
 	}
-	o.Endpoint = ep.Name
+	o.Endpoint, o.Generic = ep.Name, ep.Generic
 	if o.Provider == "" {
 		o.Provider = ep.Provider
 	}

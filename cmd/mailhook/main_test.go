@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/reconcile"
+	"github.com/mailhook/mailhook/internal/simulate"
 )
 
 // Bad config stops start-up before anything connects, with one line naming the key.
@@ -61,9 +63,11 @@ func TestExitCodes(t *testing.T) {
 		{"quarantine", "lits"}, {"sinks", "list", "extra"}, {"serve", "--no-such-flag"}, {"report", "daily", "--date", "yesterday-ish"},
 		{"simulate", "--endpoint", "nope"}, {"migrate", "--config", badURL},
 		// simulate --provider: one it does not speak, one with no endpoint in the (default)
-		// config, SendGrid without its private key.
+		// config, SendGrid without its private key, a generic provider whose endpoint (and so
+		// whose generic: block) is not in the config even with every flag given.
 		{"simulate", "--provider", "ses"}, {"simulate", "--provider", "resend"},
-		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"}} {
+		{"simulate", "--provider", "sendgrid", "--endpoint", "sg", "--secret", "x", "--token", "t"},
+		{"simulate", "--provider", "hmac"}, {"simulate", "--provider", "standard-webhooks", "--endpoint", "acme", "--secret", "x", "--token", "t"}} {
 		if code := exitCode(run(args...)); code != exitUsage {
 			t.Errorf("%v exits %d, want %d", args, code, exitUsage)
 		}
@@ -232,6 +236,30 @@ func TestHelpAgreesWithTheAPIDoc(t *testing.T) {
 	for _, st := range []string{"failed", "parked", "sent"} {
 		if !strings.Contains(row, "`"+st+"`") || !strings.Contains(redeliver, st) {
 			t.Errorf("redeliver status %s: API.md's row %q, --help mentions it: %v", st, row, strings.Contains(redeliver, st))
+		}
+	}
+}
+
+// simulate --provider hmac (or standard-webhooks) takes the config's first endpoint of the
+// provider with its secret and its generic: block, from which the payloads are written and
+// (hmac) signed; --secret overrides the secret only.
+func TestSimulateTakesAGenericEndpointsBlock(t *testing.T) {
+	g := &config.Generic{SignatureHeader: "X-Sig", MessageIDField: "id"}
+	cfg := config.Config{Endpoints: []config.Endpoint{
+		{Name: "ps", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: []string{"ps-secret"}}},
+		{Name: "acme", Provider: "hmac", ProviderSettings: config.ProviderSettings{Secrets: []string{"acme-key"}, Generic: g}},
+	}}
+	for _, secret := range []string{"", "flag-key"} {
+		o := simulate.Options{Provider: "hmac", Secret: secret}
+		if err := simulatedEndpoint(cfg, &o); err != nil {
+			t.Fatal(err)
+		}
+		want := secret
+		if want == "" {
+			want = "acme-key"
+		}
+		if o.Endpoint != "acme" || o.Generic != g || o.Secret != want {
+			t.Errorf("--secret %q: endpoint %q, generic %p (want %p), secret %q (want %q)", secret, o.Endpoint, o.Generic, g, o.Secret, want)
 		}
 	}
 }

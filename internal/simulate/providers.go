@@ -27,10 +27,9 @@ import (
 // verify. Postscale's lifecycle (simulate.go) also sends an open and an inbound email; the
 // others send one message's sent, delivered and hard bounce, out of order, and a retry.
 
-// Providers lists the providers simulate speaks. ses (signed by Amazon SNS with Amazon's
-// certificate), hmac and standard-webhooks (whose payloads are each sender's own) are not
-// among them.
-var Providers = []string{"postscale", "resend", "mailgun", "postmark", "sendgrid"}
+// Providers lists the providers simulate speaks. ses, signed by Amazon SNS with Amazon's
+// certificate, which no one else holds, is not among them.
+var Providers = []string{"postscale", "resend", "mailgun", "postmark", "sendgrid", "hmac", "standard-webhooks"}
 
 // Speaks reports whether simulate can send provider's webhooks.
 func Speaks(provider string) bool { return slices.Contains(Providers, provider) }
@@ -38,6 +37,11 @@ func Speaks(provider string) bool { return slices.Contains(Providers, provider) 
 // NeedsKey reports whether provider signs with a private key (--key) rather than the endpoint's
 // configured secret: SendGrid's endpoint holds only the public half.
 func NeedsKey(provider string) bool { return provider == "sendgrid" }
+
+// NeedsMapping reports whether provider's payloads are the sender's own, written from the
+// endpoint's generic: block (Options.Generic): its field paths and status_map, and for hmac
+// how it signs.
+func NeedsMapping(provider string) bool { return provider == "hmac" || provider == "standard-webhooks" }
 
 // speaker writes one provider's lifecycle of a message and signs its requests.
 type speaker struct {

@@ -1,6 +1,7 @@
-// Package simulate sends correctly signed sample Postscale webhooks to a running mailhook: one
-// message's lifecycle out of order and with duplicates, plus an inbound email, then reads the
-// message back from the API so a new user sees the whole pipeline work.
+// Package simulate sends correctly signed sample webhooks to a running mailhook, as Postscale or
+// another provider (Providers) writes and signs them: one message's lifecycle out of order and
+// with duplicates (Postscale's with an inbound email), then reads the message back from the API
+// so a new user sees the whole pipeline work.
 package simulate
 
 import (
@@ -30,11 +31,14 @@ type Options struct {
 	Provider string
 	Secret   string
 	// Key signs for a provider that signs with a private key (NeedsKey: sendgrid).
-	Key    *ecdsa.PrivateKey
-	Token  string        // admin API bearer token, to read the message back
-	Wait   time.Duration // how long to wait for the message to settle
-	Client *http.Client
-	Out    io.Writer
+	Key *ecdsa.PrivateKey
+	// Generic is the endpoint's generic: block, from which a provider whose payloads are the
+	// sender's own (NeedsMapping: hmac, standard-webhooks) is written and, for hmac, signed.
+	Generic *config.Generic
+	Token   string        // admin API bearer token, to read the message back
+	Wait    time.Duration // how long to wait for the message to settle
+	Client  *http.Client
+	Out     io.Writer
 }
 
 // Recipient is the simulated message's recipient, whom its hard bounce suppresses.
@@ -199,7 +203,12 @@ func randomHex(n int) string {
 // waits for the message to end bounced.
 func runProvider(ctx context.Context, o Options) error {
 	sp, ok := speakers[o.Provider]
-	if !ok {
+	if NeedsMapping(o.Provider) {
+		var err error
+		if sp, err = genericSpeaker(o.Provider, o.Generic); err != nil {
+			return err
+		}
+	} else if !ok {
 		return fmt.Errorf("simulate speaks %s, not %s", strings.Join(Providers, ", "), o.Provider)
 	}
 	base := strings.TrimRight(o.BaseURL, "/")
@@ -229,12 +238,22 @@ func runProvider(ctx context.Context, o Options) error {
 		}
 	}
 	deadline := time.Now().Add(o.Wait)
-	url := fmt.Sprintf("%s/v1/messages/%s/%s", base, o.Provider, messageID)
+	// A generic provider's events are keyed under the endpoint's name (provider.EventNamespace).
+	namespace := o.Provider
+	if NeedsMapping(o.Provider) {
+		namespace = o.Endpoint
+	}
+	url := fmt.Sprintf("%s/v1/messages/%s/%s", base, namespace, messageID)
 	for {
 		m, err := getMessage(ctx, o.Client, url, o.Token)
 		if err == nil && m.Status == "bounced" && len(m.Events) == sp.events {
-			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s bounce), version %d\n", m.MessageID, m.Status, m.BounceType, m.Version)
-			fmt.Fprintf(o.Out, "\nSee it with:\n  mailhook messages get %s %s   # why it bounced\n", o.Provider, messageID)
+			bounceType := m.BounceType + " bounce"
+			if m.BounceType == "" {
+				// A generic endpoint that maps neither bounce field (docs/providers/hmac.md).
+				bounceType = "no bounce type: map generic.bounce_type_field or diagnostic_field"
+			}
+			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s), version %d\n", m.MessageID, m.Status, bounceType, m.Version)
+			fmt.Fprintf(o.Out, "\nSee it with:\n  mailhook messages get %s %s   # why it bounced\n", namespace, messageID)
 			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
 			return nil
 		}
