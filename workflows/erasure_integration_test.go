@@ -64,7 +64,7 @@ func newErasureEnv(t testing.TB, events int) *erasureEnv {
 // running activities are canceled at once, as when a worker dies).
 func (e *erasureEnv) worker(es activities.ErasureStore, blocks int64) (stop func()) {
 	e.t.Helper()
-	w := worker.New(e.srv.Client(), e.queue, worker.Options{})
+	w := worker.New(e.srv.Client(), e.queue, worker.Options{DeadlockDetectionTimeout: testenv.DeadlockDetectionTimeout})
 	workflows.NewProcessor(config.Defaults()).Register(w)
 	(&activities.Erasure{Store: es, BatchBlocks: blocks}).Register(w)
 	require.NoError(e.t, w.Start())

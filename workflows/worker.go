@@ -32,7 +32,8 @@ func NewWorker(c client.Client, cfg config.Config, a *activities.Activities, r *
 		MaxConcurrentWorkflowTaskPollers:        wc.WorkflowTaskPollers,
 		MaxConcurrentActivityTaskPollers:        wc.ActivityTaskPollers,
 		// On SIGTERM running activities (a sink POST) get this long before they are cancelled.
-		WorkerStopTimeout: wc.StopTimeout,
+		WorkerStopTimeout:        wc.StopTimeout,
+		DeadlockDetectionTimeout: wc.DeadlockDetectionTimeout,
 	})
 	NewProcessor(cfg).Register(w)
 	// Each set registers its activities under the names histories record; the workflows call

@@ -41,7 +41,7 @@ func eraseWorker(t *testing.T, srv *testenv.DevServer, dbURL string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	w := worker.New(srv.Client(), cfg.Temporal.TaskQueue, worker.Options{})
+	w := worker.New(srv.Client(), cfg.Temporal.TaskQueue, worker.Options{DeadlockDetectionTimeout: testenv.DeadlockDetectionTimeout})
 	workflows.NewProcessor(cfg).Register(w)
 	(&activities.Erasure{Store: st.Erasures}).Register(w)
 	if err := w.Start(); err != nil {

@@ -52,6 +52,11 @@ type Worker struct {
 	// StopTimeout is how long a stopping worker (SIGTERM) lets running activities finish, such
 	// as a sink POST, before cancelling them. Default: notify.attempt_timeout plus 5 s.
 	StopTimeout time.Duration `yaml:"stop_timeout"`
+	// DeadlockDetectionTimeout is how long a workflow task may run without yielding before the
+	// SDK fails it as a deadlock (TMPRL1101); zero: the SDK's 1 s. mailhook's workflow code never
+	// blocks, so the detector only fires on a machine starved of CPU, where the task would have
+	// finished: the test suites, which share 2 cores with their own servers, raise it.
+	DeadlockDetectionTimeout time.Duration `yaml:"deadlock_detection_timeout"`
 }
 
 func (c Config) validateProcess() error {
@@ -79,6 +84,9 @@ func (c Config) validateProcess() error {
 	}
 	if w.StopTimeout < 0 {
 		return fmt.Errorf("config: worker.stop_timeout must not be negative")
+	}
+	if w.DeadlockDetectionTimeout < 0 {
+		return fmt.Errorf("config: worker.deadlock_detection_timeout must not be negative (0: the SDK's 1s)")
 	}
 	return nil
 }

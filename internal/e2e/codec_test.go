@@ -64,6 +64,7 @@ func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Clie
 	sink := newReceiver(t)
 	cfg := config.Defaults()
 	cfg.Database.URL = o.dbURL
+	cfg.Worker.DeadlockDetectionTimeout = testenv.DeadlockDetectionTimeout
 	cfg.Temporal.Address = sharedSrv.FrontendHostPort()
 	cfg.Temporal.Namespace = "default"
 	cfg.Temporal.TaskQueue = o.taskQueue

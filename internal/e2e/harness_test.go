@@ -125,6 +125,8 @@ type receiver struct {
 	echo bool
 	// respondType, when set, answers in place of respond, knowing the notification's type.
 	respondType func(typ string, attempt int) int
+	// retryAfter, when set, is the Retry-After header of every 429 answer.
+	retryAfter string
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -182,9 +184,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		typ, _ := parsed["type"].(string)
 		status = r.respondType(typ, attempt)
 	}
-	echo := r.echo
+	echo, retryAfter := r.echo, r.retryAfter
 	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Raw: body, Header: req.Header.Clone(), At: time.Now()})
 	r.mu.Unlock()
+	if status == http.StatusTooManyRequests && retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	w.WriteHeader(status)
 	if echo && status >= 300 {
 		data, _ := json.Marshal(parsed["data"])
@@ -282,6 +287,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg := config.Defaults()
 	cfg.Database.URL = dbURL
 	cfg.Temporal.TaskQueue = "mailhook-e2e-" + randomHex(4)
+	cfg.Worker.DeadlockDetectionTimeout = testenv.DeadlockDetectionTimeout
 	cfg.Temporal.StartTimeout = 3 * time.Second
 	if o.startTimeout > 0 {
 		cfg.Temporal.StartTimeout = o.startTimeout

@@ -105,10 +105,17 @@ func Partitioning(r config.Retention) domain.Partitioning {
 // Dial opens PostgreSQL and a lazy Temporal client: the process starts (and /readyz reports)
 // even while Temporal is down, and requests get 503 until it is back.
 func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Service, error) {
+	return dial(ctx, cfg, log, m, false)
+}
+
+// dial is Dial; startUnavailable (serve and worker) starts while PostgreSQL cannot be reached
+// (store.Options.StartUnavailable), where a command that needs it now fails at once.
+func dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics, startUnavailable bool) (*Service, error) {
 	opts, err := StoreOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
+	opts.StartUnavailable = startUnavailable
 	sdkMetrics, closeMetrics := m.TemporalHandler()
 	// Address, namespace, TLS, API key and the payload codec (internal/temporalconn).
 	topts, err := temporalconn.ClientOptions(cfg.Temporal, sdklog.NewStructuredLogger(log), sdkMetrics)
@@ -125,6 +132,10 @@ func Dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 		tc.Close()
 		closeMetrics()
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := st.Ping(ctx); err != nil {
+		log.WarnContext(ctx, "PostgreSQL is unavailable at start; starting anyway: webhooks are accepted through Temporal "+
+			"(where acceptance.through_temporal allows) and the workers' steps retry until it is back", "error", err)
 	}
 	// The retention run creates partitions ahead every day; this covers a first start, and a
 	// store that finds one missing creates it itself, so a failure here is not fatal.
@@ -580,7 +591,7 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 			log.Warn("flush traces", "error", err)
 		}
 	}()
-	svc, err := Dial(ctx, cfg, log, metrics.New())
+	svc, err := dial(ctx, cfg, log, metrics.New(), true)
 	if err != nil {
 		return err
 	}

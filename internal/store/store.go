@@ -128,6 +128,12 @@ type Options struct {
 	// with the address (keys_legacy.go in internal/erasure), which an erasure re-keys; zero:
 	// such keys are not re-keyed.
 	ErasurePriorKeys erasure.PriorKeys
+	// StartUnavailable opens the store while PostgreSQL cannot be reached (IsUnavailable: down,
+	// restarting, read-only): a process deployed or restarted during an outage starts, accepts
+	// through Temporal and catches up when PostgreSQL is back, as the processes already running
+	// do. A server that answers and refuses (a wrong password, a missing database) still fails
+	// the start.
+	StartUnavailable bool
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
@@ -154,7 +160,7 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	// The pool connects lazily; ping so a wrong URL fails at start-up, not on the first event.
-	if err := pool.Ping(ctx); err != nil {
+	if err := pool.Ping(ctx); err != nil && !(o.StartUnavailable && IsUnavailable(err)) {
 		pool.Close()
 		return nil, fmt.Errorf("open store: ping: %w", err)
 	}

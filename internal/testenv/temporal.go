@@ -322,3 +322,9 @@ func (w *tail) String() string {
 	defer w.mu.Unlock()
 	return string(w.buf)
 }
+
+// DeadlockDetectionTimeout is the worker.deadlock_detection_timeout of every worker the tests
+// start: the SDK's 1 s fails workflow tasks as deadlocks (TMPRL1101) when the tests' own servers
+// starve them of CPU, which says nothing of mailhook (issue 40: `make test` went red so at a load
+// of 9 to 33 on 2 cores).
+const DeadlockDetectionTimeout = 30 * time.Second
