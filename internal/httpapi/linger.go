@@ -67,11 +67,18 @@ func (l *lingerer) run() {
 			}
 			return
 		}
+		// The one waiting stays in the queue until it is closed, so it counts against max: taken
+		// out first, a connection refused while it waited found the queue one short of full
+		// (TestLingererClosesAfterTheDelayFromOneQueue failed so under load, when this
+		// goroutine ran before the next close). Only run takes from the queue, so queue[0] is
+		// still next after the sleep.
 		next := l.queue[0]
+		l.mu.Unlock()
+		time.Sleep(time.Until(next.at))
+		l.mu.Lock()
 		l.queue[0] = lingering{}
 		l.queue = l.queue[1:]
 		l.mu.Unlock()
-		time.Sleep(time.Until(next.at))
 		_ = next.conn.Close()
 		closed++
 	}
