@@ -17,9 +17,9 @@ if ! command -v promtool >/dev/null 2>&1; then
 	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
 		log "promtool not found; installing Debian's prometheus package (for promtool only: it checks deploy/prometheus's alert rules and their unit tests)"
 		export DEBIAN_FRONTEND=noninteractive
-		if ! apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; then
-			apt-get update >/dev/null || die "apt-get update failed; cannot install prometheus"
-			apt-get install -y --no-install-recommends prometheus >/dev/null || die "apt-get install prometheus failed"
+		if ! apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends prometheus >/dev/null 2>&1; then
+			apt-get -o DPkg::Lock::Timeout=600 update >/dev/null || die "apt-get -o DPkg::Lock::Timeout=600 update failed; cannot install prometheus"
+			apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends prometheus >/dev/null || die "apt-get -o DPkg::Lock::Timeout=600 install prometheus failed"
 		fi
 	fi
 	command -v promtool >/dev/null 2>&1 || die "promtool is not installed and cannot be installed here; install Debian's prometheus package"

@@ -22,9 +22,9 @@ elif command -v docker >/dev/null 2>&1 && docker compose version >/dev/null 2>&1
 elif [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
 	log "docker-compose not found; installing Debian's docker-compose package"
 	export DEBIAN_FRONTEND=noninteractive
-	if ! apt-get install -y docker-compose >/dev/null 2>&1; then
-		apt-get update >/dev/null || die "apt-get update failed; cannot install docker-compose"
-		apt-get install -y docker-compose >/dev/null || die "apt-get install docker-compose failed"
+	if ! apt-get -o DPkg::Lock::Timeout=600 install -y docker-compose >/dev/null 2>&1; then
+		apt-get -o DPkg::Lock::Timeout=600 update >/dev/null || die "apt-get -o DPkg::Lock::Timeout=600 update failed; cannot install docker-compose"
+		apt-get -o DPkg::Lock::Timeout=600 install -y docker-compose >/dev/null || die "apt-get -o DPkg::Lock::Timeout=600 install docker-compose failed"
 	fi
 	command -v docker-compose >/dev/null 2>&1 || die "docker-compose still missing after install"
 	compose=(docker-compose)

@@ -4,7 +4,7 @@
 #
 #   1. A server that already answers is used as it is.
 #   2. Otherwise, if it is installed, it is started (as Debian's packages lay it out).
-#   3. Otherwise apt-get installs nats-server / rabbitmq-server, and it is started.
+#   3. Otherwise apt-get -o DPkg::Lock::Timeout=600 installs nats-server / rabbitmq-server, and it is started.
 #
 #   scripts/ensure-brokers.sh            both (what the tests need)
 #   scripts/ensure-brokers.sh nats       NATS only (what make run needs)
@@ -31,8 +31,8 @@ wait_port() {
 install_pkg() {
 	command -v "$1" >/dev/null 2>&1 && return 0
 	log "installing $2"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null ||
-		{ as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null; } ||
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$2" >/dev/null ||
+		{ as_root apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$2" >/dev/null; } ||
 		die "could not install $2"
 }
 

@@ -4,7 +4,7 @@
 # here: each test runs its own pgbouncer on a free port.
 #
 #   1. If $PGBOUNCER, `pgbouncer` on PATH or /usr/sbin/pgbouncer exists, it is used as it is.
-#   2. Otherwise apt-get install pgbouncer (Debian's package starts no service in a container).
+#   2. Otherwise apt-get -o DPkg::Lock::Timeout=600 install pgbouncer (Debian's package starts no service in a container).
 #
 # Idempotent. Prints what it did. Exits non-zero with a clear message when PgBouncer cannot be
 # had, so CI fails instead of skipping the test.
@@ -36,9 +36,9 @@ main() {
 	command -v apt-get >/dev/null 2>&1 ||
 		die "pgbouncer is not installed and apt-get is not available; install PgBouncer (or set PGBOUNCER to its binary)"
 	log "pgbouncer is not installed; installing it with apt-get"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer ||
-		{ as_root env DEBIAN_FRONTEND=noninteractive apt-get update && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer; } ||
-		die "apt-get install pgbouncer failed"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y pgbouncer ||
+		{ as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update && as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y pgbouncer; } ||
+		die "apt-get -o DPkg::Lock::Timeout=600 install pgbouncer failed"
 	bin=$(find_pgbouncer) || die "pgbouncer installed but not found on PATH or at /usr/sbin/pgbouncer"
 	log "installed ${bin} ($("$bin" --version 2>/dev/null | head -1))"
 }

@@ -4,7 +4,7 @@
 #
 #   1. If pg_isready -h 127.0.0.1 succeeds, PostgreSQL is used as it is.
 #   2. Otherwise, if a cluster exists (Debian layout), start it.
-#   3. Otherwise, if PostgreSQL isn't installed, apt-get install it, start
+#   3. Otherwise, if PostgreSQL isn't installed, apt-get -o DPkg::Lock::Timeout=600 install it, start
 #      the cluster and allow trust auth on 127.0.0.1 for user postgres.
 #   4. Create the database `mailhook` (and the one named in DATABASE_URL, if
 #      that points at this local server) when missing.
@@ -83,10 +83,10 @@ apt_install_postgres() {
 	command -v apt-get >/dev/null 2>&1 ||
 		die "PostgreSQL is not installed and apt-get is not available; install PostgreSQL and start it on ${PGHOST_ADDR}:${PGPORT_NUM}"
 	log "PostgreSQL is not installed; installing it with apt-get"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get update ||
-		die "apt-get update failed"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql ||
-		die "apt-get install postgresql failed"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update ||
+		die "apt-get -o DPkg::Lock::Timeout=600 update failed"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y postgresql ||
+		die "apt-get -o DPkg::Lock::Timeout=600 install postgresql failed"
 }
 
 # Only used on a fresh install: let user postgres in over TCP on localhost

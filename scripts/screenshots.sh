@@ -27,7 +27,7 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 if [[ ! -x /usr/bin/chromium ]]; then
 	log "installing Debian's chromium (headless browser for the screenshots)"
-	as_root apt-get install -y chromium >/dev/null
+	as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium >/dev/null
 fi
 if [[ ! -d $CACHE/node_modules/playwright-core ]]; then
 	log "installing playwright-core@$PLAYWRIGHT_VERSION into $CACHE"
