@@ -5,8 +5,11 @@ import (
 	"crypto/ecdsa"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,10 +76,34 @@ func TestParseCPUTargets(t *testing.T) {
 	if err != nil || u[0].User != me.Username {
 		t.Fatalf("%+v %v", u, err)
 	}
-	for _, bad := range []string{"x", "=1", "a=", "a=b", "a=-1", "a=user:no-such-user-here"} {
+	tr, err := ParseCPUTargets([]string{"pg=tree:77"})
+	if err != nil || tr[0].Tree != 77 || len(tr[0].PIDs) != 0 {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	for _, bad := range []string{"x", "=1", "a=", "a=b", "a=-1", "a=user:no-such-user-here", "a=tree:", "a=tree:x", "a=tree:0"} {
 		if _, err := ParseCPUTargets([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// A tree target is a process and its descendants: a child started here is in this process's
+// tree, and this process is not in the child's.
+func TestTreePIDs(t *testing.T) {
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	if got := treePIDs(os.Getpid()); !slices.Contains(got, os.Getpid()) || !slices.Contains(got, child.Process.Pid) {
+		t.Errorf("tree of %d = %v, want it and its child %d", os.Getpid(), got, child.Process.Pid)
+	}
+	if got := treePIDs(child.Process.Pid); !slices.Equal(got, []int{child.Process.Pid}) {
+		t.Errorf("tree of the child %d = %v, want only it", child.Process.Pid, got)
+	}
+	s := SampleCPU([]CPUTarget{{Label: "tree", Tree: os.Getpid()}})
+	if _, ok := s.CPU["tree"][os.Getpid()]; !ok {
+		t.Errorf("sample of the tree %v lacks this process", s.CPU["tree"])
 	}
 }
 
@@ -101,6 +128,9 @@ func TestProcReaders(t *testing.T) {
 	s2 := SampleCPU(targets)
 	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || u["machine"] <= 0 {
 		t.Errorf("%v", u)
+	}
+	if secs := CPUSeconds(s1, s2); secs["me"] <= 0 || secs["me"] > s2.At.Sub(s1.At).Seconds()*float64(runtime.NumCPU())+0.02 {
+		t.Errorf("CPU seconds %v over %s", secs, s2.At.Sub(s1.At))
 	}
 	// A user's processes include this one, which is what is checked: the user's total depends on
 	// whatever else that user runs on a shared machine, where processes exiting between the
