@@ -42,8 +42,11 @@ RETENTION_CLASS = {
 # parked notification; an event accepted through Temporal while PostgreSQL is down costs one
 # RecordAccepted activity and its retries (1.35 attempts) and a workflow task beyond a normal run,
 # and 3.6 KB of history instead of 2.2 KB.
-SINK_PROBES_PER_HOUR = 0.8 * 60 + 10  # 0.8 probe activities a minute once open, ~10 to open it
+# A probe is an activity, a timer and a workflow task of local activities: 3 actions, at most
+# one a minute once open (notify.max_probe_interval) and ~10 while the circuit opens.
+SINK_OUTAGE_ACTIONS_PER_HOUR = 3 * (60 + 10)
 DRAIN_BATCH = 100  # an HTTP drainer sends 100 parked notifications per activity task (BENCHMARKS)
+DRAIN_ACTIONS_PER_BATCH = 2  # the activity and its workflow task's markers
 PG_OUTAGE_EXTRA_ACTIONS = 1.35  # RecordAccepted attempts per event accepted through Temporal
 PG_OUTAGE_EXTRA_HISTORY = 3600 - 2200
 SHARD_UTILISATION = 0.5  # a history shard's persistence calls are serial: keep each half busy
@@ -278,7 +281,7 @@ def scale_table(runs):
     row("PostgreSQL round trips per second", lambda n: f"{n / DAY * g('pg_round_trips'):,.0f}")
     for k, label in (("cpu_ms_http", "HTTP"), ("cpu_ms_worker", "worker"), ("cpu_ms_temporal", "Temporal server"), ("cpu_ms_postgres", "PostgreSQL")):
         row(f"CPU cores, {label} (mean)", lambda n, k=k: f"{n / DAY * g(k) / 1000:,.2f}")
-    row("an hour's sink outage: extra actions", lambda n: f"{SINK_PROBES_PER_HOUR + n / 24 * g('notifications') / DRAIN_BATCH:,.0f}")
+    row("an hour's sink outage: extra actions", lambda n: f"{SINK_OUTAGE_ACTIONS_PER_HOUR + DRAIN_ACTIONS_PER_BATCH * n / 24 * g('notifications') / DRAIN_BATCH:,.0f}")
     row("an hour's PostgreSQL outage: extra actions", lambda n: f"{n / 24 * PG_OUTAGE_EXTRA_ACTIONS:,.0f} (${n / 24 * PG_OUTAGE_EXTRA_ACTIONS / 1e6 * 50:,.0f} at $50/M)")
     row("  and extra history", lambda n: f"{n / 24 * PG_OUTAGE_EXTRA_HISTORY / 1e9:,.2f} GB")
     print("## 1 M, 10 M and 100 M events a day\n")
