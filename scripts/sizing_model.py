@@ -266,7 +266,7 @@ def scale_table(runs):
     g = lambda k: x.get(k) or 0.0
     row("events per second, mean over the day", lambda n: f"{n / DAY:,.1f}")
     row("Temporal actions a month", lambda n: f"{n * MONTH_DAYS * g('actions') / 1e6:,.0f} M")
-    row("Temporal Cloud actions, Pay-As-You-Go (Business tiers)", lambda n: f"${payg(n * MONTH_DAYS * g('actions') / 1e6):,.0f}/month")
+    row("Temporal Cloud actions, Pay-As-You-Go (Business tiers, before the plan's included actions)", lambda n: f"${payg(n * MONTH_DAYS * g('actions') / 1e6):,.0f}/month")
     row("Temporal Cloud actions, Developer plan ($50/M)", lambda n: f"${n * MONTH_DAYS * g('actions') / 1e6 * 50:,.0f}/month")
     row(f"history retained ({ret_days:.0f}-day namespace retention)", lambda n: f"{n * ret_days * g('history_bytes') / 1e9:,.1f} GB")
     row("Temporal Cloud retained storage", lambda n: f"${n * ret_days * g('history_bytes') / 1e9 * GBH_PER_GB_MONTH * RETAINED_PER_GBH:,.0f}/month")
@@ -280,7 +280,7 @@ def scale_table(runs):
     row("PostgreSQL WAL per day", lambda n: f"{n * g('pg_wal_bytes') / 1e9:,.1f} GB")
     row("PostgreSQL round trips per second", lambda n: f"{n / DAY * g('pg_round_trips'):,.0f}")
     for k, label in (("cpu_ms_http", "HTTP"), ("cpu_ms_worker", "worker"), ("cpu_ms_temporal", "Temporal server"), ("cpu_ms_postgres", "PostgreSQL")):
-        row(f"CPU cores, {label} (mean)", lambda n, k=k: f"{n / DAY * g(k) / 1000:,.2f}")
+        row(f"CPU cores, {label} (mean)", lambda n, k=k: f"{n / DAY * g(k) / 1000:,.3g}")
     row("an hour's sink outage: extra actions", lambda n: f"{SINK_OUTAGE_ACTIONS_PER_HOUR + DRAIN_ACTIONS_PER_BATCH * n / 24 * g('notifications') / DRAIN_BATCH:,.0f}")
     row("an hour's PostgreSQL outage: extra actions", lambda n: f"{n / 24 * PG_OUTAGE_EXTRA_ACTIONS:,.0f} (${n / 24 * PG_OUTAGE_EXTRA_ACTIONS / 1e6 * 50:,.0f} at $50/M)")
     row("  and extra history", lambda n: f"{n / 24 * PG_OUTAGE_EXTRA_HISTORY / 1e9:,.2f} GB")
