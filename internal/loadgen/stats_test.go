@@ -2,8 +2,10 @@ package loadgen
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -168,6 +170,27 @@ temporal_request_failure{namespace="default",operation="StartWorkflowExecution"}
 	}
 	if !workerOp("PollActivityTaskQueue") || !workerOp("RespondWorkflowTaskCompleted") || workerOp("StartWorkflowExecution") {
 		t.Error("workerOp")
+	}
+}
+
+// The HTTP process's starts and a worker's task completions add up; a process that does not
+// answer fails the count rather than leaving it partial.
+func TestScrapeTemporalOpsAllAddsProcesses(t *testing.T) {
+	serve := func(body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	httpSide := serve(`temporal_request{operation="StartWorkflowExecution"} 10` + "\n")
+	worker := serve(`temporal_request{operation="RespondWorkflowTaskCompleted"} 9` + "\n" + `temporal_request{operation="StartWorkflowExecution"} 1` + "\n")
+	got, err := scrapeTemporalOpsAll(context.Background(), http.DefaultClient, []string{httpSide.URL, worker.URL})
+	if err != nil || got["StartWorkflowExecution"] != 11 || got["RespondWorkflowTaskCompleted"] != 9 {
+		t.Fatalf("%v %v", got, err)
+	}
+	gone := serve("")
+	gone.Close()
+	if _, err := scrapeTemporalOpsAll(context.Background(), http.DefaultClient, []string{httpSide.URL, gone.URL}); err == nil {
+		t.Error("a process that does not answer was counted as none")
 	}
 }
 
