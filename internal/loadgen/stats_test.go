@@ -110,8 +110,9 @@ func TestTreePIDs(t *testing.T) {
 }
 
 func TestProcReaders(t *testing.T) {
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) { // burn a little CPU so it is measurable
+	// Burn CPU until this process has used some: on a starved machine 50 ms of wall time can
+	// be less than one clock tick of CPU, so the loop waits for CPU progress, not for time.
+	for ProcCPU(0) < 20*time.Millisecond {
 	}
 	if ProcCPU(0) <= 0 {
 		t.Error("no CPU time for this process")
@@ -125,7 +126,7 @@ func TestProcReaders(t *testing.T) {
 		targets = append(targets, CPUTarget{Label: "mine", User: me.Username})
 	}
 	s1 := SampleCPU(targets)
-	for time.Since(s1.At) < 50*time.Millisecond {
+	for ProcCPU(0) < s1.CPU["self"][0]+20*time.Millisecond {
 	}
 	s2 := SampleCPU(targets)
 	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || u["machine"] <= 0 {
