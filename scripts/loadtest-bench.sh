@@ -36,6 +36,14 @@
 #                      acceptance through Temporal (issue 29); every answer should be 200
 #   pg-flap            the same, PostgreSQL stopped for a third of PG_OUTAGE three times within
 #                      it (a failover's flapping: restarted twice inside the window)
+#   sizing             TEMPORAL=server only, as the Helm chart deploys it: `serve --worker=false`
+#                      and a separate `mailhook worker`, on the bench's own PostgreSQL cluster
+#                      (as PGSTATS=1), the fixed phase's traffic until SIZING_EVENTS (5,000) new
+#                      events; it also records each table's pg_total_relation_size and rows
+#                      before and after, the Temporal server's metrics (its billable `action`
+#                      counter, persistence calls) and the worker's, and the CPU seconds of the
+#                      HTTP process, the worker, Temporal and that PostgreSQL cluster over the run.
+#                      scripts/sizing.sh runs it and turns it into the cost model.
 #
 # PGSTATS=1 runs the e2e, mixed and fixed phases against the bench's own PostgreSQL cluster
 # (PGO_PORT, started with pg_stat_statements preloaded; the shared server is never restarted),
@@ -92,6 +100,10 @@ OUTAGE_RATE=${OUTAGE_RATE:-30} # requests/s, open loop: about 60 events/s, what 
 PG_OUTAGE=${PG_OUTAGE:-180}
 PG_OUTAGE_LOAD=${PG_OUTAGE_LOAD:-240s}
 PGO_PORT=${PGO_PORT:-15433}
+SIZING_EVENTS=${SIZING_EVENTS:-5000}
+SIZING_SEED=${SIZING_SEED:-1} # the traffic's seed (its lifecycles, re-sends, batches)
+WORKER_METRICS_PORT=${WORKER_METRICS_PORT:-19090}   # sizing: the worker's /metrics
+TEMPORAL_METRICS_PORT=${TEMPORAL_METRICS_PORT:-19091} # sizing: the Temporal server's /metrics
 PHASES=${PHASES:-baseline-start accept baseline-complete e2e baseline-local mixed}
 # FRESH=phase starts a new in-memory dev server before every phase (no phase inherits another's
 # history); FRESH=run (default) one per run.
@@ -227,7 +239,10 @@ start_temporal() {
 	fi
 	if [[ $TEMPORAL == server ]]; then
 		log "Temporal server v1.29.1 (PostgreSQL) on 127.0.0.1:$TEMPORAL_PORT"
-		TEMPORAL_SERVER_PORT=$TEMPORAL_PORT TEMPORAL_SERVER_STATE=$WORK/temporal-server TEMPORAL_CLI=$TEMPORAL_CLI PG=$PG \
+		local metrics=
+		[[ " $PHASES " != *" sizing "* ]] || metrics=$TEMPORAL_METRICS_PORT
+		TEMPORAL_SERVER_METRICS_PORT=$metrics \
+			TEMPORAL_SERVER_PORT=$TEMPORAL_PORT TEMPORAL_SERVER_STATE=$WORK/temporal-server TEMPORAL_CLI=$TEMPORAL_CLI PG=$PG \
 			"$ROOT/scripts/temporal-server.sh" start >/dev/null 2>>"$WORK/temporal.log" ||
 			die "scripts/temporal-server.sh start failed (see $WORK/temporal.log)"
 		TEMPORAL_PID=$(cat "$WORK/temporal-server/server.pid")
@@ -318,6 +333,20 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
 		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
 		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" "$@" >"$out.txt" 2>&1
+}
+
+# relation_sizes <database URL> <out>: per table (partitions counted in their root), the bytes of
+# pg_total_relation_size, of its indexes, and its rows (tab-separated).
+relation_sizes() {
+	local t
+	psql "$1" -AtF$'\t' -c "
+SELECT coalesce(pr.relname, c.relname), sum(pg_total_relation_size(c.oid)), sum(pg_indexes_size(c.oid))
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+LEFT JOIN pg_class pr ON pr.oid = pg_partition_root(c.oid) AND pr.oid <> c.oid
+WHERE c.relkind = 'r' GROUP BY 1 ORDER BY 1" | while IFS=$'\t' read -r t total idx; do
+		printf '%s\t%s\t%s\t%s\n' "$t" "$total" "$idx" "$(psql "$1" -Atc "SELECT count(*) FROM \"$t\"")"
+	done >"$2"
 }
 
 phase() { # phase <run> <name>[@base|@prev][+eager]
@@ -491,6 +520,44 @@ PY
 		curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | grep -E '^mailhook_(events_accepted_through_temporal_total|webhook_requests_total)' >"$out.metrics" || true
 		stop_pid "$MH_PID"
 		stop_private_pg
+		;;
+	sizing)
+		[[ $TEMPORAL == server ]] || die "the sizing phase needs TEMPORAL=server (the dev server flatters, and counts no actions)"
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		psql "$PG/postgres" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+			-c "DO \$\$ BEGIN CREATE ROLE mailhook_bench LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN END \$\$" >/dev/null
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: postgres://mailhook_bench@127.0.0.1:$PGO_PORT/$DB?sslmode=disable#" \
+			"$MHCONFIG" >"$WORK/config-sizing.yaml"
+		local MHCONFIG=$WORK/config-sizing.yaml
+		fresh_db "$DB"
+		relation_sizes "$PG/$DB" "$out.tables-before.tsv"
+		start_mailhook "$name" serve --worker=false
+		local http=$MH_PID
+		MAILHOOK_METRICS_ADDRESS=127.0.0.1:$WORKER_METRICS_PORT "$MHBIN" worker --config "$MHCONFIG" 2>"$WORK/$name-worker.log" &
+		local wk=$!
+		STARTED+=("$wk")
+		for _ in $(seq 100); do
+			curl -fsS "http://127.0.0.1:$WORKER_METRICS_PORT/healthz" >/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		local tmetrics=http://127.0.0.1:$TEMPORAL_METRICS_PORT/metrics wmetrics=http://127.0.0.1:$WORKER_METRICS_PORT/metrics
+		curl -fsS "$tmetrics" >"$out.temporal-before.prom" || die "no Temporal server metrics at $tmetrics"
+		curl -fsS "$wmetrics" >"$out.worker-before.prom" || die "no worker metrics at $wmetrics"
+		local postmaster
+		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
+			--max-batch 10 --events "$SIZING_EVENTS" --seed "$SIZING_SEED" --duration 10m --warmup 0s --mailhook-pid "$http" \
+			--worker-metrics-url "$wmetrics" --pg-stats-role mailhook_bench \
+			--cpu "temporal=$TEMPORAL_PID" --cpu "http=$http" --cpu "worker=$wk" --cpu "postgres=tree:$postmaster" || rc=$?
+		curl -fsS "$tmetrics" >"$out.temporal-after.prom" || true
+		curl -fsS "$wmetrics" >"$out.worker-after.prom" || true
+		relation_sizes "$PG/$DB" "$out.tables-after.tsv"
+		grep -E '^Vm(HWM|RSS)' "/proc/$wk/status" >"$out.worker-memory" 2>/dev/null || true
+		git -C "$ROOT" rev-parse --short HEAD >"$out.tree"
+		stop_pid "$wk"
+		stop_pid "$http"
 		;;
 	fixed)
 		start_mailhook "$name" serve
@@ -691,7 +758,7 @@ main() {
 		summary
 		return
 	fi
-	trap 'cleanup; [[ ${PGSTATS:-} != 1 ]] || stop_private_pg' EXIT
+	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* ]] || stop_private_pg' EXIT
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal

@@ -22,6 +22,8 @@
 #                         worker) may open to the main database (default 20); to visibility's
 #                         at most 4. The e2e test sets it low: its PostgreSQL is shared.
 #   TEMPORAL_CLI          the Temporal CLI (default: scripts/ensure-temporal-cli.sh)
+#   TEMPORAL_SERVER_METRICS_PORT serve the server's Prometheus metrics on 127.0.0.1:<port>/metrics
+#                         (unset: none); scripts/sizing.sh reads its billable `action` counter
 #
 # `start` prints the frontend address on stdout; progress goes to stderr.
 set -euo pipefail
@@ -34,6 +36,7 @@ CACHE=${TEMPORAL_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mailhook/temporal
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
 MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
+METRICS_PORT=${TEMPORAL_SERVER_METRICS_PORT:-}
 DB=temporal_$PORT
 VISDB=temporal_visibility_$PORT
 
@@ -135,8 +138,15 @@ global:
   membership:
     maxJoinDuration: 30s
     broadcastAddress: 127.0.0.1
-services:
 EOF
+		[[ -z $METRICS_PORT ]] || cat <<EOF
+  metrics:
+    prometheus:
+      framework: tally
+      timerType: histogram
+      listenAddress: "127.0.0.1:$METRICS_PORT"
+EOF
+		echo "services:"
 		local i=0
 		for svc in frontend history matching worker; do
 			cat <<EOF

@@ -479,3 +479,44 @@ func TestKubernetesGuideNamesValuesAndObjectsThatExist(t *testing.T) {
 		}
 	}
 }
+
+// sizingRow is a row of docs/operations/sizing.md's table of the chart's requests:
+// | server (`serve --worker=false`) | 100m | 128Mi | 512Mi | … |
+var sizingRow = regexp.MustCompile("(?m)^\\| (server|worker)\\b[^|]*\\| (\\S+) \\| (\\S+) \\| (\\S+) \\|")
+
+// The chart's resource requests are the ones the sizing page derives from its measurements:
+// changing either without the other fails here.
+func TestResourceRequestsAreTheSizingPages(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations", "sizing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("mailhook", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type resources struct {
+		Requests struct{ CPU, Memory string } `yaml:"requests"`
+		Limits   struct{ Memory string }      `yaml:"limits"`
+	}
+	var values struct {
+		Server  struct{ Resources resources } `yaml:"server"`
+		Workers struct{ Resources resources } `yaml:"workers"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	rows := sizingRow.FindAllStringSubmatch(string(doc), -1)
+	if len(rows) != 2 {
+		t.Fatalf("docs/operations/sizing.md: %d rows of the chart's requests found, want server and worker: the pattern no longer matches the table", len(rows))
+	}
+	for _, m := range rows {
+		r := values.Server.Resources
+		if m[1] == "worker" {
+			r = values.Workers.Resources
+		}
+		if got := []string{r.Requests.CPU, r.Requests.Memory, r.Limits.Memory}; !slices.Equal(got, m[2:5]) {
+			t.Errorf("%s: values.yaml has cpu/memory requests and memory limit %v, docs/operations/sizing.md %v", m[1], got, m[2:5])
+		}
+	}
+}

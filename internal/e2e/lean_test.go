@@ -1,6 +1,10 @@
 package e2e_test
 
 import (
+	"math"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,11 +52,66 @@ func shape(t *testing.T, h *harness, workflowID string) (workflowTasks, activity
 	return workflowTasks, activityTasks, len(evs)
 }
 
+// billableActions counts a run's Temporal Cloud actions from its history, as
+// https://docs.temporal.io/evaluate/cloud/actions maps them to history events: the start, each
+// activity scheduled, timer, search-attribute upsert and signal, a child's start (two), and the
+// markers (local activities, versions) a workflow task recorded, together one per workflow task.
+func billableActions(evs []*historypb.HistoryEvent) int {
+	n, markers := 0, false
+	for _, ev := range evs {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+			enumspb.EVENT_TYPE_TIMER_STARTED, enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+			enumspb.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			n++
+		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+			n += 2
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			markers = false
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if !markers {
+				n++
+			}
+			markers = true
+		}
+	}
+	return n
+}
+
+// sizingFigure is a per-event row of docs/operations/sizing.md's measured table, by its symbol:
+// | workflow starts | s | 1.000 | …, | **Temporal actions** | **A** | **2.003** | ….
+var sizingFigure = regexp.MustCompile(`(?m)^\| [^|]+ \| \**(s|w|t|A)\** \| \**([0-9][0-9.,]*)`)
+
+// sizingFigures reads the sizing page's measured starts (s), workflow tasks (w), activity tasks
+// (t) and Temporal actions (A) per event: the cost model this test holds the code to.
+func sizingFigures(t *testing.T) map[string]float64 {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/operations/sizing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, m := range sizingFigure.FindAllStringSubmatch(string(doc), -1) {
+		v, err := strconv.ParseFloat(strings.ReplaceAll(m[2], ",", ""), 64)
+		if err != nil {
+			t.Fatalf("docs/operations/sizing.md: %s = %q: %v", m[1], m[2], err)
+		}
+		out[m[1]] = v
+	}
+	if len(out) != 4 {
+		t.Fatalf("docs/operations/sizing.md: found %v, want s, w, t and A: the pattern no longer matches its table", out)
+	}
+	return out
+}
+
 // TestLeanWorkflowShape: every event, whether it notifies (a sink that answers) or not (a stale
 // re-send, an open), completes in one workflow task with no activity task: its steps and its
-// notification's first attempt run as local activities. Every history stays under 4 KB.
+// notification's first attempt run as local activities. Every history stays under 4 KB. Each run
+// costs what docs/operations/sizing.md's cost model says an event costs (starts, workflow tasks,
+// activity tasks and Temporal Cloud actions, within 10 %): the model and the code cannot part.
 func TestLeanWorkflowShape(t *testing.T) {
 	t.Parallel()
+	model := sizingFigures(t)
 	h := newHarness(t, harnessOptions{})
 	msg := h.id("msg_lean")
 	base := time.Now().Add(-time.Hour)
@@ -84,6 +143,12 @@ func TestLeanWorkflowShape(t *testing.T) {
 		}
 		if size > 4096 {
 			t.Errorf("%s: history %d bytes, want at most 4 KB", wf, size)
+		}
+		got := map[string]float64{"s": 1, "w": float64(wt), "t": float64(at), "A": float64(billableActions(closedHistory(t, h, wf)))}
+		for sym, want := range model {
+			if math.Abs(got[sym]-want) > 0.1*want {
+				t.Errorf("%s: %s = %g per event, docs/operations/sizing.md's model says %g (10 %% allowed)", wf, sym, got[sym], want)
+			}
 		}
 	}
 }

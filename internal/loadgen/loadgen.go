@@ -84,6 +84,9 @@ type Options struct {
 	DupProbe            int
 	DupProbeConcurrency int
 	MetricsURL          string
+	// WorkerMetricsURLs are the /metrics of worker processes beside a `serve --worker=false`
+	// (MetricsURL): their Temporal calls (task completions) count with its starts.
+	WorkerMetricsURLs []string
 
 	// TemporalAddress, when set, is where the run's workflow histories are sampled (HistorySample
 	// of them) for their size and shape.
@@ -192,7 +195,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	fmt.Fprintf(o.Out, "loadtest %s: %s for %s (warm-up %s) against %s; sink on %s; load average %s\n",
 		runID, o.mode(), o.Duration, o.Warmup, o.URL, sink.Addr(), rep.LoadAvgStart)
 
-	opsBefore, _ := scrapeTemporalOps(ctx, r.client, o.MetricsURL)
+	opsURLs := append([]string{o.MetricsURL}, o.WorkerMetricsURLs...)
+	opsBefore, _ := scrapeTemporalOpsAll(ctx, r.client, opsURLs)
 	var (
 		pgConn   *pgx.Conn
 		pgDB     string
@@ -209,6 +213,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	// Send.
+	cpuRunStart := SampleCPU(o.CPU)
 	r.start = time.Now()
 	r.measureFrom = r.start.Add(o.Warmup)
 	r.end = r.start.Add(o.Duration)
@@ -272,6 +277,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	cpuDrain := SampleCPU(o.CPU)
 	rep.CPUCoresDrain = CPUUse(cpuEnd, cpuDrain)
+	rep.CPUSecondsRun = CPUSeconds(cpuRunStart, cpuDrain)
 
 	// Verdict.
 	v := &verdict{}
@@ -282,7 +288,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.verify(ctx, pool, rep, v); err != nil {
 		return rep, err
 	}
-	if opsAfter, err := scrapeTemporalOps(ctx, r.client, o.MetricsURL); err == nil && opsBefore != nil {
+	if opsAfter, err := scrapeTemporalOpsAll(ctx, r.client, opsURLs); err == nil && opsBefore != nil {
 		rep.TemporalOps = diffOps(opsBefore, opsAfter)
 		if n := r.eventSends.Load(); n > 0 {
 			rep.EventSends = int(n)
@@ -354,6 +360,11 @@ func (o *Options) validate() error {
 	}
 	if mu, err := url.Parse(o.MetricsURL); err != nil || requireLoopbackHost(mu.Hostname()) != nil {
 		return fmt.Errorf("--metrics-url %q must be a loopback http URL", o.MetricsURL)
+	}
+	for _, w := range o.WorkerMetricsURLs {
+		if mu, err := url.Parse(w); err != nil || requireLoopbackHost(mu.Hostname()) != nil {
+			return fmt.Errorf("--worker-metrics-url %q must be a loopback http URL", w)
+		}
 	}
 	if o.TemporalAddress != "" {
 		host, _, err := net.SplitHostPort(o.TemporalAddress)

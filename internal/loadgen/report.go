@@ -63,8 +63,12 @@ type Report struct {
 	DupProbe           *ProbeReport `json:"dup_probe,omitempty"`
 	DupProbeSequential *ProbeReport `json:"dup_probe_sequential,omitempty"`
 
-	CPUCores             map[string]float64 `json:"cpu_cores_window"`
-	CPUCoresDrain        map[string]float64 `json:"cpu_cores_drain"`
+	CPUCores      map[string]float64 `json:"cpu_cores_window"`
+	CPUCoresDrain map[string]float64 `json:"cpu_cores_drain"`
+	// CPUSecondsRun is the CPU time each target used from before the first request until every
+	// accepted event was processed (the drain's end): divided by the events, the CPU an event
+	// costs, which a loaded machine moves less than it moves rates.
+	CPUSecondsRun        map[string]float64 `json:"cpu_seconds_run"`
 	MailhookRSSAtSendEnd *Memory            `json:"mailhook_memory_send_end,omitempty"`
 	MailhookMemory       *Memory            `json:"mailhook_memory,omitempty"`
 
@@ -199,6 +203,7 @@ func (r *Report) print(w io.Writer) {
 	}
 	if len(r.CPUCores) > 0 {
 		p("== CPU (cores busy) in the window: %s; during the drain: %s", kvf(r.CPUCores), kvf(r.CPUCoresDrain))
+		p("== CPU seconds from the first request to the drain's end: %s", kvf(r.CPUSecondsRun))
 	}
 	if m := r.MailhookMemory; m != nil {
 		if m.Error != "" {

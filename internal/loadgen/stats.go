@@ -131,15 +131,18 @@ func (c *Counter) Snapshot() map[string]int {
 }
 
 // CPUTarget names processes whose CPU time is reported: fixed pids (temporal=1234,
-// pg=11+12+13) or every process of a user at each sample (postgres=user:postgres), so
-// connections opened during the run count too.
+// pg=11+12+13), every process of a user at each sample (postgres=user:postgres), or a process
+// and its descendants at each sample (pg=tree:4321: one PostgreSQL cluster's postmaster and
+// its backends, not the other clusters of the same user), so connections opened during the run
+// count too.
 type CPUTarget struct {
 	Label string
 	PIDs  []int
 	User  string
+	Tree  int
 }
 
-// ParseCPUTargets parses label=pid[+pid…] and label=user:NAME values.
+// ParseCPUTargets parses label=pid[+pid…], label=user:NAME and label=tree:PID values.
 func ParseCPUTargets(values []string) ([]CPUTarget, error) {
 	var out []CPUTarget
 	for _, v := range values {
@@ -153,6 +156,15 @@ func ParseCPUTargets(values []string) ([]CPUTarget, error) {
 				return nil, fmt.Errorf("--cpu %q: %w", v, err)
 			}
 			t.User = u
+			out = append(out, t)
+			continue
+		}
+		if root, ok := strings.CutPrefix(list, "tree:"); ok {
+			pid, err := strconv.Atoi(root)
+			if err != nil || pid <= 0 {
+				return nil, fmt.Errorf("--cpu %q: %q is not a pid", v, root)
+			}
+			t.Tree = pid
 			out = append(out, t)
 			continue
 		}
@@ -201,6 +213,44 @@ func userPIDs(uid string) []int {
 				if f := strings.Fields(rest); len(f) > 0 && f[0] == uid {
 					out = append(out, pid)
 				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// treePIDs lists root and every process descended from it, from each process's parent in
+// /proc/<pid>/stat.
+func treePIDs(root int) []int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// After ')': state, then ppid.
+		if f := strings.Fields(s[i+1:]); len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				parent[pid] = pp
+			}
+		}
+	}
+	var out []int
+	for pid := range parent {
+		for p, hops := pid, 0; p > 0 && hops < 64; p, hops = parent[p], hops+1 {
+			if p == root {
+				out = append(out, pid)
 				break
 			}
 		}
@@ -278,6 +328,9 @@ func SampleCPU(targets []CPUTarget) CPUSample {
 				pids = userPIDs(uid)
 			}
 		}
+		if t.Tree > 0 {
+			pids = treePIDs(t.Tree)
+		}
 		m := map[int]time.Duration{}
 		for _, p := range pids {
 			// A process that exited after it was listed reads as 0: leave it out, so it is
@@ -299,6 +352,15 @@ func CPUUse(from, to CPUSample) map[string]float64 {
 	if wall <= 0 {
 		return out
 	}
+	for label, secs := range CPUSeconds(from, to) {
+		out[label] = secs / wall
+	}
+	return out
+}
+
+// CPUSeconds is the CPU time each target used between two samples, counted as CPUUse counts.
+func CPUSeconds(from, to CPUSample) map[string]float64 {
+	out := map[string]float64{}
 	for label, pids := range to.CPU {
 		var used time.Duration
 		for pid, v := range pids {
@@ -309,7 +371,7 @@ func CPUUse(from, to CPUSample) map[string]float64 {
 				used += v
 			}
 		}
-		out[label] = used.Seconds() / wall
+		out[label] = used.Seconds()
 	}
 	return out
 }

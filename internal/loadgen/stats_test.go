@@ -2,11 +2,16 @@ package loadgen
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,16 +78,41 @@ func TestParseCPUTargets(t *testing.T) {
 	if err != nil || u[0].User != me.Username {
 		t.Fatalf("%+v %v", u, err)
 	}
-	for _, bad := range []string{"x", "=1", "a=", "a=b", "a=-1", "a=user:no-such-user-here"} {
+	tr, err := ParseCPUTargets([]string{"pg=tree:77"})
+	if err != nil || tr[0].Tree != 77 || len(tr[0].PIDs) != 0 {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	for _, bad := range []string{"x", "=1", "a=", "a=b", "a=-1", "a=user:no-such-user-here", "a=tree:", "a=tree:x", "a=tree:0"} {
 		if _, err := ParseCPUTargets([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 }
 
+// A tree target is a process and its descendants: a child started here is in this process's
+// tree, and this process is not in the child's.
+func TestTreePIDs(t *testing.T) {
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	if got := treePIDs(os.Getpid()); !slices.Contains(got, os.Getpid()) || !slices.Contains(got, child.Process.Pid) {
+		t.Errorf("tree of %d = %v, want it and its child %d", os.Getpid(), got, child.Process.Pid)
+	}
+	if got := treePIDs(child.Process.Pid); !slices.Equal(got, []int{child.Process.Pid}) {
+		t.Errorf("tree of the child %d = %v, want only it", child.Process.Pid, got)
+	}
+	s := SampleCPU([]CPUTarget{{Label: "tree", Tree: os.Getpid()}})
+	if _, ok := s.CPU["tree"][os.Getpid()]; !ok {
+		t.Errorf("sample of the tree %v lacks this process", s.CPU["tree"])
+	}
+}
+
 func TestProcReaders(t *testing.T) {
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) { // burn a little CPU so it is measurable
+	// Burn CPU until this process has used some: on a starved machine 50 ms of wall time can
+	// be less than one clock tick of CPU, so the loop waits for CPU progress, not for time.
+	for ProcCPU(0) < 20*time.Millisecond {
 	}
 	if ProcCPU(0) <= 0 {
 		t.Error("no CPU time for this process")
@@ -96,11 +126,14 @@ func TestProcReaders(t *testing.T) {
 		targets = append(targets, CPUTarget{Label: "mine", User: me.Username})
 	}
 	s1 := SampleCPU(targets)
-	for time.Since(s1.At) < 50*time.Millisecond {
+	for ProcCPU(0) < s1.CPU["self"][0]+20*time.Millisecond {
 	}
 	s2 := SampleCPU(targets)
 	if u := CPUUse(s1, s2); u["me"] <= 0 || u["self"] <= 0 || u["machine"] <= 0 {
 		t.Errorf("%v", u)
+	}
+	if secs := CPUSeconds(s1, s2); secs["me"] <= 0 || secs["me"] > s2.At.Sub(s1.At).Seconds()*float64(runtime.NumCPU())+0.02 {
+		t.Errorf("CPU seconds %v over %s", secs, s2.At.Sub(s1.At))
 	}
 	// A user's processes include this one, which is what is checked: the user's total depends on
 	// whatever else that user runs on a shared machine, where processes exiting between the
@@ -138,6 +171,27 @@ temporal_request_failure{namespace="default",operation="StartWorkflowExecution"}
 	}
 	if !workerOp("PollActivityTaskQueue") || !workerOp("RespondWorkflowTaskCompleted") || workerOp("StartWorkflowExecution") {
 		t.Error("workerOp")
+	}
+}
+
+// The HTTP process's starts and a worker's task completions add up; a process that does not
+// answer fails the count rather than leaving it partial.
+func TestScrapeTemporalOpsAllAddsProcesses(t *testing.T) {
+	serve := func(body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	httpSide := serve(`temporal_request{operation="StartWorkflowExecution"} 10` + "\n")
+	worker := serve(`temporal_request{operation="RespondWorkflowTaskCompleted"} 9` + "\n" + `temporal_request{operation="StartWorkflowExecution"} 1` + "\n")
+	got, err := scrapeTemporalOpsAll(context.Background(), http.DefaultClient, []string{httpSide.URL, worker.URL})
+	if err != nil || got["StartWorkflowExecution"] != 11 || got["RespondWorkflowTaskCompleted"] != 9 {
+		t.Fatalf("%v %v", got, err)
+	}
+	gone := serve("")
+	gone.Close()
+	if _, err := scrapeTemporalOpsAll(context.Background(), http.DefaultClient, []string{httpSide.URL, gone.URL}); err == nil {
+		t.Error("a process that does not answer was counted as none")
 	}
 }
 

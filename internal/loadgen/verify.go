@@ -693,6 +693,22 @@ func scrapeTemporalOps(ctx context.Context, c *http.Client, metricsURL string) (
 	return temporalOps(samples), nil
 }
 
+// scrapeTemporalOpsAll adds up the Temporal calls of several processes (an HTTP process and its
+// workers); any one that does not answer fails it, so a count is never silently partial.
+func scrapeTemporalOpsAll(ctx context.Context, c *http.Client, metricsURLs []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, u := range metricsURLs {
+		ops, err := scrapeTemporalOps(ctx, c, u)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", u, err)
+		}
+		for op, n := range ops {
+			out[op] += n
+		}
+	}
+	return out, nil
+}
+
 func temporalOps(samples []promSample) map[string]float64 {
 	out := map[string]float64{}
 	for _, s := range samples {
