@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -102,7 +103,10 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 		accepted = append(append(accepted, loadNew.stop()...), escalation...)
 
 		u.env.verdict(accepted, verdictOptions{})
-		u.verdictEscalation(escalation)
+		u.verdictEscalation()
+		if n := u.verdictSink(u.sink+"-retrying", u.retrying); n == 0 {
+			t.Errorf("no notification for the retrying sink")
+		}
 		work := temporalWork(t, tc, u.taskQueue, map[string]int{"old": oldWorker.cmd.Process.Pid, "new": newWorker.cmd.Process.Pid})
 		t.Logf("Temporal work of the upgrade: %s", work)
 		for _, f := range work.failures {
@@ -113,8 +117,9 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 		if work.notCompleted != 0 {
 			t.Errorf("%d event runs did not complete", work.notCompleted)
 		}
-		if work.crossed == 0 {
-			t.Errorf("no run was worked by both versions: the upgrade replayed nothing across them")
+		if work.crossedEvents == 0 || work.crossed == work.crossedEvents {
+			t.Errorf("%d event runs and %d other runs were worked by both versions, want some of each: the upgrade did not replay them across versions",
+				work.crossedEvents, work.crossed-work.crossedEvents)
 		}
 	})
 
@@ -186,8 +191,11 @@ type upgradeEnv struct {
 	address    string
 	sink, esc  string
 	escalation *receiver
-	down       atomic.Bool
-	procs      int
+	// retrying refuses each notification's first two attempts and takes the third: the event
+	// runs that notify it wait seconds on their retries, so some are in flight, their workflow
+	// tasks on the old worker, when it stops.
+	retrying *receiver
+	down     atomic.Bool
 }
 
 func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc string) *upgradeEnv {
@@ -207,8 +215,14 @@ func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc st
 		}
 		return http.StatusOK
 	}
-	e.sink, u.escalation = newReceiver(t), newReceiver(t)
+	e.sink, u.escalation, u.retrying = newReceiver(t), newReceiver(t), newReceiver(t)
 	e.sink.respond, u.escalation.respond = refuse, refuse
+	u.retrying.respond = func(_ string, attempt int) int {
+		if attempt < 3 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
 	// A slow sink, so the drain of the parked notifications takes a while: the old worker stops
 	// in the middle of it.
 	e.sink.delay = 50 * time.Millisecond
@@ -237,11 +251,12 @@ temporal:
   start_timeout: 3s
   retry_after: 1s
 notify:
-  initial_interval: 200ms
-  max_interval: 1s
+  initial_interval: 1s
+  max_interval: 2s
   give_up_after: 1h
   attempt_timeout: 5s
-  attempts: 3
+  attempts: 4
+  circuit_failures: 1000
   probe_interval: 1s
   max_probe_interval: 2s
   drain_batch: 10
@@ -263,6 +278,10 @@ sinks:
     url: %q
     secret: %q
     types: [suppression.added]
+  - name: %s
+    url: %q
+    secret: %q
+    types: [message.status_changed]
 admin:
   tokens:
     - {name: e2e-operator, token: %q}
@@ -273,7 +292,7 @@ acceptance:
     poll_interval: 1s
     max_backoff: 5s
 `, httpAddr, procURL, u.address, u.taskQueue, webhookSecret, u.sink, e.sink.srv.URL, sinkSecret,
-		u.esc, u.escalation.srv.URL, sinkSecret, adminToken, testenv.DeadlockDetectionTimeout)
+		u.esc, u.escalation.srv.URL, sinkSecret, u.sink+"-retrying", u.retrying.srv.URL, sinkSecret, adminToken, testenv.DeadlockDetectionTimeout)
 }
 
 // serveWith starts `serve --worker=false` of bin and waits until it is ready.
@@ -367,29 +386,61 @@ func (u *upgradeEnv) waitProbed(sink string) {
 	})
 }
 
-// verdictEscalation: the address is suppressed once, and its suppression.added arrived under one
-// id, each time with the same body.
-func (u *upgradeEnv) verdictEscalation(events []string) {
+// verdictEscalation: the address is suppressed once, and that is notified once.
+func (u *upgradeEnv) verdictEscalation() {
+	u.t.Helper()
+	if n := u.env.query(`SELECT count(*) FROM suppressions WHERE reason = 'soft_bounce_threshold'`); n != 1 {
+		u.t.Errorf("%d soft_bounce_threshold suppressions, want 1", n)
+	}
+	if n := u.verdictSink(u.esc, u.escalation); n != 1 {
+		u.t.Errorf("%d suppression.added notifications, want 1", n)
+	}
+}
+
+// verdictSink checks what one sink received against its notification rows: every id reached it
+// (2xx), each time with the same body, never an id without a row, and never two ids for one
+// event and type. It returns the number of notifications.
+func (u *upgradeEnv) verdictSink(sink string, r *receiver) int {
 	t := u.t
 	t.Helper()
-	if n := u.env.query(`SELECT count(*) FROM suppressions WHERE reason = 'soft_bounce_threshold'`); n != 1 {
-		t.Errorf("%d soft_bounce_threshold suppressions, want 1", n)
+	rows, err := u.env.pool.Query(context.Background(), `SELECT id, event_id || ' ' || type FROM notifications WHERE sink = $1`, sink)
+	if err != nil {
+		t.Fatal(err)
 	}
-	testenv.WaitAtLeast(t, "suppression.added delivered", testenv.Stall, 1, func() int { return len(u.escalation.delivered()) })
-	ids := map[string][]byte{}
-	for _, d := range u.escalation.attempts() {
-		if first, ok := ids[d.ID]; ok && !bytes.Equal(first, d.Raw) {
-			t.Errorf("suppression.added %s sent with two different bodies", d.ID)
+	want, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ ID, Change string }])
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := func() map[string]bool {
+		got := map[string]bool{}
+		for _, d := range r.delivered() {
+			got[d.ID] = true
 		}
-		ids[d.ID] = d.Raw
+		return got
 	}
-	if len(ids) != 1 {
-		t.Errorf("the escalation was notified under %d ids, want 1", len(ids))
+	testenv.WaitAtLeast(t, "notifications "+sink+" accepted", testenv.Stall, len(want), func() int { return len(delivered()) })
+	got, body := delivered(), map[string][]byte{}
+	for _, d := range r.attempts() {
+		if first, ok := body[d.ID]; ok && !bytes.Equal(first, d.Raw) {
+			t.Errorf("%s: notification %s sent with two different bodies", sink, d.ID)
+		}
+		body[d.ID] = d.Raw
 	}
-	if n := u.env.query(`SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, u.esc); n != 1 {
-		t.Errorf("%d suppression.added notifications sent, want 1", n)
+	perChange := map[string]string{}
+	for _, w := range want {
+		if !got[w.ID] {
+			t.Errorf("%s: notification %s (%s) never delivered", sink, w.ID, w.Change)
+		}
+		if other, ok := perChange[w.Change]; ok {
+			t.Errorf("%s: %s notified under two ids, %s and %s", sink, w.Change, other, w.ID)
+		}
+		perChange[w.Change] = w.ID
+		delete(body, w.ID)
 	}
-	_ = events
+	for id := range body {
+		t.Errorf("%s got notification %s, which has no row", sink, id)
+	}
+	return len(want)
 }
 
 // upgradeWork is the Temporal work on a task queue, read back from every run's history.
@@ -398,6 +449,7 @@ type upgradeWork struct {
 	workflowTasks, timedOut  int
 	byWorker                 map[string]int // completed workflow tasks per worker name
 	crossed                  int            // runs with workflow tasks completed by two workers
+	crossedEvents            int            // of which event runs
 	failures                 []taskFailure
 	activityTasks, histBytes int
 }
@@ -412,8 +464,8 @@ func (w upgradeWork) String() string {
 	for _, f := range w.failures {
 		causes[f.cause]++
 	}
-	return fmt.Sprintf("%d runs (%d event runs not completed), %d workflow tasks completed %v, %d timed out, %d failed %v, %d activity tasks, %d history bytes; %d runs worked by both workers",
-		w.runs, w.notCompleted, w.workflowTasks, w.byWorker, w.timedOut, len(w.failures), causes, w.activityTasks, w.histBytes, w.crossed)
+	return fmt.Sprintf("%d runs (%d event runs not completed), %d workflow tasks completed %v, %d timed out, %d failed %v, %d activity tasks, %d history bytes; %d runs worked by both workers (%d event runs)",
+		w.runs, w.notCompleted, w.workflowTasks, w.byWorker, w.timedOut, len(w.failures), causes, w.activityTasks, w.histBytes, w.crossed, w.crossedEvents)
 }
 
 // temporalWork lists every run of the task queue (the real server's SQL visibility) and reads
@@ -462,6 +514,9 @@ func temporalWork(t *testing.T, tc client.Client, taskQueue string, workers map[
 			}
 			if len(seen) > 1 {
 				w.crossed++
+				if ex.GetType().GetName() == domain.ProcessEventName {
+					w.crossedEvents++
+				}
 			}
 		}
 		token = resp.GetNextPageToken()
