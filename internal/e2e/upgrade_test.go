@@ -107,8 +107,21 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 		if n := u.verdictSink(u.sink+"-retrying", u.retrying); n == 0 {
 			t.Errorf("no notification for the retrying sink")
 		}
+		// Visibility follows the runs asynchronously: the histories are read once it lists none
+		// of them running.
+		running := fmt.Sprintf("TaskQueue = '%s' AND WorkflowType = '%s' AND ExecutionStatus = 'Running'", u.taskQueue, domain.ProcessEventName)
+		testenv.WaitCount(t, "event runs listed as running", testenv.Stall, 0, func() int {
+			n, err := tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: running})
+			if err != nil {
+				t.Fatalf("count %s: %v", running, err)
+			}
+			return int(n.GetCount())
+		})
 		work := temporalWork(t, tc, u.taskQueue, map[string]int{"old": oldWorker.cmd.Process.Pid, "new": newWorker.cmd.Process.Pid})
 		t.Logf("Temporal work of the upgrade: %s", work)
+		if work.eventRuns != len(accepted) {
+			t.Errorf("%d event runs for %d accepted events, want one each", work.eventRuns, len(accepted))
+		}
 		for _, f := range work.failures {
 			if f.nondeterministic {
 				t.Errorf("%s: workflow task failed with a non-determinism error: %s", f.workflowID, f.message)
@@ -446,6 +459,7 @@ func (u *upgradeEnv) verdictSink(sink string, r *receiver) int {
 // upgradeWork is the Temporal work on a task queue, read back from every run's history.
 type upgradeWork struct {
 	runs, notCompleted       int
+	eventRuns                int
 	workflowTasks, timedOut  int
 	byWorker                 map[string]int // completed workflow tasks per worker name
 	crossed                  int            // runs with workflow tasks completed by two workers
@@ -486,11 +500,15 @@ func temporalWork(t *testing.T, tc client.Client, taskQueue string, workers map[
 		for _, ex := range resp.GetExecutions() {
 			w.runs++
 			wid, rid := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
-			if ex.GetType().GetName() == domain.ProcessEventName && ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-				w.notCompleted++
+			events := runHistory(t, tc, wid, rid)
+			if ex.GetType().GetName() == domain.ProcessEventName {
+				w.eventRuns++
+				if len(events) == 0 || events[len(events)-1].GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
+					w.notCompleted++
+				}
 			}
 			seen := map[string]bool{}
-			for _, e := range runHistory(t, tc, wid, rid) {
+			for _, e := range events {
 				w.histBytes += e.Size()
 				switch {
 				case e.GetWorkflowTaskCompletedEventAttributes() != nil:
