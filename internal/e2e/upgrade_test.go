@@ -81,6 +81,13 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 
 		// Phase 2: this tree beside it, on the same task queue, both accepting and working.
 		newWorker := u.workerWith(newBin, "worker-new")
+		// A run stuck on a non-determinism error stalls the waits below first: say so then.
+		t.Cleanup(func() {
+			if t.Failed() {
+				work := temporalWork(t, tc, u.taskQueue, map[string]int{"old": oldWorker.cmd.Process.Pid, "new": newWorker.cmd.Process.Pid})
+				t.Logf("Temporal work when the test failed: %s; workflow task failures: %+v", work, work.failures)
+			}
+		})
 		newServe := u.serveWith(newBin, "serve-new")
 		loadNew := u.loadOn(newServe, u.env.prefix+"n")
 		testenv.WaitAtLeast(t, "events accepted by this tree's HTTP process", testenv.Stall, 20, loadNew.count)
@@ -193,6 +200,11 @@ func buildMailhookTags(t *testing.T, tags string) string {
 	return bin
 }
 
+// upgradePoolMaxConns is the pool_max_conns of each mailhook process of the upgrade test: seven
+// processes across its two halves share the tests' PostgreSQL (max_connections 100) with the
+// real Temporal server and the other e2e tests.
+const upgradePoolMaxConns = 4
+
 // upgradeEnv is one upgrade's world on the shared real server: its database, task queue, two
 // HTTP sinks (one for status changes, one for suppression.added, refusing together while down)
 // and the processes of both versions, each with its own config file (its own HTTP address).
@@ -216,7 +228,11 @@ func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc st
 	u := &upgradeEnv{t: t, tc: tc, address: address, sink: sink, esc: esc}
 	e := &procEnv{t: t, bin: anyBin, dir: t.TempDir(), prefix: randomHex(4), hostPort: address}
 	e.dbURL = storetest.NewDatabase(t) // migrated by this tree, as the chart's pre-upgrade Job does
-	pool, err := pgxpool.New(context.Background(), e.dbURL)
+	testURL, err := storetest.WithParam(e.dbURL, "pool_max_conns", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(context.Background(), testURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +263,7 @@ func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc st
 // config is the one configuration both versions run with, but for the HTTP address.
 func (u *upgradeEnv) config(httpAddr string) string {
 	e := u.env
-	procURL, err := storetest.WithParam(e.dbURL, "pool_max_conns", strconv.Itoa(procPoolMaxConns))
+	procURL, err := storetest.WithParam(e.dbURL, "pool_max_conns", strconv.Itoa(upgradePoolMaxConns))
 	if err != nil {
 		u.t.Fatal(err)
 	}
