@@ -156,8 +156,8 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 		unguarded := u.workerWith(unguardedBin, "worker-unguarded")
 		oldWorker.terminate()
 		// The drainer's next workflow task goes to the unguarded build, which replays the old
-		// history and schedules CheckSink where SendProbe was recorded. The history's length is
-		// the progress: a drainer that still probes on the unguarded build writes events.
+		// history with a CheckSink step the history does not have. The history's length is the
+		// progress: a drainer that still probes on the unguarded build writes events.
 		wid := domain.SinkWorkflowID("guard", u.taskQueue)
 		testenv.WaitFor(t, "the drainer's non-determinism error", testenv.Stall, func() (int64, bool, error) {
 			events := runHistory(t, tc, wid, "")
@@ -179,6 +179,10 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("the history check found no non-determinism error on %s: it would pass an unguarded change", wid)
+		}
+		// What docs/operations/upgrades.md tells operators to watch for.
+		if n := unguarded.countLog("TMPRL1100"); n == 0 {
+			t.Errorf("the unguarded worker's log does not say TMPRL1100")
 		}
 	})
 }
