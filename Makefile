@@ -81,6 +81,8 @@ test: vet fmt-check tidy-check
 	export TEMPORAL_CLI
 	# The real Temporal server one e2e test runs against: built once, cached outside the repo.
 	echo "==> real Temporal server: $$(scripts/temporal-server.sh build)"
+	# The previous release the upgrade test runs beside this tree: built once from the repo's history.
+	echo "==> previous release: $$(scripts/previous-release.sh)"
 	# helm for the chart's tests (deploy/helm): built once, cached outside the repo. An
 	# assignment, so a failed build stops here.
 	HELM="$$(scripts/check-helm.sh helm)"

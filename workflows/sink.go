@@ -86,6 +86,9 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 	}
 	// send runs a probe or a drain step, then records what the run decided from its findings.
 	send := func(opts workflow.ActivityOptions, activity func(context.Context, string) (activities.SinkSends, error)) error {
+		if err := beforeSinkSend(ctx, in.Sink); err != nil {
+			return err
+		}
 		var found activities.SinkSends
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in.Sink).Get(ctx, &found); err != nil {
 			return err

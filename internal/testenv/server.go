@@ -46,6 +46,10 @@ func StartRealServer(t testing.TB) *RealServer {
 	s := &RealServer{state: t.TempDir(), port: port, script: script}
 	start := time.Now()
 	out, err := s.run("start")
+	if err != nil {
+		// A server that never became healthy is still running: stop it with its pid file.
+		_, _ = s.run("stop")
+	}
 	Need(t, "a real Temporal server (scripts/temporal-server.sh start)", errWithOutput(err, out))
 	s.Address = strings.TrimSpace(lastLine(out))
 	t.Cleanup(func() { _, _ = s.run("stop") })
