@@ -7,6 +7,8 @@
 #   scripts/temporal-server.sh start    fresh databases, start, namespace and search attributes
 #   scripts/temporal-server.sh stop     stop the server started by `start`
 #   scripts/temporal-server.sh restart  start it again on the same databases (an outage's end)
+#   scripts/temporal-server.sh remove   stop it and drop its two databases (tests: the shared
+#                                       PostgreSQL would otherwise keep one pair per run)
 #
 # Environment:
 #   TEMPORAL_SERVER_PORT  frontend gRPC port (default 17233); history, matching and worker take
@@ -196,6 +198,14 @@ stop() {
 	fi
 }
 
+# remove stops the server and drops its databases.
+remove() {
+	stop
+	for db in "$DB" "$VISDB"; do
+		psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+	done
+}
+
 # launch starts the server process on the config in $STATE and waits until it answers.
 launch() {
 	local cli=$1
@@ -265,5 +275,6 @@ build)
 start) start ;;
 stop) stop ;;
 restart) restart ;;
-*) die "usage: $0 build|start|stop|restart" ;;
+remove) remove ;;
+*) die "usage: $0 build|start|stop|restart|remove" ;;
 esac

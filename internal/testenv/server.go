@@ -48,11 +48,12 @@ func StartRealServer(t testing.TB) *RealServer {
 	out, err := s.run("start")
 	if err != nil {
 		// A server that never became healthy is still running: stop it with its pid file.
-		_, _ = s.run("stop")
+		_, _ = s.run("remove")
 	}
 	Need(t, "a real Temporal server (scripts/temporal-server.sh start)", errWithOutput(err, out))
 	s.Address = strings.TrimSpace(lastLine(out))
-	t.Cleanup(func() { _, _ = s.run("stop") })
+	// Its two databases go with it: the PostgreSQL is shared, and every run would leave a pair.
+	t.Cleanup(func() { _, _ = s.run("remove") })
 	t.Logf("real Temporal server on %s ready in %s", s.Address, time.Since(start).Round(time.Millisecond))
 	return s
 }
