@@ -198,7 +198,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 				return
 			}
-			if !domain.Grants(s.Scopes, p.Scope) {
+			if !can(s.Scopes, p.Scope) {
 				c.render(w, r, s, p, http.StatusForbidden, nil, "", missingScope(p.Scope))
 				return
 			}
@@ -216,6 +216,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	http.Error(w, "no such page", http.StatusNotFound)
 }
+
+// can: a token holding scopes may see or do what needs scope ("" any signed-in token).
+func can(scopes []string, scope string) bool { return scope == "" || domain.Grants(scopes, scope) }
 
 func missingScope(scope string) string {
 	return fmt.Sprintf("this token lacks the scope %q (admin.tokens[].scopes)", scope)
@@ -245,7 +248,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, a action) {
 	}
 	notice, data, err := a.do(c, r, s)
 	status, msg := c.failure(r.Context(), a.Path, err)
-	if data == nil && domain.Grants(s.Scopes, p.Scope) {
+	if data == nil && can(s.Scopes, p.Scope) {
 		// The page as it is now, with the outcome above it.
 		var verr error
 		data, verr = p.view(c, r, s)
@@ -307,7 +310,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s session, p pa
 		v.Can[sc] = domain.Grants(s.Scopes, sc)
 	}
 	for _, q := range pages {
-		if domain.Grants(s.Scopes, q.Scope) {
+		if can(s.Scopes, q.Scope) {
 			v.Nav = append(v.Nav, navItem{Path: q.Path, Title: q.Title, Current: q.Path == p.Path})
 		}
 	}
