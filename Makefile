@@ -85,6 +85,8 @@ test: vet fmt-check tidy-check
 	# assignment, so a failed build stops here.
 	HELM="$$(scripts/check-helm.sh helm)"
 	echo "==> helm: $$HELM"
+	# Chromium and playwright-core for the console's browser test (internal/e2e).
+	echo "==> browser: $$(scripts/ensure-browser.sh)"
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh
