@@ -98,12 +98,11 @@ func (c *Console) overview(r *http.Request, s session) (any, error) {
 }
 
 type messagesData struct {
-	Providers         []string
-	Provider, ID      string
-	Found             bool
-	NotFound          bool
-	Message           store.Message
-	EventsOfNotifying map[string]bool
+	Providers    []string
+	Provider, ID string
+	Found        bool
+	NotFound     bool
+	Message      store.Message
 }
 
 // messages looks a message up by provider and the provider's message id, and shows what GET
