@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/mailhook/mailhook/internal/config"
-	sinkdelivery "github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/simulate"
 	"github.com/mailhook/mailhook/internal/testenv"
@@ -130,6 +129,10 @@ func TestConsoleInABrowser(t *testing.T) {
 			return append(s, config.Sink{Name: "backup", URL: down.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged}})
 		},
 	})
+	// As serve does at start: each configured sink's row, so its counts are its own.
+	if err := h.svc.EnsureSinks(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	// The sink "app" refuses for good (410) until the redelivery: its notifications fail.
 	h.sink.respond = func(string, int) int {
 		if gone.Load() {
@@ -168,7 +171,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 	h.waitQuery(0, `SELECT count(*) FROM webhook_events WHERE processed_at IS NULL`)
 	h.waitQuery(1, `SELECT count(*) FROM rejected_requests`)
-	h.waitSinkState("backup", sinkdelivery.Open, -1)
 	h.waitCond("backup parks", func() (int64, bool) {
 		n := h.query(`SELECT count(*) FROM notifications WHERE sink = 'backup' AND status = 'parked'`)
 		return int64(n), n > 0 && n == h.query(`SELECT count(*) FROM notifications WHERE sink = 'backup'`)
