@@ -313,3 +313,36 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// Over TLS (here, or at a proxy that says so) the session cookie is Secure; over plain HTTP it
+// cannot be, or the browser would never send it back.
+func TestTheSessionCookieIsSecureOverTLS(t *testing.T) {
+	srv, _ := newConsole(t)
+	for _, proto := range []string{"", "https"} {
+		c := browser(t)
+		_, body, _ := get(t, c, srv.URL+"/console/login")
+		form := url.Values{"csrf": {csrfField.FindStringSubmatch(body)[1]}, "token": {adminToken}}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/console/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var session string
+		for _, ck := range resp.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(ck, "mailhook_console=") {
+				session = ck
+			}
+		}
+		if session == "" || strings.Contains(session, "; Secure") != (proto == "https") {
+			t.Errorf("X-Forwarded-Proto %q: session cookie %q", proto, session)
+		}
+		if strings.Contains(session, adminToken) {
+			t.Error("the cookie holds the token")
+		}
+	}
+}
