@@ -41,9 +41,9 @@ var staticFS embed.FS
 // Reads are the console's own reads, beside those of the admin API's interfaces (store,
 // internal/store/console.go): each indexed and bounded.
 type Reads struct {
-	AcceptedPerMinute    func(ctx context.Context, since time.Time) ([]store.MinuteCount, error)
-	RejectedPerMinute    func(ctx context.Context, since time.Time) ([]store.MinuteCount, error)
-	Backlog              func(ctx context.Context) (int64, time.Time, error)
+	AcceptedPerMinute    func(ctx context.Context, since time.Time) ([]store.MinuteCount, bool, error)
+	RejectedPerMinute    func(ctx context.Context, since time.Time) ([]store.MinuteCount, bool, error)
+	Unprocessed          func(ctx context.Context) (n int64, capped bool, oldest time.Time, err error)
 	QuarantineCount      func(ctx context.Context) (int64, error)
 	LatestProviderCounts func(ctx context.Context) ([]providercounts.Check, error)
 	ErasureJobs          func(ctx context.Context, limit int) ([]domain.ErasureJob, error)

@@ -100,10 +100,10 @@ func newConsole(t *testing.T) (*httptest.Server, *fakeSinks) {
 		Endpoints:    map[string]httpapi.Endpoint{"postscale": {Name: "postscale", Provider: "postscale"}},
 		Log:          slog.New(slog.DiscardHandler),
 	}
-	none := func(context.Context, time.Time) ([]store.MinuteCount, error) { return nil, nil }
+	none := func(context.Context, time.Time) ([]store.MinuteCount, bool, error) { return nil, false, nil }
 	con, err := console.New(api, console.Reads{
 		AcceptedPerMinute: none, RejectedPerMinute: none,
-		Backlog:              func(context.Context) (int64, time.Time, error) { return 0, time.Time{}, nil },
+		Unprocessed:          func(context.Context) (int64, bool, time.Time, error) { return 0, false, time.Time{}, nil },
 		QuarantineCount:      func(context.Context) (int64, error) { return 0, nil },
 		LatestProviderCounts: func(context.Context) ([]providercounts.Check, error) { return nil, nil },
 		ErasureJobs:          func(context.Context, int) ([]domain.ErasureJob, error) { return nil, nil },
@@ -343,6 +343,35 @@ func TestTheSessionCookieIsSecureOverTLS(t *testing.T) {
 		}
 		if strings.Contains(session, adminToken) {
 			t.Error("the cookie holds the token")
+		}
+	}
+}
+
+// When a count reads its bound of rows, the overview says "more than" and which minutes it
+// could not count, rather than a total that is too small.
+func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
+	api := &httpapi.Server{AdminTokens: map[string]string{adminToken: "ops"}, Log: slog.New(slog.DiscardHandler)}
+	now := time.Now().UTC().Truncate(time.Minute)
+	capped := func(context.Context, time.Time) ([]store.MinuteCount, bool, error) {
+		return []store.MinuteCount{{Minute: now, Count: 60_000}, {Minute: now.Add(-time.Minute), Count: 40_000}}, true, nil
+	}
+	con, err := console.New(api, console.Reads{
+		AcceptedPerMinute: capped, RejectedPerMinute: capped,
+		Unprocessed:          func(context.Context) (int64, bool, time.Time, error) { return store.MaxCounted, true, now.Add(-time.Hour), nil },
+		QuarantineCount:      func(context.Context) (int64, error) { return 0, nil },
+		LatestProviderCounts: func(context.Context) ([]providercounts.Check, error) { return nil, nil },
+	}, api.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Console = con
+	srv := httptest.NewServer(api.AdminHandler())
+	defer srv.Close()
+	c, _ := signIn(t, srv, adminToken)
+	_, body, _ := get(t, c, srv.URL+"/console")
+	for _, want := range []string{`data-stat="accepted">&gt; 100000<`, "≥ 40000", "—", "more than 100000 events not processed yet", "1h0m"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
 		}
 	}
 }

@@ -23,15 +23,21 @@ import (
 // overviewWindow is how far back the overview counts per minute.
 const overviewWindow = 10 * time.Minute
 
+// minuteRow is one minute of the overview. A mark says what a count is when the count read
+// store.MaxCounted rows: "≥" a partial minute, "—" one not counted.
 type minuteRow struct {
 	Minute             time.Time
 	Accepted, Rejected int64
+	AccMark, RejMark   string
 }
 
 type overviewData struct {
 	Minutes                         []minuteRow
 	AcceptedTotal, RejectedTotal    int64
+	AcceptedCapped, RejectedCapped  bool
+	MaxCounted                      int
 	Backlog                         int64
+	BacklogCapped                   bool
 	Lag                             time.Duration
 	Sinks                           []httpapi.SinkView
 	Quarantined                     int64
@@ -39,45 +45,60 @@ type overviewData struct {
 	ShowSinks, ShowReports, ShowLag bool
 }
 
+// fill puts counts (the latest minute first) into rows; capped, the earliest counted minute
+// is partial and the ones before it were not counted.
+func fill(rows []minuteRow, counts []store.MinuteCount, capped bool, set func(*minuteRow, int64, string)) int64 {
+	var total int64
+	byMinute := map[time.Time]int64{}
+	earliest := time.Time{}
+	for _, c := range counts {
+		m := c.Minute.UTC()
+		byMinute[m] = c.Count
+		total += c.Count
+		if earliest.IsZero() || m.Before(earliest) {
+			earliest = m
+		}
+	}
+	for i := range rows {
+		m := rows[i].Minute
+		switch {
+		case capped && m.Before(earliest):
+			set(&rows[i], 0, "—")
+		case capped && m.Equal(earliest):
+			set(&rows[i], byMinute[m], "≥ ")
+		default:
+			set(&rows[i], byMinute[m], "")
+		}
+	}
+	return total
+}
+
 func (c *Console) overview(r *http.Request, s session) (any, error) {
 	ctx := r.Context()
 	now := c.now().UTC()
 	since := now.Truncate(time.Minute).Add(-overviewWindow + time.Minute)
-	d := overviewData{ShowSinks: domain.Grants(s.Scopes, domain.ScopeSinksRead), ShowReports: domain.Grants(s.Scopes, domain.ScopeReportsRead)}
+	d := overviewData{ShowSinks: domain.Grants(s.Scopes, domain.ScopeSinksRead), ShowReports: domain.Grants(s.Scopes, domain.ScopeReportsRead),
+		MaxCounted: store.MaxCounted}
 	if d.ShowReports {
-		acc, err := c.reads.AcceptedPerMinute(ctx, since)
+		acc, accCapped, err := c.reads.AcceptedPerMinute(ctx, since)
 		if err != nil {
 			return nil, err
 		}
-		rej, err := c.reads.RejectedPerMinute(ctx, since)
+		rej, rejCapped, err := c.reads.RejectedPerMinute(ctx, since)
 		if err != nil {
 			return nil, err
 		}
-		byMinute := map[time.Time]*minuteRow{}
-		for m := since; !m.After(now); m = m.Add(time.Minute) {
-			d.Minutes = append(d.Minutes, minuteRow{Minute: m})
+		for m := now.Truncate(time.Minute); !m.Before(since); m = m.Add(-time.Minute) {
+			d.Minutes = append(d.Minutes, minuteRow{Minute: m}) // the latest first
 		}
-		for i := range d.Minutes {
-			byMinute[d.Minutes[i].Minute] = &d.Minutes[i]
-		}
-		for _, a := range acc {
-			if row := byMinute[a.Minute.UTC()]; row != nil {
-				row.Accepted = a.Count
-				d.AcceptedTotal += a.Count
-			}
-		}
-		for _, a := range rej {
-			if row := byMinute[a.Minute.UTC()]; row != nil {
-				row.Rejected = a.Count
-				d.RejectedTotal += a.Count
-			}
-		}
-		slices.Reverse(d.Minutes) // the latest first
-		n, oldest, err := c.reads.Backlog(ctx)
+		d.AcceptedTotal = fill(d.Minutes, acc, accCapped, func(r *minuteRow, n int64, mark string) { r.Accepted, r.AccMark = n, mark })
+		d.RejectedTotal = fill(d.Minutes, rej, rejCapped, func(r *minuteRow, n int64, mark string) { r.Rejected, r.RejMark = n, mark })
+		d.AcceptedCapped, d.RejectedCapped = accCapped, rejCapped
+		n, capped, oldest, err := c.reads.Unprocessed(ctx)
 		if err != nil {
 			return nil, err
 		}
-		d.Backlog, d.ShowLag = n, true
+		d.Backlog, d.BacklogCapped, d.ShowLag = n, capped, true
 		if !oldest.IsZero() {
 			d.Lag = now.Sub(oldest).Round(time.Second)
 		}
@@ -254,9 +275,9 @@ func redriveNotice(res domain.RedriveResult) string {
 		strconv.Itoa(res.Running) + " running already, " + strconv.Itoa(res.Skipped) + " skipped, " + strconv.Itoa(res.Failed) + " failed"
 }
 
-// maxParkedByType is the most parked notifications the sinks page counts by type: past it the
-// count reads too many rows for a page (GET /v1/sinks/{name}/notifications pages through them).
-const maxParkedByType = 100_000
+// maxParkedByType is the most parked notifications the sinks page counts by type (about 40 ms):
+// past it the count reads too many rows for a page (GET /v1/sinks/{name}/notifications pages through them).
+const maxParkedByType = 20_000
 
 type sinkRow struct {
 	httpapi.SinkView

@@ -229,7 +229,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 	}
 	con, err := console.New(srv, console.Reads{
 		AcceptedPerMinute: s.Store.Counts.AcceptedPerMinute, RejectedPerMinute: s.Store.Rejected.RejectedPerMinute,
-		Backlog: s.Store.Inbox.Backlog, QuarantineCount: s.Store.Quarantined.QuarantineCount,
+		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
 		ParkedByType: s.Store.Sinks.ParkedByType,
 	}, s.Log)

@@ -17,20 +17,53 @@ type MinuteCount struct {
 	Count  int64
 }
 
-// AcceptedPerMinute counts the events recorded since since, per minute
-// (webhook_events_received_at_idx).
-func (s *Counts) AcceptedPerMinute(ctx context.Context, since time.Time) ([]MinuteCount, error) {
+// MaxCounted is the most rows a console count reads: past it a count says "more than", so a
+// page's time stays bounded whatever the traffic (an index-only scan of 100,000 entries is tens
+// of milliseconds).
+const MaxCounted = 100_000
+
+// AcceptedPerMinute counts the events recorded since since, per minute, the latest first
+// (webhook_events_received_at_idx), reading at most MaxCounted of them: when it read that many,
+// the earliest minute it returns is partial and those before it were not counted (capped).
+func (s *Counts) AcceptedPerMinute(ctx context.Context, since time.Time) (counts []MinuteCount, capped bool, err error) {
 	return perMinute(ctx, s.db, qAcceptedPerMinute, since)
 }
 
-// RejectedPerMinute counts the refused webhook requests kept since since, per minute
-// (rejected_requests_received_at); those the budget dropped are not rows (RejectedDrops).
-func (s *Rejected) RejectedPerMinute(ctx context.Context, since time.Time) ([]MinuteCount, error) {
+// RejectedPerMinute counts the refused webhook requests kept since since, per minute, as
+// AcceptedPerMinute does (rejected_requests_received_at); those the budget dropped are not rows
+// (RejectedDrops).
+func (s *Rejected) RejectedPerMinute(ctx context.Context, since time.Time) (counts []MinuteCount, capped bool, err error) {
 	return perMinute(ctx, s.db, qRejectedPerMinute, since)
 }
 
-func perMinute(ctx context.Context, d *db, q string, since time.Time) ([]MinuteCount, error) {
-	rows, err := d.pool.Query(ctx, q, since)
+func perMinute(ctx context.Context, d *db, q string, since time.Time) ([]MinuteCount, bool, error) {
+	out, err := minutes(ctx, d, q, since)
+	if err != nil {
+		return nil, false, err
+	}
+	var total int64
+	for _, m := range out {
+		total += m.Count
+	}
+	return out, total >= MaxCounted, nil
+}
+
+// UnprocessedCapped is Inbox.Backlog for a page: the events not processed yet, counted up to
+// MaxCounted (capped: more), and when the oldest was received (zero when none), from the
+// partial index on unprocessed rows.
+func (s *Inbox) UnprocessedCapped(ctx context.Context) (n int64, capped bool, oldest time.Time, err error) {
+	var o *time.Time
+	if err := s.pool.QueryRow(ctx, qUnprocessedCapped, MaxCounted).Scan(&n, &o); err != nil {
+		return 0, false, time.Time{}, fmt.Errorf("unprocessed: %w", err)
+	}
+	if o != nil {
+		oldest = *o
+	}
+	return n, n >= MaxCounted, oldest, nil
+}
+
+func minutes(ctx context.Context, d *db, q string, since time.Time) ([]MinuteCount, error) {
+	rows, err := d.pool.Query(ctx, q, since, MaxCounted)
 	if err != nil {
 		return nil, fmt.Errorf("per minute: %w", err)
 	}
@@ -88,10 +121,15 @@ func (s *Sinks) ParkedByType(ctx context.Context, sink string) (map[string]int64
 }
 
 const (
-	qAcceptedPerMinute = `SELECT date_trunc('minute', received_at) AS m, count(*) FROM webhook_events
-	WHERE received_at >= $1 GROUP BY m ORDER BY m`
-	qRejectedPerMinute = `SELECT date_trunc('minute', received_at) AS m, count(*) FROM rejected_requests
-	WHERE received_at >= $1 GROUP BY m ORDER BY m`
+	// The latest rows first, at most $2 of them: the bound is on rows read, not on minutes.
+	qAcceptedPerMinute = `SELECT date_trunc('minute', received_at) AS m, count(*) FROM (
+	SELECT received_at FROM webhook_events WHERE received_at >= $1 ORDER BY received_at DESC LIMIT $2) r
+	GROUP BY m ORDER BY m DESC`
+	qRejectedPerMinute = `SELECT date_trunc('minute', received_at) AS m, count(*) FROM (
+	SELECT received_at FROM rejected_requests WHERE received_at >= $1 ORDER BY received_at DESC LIMIT $2) r
+	GROUP BY m ORDER BY m DESC`
+	qUnprocessedCapped = `SELECT (SELECT count(*) FROM (SELECT 1 FROM webhook_events WHERE processed_at IS NULL LIMIT $1) u),
+	(SELECT min(received_at) FROM webhook_events WHERE processed_at IS NULL)`
 	qListErasureJobs = `SELECT ` + jobColumns + ` FROM erasure_jobs ORDER BY id DESC LIMIT $1`
 	qParkedByType    = `SELECT type, count(*) FROM notifications WHERE sink = $1 AND status = 'parked' GROUP BY type ORDER BY type`
 )
