@@ -357,7 +357,9 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 	}
 	con, err := console.New(api, console.Reads{
 		AcceptedPerMinute: capped, RejectedPerMinute: capped,
-		Unprocessed:          func(context.Context) (int64, bool, time.Time, error) { return store.MaxCounted, true, now.Add(-time.Hour), nil },
+		Unprocessed: func(context.Context) (int64, bool, time.Time, error) {
+			return store.MaxCounted, true, now.Add(-time.Hour), nil
+		},
 		QuarantineCount:      func(context.Context) (int64, error) { return 0, nil },
 		LatestProviderCounts: func(context.Context) ([]providercounts.Check, error) { return nil, nil },
 	}, api.Log)
