@@ -353,7 +353,7 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 	api := &httpapi.Server{AdminTokens: map[string]string{adminToken: "ops"}, Log: slog.New(slog.DiscardHandler)}
 	now := time.Now().UTC().Truncate(time.Minute)
 	capped := func(context.Context, time.Time) ([]store.MinuteCount, bool, error) {
-		return []store.MinuteCount{{Minute: now, Count: 60_000}, {Minute: now.Add(-time.Minute), Count: 40_000}}, true, nil
+		return []store.MinuteCount{{Minute: now, Count: 30_000}, {Minute: now.Add(-time.Minute), Count: 20_000}}, true, nil
 	}
 	con, err := console.New(api, console.Reads{
 		AcceptedPerMinute: capped, RejectedPerMinute: capped,
@@ -371,7 +371,7 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 	defer srv.Close()
 	c, _ := signIn(t, srv, adminToken)
 	_, body, _ := get(t, c, srv.URL+"/console")
-	for _, want := range []string{`data-stat="accepted">&gt; 100000<`, "≥ 40000", "—", "more than 100000 events not processed yet", "1h0m"} {
+	for _, want := range []string{`data-stat="accepted">&gt; 50000<`, "≥ 20000", "—", "more than 50000 events not processed yet", "1h0m"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q", want)
 		}

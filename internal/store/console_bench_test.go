@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 func BenchmarkConsoleReads(b *testing.B) {
 	qPerMinute := func(table string) string { // internal/store/console.go's, for its plan
 		return `SELECT date_trunc('minute', received_at) AS m, count(*) FROM (SELECT received_at FROM ` + table +
-			` WHERE received_at >= $1 ORDER BY received_at DESC LIMIT 100000) r GROUP BY m ORDER BY m DESC`
+			` WHERE received_at >= $1 ORDER BY received_at DESC LIMIT ` + strconv.Itoa(store.MaxCounted) + `) r GROUP BY m ORDER BY m DESC`
 	}
 	s := loadedStore(b)
 	ctx := context.Background()
@@ -70,7 +71,7 @@ func BenchmarkConsoleReads(b *testing.B) {
 		},
 			qPerMinute("rejected_requests"), []any{time.Now().Add(-10 * time.Minute)}},
 		{"overview/unprocessed", func() error { _, _, _, err := s.Inbox.UnprocessedCapped(ctx); return err },
-			`SELECT (SELECT count(*) FROM (SELECT 1 FROM webhook_events WHERE processed_at IS NULL LIMIT 100000) u), (SELECT min(received_at) FROM webhook_events WHERE processed_at IS NULL)`, nil},
+			`SELECT (SELECT count(*) FROM (SELECT 1 FROM webhook_events WHERE processed_at IS NULL LIMIT ` + strconv.Itoa(store.MaxCounted) + `) u), (SELECT min(received_at) FROM webhook_events WHERE processed_at IS NULL)`, nil},
 		{"overview/quarantined", func() error { _, err := s.Quarantined.QuarantineCount(ctx); return err }, "", nil},
 		{"overview+sinks/list-sinks", func() error { _, err := s.Sinks.ListSinks(ctx); return err }, "", nil},
 		{"sinks/parked-by-type", func() error { _, err := s.Sinks.ParkedByType(ctx, "bench_sink"); return err },
