@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The browser the console's test (internal/e2e TestConsoleInABrowser) and the screenshot scripts
+# The browser the console's test (internal/e2e TestConsoleInABrowser) and its screenshot script
 # drive: Debian's chromium (installed when missing) and playwright-core from npm, pinned and
 # cached outside the repo in $SCREENSHOTS_CACHE. Prints the node_modules directory to put on
 # NODE_PATH:
@@ -15,11 +15,11 @@ ROOT_HINT="install Debian's chromium and nodejs yourself (apt-get install chromi
 
 if [[ ! -x /usr/bin/chromium ]]; then
 	log "installing Debian's chromium (the headless browser)" >&2
-	as_root apt-get install -y chromium >/dev/null
+	as_root apt-get -o DPkg::Lock::Timeout=600 install -y chromium >/dev/null
 fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	log "installing Debian's nodejs and npm (to run playwright-core)" >&2
-	as_root apt-get install -y nodejs npm >/dev/null
+	as_root apt-get -o DPkg::Lock::Timeout=600 install -y nodejs npm >/dev/null
 fi
 have=$(node -p "require('$CACHE/node_modules/playwright-core/package.json').version" 2>/dev/null || true)
 if [[ $have != "$PLAYWRIGHT_VERSION" ]]; then

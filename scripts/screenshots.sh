@@ -6,7 +6,7 @@
 # It uses the `make run` already serving on 127.0.0.1:8000 (with its dev Temporal and UI on
 # :8233), or starts one and stops it at the end; sends `mailhook simulate`'s lifecycle; then
 # opens the Temporal UI in Debian's headless Chromium (installed when missing) through
-# playwright-core (npm, cached outside the repo in $SCREENSHOTS_CACHE; scripts/ensure-browser.sh) and saves:
+# playwright-core (npm, cached outside the repo in $SCREENSHOTS_CACHE) and saves:
 #
 #   docs/images/ui-message-runs.png   the runs of one message, found by MessageID
 #   docs/images/ui-bounce-run.png     the bounce's run: input, result, steps, the Process step opened
@@ -17,12 +17,23 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
+CACHE=${SCREENSHOTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mailhook-screenshots}
+PLAYWRIGHT_VERSION=1.64.1
 UI=http://127.0.0.1:8233
 OUT=$ROOT/docs/images
+ROOT_HINT="install Debian's chromium yourself"
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-NODE_MODULES=$("$ROOT/scripts/ensure-browser.sh")
+if [[ ! -x /usr/bin/chromium ]]; then
+	log "installing Debian's chromium (headless browser for the screenshots)"
+	as_root apt-get install -y chromium >/dev/null
+fi
+if [[ ! -d $CACHE/node_modules/playwright-core ]]; then
+	log "installing playwright-core@$PLAYWRIGHT_VERSION into $CACHE"
+	mkdir -p "$CACHE"
+	npm install --prefix "$CACHE" --no-audit --no-fund "playwright-core@$PLAYWRIGHT_VERSION" >/dev/null
+fi
 
 cd "$ROOT"
 started=
@@ -49,5 +60,5 @@ message=$(grep -o 'msg_sim_[A-Za-z0-9_]*' <<<"$sim" | head -1)
 
 mkdir -p "$OUT"
 log "taking the screenshots of $message"
-NODE_PATH=$NODE_MODULES node "$ROOT/scripts/screenshots.cjs" "$UI" "$message" "$OUT"
+NODE_PATH=$CACHE/node_modules node "$ROOT/scripts/screenshots.cjs" "$UI" "$message" "$OUT"
 log "saved: $(cd "$ROOT" && ls docs/images/*.png | tr '\n' ' ')"
