@@ -66,6 +66,7 @@ run:
 	echo "Webhook URL:  http://127.0.0.1:8000/webhooks/postscale   (config: $$MAILHOOK_CONFIG)"
 	echo "Temporal UI:  http://127.0.0.1:8233"
 	echo "Admin API:    curl -H 'Authorization: Bearer dev-admin-token' http://127.0.0.1:8000/v1/suppressions"
+	echo "Console:      http://127.0.0.1:8000/console   (sign in with dev-admin-token)"
 	echo "Simulate:     $(BIN) simulate   (in another terminal; the notifications print here)"
 	echo "Other commands in another terminal: export MAILHOOK_CONFIG=$$MAILHOOK_CONFIG first"
 	echo
@@ -87,6 +88,8 @@ test: vet fmt-check tidy-check
 	# assignment, so a failed build stops here.
 	HELM="$$(scripts/check-helm.sh helm)"
 	echo "==> helm: $$HELM"
+	# Chromium and playwright-core for the console's browser test (internal/e2e).
+	echo "==> browser: $$(scripts/ensure-browser.sh)"
 	echo "==> go test -race (TEMPORAL_CLI=$$TEMPORAL_CLI)"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	scripts/check-compose.sh

@@ -269,6 +269,8 @@ type harnessOptions struct {
 	// outbound, when set, is the client the adapters make their own calls with
 	// (serve.Service.Outbound): SNS certificates from a test server.
 	outbound *http.Client
+	// adminTokens are more admin tokens besides the harness's (adminToken, every scope).
+	adminTokens []config.AdminToken
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -302,7 +304,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		o.notify(&cfg.Notify)
 	}
 	cfg.Endpoints = append([]config.Endpoint{{Name: "postscale", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: []string{webhookSecret}}}}, o.endpoints...)
-	cfg.Admin.Tokens = []config.AdminToken{{Name: "e2e-operator", Token: adminToken}}
+	cfg.Admin.Tokens = append([]config.AdminToken{{Name: "e2e-operator", Token: adminToken}}, o.adminTokens...)
 	cfg.Sinks = []config.Sink{{Name: "app", URL: sink.srv.URL, Secret: sinkSecret, Types: []string{domain.TypeStatusChanged, domain.TypeEmailReceived}}}
 	if o.sinkTypes != nil {
 		cfg.Sinks[0].Types = o.sinkTypes

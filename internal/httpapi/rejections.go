@@ -103,47 +103,14 @@ func (s *Server) getRejected(c *gin.Context) {
 // still refused (with its cause), or when it cannot be retried (its body was not kept whole, or
 // its endpoint no longer exists).
 func (s *Server) retryRejected(c *gin.Context) {
-	ctx := c.Request.Context()
 	id, err := strconv.ParseInt(param(c, "id"), 10, 64)
 	if err != nil || id < 1 {
 		s.fail(c, refuse(kindBadRequest, "id must be a positive integer"))
 		return
 	}
-	r, err := s.RejectedList.GetRejected(ctx, id)
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		s.fail(c, refuse(kindNotFound, "no such rejected request"))
-		return
-	case err != nil:
-		s.Log.ErrorContext(ctx, "get rejected request", "error", err)
-		s.unavailable(c)
-		return
-	}
-	ep, ok := s.Endpoints[r.Endpoint]
-	switch {
-	case !ok:
-		s.fail(c, refuse(kindConflict, "no endpoint of that name is configured"))
-		return
-	case r.Body == nil || r.BodyTruncated:
-		s.fail(c, refuse(kindConflict, "its body was not kept whole: only the provider can send it again"))
-		return
-	}
-	status, answer, cause, e := s.admitAgain(ctx, ep, r)
-	result := string(status)
-	if cause != "" {
-		result = "refused: " + string(cause)
-	}
-	if e != nil && cause == "" {
-		s.Log.ErrorContext(ctx, "retry rejected request", "id", id, "error", e)
-		s.fail(c, e)
-		return
-	}
-	if err := s.RejectedList.RejectedRetried(ctx, id, result); err != nil {
-		s.Log.WarnContext(ctx, "record a rejected request's retry", "id", id, "error", err)
-	}
-	s.Log.InfoContext(ctx, "rejected request retried", "id", id, "endpoint", r.Endpoint, "result", result, "actor", c.GetString(actorKey))
-	if cause != "" {
-		s.fail(c, &apiError{kind: kindConflict, reason: "still refused (" + string(cause) + "): " + e.reason})
+	answer, err := s.RetryRejected(c.Request.Context(), id, c.GetString(actorKey))
+	if err != nil {
+		s.failWith(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, answer)

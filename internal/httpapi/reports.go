@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -110,29 +109,10 @@ func (s *Server) redrive(c *gin.Context) {
 		s.fail(c, badBody(err))
 		return
 	}
-	in := domain.RedriveInput{OlderThan: domain.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
-	if req.Quarantined {
-		in.OlderThan = 0
-	}
-	if req.OlderThan != "" {
-		d, err := time.ParseDuration(req.OlderThan)
-		if err != nil || d < 0 || (d == 0 && !req.Quarantined) {
-			s.fail(c, refuse(kindBadRequest, `older_than must be a positive duration such as "1h" or "90m"`))
-			return
-		}
-		in.OlderThan = d
-	}
-	if in.Limit < 0 || in.Limit > domain.DefaultRedriveLimit {
-		s.fail(c, refuse(kindBadRequest, "limit must be between 1 and 1000"))
-		return
-	}
-	res, err := s.Reconciler.Redrive(c.Request.Context(), in)
+	res, err := s.Redrive(c.Request.Context(), req, c.GetString(actorKey))
 	if err != nil {
-		s.Log.ErrorContext(c.Request.Context(), "redrive", "error", err)
-		s.unavailable(c)
+		s.failWith(c, err)
 		return
 	}
-	s.Log.InfoContext(c.Request.Context(), "redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
-		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
 	c.JSON(http.StatusOK, res)
 }

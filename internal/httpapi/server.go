@@ -4,7 +4,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -86,13 +85,16 @@ type Server struct {
 	// and RejectedList serves them at /v1/rejections (rejections.go).
 	Rejected     *rejected.Recorder
 	RejectedList RejectedList
+	// Console, when set, serves the operator console under /console on the admin routes
+	// (internal/console): its own sign-in, sessions and CSRF, outside the bearer-token group.
+	Console http.Handler
 }
 
 // Which routes an engine serves: one listener serves both; with http.admin_address the public
 // one serves the webhooks and the admin one the rest.
 const (
 	routesPublic = 1 << iota // /webhooks, /healthz
-	routesAdmin              // /healthz, /readyz, /metrics, /v1, /codec
+	routesAdmin              // /healthz, /readyz, /metrics, /v1, /codec, /console
 	routesAll    = routesPublic | routesAdmin
 )
 
@@ -179,6 +181,10 @@ func (s *Server) handler(routes int) http.Handler {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))
 		}
 		s.mountCodec(r)
+		if s.Console != nil {
+			r.Any("/console", gin.WrapH(s.Console))
+			r.Any("/console/*page", gin.WrapH(s.Console))
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// gin routes on RawPath only when it is set, which net/url does only when the client's
@@ -204,21 +210,14 @@ func param(c *gin.Context, name string) string {
 // requireToken admits a request with a configured bearer token and records its name as the
 // actor. Every token is compared, in constant time, so timing tells nothing about which matched.
 func (s *Server) requireToken(c *gin.Context) {
-	got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	actor, matched := "", ""
-	if ok {
-		for token, name := range s.AdminTokens {
-			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-				actor, matched = name, token
-			}
-		}
-	}
-	if actor == "" {
+	got, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	actor, scopes, ok := s.TokenActor(got)
+	if !ok || !strings.HasPrefix(c.GetHeader("Authorization"), "Bearer ") {
 		s.fail(c, refuse(kindUnauthenticated, ""))
 		return
 	}
 	c.Set(actorKey, actor)
-	c.Set(scopesKey, s.TokenScopes[matched])
+	c.Set(scopesKey, scopes)
 	c.Next()
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -101,28 +100,13 @@ func (s *Server) sinkOf(ctx context.Context, name string) (delivery.Sink, error)
 	return sk, err
 }
 
-// listSinks answers GET /v1/sinks: every configured sink, and every recorded one no longer
-// configured, by name.
+// listSinks answers GET /v1/sinks (SinkViews).
 func (s *Server) listSinks(c *gin.Context) {
-	ctx := c.Request.Context()
-	rows, err := s.SinkStates.ListSinks(ctx)
+	out, err := s.SinkViews(c.Request.Context())
 	if err != nil {
-		s.Log.ErrorContext(ctx, "list sinks", "error", err)
-		s.unavailable(c)
+		s.failWith(c, err)
 		return
 	}
-	seen := map[string]bool{}
-	out := make([]sinkView, 0, len(rows)+len(s.Sinks))
-	for _, r := range rows {
-		seen[r.Name] = true
-		out = append(out, s.view(r))
-	}
-	for _, set := range s.Sinks {
-		if !seen[set.Name] {
-			out = append(out, s.view(delivery.Sink{Name: set.Name, State: delivery.Closed}))
-		}
-	}
-	slices.SortFunc(out, func(a, b sinkView) int { return strings.Compare(a.Name, b.Name) })
 	c.JSON(http.StatusOK, gin.H{"sinks": out})
 }
 
@@ -150,23 +134,14 @@ func (s *Server) sinkFailed(c *gin.Context, what string, err error) bool {
 	return true
 }
 
-// pauseSink answers POST /v1/sinks/:name/pause and /resume: a paused sink parks every
-// notification and its drainer sends nothing; a resumed one drains what was parked. The
-// change is in PostgreSQL when it answers; the drainer is woken to act on it at once (if that
-// fails, it does within workflows.IdleCheck).
+// pauseSink answers POST /v1/sinks/:name/pause and /resume (PauseSink).
 func (s *Server) pauseSink(c *gin.Context, paused bool) {
-	ctx := c.Request.Context()
-	name := param(c, "name")
-	if _, err := s.sinkOf(ctx, name); s.sinkFailed(c, "read sink", err) {
+	v, err := s.PauseSink(c.Request.Context(), param(c, "name"), paused, c.GetString(actorKey))
+	if err != nil {
+		s.failWith(c, err)
 		return
 	}
-	sk, err := s.SinkStates.PauseSink(ctx, name, paused, c.GetString(actorKey))
-	if s.sinkFailed(c, "pause sink", err) {
-		return
-	}
-	s.Log.InfoContext(ctx, "sink paused or resumed", "sink", name, "paused", paused, "actor", c.GetString(actorKey))
-	s.wakeDrainer(ctx, name)
-	c.JSON(http.StatusOK, s.view(sk))
+	c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) wakeDrainer(ctx context.Context, sink string) {
@@ -197,50 +172,18 @@ var redeliverStatuses = []string{domain.NotificationFailed, domain.NotificationP
 // the drainer, which sends them at the sink's pace; a receiver that had one already dedupes it.
 // dry_run counts them and changes nothing.
 func (s *Server) redeliver(c *gin.Context) {
-	ctx := c.Request.Context()
 	name := param(c, "name")
 	var req redeliverRequest
 	if err := decodeOptionalBody(c, &req); err != nil {
 		s.fail(c, badBody(err))
 		return
 	}
-	f := store.RedeliverFilter{Sink: name, Provider: req.Provider, Type: req.Type, Statuses: req.Status, DryRun: req.DryRun}
-	if len(f.Statuses) == 0 {
-		f.Statuses = []string{domain.NotificationFailed}
-	}
-	for _, st := range f.Statuses {
-		if !slices.Contains(redeliverStatuses, st) {
-			s.fail(c, &apiError{kind: kindBadRequest, reason: "unknown status " + strconv.Quote(st), known: redeliverStatuses})
-			return
-		}
-	}
-	if f.Type != "" && !domain.KnownNotificationType(f.Type) {
-		s.fail(c, &apiError{kind: kindBadRequest, reason: "unknown notification type " + strconv.Quote(f.Type), known: domain.NotificationTypes})
+	res, statuses, err := s.Redeliver(c.Request.Context(), name, req, c.GetString(actorKey))
+	if err != nil {
+		s.failWith(c, err)
 		return
 	}
-	if req.Since != nil {
-		f.Since = *req.Since
-	}
-	if req.Until != nil {
-		f.Until = *req.Until
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		s.fail(c, refuse(kindBadRequest, "since must be before until"))
-		return
-	}
-	if _, err := s.sinkOf(ctx, name); s.sinkFailed(c, "read sink", err) {
-		return
-	}
-	res, err := s.SinkStates.Redeliver(ctx, f)
-	if s.sinkFailed(c, "redeliver", err) {
-		return
-	}
-	s.Log.InfoContext(ctx, "notifications redelivered", "sink", name, "matched", res.Matched, "requeued", res.Requeued,
-		"dry_run", f.DryRun, "actor", c.GetString(actorKey))
-	if res.Requeued > 0 {
-		s.wakeDrainer(ctx, name)
-	}
-	c.JSON(http.StatusOK, gin.H{"sink": name, "dry_run": f.DryRun, "statuses": f.Statuses, "matched": res.Matched,
+	c.JSON(http.StatusOK, gin.H{"sink": name, "dry_run": req.DryRun, "statuses": statuses, "matched": res.Matched,
 		"requeued": res.Requeued, "already_parked": res.AlreadyParked, "unavailable": res.Unavailable})
 }
 

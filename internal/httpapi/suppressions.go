@@ -12,7 +12,6 @@ import (
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/mailaddr"
-	"github.com/mailhook/mailhook/internal/redact"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/suppression"
 )
@@ -159,37 +158,17 @@ type liftRequest struct {
 // records who lifted it and why. The address's other scopes keep theirs: lifting a marketing
 // opt-out must not lift a hard bounce.
 func (s *Server) liftSuppression(c *gin.Context) {
-	scope := c.Query("scope")
-	if scope == "" {
-		scope = suppression.GlobalScope
-	}
-	if !domain.ValidScope(scope) {
-		s.fail(c, refuse(kindBadRequest, badScope(scope)))
-		return
-	}
 	var req liftRequest
 	if err := decodeBody(c, &req); err != nil {
 		s.fail(c, badBody(err))
 		return
 	}
-	req.Reason = strings.TrimSpace(req.Reason)
-	if req.Reason == "" {
-		s.fail(c, refuse(kindBadRequest, "reason is required: say why the suppression is lifted"))
+	lift, err := s.LiftSuppression(c.Request.Context(), param(c, "address"), c.Query("scope"), req.Reason, c.GetString(actorKey))
+	if err != nil {
+		s.failWith(c, err)
 		return
 	}
-	actor := c.GetString(actorKey)
-	lift, err := s.Suppressions.LiftSuppression(c.Request.Context(), param(c, "address"), scope, actor, req.Reason)
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		s.fail(c, refuse(kindNotFound, fmt.Sprintf("address is not suppressed in scope %q", scope)))
-	case err != nil:
-		s.Log.ErrorContext(c.Request.Context(), "lift suppression", "scope", scope, "error", err)
-		s.unavailable(c)
-	default:
-		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
-			"scope", lift.Scope, "reason", redact.Text(lift.Reason), "lift_reason", redact.Text(lift.LiftReason))
-		c.JSON(http.StatusOK, lift)
-	}
+	c.JSON(http.StatusOK, lift)
 }
 
 // outcomeReadTimeout labels a webhook request whose body did not arrive within http.read_timeout.

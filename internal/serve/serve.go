@@ -21,6 +21,7 @@ import (
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/console"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/drainer"
@@ -226,6 +227,16 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		srv.NotRequired["postgres"] = true
 		srv.AnyOf = []string{"postgres", "temporal"}
 	}
+	con, err := console.New(srv, console.Reads{
+		AcceptedPerMinute: s.Store.Counts.AcceptedPerMinute, RejectedPerMinute: s.Store.Rejected.RejectedPerMinute,
+		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
+		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
+		ParkedByType: s.Store.Sinks.ParkedByType,
+	}, s.Log)
+	if err != nil {
+		return nil, err
+	}
+	srv.Console = con // /console on the admin listener
 	return srv, nil
 }
 
