@@ -104,11 +104,14 @@ func (s *Server) getRejected(c *gin.Context) {
 // its endpoint no longer exists).
 func (s *Server) retryRejected(c *gin.Context) {
 	ctx := c.Request.Context()
+	note := noteAudit(c)
+	note.target = param(c, "id")
 	id, err := strconv.ParseInt(param(c, "id"), 10, 64)
 	if err != nil || id < 1 {
 		s.fail(c, refuse(kindBadRequest, "id must be a positive integer"))
 		return
 	}
+	note.ref = "rejected_requests:" + strconv.FormatInt(id, 10)
 	r, err := s.RejectedList.GetRejected(ctx, id)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -123,6 +126,9 @@ func (s *Server) retryRejected(c *gin.Context) {
 	switch {
 	case !ok:
 		s.fail(c, refuse(kindConflict, "no endpoint of that name is configured"))
+		return
+	case r.BodyUnreadable:
+		s.fail(c, refuse(kindConflict, "its body is sealed with a payload codec key that is not configured now (temporal.codec)"))
 		return
 	case r.Body == nil || r.BodyTruncated:
 		s.fail(c, refuse(kindConflict, "its body was not kept whole: only the provider can send it again"))
@@ -142,6 +148,7 @@ func (s *Server) retryRejected(c *gin.Context) {
 		s.Log.WarnContext(ctx, "record a rejected request's retry", "id", id, "error", err)
 	}
 	s.Log.InfoContext(ctx, "rejected request retried", "id", id, "endpoint", r.Endpoint, "result", result, "actor", c.GetString(actorKey))
+	note.params, note.detail = map[string]any{"endpoint": r.Endpoint}, map[string]any{"result": result}
 	if cause != "" {
 		s.fail(c, &apiError{kind: kindConflict, reason: "still refused (" + string(cause) + "): " + e.reason})
 		return

@@ -29,8 +29,8 @@ func (s *Server) reconcileRoutes(v1 *gin.RouterGroup) {
 		return
 	}
 	v1.GET("/reports/daily", s.need(domain.ScopeReportsRead), s.dailyReport)
-	v1.POST("/events/:provider/:event_id/replay", s.need(domain.ScopeReplay), s.replay)
-	v1.POST("/redrive", s.need(domain.ScopeReplay), s.redrive)
+	v1.POST("/events/:provider/:event_id/replay", s.need(domain.ScopeReplay), s.audited(store.AuditReplay), s.replay)
+	v1.POST("/redrive", s.need(domain.ScopeReplay), s.audited(store.AuditRedrive), s.redrive)
 }
 
 // dailyReport answers GET /v1/reports/daily?date=YYYY-MM-DD&provider=: per provider and event
@@ -71,6 +71,8 @@ func (s *Server) replay(c *gin.Context) {
 		return
 	}
 	prov, eventID, actor := param(c, "provider"), param(c, "event_id"), c.GetString(actorKey)
+	note := noteAudit(c)
+	note.target, note.params = prov+":"+eventID, map[string]any{"renotify": req.Renotify}
 	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -89,6 +91,7 @@ func (s *Server) replay(c *gin.Context) {
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)
 		s.unavailable(c)
 	default:
+		note.ref, note.detail = "replays:"+res.WorkflowID, map[string]any{"replay": res.Replay, "workflow_id": res.WorkflowID}
 		c.JSON(http.StatusAccepted, res)
 	}
 }
@@ -110,6 +113,8 @@ func (s *Server) redrive(c *gin.Context) {
 		s.fail(c, badBody(err))
 		return
 	}
+	note := noteAudit(c)
+	note.params = map[string]any{"older_than": req.OlderThan, "limit": req.Limit, "quarantined": req.Quarantined}
 	in := domain.RedriveInput{OlderThan: domain.DefaultRedriveOlderThan, Limit: req.Limit, Quarantined: req.Quarantined}
 	if req.Quarantined {
 		in.OlderThan = 0
@@ -134,5 +139,7 @@ func (s *Server) redrive(c *gin.Context) {
 	}
 	s.Log.InfoContext(c.Request.Context(), "redrive", "actor", c.GetString(actorKey), "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
 		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
+	note.detail = map[string]any{"considered": res.Considered, "started": res.Started, "running": res.Running, "skipped": res.Skipped,
+		"failed": res.Failed, "more": res.More}
 	c.JSON(http.StatusOK, res)
 }

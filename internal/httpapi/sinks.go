@@ -63,9 +63,9 @@ func (s *Server) sinkRoutes(v1 *gin.RouterGroup) {
 	}
 	v1.GET("/sinks", s.need(domain.ScopeSinksRead), s.listSinks)
 	v1.GET("/sinks/:name", s.need(domain.ScopeSinksRead), s.getSink)
-	v1.POST("/sinks/:name/pause", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, true) })
-	v1.POST("/sinks/:name/resume", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, false) })
-	v1.POST("/sinks/:name/redeliver", s.need(domain.ScopeSinksWrite), s.redeliver)
+	v1.POST("/sinks/:name/pause", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkPause), func(c *gin.Context) { s.pauseSink(c, true) })
+	v1.POST("/sinks/:name/resume", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkResume), func(c *gin.Context) { s.pauseSink(c, false) })
+	v1.POST("/sinks/:name/redeliver", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkRedeliver), s.redeliver)
 	v1.GET("/sinks/:name/notifications", s.need(domain.ScopeSinksRead), s.sinkNotifications)
 }
 
@@ -157,6 +157,7 @@ func (s *Server) sinkFailed(c *gin.Context, what string, err error) bool {
 func (s *Server) pauseSink(c *gin.Context, paused bool) {
 	ctx := c.Request.Context()
 	name := param(c, "name")
+	noteAudit(c).target = name
 	if _, err := s.sinkOf(ctx, name); s.sinkFailed(c, "read sink", err) {
 		return
 	}
@@ -199,11 +200,15 @@ var redeliverStatuses = []string{domain.NotificationFailed, domain.NotificationP
 func (s *Server) redeliver(c *gin.Context) {
 	ctx := c.Request.Context()
 	name := param(c, "name")
+	note := noteAudit(c)
+	note.target = name
 	var req redeliverRequest
 	if err := decodeOptionalBody(c, &req); err != nil {
 		s.fail(c, badBody(err))
 		return
 	}
+	note.params = map[string]any{"since": req.Since, "until": req.Until, "provider": req.Provider, "type": req.Type,
+		"status": req.Status, "dry_run": req.DryRun}
 	f := store.RedeliverFilter{Sink: name, Provider: req.Provider, Type: req.Type, Statuses: req.Status, DryRun: req.DryRun}
 	if len(f.Statuses) == 0 {
 		f.Statuses = []string{domain.NotificationFailed}
@@ -240,6 +245,7 @@ func (s *Server) redeliver(c *gin.Context) {
 	if res.Requeued > 0 {
 		s.wakeDrainer(ctx, name)
 	}
+	note.detail = map[string]any{"matched": res.Matched, "requeued": res.Requeued, "already_parked": res.AlreadyParked, "unavailable": res.Unavailable}
 	c.JSON(http.StatusOK, gin.H{"sink": name, "dry_run": f.DryRun, "statuses": f.Statuses, "matched": res.Matched,
 		"requeued": res.Requeued, "already_parked": res.AlreadyParked, "unavailable": res.Unavailable})
 }

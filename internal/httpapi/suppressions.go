@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -163,6 +164,14 @@ func (s *Server) liftSuppression(c *gin.Context) {
 	if scope == "" {
 		scope = suppression.GlobalScope
 	}
+	// The trail names the address by its keyed hash, never as it is (docs/operations/audit.md).
+	note := noteAudit(c)
+	note.target, note.params = "scope:"+scope, map[string]any{"scope": scope}
+	if s.Audit != nil {
+		if h := s.Audit.AddressHash(param(c, "address")); h != "" {
+			note.params["address_hash"] = h
+		}
+	}
 	if !domain.ValidScope(scope) {
 		s.fail(c, refuse(kindBadRequest, badScope(scope)))
 		return
@@ -173,6 +182,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
+	note.reason = req.Reason
 	if req.Reason == "" {
 		s.fail(c, refuse(kindBadRequest, "reason is required: say why the suppression is lifted"))
 		return
@@ -188,6 +198,7 @@ func (s *Server) liftSuppression(c *gin.Context) {
 	default:
 		s.Log.InfoContext(c.Request.Context(), "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
 			"scope", lift.Scope, "reason", redact.Text(lift.Reason), "lift_reason", redact.Text(lift.LiftReason))
+		note.ref = "suppression_lifts:" + strconv.FormatInt(lift.ID, 10)
 		c.JSON(http.StatusOK, lift)
 	}
 }
