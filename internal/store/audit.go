@@ -151,7 +151,7 @@ func (s *Audit) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 		q += "\nWHERE " + strings.Join(where, " AND ")
 	}
 	q += "\nORDER BY at DESC, id DESC LIMIT " + arg(f.Limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}

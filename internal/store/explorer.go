@@ -230,7 +230,10 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 		q += "WHERE " + strings.Join(where, "\n  AND ") + "\n"
 	}
 	q += "ORDER BY w.received_at DESC, w.provider DESC, w.event_id DESC\nLIMIT " + arg(f.Limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	// Planned for these values every time (no cached generic plan): a provider or type that is
+	// most of the table and one that is rare want different plans, and the partial index of rare
+	// outcomes is usable only when the planner sees the value.
+	rows, err := s.pool.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list events: %w", err)
 	}

@@ -29,6 +29,15 @@ DROP INDEX CONCURRENTLY IF EXISTS webhook_events_source_idx;
 CREATE INDEX CONCURRENTLY webhook_events_source_idx ON webhook_events (source, received_at)
     WHERE source IS NOT NULL;
 
+-- The explorer's outcome filter. The common outcomes (moved, counted, advanced) are found by
+-- walking the newest events and joining each one's history row; the rare ones (stale, flagged,
+-- duplicate, inbound, unknown_type) would make that walk read far past the page, so they, and
+-- only they, get an index entry: a partial index, so an event that moves or counts (nearly
+-- all) writes nothing more.
+DROP INDEX CONCURRENTLY IF EXISTS message_events_rare_outcome_idx;
+CREATE INDEX CONCURRENTLY message_events_rare_outcome_idx ON message_events (outcome, received_at)
+    WHERE outcome NOT IN ('moved', 'counted', 'advanced');
+
 -- The explorer finds a recipient's messages by the address's key. messages.recipient holds the
 -- address as the provider wrote it ("Jane <Jane@Example.com>"); mailhook_address_key is the
 -- part of mailaddr.Key that SQL can do (the addr-spec inside angle brackets, without a trailing
@@ -53,6 +62,7 @@ ALTER TABLE rejected_requests ADD COLUMN IF NOT EXISTS body_sealed boolean NOT N
 ALTER TABLE rejected_requests DROP COLUMN IF EXISTS body_sealed;
 DROP INDEX CONCURRENTLY IF EXISTS messages_recipient_key_idx;
 DROP FUNCTION IF EXISTS mailhook_address_key(text);
+DROP INDEX CONCURRENTLY IF EXISTS message_events_rare_outcome_idx;
 DROP INDEX CONCURRENTLY IF EXISTS webhook_events_source_idx;
 DROP INDEX CONCURRENTLY IF EXISTS webhook_events_message_idx;
 DROP INDEX CONCURRENTLY IF EXISTS webhook_events_type_received_idx;
