@@ -101,7 +101,7 @@ not the erasure.`,
 					stop()
 				}
 			}
-			ae := store.AuditEntry{Action: store.AuditErasure, Reason: strings.TrimSpace(reason),
+			ae := store.AuditEntry{Action: store.AuditErasure,
 				Params: map[string]any{"scope": scope, "force": force, "dry_run": dryRun}}
 			if h := st.Audit.AddressHash(address); h != "" {
 				ae.Params["address_hash"] = h

@@ -171,8 +171,7 @@ address's other scopes keep theirs. Exits 4 when the address is not suppressed i
 			defer st.Close()
 			actor := cliActor()
 			res, err := st.Suppressions.LiftSuppression(c.Context(), address, scope, actor, strings.TrimSpace(liftReason))
-			e := store.AuditEntry{Action: store.AuditSuppressionLift, Target: "scope:" + scope, Params: map[string]any{"scope": scope},
-				Reason: strings.TrimSpace(liftReason)}
+			e := store.AuditEntry{Action: store.AuditSuppressionLift, Target: "scope:" + scope, Params: map[string]any{"scope": scope}}
 			if h := st.Audit.AddressHash(address); h != "" {
 				e.Params["address_hash"] = h
 			}

@@ -54,7 +54,7 @@ func (s *Server) erase(c *gin.Context) {
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	note.params, note.reason = map[string]any{"scope": req.Scope, "force": req.Force, "dry_run": req.DryRun}, req.Reason
+	note.params = map[string]any{"scope": req.Scope, "force": req.Force, "dry_run": req.DryRun}
 	if s.Audit != nil {
 		if h := s.Audit.AddressHash(req.Address); h != "" {
 			note.params["address_hash"] = h

@@ -199,12 +199,11 @@ func (s *Server) listAudit(c *gin.Context) {
 }
 
 // auditNote is what a handler tells the audit trail of its action: whom it concerned, what was
-// asked (no address, no free text), the operator's reason (stored, never logged), what it did,
-// and the row it wrote of its own.
+// asked (no address, no free text: a reason stays in the row ref names), what it did, and the
+// row it wrote of its own.
 type auditNote struct {
 	target string
 	params map[string]any
-	reason string
 	detail map[string]any
 	ref    string
 }
@@ -233,7 +232,7 @@ func (s *Server) audited(action string) gin.HandlerFunc {
 		}
 		n := noteAudit(c)
 		e := store.AuditEntry{Action: action, Actor: c.GetString(actorKey), Via: store.AuditViaAPI, Status: c.Writer.Status(),
-			Target: n.target, Params: n.params, Reason: n.reason, Detail: n.detail, Ref: n.ref}
+			Target: n.target, Params: n.params, Detail: n.detail, Ref: n.ref}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
 		defer cancel()
 		if _, err := s.Audit.RecordAudit(ctx, e); err != nil {

@@ -74,7 +74,7 @@ func (s *Server) correct(c *gin.Context) {
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	note.params, note.reason = map[string]any{"status": req.Status}, req.Reason
+	note.params = map[string]any{"status": req.Status}
 	if !req.Status.Known() {
 		known := make([]string, len(domain.Statuses))
 		for i, st := range domain.Statuses {

@@ -836,7 +836,7 @@ func (b *fakeBackend) ListAudit(_ context.Context, f store.AuditFilter) ([]store
 		return nil, "", errDown
 	}
 	return []store.AuditEntry{{ID: 2, At: t1, Action: store.AuditSuppressionLift, Actor: "ops", Via: store.AuditViaAPI, Target: "scope:global",
-		Params: map[string]any{"scope": "global", "address_hash": "erased:hmac-sha256:00"}, Reason: "asked", Status: 200, Result: store.AuditOK,
+		Params: map[string]any{"scope": "global", "address_hash": "erased:hmac-sha256:00"}, Status: 200, Result: store.AuditOK,
 		Detail: map[string]any{}, Ref: "suppression_lifts:1"}}, "", nil
 }
 

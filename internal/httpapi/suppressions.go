@@ -182,7 +182,6 @@ func (s *Server) liftSuppression(c *gin.Context) {
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
-	note.reason = req.Reason
 	if req.Reason == "" {
 		s.fail(c, refuse(kindBadRequest, "reason is required: say why the suppression is lifted"))
 		return

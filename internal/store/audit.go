@@ -57,8 +57,8 @@ func AuditResult(status int) string {
 }
 
 // AuditEntry is one operator action. Params never hold an address (an address is its keyed
-// hash, address_hash, or absent) nor free text; Reason is the operator's own words, stored and
-// never logged. Ref names the row the action wrote of its own (suppression_lifts:<id>,
+// hash, address_hash, or absent) nor free text: an operator's reason is stored in the row Ref
+// names, where erasure reaches it, and never logged. Ref names the row the action wrote of its own (suppression_lifts:<id>,
 // erasure_jobs:<id>, webhook_events:<provider>:<event_id>, replays:<workflow id>).
 type AuditEntry struct {
 	ID     int64          `json:"id"`
@@ -68,7 +68,6 @@ type AuditEntry struct {
 	Via    string         `json:"via"`
 	Target string         `json:"target,omitempty"`
 	Params map[string]any `json:"params"`
-	Reason string         `json:"reason,omitempty"`
 	Status int            `json:"status"`
 	Result string         `json:"result"`
 	Detail map[string]any `json:"detail"`
@@ -98,9 +97,9 @@ func (s *Audit) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 	}
 	var id int64
 	err = s.pool.QueryRow(ctx, `
-INSERT INTO audit_log (action, actor, via, target, params, reason, status, result, detail, ref)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-		e.Action, e.Actor, e.Via, e.Target, string(params), e.Reason, e.Status, e.Result, string(detail), e.Ref).Scan(&id)
+INSERT INTO audit_log (action, actor, via, target, params, status, result, detail, ref)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		e.Action, e.Actor, e.Via, e.Target, string(params), e.Status, e.Result, string(detail), e.Ref).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("record audit %s: %w", e.Action, err)
 	}
@@ -146,7 +145,7 @@ func (s *Audit) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 		at := arg(c.At)
 		where = append(where, fmt.Sprintf("at <= %s AND (at, id) < (%s, %s)", at, at, arg(id)))
 	}
-	q := `SELECT id, at, action, actor, via, target, params, reason, status, result, detail, ref FROM audit_log`
+	q := `SELECT id, at, action, actor, via, target, params, status, result, detail, ref FROM audit_log`
 	if len(where) > 0 {
 		q += "\nWHERE " + strings.Join(where, " AND ")
 	}
@@ -160,7 +159,7 @@ func (s *Audit) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 			e              AuditEntry
 			params, detail []byte
 		)
-		if err := row.Scan(&e.ID, &e.At, &e.Action, &e.Actor, &e.Via, &e.Target, &params, &e.Reason, &e.Status, &e.Result, &detail, &e.Ref); err != nil {
+		if err := row.Scan(&e.ID, &e.At, &e.Action, &e.Actor, &e.Via, &e.Target, &params, &e.Status, &e.Result, &detail, &e.Ref); err != nil {
 			return e, err
 		}
 		if err := json.Unmarshal(params, &e.Params); err != nil {

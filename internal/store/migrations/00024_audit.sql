@@ -4,9 +4,10 @@
 -- (pause, resume, redeliver, replay, redrive, correction, suppression lift, erasure, rejection
 -- retry), whatever its result. It references the rows an action writes of its own
 -- (suppression_lifts, erasures and erasure_jobs, the correction's event) in ref instead of
--- copying them: those rows are where erasure re-keys an address, and the trail holds none
--- (an address is kept as its keyed hash, or not at all). reason is the operator's free text:
--- stored, never logged. Kept for retention.audit (the Retention workflow's PruneAudit).
+-- copying them: those rows are where erasure finds an address (re-keyed under its keyed hash, or
+-- replaced in an operator's reason), and the trail holds none: an address is its keyed hash, or
+-- absent, and an operator's free text (a correction's, a lift's or an erasure's reason) stays in
+-- the row referenced. Kept for retention.audit (the Retention workflow's PruneAudit).
 CREATE TABLE audit_log (
     id      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at      timestamptz NOT NULL DEFAULT now(),
@@ -15,7 +16,6 @@ CREATE TABLE audit_log (
     via     text        NOT NULL,
     target  text        NOT NULL DEFAULT '',
     params  jsonb       NOT NULL DEFAULT '{}',
-    reason  text        NOT NULL DEFAULT '',
     status  integer     NOT NULL,
     result  text        NOT NULL,
     detail  jsonb       NOT NULL DEFAULT '{}',
