@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mailhook/mailhook/internal/config"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 )
 
 // A message's lifecycle through Temporal, out of order (a delivery that occurred before the
@@ -230,5 +233,60 @@ func TestEveryOperatorActionIsAuditedOnce(t *testing.T) {
 	since := url.QueryEscape(time.Now().Add(time.Minute).UTC().Format(time.RFC3339))
 	if code, page := h.admin(http.MethodGet, "/v1/audit?since="+since, ""); code != 200 || len(page["entries"].([]any)) != 0 {
 		t.Errorf("time filter: %d %v", code, page)
+	}
+}
+
+// A refused request's body is kept through the payload codec when one is set, and a retry once
+// the config is fixed opens it and accepts the event as the provider's re-delivery would: with
+// and without a codec. The fix is a second process on the same database whose endpoint lists the
+// secret the provider signed with.
+func TestRejectedRetryOpensItsKeptBody(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]*config.Codec{"without a codec": nil, "with a codec": {Keys: codecKeys, EncryptWith: "2026-11"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const rotated = "whsec_e2e_rotated_secret"
+			endpoint := func(secrets ...string) []config.Endpoint {
+				return []config.Endpoint{{Name: "rotating", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: secrets}}}
+			}
+			before := newHarness(t, harnessOptions{endpoints: endpoint("whsec_e2e_old_secret"), codec: c, noWorker: true})
+			eventID := before.id("evt_rotated")
+			body := before.envelope(eventID, "email.delivered", before.id("msg_rotated"), time.Now(), "")
+			req, _ := http.NewRequest(http.MethodPost, before.api.URL+"/webhooks/rotating", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			providertest.SignPostscale(req, rotated, []byte(body), time.Now())
+			if code, resp := before.do(req); code != http.StatusUnauthorized {
+				t.Fatalf("signed with the rotated secret: %d %v", code, resp)
+			}
+			var id float64
+			waitUntil(t, "the refusal kept", func() bool {
+				_, out := before.admin(http.MethodGet, "/v1/rejections?endpoint=rotating", "")
+				list, _ := out["rejections"].([]any)
+				if len(list) == 1 {
+					id = list[0].(map[string]any)["id"].(float64)
+				}
+				return len(list) == 1
+			})
+			var kept []byte
+			if err := before.db.QueryRow(context.Background(), `SELECT body FROM rejected_requests WHERE id = $1`, int64(id)).Scan(&kept); err != nil {
+				t.Fatal(err)
+			}
+			if sealed := !strings.Contains(string(kept), eventID); sealed != (c != nil) {
+				t.Errorf("kept sealed: %v, want %v", sealed, c != nil)
+			}
+
+			after := newHarness(t, harnessOptions{endpoints: endpoint("whsec_e2e_old_secret", rotated), codec: c, dbURL: before.cfg.Database.URL})
+			code, one := after.admin(http.MethodGet, fmt.Sprintf("/v1/rejections/%d", int(id)), "")
+			if code != http.StatusOK || one["body"] == nil {
+				t.Fatalf("GET the kept request: %d %v", code, one)
+			}
+			if code, resp := after.admin(http.MethodPost, fmt.Sprintf("/v1/rejections/%d/retry", int(id)), ""); code != http.StatusOK || resp["status"] != "accepted" {
+				t.Fatalf("retry once the secret is listed: %d %v", code, resp)
+			}
+			after.waitProcessed(eventID)
+			if code, resp := after.admin(http.MethodPost, fmt.Sprintf("/v1/rejections/%d/retry", int(id)), ""); code != http.StatusOK || resp["status"] != "duplicate" {
+				t.Errorf("a second retry: %d %v, want duplicate", code, resp)
+			}
+		})
 	}
 }
