@@ -31,10 +31,12 @@ const (
 var AuditActions = []string{AuditSinkPause, AuditSinkResume, AuditSinkRedeliver, AuditReplay, AuditRedrive,
 	AuditCorrection, AuditSuppressionLift, AuditErasure, AuditRejectionRetry}
 
-// Where an action came from.
+// Where an action came from. The console (issue 43's pages) records its own actions with
+// AuditViaConsole through RecordAudit, as the API's handlers and the CLI do theirs.
 const (
-	AuditViaAPI = "api"
-	AuditViaCLI = "cli"
+	AuditViaAPI     = "api"
+	AuditViaCLI     = "cli"
+	AuditViaConsole = "console"
 )
 
 // Audit results, from the answer's status: ok (2xx), refused (4xx: nothing was done) or failed
