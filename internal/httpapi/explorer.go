@@ -147,6 +147,9 @@ func (s *Server) timeline(c *gin.Context) {
 		s.Log.ErrorContext(c.Request.Context(), "message timeline", "provider", param(c, "provider"), "message_id", param(c, "message_id"), "error", err)
 		s.unavailable(c)
 	default:
+		for i := range t.Events {
+			t.Events[i].WorkflowURL = s.workflowURL(t.Events[i].WorkflowID)
+		}
 		for i := range t.Workflows {
 			t.Workflows[i].URL = s.workflowURL(t.Workflows[i].WorkflowID)
 		}

@@ -797,7 +797,7 @@ func (b *fakeBackend) ListEvents(_ context.Context, f store.EventFilter) ([]stor
 	v := int64(2)
 	return []store.ExplorerEvent{
 		{Provider: "postscale", EventID: "e2", Type: "email.bounced", MessageID: "msg_1", OccurredAt: &t0, ReceivedAt: t1, ProcessedAt: &t1,
-			State: store.EventProcessed, Outcome: "moved", Version: &v, WorkflowID: "postscale:e2"},
+			State: store.EventProcessed, Outcome: "moved", AppliedAt: &t1, Version: &v, WorkflowID: "postscale:e2"},
 		{Provider: "postscale", EventID: "e1", Type: "email.sent", ReceivedAt: t0, State: store.EventQuarantined, QuarantineStage: "Process",
 			Source: store.SourceTemporal, WorkflowID: "postscale:e1"},
 	}, "cursor", nil
@@ -824,7 +824,7 @@ func (b *fakeBackend) Timeline(_ context.Context, prov, messageID string, errorC
 			{ID: "ntf_1", EventID: "e1", Type: domain.TypeStatusChanged, Status: "parked", Attempts: 3, Version: &v1,
 				LastError: "sink responded 503 Service Unavailable", ErrorClass: errorClass("sink responded 503 Service Unavailable"),
 				ParkReason: "retries_spent", CreatedAt: t0, ParkedAt: &t1, UpdatedAt: t1}}}},
-		Workflows: []store.TimelineWorkflow{{WorkflowID: prov + ":e1", Kind: "event", EventID: "e1"}, {WorkflowID: "sink:app", Kind: "sink"}},
+		Workflows: []store.TimelineWorkflow{{WorkflowID: prov + ":e1:replay:1", Kind: "replay", EventID: "e1"}, {WorkflowID: "sink:app", Kind: "sink"}},
 	}, nil
 }
 

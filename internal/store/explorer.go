@@ -57,10 +57,12 @@ type ExplorerEvent struct {
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
 	// State is waiting (not started yet), started (its run has not finished), processed or
 	// quarantined.
-	State           string `json:"state"`
-	Outcome         string `json:"outcome,omitempty"`
-	Version         *int64 `json:"version,omitempty"`
-	QuarantineStage string `json:"quarantine_stage,omitempty"`
+	State   string `json:"state"`
+	Outcome string `json:"outcome,omitempty"`
+	// AppliedAt is when processing recorded its outcome.
+	AppliedAt       *time.Time `json:"applied_at,omitempty"`
+	Version         *int64     `json:"version,omitempty"`
+	QuarantineStage string     `json:"quarantine_stage,omitempty"`
 	// Source is how the event came in when not as a webhook: temporal (accepted through
 	// Temporal while PostgreSQL was down) or backfill.
 	Source     string `json:"source,omitempty"`
@@ -75,16 +77,22 @@ const (
 	EventQuarantined = "quarantined"
 )
 
-// cursor is the explorer's keyset position: the last row's (received_at, provider, event_id).
+// cursor is the explorer's keyset position: the last row's (time, provider, event_id), the time
+// being received_at, or, in the applied order (Applied), when processing recorded its outcome.
 type cursor struct {
 	At       time.Time
 	Provider string
 	EventID  string
+	Applied  bool
 }
 
 // encodeCursor makes a position opaque: a caller passes it back and never builds one.
 func encodeCursor(c cursor) string {
-	b, _ := json.Marshal([]string{strconv.FormatInt(c.At.UnixMicro(), 10), c.Provider, c.EventID})
+	parts := []string{strconv.FormatInt(c.At.UnixMicro(), 10), c.Provider, c.EventID}
+	if c.Applied {
+		parts = append(parts, "applied")
+	}
+	b, _ := json.Marshal(parts)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -94,20 +102,26 @@ func decodeCursor(s string) (cursor, error) {
 	if err == nil {
 		err = json.Unmarshal(b, &parts)
 	}
-	if err != nil || len(parts) != 3 {
+	if err != nil || len(parts) < 3 || len(parts) > 4 || len(parts) == 4 && parts[3] != "applied" {
 		return cursor{}, ErrBadCursor
 	}
 	us, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil {
 		return cursor{}, ErrBadCursor
 	}
-	return cursor{At: time.UnixMicro(us).UTC(), Provider: parts[1], EventID: parts[2]}, nil
+	return cursor{At: time.UnixMicro(us).UTC(), Provider: parts[1], EventID: parts[2], Applied: len(parts) == 4}, nil
 }
+
+// RareOutcomes are the outcomes migration 00023's partial index holds: few events have them, so
+// the explorer walks that index, in the order processing recorded them, instead of the newest
+// events.
+var RareOutcomes = []string{string(domain.OutcomeStale), string(domain.OutcomeFlagged), string(domain.OutcomeDuplicate),
+	string(domain.OutcomeInbound), string(domain.OutcomeUnknownType)}
 
 // explorerColumns are what a page reads of an event and its processing.
 const explorerColumns = `w.provider, w.event_id, w.event_type, COALESCE(w.message_id, ''), w.occurred_at, w.received_at,
        w.processed_at, w.awaiting_start, w.quarantined_at IS NOT NULL, COALESCE(w.quarantine_stage, ''),
-       COALESCE(w.source, ''), COALESCE(m.outcome, ''), m.version`
+       COALESCE(w.source, ''), COALESCE(m.outcome, ''), m.received_at, m.version`
 
 // RecipientMessages returns the (provider, message_id) of the messages whose recipient has
 // address's key: an indexed read of the candidates SQL can find (mailhook_address_key,
@@ -153,7 +167,9 @@ func addressKeyForms(key string) []string {
 // ListEvents returns a page of events newest first, in (received_at, provider, event_id) order,
 // and the cursor of the next page ("" on the last). Keyset paging: a page starts strictly after
 // the previous page's last row, so rows inserted meanwhile never shift a page, and none is seen
-// twice or skipped (a newer row lands before the first page, not inside the walk).
+// twice or skipped (a newer row lands before the first page, not inside the walk). Filtered by a
+// rare outcome (RareOutcomes), the order is (applied_at, provider, event_id) instead: the order
+// of the index that finds them.
 func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEvent, string, error) {
 	var (
 		where []string
@@ -209,16 +225,21 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 			where = append(where, "w.source IS DISTINCT FROM '"+SourceTemporal+"'")
 		}
 	}
+	applied := slices.Contains(RareOutcomes, f.Outcome)
+	key := "w" // the table whose (received_at, provider, event_id) orders the page
+	if applied {
+		key = "m"
+	}
 	if f.After != "" {
 		c, err := decodeCursor(f.After)
-		if err != nil {
-			return nil, "", fmt.Errorf("list events: %w", err)
+		if err != nil || c.Applied != applied {
+			return nil, "", fmt.Errorf("list events: %w", ErrBadCursor)
 		}
 		at := arg(c.At)
 		// The first condition is the one an index on received_at can use; the row comparison
 		// breaks ties within one instant (a batch's rows share its transaction's now()).
-		where = append(where, fmt.Sprintf("w.received_at <= %s AND (w.received_at, w.provider, w.event_id) < (%s, %s, %s)",
-			at, at, arg(c.Provider), arg(c.EventID)))
+		where = append(where, fmt.Sprintf("%[1]s.received_at <= %[2]s AND (%[1]s.received_at, %[1]s.provider, %[1]s.event_id) < (%[2]s, %[3]s, %[4]s)",
+			key, at, arg(c.Provider), arg(c.EventID)))
 	}
 	join := "LEFT JOIN"
 	if f.Outcome != "" {
@@ -229,7 +250,7 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, "\n  AND ") + "\n"
 	}
-	q += "ORDER BY w.received_at DESC, w.provider DESC, w.event_id DESC\nLIMIT " + arg(f.Limit+1)
+	q += fmt.Sprintf("ORDER BY %[1]s.received_at DESC, %[1]s.provider DESC, %[1]s.event_id DESC\nLIMIT %[2]s", key, arg(f.Limit+1))
 	// Planned for these values every time (no cached generic plan): a provider or type that is
 	// most of the table and one that is rare want different plans, and the partial index of rare
 	// outcomes is usable only when the planner sees the value.
@@ -245,7 +266,11 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 	if len(out) > f.Limit {
 		out = out[:f.Limit]
 		last := out[len(out)-1]
-		next = encodeCursor(cursor{At: last.ReceivedAt, Provider: last.Provider, EventID: last.EventID})
+		c := cursor{At: last.ReceivedAt, Provider: last.Provider, EventID: last.EventID}
+		if applied {
+			c.At, c.Applied = *last.AppliedAt, true
+		}
+		next = encodeCursor(c)
 	}
 	return out, next, nil
 }
@@ -256,7 +281,7 @@ func scanExplorerEvent(row pgx.CollectableRow) (ExplorerEvent, error) {
 		waiting, quarantined bool
 	)
 	err := row.Scan(&e.Provider, &e.EventID, &e.Type, &e.MessageID, &e.OccurredAt, &e.ReceivedAt, &e.ProcessedAt,
-		&waiting, &quarantined, &e.QuarantineStage, &e.Source, &e.Outcome, &e.Version)
+		&waiting, &quarantined, &e.QuarantineStage, &e.Source, &e.Outcome, &e.AppliedAt, &e.Version)
 	e.State = eventState(e.ProcessedAt != nil, waiting, quarantined)
 	e.WorkflowID = domain.Event{Provider: e.Provider, EventID: e.EventID}.Key()
 	return e, err
@@ -286,10 +311,11 @@ type Timeline struct {
 	Events []TimelineEvent `json:"events"`
 	// OccurrenceOrder is the events' ids in the order they occurred (provider time; an event
 	// without one last, in arrival order): the order precedence ranks within a status.
-	OccurrenceOrder []string           `json:"occurrence_order"`
-	Sinks           []TimelineSink     `json:"sinks"`
-	Workflows       []TimelineWorkflow `json:"workflows"`
-	found           bool
+	OccurrenceOrder []string       `json:"occurrence_order"`
+	Sinks           []TimelineSink `json:"sinks"`
+	// Workflows are the replays and the sinks' drainers (each event names its own run).
+	Workflows []TimelineWorkflow `json:"workflows"`
+	found     bool
 }
 
 // TimelineEvent is one event of a message and what became of it.
@@ -318,6 +344,8 @@ type TimelineEvent struct {
 	QuarantineStage string     `json:"quarantine_stage,omitempty"`
 	Source          string     `json:"source,omitempty"`
 	WorkflowID      string     `json:"workflow_id"`
+	// WorkflowURL opens its run in the Temporal UI; absent without temporal.ui_url.
+	WorkflowURL string `json:"workflow_url,omitempty"`
 }
 
 // Precedence verdicts of a timeline's events.
@@ -372,11 +400,12 @@ type TimelineNotification struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 }
 
-// TimelineWorkflow is a Temporal workflow that ran one of the message's events (its run,
-// a replay) or delivers its parked notifications (a sink's drainer).
+// TimelineWorkflow is a Temporal workflow around the message other than its events' own runs
+// (each event names its run, workflow_id): a replay of one of its events, or the drainer of a
+// sink holding its parked notifications.
 type TimelineWorkflow struct {
 	WorkflowID string `json:"workflow_id"`
-	Kind       string `json:"kind"` // event, replay, sink
+	Kind       string `json:"kind"` // replay, sink
 	EventID    string `json:"event_id,omitempty"`
 	// URL opens it in the Temporal UI; absent without temporal.ui_url.
 	URL string `json:"url,omitempty"`
@@ -459,11 +488,12 @@ func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(s
 		ids[i] = e.EventID
 	}
 	t.OccurrenceOrder = occurrenceOrder(t.Events)
-	for i, id := range t.OccurrenceOrder {
-		t.Events[slices.Index(ids, id)].OccurrenceIndex = i
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
 	}
-	for _, e := range t.Events {
-		t.Workflows = append(t.Workflows, TimelineWorkflow{WorkflowID: e.WorkflowID, Kind: "event", EventID: e.EventID})
+	for i, id := range t.OccurrenceOrder {
+		t.Events[at[id]].OccurrenceIndex = i
 	}
 	rows, err = tx.Query(ctx, qTimelineReplays, t.Provider, ids)
 	if err != nil {
