@@ -251,14 +251,24 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 		q += "WHERE " + strings.Join(where, "\n  AND ") + "\n"
 	}
 	q += fmt.Sprintf("ORDER BY %[1]s.received_at DESC, %[1]s.provider DESC, %[1]s.event_id DESC\nLIMIT %[2]s", key, arg(f.Limit+1))
-	// Planned for these values every time (no cached generic plan): a provider or type that is
-	// most of the table and one that is rare want different plans, and the partial index of rare
-	// outcomes is usable only when the planner sees the value.
-	rows, err := s.pool.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanExplorerEvent)
+	var out []ExplorerEvent
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// A page is a short walk of an index that stops at the limit: parallel workers cost more
+		// to start than the walk (tens of ms on a busy host) and the planner, which prices the
+		// whole walk, picks them for the rare filters.
+		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		// Planned for these values every time (no cached generic plan): a provider or type
+		// that is most of the table and one that is rare want different plans, and the partial
+		// index of rare outcomes is usable only when the planner sees the value.
+		rows, err := tx.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, scanExplorerEvent)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list events: %w", err)
 	}
@@ -451,6 +461,10 @@ ORDER BY sink, created_at, id`
 )
 
 func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(string) string) error {
+	// As for a page of events: short index reads, which parallel workers only slow down.
+	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+		return err
+	}
 	err := tx.QueryRow(ctx, `SELECT status, version, recipient FROM messages WHERE provider = $1 AND message_id = $2`,
 		t.Provider, t.MessageID).Scan(&t.Status, &t.Version, &t.Recipient)
 	switch {
