@@ -19,6 +19,7 @@ const (
 	DropExpiredPartitionsName = "DropExpiredPartitions"
 	PruneDedupeKeysName       = "PruneDedupeKeys"
 	StripInboundBodiesName    = "StripInboundBodies"
+	PruneAuditName            = "PruneAudit"
 )
 
 // PartitionReport is the store's, named here so that workflows need not import the store.
@@ -41,6 +42,36 @@ type Retention struct {
 	LockTimeout time.Duration
 	// Batch is how many rows one statement moves or deletes; zero means domain.DefaultPruneBatch.
 	Batch int
+	// Audit prunes the operators' audit trail (retention.audit); nil: PruneAudit fails.
+	Audit AuditPruner
+}
+
+// AuditPruner deletes the audit trail's rows older than before, batch rows a statement.
+type AuditPruner interface {
+	PruneAudit(ctx context.Context, before time.Time, batch int) (int64, error)
+}
+
+// PruneAuditInput says which rows of the audit trail PruneAudit deletes: those before Before.
+type PruneAuditInput struct {
+	Before time.Time `json:"before"`
+}
+
+// PruneAuditResult is what PruneAudit did.
+type PruneAuditResult struct {
+	Deleted int64 `json:"deleted"`
+	More    bool  `json:"more,omitempty"`
+}
+
+// PruneAudit deletes the audit trail's rows recorded before in.Before (retention.audit), until
+// none is left or the activity's time is nearly up; it is idempotent.
+func (r *Retention) PruneAudit(ctx context.Context, in PruneAuditInput) (PruneAuditResult, error) {
+	if r.Audit == nil {
+		return PruneAuditResult{}, errors.New("prune audit: this worker has no audit store")
+	}
+	n, more, err := untilDone(ctx, func(ctx context.Context) (int64, error) {
+		return r.Audit.PruneAudit(ctx, in.Before, r.batch())
+	})
+	return PruneAuditResult{Deleted: n, More: more}, err
 }
 
 // PartitionsInput sizes the partitions the activities create.
@@ -204,6 +235,7 @@ func (r *Retention) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(r.DropExpiredPartitions, activity.RegisterOptions{Name: DropExpiredPartitionsName})
 	reg.RegisterActivityWithOptions(r.PruneDedupeKeys, activity.RegisterOptions{Name: PruneDedupeKeysName})
 	reg.RegisterActivityWithOptions(r.StripInboundBodies, activity.RegisterOptions{Name: StripInboundBodiesName})
+	reg.RegisterActivityWithOptions(r.PruneAudit, activity.RegisterOptions{Name: PruneAuditName})
 }
 
 // budgetMargin is the part of an activity's time a batched loop leaves itself to report what

@@ -36,6 +36,8 @@ type RetentionResult struct {
 	// InboundBodies: what the inbound_bodies step did (absent when retention.inbound_bodies is
 	// not this run's to enforce).
 	InboundBodies *activities.StripResult `json:"inbound_bodies,omitempty"`
+	// Audit: the audit trail's rows deleted (retention.audit; absent for an input without it).
+	Audit *activities.PruneAuditResult `json:"audit,omitempty"`
 	// Errors lists the steps that failed for good, each with its last error.
 	Errors []StepError `json:"errors,omitempty"`
 }
@@ -72,6 +74,9 @@ var batchedActivity = workflow.ActivityOptions{
 		MaximumAttempts:    5,
 	},
 }
+
+// RetentionAuditChange marks the runs that prune the audit trail (retention.audit, issue 43).
+const RetentionAuditChange = "retention-audit"
 
 // Retention enforces config retention.*: it creates the partitions ahead, moves what legacy
 // rows still hold into the partitions, drops the partitions whose range ended before
@@ -122,6 +127,15 @@ func Retention(ctx workflow.Context, in domain.RetentionInput) (RetentionResult,
 		if step(activities.PruneDedupeKeysName, workflow.ExecuteActivity(batchCtx, r.PruneDedupeKeys,
 			activities.PruneInput{Before: keysBefore}), &pruned) {
 			res.DedupeKeys = &pruned
+		}
+	}
+	// An input without Audit (scheduled by a version before it) records no marker, so its
+	// histories replay as they were.
+	if in.Audit > 0 && workflow.GetVersion(ctx, RetentionAuditChange, workflow.DefaultVersion, 1) == 1 {
+		var pruned activities.PruneAuditResult
+		if step(activities.PruneAuditName, workflow.ExecuteActivity(batchCtx, r.PruneAudit,
+			activities.PruneAuditInput{Before: workflow.Now(ctx).Add(-in.Audit)}), &pruned) {
+			res.Audit = &pruned
 		}
 	}
 	if len(res.Errors) > 0 {

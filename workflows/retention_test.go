@@ -172,3 +172,35 @@ func TestRetentionStripsInboundBodiesAfterTheirOwnTime(t *testing.T) {
 	assert.Equal(t, []string{"create", "legacy", "strip", "drop", "prune"}, order.names)
 	assert.Equal(t, &activities.StripResult{Stripped: 4}, res.InboundBodies)
 }
+
+// With retention.audit in its input, a run prunes the audit trail after its other steps, with the
+// audit's own cutoff; an input without it (scheduled by an earlier version) never does.
+func TestRetentionPrunesTheAuditTrail(t *testing.T) {
+	env := newRetentionEnv(t)
+	in := retentionIn
+	in.Audit = 365 * day
+	env.OnActivity(activities.CreatePartitionsName, mock.Anything, mock.Anything).Return([]string{}, nil)
+	env.OnActivity(activities.MoveLegacyPayloadsName, mock.Anything, mock.Anything).Return(activities.LegacyResult{}, nil)
+	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Return(domain.PartitionReport{}, nil)
+	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything, mock.Anything).Return(activities.PruneResult{}, nil)
+	env.OnActivity(activities.PruneAuditName, mock.Anything,
+		mock.MatchedBy(func(in activities.PruneAuditInput) bool { return in.Before.Equal(retentionStart.Add(-365 * day)) })).
+		Return(activities.PruneAuditResult{Deleted: 4}, nil).Once()
+	env.ExecuteWorkflow(domain.RetentionName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.RetentionResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.NotNil(t, res.Audit)
+	assert.EqualValues(t, 4, res.Audit.Deleted)
+
+	env = newRetentionEnv(t)
+	env.OnActivity(activities.CreatePartitionsName, mock.Anything, mock.Anything).Return([]string{}, nil)
+	env.OnActivity(activities.MoveLegacyPayloadsName, mock.Anything, mock.Anything).Return(activities.LegacyResult{}, nil)
+	env.OnActivity(activities.DropExpiredPartitionsName, mock.Anything, mock.Anything).Return(domain.PartitionReport{}, nil)
+	env.OnActivity(activities.PruneDedupeKeysName, mock.Anything, mock.Anything).Return(activities.PruneResult{}, nil)
+	env.ExecuteWorkflow(domain.RetentionName, retentionIn)
+	require.NoError(t, env.GetWorkflowError())
+	require.NoError(t, env.GetWorkflowResult(&res))
+	env.AssertNotCalled(t, "PruneAudit", mock.Anything, mock.Anything)
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -100,6 +101,18 @@ not the erasure.`,
 					stop()
 				}
 			}
+			ae := store.AuditEntry{Action: store.AuditErasure,
+				Params: map[string]any{"scope": scope, "force": force, "dry_run": dryRun}}
+			if h := st.Audit.AddressHash(address); h != "" {
+				ae.Params["address_hash"] = h
+			}
+			if job.ID != 0 {
+				ae.Ref = "erasure_jobs:" + strconv.FormatInt(job.ID, 10)
+			}
+			if err == nil {
+				ae.Detail = map[string]any{"erasure_id": e.ID, "total": e.Total, "counts": e.Counts}
+			}
+			auditCLI(c, st.Audit, ae, err)
 			var shared *store.SharedAddressError
 			switch {
 			case errors.Is(err, store.ErrInvalidAddress):

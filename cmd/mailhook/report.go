@@ -87,6 +87,11 @@ once more, under new notification ids.`,
 			}
 			rs := svc.Reconciler()
 			res, err := rs.Replay(c.Context(), prov, eventID, renotify, cliActor())
+			e := store.AuditEntry{Action: store.AuditReplay, Target: prov + ":" + eventID, Params: map[string]any{"renotify": renotify}}
+			if err == nil {
+				e.Ref, e.Detail = "replays:"+res.WorkflowID, map[string]any{"replay": res.Replay, "workflow_id": res.WorkflowID}
+			}
+			auditCLI(c, svc.Store.Audit, e, err)
 			if err != nil {
 				return err
 			}
@@ -139,6 +144,10 @@ their age unless --older-than is given.`,
 			}
 			defer svc.Close()
 			res, err := svc.Reconciler().Redrive(c.Context(), domain.RedriveInput{OlderThan: olderThan, Limit: limit, Quarantined: quarantined})
+			auditCLI(c, svc.Store.Audit, store.AuditEntry{Action: store.AuditRedrive,
+				Params: map[string]any{"older_than": olderThan.String(), "limit": limit, "quarantined": quarantined},
+				Detail: map[string]any{"considered": res.Considered, "started": res.Started, "running": res.Running, "skipped": res.Skipped,
+					"failed": res.Failed, "more": res.More}}, err)
 			if err != nil {
 				return err
 			}

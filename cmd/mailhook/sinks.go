@@ -79,6 +79,11 @@ first, at the sink's rate and concurrency. docs/operations/sink-outages.md.`,
 				}
 				defer st.Close()
 				sk, err := st.Sinks.PauseSink(c.Context(), args[0], paused, cliActor())
+				action := store.AuditSinkPause
+				if !paused {
+					action = store.AuditSinkResume
+				}
+				auditCLI(c, st.Audit, store.AuditEntry{Action: action, Target: args[0]}, err)
 				if err != nil {
 					return err
 				}
@@ -132,6 +137,9 @@ one dedupes it). By default the failed ones; --status sent sends delivered ones 
 			}
 			defer st.Close()
 			res, err := st.Sinks.Redeliver(c.Context(), f)
+			auditCLI(c, st.Audit, store.AuditEntry{Action: store.AuditSinkRedeliver, Target: args[0],
+				Params: map[string]any{"since": since, "until": until, "provider": prov, "type": typ, "status": f.Statuses, "dry_run": dryRun},
+				Detail: map[string]any{"matched": res.Matched, "requeued": res.Requeued, "already_parked": res.AlreadyParked, "unavailable": res.Unavailable}}, err)
 			if err != nil {
 				return err
 			}

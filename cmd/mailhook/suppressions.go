@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -170,6 +171,14 @@ address's other scopes keep theirs. Exits 4 when the address is not suppressed i
 			defer st.Close()
 			actor := cliActor()
 			res, err := st.Suppressions.LiftSuppression(c.Context(), address, scope, actor, strings.TrimSpace(liftReason))
+			e := store.AuditEntry{Action: store.AuditSuppressionLift, Target: "scope:" + scope, Params: map[string]any{"scope": scope}}
+			if h := st.Audit.AddressHash(address); h != "" {
+				e.Params["address_hash"] = h
+			}
+			if err == nil {
+				e.Ref = "suppression_lifts:" + strconv.FormatInt(res.ID, 10)
+			}
+			auditCLI(c, st.Audit, e, err)
 			if errors.Is(err, domain.ErrNotFound) {
 				return fmt.Errorf("%s is not suppressed in scope %q: %w", redact.Address(address), scope, errNotFound)
 			}

@@ -154,3 +154,36 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 func isEncrypted(p *commonpb.Payload) bool {
 	return string(p.GetMetadata()[converter.MetadataEncoding]) == EncodingEncrypted
 }
+
+// Seal encrypts b, bytes mailhook keeps in PostgreSQL (a refused webhook request's body), as
+// one payload with the encrypt_with key, and returns that encrypted payload's protobuf: Open
+// (or any holder of the key, with the same codec) reads it back, and a key rotation covers it
+// as it covers histories.
+func (c *Codec) Seal(b []byte) ([]byte, error) {
+	out, err := c.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingBinary)}, Data: b}})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := out[0].Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("codec: marshal sealed payload: %w", err)
+	}
+	return sealed, nil
+}
+
+// Open returns the bytes Seal sealed; an error when the key it names is not configured or the
+// bytes were tampered with.
+func (c *Codec) Open(sealed []byte) ([]byte, error) {
+	p := &commonpb.Payload{}
+	if err := p.Unmarshal(sealed); err != nil {
+		return nil, fmt.Errorf("codec: not a sealed payload: %w", err)
+	}
+	if !isEncrypted(p) {
+		return nil, errors.New("codec: not a sealed payload")
+	}
+	out, err := c.Decode([]*commonpb.Payload{p})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].Data, nil
+}

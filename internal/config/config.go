@@ -182,6 +182,9 @@ type Temporal struct {
 	TLS    TLS    `yaml:"tls"`
 	APIKey string `yaml:"api_key"`
 	Codec  Codec  `yaml:"codec"`
+	// UIURL is the Temporal UI's base URL (http://127.0.0.1:8233 for the dev server): a
+	// message's timeline links each workflow into it. Empty: no links.
+	UIURL string `yaml:"ui_url"`
 }
 
 // Acceptance tunes the one acceptance path: every webhook's events are inserted into

@@ -16,8 +16,8 @@ import (
 var docKey = regexp.MustCompile("`([a-z_]+(?:\\.[a-z_0-9]+|\\[[0-9]*\\])+)`")
 
 // notKeys are dotted names the docs write that are not config keys although they begin with a
-// section's name: notification types and table columns.
-var notKeys = []string{"suppression.added", "suppression.lifted", "report.daily", "sinks.state"}
+// section's name: notification types, table columns and audit actions.
+var notKeys = []string{"suppression.added", "suppression.lifted", "report.daily", "sinks.state", "suppression.lift"}
 
 // Every config key the README and docs/ name exists: renaming or removing a key without the docs
 // fails here, not on a reader's first try.

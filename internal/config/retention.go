@@ -38,6 +38,8 @@ type Retention struct {
 	// RejectedRequests: how long a refused webhook request is kept for GET /v1/rejections.
 	// Default 7 days.
 	RejectedRequests Period `yaml:"rejected_requests"`
+	// Audit: how long the operators' audit trail is kept (GET /v1/audit). Default 365 days.
+	Audit Period `yaml:"audit"`
 }
 
 // Partition sizes.
@@ -131,6 +133,9 @@ func (r Retention) validate() error {
 	if r.RejectedRequests.Forever() || r.RejectedRequests < Period(time.Hour) {
 		return errors.New("config: retention.rejected_requests must be at least 1h (refused requests hold personal data; forever is not supported)")
 	}
+	if r.Audit.Forever() || r.Audit < Period(24*time.Hour) {
+		return errors.New("config: retention.audit must be at least 1d (the trail names operators; forever is not supported)")
+	}
 	if r.PartitionsAhead < 1 || r.PartitionsAhead > 60 {
 		return errors.New("config: retention.partitions_ahead must be between 1 and 60")
 	}
@@ -145,5 +150,6 @@ func DefaultRetention() Retention {
 		Partition:        PartitionMonthly,
 		PartitionsAhead:  3,
 		RejectedRequests: Period(7 * 24 * time.Hour),
+		Audit:            Period(365 * 24 * time.Hour),
 	}
 }

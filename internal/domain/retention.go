@@ -24,6 +24,9 @@ type RetentionInput struct {
 	// notified) are removed. Zero: not by this run (retention.inbound_bodies unset keeps them
 	// with the payloads; 0 removes them as the event is marked processed).
 	InboundBodies time.Duration `json:"inbound_bodies,omitempty"`
+	// Audit: the operators' audit trail's rows recorded longer ago than this are deleted
+	// (retention.audit). Zero: not by this run (an input of a version before it).
+	Audit time.Duration `json:"audit,omitempty"`
 }
 
 // MinPayloadRetention is the shortest retention.payloads, as config validates it.
@@ -41,6 +44,8 @@ func (in RetentionInput) Validate() error {
 		return fmt.Errorf("inbound_bodies %s: must not be negative", in.InboundBodies)
 	case in.PartitionsAhead < 1:
 		return errors.New("partitions_ahead must be at least 1")
+	case in.Audit < 0, in.Audit > 0 && in.Audit < 24*time.Hour:
+		return fmt.Errorf("audit %s: must be 0 (not by this run) or at least 24h", in.Audit)
 	}
 	return nil
 }

@@ -271,6 +271,10 @@ type harnessOptions struct {
 	outbound *http.Client
 	// adminTokens are more admin tokens besides the harness's (adminToken, every scope).
 	adminTokens []config.AdminToken
+	// temporalUI is config temporal.ui_url (empty: unset).
+	temporalUI string
+	// codec, when set, is config temporal.codec (the store seals kept rejected bodies with it).
+	codec *config.Codec
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -321,6 +325,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Suppression.SoftBounce = o.softBounce
 	cfg.Erasure.HashKey = erasureKey
 	cfg.Retention.InboundBodies = o.inboundBodies
+	cfg.Temporal.UIURL = o.temporalUI
+	if o.codec != nil {
+		cfg.Temporal.Codec = *o.codec
+	}
 	if err := serve.CheckConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -48,11 +48,18 @@ type erasureRequest struct {
 // the person.
 func (s *Server) erase(c *gin.Context) {
 	var req erasureRequest
+	note := noteAudit(c)
 	if err := decodeBody(c, &req); err != nil {
 		s.fail(c, badBody(err))
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
+	note.params = map[string]any{"scope": req.Scope, "force": req.Force, "dry_run": req.DryRun}
+	if s.Audit != nil {
+		if h := s.Audit.AddressHash(req.Address); h != "" {
+			note.params["address_hash"] = h
+		}
+	}
 	switch {
 	case strings.TrimSpace(req.Address) == "":
 		s.fail(c, refuse(kindBadRequest, "address is required"))
@@ -69,6 +76,7 @@ func (s *Server) erase(c *gin.Context) {
 		s.erasureFailed(c, actor, err)
 		return
 	}
+	note.ref = "erasure_jobs:" + strconv.FormatInt(job.ID, 10)
 	wait := s.EraseWait
 	if wait <= 0 {
 		wait = DefaultEraseWait
@@ -91,6 +99,7 @@ func (s *Server) erase(c *gin.Context) {
 		}
 		s.Log.InfoContext(ctx, msg, "actor", actor, "erasure_id", e.ID, "job_id", e.JobID, "address_hash", e.AddressHash, "scope", e.Scope,
 			"forced", req.Force, "total", e.Total, "counts", e.Counts, "took_ms", e.TookMS)
+		note.detail = map[string]any{"erasure_id": e.ID, "total": e.Total, "counts": e.Counts}
 		c.JSON(http.StatusOK, e)
 	}
 }

@@ -67,11 +67,14 @@ func (s *Server) correct(c *gin.Context) {
 	ctx := c.Request.Context()
 	prov, messageID, actor := param(c, "provider"), param(c, "message_id"), c.GetString(actorKey)
 	var req correctionRequest
+	note := noteAudit(c)
+	note.target = prov + ":" + messageID
 	if err := decodeBody(c, &req); err != nil {
 		s.fail(c, badBody(err))
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
+	note.params = map[string]any{"status": req.Status}
 	if !req.Status.Known() {
 		known := make([]string, len(domain.Statuses))
 		for i, st := range domain.Statuses {
@@ -118,6 +121,7 @@ func (s *Server) correct(c *gin.Context) {
 	}
 	s.Log.InfoContext(c.Request.Context(), "correction accepted", "actor", actor, "provider", prov, "message_id", messageID,
 		"status", req.Status, "reason", redact.Text(req.Reason), "event_id", ev.EventID, "workflow_id", ev.Key())
+	note.ref, note.detail = "webhook_events:"+ev.Key(), map[string]any{"event_id": ev.EventID, "workflow_id": ev.Key(), "status": verdicts[0].Status}
 	c.JSON(http.StatusAccepted, gin.H{"status": verdicts[0].Status, "event_id": ev.EventID, "workflow_id": ev.Key()})
 }
 

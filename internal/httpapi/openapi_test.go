@@ -277,6 +277,26 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "GET", target: "/v1/sinks/nope/notifications", header: token, want: 404},
 		{method: "GET", target: "/v1/sinks/down/notifications", header: token, want: 503},
 
+		// The explorer, timelines and the audit trail.
+		{method: "GET", target: "/v1/events", header: token, want: 200},
+		{method: "GET", target: "/v1/events?provider=postscale&type=email.bounced&outcome=stale&recipient=Jane%40Example.com&message_id=msg_1&since=2026-11-01T00:00:00Z&until=2026-12-01T00:00:00Z&quarantined=false&through_temporal=true&limit=2&after=cursor", header: token, want: 200},
+		{method: "GET", target: "/v1/events?endpoint=plain", header: token, want: 200},
+		{method: "GET", target: "/v1/events?endpoint=nope", header: token, want: 400},
+		{method: "GET", target: "/v1/events?outcome=lost", header: token, want: 400},
+		{method: "GET", target: "/v1/events?since=yesterday", header: token, want: 400},
+		{method: "GET", target: "/v1/events?quarantined=maybe", header: token, want: 400},
+		{method: "GET", target: "/v1/events?after=bad", header: token, want: 400},
+		{method: "GET", target: "/v1/events?provider=down", header: token, want: 503},
+		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline", header: token, want: 200},
+		{method: "GET", target: "/v1/messages/postscale/missing/timeline", header: token, want: 404},
+		{method: "GET", target: "/v1/messages/postscale/msg%00/timeline", header: token, want: 400},
+		{method: "GET", target: "/v1/messages/postscale/down/timeline", header: token, want: 503},
+		{method: "GET", target: "/v1/audit", header: token, want: 200},
+		{method: "GET", target: "/v1/audit?action=erasure&token=ops&since=2026-11-01T00:00:00Z&until=2026-12-01T00:00:00Z&limit=1&after=cursor", header: token, want: 200},
+		{method: "GET", target: "/v1/audit?action=delete", header: token, want: 400},
+		{method: "GET", target: "/v1/audit?after=bad", header: token, want: 400},
+		{method: "GET", target: "/v1/audit?token=down", header: token, want: 503},
+
 		// Paths and methods nothing serves: the same JSON body (the document's NotRouted), with
 		// or without a token.
 		{method: "GET", target: "/v1/widgets", header: token, want: 404},
@@ -416,6 +436,9 @@ func newContractFixture(t *testing.T) *contractFixture {
 		Nonces:              fake,
 		Reconciler:          fake,
 		Erasures:            fake,
+		Explorer:            fake,
+		Audit:               fake,
+		TemporalUI:          "http://127.0.0.1:8233",
 		EraseWait:           200 * time.Millisecond,
 		SinkStates:          fake,
 		Sinks:               []httpapi.SinkSettings{{Name: "app", Kind: "http", Types: []string{domain.TypeStatusChanged}, Rate: 10, Concurrency: 4}, {Name: "new", Kind: "nats", Types: []string{domain.TypeEmailReceived}}, {Name: "down", Kind: "http"}},
@@ -763,6 +786,63 @@ func (b *fakeBackend) ListQuarantine(_ context.Context, f store.QuarantineFilter
 		{Provider: "postscale", EventID: "e2", EventType: "opened", ReceivedAt: t0, QuarantinedAt: t1, Stage: "start", Error: "workflow id too long"},
 	}, "cursor", nil
 }
+
+func (b *fakeBackend) ListEvents(_ context.Context, f store.EventFilter) ([]store.ExplorerEvent, string, error) {
+	switch {
+	case f.After == "bad":
+		return nil, "", fmt.Errorf("list events: %w", store.ErrBadCursor)
+	case len(f.Providers) > 0 && f.Providers[0] == "down":
+		return nil, "", errDown
+	}
+	v := int64(2)
+	return []store.ExplorerEvent{
+		{Provider: "postscale", EventID: "e2", Type: "email.bounced", MessageID: "msg_1", OccurredAt: &t0, ReceivedAt: t1, ProcessedAt: &t1,
+			State: store.EventProcessed, Outcome: "moved", AppliedAt: &t1, Version: &v, WorkflowID: "postscale:e2"},
+		{Provider: "postscale", EventID: "e1", Type: "email.sent", ReceivedAt: t0, State: store.EventQuarantined, QuarantineStage: "Process",
+			Source: store.SourceTemporal, WorkflowID: "postscale:e1"},
+	}, "cursor", nil
+}
+
+func (b *fakeBackend) Timeline(_ context.Context, prov, messageID string, errorClass func(string) string) (store.Timeline, error) {
+	switch messageID {
+	case "missing":
+		return store.Timeline{}, fmt.Errorf("timeline: %w", domain.ErrNotFound)
+	case "down":
+		return store.Timeline{}, errDown
+	}
+	v1, v2 := int64(1), int64(2)
+	return store.Timeline{Provider: prov, MessageID: messageID, Status: domain.StatusBounced, Version: 2, Recipient: "user@example.com",
+		Events: []store.TimelineEvent{
+			{EventID: "e1", Type: "email.delivered", OccurredAt: &t1, ReceivedAt: t0, OccurrenceIndex: 1, State: store.EventProcessed,
+				Precedence: store.PrecedenceApplied, Outcome: "moved", Status: domain.StatusDelivered, To: domain.StatusDelivered, Version: &v1,
+				AppliedAt: &t1, ProcessedAt: &t1, WorkflowID: prov + ":e1"},
+			{EventID: "e2", Type: "email.bounced", OccurredAt: &t0, ReceivedAt: t1, OccurrenceIndex: 0, State: store.EventProcessed,
+				Precedence: store.PrecedenceStale, Outcome: "stale", Version: &v2, WorkflowID: prov + ":e2"},
+		},
+		OccurrenceOrder: []string{"e2", "e1"},
+		Sinks: []store.TimelineSink{{Sink: "app", Notifications: []store.TimelineNotification{
+			{ID: "ntf_1", EventID: "e1", Type: domain.TypeStatusChanged, Status: "parked", Attempts: 3, Version: &v1,
+				LastError: "sink responded 503 Service Unavailable", ErrorClass: errorClass("sink responded 503 Service Unavailable"),
+				ParkReason: "retries_spent", CreatedAt: t0, ParkedAt: &t1, UpdatedAt: t1}}}},
+		Workflows: []store.TimelineWorkflow{{WorkflowID: prov + ":e1:replay:1", Kind: "replay", EventID: "e1"}, {WorkflowID: "sink:app", Kind: "sink"}},
+	}, nil
+}
+
+func (b *fakeBackend) ListAudit(_ context.Context, f store.AuditFilter) ([]store.AuditEntry, string, error) {
+	switch {
+	case f.After == "bad":
+		return nil, "", fmt.Errorf("list audit: %w", store.ErrBadCursor)
+	case f.Actor == "down":
+		return nil, "", errDown
+	}
+	return []store.AuditEntry{{ID: 2, At: t1, Action: store.AuditSuppressionLift, Actor: "ops", Via: store.AuditViaAPI, Target: "scope:global",
+		Params: map[string]any{"scope": "global", "address_hash": "erased:hmac-sha256:00"}, Status: 200, Result: store.AuditOK,
+		Detail: map[string]any{}, Ref: "suppression_lifts:1"}}, "", nil
+}
+
+func (b *fakeBackend) RecordAudit(context.Context, store.AuditEntry) (int64, error) { return 1, nil }
+
+func (b *fakeBackend) AddressHash(string) string { return "erased:hmac-sha256:00" }
 
 func (b *fakeBackend) DailyReport(_ context.Context, date, prov string) (reconcile.Report, error) {
 	switch {

@@ -90,6 +90,7 @@ func (s *Server) sinkError(ctx context.Context, what string, err error) error {
 // is in PostgreSQL when it returns; the drainer is woken to act on it at once (if that fails, it
 // does within workflows.IdleCheck).
 func (s *Server) PauseSink(ctx context.Context, name string, paused bool, actor string) (SinkView, error) {
+	auditNoteOf(ctx).target = name
 	if _, err := s.sinkOf(ctx, name); err != nil {
 		return SinkView{}, s.sinkError(ctx, "read sink", err)
 	}
@@ -112,6 +113,10 @@ func RedeliverStatuses() []string { return slices.Clone(redeliverStatuses) }
 // (default: the failed ones) are parked again, under their ids and with their stored bodies, for
 // the drainer; dry_run counts them and changes nothing. It returns the statuses it selected.
 func (s *Server) Redeliver(ctx context.Context, name string, req RedeliverRequest, actor string) (store.Redelivery, []string, error) {
+	note := auditNoteOf(ctx)
+	note.target = name
+	note.params = map[string]any{"since": req.Since, "until": req.Until, "provider": req.Provider, "type": req.Type,
+		"status": req.Status, "dry_run": req.DryRun}
 	f := store.RedeliverFilter{Sink: name, Provider: req.Provider, Type: req.Type, Statuses: req.Status, DryRun: req.DryRun}
 	if len(f.Statuses) == 0 {
 		f.Statuses = []string{domain.NotificationFailed}
@@ -145,6 +150,7 @@ func (s *Server) Redeliver(ctx context.Context, name string, req RedeliverReques
 	if res.Requeued > 0 {
 		s.wakeDrainer(ctx, name)
 	}
+	note.detail = map[string]any{"matched": res.Matched, "requeued": res.Requeued, "already_parked": res.AlreadyParked, "unavailable": res.Unavailable}
 	return res, f.Statuses, nil
 }
 
@@ -154,6 +160,14 @@ func (s *Server) Redeliver(ctx context.Context, name string, req RedeliverReques
 func (s *Server) LiftSuppression(ctx context.Context, address, scope, reason, actor string) (store.SuppressionLift, error) {
 	if scope == "" {
 		scope = suppression.GlobalScope
+	}
+	// The trail names the address by its keyed hash, never as it is (docs/operations/audit.md).
+	note := auditNoteOf(ctx)
+	note.target, note.params = "scope:"+scope, map[string]any{"scope": scope}
+	if s.Audit != nil {
+		if h := s.Audit.AddressHash(address); h != "" {
+			note.params["address_hash"] = h
+		}
 	}
 	if !domain.ValidScope(scope) {
 		return store.SuppressionLift{}, refuse(kindBadRequest, badScope(scope))
@@ -172,6 +186,7 @@ func (s *Server) LiftSuppression(ctx context.Context, address, scope, reason, ac
 	}
 	s.Log.InfoContext(ctx, "suppression lifted", "actor", actor, "address", redact.Address(lift.Address),
 		"scope", lift.Scope, "reason", redact.Text(lift.Reason), "lift_reason", redact.Text(lift.LiftReason))
+	note.ref = "suppression_lifts:" + strconv.FormatInt(lift.ID, 10)
 	return lift, nil
 }
 
@@ -182,6 +197,8 @@ type RedriveRequest = redriveRequest
 // and still unprocessed (or, quarantined, for the quarantined ones), as the daily
 // reconciliation does.
 func (s *Server) Redrive(ctx context.Context, req RedriveRequest, actor string) (domain.RedriveResult, error) {
+	note := auditNoteOf(ctx)
+	note.params = map[string]any{"older_than": req.OlderThan, "limit": req.Limit, "quarantined": req.Quarantined}
 	if s.Reconciler == nil {
 		return domain.RedriveResult{}, refuse(kindNotConfigured, "")
 	}
@@ -206,6 +223,8 @@ func (s *Server) Redrive(ctx context.Context, req RedriveRequest, actor string) 
 	}
 	s.Log.InfoContext(ctx, "redrive", "actor", actor, "older_than", in.OlderThan.String(), "quarantined", in.Quarantined,
 		"started", res.Started, "running", res.Running, "skipped", res.Skipped, "failed", res.Failed)
+	note.detail = map[string]any{"considered": res.Considered, "started": res.Started, "running": res.Running, "skipped": res.Skipped,
+		"failed": res.Failed, "more": res.More}
 	return res, nil
 }
 
@@ -214,6 +233,8 @@ func (s *Server) Redrive(ctx context.Context, req RedriveRequest, actor string) 
 // it. It returns the webhook's answer; a refusal says why (409 with the cause when still
 // refused).
 func (s *Server) RetryRejected(ctx context.Context, id int64, actor string) (gin.H, error) {
+	note := auditNoteOf(ctx)
+	note.target, note.ref = strconv.FormatInt(id, 10), "rejected_requests:"+strconv.FormatInt(id, 10)
 	if s.RejectedList == nil {
 		return nil, refuse(kindNotConfigured, "")
 	}
@@ -229,6 +250,8 @@ func (s *Server) RetryRejected(ctx context.Context, id int64, actor string) (gin
 	switch {
 	case !ok:
 		return nil, refuse(kindConflict, "no endpoint of that name is configured")
+	case r.BodyUnreadable:
+		return nil, refuse(kindConflict, "its body is sealed with a payload codec key that is not configured now (temporal.codec)")
 	case r.Body == nil || r.BodyTruncated:
 		return nil, refuse(kindConflict, "its body was not kept whole: only the provider can send it again")
 	}
@@ -245,6 +268,7 @@ func (s *Server) RetryRejected(ctx context.Context, id int64, actor string) (gin
 		s.Log.WarnContext(ctx, "record a rejected request's retry", "id", id, "error", err)
 	}
 	s.Log.InfoContext(ctx, "rejected request retried", "id", id, "endpoint", r.Endpoint, "result", result, "actor", actor)
+	note.params, note.detail = map[string]any{"endpoint": r.Endpoint}, map[string]any{"result": result}
 	if cause != "" {
 		return nil, &apiError{kind: kindConflict, reason: "still refused (" + string(cause) + "): " + e.reason}
 	}

@@ -28,8 +28,8 @@ func (s *Server) reconcileRoutes(v1 *gin.RouterGroup) {
 		return
 	}
 	v1.GET("/reports/daily", s.need(domain.ScopeReportsRead), s.dailyReport)
-	v1.POST("/events/:provider/:event_id/replay", s.need(domain.ScopeReplay), s.replay)
-	v1.POST("/redrive", s.need(domain.ScopeReplay), s.redrive)
+	v1.POST("/events/:provider/:event_id/replay", s.need(domain.ScopeReplay), s.audited(store.AuditReplay), s.replay)
+	v1.POST("/redrive", s.need(domain.ScopeReplay), s.audited(store.AuditRedrive), s.redrive)
 }
 
 // dailyReport answers GET /v1/reports/daily?date=YYYY-MM-DD&provider=: per provider and event
@@ -70,6 +70,8 @@ func (s *Server) replay(c *gin.Context) {
 		return
 	}
 	prov, eventID, actor := param(c, "provider"), param(c, "event_id"), c.GetString(actorKey)
+	note := noteAudit(c)
+	note.target, note.params = prov+":"+eventID, map[string]any{"renotify": req.Renotify}
 	res, err := s.Reconciler.Replay(c.Request.Context(), prov, eventID, req.Renotify, actor)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -88,6 +90,7 @@ func (s *Server) replay(c *gin.Context) {
 		level(c.Request.Context(), "replay", "provider", prov, "event_id", eventID, "error", err)
 		s.unavailable(c)
 	default:
+		note.ref, note.detail = "replays:"+res.WorkflowID, map[string]any{"replay": res.Replay, "workflow_id": res.WorkflowID}
 		c.JSON(http.StatusAccepted, res)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/rejected"
+	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/telemetry"
 )
 
@@ -88,6 +89,13 @@ type Server struct {
 	// Console, when set, serves the operator console under /console on the admin routes
 	// (internal/console): its own sign-in, sessions and CSRF, outside the bearer-token group.
 	Console http.Handler
+	// Explorer, when set, serves GET /v1/events and the timelines (explorer.go); TemporalUI
+	// (temporal.ui_url) and TemporalNamespace make the timeline's links into the Temporal UI.
+	Explorer          Explorer
+	TemporalUI        string
+	TemporalNamespace string
+	// Audit, when set, records every operator action through the API and serves GET /v1/audit.
+	Audit AuditTrail
 }
 
 // Which routes an engine serves: one listener serves both; with http.admin_address the public
@@ -158,16 +166,16 @@ func (s *Server) handler(routes int) http.Handler {
 		r.GET(OpenAPIPath, serveOpenAPI)
 		v1 := r.Group("/v1", s.requireToken, s.requireText)
 		v1.GET("/messages/:provider/:message_id", s.need(domain.ScopeMessagesRead), s.message)
-		v1.POST("/messages/:provider/:message_id/corrections", s.need(domain.ScopeCorrections), s.correct)
+		v1.POST("/messages/:provider/:message_id/corrections", s.need(domain.ScopeCorrections), s.audited(store.AuditCorrection), s.correct)
 		v1.GET("/suppressions", s.need(domain.ScopeSuppressionsRead), s.listSuppressions)
 		// gin routes the static segment before the parameter, and falls back to :address for
 		// an address that merely starts with "check" (check@…, checker@…).
 		v1.GET("/suppressions/check", s.need(domain.ScopeSuppressionsCheck), s.checkSuppression)
 		v1.GET("/suppressions/:address", s.need(domain.ScopeSuppressionsRead), s.getSuppression)
-		v1.DELETE("/suppressions/:address", s.need(domain.ScopeSuppressionsWrite), s.liftSuppression)
+		v1.DELETE("/suppressions/:address", s.need(domain.ScopeSuppressionsWrite), s.audited(store.AuditSuppressionLift), s.liftSuppression)
 		v1.GET("/quarantine", s.need(domain.ScopeReportsRead), s.listQuarantine) // quarantine.go
 		if s.Erasures != nil {
-			v1.POST("/erasures", s.need(domain.ScopeErasure), s.erase) // erasures.go
+			v1.POST("/erasures", s.need(domain.ScopeErasure), s.audited(store.AuditErasure), s.erase) // erasures.go
 			v1.GET("/erasures/jobs/:id", s.need(domain.ScopeErasure), s.erasureJob)
 		}
 		s.reconcileRoutes(v1) // reports.go
@@ -175,7 +183,14 @@ func (s *Server) handler(routes int) http.Handler {
 		if s.RejectedList != nil {
 			v1.GET("/rejections", s.need(domain.ScopeReportsRead), s.listRejected)     // rejections.go
 			v1.GET("/rejections/:id", s.need(domain.ScopeMessagesRead), s.getRejected) // its body may hold addresses
-			v1.POST("/rejections/:id/retry", s.need(domain.ScopeReplay), s.retryRejected)
+			v1.POST("/rejections/:id/retry", s.need(domain.ScopeReplay), s.audited(store.AuditRejectionRetry), s.retryRejected)
+		}
+		if s.Explorer != nil { // explorer.go
+			v1.GET("/events", s.need(domain.ScopeMessagesRead), s.listEvents)
+			v1.GET("/messages/:provider/:message_id/timeline", s.need(domain.ScopeMessagesRead), s.timeline)
+		}
+		if s.Audit != nil {
+			v1.GET("/audit", s.need(domain.ScopeReportsRead), s.listAudit)
 		}
 		if s.Metrics != nil {
 			r.GET("/metrics", gin.WrapH(s.Metrics.Handler()))

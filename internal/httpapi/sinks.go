@@ -62,9 +62,9 @@ func (s *Server) sinkRoutes(v1 *gin.RouterGroup) {
 	}
 	v1.GET("/sinks", s.need(domain.ScopeSinksRead), s.listSinks)
 	v1.GET("/sinks/:name", s.need(domain.ScopeSinksRead), s.getSink)
-	v1.POST("/sinks/:name/pause", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, true) })
-	v1.POST("/sinks/:name/resume", s.need(domain.ScopeSinksWrite), func(c *gin.Context) { s.pauseSink(c, false) })
-	v1.POST("/sinks/:name/redeliver", s.need(domain.ScopeSinksWrite), s.redeliver)
+	v1.POST("/sinks/:name/pause", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkPause), func(c *gin.Context) { s.pauseSink(c, true) })
+	v1.POST("/sinks/:name/resume", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkResume), func(c *gin.Context) { s.pauseSink(c, false) })
+	v1.POST("/sinks/:name/redeliver", s.need(domain.ScopeSinksWrite), s.audited(store.AuditSinkRedeliver), s.redeliver)
 	v1.GET("/sinks/:name/notifications", s.need(domain.ScopeSinksRead), s.sinkNotifications)
 }
 

@@ -22,6 +22,7 @@ func Input(r config.Retention) domain.RetentionInput {
 		Payloads:        r.Payloads.Duration(),
 		DailyPartitions: r.Partition == config.PartitionDaily,
 		PartitionsAhead: r.PartitionsAhead,
+		Audit:           r.Audit.Duration(),
 	}
 	if !r.DedupeKeys.Forever() {
 		in.DedupeKeys = r.DedupeKeys.Duration()

@@ -84,7 +84,7 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 	if err != nil {
 		return store.Options{}, err
 	}
-	return store.Options{
+	opts := store.Options{
 		TransactionPooler: cfg.Database.TransactionPooler(),
 		Partitioning:      Partitioning(cfg.Retention),
 		ErasureHasher:     hasher,
@@ -95,7 +95,16 @@ func StoreOptions(cfg config.Config) (store.Options, error) {
 		// Spans for the queries made inside a traced request or activity, when tracing is on
 		// (telemetry.Setup or Install ran before); nil otherwise.
 		Tracer: telemetry.PgxTracer(),
-	}, nil
+	}
+	// Kept rejected bodies go through the payload codec when one is set (issue 43).
+	pc, err := temporalconn.Codec(cfg.Temporal)
+	if err != nil {
+		return store.Options{}, err
+	}
+	if pc != nil {
+		opts.BodyCodec = pc
+	}
+	return opts, nil
 }
 
 // Partitioning is the store's partitioning retention.* asks for.
@@ -221,6 +230,11 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Drainers:     s.Drainers(),
 		Rejected:     s.Rejected(),
 		RejectedList: s.Store.Rejected,
+		// The event explorer, timelines and the audit trail (issue 43).
+		Explorer:          s.Store.Explorer,
+		TemporalUI:        s.Config.Temporal.UIURL,
+		TemporalNamespace: s.Config.Temporal.Namespace,
+		Audit:             s.Store.Audit,
 	}
 	if s.Config.Acceptance.ThroughTemporal.Enabled {
 		// ... and, through Temporal, while PostgreSQL is down: ready while either answers.
@@ -376,7 +390,7 @@ func (s *Service) Worker() worker.Worker {
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
 		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
-		&activities.Retention{Store: s.Store.Retention},
+		&activities.Retention{Store: s.Store.Retention, Audit: s.Store.Audit},
 		&activities.Erasure{Store: s.Store.Erasures, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
 }
 

@@ -51,6 +51,10 @@ func (s *Events) RecordAccepted(ctx context.Context, ev domain.Event) (inserted,
 	if err != nil {
 		return false, false, err
 	}
+	if row.source == "" {
+		// So the explorer can tell it (GET /v1/events?through_temporal=true).
+		row.source = SourceTemporal
+	}
 	// Held an hour from the relays: this run marks the row started right after.
 	ins, err := (&Inbox{s.db}).EnqueueRows(ctx, []InboxRow{row}, time.Hour)
 	if err != nil {

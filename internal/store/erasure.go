@@ -507,7 +507,7 @@ func (r *jobRun) batch(ctx context.Context, p erasure.Phase, st *step, rel strin
 	job := r.job
 	var inboundTo int64
 	err := pgx.BeginFunc(ctx, r.s.pool, func(tx pgx.Tx) error {
-		w := &eraser{tx: tx, m: r.m, hasher: r.s.hasher, likes: r.likes, counts: map[string]int64{},
+		w := &eraser{tx: tx, m: r.m, hasher: r.s.hasher, open: r.s.openBody, likes: r.likes, counts: map[string]int64{},
 			inboundOnly: job.Scope == ErasureScopeInbound}
 		if st != nil {
 			if err := st.run(w, ctx, rel, lo, hi); err != nil {

@@ -36,7 +36,7 @@ ORDER BY endpoint`
 SELECT event_type, count(*)
 FROM webhook_events
 WHERE provider = $3 AND received_at >= $1
-  AND ((source IS NULL AND received_at < $2) OR (source = 'backfill' AND occurred_at >= $1 AND occurred_at < $2))
+  AND ((source IS DISTINCT FROM 'backfill' AND received_at < $2) OR (source = 'backfill' AND occurred_at >= $1 AND occurred_at < $2))
 GROUP BY event_type`
 
 	// Each endpoint's most recent check, for the metrics.

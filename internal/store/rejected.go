@@ -32,6 +32,10 @@ type RejectedRequest struct {
 	// Body is the body as read (nil when it was refused unread), cut at rejected.MaxBodyBytes.
 	Body          []byte `json:"-"`
 	BodyTruncated bool   `json:"body_truncated"`
+	// BodySealed: the body is kept through the payload codec (Options.BodyCodec); GetRejected
+	// opens it. BodyUnreadable: it is sealed and no configured key opens it (Body is nil).
+	BodySealed     bool `json:"-"`
+	BodyUnreadable bool `json:"-"`
 	// RetriedAt and RetryResult are the last retry's (accepted, duplicate, or refused: <cause>).
 	RetriedAt   *time.Time `json:"retried_at,omitempty"`
 	RetryResult string     `json:"retry_result,omitempty"`
@@ -55,14 +59,14 @@ type RejectedDrop struct {
 
 const (
 	qListRejected = `
-SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, retried_at, COALESCE(retry_result, '')
+SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, NULL::bytea, body_truncated, retried_at, COALESCE(retry_result, ''), body_sealed
 FROM rejected_requests
 WHERE ($1 = '' OR endpoint = $1) AND ($2 = '' OR cause = $2) AND id < $3
 ORDER BY id DESC
 LIMIT $4`
 
 	qGetRejected = `
-SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, retried_at, COALESCE(retry_result, '')
+SELECT id, endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, retried_at, COALESCE(retry_result, ''), body_sealed
 FROM rejected_requests WHERE id = $1`
 
 	qRejectedDrop = `
@@ -88,16 +92,23 @@ func (s *Rejected) InsertRejected(ctx context.Context, reqs []RejectedRequest, d
 		if err != nil {
 			return fmt.Errorf("insert rejected: %w", err)
 		}
-		rows[i] = []any{r.Endpoint, r.Provider, r.ReceivedAt, r.Cause, r.Status, r.Reason, r.RemoteAddr, r.Size, string(h), r.Body, r.BodyTruncated}
+		body, sealed := r.Body, false
+		if s.bodies != nil && body != nil {
+			if body, err = s.bodies.Seal(body); err != nil {
+				return fmt.Errorf("insert rejected: seal its body: %w", err)
+			}
+			sealed = true
+		}
+		rows[i] = []any{r.Endpoint, r.Provider, r.ReceivedAt, r.Cause, r.Status, r.Reason, r.RemoteAddr, r.Size, string(h), body, r.BodyTruncated, sealed}
 	}
 	b := &pgx.Batch{}
 	if len(rows) > 0 {
-		b.Queue(`INSERT INTO rejected_requests (endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated)
-SELECT e, p, r, c, s, re, ra, sz, h::jsonb, b, bt
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::int[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[], $11::bool[])
-  AS t(e, p, r, c, s, re, ra, sz, h, b, bt)`,
+		b.Queue(`INSERT INTO rejected_requests (endpoint, provider, received_at, cause, status, reason, remote_addr, size, headers, body, body_truncated, body_sealed)
+SELECT e, p, r, c, s, re, ra, sz, h::jsonb, b, bt, bs
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::int[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bytea[], $11::bool[], $12::bool[])
+  AS t(e, p, r, c, s, re, ra, sz, h, b, bt, bs)`,
 			column[string](rows, 0), column[string](rows, 1), column[time.Time](rows, 2), column[string](rows, 3), column[int](rows, 4),
-			column[string](rows, 5), column[string](rows, 6), column[int64](rows, 7), column[string](rows, 8), column[[]byte](rows, 9), column[bool](rows, 10))
+			column[string](rows, 5), column[string](rows, 6), column[int64](rows, 7), column[string](rows, 8), column[[]byte](rows, 9), column[bool](rows, 10), column[bool](rows, 11))
 	}
 	for _, d := range drops {
 		b.Queue(qRejectedDrop, d.Endpoint, d.Hour, d.Dropped)
@@ -122,7 +133,7 @@ func column[T any](rows [][]any, i int) []T {
 func scanRejected(row pgx.CollectableRow) (RejectedRequest, error) {
 	var r RejectedRequest
 	var h []byte
-	err := row.Scan(&r.ID, &r.Endpoint, &r.Provider, &r.ReceivedAt, &r.Cause, &r.Status, &r.Reason, &r.RemoteAddr, &r.Size, &h, &r.Body, &r.BodyTruncated, &r.RetriedAt, &r.RetryResult)
+	err := row.Scan(&r.ID, &r.Endpoint, &r.Provider, &r.ReceivedAt, &r.Cause, &r.Status, &r.Reason, &r.RemoteAddr, &r.Size, &h, &r.Body, &r.BodyTruncated, &r.RetriedAt, &r.RetryResult, &r.BodySealed)
 	if err == nil {
 		err = json.Unmarshal(h, &r.Header)
 	}
@@ -169,7 +180,23 @@ func (s *Rejected) GetRejected(ctx context.Context, id int64) (RejectedRequest, 
 		}
 		return RejectedRequest{}, fmt.Errorf("get rejected %d: %w", id, err)
 	}
+	if r.BodySealed && r.Body != nil {
+		r.Body, r.BodyUnreadable = s.openBody(r.Body)
+	}
 	return r, nil
+}
+
+// openBody opens a sealed body; ok false when no configured key opens it (the codec is off now,
+// or its key was removed).
+func (d *db) openBody(sealed []byte) (body []byte, unreadable bool) {
+	if d.bodies == nil {
+		return nil, true
+	}
+	b, err := d.bodies.Open(sealed)
+	if err != nil {
+		return nil, true
+	}
+	return b, false
 }
 
 // RejectedDrops returns the latest hours' counts of refused requests the budget did not keep.

@@ -52,6 +52,10 @@ type Store struct {
 	Erasures *Erasures
 	// Rejected are the refused webhook requests kept with their cause.
 	Rejected *Rejected
+	// Explorer reads events and a message's timeline for operators.
+	Explorer *Explorer
+	// Audit is the operators' audit trail.
+	Audit *Audit
 }
 
 // db is what every part shares: the pool and the Options given to Open, read without a lock by
@@ -63,6 +67,14 @@ type db struct {
 	sessionURL       string
 	stripOnProcessed bool
 	priorKeys        erasure.PriorKeys
+	bodies           BodyCodec
+}
+
+// BodyCodec seals what the store keeps of a refused request's body (codec.Codec: the payload
+// codec of temporal.codec), and opens it again.
+type BodyCodec interface {
+	Seal(b []byte) ([]byte, error)
+	Open(sealed []byte) ([]byte, error)
 }
 
 // The parts, each a view of db.
@@ -80,12 +92,15 @@ type (
 	Nonces        struct{ *db }
 	Erasures      struct{ *db }
 	Rejected      struct{ *db }
+	Explorer      struct{ *db }
+	Audit         struct{ *db }
 )
 
 func newStore(d *db) *Store {
 	return &Store{db: d, Events: &Events{d}, Inbox: &Inbox{d}, Quarantined: &Quarantined{d}, Messages: &Messages{d},
 		Notifications: &Notifications{d}, Sinks: &Sinks{d}, Suppressions: &Suppressions{d}, Retention: &Retention{d},
-		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}, Rejected: &Rejected{d}}
+		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}, Rejected: &Rejected{d},
+		Explorer: &Explorer{d}, Audit: &Audit{d}}
 }
 
 // Options configures a Store. The zero value is a store with every optional behaviour off:
@@ -134,6 +149,10 @@ type Options struct {
 	// do. A server that answers and refuses (a wrong password, a missing database) still fails
 	// the start.
 	StartUnavailable bool
+	// BodyCodec, when set (temporal.codec configured), seals the kept bodies of refused webhook
+	// requests; nil keeps them as they came. Bodies sealed earlier are opened whatever it is now,
+	// as long as the key they name is still configured.
+	BodyCodec BodyCodec
 }
 
 // Open connects to the database at databaseURL and checks that it answers. It does not
@@ -175,6 +194,7 @@ func Open(ctx context.Context, databaseURL string, o Options) (*Store, error) {
 		sessionURL:       o.SessionURL,
 		stripOnProcessed: o.StripBodiesWhenProcessed,
 		priorKeys:        o.ErasurePriorKeys,
+		bodies:           o.BodyCodec,
 	}), nil
 }
 

@@ -1,0 +1,573 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/net/idna"
+
+	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/mailaddr"
+)
+
+// SourceTemporal is webhook_events.source of an event accepted through Temporal while
+// PostgreSQL was down: its run's RecordAccepted inserted the row.
+const SourceTemporal = "temporal"
+
+// EventFilter selects events for the explorer (GET /v1/events). Zero fields select everything.
+type EventFilter struct {
+	// Providers keeps the events recorded under one of these providers (an endpoint's namespace,
+	// or its provider's name); empty: all.
+	Providers []string
+	Type      string
+	// Outcome keeps the events whose processing recorded it (domain.Outcome); an event not
+	// processed yet has none.
+	Outcome string
+	// Recipient keeps the events of the messages whose recipient has this address's key
+	// (mailaddr.Key, as suppressions are keyed). An erased recipient is found nowhere.
+	Recipient string
+	MessageID string
+	// Since and Until bound received_at: Since <= received_at < Until.
+	Since, Until time.Time
+	// Quarantined and ThroughTemporal keep the events that are (true) or are not (false).
+	Quarantined     *bool
+	ThroughTemporal *bool
+	// After is the NextAfter of the previous page; Limit the page's size.
+	After string
+	Limit int
+}
+
+// ExplorerEvent is one event as the explorer lists it: its key, what it is, where it stands and
+// what processing did with it. No payload, no address.
+type ExplorerEvent struct {
+	Provider    string     `json:"provider"`
+	EventID     string     `json:"event_id"`
+	Type        string     `json:"event_type"`
+	MessageID   string     `json:"message_id,omitempty"`
+	OccurredAt  *time.Time `json:"occurred_at,omitempty"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	ProcessedAt *time.Time `json:"processed_at,omitempty"`
+	// State is waiting (not started yet), started (its run has not finished), processed or
+	// quarantined.
+	State   string `json:"state"`
+	Outcome string `json:"outcome,omitempty"`
+	// AppliedAt is when processing recorded its outcome.
+	AppliedAt       *time.Time `json:"applied_at,omitempty"`
+	Version         *int64     `json:"version,omitempty"`
+	QuarantineStage string     `json:"quarantine_stage,omitempty"`
+	// Source is how the event came in when not as a webhook: temporal (accepted through
+	// Temporal while PostgreSQL was down) or backfill.
+	Source     string `json:"source,omitempty"`
+	WorkflowID string `json:"workflow_id"`
+}
+
+// Event states.
+const (
+	EventWaiting     = "waiting"
+	EventStarted     = "started"
+	EventProcessed   = "processed"
+	EventQuarantined = "quarantined"
+)
+
+// cursor is the explorer's keyset position: the last row's (time, provider, event_id), the time
+// being received_at, or, in the applied order (Applied), when processing recorded its outcome.
+type cursor struct {
+	At       time.Time
+	Provider string
+	EventID  string
+	Applied  bool
+}
+
+// encodeCursor makes a position opaque: a caller passes it back and never builds one.
+func encodeCursor(c cursor) string {
+	parts := []string{strconv.FormatInt(c.At.UnixMicro(), 10), c.Provider, c.EventID}
+	if c.Applied {
+		parts = append(parts, "applied")
+	}
+	b, _ := json.Marshal(parts)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var parts []string
+	if err == nil {
+		err = json.Unmarshal(b, &parts)
+	}
+	if err != nil || len(parts) < 3 || len(parts) > 4 || len(parts) == 4 && parts[3] != "applied" {
+		return cursor{}, ErrBadCursor
+	}
+	us, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return cursor{}, ErrBadCursor
+	}
+	return cursor{At: time.UnixMicro(us).UTC(), Provider: parts[1], EventID: parts[2], Applied: len(parts) == 4}, nil
+}
+
+// RareOutcomes are the outcomes migration 00023's partial index holds: few events have them, so
+// the explorer walks that index, in the order processing recorded them, instead of the newest
+// events.
+var RareOutcomes = []string{string(domain.OutcomeStale), string(domain.OutcomeFlagged), string(domain.OutcomeDuplicate),
+	string(domain.OutcomeInbound), string(domain.OutcomeUnknownType)}
+
+// explorerColumns are what a page reads of an event and its processing.
+const explorerColumns = `w.provider, w.event_id, w.event_type, COALESCE(w.message_id, ''), w.occurred_at, w.received_at,
+       w.processed_at, w.awaiting_start, w.quarantined_at IS NOT NULL, COALESCE(w.quarantine_stage, ''),
+       COALESCE(w.source, ''), COALESCE(m.outcome, ''), m.received_at, m.version`
+
+// RecipientMessages returns the (provider, message_id) of the messages whose recipient has
+// address's key: an indexed read of the candidates SQL can find (mailhook_address_key,
+// migration 00023), kept when Go's mailaddr.Key agrees. An erased recipient is ” and matches
+// nothing.
+func (s *Explorer) RecipientMessages(ctx context.Context, address string) (providers, messageIDs []string, err error) {
+	key := mailaddr.Key(address)
+	if key == "" {
+		return nil, nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT provider, message_id, recipient FROM messages
+WHERE recipient <> '' AND mailhook_address_key(recipient) = ANY (SELECT lower(normalize(k, NFC)) FROM unnest($1::text[]) AS k)`,
+		addressKeyForms(key))
+	if err != nil {
+		return nil, nil, fmt.Errorf("recipient's messages: %w", err)
+	}
+	var p, m, r string
+	_, err = pgx.ForEachRow(rows, []any{&p, &m, &r}, func() error {
+		if mailaddr.Key(r) == key {
+			providers, messageIDs = append(providers, p), append(messageIDs, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("recipient's messages: %w", err)
+	}
+	return providers, messageIDs, nil
+}
+
+// addressKeyForms are the spellings of key's domain a stored recipient may have: the ASCII form
+// mailaddr.Key gives and, for an internationalized domain, its Unicode form.
+func addressKeyForms(key string) []string {
+	forms := []string{key}
+	if at := strings.LastIndexByte(key, '@'); at >= 0 {
+		if u, err := idna.ToUnicode(key[at+1:]); err == nil && u != key[at+1:] {
+			forms = append(forms, key[:at+1]+u)
+		}
+	}
+	return forms
+}
+
+// ListEvents returns a page of events newest first, in (received_at, provider, event_id) order,
+// and the cursor of the next page ("" on the last). Keyset paging: a page starts strictly after
+// the previous page's last row, so rows inserted meanwhile never shift a page, and none is seen
+// twice or skipped (a newer row lands before the first page, not inside the walk). Filtered by a
+// rare outcome (RareOutcomes), the order is (applied_at, provider, event_id) instead: the order
+// of the index that finds them.
+func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEvent, string, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Recipient != "" {
+		providers, messages, err := s.RecipientMessages(ctx, f.Recipient)
+		if err != nil {
+			return nil, "", fmt.Errorf("list events: %w", err)
+		}
+		if len(messages) == 0 {
+			return []ExplorerEvent{}, "", nil
+		}
+		where = append(where, fmt.Sprintf("(w.message_id, w.provider) IN (SELECT * FROM unnest(%s::text[], %s::text[]))", arg(messages), arg(providers)))
+	}
+	switch len(f.Providers) {
+	case 0:
+	case 1:
+		where = append(where, "w.provider = "+arg(f.Providers[0]))
+	default:
+		where = append(where, "w.provider = ANY("+arg(f.Providers)+"::text[])")
+	}
+	if f.Type != "" {
+		where = append(where, "w.event_type = "+arg(f.Type))
+	}
+	if f.MessageID != "" {
+		where = append(where, "w.message_id = "+arg(f.MessageID))
+	}
+	if f.Outcome != "" {
+		where = append(where, "m.outcome = "+arg(f.Outcome))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "w.received_at >= "+arg(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "w.received_at < "+arg(f.Until))
+	}
+	if f.Quarantined != nil {
+		if *f.Quarantined {
+			where = append(where, "w.quarantined_at IS NOT NULL")
+		} else {
+			where = append(where, "w.quarantined_at IS NULL")
+		}
+	}
+	if f.ThroughTemporal != nil {
+		if *f.ThroughTemporal {
+			where = append(where, "w.source = '"+SourceTemporal+"'")
+		} else {
+			where = append(where, "w.source IS DISTINCT FROM '"+SourceTemporal+"'")
+		}
+	}
+	applied := slices.Contains(RareOutcomes, f.Outcome)
+	key := "w" // the table whose (received_at, provider, event_id) orders the page
+	if applied {
+		key = "m"
+	}
+	if f.After != "" {
+		c, err := decodeCursor(f.After)
+		if err != nil || c.Applied != applied {
+			return nil, "", fmt.Errorf("list events: %w", ErrBadCursor)
+		}
+		at := arg(c.At)
+		// The first condition is the one an index on received_at can use; the row comparison
+		// breaks ties within one instant (a batch's rows share its transaction's now()).
+		where = append(where, fmt.Sprintf("%[1]s.received_at <= %[2]s AND (%[1]s.received_at, %[1]s.provider, %[1]s.event_id) < (%[2]s, %[3]s, %[4]s)",
+			key, at, arg(c.Provider), arg(c.EventID)))
+	}
+	join := "LEFT JOIN"
+	if f.Outcome != "" {
+		join = "JOIN"
+	}
+	q := "SELECT " + explorerColumns + "\nFROM webhook_events w " + join +
+		" message_events m ON m.provider = w.provider AND m.event_id = w.event_id\n"
+	if len(where) > 0 {
+		q += "WHERE " + strings.Join(where, "\n  AND ") + "\n"
+	}
+	q += fmt.Sprintf("ORDER BY %[1]s.received_at DESC, %[1]s.provider DESC, %[1]s.event_id DESC\nLIMIT %[2]s", key, arg(f.Limit+1))
+	var out []ExplorerEvent
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// A page is a short walk of an index that stops at the limit: parallel workers cost more
+		// to start than the walk (tens of ms on a busy host) and the planner, which prices the
+		// whole walk, picks them for the rare filters.
+		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		// Planned for these values every time (no cached generic plan): a provider or type
+		// that is most of the table and one that is rare want different plans, and the partial
+		// index of rare outcomes is usable only when the planner sees the value.
+		rows, err := tx.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, scanExplorerEvent)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list events: %w", err)
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		last := out[len(out)-1]
+		c := cursor{At: last.ReceivedAt, Provider: last.Provider, EventID: last.EventID}
+		if applied {
+			c.At, c.Applied = *last.AppliedAt, true
+		}
+		next = encodeCursor(c)
+	}
+	return out, next, nil
+}
+
+func scanExplorerEvent(row pgx.CollectableRow) (ExplorerEvent, error) {
+	var (
+		e                    ExplorerEvent
+		waiting, quarantined bool
+	)
+	err := row.Scan(&e.Provider, &e.EventID, &e.Type, &e.MessageID, &e.OccurredAt, &e.ReceivedAt, &e.ProcessedAt,
+		&waiting, &quarantined, &e.QuarantineStage, &e.Source, &e.Outcome, &e.AppliedAt, &e.Version)
+	e.State = eventState(e.ProcessedAt != nil, waiting, quarantined)
+	e.WorkflowID = domain.Event{Provider: e.Provider, EventID: e.EventID}.Key()
+	return e, err
+}
+
+func eventState(processed, waiting, quarantined bool) string {
+	switch {
+	case quarantined:
+		return EventQuarantined
+	case processed:
+		return EventProcessed
+	case waiting:
+		return EventWaiting
+	}
+	return EventStarted
+}
+
+// Timeline is a message's story: its state, every event in arrival order with what precedence
+// did with it, every notification per sink, and the workflows that ran it.
+type Timeline struct {
+	Provider  string        `json:"provider"`
+	MessageID string        `json:"message_id"`
+	Status    domain.Status `json:"status,omitempty"`
+	Version   int64         `json:"version"`
+	Recipient string        `json:"recipient,omitempty"`
+	// Events in arrival order (received_at, then event id).
+	Events []TimelineEvent `json:"events"`
+	// OccurrenceOrder is the events' ids in the order they occurred (provider time; an event
+	// without one last, in arrival order): the order precedence ranks within a status.
+	OccurrenceOrder []string       `json:"occurrence_order"`
+	Sinks           []TimelineSink `json:"sinks"`
+	// Workflows are the replays and the sinks' drainers (each event names its own run).
+	Workflows []TimelineWorkflow `json:"workflows"`
+	found     bool
+}
+
+// TimelineEvent is one event of a message and what became of it.
+type TimelineEvent struct {
+	EventID    string     `json:"event_id"`
+	Type       string     `json:"event_type"`
+	OccurredAt *time.Time `json:"occurred_at,omitempty"`
+	ReceivedAt time.Time  `json:"received_at"`
+	// OccurrenceIndex is its place in OccurrenceOrder.
+	OccurrenceIndex int    `json:"occurrence_index"`
+	State           string `json:"state"`
+	// Precedence is what applying it did: applied (it moved or advanced the message, or counted),
+	// stale (an event with a greater order key had decided), correction (an operator's), or
+	// none (nothing to apply: an unknown type, an inbound email, a duplicate), or pending (not
+	// applied yet), quarantined.
+	Precedence string        `json:"precedence"`
+	Outcome    string        `json:"outcome,omitempty"`
+	Status     domain.Status `json:"status,omitempty"`
+	From       domain.Status `json:"from,omitempty"`
+	To         domain.Status `json:"to,omitempty"`
+	// Version is the message's version after it: what its notifications carry.
+	Version         *int64     `json:"version,omitempty"`
+	AppliedAt       *time.Time `json:"applied_at,omitempty"`
+	ProcessedAt     *time.Time `json:"processed_at,omitempty"`
+	Actor           string     `json:"actor,omitempty"`
+	QuarantineStage string     `json:"quarantine_stage,omitempty"`
+	Source          string     `json:"source,omitempty"`
+	WorkflowID      string     `json:"workflow_id"`
+	// WorkflowURL opens its run in the Temporal UI; absent without temporal.ui_url.
+	WorkflowURL string `json:"workflow_url,omitempty"`
+}
+
+// Precedence verdicts of a timeline's events.
+const (
+	PrecedenceApplied     = "applied"
+	PrecedenceStale       = "stale"
+	PrecedenceCorrection  = "correction"
+	PrecedenceNone        = "none"
+	PrecedencePending     = "pending"
+	PrecedenceQuarantined = "quarantined"
+)
+
+// precedenceOf is what applying an event with outcome did.
+func precedenceOf(eventType, outcome string, quarantined bool) string {
+	switch {
+	case eventType == domain.CorrectionType && outcome != "":
+		return PrecedenceCorrection
+	case outcome == string(domain.OutcomeStale):
+		return PrecedenceStale
+	case outcome == string(domain.OutcomeMoved), outcome == string(domain.OutcomeAdvanced),
+		outcome == string(domain.OutcomeCounted), outcome == string(domain.OutcomeFlagged):
+		return PrecedenceApplied
+	case outcome != "":
+		return PrecedenceNone
+	case quarantined:
+		return PrecedenceQuarantined
+	}
+	return PrecedencePending
+}
+
+// TimelineSink is one sink's notifications of the message, oldest first.
+type TimelineSink struct {
+	Sink          string                 `json:"sink"`
+	Notifications []TimelineNotification `json:"notifications"`
+}
+
+// TimelineNotification is one notification: its state and attempts, without its body.
+type TimelineNotification struct {
+	ID        string `json:"id"`
+	EventID   string `json:"event_id"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	Attempts  int    `json:"attempts"`
+	Version   *int64 `json:"version,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// ErrorClass sorts LastError (delivery.ErrorClass).
+	ErrorClass string     `json:"error_class,omitempty"`
+	ParkReason string     `json:"park_reason,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ParkedAt   *time.Time `json:"parked_at,omitempty"`
+	SentAt     *time.Time `json:"sent_at,omitempty"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+}
+
+// TimelineWorkflow is a Temporal workflow around the message other than its events' own runs
+// (each event names its run, workflow_id): a replay of one of its events, or the drainer of a
+// sink holding its parked notifications.
+type TimelineWorkflow struct {
+	WorkflowID string `json:"workflow_id"`
+	Kind       string `json:"kind"` // replay, sink
+	EventID    string `json:"event_id,omitempty"`
+	// URL opens it in the Temporal UI; absent without temporal.ui_url.
+	URL string `json:"url,omitempty"`
+}
+
+// Timeline returns the message's timeline; domain.ErrNotFound when neither the message nor any
+// event of it is known. One snapshot for every read, so the parts agree.
+func (s *Explorer) Timeline(ctx context.Context, provider, messageID string, errorClass func(string) string) (Timeline, error) {
+	t := Timeline{Provider: provider, MessageID: messageID, Events: []TimelineEvent{}, OccurrenceOrder: []string{},
+		Sinks: []TimelineSink{}, Workflows: []TimelineWorkflow{}}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return readTimeline(ctx, tx, &t, errorClass)
+	})
+	if err == nil && !t.found {
+		err = domain.ErrNotFound
+	}
+	if err != nil {
+		return Timeline{}, fmt.Errorf("timeline %s:%s: %w", provider, messageID, err)
+	}
+	return t, nil
+}
+
+const (
+	// The events of a message: those recorded under its id (whatever became of them) and
+	// those applied to it (a key row pruned by retention.dedupe_keys leaves its history).
+	qTimelineEvents = `
+SELECT COALESCE(w.event_id, m.event_id), COALESCE(w.event_type, m.event_type), COALESCE(w.occurred_at, m.occurred_at),
+       COALESCE(w.received_at, m.received_at), w.processed_at, COALESCE(w.awaiting_start, false),
+       COALESCE(w.quarantined_at IS NOT NULL, false), COALESCE(w.quarantine_stage, ''), COALESCE(w.source, ''),
+       w.event_id IS NULL, COALESCE(m.outcome, ''), COALESCE(m.status, ''), COALESCE(m.from_status, ''),
+       COALESCE(m.to_status, ''), m.version, m.received_at, COALESCE(m.actor, '')
+FROM (SELECT * FROM webhook_events WHERE message_id = $2 AND provider = $1) w
+FULL JOIN (SELECT * FROM message_events WHERE provider = $1 AND message_id = $2) m ON m.event_id = w.event_id
+ORDER BY 4, 1`
+
+	qTimelineNotifications = `
+SELECT id, event_id, sink, type, status, attempts, version, COALESCE(last_error, ''), COALESCE(park_reason, ''),
+       created_at, parked_at, sent_at, updated_at
+FROM notifications WHERE provider = $1 AND event_id = ANY($2::text[])
+ORDER BY sink, created_at, id`
+
+	qTimelineReplays = `SELECT event_id, workflow_id FROM replays WHERE provider = $1 AND event_id = ANY($2::text[]) ORDER BY created_at, n`
+)
+
+func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(string) string) error {
+	// As for a page of events: short index reads, which parallel workers only slow down.
+	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+		return err
+	}
+	err := tx.QueryRow(ctx, `SELECT status, version, recipient FROM messages WHERE provider = $1 AND message_id = $2`,
+		t.Provider, t.MessageID).Scan(&t.Status, &t.Version, &t.Recipient)
+	switch {
+	case err == nil:
+		t.found = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	rows, err := tx.Query(ctx, qTimelineEvents, t.Provider, t.MessageID)
+	if err != nil {
+		return err
+	}
+	t.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (TimelineEvent, error) {
+		var (
+			e                             TimelineEvent
+			waiting, quarantined, keyGone bool
+		)
+		err := row.Scan(&e.EventID, &e.Type, &e.OccurredAt, &e.ReceivedAt, &e.ProcessedAt, &waiting, &quarantined,
+			&e.QuarantineStage, &e.Source, &keyGone, &e.Outcome, &e.Status, &e.From, &e.To, &e.Version, &e.AppliedAt, &e.Actor)
+		e.State = eventState(e.ProcessedAt != nil || keyGone, waiting, quarantined)
+		e.Precedence = precedenceOf(e.Type, e.Outcome, quarantined)
+		e.WorkflowID = domain.Event{Provider: t.Provider, EventID: e.EventID}.Key()
+		return e, err
+	})
+	if err != nil {
+		return err
+	}
+	if len(t.Events) == 0 {
+		t.Events = []TimelineEvent{}
+		return nil
+	}
+	t.found = true
+	ids := make([]string, len(t.Events))
+	for i, e := range t.Events {
+		ids[i] = e.EventID
+	}
+	t.OccurrenceOrder = occurrenceOrder(t.Events)
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	for i, id := range t.OccurrenceOrder {
+		t.Events[at[id]].OccurrenceIndex = i
+	}
+	rows, err = tx.Query(ctx, qTimelineReplays, t.Provider, ids)
+	if err != nil {
+		return err
+	}
+	var eventID, workflowID string
+	if _, err := pgx.ForEachRow(rows, []any{&eventID, &workflowID}, func() error {
+		t.Workflows = append(t.Workflows, TimelineWorkflow{WorkflowID: workflowID, Kind: "replay", EventID: eventID})
+		return nil
+	}); err != nil {
+		return err
+	}
+	rows, err = tx.Query(ctx, qTimelineNotifications, t.Provider, ids)
+	if err != nil {
+		return err
+	}
+	var sink string
+	var n TimelineNotification
+	if _, err := pgx.ForEachRow(rows, []any{&n.ID, &n.EventID, &sink, &n.Type, &n.Status, &n.Attempts, &n.Version, &n.LastError,
+		&n.ParkReason, &n.CreatedAt, &n.ParkedAt, &n.SentAt, &n.UpdatedAt}, func() error {
+		if errorClass != nil {
+			n.ErrorClass = errorClass(n.LastError)
+		}
+		if len(t.Sinks) == 0 || t.Sinks[len(t.Sinks)-1].Sink != sink {
+			t.Sinks = append(t.Sinks, TimelineSink{Sink: sink})
+		}
+		last := &t.Sinks[len(t.Sinks)-1]
+		last.Notifications = append(last.Notifications, n)
+		n = TimelineNotification{}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// A parked notification is the sink's drainer's to send.
+	for _, sk := range t.Sinks {
+		if slices.ContainsFunc(sk.Notifications, func(n TimelineNotification) bool { return n.Status == domain.NotificationParked }) {
+			t.Workflows = append(t.Workflows, TimelineWorkflow{WorkflowID: "sink:" + sk.Sink, Kind: "sink"})
+		}
+	}
+	return nil
+}
+
+// occurrenceOrder sorts the events' ids by when they occurred (an event without a time after
+// those with one), then by arrival.
+func occurrenceOrder(events []TimelineEvent) []string {
+	sorted := slices.Clone(events)
+	slices.SortStableFunc(sorted, func(a, b TimelineEvent) int {
+		switch {
+		case a.OccurredAt == nil && b.OccurredAt == nil:
+			return 0
+		case a.OccurredAt == nil:
+			return 1
+		case b.OccurredAt == nil:
+			return -1
+		}
+		return a.OccurredAt.Compare(*b.OccurredAt)
+	})
+	out := make([]string, len(sorted))
+	for i, e := range sorted {
+		out[i] = e.EventID
+	}
+	return out
+}
