@@ -44,7 +44,8 @@ func (m *Metadata) Set(key string, raw json.RawMessage) {
 	}
 	var s string
 	if raw[0] == '"' {
-		if json.Unmarshal(raw, &s) != nil {
+		var ok bool
+		if s, ok = jsonfield.String(raw); !ok {
 			m.dropped++
 			return
 		}
@@ -62,7 +63,7 @@ func (m *Metadata) Set(key string, raw json.RawMessage) {
 // SetString adds key with a string value.
 func (m *Metadata) SetString(key, value string) {
 	if m.entries == nil {
-		m.entries = map[string]string{}
+		m.entries = make(map[string]string, 4)
 	}
 	if _, ok := m.entries[key]; ok {
 		return
@@ -78,13 +79,13 @@ func (m *Metadata) Object(raw json.RawMessage) {
 	if len(raw) == 0 || jsonfield.IsNull(raw) || json.Unmarshal(raw, &o) != nil {
 		return
 	}
-	keys := make([]string, 0, len(o))
-	for k := range o {
-		keys = append(keys, k)
+	if m.entries == nil {
+		m.entries = make(map[string]string, len(o))
 	}
-	sort.Strings(keys) // a map has no order: the bounds keep the same entries on every retry
-	for _, k := range keys {
-		m.Set(k, o[k])
+	// In map order: Apply sorts the keys before it bounds them, so the same entries are kept on
+	// every retry.
+	for k, v := range o {
+		m.Set(k, v)
 	}
 }
 
@@ -95,11 +96,20 @@ func (m *Metadata) Tags(raw json.RawMessage) {
 	if len(raw) == 0 || jsonfield.IsNull(raw) {
 		return
 	}
-	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		m.Tag(one)
+	if raw[0] == '"' {
+		if one, ok := jsonfield.String(raw); ok {
+			m.Tag(one)
+		}
 		return
 	}
+	var strs []string // the usual list: one decode, no per-element pass
+	if json.Unmarshal(raw, &strs) == nil {
+		for _, t := range strs {
+			m.Tag(t)
+		}
+		return
+	}
+	var one string
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) != nil {
 		return
@@ -129,6 +139,7 @@ func (m *Metadata) Apply(ev *domain.Event) {
 		ev.MetadataDropped = dropped
 		return
 	}
+	// Apply hands its entries to ev when it keeps them all (the usual case): one map, not two.
 	keys := make([]string, 0, len(m.order))
 	for _, k := range m.order {
 		if k == "" || len(k) > MaxMetadataKeyBytes || !clean(k) {
@@ -146,7 +157,10 @@ func (m *Metadata) Apply(ev *domain.Event) {
 		dropped += len(keys) - MaxMetadataEntries
 		keys = keys[:MaxMetadataEntries]
 	}
-	if len(keys) > 0 {
+	switch {
+	case len(keys) > 0 && len(keys) == len(m.entries):
+		ev.Metadata, m.entries, m.order = m.entries, nil, nil
+	case len(keys) > 0:
 		ev.Metadata = make(map[string]string, len(keys))
 		for _, k := range keys {
 			ev.Metadata[k] = m.entries[k]
