@@ -11,7 +11,8 @@ import (
 )
 
 // The provider conformance suite over SendGrid's documented payloads (testdata: the Event
-// Webhook reference's examples and sendgrid-go's fixtures; see testdata/README.md).
+// Webhook reference's examples, category "cat facts", and sendgrid-go's eventwebhook test batch;
+// docs/providers/fixtures.md).
 // bounce_async_no_message_id is left out: a documented bounce kept as unknown
 // (TestParseFixtures).
 func TestConformance(t *testing.T) {
