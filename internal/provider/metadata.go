@@ -75,8 +75,25 @@ func (m *Metadata) SetString(key, value string) {
 // Object adds every member of a JSON object (Postmark Metadata, Mailgun user-variables, Resend
 // tags, Postscale metadata); anything else adds nothing.
 func (m *Metadata) Object(raw json.RawMessage) {
+	if len(raw) == 0 || jsonfield.IsNull(raw) {
+		return
+	}
+	// The usual case, a first source whose values are all strings, decodes in one pass into the
+	// map the event keeps (Apply hands it over). A null value (kept out, as below) or any other
+	// type takes the general path.
+	if m.entries == nil && stringValues(raw) {
+		var flat map[string]string
+		if json.Unmarshal(raw, &flat) == nil && flat != nil {
+			m.entries = flat
+			m.order = make([]string, 0, len(flat))
+			for k := range flat {
+				m.order = append(m.order, k)
+			}
+			return
+		}
+	}
 	var o jsonfield.Object
-	if len(raw) == 0 || jsonfield.IsNull(raw) || json.Unmarshal(raw, &o) != nil {
+	if json.Unmarshal(raw, &o) != nil {
 		return
 	}
 	if m.entries == nil {
@@ -87,6 +104,40 @@ func (m *Metadata) Object(raw json.RawMessage) {
 	for k, v := range o {
 		m.Set(k, v)
 	}
+}
+
+// stringValues reports whether raw is an object whose every value is a string, by a scan that
+// allocates nothing (a failed decode into map[string]string would cost more than it saves).
+func stringValues(raw []byte) bool {
+	depth, inString, escaped, wantValue := 0, false, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case wantValue:
+			if c != '"' {
+				return false
+			}
+			wantValue, inString = false, true
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ':' && depth == 1:
+			wantValue = true
+		}
+	}
+	return depth == 0 && !inString
 }
 
 // Tags adds a tag or a list of them: a JSON string or an array of strings; other elements are
