@@ -3,6 +3,7 @@
 package jsonfield
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -140,7 +141,7 @@ func Int(raw json.RawMessage) int {
 
 // IsNull reports whether a raw value is JSON null.
 func IsNull(raw json.RawMessage) bool {
-	return strings.TrimSpace(string(raw)) == "null"
+	return string(bytes.TrimSpace(raw)) == "null" // compared without a copy
 }
 
 // Epoch reads unix seconds with an optional fraction (1534108637.153125), sent as a JSON number or a
