@@ -12,7 +12,7 @@ import (
 
 // The provider conformance suite over SendGrid's documented payloads (testdata: the Event
 // Webhook reference's examples, category "cat facts", and sendgrid-go's eventwebhook test batch;
-// docs/providers/fixtures.md).
+// docs/TESTING.md, "Provider fixtures").
 // bounce_async_no_message_id is left out: a documented bounce kept as unknown
 // (TestParseFixtures).
 func TestConformance(t *testing.T) {
