@@ -22,11 +22,25 @@ type DocEndpoint struct {
 // and <placeholders> replaced by a documentation address.
 func DocEndpoints(t *testing.T, file string, env func(string) string) []DocEndpoint {
 	t.Helper()
-	md, err := os.ReadFile(file)
+	return DocEndpointsAfter(t, file, "", env)
+}
+
+// DocEndpointsAfter is DocEndpoints for the first yaml block after the heading line heading
+// ("## Inbound"); "" is the page's first block.
+func DocEndpointsAfter(t *testing.T, file, heading string, env func(string) string) []DocEndpoint {
+	t.Helper()
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(md), "```yaml\n")
+	md := string(raw)
+	if heading != "" {
+		var found bool
+		if _, md, found = strings.Cut(md, "\n"+heading+"\n"); !found {
+			t.Fatalf("%s has no %q", file, heading)
+		}
+	}
+	_, block, ok := strings.Cut(md, "```yaml\n")
 	if !ok {
 		t.Fatalf("%s has no yaml block", file)
 	}

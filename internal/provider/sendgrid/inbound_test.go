@@ -352,3 +352,30 @@ func eventsEqual(a, b domain.Event) bool {
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
 }
+
+// The Inbound section's example endpoint (an Event Webhook key, a Parse policy key and Parse
+// credentials on one endpoint) builds, and takes both the Event Webhook and Parse.
+func TestDocsInboundExampleBuilds(t *testing.T) {
+	priv := genKey(t)
+	env := func(k string) string {
+		if strings.HasSuffix(k, "_KEY") {
+			return providertest.SendGridPublicKey(&priv.PublicKey)
+		}
+		return "s3cret"
+	}
+	eps := providertest.DocEndpointsAfter(t, "../../../docs/providers/sendgrid.md", "## Inbound", env)
+	a, err := provider.New(eps[0].Provider, eps[0].Settings)
+	if err != nil {
+		t.Fatalf("the documented endpoint: %v", err)
+	}
+	h, body := buildParseForm(t, rawFields)
+	h.Set("Authorization", providertest.PostmarkHeader("parse", "s3cret").Get("Authorization"))
+	if err := a.Verify(provider.Request{Header: h, Body: body, Now: time.Now()}); err != nil {
+		t.Errorf("Parse with the documented credentials: %v", err)
+	}
+	now := time.Now()
+	stamp := strconv.FormatInt(now.Unix(), 10)
+	if err := a.Verify(provider.Request{Header: signedHeader(priv, stamp, []byte(vectorBody)), Body: []byte(vectorBody), Now: now}); err != nil {
+		t.Errorf("the Event Webhook: %v", err)
+	}
+}
