@@ -2,6 +2,9 @@ package e2e_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -181,5 +184,100 @@ func TestMailgunRouteForwardIsAnEmailReceived(t *testing.T) {
 	if d.Body["type"] != domain.TypeEmailReceived || data["provider"] != "mailgun" || data["email_id"] != msgID ||
 		data["recipient"] != "support@example.com" || payload["subject"] != "Help with my order" || payload["signature"] != nil || len(files) != 1 {
 		t.Fatalf("notification %s", d.Raw)
+	}
+}
+
+// TestSendGridInboundParseIsAnEmailReceived: SendGrid Inbound Parse POSTs (multipart/form-data)
+// on the sendgrid endpoint that takes the Event Webhook are email.received notifications: parsed
+// mode signed by a security policy's key, with an attachment; raw mode with the Parse URL's Basic
+// credentials. A retry is a duplicate; wrong credentials are 401, and credentials never admit
+// the Event Webhook's JSON.
+func TestSendGridInboundParseIsAnEmailReceived(t *testing.T) {
+	t.Parallel()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{endpoints: []config.Endpoint{{Name: "sendgrid", Provider: "sendgrid",
+		ProviderSettings: config.ProviderSettings{Secrets: []string{providertest.SendGridPublicKey(&priv.PublicKey), "parse:correct-horse"}}}}})
+	form := func(fields [][2]string, file bool) (string, []byte) {
+		var buf bytes.Buffer
+		w := multipart.NewWriter(&buf)
+		for _, kv := range fields {
+			_ = w.WriteField(kv[0], kv[1])
+		}
+		if file {
+			fw, _ := w.CreateFormFile("attachment1", "receipt.txt")
+			_, _ = fw.Write([]byte("order 42"))
+		}
+		_ = w.Close()
+		return w.FormDataContentType(), buf.Bytes()
+	}
+	post := func(ct string, body []byte, sign bool, user, pass string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.api.URL+"/webhooks/sendgrid", bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		if sign {
+			providertest.SignSendGrid(req, priv, body, time.Now())
+		}
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		return h.do(req)
+	}
+
+	parsedID := h.id("parsed") + "@mail.example.org"
+	ct, parsed := form([][2]string{
+		{"headers", "Message-ID: <" + parsedID + ">\nDate: Wed, 11 Oct 2017 18:31:04 -0700\nTo: support@inbound.example.com\n"},
+		{"from", "Bob <bob@example.org>"}, {"to", "support@inbound.example.com"}, {"subject", "Help with my order"},
+		{"text", "Where is it?"}, {"envelope", `{"to":["support@inbound.example.com"],"from":"bob@example.org"}`},
+		{"attachments", "1"}, {"attachment-info", `{"attachment1":{"filename":"receipt.txt","type":"text/plain"}}`},
+	}, true)
+	if code, resp := post(ct, parsed, true, "", ""); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("parsed mode, signed: %d %v", code, resp)
+	}
+	if code, resp := post(ct, parsed, true, "", ""); code != 200 || resp["status"] != "duplicate" {
+		t.Fatalf("parsed mode again: %d %v", code, resp)
+	}
+	rawID := h.id("raw") + "@mail.example.org"
+	rawCT, raw := form([][2]string{
+		{"email", "From: A tester <test@example.org>\nMessage-ID: <" + rawID + ">\nSubject: Raw MIME test\nTo: test@inbound.example.com\n\nIt's a body\n"},
+		{"to", "test@inbound.example.com"}, {"envelope", `{"to":["test@inbound.example.com"],"from":"test@example.org"}`},
+	}, false)
+	if code, _ := post(rawCT, raw, false, "parse", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong credentials: %d, want 401", code)
+	}
+	if code, _ := post(rawCT, raw, false, "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("no credentials: %d, want 401", code)
+	}
+	if code, resp := post(rawCT, raw, false, "parse", "correct-horse"); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("raw mode, basic: %d %v", code, resp)
+	}
+	evJSON := []byte(`[{"email":"a@example.com","timestamp":1764547200,"event":"delivered","sg_event_id":"` + h.id("sg") + `","sg_message_id":"m1.filter"}]`)
+	if code, _ := post("application/json", evJSON, false, "parse", "correct-horse"); code != http.StatusUnauthorized {
+		t.Fatalf("event webhook JSON with credentials: %d, want 401", code)
+	}
+
+	h.waitDelivered(2)
+	byID := map[string]map[string]any{}
+	for _, d := range h.sink.delivered() {
+		if d.Body["type"] != domain.TypeEmailReceived {
+			t.Fatalf("notification %s", d.Raw)
+		}
+		data := d.Body["data"].(map[string]any)
+		byID[fmt.Sprint(data["email_id"])] = data
+	}
+	p := byID[parsedID]
+	payload, _ := p["payload"].(map[string]any)
+	files, _ := payload["attachments"].([]any)
+	if p == nil || p["provider"] != "sendgrid" || p["recipient"] != "support@inbound.example.com" || payload["subject"] != "Help with my order" || len(files) != 1 {
+		t.Fatalf("parsed mode notification: %v", p)
+	}
+	r := byID[rawID]
+	payload, _ = r["payload"].(map[string]any)
+	if r == nil || r["recipient"] != "test@inbound.example.com" || !strings.Contains(fmt.Sprint(payload["email"]), "Raw MIME test") {
+		t.Fatalf("raw mode notification: %v", r)
+	}
+	if n := len(h.sink.delivered()); n != 2 {
+		t.Fatalf("%d notifications, want 2", n)
 	}
 }

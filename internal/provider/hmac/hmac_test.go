@@ -14,16 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
+	"github.com/mailhook/mailhook/internal/provider/providertest"
 	"github.com/mailhook/mailhook/internal/signature"
 )
 
@@ -102,16 +100,6 @@ func signStamped(key string, at time.Time, body []byte) http.Header {
 	h.Set(tsHdr, stamp)
 	h.Set(sigHdr, base64.StdEncoding.EncodeToString(mac(sha512.New, key, []byte(stamp+"."), body)))
 	return h
-}
-
-func TestRegistered(t *testing.T) {
-	a, err := provider.New(Name, provider.Settings{Secrets: []string{testKey}, Generic: testGeneric()})
-	if err != nil {
-		t.Fatalf("provider.New(%q): %v", Name, err)
-	}
-	if _, ok := a.(*Adapter); !ok {
-		t.Fatalf("provider.New returned %T", a)
-	}
 }
 
 func TestNewRejectsBadSettings(t *testing.T) {
@@ -290,7 +278,7 @@ func TestVerify(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Verify error %v does not wrap %v", err, tt.want)
 			}
-			if inner := innermost(err); inner != tt.want {
+			if inner := providertest.Innermost(err); inner != tt.want {
 				t.Errorf("innermost error = %v, want the sentinel %v", inner, tt.want)
 			}
 		})
@@ -455,33 +443,15 @@ func TestParseBadRequest(t *testing.T) {
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, provider.Settings{})
 	_, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(`[{"id":"e","event":"x"},{"event":"x"}]`)})
-	if inner := innermost(err); inner.Error() != `element 1: missing event id field "id"` {
+	if inner := providertest.Innermost(err); inner.Error() != `element 1: missing event id field "id"` {
 		t.Errorf("parse reason = %q", inner)
 	}
 	err = a.Verify(provider.Request{Header: http.Header{sigHdr: {"sha256=secret-looking"}}})
-	if inner := innermost(err); inner != signature.ErrMalformedSignature {
+	if inner := providertest.Innermost(err); inner != signature.ErrMalformedSignature {
 		t.Errorf("verify reason = %v", inner)
 	}
 	if strings.Contains(err.Error(), "secret-looking") {
 		t.Errorf("verify error echoes the header: %v", err)
-	}
-}
-
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
-		}
 	}
 }
 
@@ -631,7 +601,7 @@ func BenchmarkParse(b *testing.B) {
 
 // The configuration shown in the docs builds an adapter, and it is the mapping the fixtures use.
 func TestDocExample(t *testing.T) {
-	for _, e := range docEndpoints(t, "../../../docs/providers/hmac.md", func(k string) string { return "key-" + k }) {
+	for _, e := range providertest.DocEndpoints(t, "../../../docs/providers/hmac.md", func(k string) string { return "key-" + k }) {
 		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			t.Errorf("endpoint %q: %v", e.Name, err)
 		}
@@ -645,7 +615,7 @@ func TestDocExample(t *testing.T) {
 // the server's code decides first, the mapped type when there is none (issue 41: without the
 // fields a generic endpoint's bounce had no type and suppressed no one).
 func TestDocExampleBouncesHaveATypeAndDetails(t *testing.T) {
-	e := docEndpoints(t, "../../../docs/providers/hmac.md", func(k string) string { return "key-" + k })[0]
+	e := providertest.DocEndpoints(t, "../../../docs/providers/hmac.md", func(k string) string { return "key-" + k })[0]
 	a, err := provider.New(e.Provider, e.Settings)
 	if err != nil {
 		t.Fatal(err)
@@ -679,40 +649,6 @@ func TestDocExampleBouncesHaveATypeAndDetails(t *testing.T) {
 	if _, err := New(provider.Settings{Secrets: []string{testKey}, Generic: g}); err == nil || !strings.Contains(err.Error(), "generic.bounce_type_map") {
 		t.Errorf("a map without its field, or to neither hard nor soft: %v", err)
 	}
-}
-
-type docEndpoint struct {
-	Name              string `yaml:"name"`
-	Provider          string `yaml:"provider"`
-	provider.Settings `yaml:",inline"`
-}
-
-// docEndpoints decodes the first yaml block of a docs page strictly, with ${VAR} expanded by env
-// and <placeholders> replaced by a documentation address.
-func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpoint {
-	t.Helper()
-	md, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(md), "```yaml\n")
-	if !ok {
-		t.Fatalf("%s has no yaml block", file)
-	}
-	block, _, _ = strings.Cut(block, "```")
-	block = regexp.MustCompile(`<[^>]+>`).ReplaceAllString(os.Expand(block, env), "192.0.2.1")
-	var cfg struct {
-		Endpoints []docEndpoint `yaml:"endpoints"`
-	}
-	dec := yaml.NewDecoder(strings.NewReader(block))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	if len(cfg.Endpoints) == 0 {
-		t.Fatalf("%s: no endpoints", file)
-	}
-	return cfg.Endpoints
 }
 
 // decodeSignature decodes sig as the fuzzed endpoints are configured: "sha256=" + hex (plain),

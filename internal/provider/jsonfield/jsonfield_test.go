@@ -53,3 +53,16 @@ func TestFirstStringAndInt(t *testing.T) {
 		}
 	}
 }
+
+// String's fast path and the decoder agree on every shape.
+func TestStringMatchesTheDecoder(t *testing.T) {
+	for _, raw := range []string{`"plain"`, `""`, `"  padded "`, `"esc\"aped"`, `"tab\tbed"`, `"caf\u00e9"`, `"café"`,
+		"\"bad \xff utf8\"", `null`, `12`, `true`, `{"a":1}`, `["a"]`, ` "spaced"`, `"`, `"unterminated`} {
+		var want string
+		wantOK := json.Unmarshal([]byte(raw), &want) == nil && raw != "null"
+		got, ok := String([]byte(raw))
+		if ok != wantOK || got != want {
+			t.Errorf("String(%s) = %q, %v; the decoder: %q, %v", raw, got, ok, want, wantOK)
+		}
+	}
+}

@@ -40,14 +40,9 @@ func newAdapter(t testing.TB, secrets ...string) provider.Adapter {
 
 func at(sec, nsec int64) time.Time { return time.Unix(sec, nsec).UTC() }
 
-func TestRegistered(t *testing.T) {
-	a, err := provider.New(Name, provider.Settings{Secrets: []string{testKey}})
-	if err != nil {
-		t.Fatalf("provider.New(%q): %v", Name, err)
-	}
-	if _, ok := a.(*Adapter); !ok {
-		t.Fatalf("provider.New returned %T", a)
-	}
+// Registration is checked by TestConformance.
+func TestRejectsWith406(t *testing.T) {
+	a := newAdapter(t, testKey)
 	r, ok := a.(provider.Rejecter)
 	if !ok || r.RejectStatus() != http.StatusNotAcceptable {
 		t.Fatalf("mailgun adapter must reject with 406 (Mailgun retries every other status)")
@@ -475,32 +470,14 @@ func TestParseAccepts(t *testing.T) {
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, testKey)
 	_, err := a.Parse(provider.Request{Body: []byte(`{"event-data":{"id":12,"event":"x"}}`)})
-	if inner := innermost(err); inner.Error() != `"event-data.id" is not a string` {
+	if inner := providertest.Innermost(err); inner.Error() != `"event-data.id" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
 	for _, body := range []string{``, `{}`, `{"signature":{"timestamp":"x"}}`, string(providertest.MailgunBody("k", "1", "t", []byte(`{}`)))} {
 		err := a.Verify(provider.Request{Body: []byte(body), Now: time.Unix(1700000000, 0)})
-		inner := innermost(err)
+		inner := providertest.Innermost(err)
 		if providertest.SignatureReason(err) != inner.Error() {
 			t.Errorf("verify reason for %q = %q, want a signature sentinel", body, inner)
-		}
-	}
-}
-
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
 		}
 	}
 }

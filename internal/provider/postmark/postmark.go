@@ -7,16 +7,13 @@
 package postmark
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
+	"github.com/mailhook/mailhook/internal/provider/basicauth"
 )
 
 // Name is the provider name endpoints are configured with and events are keyed by.
@@ -26,9 +23,9 @@ const Name = "postmark"
 // returns the innermost error as the reason of a 401.
 var (
 	// ErrMissingCredentials means the request carried no usable Basic credentials.
-	ErrMissingCredentials = errors.New("missing credentials")
+	ErrMissingCredentials = basicauth.ErrMissingCredentials
 	// ErrWrongCredentials means the credentials match none of the configured pairs.
-	ErrWrongCredentials = errors.New("wrong credentials")
+	ErrWrongCredentials = basicauth.ErrWrongCredentials
 	// ErrSourceNotAllowed means the request came from outside every allowed network.
 	ErrSourceNotAllowed = errors.New("source address not allowed")
 )
@@ -37,16 +34,9 @@ func init() {
 	provider.Register(Name, New)
 }
 
-// credential is one configured user:password pair, kept as digests so every comparison is over
-// 32 bytes whatever the lengths involved (subtle.ConstantTimeCompare returns early on a length
-// mismatch, which would leak the configured lengths).
-type credential struct {
-	user, pass [sha256.Size]byte
-}
-
 // Adapter verifies and parses Postmark webhooks for one endpoint.
 type Adapter struct {
-	creds []credential
+	creds basicauth.Set
 	allow allowlist.List
 }
 
@@ -62,17 +52,9 @@ func New(s provider.Settings) (provider.Adapter, error) {
 	}
 	a := &Adapter{}
 	for i, sec := range s.Secrets {
-		// Never echo the secret itself in the error.
-		user, pass, ok := strings.Cut(sec, ":")
-		switch {
-		case !ok:
-			return nil, fmt.Errorf(`postmark: secrets[%d] is not "user:password" (no colon)`, i)
-		case user == "":
-			return nil, fmt.Errorf(`postmark: secrets[%d] has an empty user`, i)
-		case pass == "":
-			return nil, fmt.Errorf(`postmark: secrets[%d] has an empty password`, i)
+		if err := a.creds.Add(Name, i, sec); err != nil {
+			return nil, err
 		}
-		a.creds = append(a.creds, credential{user: sha256.Sum256([]byte(user)), pass: sha256.Sum256([]byte(pass))})
 	}
 	allow, err := allowlist.Parse(Name, s.AllowCIDRs)
 	if err != nil {
@@ -93,24 +75,13 @@ func New(s provider.Settings) (provider.Adapter, error) {
 }
 
 // Verify checks the source address (when an allow-list is configured) and then the Basic
-// credentials. Every configured pair is compared, in constant time on both the user and the
-// password, without stopping at the first match or at a user mismatch, so the time taken says
-// nothing about which part was wrong.
+// credentials (basicauth: every pair compared in constant time).
 func (a *Adapter) Verify(r provider.Request) error {
 	if !a.allow.Allows(r.RemoteIP) {
 		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrSourceNotAllowed)
 	}
-	user, pass, ok := (&http.Request{Header: r.Header}).BasicAuth()
-	if !ok {
-		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrMissingCredentials)
-	}
-	u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
-	match := 0
-	for _, c := range a.creds {
-		match |= subtle.ConstantTimeCompare(u[:], c.user[:]) & subtle.ConstantTimeCompare(p[:], c.pass[:])
-	}
-	if match != 1 {
-		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, ErrWrongCredentials)
+	if err := a.creds.Verify(r.Header); err != nil {
+		return fmt.Errorf("postmark: %w: %w", provider.ErrUnauthorized, err)
 	}
 	return nil
 }

@@ -9,12 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/provider"
@@ -47,19 +44,6 @@ func ts(s string) time.Time {
 		panic(err)
 	}
 	return t.UTC()
-}
-
-func TestRegistered(t *testing.T) {
-	a, err := provider.New(Name, provider.Settings{Secrets: []string{testCred}})
-	if err != nil {
-		t.Fatalf("provider.New(%q): %v", Name, err)
-	}
-	if _, ok := a.(*Adapter); !ok {
-		t.Fatalf("provider.New returned %T", a)
-	}
-	if !provider.NeedsSecrets(Name) {
-		t.Fatal("postmark endpoints must configure credentials")
-	}
 }
 
 func TestNewRejectsBadSettings(t *testing.T) {
@@ -164,7 +148,7 @@ func TestVerify(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Verify error %v does not wrap %v", err, tt.want)
 			}
-			if inner := innermost(err); inner != tt.want {
+			if inner := providertest.Innermost(err); inner != tt.want {
 				t.Errorf("innermost error = %v, want the sentinel %v", inner, tt.want)
 			}
 		})
@@ -493,30 +477,12 @@ func TestParseAccepts(t *testing.T) {
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, provider.Settings{Secrets: []string{testCred}})
 	_, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(`{"RecordType":"Open","MessageID":12}`)})
-	if inner := innermost(err); inner.Error() != `"MessageID" is not a string` {
+	if inner := providertest.Innermost(err); inner.Error() != `"MessageID" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
 	err = a.Verify(provider.Request{Header: basic("attacker:guess")})
-	if inner := innermost(err); inner != ErrWrongCredentials || strings.Contains(err.Error(), "attacker") {
+	if inner := providertest.Innermost(err); inner != ErrWrongCredentials || strings.Contains(err.Error(), "attacker") {
 		t.Errorf("verify error = %v", err)
-	}
-}
-
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
-		}
 	}
 }
 
@@ -656,45 +622,11 @@ func BenchmarkParse(b *testing.B) {
 
 // The configuration shown in the docs builds an adapter.
 func TestDocExample(t *testing.T) {
-	for _, e := range docEndpoints(t, "../../../docs/providers/postmark.md", func(string) string { return "x" }) {
+	for _, e := range providertest.DocEndpoints(t, "../../../docs/providers/postmark.md", func(string) string { return "x" }) {
 		if _, err := provider.New(e.Provider, e.Settings); err != nil {
 			t.Errorf("endpoint %q: %v", e.Name, err)
 		}
 	}
-}
-
-type docEndpoint struct {
-	Name              string `yaml:"name"`
-	Provider          string `yaml:"provider"`
-	provider.Settings `yaml:",inline"`
-}
-
-// docEndpoints decodes the first yaml block of a docs page strictly, with ${VAR} expanded by env
-// and <placeholders> replaced by a documentation address.
-func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpoint {
-	t.Helper()
-	md, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(md), "```yaml\n")
-	if !ok {
-		t.Fatalf("%s has no yaml block", file)
-	}
-	block, _, _ = strings.Cut(block, "```")
-	block = regexp.MustCompile(`<[^>]+>`).ReplaceAllString(os.Expand(block, env), "192.0.2.1")
-	var cfg struct {
-		Endpoints []docEndpoint `yaml:"endpoints"`
-	}
-	dec := yaml.NewDecoder(strings.NewReader(block))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	if len(cfg.Endpoints) == 0 {
-		t.Fatalf("%s: no endpoints", file)
-	}
-	return cfg.Endpoints
 }
 
 // fixtureMeta is what each fixture carries of the sender's metadata and tags; a fixture not

@@ -38,16 +38,6 @@ func ts(s string) time.Time {
 	return t.UTC()
 }
 
-func TestRegistered(t *testing.T) {
-	a, err := provider.New(Name, provider.Settings{Secrets: []string{testSecret}})
-	if err != nil {
-		t.Fatalf("provider.New(%q): %v", Name, err)
-	}
-	if _, ok := a.(*Adapter); !ok {
-		t.Fatalf("provider.New returned %T", a)
-	}
-}
-
 func TestNewRejectsBadSettings(t *testing.T) {
 	for name, s := range map[string]provider.Settings{
 		"nil secrets":        {},
@@ -160,6 +150,10 @@ func TestParseFixtures(t *testing.T) {
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:29:58Z")}},
 		{"email_delivered", domain.Event{EventID: "evt_abc123", Type: "email.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
 			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z")}},
+		// email_delivered with data.metadata and data.tags (the conformance suite's metadata case).
+		{"email_delivered_metadata", domain.Event{EventID: "evt_meta01", Type: "email.delivered", Kind: domain.KindStatus, Status: domain.StatusDelivered,
+			MessageID: "msg_xyz789", Recipient: "user@example.com", OccurredAt: ts("2026-01-18T10:30:00Z"),
+			Metadata: map[string]string{"order_id": "A-17", "attempt": "2"}, Tags: []string{"receipts"}}},
 		// To two recipients, and its reason names neither: it is not known whose deferral it is.
 		{"email_deferred", domain.Event{EventID: "evt_def1", Type: "email.deferred", Kind: domain.KindStatus, Status: domain.StatusDeferred,
 			MessageID: "msg_xyz789", Recipient: "", OccurredAt: ts("2026-01-18T10:31:00.25Z")}},
@@ -304,30 +298,12 @@ func TestParseAccepts(t *testing.T) {
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, testSecret)
 	_, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(`{"id":12,"type":"x"}`)})
-	if inner := innermost(err); inner.Error() != `"id" is not a string` {
+	if inner := providertest.Innermost(err); inner.Error() != `"id" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
 	err = a.Verify(provider.Request{Header: http.Header{}, Body: nil, Now: time.Now()})
-	if inner := innermost(err); inner != signature.ErrMissingSignature {
+	if inner := providertest.Innermost(err); inner != signature.ErrMissingSignature {
 		t.Errorf("verify reason = %v", inner)
-	}
-}
-
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
-		}
 	}
 }
 

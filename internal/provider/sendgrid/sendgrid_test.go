@@ -76,19 +76,6 @@ func ts(s string) time.Time {
 	return t.UTC()
 }
 
-func TestRegistered(t *testing.T) {
-	a, err := provider.New(Name, provider.Settings{Secrets: []string{vectorKey}})
-	if err != nil {
-		t.Fatalf("provider.New(%q): %v", Name, err)
-	}
-	if _, ok := a.(*Adapter); !ok {
-		t.Fatalf("provider.New returned %T", a)
-	}
-	if !provider.NeedsSecrets(Name) {
-		t.Error("sendgrid endpoints must configure verification keys")
-	}
-}
-
 func TestPublishedVector(t *testing.T) {
 	a := newAdapter(t, vectorKey)
 	h := http.Header{}
@@ -574,7 +561,7 @@ func TestParseAccepts(t *testing.T) {
 func TestErrorReasonsAreInnermost(t *testing.T) {
 	a := newAdapter(t, vectorKey)
 	_, err := a.Parse(provider.Request{Header: http.Header{}, Body: []byte(`[{"sg_event_id":"secret-ish","event":1}]`)})
-	if inner := innermost(err); inner.Error() != `element 0: "event" is not a string` {
+	if inner := providertest.Innermost(err); inner.Error() != `element 0: "event" is not a string` {
 		t.Errorf("parse reason = %q", inner)
 	}
 	for _, h := range []http.Header{
@@ -584,27 +571,9 @@ func TestErrorReasonsAreInnermost(t *testing.T) {
 		{SignatureHeader: {vectorSignature}, TimestampHeader: {vectorTimestamp}},
 	} {
 		err := a.Verify(provider.Request{Header: h, Body: []byte("[]"), Now: vectorNow})
-		inner := innermost(err)
+		inner := providertest.Innermost(err)
 		if providertest.SignatureReason(err) != inner.Error() {
 			t.Errorf("verify reason = %q, want a signature sentinel", inner)
-		}
-	}
-}
-
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
 		}
 	}
 }

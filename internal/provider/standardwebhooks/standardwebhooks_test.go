@@ -5,13 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
@@ -292,7 +289,7 @@ func TestVerify(t *testing.T) {
 				if !errors.Is(err, tt.want) {
 					t.Errorf("Verify error %v does not wrap %v", err, tt.want)
 				}
-				if inner := innermost(err); inner != tt.want {
+				if inner := providertest.Innermost(err); inner != tt.want {
 					t.Errorf("innermost error = %v, want the sentinel %v", inner, tt.want)
 				}
 			})
@@ -328,24 +325,6 @@ func TestNewCopiesSecrets(t *testing.T) {
 	}
 }
 
-func innermost(err error) error {
-	for {
-		switch u := err.(type) {
-		case interface{ Unwrap() []error }:
-			errs := u.Unwrap()
-			err = errs[len(errs)-1]
-		case interface{ Unwrap() error }:
-			next := u.Unwrap()
-			if next == nil {
-				return err
-			}
-			err = next
-		default:
-			return err
-		}
-	}
-}
-
 func BenchmarkVerify(b *testing.B) {
 	body, err := os.ReadFile("testdata/resend_email_clicked.json")
 	if err != nil {
@@ -373,44 +352,10 @@ func BenchmarkVerify(b *testing.B) {
 // The configurations shown in the docs build adapters.
 func TestDocExample(t *testing.T) {
 	for _, file := range []string{"../../../docs/providers/resend.md", "../../../docs/providers/standard-webhooks.md"} {
-		for _, e := range docEndpoints(t, file, func(string) string { return vecSecret }) {
+		for _, e := range providertest.DocEndpoints(t, file, func(string) string { return vecSecret }) {
 			if _, err := provider.New(e.Provider, e.Settings); err != nil {
 				t.Errorf("%s: endpoint %q: %v", file, e.Name, err)
 			}
 		}
 	}
-}
-
-type docEndpoint struct {
-	Name              string `yaml:"name"`
-	Provider          string `yaml:"provider"`
-	provider.Settings `yaml:",inline"`
-}
-
-// docEndpoints decodes the first yaml block of a docs page strictly, with ${VAR} expanded by env
-// and <placeholders> replaced by a documentation address.
-func docEndpoints(t *testing.T, file string, env func(string) string) []docEndpoint {
-	t.Helper()
-	md, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(md), "```yaml\n")
-	if !ok {
-		t.Fatalf("%s has no yaml block", file)
-	}
-	block, _, _ = strings.Cut(block, "```")
-	block = regexp.MustCompile(`<[^>]+>`).ReplaceAllString(os.Expand(block, env), "192.0.2.1")
-	var cfg struct {
-		Endpoints []docEndpoint `yaml:"endpoints"`
-	}
-	dec := yaml.NewDecoder(strings.NewReader(block))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	if len(cfg.Endpoints) == 0 {
-		t.Fatalf("%s: no endpoints", file)
-	}
-	return cfg.Endpoints
 }
