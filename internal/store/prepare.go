@@ -17,7 +17,7 @@ import (
 // each first attempt writing its own (EnsureNotification): their rows, bodies and their sinks'
 // gates cost no round trip more than the outcome's. Each has its Sink, Type and Body, and its
 // MessageID and Version when its type carries them; the rest is Process's to fill.
-type Prepare func(ev domain.Event, res domain.ApplyResult, applied bool) []delivery.Notification
+type Prepare = func(ev domain.Event, res domain.ApplyResult, applied bool) []delivery.Notification
 
 // Parameters of the statement recording an outcome: message_events' ($1–$19), then the
 // message's new state when it changed ($20–$37), then notificationsCTE's.

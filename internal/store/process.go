@@ -75,6 +75,14 @@ func (s *Events) ProcessNotifying(ctx context.Context, provider, eventID string,
 		out     domain.ProcessResult
 		written []delivery.Notification
 	)
+	if prepare != nil {
+		// Bodies are built from the event as it is stored (StoredEvent's), not from the copy
+		// applyWithin truncated to the stored precision.
+		render := prepare
+		prepare = func(_ domain.Event, res domain.ApplyResult, applied bool) []delivery.Notification {
+			return render(out.Event, res, applied)
+		}
+	}
 	process := func(tx pgx.Tx) error {
 		out, written = domain.ProcessResult{}, nil
 		var (
