@@ -209,3 +209,33 @@ func TestProcessNotifyingConcurrently(t *testing.T) {
 		assert.Equal(t, 1, written[list[0].ID], id)
 	}
 }
+
+// Through a transaction pooler the store sends its statements unprepared (QueryExecModeExec),
+// its parameters typed from their Go values: the arrays of notifications included.
+func TestProcessWritesNotificationsUnprepared(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	s, err := store.Open(t.Context(), dbURL, store.Options{TransactionPooler: true})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	ctx := t.Context()
+	always := notifying{rules, func(domain.Event, domain.ApplyResult, bool) bool { return true }}
+	var calls int
+	for i, ev := range []domain.Event{
+		statusEvent("evt_px_1", "msg_px", domain.StatusDelivered, "", at(1)),
+		statusEvent("evt_px_2", "msg_px", domain.StatusAccepted, "", at(0)), // stale: the message does not change
+		inboundEvent("evt_px_3"),
+	} {
+		_, err := storetest.Enqueue(ctx, s, ev)
+		require.NoError(t, err)
+		typ := domain.TypeStatusChanged
+		if ev.Kind == domain.KindInbound {
+			typ = domain.TypeEmailReceived
+		}
+		_, written, err := s.Events.ProcessNotifying(ctx, provider, ev.EventID, false, always,
+			prepareTo(typ, func(domain.Event) string { return fmt.Sprintf(`{"n":%d}`, i) }, &calls))
+		require.NoError(t, err, ev.EventID)
+		require.Len(t, written, 1, ev.EventID)
+		assert.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(written[0].Body))
+	}
+}
