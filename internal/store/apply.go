@@ -74,7 +74,7 @@ func (s *Events) applyInTx(ctx context.Context, ev domain.Event, rules domain.Ru
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if res, _, err = s.applyWithin(ctx, tx, ev, rules, nil); err != nil {
+	if res, _, _, err = s.applyWithin(ctx, tx, ev, rules, within{}); err != nil {
 		return domain.ApplyResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -85,25 +85,24 @@ func (s *Events) applyInTx(ctx context.Context, ev domain.Event, rules domain.Ru
 
 // applyWithin applies ev to its message inside tx, as rules decide: the message row, the
 // suppression and the message_events outcome. It returns errLostRace when another attempt of the
-// event recorded its outcome first; tx must then be rolled back. With prepare, the notifications
-// prepare renders for the outcome are written with the outcome, in its statement, and returned
-// as EnsureNotification returns them (see notifyWithin).
-func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules, prepare Prepare) (domain.ApplyResult, []delivery.Notification, error) {
+// event recorded its outcome first; tx must then be rolled back. What else the outcome's
+// statement writes is w's to say; marked reports that it marked the event processed.
+func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules, w within) (res domain.ApplyResult, written []delivery.Notification, marked bool, err error) {
 	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
 		// A message recorded under the key an earlier version gave it moves to this one, with
 		// its history, unless this key has a row already (then it moved before).
 		if _, err := tx.Exec(ctx, qAdoptPriorMessage, ev.Provider, ev.PriorMessageID, ev.MessageID); err != nil {
-			return domain.ApplyResult{}, nil, fmt.Errorf("move the message from its prior key: %w", err)
+			return domain.ApplyResult{}, nil, false, fmt.Errorf("move the message from its prior key: %w", err)
 		}
 	}
 	cur, err := lockMessage(ctx, tx, ev.Provider, ev.MessageID)
 	if err != nil {
-		return domain.ApplyResult{}, nil, err
+		return domain.ApplyResult{}, nil, false, err
 	}
 
 	next, res, changed, err := rules.Apply(cur, ev, time.Now())
 	if err != nil {
-		return domain.ApplyResult{}, nil, err
+		return domain.ApplyResult{}, nil, false, err
 	}
 
 	// Whether or not the status moved: a hard bounce that is stale for its message still says
@@ -117,7 +116,7 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 		}
 		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
 			ev.MessageID, seenAt, storedScope(scope)).Scan(&res.Suppressed); err != nil {
-			return domain.ApplyResult{}, nil, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
+			return domain.ApplyResult{}, nil, false, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
 		}
 	}
 
@@ -125,7 +124,7 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 	// (config suppression.soft_bounce). Gated per event by the insert below, as the upsert is.
 	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient, rules)
 	if err != nil {
-		return domain.ApplyResult{}, nil, err
+		return domain.ApplyResult{}, nil, false, err
 	}
 	res.Suppressed = res.Suppressed || softSuppressed
 
@@ -146,19 +145,30 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 			next.Bounce.SMTPCode, next.Bounce.EnhancedCode, next.Bounce.Diagnostic, next.Bounce.Category)
 	}
 	var ns []delivery.Notification
-	if prepare != nil && rules.Notifies(ev, res, true) {
-		ns = prepare(ev, res, true)
+	notifies := rules.Notifies(ev, res, true)
+	if w.prepare != nil && notifies {
+		ns = w.prepare(ev, res, true)
 	}
-	written, recorded, err := notifyWithin(ctx, tx, recordOutcomeSQL(changed, len(ns) > 0), args, ev, ns)
+	marked = w.markQuiet && !notifies
+	written, recorded, err := notifyWithin(ctx, tx, recordOutcomeSQL(changed, len(ns) > 0, marked), args, ev, ns)
 	if err != nil {
-		return domain.ApplyResult{}, nil, fmt.Errorf("record outcome: %w", err)
+		return domain.ApplyResult{}, nil, false, fmt.Errorf("record outcome: %w", err)
 	}
 	if !recorded {
 		// Another attempt of this event committed while this one waited for the message lock.
 		// Its outcome is the one that counts; this transaction's changes must not land.
-		return domain.ApplyResult{}, nil, errLostRace
+		return domain.ApplyResult{}, nil, false, errLostRace
 	}
-	return res, written, nil
+	return res, written, marked, nil
+}
+
+// within says what applyWithin's outcome statement writes besides the outcome: the
+// notifications prepare renders for it (as EnsureNotification writes them, returned as it
+// returns them: see notifyWithin), or, with markQuiet, the event's processed_at when its outcome
+// is notified to no one (Process's transaction, which would otherwise mark it next).
+type within struct {
+	prepare   Prepare
+	markQuiet bool
 }
 
 // lockMessage creates the message unless it exists and reads its state, locked for tx.

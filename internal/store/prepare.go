@@ -33,6 +33,14 @@ const (
     RETURNING true AS ok
 )`
 
+	// qMarkProcessedIn's, with the outcome: a replay of a processed event keeps its first
+	// processed_at.
+	qMarkProcessedCTE = `p AS (
+    UPDATE webhook_events
+    SET processed_at = COALESCE(processed_at, now())
+    WHERE provider = $1 AND event_id = $2 AND EXISTS (SELECT 1 FROM e)
+)`
+
 	qUpdateMessageCTE = `u AS (
     UPDATE messages
     SET status = $20, bounce_type = $21, recipient = $22,
@@ -78,13 +86,17 @@ FROM e`
 )
 
 // recordOutcomeSQL is the statement recording an outcome: with the message's update when it
-// changed, and with notifications when there are some to write.
-func recordOutcomeSQL(changed, notify bool) string {
+// changed, with notifications when there are some to write, and marking the event processed
+// when markProcessed (the outcome is notified to no one).
+func recordOutcomeSQL(changed, notify, markProcessed bool) string {
 	ctes := []string{}
 	if changed {
 		ctes = append(ctes, qUpdateMessageCTE)
 	}
 	ctes = append(ctes, qRecordOutcomeCTE)
+	if markProcessed {
+		ctes = append(ctes, qMarkProcessedCTE)
+	}
 	if !notify {
 		return "WITH " + strings.Join(ctes, ",\n") + "\nSELECT ok FROM e"
 	}

@@ -87,7 +87,7 @@ func (s *Events) ProcessNotifying(ctx context.Context, provider, eventID string,
 		out, written = domain.ProcessResult{}, nil
 		var (
 			st                                       stored
-			processed                                bool
+			processed, marked                        bool
 			outcome, from, to, bounceType, recipient *string
 			version                                  *int64
 			suppressed                               *bool
@@ -121,7 +121,7 @@ func (s *Events) ProcessNotifying(ctx context.Context, provider, eventID string,
 			if outcome != nil {
 				res = domain.ApplyResult{Outcome: domain.Outcome(*outcome), From: domain.Status(*from), To: domain.Status(*to),
 					BounceType: *bounceType, Recipient: *recipient, Version: *version, Suppressed: *suppressed}
-			} else if res, written, err = s.applyWithin(ctx, tx, ev, rules, prepare); err != nil {
+			} else if res, written, marked, err = s.applyWithin(ctx, tx, ev, rules, within{prepare: prepare, markQuiet: true}); err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
 			out.Applied, out.Apply = true, res
@@ -137,7 +137,7 @@ func (s *Events) ProcessNotifying(ctx context.Context, provider, eventID string,
 			}
 			return nil
 		}
-		if !processed { // a replay of a processed event keeps its first processed_at
+		if !processed && !marked { // a replay of a processed event keeps its first processed_at
 			if _, err := tx.Exec(ctx, qMarkProcessedIn, provider, eventID); err != nil {
 				return fmt.Errorf("mark processed: %w", err)
 			}
