@@ -51,7 +51,7 @@ const (
 // EventStore is the events' part of the store the steps use (store.Events).
 type EventStore interface {
 	legacyEvents
-	Process(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules) (domain.ProcessResult, error)
+	ProcessNotifying(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules, prepare func(domain.Event, domain.ApplyResult, bool) []delivery.Notification) (domain.ProcessResult, []delivery.Notification, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error)
 	MarkProcessed(ctx context.Context, provider, eventID string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
@@ -99,6 +99,8 @@ type Activities struct {
 	Log *slog.Logger
 
 	statsAt sync.Map // sink name → time.Time of freshenStats' last check
+	// prepared are the notifications Process wrote, for their first attempts (prepared.go).
+	prepared preparedNotifications
 }
 
 // rules are what applying an event decides under this deployment's config and the event's
@@ -209,6 +211,13 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if err != nil {
 		return NotifyResult{}, a.failed(ctx, ev, step, fmt.Errorf("ensure notification %s: %w", id, err))
 	}
+	return a.attempt(ctx, in, sink, n)
+}
+
+// attempt makes an attempt of notification n, stored with its sink's gate, of in's event.
+func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Sink, n delivery.Notification) (NotifyResult, error) {
+	ev := in.Event
+	keyID := in.notificationEventID()
 	switch n.Status {
 	case domain.NotificationSent:
 		return NotifyResult{ID: n.ID, AlreadySent: true}, nil
@@ -224,7 +233,10 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	d := delivery.Before(n.Gate, made, a.policy())
 	release := func() {}
 	if d.Do == delivery.Send {
-		var within bool
+		var (
+			within bool
+			err    error
+		)
 		if release, within, err = a.tryLimits(ctx, sink); err != nil {
 			return NotifyResult{}, err
 		}
@@ -235,7 +247,11 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if d.Do == delivery.Park {
 		return a.park(ctx, log, sink.Name, n.ID, d.Reason, time.Time{})
 	}
-	status, sendErr := a.destination(sink).Send(ctx, notify.MessageOf(n.ID, ev.Provider, row.MessageID, keyID, in.Type, n.Body), a.now())
+	messageID := ""
+	if in.Type == domain.TypeStatusChanged {
+		messageID = ev.MessageID
+	}
+	status, sendErr := a.destination(sink).Send(ctx, notify.MessageOf(n.ID, ev.Provider, messageID, keyID, in.Type, n.Body), a.now())
 	release()
 	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
 	switch d = delivery.After(at, a.policy()); d.Do {

@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/redact"
 )
@@ -84,10 +85,11 @@ func TransitionOf(r domain.ApplyResult) domain.Transition {
 // workflow no activity task of its own.
 func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
-	res, err := a.Events.Process(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing))
+	res, written, err := a.Events.ProcessNotifying(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing), a.prepare(in.Routing))
 	if err != nil {
 		return ProcessOutput{}, a.failed(ctx, key, ProcessName, err)
 	}
+	a.prepared.keep(written, res.Event, res.Apply, a.now())
 	out := ProcessOutput{Duplicate: res.Duplicate, Kind: res.Event.Kind, Applied: res.Applied, Processed: res.Processed}
 	if res.Applied {
 		out.Transition = TransitionOf(res.Apply)
@@ -143,6 +145,15 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
 		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
+	if p, ok := a.takePrepared(in); ok {
+		// Process wrote it and read its sink's gate moments ago, in this worker.
+		note.Event, note.Apply = p.ev, p.apply
+		out, err := a.attempt(ctx, note, p.sink, p.n)
+		if err == nil {
+			out.Sink, out.Type = in.Sink, in.Type
+		}
+		return out, err
+	}
 	if len(in.Data) == 0 {
 		ev, res, _, err := a.Events.StoredEvent(ctx, in.Provider, in.EventID)
 		if err != nil {
@@ -157,6 +168,29 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 		out.Sink, out.Type = in.Sink, in.Type
 	}
 	return out, err
+}
+
+// takePrepared is the notification of a first attempt that Process wrote in this worker, with
+// its sink's configuration; ok false for a later attempt, a replay's renotification, a
+// notification about no event, one kept too long (PreparedMaxAge) or one Process did not write.
+func (a *Activities) takePrepared(in SendInput) (preparedSend, bool) {
+	if in.PriorAttempts > 0 || len(in.Data) > 0 || in.NotificationEventID != "" {
+		return preparedSend{}, false
+	}
+	p, ok := a.prepared.take(domain.NotificationID(in.Provider, in.EventID, in.Sink, in.Type), a.now())
+	if !ok {
+		return preparedSend{}, false
+	}
+	sink, ok := findSink(a.Sinks, in.Sink)
+	if !ok {
+		return preparedSend{}, false
+	}
+	return preparedSend{prepared: p, sink: sink}, true
+}
+
+type preparedSend struct {
+	prepared
+	sink config.Sink
 }
 
 // unprocessable reports whether err says the event cannot be processed as it is, whatever the

@@ -617,7 +617,7 @@ def median_of(phase, get):
 def add(metric, phase, get, fmt="{:.1f}"):
     """A row for phase, and right after it one for each variant that ran (+eager, @prev, @base)."""
     med = one(metric, phase, get, fmt)
-    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base"):
+    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager"):
         if other in runs:
             one(metric, other, get, fmt)
     return med
@@ -748,6 +748,7 @@ ratio("fixed: processed rate / baseline --local all", fx, ba, 0.8)
 ratio("fixed+eager: processed rate / without eager start", median_of("fixed+eager", rate), fx, 1.0)
 ratio("fixed+eager: processed rate / the same work on BASE_REF", median_of("fixed+eager", rate), median_of("fixed@base", rate), 3.0)
 ratio("fixed+eager: processed rate / baseline --local all", median_of("fixed+eager", rate), ba, 0.8)
+ratio("fixed+eager: processed rate / fixed@base+eager (issue 46)", median_of("fixed+eager", rate), median_of("fixed@base+eager", rate), 1.1)
 ratio("fixed: processed rate / the same work on PREV_REF", fx, median_of("fixed@prev", rate), 1.0)
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/redact"
 )
@@ -73,7 +74,7 @@ func (s *Events) applyInTx(ctx context.Context, ev domain.Event, rules domain.Ru
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if res, err = s.applyWithin(ctx, tx, ev, rules); err != nil {
+	if res, _, _, err = s.applyWithin(ctx, tx, ev, rules, within{}); err != nil {
 		return domain.ApplyResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -84,42 +85,24 @@ func (s *Events) applyInTx(ctx context.Context, ev domain.Event, rules domain.Ru
 
 // applyWithin applies ev to its message inside tx, as rules decide: the message row, the
 // suppression and the message_events outcome. It returns errLostRace when another attempt of the
-// event recorded its outcome first; tx must then be rolled back.
-func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules) (domain.ApplyResult, error) {
+// event recorded its outcome first; tx must then be rolled back. What else the outcome's
+// statement writes is w's to say; marked reports that it marked the event processed.
+func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, rules domain.Rules, w within) (res domain.ApplyResult, written []delivery.Notification, marked bool, err error) {
 	if ev.PriorMessageID != "" && ev.PriorMessageID != ev.MessageID {
 		// A message recorded under the key an earlier version gave it moves to this one, with
 		// its history, unless this key has a row already (then it moved before).
 		if _, err := tx.Exec(ctx, qAdoptPriorMessage, ev.Provider, ev.PriorMessageID, ev.MessageID); err != nil {
-			return domain.ApplyResult{}, fmt.Errorf("move the message from its prior key: %w", err)
+			return domain.ApplyResult{}, nil, false, fmt.Errorf("move the message from its prior key: %w", err)
 		}
 	}
-	if _, err := tx.Exec(ctx, qEnsureMessage, ev.Provider, ev.MessageID); err != nil {
-		return domain.ApplyResult{}, fmt.Errorf("create message: %w", err)
-	}
-	var cur domain.MessageState
-	if err := tx.QueryRow(ctx, qLockMessage, ev.Provider, ev.MessageID).Scan(
-		&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
-		&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
-		&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
-		&cur.Bounce.SMTPCode, &cur.Bounce.EnhancedCode, &cur.Bounce.Diagnostic, &cur.Bounce.Category,
-	); err != nil {
-		return domain.ApplyResult{}, fmt.Errorf("lock message: %w", err)
+	cur, err := lockMessage(ctx, tx, ev.Provider, ev.MessageID)
+	if err != nil {
+		return domain.ApplyResult{}, nil, false, err
 	}
 
 	next, res, changed, err := rules.Apply(cur, ev, time.Now())
 	if err != nil {
-		return domain.ApplyResult{}, err
-	}
-	if changed {
-		if _, err := tx.Exec(ctx, qUpdateMessage, ev.Provider, ev.MessageID,
-			string(next.Status), next.BounceType, next.Recipient,
-			next.OrderRank, next.OrderOccurredAt, next.OrderEventID, next.Version,
-			next.Unsubscribed, next.UnsubscribedAt,
-			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt, next.CorrectedAt,
-			next.Bounce.SMTPCode, next.Bounce.EnhancedCode, next.Bounce.Diagnostic, next.Bounce.Category,
-		); err != nil {
-			return domain.ApplyResult{}, fmt.Errorf("update message: %w", err)
-		}
+		return domain.ApplyResult{}, nil, false, err
 	}
 
 	// Whether or not the status moved: a hard bounce that is stale for its message still says
@@ -133,7 +116,7 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 		}
 		if err := tx.QueryRow(ctx, qUpsertSuppression, address, reason, ev.Provider, ev.EventID,
 			ev.MessageID, seenAt, storedScope(scope)).Scan(&res.Suppressed); err != nil {
-			return domain.ApplyResult{}, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
+			return domain.ApplyResult{}, nil, false, fmt.Errorf("suppress %s in %s: %w", redact.Address(address), scope, err)
 		}
 	}
 
@@ -141,27 +124,73 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 	// (config suppression.soft_bounce). Gated per event by the insert below, as the upsert is.
 	softSuppressed, err := s.softBounceWithin(ctx, tx, ev, next.Recipient, rules)
 	if err != nil {
-		return domain.ApplyResult{}, err
+		return domain.ApplyResult{}, nil, false, err
 	}
 	res.Suppressed = res.Suppressed || softSuppressed
 
+	// The message's new state (when it changed), its history row and the notifications of the
+	// outcome in one statement: the history row's insert is the per-event gate, so the others
+	// only land with it (the update runs either way, and errLostRace rolls it back).
 	actor, note := correctionBy(ev)
 	bounce := rules.KeptBounce(ev)
-	var inserted bool
-	err = tx.QueryRow(ctx, qInsertMessageEvent, ev.Provider, ev.EventID, ev.MessageID, ev.Type,
+	args := []any{ev.Provider, ev.EventID, ev.MessageID, ev.Type,
 		string(ev.Status), nullTime(ev.OccurredAt), string(res.Outcome), string(res.From),
 		string(res.To), res.BounceType, res.Recipient, res.Version, actor, note, res.Suppressed,
-		bounce.SMTPCode, bounce.EnhancedCode, bounce.Diagnostic, bounce.Category,
-	).Scan(&inserted)
-	if errors.Is(err, pgx.ErrNoRows) {
+		bounce.SMTPCode, bounce.EnhancedCode, bounce.Diagnostic, bounce.Category}
+	if changed {
+		args = append(args, string(next.Status), next.BounceType, next.Recipient,
+			next.OrderRank, next.OrderOccurredAt, next.OrderEventID, next.Version,
+			next.Unsubscribed, next.UnsubscribedAt,
+			next.Opens, next.Clicks, next.FirstOpenedAt, next.FirstClickedAt, next.CorrectedAt,
+			next.Bounce.SMTPCode, next.Bounce.EnhancedCode, next.Bounce.Diagnostic, next.Bounce.Category)
+	}
+	var ns []delivery.Notification
+	notifies := rules.Notifies(ev, res, true)
+	if w.prepare != nil && notifies {
+		ns = w.prepare(ev, res, true)
+	}
+	marked = w.markQuiet && !notifies
+	written, recorded, err := notifyWithin(ctx, tx, recordOutcomeSQL(changed, len(ns) > 0, marked), args, ev, ns)
+	if err != nil {
+		return domain.ApplyResult{}, nil, false, fmt.Errorf("record outcome: %w", err)
+	}
+	if !recorded {
 		// Another attempt of this event committed while this one waited for the message lock.
 		// Its outcome is the one that counts; this transaction's changes must not land.
-		return domain.ApplyResult{}, errLostRace
+		return domain.ApplyResult{}, nil, false, errLostRace
+	}
+	return res, written, marked, nil
+}
+
+// within says what applyWithin's outcome statement writes besides the outcome: the
+// notifications prepare renders for it (as EnsureNotification writes them, returned as it
+// returns them: see notifyWithin), or, with markQuiet, the event's processed_at when its outcome
+// is notified to no one (Process's transaction, which would otherwise mark it next).
+type within struct {
+	prepare   Prepare
+	markQuiet bool
+}
+
+// lockMessage creates the message unless it exists and reads its state, locked for tx.
+func lockMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (domain.MessageState, error) {
+	var cur domain.MessageState
+	scan := func(row pgx.Row) error {
+		return row.Scan(
+			&cur.Status, &cur.BounceType, &cur.Recipient, &cur.OrderRank, &cur.OrderOccurredAt,
+			&cur.OrderEventID, &cur.Version, &cur.Unsubscribed, &cur.UnsubscribedAt, &cur.Opens,
+			&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
+			&cur.Bounce.SMTPCode, &cur.Bounce.EnhancedCode, &cur.Bounce.Diagnostic, &cur.Bounce.Category)
+	}
+	err := scan(tx.QueryRow(ctx, qEnsureLockMessage, provider, messageID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Inserted by a concurrent transaction after this statement's snapshot: now committed
+		// (the insert waited for it), so a statement of its own reads and locks it.
+		err = scan(tx.QueryRow(ctx, qLockMessage, provider, messageID))
 	}
 	if err != nil {
-		return domain.ApplyResult{}, fmt.Errorf("record outcome: %w", err)
+		return domain.MessageState{}, fmt.Errorf("lock message: %w", err)
 	}
-	return res, nil
+	return cur, nil
 }
 
 // recordedOutcome returns the outcome stored for ev, with ok false when none is.

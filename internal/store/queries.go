@@ -37,41 +37,38 @@ WITH moved AS (
 UPDATE message_events SET message_id = $3
 WHERE provider = $1 AND message_id = $2 AND EXISTS (SELECT 1 FROM moved)`
 
-	qEnsureMessage = `
-INSERT INTO messages (provider, message_id)
-VALUES ($1, $2)
-ON CONFLICT (provider, message_id) DO NOTHING`
-
 	// FOR UPDATE serializes every ApplyStatus of one message, so the state computed in Go
 	// from this row is still current when it is written back.
 	qLockMessage = `
-SELECT status, bounce_type, recipient, order_rank, order_occurred_at, order_event_id, version,
-       unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at,
-       corrected_at, smtp_code, enhanced_code, diagnostic, bounce_category
+SELECT ` + messageStateColumns + `
 FROM messages
 WHERE provider = $1 AND message_id = $2
 FOR UPDATE`
 
-	qUpdateMessage = `
-UPDATE messages
-SET status = $3, bounce_type = $4, recipient = $5,
-    order_rank = $6, order_occurred_at = $7, order_event_id = $8, version = $9,
-    unsubscribed = $10, unsubscribed_at = $11,
-    opens = $12, clicks = $13, first_opened_at = $14, first_clicked_at = $15,
-    corrected_at = $16,
-    smtp_code = $17, enhanced_code = $18, diagnostic = $19, bounce_category = $20,
-    updated_at = now()
-WHERE provider = $1 AND message_id = $2`
+	// Creates the message unless it exists, and locks and reads it, in one statement: the new row (which this statement's
+	// snapshot cannot read, so it comes from RETURNING, locked as any row this transaction
+	// wrote) or the existing one, locked and read in its latest version as FOR UPDATE reads it.
+	// No row means a concurrent transaction inserted the message after this statement's
+	// snapshot was taken: qLockMessage, a statement of its own, reads it then.
+	qEnsureLockMessage = `
+WITH ins AS (
+    INSERT INTO messages (provider, message_id)
+    VALUES ($1, $2)
+    ON CONFLICT (provider, message_id) DO NOTHING
+    RETURNING ` + messageStateColumns + `
+), cur AS (
+    SELECT ` + messageStateColumns + `
+    FROM messages
+    WHERE provider = $1 AND message_id = $2
+    FOR UPDATE
+)
+SELECT * FROM ins
+UNION ALL
+SELECT * FROM cur`
 
-	qInsertMessageEvent = `
-INSERT INTO message_events (provider, event_id, message_id, event_type, status, occurred_at,
-                            outcome, from_status, to_status, bounce_type, recipient, version,
-                            actor, note, suppressed,
-                            smtp_code, enhanced_code, diagnostic, bounce_category)
-VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-        $16, $17, $18, $19)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING true`
+	messageStateColumns = `status, bounce_type, recipient, order_rank, order_occurred_at, order_event_id, version,
+       unsubscribed, unsubscribed_at, opens, clicks, first_opened_at, first_clicked_at,
+       corrected_at, smtp_code, enhanced_code, diagnostic, bounce_category`
 
 	qGetMessage = `
 SELECT provider, message_id, status, bounce_type, recipient, version, unsubscribed,
