@@ -68,6 +68,8 @@
 # it; PREV_REF and NAME@prev likewise (a second tree). The load generator is always this tree's.
 # The summary puts them next to each other.
 # NAME+eager runs NAME with temporal.eager_start on.
+# METADATA=1: every delivery event carries a sender's metadata and tags (loadtest --metadata), in
+# every phase and for every tree (a tree before issue 42 receives and ignores them).
 #
 # Before each phase it waits (up to QUIET_WAIT seconds) for the 1-minute load average to drop
 # to MAX_LOAD, and records the load it ran under. Everything listens on 127.0.0.1 only, and the
@@ -332,7 +334,7 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 		--sendgrid-key "$WORK/sg.pem" --sink-listen "127.0.0.1:$SINK_PORT" --sink-secret "$(cat "$WORK/sink.secret")" \
 		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
 		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
-		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" "$@" >"$out.txt" 2>&1
+		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" ${METADATA:+--metadata} "$@" >"$out.txt" 2>&1
 }
 
 # relation_sizes <database URL> <out>: per table (partitions counted in their root), the bytes of

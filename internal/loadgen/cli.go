@@ -79,6 +79,7 @@ addresses only.`,
 	f.Float64Var(&o.DupShare, "dup-share", 0.1, "share of requests that re-send an earlier request's body [0, 0.5)")
 	f.Float64Var(&o.DupConcurrent, "dup-concurrent", 0.5, "share of the re-sends sent at the same moment as the original")
 	f.Float64Var(&o.OutOfOrder, "out-of-order", 0.3, "share of message lifecycles sent in a shuffled order")
+	f.BoolVar(&o.Metadata, "metadata", false, "every delivery event carries a sender's metadata and tags (Postscale data.metadata/tags, SendGrid custom arguments)")
 	f.IntVar(&o.MaxBatch, "max-batch", 10, "SendGrid batches carry 1..max-batch events")
 	f.Int64Var(&o.Seed, "seed", 1, "random seed (same seed, same lifecycles)")
 	f.IntVar(&o.MaxRetries, "max-retries", 5, "retries of a request answered 5xx or not at all (from 200ms, doubling)")

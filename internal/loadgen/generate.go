@@ -79,6 +79,9 @@ type Event struct {
 	// Body is the event's JSON: a whole Postscale request body, or one SendGrid batch element.
 	Body []byte
 
+	// meta: the body carries the sender's metadata and tags (GenOptions.Metadata).
+	meta bool
+
 	// Index is the event's position in Generator.Events.
 	Index int
 	cycle *Lifecycle
@@ -138,6 +141,10 @@ type GenOptions struct {
 	OutOfOrder float64
 	// Base is when the generated messages were "sent"; occurred_at times follow from it.
 	Base time.Time
+	// Metadata puts a sender's metadata and tags on every delivery event, where each provider
+	// carries them (Postscale data.metadata and data.tags, SendGrid custom arguments beside
+	// its category), so the accept path's cost with them can be measured (issue 42).
+	Metadata bool
 }
 
 // Generator makes lifecycles and remembers every event it made. It is safe for concurrent use.
@@ -196,7 +203,7 @@ func (g *Generator) NewLifecycle(provider string) *Lifecycle {
 			continue
 		}
 		g.seq++
-		ev := &Event{Provider: provider, Action: s.a, BounceType: s.bounce, OccurredAt: start.Add(s.at), Recipient: rcpt, Index: len(g.Events), cycle: l}
+		ev := &Event{Provider: provider, Action: s.a, BounceType: s.bounce, OccurredAt: start.Add(s.at), Recipient: rcpt, Index: len(g.Events), cycle: l, meta: g.o.Metadata}
 		switch {
 		case s.a == Inbound:
 			// The flat inbound shape has no id: mailhook derives "email.received:<email_id>".
@@ -299,6 +306,9 @@ func postscaleEnvelope(ev *Event) []byte {
 	case Deferred:
 		extra.WriteString(`,"diagnostic":"451 4.7.1 try again later"`)
 	}
+	if ev.meta {
+		fmt.Fprintf(&extra, `,"metadata":{"customer_id":"cus_%s","order_id":"ord_%s","plan":"pro"},"tags":["receipt","loadtest"]`, ev.MessageID, ev.MessageID)
+	}
 	return fmt.Appendf(nil, `{"id":%q,"type":%q,"created_at":%q,"data":{"email_id":%q,"from":"hello@app.loadtest.example","to":%q,"subject":"Your receipt"%s}}`,
 		ev.EventID, t.typ, at, ev.MessageID, ev.Recipient, extra.String())
 }
@@ -342,6 +352,9 @@ func sendgridElement(ev *Event) []byte {
 		extra.WriteString(`,"useragent":"Mozilla/5.0","ip":"203.0.113.7"`)
 	case Clicked:
 		extra.WriteString(`,"url":"https://app.loadtest.example/welcome","useragent":"Mozilla/5.0","ip":"203.0.113.7"`)
+	}
+	if ev.meta {
+		fmt.Fprintf(&extra, `,"customer_id":"cus_%s","order_id":"ord_%s","plan":"pro"`, ev.MessageID, ev.MessageID)
 	}
 	return fmt.Appendf(nil, `{"email":%q,"timestamp":%s,"smtp-id":"<%s@loadtest.example>","event":%q,"category":["loadtest"],"sg_event_id":%q,"sg_message_id":"%s.filterdrecv-p3las1-5bf99c48d-5tmqs-18-5F1A2B3C-1A.0"%s}`,
 		ev.Recipient, strconv.FormatInt(ev.OccurredAt.Unix(), 10), ev.MessageID, sendgridTypes[ev.Action], ev.EventID, ev.MessageID, extra.String())

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -359,5 +360,46 @@ func TestActionStatusMapping(t *testing.T) {
 	}
 	if fmt.Sprint(Bounced) != "bounced" {
 		t.Error(fmt.Sprint(Bounced))
+	}
+}
+
+// The accept path is measured with metadata on every event (issue 42): each provider's bodies
+// carry it where that provider does, and stay valid JSON.
+func TestMetadataOnEveryDeliveryEvent(t *testing.T) {
+	for _, meta := range []bool{false, true} {
+		g := NewGenerator(GenOptions{Seed: 3, RunID: "md", Metadata: meta})
+		for range 20 {
+			g.NewLifecycle(Postscale)
+			g.NewLifecycle(SendGrid)
+		}
+		seen := 0
+		for _, ev := range g.Events {
+			if ev.Action == Inbound {
+				continue
+			}
+			var o map[string]any
+			if err := json.Unmarshal(ev.Body, &o); err != nil {
+				t.Fatalf("%s body is not JSON: %v\n%s", ev.Provider, err, ev.Body)
+			}
+			where := o
+			if ev.Provider == Postscale {
+				where, _ = o["data"].(map[string]any)
+			}
+			var has bool
+			switch ev.Provider {
+			case Postscale:
+				md, _ := where["metadata"].(map[string]any)
+				has = md["customer_id"] == "cus_"+ev.MessageID && where["tags"] != nil
+			case SendGrid:
+				has = where["customer_id"] == "cus_"+ev.MessageID
+			}
+			if has != meta {
+				t.Fatalf("metadata %v: %s event carries it: %v\n%s", meta, ev.Provider, has, ev.Body)
+			}
+			seen++
+		}
+		if seen == 0 {
+			t.Fatal("no delivery events generated")
+		}
 	}
 }

@@ -61,9 +61,11 @@ type Options struct {
 	DupShare      float64
 	DupConcurrent float64
 	OutOfOrder    float64
-	MaxBatch      int
-	Seed          int64
-	MaxRetries    int
+	// Metadata: every delivery event carries a sender's metadata and tags (GenOptions.Metadata).
+	Metadata   bool
+	MaxBatch   int
+	Seed       int64
+	MaxRetries int
 
 	SinkListen string
 	SinkSecret string
@@ -178,7 +180,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 		}},
-		gen:        NewGenerator(GenOptions{Seed: o.Seed, RunID: runID, OutOfOrder: o.OutOfOrder}),
+		gen:        NewGenerator(GenOptions{Seed: o.Seed, RunID: runID, OutOfOrder: o.OutOfOrder, Metadata: o.Metadata}),
 		ev:         map[*Event]*evState{},
 		startsAcc:  map[string]int{},
 		startsDup:  map[string]int{},
