@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -655,6 +656,12 @@ type workSample struct {
 var requestLine = regexp.MustCompile(`(?m)^temporal_request(?:_total)?\{([^}]*)\} ([0-9.e+-]+)$`)
 var operationLabel = regexp.MustCompile(`operation="([^"]+)"`)
 
+// startLine is a start of an event's workflow by its origin and result (the handoff's and the
+// relays' counters; an event accepted through Temporal is one start too), summed like the
+// Temporal requests, under "handoff <result>", "relay <result>" and "through": where the
+// StartWorkflowExecution calls come from.
+var startLine = regexp.MustCompile(`(?m)^mailhook_(handoff|relay)_starts_total\{[^}]*result="([^"]+)"[^}]*\} ([0-9.e+-]+)$|^mailhook_events_accepted_through_temporal_total\{[^}]*\} ([0-9.e+-]+)$`)
+
 func (w *together) sampleWork(start time.Time) *workSampler {
 	s := &workSampler{w: w, start: start, stopc: make(chan struct{}), done: make(chan struct{}),
 		last: map[*proc]map[string]float64{}, total: map[string]float64{}}
@@ -704,6 +711,15 @@ func (s *workSampler) sample() {
 			}
 			v, _ := strconv.ParseFloat(string(m[2]), 64)
 			now[string(op[1])] += v
+		}
+		for _, m := range startLine.FindAllSubmatch(body, -1) {
+			if len(m[1]) == 0 {
+				v, _ := strconv.ParseFloat(string(m[4]), 64)
+				now["through accepted"] += v
+				continue
+			}
+			v, _ := strconv.ParseFloat(string(m[3]), 64)
+			now[string(m[1])+" "+string(m[2])] += v
 		}
 		s.mu.Lock()
 		prev := s.last[p]
@@ -765,6 +781,14 @@ func (s *workSampler) report(t *testing.T, l *togetherLoad, applied []appliedFau
 	}
 	t.Logf("Temporal work over the run (%d events accepted): per event %.2f starts, %.2f workflow tasks, %.3f activity tasks; %v workflow tasks and %v activity tasks failed",
 		accepted, per(starts, accepted), per(wft, accepted), per(at, accepted), wftFailed, atFailed)
+	var origins []string
+	for k, v := range s.total {
+		if strings.HasPrefix(k, "handoff ") || strings.HasPrefix(k, "relay ") || k == "through accepted" {
+			origins = append(origins, fmt.Sprintf("%s %.0f", k, v))
+		}
+	}
+	slices.Sort(origins)
+	t.Logf("starts by origin and result (StartWorkflowExecution calls %.0f): %s", starts, strings.Join(origins, ", "))
 	var lines []string
 	for _, f := range applied {
 		a, b := s.at(f.Start), s.at(f.End+10*time.Second)
