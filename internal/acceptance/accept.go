@@ -76,8 +76,8 @@ type Acceptor struct {
 	Handoff Offerer
 	// Hold is how long relays leave a new row to the Handoff before starting it themselves.
 	Hold time.Duration
-	// Timeout bounds a request's wait for its insert (default 5 s), so a hung database gives a
-	// prompt 503 well inside the HTTP write timeout.
+	// Timeout bounds a request's wait for a writer, and a writer's insert (default 5 s), so a
+	// hung database gives a prompt 503 well inside the HTTP write timeout.
 	Timeout time.Duration
 	// Writers is how many INSERTs may run at once (default 4), MaxBatchEvents how many events
 	// one of them takes at most (default 500; a larger request goes alone).
@@ -102,7 +102,16 @@ type Acceptor struct {
 type request struct {
 	rows []store.InboxRow
 	done chan []rowResult // buffered: the writer never blocks on a request that gave up
+	// state says who owns the request: queued (nobody yet), taken by a writer, or abandoned by
+	// its caller before any writer took it. Exactly one of the writer and the caller wins it.
+	state atomic.Int32
 }
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
 
 // rowResult is one row's insert: inserted or not (a duplicate), refused (its data), or err (the
 // insert could not run; nothing can be said).
@@ -122,9 +131,9 @@ func NewAcceptor(st Store, log *slog.Logger) *Acceptor {
 }
 
 // Accept checks and records the events and gives one verdict per event, in order. An error
-// means nothing can be said to be durable (PostgreSQL unavailable or slower than Timeout): answer
-// 503. A request that times out may still be inserted afterwards; its retry is then a
-// duplicate, as it should be.
+// means nothing can be said to be durable (PostgreSQL unavailable, no writer free within
+// Timeout, or an insert slower than Timeout): answer 503. A request whose insert has begun
+// waits for its outcome (at most Timeout more), so an insert that commits is answered 200.
 func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, error) {
 	out := make([]Verdict, len(evs))
 	reject := func(i int, err error) { out[i] = Verdict{Status: Rejected, Err: err} }
@@ -179,7 +188,7 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 		err     error
 	)
 	if a.writing.Load() {
-		results, err = a.viaWriters(ctx, rows)
+		results, err = a.viaWriters(reqCtx, ctx, rows)
 	} else {
 		results = a.insert(ctx, [][]store.InboxRow{rows})[0]
 		a.counted(1, len(rows))
@@ -221,7 +230,13 @@ func (a *Acceptor) Accept(ctx context.Context, evs []domain.Event) ([]Verdict, e
 
 var errStopped = errors.New("acceptor stopped")
 
-func (a *Acceptor) viaWriters(ctx context.Context, rows []store.InboxRow) ([]rowResult, error) {
+// viaWriters has a writer insert rows. ctx (the insert timeout) bounds the wait for a writer to
+// take the request; once one has, the request waits for the insert's outcome, which the writer
+// bounds by its own timeout, so the answer says what PostgreSQL did: a request that gave up on an
+// insert still running was answered 503 (or accepted through Temporal) while its rows were
+// committed a moment later, which on a starved machine happened to valid traffic every minute.
+// reqCtx (the request's own: client gone, AnswerWithin passed) ends every wait.
+func (a *Acceptor) viaWriters(reqCtx, ctx context.Context, rows []store.InboxRow) ([]rowResult, error) {
 	req := &request{rows: rows, done: make(chan []rowResult, 1)}
 	select {
 	case a.queue <- req:
@@ -232,7 +247,16 @@ func (a *Acceptor) viaWriters(ctx context.Context, rows []store.InboxRow) ([]row
 	case res := <-req.done:
 		return res, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for the insert: %w", ctx.Err())
+	}
+	if req.state.CompareAndSwap(queued, abandoned) {
+		// No writer took it, and none will: nothing of it was written.
+		return nil, fmt.Errorf("wait for a writer: %w", ctx.Err())
+	}
+	select {
+	case res := <-req.done:
+		return res, nil
+	case <-reqCtx.Done():
+		return nil, fmt.Errorf("wait for the insert: %w", context.Cause(reqCtx))
 	}
 }
 
@@ -302,15 +326,22 @@ func (a *Acceptor) write(ctx context.Context) {
 			a.failQueued()
 			return
 		case r := <-a.queue:
-			batch = append(batch, r)
+			if r.state.CompareAndSwap(queued, taken) {
+				batch = append(batch, r)
+			}
+		}
+		if len(batch) == 0 {
+			continue // its caller gave up waiting before a writer was free
 		}
 		n := len(batch[0].rows)
 	more:
 		for n < a.MaxBatchEvents {
 			select {
 			case r := <-a.queue:
-				batch = append(batch, r)
-				n += len(r.rows)
+				if r.state.CompareAndSwap(queued, taken) {
+					batch = append(batch, r)
+					n += len(r.rows)
+				}
 			default:
 				break more
 			}
@@ -343,6 +374,9 @@ func (a *Acceptor) failQueued() {
 	for {
 		select {
 		case r := <-a.queue:
+			if !r.state.CompareAndSwap(queued, taken) {
+				continue
+			}
 			res := make([]rowResult, len(r.rows))
 			for i := range res {
 				res[i].err = errStopped

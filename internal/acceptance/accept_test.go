@@ -177,3 +177,77 @@ func rows(t *testing.T, s *store.Store, query string) int {
 	require.NoError(t, storetest.Pool(t, s).QueryRow(t.Context(), query).Scan(&n))
 	return n
 }
+
+// gatedInbox is a store whose inserts end when told: block returns at once when nil, else
+// waits for it (a writer's insert that runs as long as the test says); every insert's keys are
+// recorded and reported on started.
+type gatedInbox struct {
+	mu      sync.Mutex
+	keys    []string
+	started chan string
+	block   func(ctx context.Context, n int)
+}
+
+func (g *gatedInbox) EnqueueRows(ctx context.Context, rows []store.InboxRow, _ time.Duration) ([]bool, error) {
+	g.mu.Lock()
+	n := len(g.keys)
+	for _, r := range rows {
+		_, id := r.Key()
+		g.keys = append(g.keys, id)
+	}
+	g.mu.Unlock()
+	_, id := rows[0].Key()
+	g.started <- id
+	if g.block != nil {
+		g.block(ctx, n)
+	}
+	out := make([]bool, len(rows))
+	for i := range out {
+		out[i] = true
+	}
+	return out, nil
+}
+
+// An insert a writer has begun is answered from its outcome even when it ends after the
+// request's own wait did: its rows are committed, so its answer is 200, never 503 (on a
+// starved machine a request used to give up while the insert it had handed over committed).
+func TestAnInsertUnderWayIsAnsweredFromItsOutcome(t *testing.T) {
+	g := &gatedInbox{started: make(chan string, 8)}
+	// The insert commits when the writer's own timeout passes: the request's, which began
+	// before the writer took it, has passed by then.
+	g.block = func(ctx context.Context, _ int) { <-ctx.Done() }
+	a := acceptance.NewAcceptor(g, nil)
+	a.Writers, a.Timeout = 1, 200*time.Millisecond
+	runAcceptor(t, a)
+	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_slow")})
+	require.NoError(t, err, "a committed insert answered as a failure")
+	assert.Equal(t, acceptance.Accepted, got[0].Status)
+}
+
+// A request no writer took within the timeout is answered 503 and is then never inserted: the
+// 503 is true, and its retry is accepted, not a duplicate of a row written behind its back.
+func TestARequestNoWriterTookIsNeverInserted(t *testing.T) {
+	release := make(chan struct{})
+	g := &gatedInbox{started: make(chan string, 8)}
+	g.block = func(_ context.Context, n int) {
+		if n == 0 {
+			<-release
+		}
+	}
+	a := acceptance.NewAcceptor(g, nil)
+	a.Writers, a.Timeout = 1, 100*time.Millisecond
+	runAcceptor(t, a)
+	first := make(chan error, 1)
+	go func() { _, err := a.Accept(t.Context(), []domain.Event{ev("evt_first")}); first <- err }()
+	require.Equal(t, "evt_first", <-g.started)
+	_, err := a.Accept(t.Context(), []domain.Event{ev("evt_waited")})
+	require.Error(t, err, "the only writer was busy for longer than the timeout")
+	close(release)
+	require.NoError(t, <-first)
+	got, err := a.Accept(t.Context(), []domain.Event{ev("evt_waited")})
+	require.NoError(t, err)
+	assert.Equal(t, acceptance.Accepted, got[0].Status, "the retry of a request answered 503")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.Equal(t, []string{"evt_first", "evt_waited"}, g.keys, "the abandoned request was inserted after its 503")
+}

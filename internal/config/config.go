@@ -195,7 +195,8 @@ type Acceptance struct {
 	// config or MAILHOOK_ACCEPTANCE_MODE that still sets it is accepted with a warning
 	// (Warnings) and ignored.
 	Mode string `yaml:"mode"`
-	// InsertTimeout bounds a webhook's wait for its insert; past it the answer is 503.
+	// InsertTimeout bounds a webhook's wait for a writer, and a writer's insert; past either
+	// the answer is 503 (a request whose insert has begun is answered from its outcome).
 	InsertTimeout time.Duration `yaml:"insert_timeout"`
 	Relay         Relay         `yaml:"relay"`
 	// ThroughTemporal accepts webhooks while PostgreSQL cannot take them, by starting their

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -16,8 +17,14 @@ import (
 	"github.com/mailhook/mailhook/internal/testenv"
 )
 
+// drainGiveUp is notify.give_up_after for the tests that drain a seeded backlog: the default
+// (72 h), not the harness's minute, which is for tests that watch a give-up. A drain on a starved
+// machine takes longer than a minute, and what was still parked then ended failed: a drain of
+// 2,000 stopped at 1,500 sent under load 30, with no progress to wait for.
+var drainGiveUp = config.Defaults().Notify.GiveUpAfter
+
 // seedParked parks n status changes for sink, as an outage would have left them: n/2 messages
-// with two versions each, parked oldest first, seconds ago (the harness gives up after a minute).
+// with two versions each, parked oldest first, seconds ago (give drainGiveUp to the harness).
 func (h *harness) seedParked(sink string, n int) {
 	h.t.Helper()
 	// The sink's row, as its drainer's first step makes it: GET /v1/sinks counts parked from it.
@@ -46,13 +53,39 @@ func (h *harness) drainSink(sink string, n int) time.Duration {
 	if err := h.svc.Drainers().Wake(context.Background(), sink); err != nil {
 		h.t.Fatal(err)
 	}
-	h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink)
+	h.waitSent(sink, n)
 	var last time.Time
 	if err := h.db.QueryRow(context.Background(),
 		`SELECT max(sent_at) FROM notifications WHERE sink = $1`, sink).Scan(&last); err != nil {
 		h.t.Fatal(err)
 	}
 	return last.Sub(start)
+}
+
+// waitSent waits until n of the sink's notifications are sent, and fails at once when one of
+// them ended failed instead: no wait can see it sent then.
+func (h *harness) waitSent(sink string, n int) {
+	h.t.Helper()
+	testenv.WaitFor(h.t, fmt.Sprintf("%d notifications sent to %s", n, sink), testenv.Stall, func() (int64, bool, error) {
+		var sent, failed int
+		var reason *string
+		err := h.db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FILTER (WHERE status = 'failed'),
+			min(last_error) FILTER (WHERE status = 'failed') FROM notifications WHERE sink = $1`, sink).Scan(&sent, &failed, &reason)
+		if err != nil {
+			return 0, false, err
+		}
+		if failed > 0 {
+			h.t.Fatalf("%d of %s's notifications ended failed (%d sent), e.g.: %v", failed, sink, sent, deref(reason))
+		}
+		return int64(sent), sent == n, nil
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // drainerWork counts the Temporal work of the sink's drainer so far: workflow tasks, activity
@@ -85,7 +118,7 @@ func TestBacklogDrainsToEveryKindOncePerID(t *testing.T) {
 	bus := natsSink(testenv.NATSURL(t))
 	vhost := testenv.RabbitMQVhost(t)
 	rabbitQueue(t, vhost)
-	o := harnessOptions{sinks: func(s []config.Sink) []config.Sink { return append(s, bus, rabbitSink(vhost)) }}
+	o := harnessOptions{notifyTimeout: drainGiveUp, sinks: func(s []config.Sink) []config.Sink { return append(s, bus, rabbitSink(vhost)) }}
 	if v, _ := strconv.Atoi(os.Getenv("MAILHOOK_PUBLISH_BATCH")); v > 0 {
 		o.notify = func(n *config.Notify) { n.PublishBatchSize = v }
 	}
@@ -145,8 +178,9 @@ func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 			sink, stop, start, read := b.sink, b.crash, b.start, b.read
 			const batch = 200
 			h := newHarness(t, harnessOptions{
-				notify: func(n *config.Notify) { n.PublishBatchSize = batch },
-				sinks:  func(s []config.Sink) []config.Sink { return append(s, sink) },
+				notifyTimeout: drainGiveUp,
+				notify:        func(n *config.Notify) { n.PublishBatchSize = batch },
+				sinks:         func(s []config.Sink) []config.Sink { return append(s, sink) },
 			})
 			h.seedParked(sink.Name, n)
 			if err := h.svc.Drainers().Wake(context.Background(), sink.Name); err != nil {
@@ -164,7 +198,7 @@ func TestBrokerRestartDuringADrainLosesNothing(t *testing.T) {
 			h.waitSinkState(sink.Name, sinkdelivery.Open, -1)
 			start()
 			h.waitSinkState(sink.Name, sinkdelivery.Closed, 0)
-			h.waitQuery(n, `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink.Name)
+			h.waitSent(sink.Name, n)
 			got := read()
 			dups := checkOncePerIDInOrder(t, kind, got, n)
 			t.Logf("%s: broker stopped with %d of %d sent; %d messages read back, %d of them second copies", kind, atStop, n, len(got), dups)

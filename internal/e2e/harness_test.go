@@ -259,6 +259,9 @@ type harnessOptions struct {
 	softBounce config.SoftBounce
 	// startTimeout, when set, replaces temporal.start_timeout (3 s).
 	startTimeout time.Duration
+	// noThroughTemporal turns acceptance.through_temporal off: an insert that fails or times
+	// out is answered 503, never accepted by a start, so every accepted event has its row.
+	noThroughTemporal bool
 	// inboundBodies is config retention.inbound_bodies (nil: unset).
 	inboundBodies *config.Period
 	// notify, when set, changes notify.* after the harness's defaults.
@@ -320,6 +323,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	cfg.Acceptance.Relay.MaxBackoff = time.Second
 	if o.maxEventsPerRequest > 0 {
 		cfg.HTTP.MaxEventsPerRequest = o.maxEventsPerRequest
+	}
+	if o.noThroughTemporal {
+		cfg.Acceptance.ThroughTemporal.Enabled = false
 	}
 	cfg.Suppression.Scopes = o.suppressionScopes
 	cfg.Suppression.SoftBounce = o.softBounce
@@ -424,6 +430,41 @@ func (h *harness) postSigned(body, secret string, at time.Time) (int, map[string
 	req.Header.Set("Content-Type", "application/json")
 	providertest.SignPostscale(req, secret, []byte(body), at)
 	return h.do(req)
+}
+
+// deliver sends a webhook as a provider does: a 503 is re-sent until another answer comes. It
+// returns the last answer and how many 503s came before it, and fails the test when 503s
+// alone have come for testenv.Stall. On a starved machine an insert can outlast
+// acceptance.insert_timeout (with through_temporal, a start its start_timeout too): 503 is then
+// the true answer, nothing was stored, and the provider's retry is what stores the event. So a
+// test that sends valid traffic on a busy machine checks what a team would: every event ends
+// answered 200, stored once and processed once; a retried one may be a duplicate when an earlier
+// attempt was accepted through Temporal or committed as it was answered.
+func (h *harness) deliver(send func() (int, map[string]any)) (code int, resp map[string]any, unavailable int) {
+	h.t.Helper()
+	since := time.Now()
+	for {
+		code, resp = send()
+		if code != http.StatusServiceUnavailable {
+			return code, resp, unavailable
+		}
+		unavailable++
+		if time.Since(since) >= testenv.Stall {
+			h.t.Fatalf("only 503s for %s (%d of them): %v", testenv.Stall, unavailable, resp)
+		}
+	}
+}
+
+// deliverPost is deliver for a correctly signed Postscale webhook.
+func (h *harness) deliverPost(body string) (int, map[string]any, int) {
+	h.t.Helper()
+	return h.deliver(func() (int, map[string]any) { return h.post(body) })
+}
+
+// acceptedAfter says whether a webhook delivered with deliver was accepted: "accepted", or
+// "duplicate" when an earlier attempt of it was answered 503.
+func acceptedAfter(code int, resp map[string]any, unavailable int) bool {
+	return code == http.StatusOK && (resp["status"] == "accepted" || unavailable > 0 && resp["status"] == "duplicate")
 }
 
 func (h *harness) do(req *http.Request) (int, map[string]any) {
