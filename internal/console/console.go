@@ -259,6 +259,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, a action) {
 	c.render(w, r, s, p, status, data, notice, msg)
 }
 
+// audit runs op, an action of the API's operations, as one entry of the audit trail: via the
+// console, under the signed-in token's name, with the status the API would have answered.
+func (c *Console) audit(r *http.Request, s session, action string, op func(ctx context.Context) error) error {
+	return c.api.AuditedAction(r.Context(), action, s.Actor, store.AuditViaConsole, op)
+}
+
 func pageOf(path string) page {
 	i := slices.IndexFunc(pages, func(p page) bool { return p.Path == path })
 	return pages[i]
