@@ -125,14 +125,28 @@ type messagesData struct {
 	Found        bool
 	NotFound     bool
 	Message      store.Message
+	// Timeline is the message's timeline (nil without the explorer).
+	Timeline *store.Timeline
+	// A recipient search: the address as typed, and the messages to it (newest first).
+	Recipient   string
+	Searched    bool
+	ByRecipient []recipientMessage
+	More        bool
 }
 
 // messages looks a message up by provider and the provider's message id, and shows what GET
 // /v1/messages/{provider}/{id} shows: the only page with the recipient whole.
 func (c *Console) messages(r *http.Request, _ session) (any, error) {
-	d := messagesData{Providers: c.providers(), Provider: r.URL.Query().Get("provider"), ID: strings.TrimSpace(r.URL.Query().Get("id"))}
+	d := messagesData{Providers: c.providers(), Provider: r.URL.Query().Get("provider"), ID: strings.TrimSpace(r.URL.Query().Get("id")),
+		Recipient: strings.TrimSpace(r.URL.Query().Get("recipient"))}
 	if d.Provider == "" && len(d.Providers) > 0 {
 		d.Provider = d.Providers[0]
+	}
+	if d.ID == "" && d.Recipient != "" && c.api.Explorer != nil {
+		var err error
+		d.Searched = true
+		d.ByRecipient, d.More, err = c.recipientMessages(r, d.Recipient)
+		return d, err
 	}
 	if d.ID == "" {
 		return d, nil
@@ -146,6 +160,11 @@ func (c *Console) messages(r *http.Request, _ session) (any, error) {
 		return d, err
 	}
 	d.Found, d.Message = true, m
+	if c.api.Explorer != nil {
+		if d.Timeline, err = c.timelineOf(r, d.Provider, d.ID); err != nil {
+			return d, err
+		}
+	}
 	return d, nil
 }
 
