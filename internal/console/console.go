@@ -138,6 +138,8 @@ func New(api *httpapi.Server, reads Reads, log *slog.Logger) (*Console, error) {
 			return c.now().Sub(t).Round(time.Second).String()
 		},
 		"fields": fields,
+		// wfurl links a workflow into the Temporal UI (temporal.ui_url; "" unset).
+		"wfurl": func(id string) string { return api.WorkflowURL(id) },
 		"deref": func(p *int64) string {
 			if p == nil {
 				return "—"

@@ -377,3 +377,21 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 		}
 	}
 }
+
+func TestAuditFieldsAreSortedAndSkipEmptyValues(t *testing.T) {
+	got := console.Fields(map[string]any{"status": []any{"failed"}, "dry_run": false, "since": nil, "provider": "", "sink": "app",
+		"counts": map[string]any{"b": float64(2), "a": float64(1)}})
+	if want := `counts={a=1, b=2}, sink="app", status=failed`; got != want {
+		t.Errorf("fields: %q, want %q", got, want)
+	}
+}
+
+func TestNextPageKeepsTheFilters(t *testing.T) {
+	q := url.Values{"provider": {"postscale"}, "type": {""}, "after": {"old"}, "outcome": {"moved"}}
+	if got, want := console.NextURL("/console/events", q, "abc"), "/console/events?after=abc&outcome=moved&provider=postscale"; got != want {
+		t.Errorf("next: %q, want %q", got, want)
+	}
+	if got := console.NextURL("/console/events", q, ""); got != "" {
+		t.Errorf("last page: next %q, want none", got)
+	}
+}

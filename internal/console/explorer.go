@@ -246,6 +246,8 @@ func fields(m map[string]any) string {
 		}
 		b.WriteString(k + "=")
 		switch v := m[k].(type) {
+		case map[string]any:
+			b.WriteString("{" + fields(v) + "}")
 		case string:
 			b.WriteString(strconv.Quote(v))
 		default:
