@@ -208,8 +208,22 @@ func (c *Console) recipientMessages(r *http.Request, address string) ([]recipien
 	return out, next != "", nil
 }
 
-// timelineOf is the message's timeline with its Temporal UI links.
-func (c *Console) timelineOf(r *http.Request, provider, id string) (*store.Timeline, error) {
+// maxTimelineRows bounds the events, and each sink's notifications, a message's page renders
+// (the latest): a message with thousands of events would otherwise render megabytes
+// (docs/operations/console.md, "Server time"); GET /v1/messages/{p}/{id}/timeline has them all.
+const maxTimelineRows = 200
+
+// shownTimeline is a timeline as the page renders it, with what it left out.
+type shownTimeline struct {
+	store.Timeline
+	EventsOmitted int
+	// NotificationsOmitted by sink.
+	NotificationsOmitted map[string]int
+}
+
+// timelineOf is the message's timeline with its Temporal UI links, the latest
+// maxTimelineRows events and notifications per sink.
+func (c *Console) timelineOf(r *http.Request, provider, id string) (*shownTimeline, error) {
 	t, err := c.api.Explorer.Timeline(r.Context(), provider, id, delivery.ErrorClass)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, nil
@@ -223,7 +237,16 @@ func (c *Console) timelineOf(r *http.Request, provider, id string) (*store.Timel
 	for i := range t.Workflows {
 		t.Workflows[i].URL = c.api.WorkflowURL(t.Workflows[i].WorkflowID)
 	}
-	return &t, nil
+	out := &shownTimeline{Timeline: t, NotificationsOmitted: map[string]int{}}
+	if n := len(t.Events); n > maxTimelineRows {
+		out.Events, out.EventsOmitted = t.Events[n-maxTimelineRows:], n-maxTimelineRows
+	}
+	for i, sk := range out.Sinks {
+		if n := len(sk.Notifications); n > maxTimelineRows {
+			out.Sinks[i].Notifications, out.NotificationsOmitted[sk.Sink] = sk.Notifications[n-maxTimelineRows:], n-maxTimelineRows
+		}
+	}
+	return out, nil
 }
 
 // fields formats an audit entry's params or detail, keys sorted, empty values left out.

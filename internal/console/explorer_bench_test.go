@@ -76,31 +76,33 @@ func TestConsoleExplorerBench(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String(), time.Since(start)
 	}
-	shapes := []struct{ name, target string }{
-		{"Events, newest first", "/console/events"},
-		{"Events, provider + type", "/console/events?provider=resend&type=email.bounced"},
-		{"Events, recipient", "/console/events?recipient=user1234%40example.com"},
-		{"Events, outcome flagged (0.005%)", "/console/events?outcome=flagged"},
-		{"Messages, by recipient", "/console/messages?recipient=user1234%40example.com"},
-		{"Messages, a message's timeline", "/console/messages?provider=postscale&id=msg_13"},
-		{"Messages, a busy message's timeline (2,000 events)", "/console/messages?provider=postscale&id=msg_busy"},
-		{"Audit, newest first", "/console/audit"},
-		{"Audit, one action", "/console/audit?action=erasure"},
+	// Each page must show what it is timed for (want), not an empty list or an error.
+	shapes := []struct{ name, target, want string }{
+		{"Events, newest first", "/console/events", "data-event="},
+		{"Events, provider + type", "/console/events?provider=resend&type=email.bounced", "data-event="},
+		{"Events, recipient", "/console/events?recipient=user1234%40example.com", "data-event="},
+		{"Events, outcome flagged (0.005%)", "/console/events?outcome=flagged", "data-event="},
+		{"Messages, by recipient", "/console/messages?recipient=user1234%40example.com", "data-found-message="},
+		{"Messages, a message's timeline", "/console/messages?provider=postscale&id=msg_13", "data-precedence="},
+		{"Messages, a busy message's timeline (2,000 events)", "/console/messages?provider=postscale&id=msg_busy", "data-omitted"},
+		{"Audit, newest first", "/console/audit", "data-audit="},
+		{"Audit, one action", "/console/audit?action=erasure", "data-audit="},
 	}
-	fmt.Printf("| console page | p50 ms | p95 ms | max ms | KiB |\n|---|---|---|---|---|\n")
+	fmt.Printf("| console page | p50 ms | p95 ms | max ms | KiB | rows |\n|---|---|---|---|---|---|\n")
 	for _, s := range shapes {
 		var took []time.Duration
-		size := 0
+		size, rows := 0, 0
 		for range runs {
 			code, body, d := page(s.target)
-			if code != 200 || !strings.Contains(body, "data-actor") {
+			if code != 200 || !strings.Contains(body, "data-actor") || !strings.Contains(body, s.want) {
 				t.Fatalf("%s: %d %.300s", s.target, code, body)
 			}
 			took, size = append(took, d), len(body)
+			rows = strings.Count(body, "<tr data-")
 		}
 		slices.Sort(took)
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
 		p := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
-		fmt.Printf("| %s | %s | %s | %s | %d |\n", s.name, ms(p(0.5)), ms(p(0.95)), ms(took[len(took)-1]), size/1024)
+		fmt.Printf("| %s | %s | %s | %s | %d | %d |\n", s.name, ms(p(0.5)), ms(p(0.95)), ms(took[len(took)-1]), size/1024, rows)
 	}
 }

@@ -126,7 +126,7 @@ type messagesData struct {
 	NotFound     bool
 	Message      store.Message
 	// Timeline is the message's timeline (nil without the explorer).
-	Timeline *store.Timeline
+	Timeline *shownTimeline
 	// A recipient search: the address as typed, and the messages to it (newest first).
 	Recipient   string
 	Searched    bool
