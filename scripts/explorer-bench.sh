@@ -13,7 +13,9 @@
 # (scripts/explorer-bench-seed.sql), then runs TestExplorerBench (internal/httpapi), which
 # answers each query shape RUNS times through the real handlers and store (server time: the
 # handler's, JSON included, PostgreSQL on the same host) and prints p50, p95 and max per shape
-# and the shape of each query's EXPLAIN (ANALYZE, BUFFERS) plan. It writes nothing under docs/.
+# and the shape of each query's EXPLAIN (ANALYZE, BUFFERS) plan; then TestConsoleExplorerBench
+# (internal/console) times the console's pages over the same reads, rendering included. It writes
+# nothing under docs/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -55,4 +57,7 @@ log "measuring, $RUNS runs per shape (load $(cut -d' ' -f1-3 /proc/loadavg))"
 cd "$ROOT"
 MAILHOOK_EXPLORER_BENCH_URL=$URL MAILHOOK_EXPLORER_BENCH_RUNS=$RUNS \
 	go test -count=1 -run '^TestExplorerBench$' -v -timeout 2h ./internal/httpapi/ | grep -v '^=== RUN\|^--- PASS\|^PASS\|^ok'
+log "the console's explorer pages (load $(cut -d' ' -f1-3 /proc/loadavg))"
+MAILHOOK_EXPLORER_BENCH_URL=$URL MAILHOOK_EXPLORER_BENCH_RUNS=$RUNS \
+	go test -count=1 -run '^TestConsoleExplorerBench$' -v -timeout 1h ./internal/console/ | grep -v '^=== RUN\|^--- PASS\|^PASS\|^ok'
 log "done (load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -77,12 +77,14 @@ type page struct {
 var pages = []page{
 	{Path: "/console", Title: "Overview", Template: "overview.html", view: (*Console).overview},
 	{Path: "/console/messages", Title: "Messages", Scope: domain.ScopeMessagesRead, Template: "messages.html", view: (*Console).messages},
+	{Path: "/console/events", Title: "Events", Scope: domain.ScopeMessagesRead, Template: "events.html", view: (*Console).events},
 	{Path: "/console/rejected", Title: "Rejected", Scope: domain.ScopeReportsRead, Template: "rejected.html", view: (*Console).rejected},
 	{Path: "/console/quarantine", Title: "Quarantine", Scope: domain.ScopeReportsRead, Template: "quarantine.html", view: (*Console).quarantine},
 	{Path: "/console/sinks", Title: "Sinks", Scope: domain.ScopeSinksRead, Template: "sinks.html", view: (*Console).sinks},
 	{Path: "/console/suppressions", Title: "Suppressions", Scope: domain.ScopeSuppressionsCheck, Template: "suppressions.html", view: (*Console).suppressions},
 	{Path: "/console/reconciliation", Title: "Reconciliation", Scope: domain.ScopeReportsRead, Template: "reconciliation.html", view: (*Console).reconciliation},
 	{Path: "/console/erasures", Title: "Erasures", Scope: domain.ScopeErasure, Template: "erasures.html", view: (*Console).erasures},
+	{Path: "/console/audit", Title: "Audit", Scope: domain.ScopeReportsRead, Template: "audit.html", view: (*Console).auditTrail},
 }
 
 // action is a form's POST: the scope it needs (the same as its API route's), and what it does;
@@ -135,6 +137,9 @@ func New(api *httpapi.Server, reads Reads, log *slog.Logger) (*Console, error) {
 			}
 			return c.now().Sub(t).Round(time.Second).String()
 		},
+		"fields": fields,
+		// wfurl links a workflow into the Temporal UI (temporal.ui_url; "" unset).
+		"wfurl": func(id string) string { return api.WorkflowURL(id) },
 		"deref": func(p *int64) string {
 			if p == nil {
 				return "—"
@@ -257,6 +262,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, a action) {
 		}
 	}
 	c.render(w, r, s, p, status, data, notice, msg)
+}
+
+// audit runs op, an action of the API's operations, as one entry of the audit trail: via the
+// console, under the signed-in token's name, with the status the API would have answered.
+func (c *Console) audit(r *http.Request, s session, action string, op func(ctx context.Context) error) error {
+	return c.api.AuditedAction(r.Context(), action, s.Actor, store.AuditViaConsole, op)
 }
 
 func pageOf(path string) page {

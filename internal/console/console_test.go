@@ -86,7 +86,7 @@ func (fakeQuarantine) ListQuarantine(context.Context, store.QuarantineFilter) ([
 	return nil, "", nil
 }
 
-func newConsole(t *testing.T) (*httptest.Server, *fakeSinks) {
+func newConsole(t *testing.T, with ...func(*httpapi.Server)) (*httptest.Server, *fakeSinks) {
 	t.Helper()
 	sinks := &fakeSinks{paused: map[string]bool{}}
 	api := &httpapi.Server{
@@ -99,6 +99,9 @@ func newConsole(t *testing.T) (*httptest.Server, *fakeSinks) {
 		Sinks:        []httpapi.SinkSettings{{Name: "app", Kind: "http"}},
 		Endpoints:    map[string]httpapi.Endpoint{"postscale": {Name: "postscale", Provider: "postscale"}},
 		Log:          slog.New(slog.DiscardHandler),
+	}
+	for _, f := range with {
+		f(api)
 	}
 	none := func(context.Context, time.Time) ([]store.MinuteCount, bool, error) { return nil, false, nil }
 	con, err := console.New(api, console.Reads{
@@ -375,5 +378,67 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q", want)
 		}
+	}
+}
+
+func TestAuditFieldsAreSortedAndSkipEmptyValues(t *testing.T) {
+	got := console.Fields(map[string]any{"status": []any{"failed"}, "dry_run": false, "since": nil, "provider": "", "sink": "app",
+		"counts": map[string]any{"b": float64(2), "a": float64(1)}})
+	if want := `counts={a=1, b=2}, sink="app", status=failed`; got != want {
+		t.Errorf("fields: %q, want %q", got, want)
+	}
+}
+
+func TestNextPageKeepsTheFilters(t *testing.T) {
+	q := url.Values{"provider": {"postscale"}, "type": {""}, "after": {"old"}, "outcome": {"moved"}}
+	if got, want := console.NextURL("/console/events", q, "abc"), "/console/events?after=abc&outcome=moved&provider=postscale"; got != want {
+		t.Errorf("next: %q, want %q", got, want)
+	}
+	if got := console.NextURL("/console/events", q, ""); got != "" {
+		t.Errorf("last page: next %q, want none", got)
+	}
+}
+
+// fakeAudit keeps what the console records.
+type fakeAudit struct{ entries []store.AuditEntry }
+
+func (f *fakeAudit) RecordAudit(_ context.Context, e store.AuditEntry) (int64, error) {
+	f.entries = append(f.entries, e)
+	return int64(len(f.entries)), nil
+}
+func (f *fakeAudit) ListAudit(context.Context, store.AuditFilter) ([]store.AuditEntry, string, error) {
+	return f.entries, "", nil
+}
+func (f *fakeAudit) AddressHash(string) string { return "h" }
+
+// An action taken in the console is one audit entry via the console, under the token's name,
+// with the status the API would answer: a refused one too.
+func TestConsoleActionsAreAudited(t *testing.T) {
+	audit := &fakeAudit{}
+	srv, sinks := newConsole(t, func(s *httpapi.Server) { s.Audit = audit })
+	c, csrf := signIn(t, srv, adminToken)
+	if code, _, _ := post(t, c, srv.URL+"/console/sinks/pause", url.Values{"csrf": {csrf}, "sink": {"app"}}); code != 200 || !sinks.paused["app"] {
+		t.Fatalf("pause: %d", code)
+	}
+	if code, _, _ := post(t, c, srv.URL+"/console/sinks/resume", url.Values{"csrf": {csrf}, "sink": {"nope"}}); code != http.StatusNotFound {
+		t.Fatalf("resume of no sink: %d, want 404", code)
+	}
+	want := []store.AuditEntry{
+		{Action: store.AuditSinkPause, Actor: "ops", Via: store.AuditViaConsole, Status: 200, Target: "app"},
+		{Action: store.AuditSinkResume, Actor: "ops", Via: store.AuditViaConsole, Status: 404, Target: "nope"},
+	}
+	if len(audit.entries) != len(want) {
+		t.Fatalf("audit entries %+v, want %+v", audit.entries, want)
+	}
+	for i, e := range audit.entries {
+		w := want[i]
+		if e.Action != w.Action || e.Actor != w.Actor || e.Via != w.Via || e.Status != w.Status || e.Target != w.Target {
+			t.Errorf("audit entry %d: %+v, want %+v", i, e, w)
+		}
+	}
+	// A form the console refuses before any action (no CSRF token) is no entry.
+	post(t, c, srv.URL+"/console/sinks/pause", url.Values{"sink": {"app"}})
+	if len(audit.entries) != 2 {
+		t.Errorf("a forged POST was audited: %+v", audit.entries[2:])
 	}
 }

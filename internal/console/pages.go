@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -124,14 +125,28 @@ type messagesData struct {
 	Found        bool
 	NotFound     bool
 	Message      store.Message
+	// Timeline is the message's timeline (nil without the explorer).
+	Timeline *shownTimeline
+	// A recipient search: the address as typed, and the messages to it (newest first).
+	Recipient   string
+	Searched    bool
+	ByRecipient []recipientMessage
+	More        bool
 }
 
 // messages looks a message up by provider and the provider's message id, and shows what GET
 // /v1/messages/{provider}/{id} shows: the only page with the recipient whole.
 func (c *Console) messages(r *http.Request, _ session) (any, error) {
-	d := messagesData{Providers: c.providers(), Provider: r.URL.Query().Get("provider"), ID: strings.TrimSpace(r.URL.Query().Get("id"))}
+	d := messagesData{Providers: c.providers(), Provider: r.URL.Query().Get("provider"), ID: strings.TrimSpace(r.URL.Query().Get("id")),
+		Recipient: strings.TrimSpace(r.URL.Query().Get("recipient"))}
 	if d.Provider == "" && len(d.Providers) > 0 {
 		d.Provider = d.Providers[0]
+	}
+	if d.ID == "" && d.Recipient != "" && c.api.Explorer != nil {
+		var err error
+		d.Searched = true
+		d.ByRecipient, d.More, err = c.recipientMessages(r, d.Recipient)
+		return d, err
 	}
 	if d.ID == "" {
 		return d, nil
@@ -145,6 +160,11 @@ func (c *Console) messages(r *http.Request, _ session) (any, error) {
 		return d, err
 	}
 	d.Found, d.Message = true, m
+	if c.api.Explorer != nil {
+		if d.Timeline, err = c.timelineOf(r, d.Provider, d.ID); err != nil {
+			return d, err
+		}
+	}
 	return d, nil
 }
 
@@ -235,7 +255,11 @@ func (c *Console) retryRejected(r *http.Request, s session) (string, any, error)
 	if err != nil || id < 1 {
 		return "", nil, userError("id must be a positive integer")
 	}
-	answer, err := c.api.RetryRejected(r.Context(), id, s.Actor)
+	var answer map[string]any
+	err = c.audit(r, s, store.AuditRejectionRetry, func(ctx context.Context) (err error) {
+		answer, err = c.api.RetryRejected(ctx, id, s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -260,7 +284,11 @@ func (c *Console) quarantine(r *http.Request, _ session) (any, error) {
 }
 
 func (c *Console) redriveQuarantined(r *http.Request, s session) (string, any, error) {
-	res, err := c.api.Redrive(r.Context(), httpapi.RedriveRequest{Quarantined: true}, s.Actor)
+	var res domain.RedriveResult
+	err := c.audit(r, s, store.AuditRedrive, func(ctx context.Context) (err error) {
+		res, err = c.api.Redrive(ctx, httpapi.RedriveRequest{Quarantined: true}, s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -330,7 +358,15 @@ func (c *Console) resumeSink(r *http.Request, s session) (string, any, error) {
 }
 
 func (c *Console) setPaused(r *http.Request, s session, paused bool) (string, any, error) {
-	v, err := c.api.PauseSink(r.Context(), r.PostForm.Get("sink"), paused, s.Actor)
+	action := store.AuditSinkResume
+	if paused {
+		action = store.AuditSinkPause
+	}
+	var v httpapi.SinkView
+	err := c.audit(r, s, action, func(ctx context.Context) (err error) {
+		v, err = c.api.PauseSink(ctx, r.PostForm.Get("sink"), paused, s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -349,7 +385,12 @@ func (c *Console) redeliver(r *http.Request, s session) (string, any, error) {
 	if f.Status != "" {
 		req.Status = []string{f.Status}
 	}
-	res, statuses, err := c.api.Redeliver(r.Context(), f.Sink, req, s.Actor)
+	var res store.Redelivery
+	var statuses []string
+	err := c.audit(r, s, store.AuditSinkRedeliver, func(ctx context.Context) (err error) {
+		res, statuses, err = c.api.Redeliver(ctx, f.Sink, req, s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -435,7 +476,11 @@ func (c *Console) suppressions(r *http.Request, s session) (any, error) {
 // liftSuppression lifts the checked address's suppression in one scope, with the operator's
 // reason (DELETE /v1/suppressions/{address}); the reason is stored, never logged.
 func (c *Console) liftSuppression(r *http.Request, s session) (string, any, error) {
-	lift, err := c.api.LiftSuppression(r.Context(), r.PostForm.Get("address"), r.PostForm.Get("scope"), r.PostForm.Get("reason"), s.Actor)
+	var lift store.SuppressionLift
+	err := c.audit(r, s, store.AuditSuppressionLift, func(ctx context.Context) (err error) {
+		lift, err = c.api.LiftSuppression(ctx, r.PostForm.Get("address"), r.PostForm.Get("scope"), r.PostForm.Get("reason"), s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -469,7 +514,11 @@ func (c *Console) reconciliation(r *http.Request, _ session) (any, error) {
 }
 
 func (c *Console) redriveStuck(r *http.Request, s session) (string, any, error) {
-	res, err := c.api.Redrive(r.Context(), httpapi.RedriveRequest{OlderThan: r.PostForm.Get("older_than")}, s.Actor)
+	var res domain.RedriveResult
+	err := c.audit(r, s, store.AuditRedrive, func(ctx context.Context) (err error) {
+		res, err = c.api.Redrive(ctx, httpapi.RedriveRequest{OlderThan: r.PostForm.Get("older_than")}, s.Actor)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}

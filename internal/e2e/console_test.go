@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +105,32 @@ type consoleRun struct {
 		PauseWithItsCSRF int      `json:"pauseWithItsCSRF"`
 		PauseBody        bool     `json:"pauseBody"`
 	} `json:"viewer"`
+	EventsByRecipient []string `json:"eventsByRecipient"`
+	ErasedSearch      int      `json:"erasedSearch"`
+	ErasedEvents      int      `json:"erasedEvents"`
+	ByRecipient       []string `json:"byRecipient"`
+	ByRecipientText   string   `json:"byRecipientText"`
+	Timeline          struct {
+		Events []struct {
+			Event      string `json:"event"`
+			Precedence string `json:"precedence"`
+			Version    string `json:"version"`
+		} `json:"events"`
+		Sinks         []string `json:"sinks"`
+		Notifications []string `json:"notifications"`
+		WorkflowLinks []string `json:"workflowLinks"`
+	} `json:"timeline"`
+	Acts        map[string]int `json:"acts"`
+	RetryErrors []string       `json:"retryErrors"`
+	Audit       []struct {
+		Action string `json:"action"`
+		Via    string `json:"via"`
+		Text   string `json:"text"`
+	} `json:"audit"`
 }
+
+// temporalUI is the console test's temporal.ui_url: the timeline links each run into it.
+const temporalUI = "http://temporal-ui.example:8233"
 
 // The console in a real browser, over the real wiring (serve's HTTPServer, PostgreSQL, Temporal)
 // and real data: a simulated lifecycle whose notifications the sink refused, a refused request,
@@ -122,6 +148,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	down := newReceiver(t)
 	down.respond = func(string, int) int { return http.StatusServiceUnavailable }
 	h := newHarness(t, harnessOptions{
+		temporalUI: temporalUI,
 		adminTokens: []config.AdminToken{{Name: "viewer", Token: viewerToken,
 			Scopes: []string{domain.ScopeMessagesRead, domain.ScopeReportsRead, domain.ScopeSinksRead, domain.ScopeSuppressionsRead}}},
 		notify: func(n *config.Notify) { n.CircuitFailures = 2 },
@@ -202,7 +229,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	shots := os.Getenv("CONSOLE_SCREENSHOTS")
 	input, _ := json.Marshal(map[string]string{"base": h.api.URL, "admin": adminToken, "viewer": viewerToken, "provider": "postscale",
-		"message": message, "erased": erased, "erasedMessage": erasedMsg, "recipient": simulate.Recipient, "sink": "app", "screenshots": shots})
+		"message": message, "erased": erased, "erasedMessage": erasedMsg, "recipient": simulate.Recipient, "sink": "app", "backupSink": "backup", "screenshots": shots})
 	cmd := exec.CommandContext(t.Context(), node, "testdata/console.cjs")
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath, "CHROMIUM="+chromium, "CONSOLE_INPUT="+string(input))
 	var stdout, stderr bytes.Buffer
@@ -226,7 +253,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if c := run.Cookie; c == nil || !c.HTTPOnly || c.SameSite != "Strict" || c.Path != "/console" || c.HasToken {
 		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/console, without the token", c)
 	}
-	wantMenu := []string{"Overview", "Messages", "Rejected", "Quarantine", "Sinks", "Suppressions", "Reconciliation", "Erasures"}
+	wantMenu := []string{"Overview", "Messages", "Events", "Rejected", "Quarantine", "Sinks", "Suppressions", "Reconciliation", "Erasures", "Audit"}
 	if !slices.Equal(run.Menu, wantMenu) {
 		t.Errorf("menu %v, want %v", run.Menu, wantMenu)
 	}
@@ -240,6 +267,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		"suppressions":   {"u***@example.com", "hard_bounce"},
 		"reconciliation": {"email.bounced", "Total"},
 		"erasures":       {"done", "e2e-operator"},
+		"events":         {"evt_" + message + "_bounced", "email.bounced", "processed", "postscale"},
+		// Before the console's own actions: the API's erasure, by the same token.
+		"audit":      {"erasure", "e2e-operator", "api", "ok 200"},
+		"auditAfter": {"sink.pause", "sink.resume", "sink.redeliver", "rejection.retry", "redrive", "suppression.lift", "console"},
 	}
 	for name, texts := range want {
 		p, ok := run.Pages[name]
@@ -259,6 +290,71 @@ func TestConsoleInABrowser(t *testing.T) {
 	if strings.Contains(run.Pages["suppressions"].Text, simulate.Recipient) {
 		t.Error("the suppressions list shows an address whole")
 	}
+	// The Events page by recipient: the message's events (and no other); the erased address
+	// finds nothing, on the Events page or the Messages page.
+	for _, suffix := range []string{"_sent", "_delivered", "_opened", "_bounced"} {
+		if !slices.Contains(run.EventsByRecipient, "evt_"+message+suffix) {
+			t.Errorf("events by recipient: no evt_%s%s in %v", message, suffix, run.EventsByRecipient)
+		}
+	}
+	if run.ErasedSearch != 0 || run.ErasedEvents != 0 {
+		t.Errorf("the erased address found %d messages and %d events, want none", run.ErasedSearch, run.ErasedEvents)
+	}
+	// The message found by its recipient, the address masked in the list, then its timeline:
+	// every event with what precedence did and the version after it, as the API's timeline says,
+	// each sink's notifications, and each run linked into the Temporal UI.
+	if !slices.Contains(run.ByRecipient, message) {
+		t.Errorf("messages by recipient %v: no %s", run.ByRecipient, message)
+	}
+	if strings.Contains(run.ByRecipientText, simulate.Recipient) {
+		t.Errorf("the recipient search's list shows the address whole:\n%s", run.ByRecipientText)
+	}
+	code, api := h.admin(http.MethodGet, "/v1/messages/postscale/"+message+"/timeline", "")
+	if code != http.StatusOK {
+		t.Fatalf("timeline: %d %v", code, api)
+	}
+	apiEvents, _ := api["events"].([]any)
+	if len(run.Timeline.Events) != 4 || len(apiEvents) != 4 {
+		t.Errorf("timeline: %d events on the page, %d in the API, want the lifecycle's 4", len(run.Timeline.Events), len(apiEvents))
+	}
+	for _, ae := range apiEvents {
+		e := ae.(map[string]any)
+		i := slices.IndexFunc(run.Timeline.Events, func(p struct {
+			Event      string `json:"event"`
+			Precedence string `json:"precedence"`
+			Version    string `json:"version"`
+		}) bool {
+			return p.Event == e["event_id"]
+		})
+		if i < 0 {
+			t.Errorf("timeline page: no event %v", e["event_id"])
+			continue
+		}
+		p := run.Timeline.Events[i]
+		version := ""
+		if v, ok := e["version"].(float64); ok {
+			version = fmt.Sprint(int64(v))
+		}
+		if p.Precedence != e["precedence"] || p.Precedence == "" || p.Precedence == "pending" || p.Version != version {
+			t.Errorf("timeline page: event %s %s v%q, the API says %v v%q", p.Event, p.Precedence, p.Version, e["precedence"], version)
+		}
+		want := temporalUI + "/namespaces/default/workflows/" + url.PathEscape(e["workflow_id"].(string))
+		if !slices.Contains(run.Timeline.WorkflowLinks, want) {
+			t.Errorf("timeline page: no link %s in %v", want, run.Timeline.WorkflowLinks)
+		}
+	}
+	var apiNotifications []string
+	for _, as := range api["sinks"].([]any) {
+		for _, n := range as.(map[string]any)["notifications"].([]any) {
+			apiNotifications = append(apiNotifications, n.(map[string]any)["id"].(string))
+		}
+	}
+	slices.Sort(apiNotifications)
+	pageNotifications := slices.Sorted(slices.Values(run.Timeline.Notifications))
+	if len(apiNotifications) == 0 || !slices.Equal(apiNotifications, pageNotifications) || !slices.Equal(run.Timeline.Sinks, []string{"app", "backup"}) {
+		t.Errorf("timeline page: notifications %v of sinks %v, the API's %v", pageNotifications, run.Timeline.Sinks, apiNotifications)
+	}
+
 	// The message, found, with its events.
 	m := run.Message
 	if m.Status != "bounced" || m.Recipient != simulate.Recipient || len(m.Events) != 4 || m.Notifications == 0 {
@@ -299,6 +395,58 @@ func TestConsoleInABrowser(t *testing.T) {
 	if len(got) != len(failedIDs) {
 		t.Errorf("%d ids delivered, want the %d redelivered", len(got), len(failedIDs))
 	}
+	// Each console action recorded once in the audit trail, via the console, under the
+	// signed-in token's name, with the status the page answered; the viewer's refused pause
+	// (403 before any action, as the API's scope check) is not an action.
+	wantActs := map[string]int{"pause": 200, "resume": 200, "retry": http.StatusConflict, "redrive": 200, "lift": 200}
+	for a, st := range wantActs {
+		if run.Acts[a] != st {
+			t.Errorf("console action %s: %d, want %d", a, run.Acts[a], st)
+		}
+	}
+	if len(run.RetryErrors) > 1 || (len(run.RetryErrors) == 1 && !strings.Contains(run.RetryErrors[0], "409")) {
+		t.Errorf("the retry's page: the browser reported %v, want at most its 409", run.RetryErrors)
+	}
+	type auditRow struct {
+		Action, Actor, Target string
+		Status                int
+		DryRun                bool
+	}
+	var trail []auditRow
+	rows, err = h.db.Query(t.Context(), `SELECT action, actor, target, status, coalesce((params->>'dry_run')::bool, false) FROM audit_log WHERE via = 'console' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r auditRow
+		if err := rows.Scan(&r.Action, &r.Actor, &r.Target, &r.Status, &r.DryRun); err != nil {
+			t.Fatal(err)
+		}
+		trail = append(trail, r)
+	}
+	rows.Close()
+	wantTrail := []auditRow{
+		{Action: "sink.redeliver", Actor: "e2e-operator", Target: "app", Status: 200, DryRun: true},
+		{Action: "sink.redeliver", Actor: "e2e-operator", Target: "app", Status: 200},
+		{Action: "sink.pause", Actor: "e2e-operator", Target: "backup", Status: 200},
+		{Action: "sink.resume", Actor: "e2e-operator", Target: "backup", Status: 200},
+		{Action: "rejection.retry", Actor: "e2e-operator", Target: fmt.Sprint(h.query(`SELECT min(id) FROM rejected_requests`)), Status: http.StatusConflict},
+		{Action: "redrive", Actor: "e2e-operator", Status: 200},
+		{Action: "suppression.lift", Actor: "e2e-operator", Target: "scope:global", Status: 200},
+	}
+	if !slices.Equal(trail, wantTrail) {
+		t.Errorf("the console's audit trail:\n%+v\nwant\n%+v", trail, wantTrail)
+	}
+	var consoleRows int
+	for _, a := range run.Audit {
+		if a.Via == "console" {
+			consoleRows++
+		}
+	}
+	if consoleRows != len(wantTrail) {
+		t.Errorf("the Audit page shows %d console actions, want %d: %+v", consoleRows, len(wantTrail), run.Audit)
+	}
+
 	// Forged POSTs, sign-out.
 	if run.Forged.NoCSRF != http.StatusForbidden || run.Forged.BadCSRF != http.StatusForbidden {
 		t.Errorf("forged POSTs: %+v, want 403 each", run.Forged)
@@ -314,6 +462,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	// A read-only token: no action button, and the action refused.
 	actions := []string{"pause", "resume", "redeliver", "redeliver-dry-run", "retry", "redrive", "redrive-quarantined", "lift"}
+	if len(run.Viewer.Pages) != len(wantMenu) {
+		t.Errorf("read-only token visited %d pages, want %d", len(run.Viewer.Pages), len(wantMenu))
+	}
 	for name, p := range run.Viewer.Pages {
 		for _, a := range p.Actions {
 			if slices.Contains(actions, a) {

@@ -255,3 +255,6 @@ func (s *Server) audited(action string) gin.HandlerFunc {
 		}
 	}
 }
+
+// ExplorerOutcomes are what GET /v1/events' outcome filter accepts.
+func ExplorerOutcomes() []string { return slices.Clone(explorerOutcomes) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,3 +284,33 @@ func (s *Server) failWith(c *gin.Context, err error) {
 	}
 	s.fail(c, e)
 }
+
+// AuditedAction runs do as one operator action outside the API's routes (the console's forms,
+// via store.AuditViaConsole): the operations do calls fill the note they find in its context,
+// as under the API's audited middleware, and one entry is recorded after it returns, with the
+// status the API would have answered (Refusal; 503 for any other error). A trail that cannot
+// be written is logged and does not change do's outcome. It returns do's error.
+func (s *Server) AuditedAction(ctx context.Context, action, actor, via string, do func(ctx context.Context) error) error {
+	n := &auditNote{params: map[string]any{}, detail: map[string]any{}}
+	err := do(context.WithValue(ctx, auditCtxKey{}, n))
+	if s.Audit == nil {
+		return err
+	}
+	status := http.StatusOK
+	if err != nil {
+		status = http.StatusServiceUnavailable
+		if st, _, ok := Refusal(err); ok {
+			status = st
+		}
+	}
+	e := store.AuditEntry{Action: action, Actor: actor, Via: via, Status: status, Target: n.target, Params: n.params, Detail: n.detail, Ref: n.ref}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, werr := s.Audit.RecordAudit(wctx, e); werr != nil {
+		s.Log.WarnContext(wctx, "audit trail not written", "action", action, "via", via, "status", status, "error", werr)
+	}
+	return err
+}
+
+// WorkflowURL links a workflow in the Temporal UI (temporal.ui_url); "" when it is not set.
+func (s *Server) WorkflowURL(id string) string { return s.workflowURL(id) }

@@ -1,7 +1,7 @@
 // Drives the operator console in Debian's headless Chromium through playwright-core (on
 // NODE_PATH), for TestConsoleInABrowser (console_test.go), which made the data and asserts what
 // this prints: one JSON object on stdout. Input is JSON in the CONSOLE_INPUT environment variable:
-//   {base, admin, viewer, provider, message, erased, erasedMessage, sink, screenshots}
+//   {base, admin, viewer, provider, message, erased, erasedMessage, recipient, sink, backupSink, screenshots}
 // screenshots, when set, is the directory the page screenshots are saved in
 // (docs/images/console-*.png, retaken by scripts/console-screenshots.sh).
 const { chromium } = require("playwright-core");
@@ -69,12 +69,40 @@ async function visit(page, name, path) {
       suppressions: "/console/suppressions",
       reconciliation: "/console/reconciliation",
       erasures: "/console/erasures",
+      events: "/console/events",
+      audit: "/console/audit",
     };
     out.menu = await page.locator("nav a").allInnerTexts();
     for (const [name, path] of Object.entries(pages)) {
       await visit(page, name, path);
-      if (name !== "messages" && name !== "sinks") await shot(page, name);
+      if (!["messages", "sinks", "events", "audit"].includes(name)) await shot(page, name);
     }
+
+    // The Events page filtered by the recipient: the message's events, the address masked.
+    await visit(page, "eventsByRecipient", `/console/events?recipient=${encodeURIComponent(input.recipient)}`);
+    out.eventsByRecipient = await page.locator("[data-table=explorer] tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-event")));
+    // The erased address: found nowhere.
+    await page.goto(input.base + `/console/messages?recipient=${encodeURIComponent(input.erased)}`);
+    out.erasedSearch = await page.locator("[data-found-message]").count();
+    await page.goto(input.base + `/console/events?recipient=${encodeURIComponent(input.erased)}`);
+    out.erasedEvents = await page.locator("[data-table=explorer] tbody tr").count();
+
+    // A message found by its recipient, then its timeline.
+    await page.goto(input.base + "/console/messages");
+    await page.fill("input[name=recipient]", input.recipient);
+    await submit(page, "[data-action=find-recipient]");
+    out.byRecipient = await page.locator("[data-found-message]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-found-message")));
+    // The list shows the address masked (the form's field keeps what the operator typed).
+    out.byRecipientText = await page.innerText("main");
+    await shot(page, "messages-by-recipient");
+    await submit(page, `[data-found-message="${input.message}"] [data-open-message]`);
+    out.timeline = {
+      events: await page.locator("[data-table=events] tbody tr").evaluateAll((rows) =>
+        rows.map((r) => ({ event: r.getAttribute("data-event"), precedence: r.getAttribute("data-precedence"), version: r.getAttribute("data-version"), text: r.innerText }))),
+      sinks: await page.locator("[data-notifications-sink]").allInnerTexts(),
+      notifications: await page.locator("[data-notification]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-notification"))),
+      workflowLinks: await page.locator("[data-workflow-link]").evaluateAll((as) => as.map((a) => a.getAttribute("href"))),
+    };
 
     // A message, found by provider and id, with its events.
     await page.goto(input.base + "/console/messages");
@@ -106,6 +134,30 @@ async function visit(page, name, path) {
     await shot(page, "sinks");
     out.redeliverStatus = await submit(page, "[data-action=redeliver]");
     out.redeliverNotice = await page.locator("[data-notice]").innerText();
+
+    // Every other action once, each recorded in the audit trail via the console: pause and
+    // resume a sink, retry the refused request (still refused), a redrive, a suppression lift.
+    out.acts = {};
+    await page.goto(input.base + "/console/sinks");
+    out.acts.pause = await submit(page, `[data-sink="${input.backupSink}"] [data-action=pause]`);
+    out.acts.resume = await submit(page, `[data-sink="${input.backupSink}"] [data-action=resume]`);
+    await page.goto(input.base + "/console/rejected");
+    const before = consoleErrors.length;
+    out.acts.retry = await submit(page, "[data-action=retry]");
+    // Chromium reports the 409 page as a resource error: expected here, and only here.
+    out.retryErrors = consoleErrors.splice(before);
+    await page.goto(input.base + "/console/reconciliation");
+    out.acts.redrive = await submit(page, "[data-action=redrive]");
+    await page.goto(input.base + `/console/suppressions?address=${encodeURIComponent(input.recipient)}`);
+    await page.fill("form[action='/console/suppressions/lift'] input[name=reason]", "console test");
+    out.acts.lift = await submit(page, "[data-action=lift]");
+    // The Audit page shows them.
+    await visit(page, "auditAfter", "/console/audit");
+    out.audit = await page.locator("[data-audit]").evaluateAll((rows) =>
+      rows.map((r) => ({ action: r.getAttribute("data-audit-action"), via: r.getAttribute("data-via"), text: r.innerText })));
+    await shot(page, "audit");
+    await visit(page, "eventsAfter", "/console/events");
+    await shot(page, "events");
 
     // Forged POSTs with this session's cookie: no CSRF token, and a wrong one.
     const pause = input.base + "/console/sinks/pause";

@@ -1,0 +1,108 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailhook/mailhook/internal/console"
+	"github.com/mailhook/mailhook/internal/httpapi"
+	"github.com/mailhook/mailhook/internal/store"
+)
+
+// TestConsoleExplorerBench answers the console's explorer pages (Events, Audit, a recipient's
+// messages, a message's timeline) MAILHOOK_EXPLORER_BENCH_RUNS times against the seeded
+// database at MAILHOOK_EXPLORER_BENCH_URL (scripts/explorer-bench.sh) through the real console
+// and store, signed in, and prints each page's p50, p95 and max server time (the page's reads
+// and its rendering). It is a measurement, not a check: it fails only when a page does not
+// answer 200.
+func TestConsoleExplorerBench(t *testing.T) {
+	dbURL := os.Getenv("MAILHOOK_EXPLORER_BENCH_URL")
+	if dbURL == "" {
+		t.Skip("MAILHOOK_EXPLORER_BENCH_URL is not set (scripts/explorer-bench.sh sets it)")
+	}
+	runs, _ := strconv.Atoi(os.Getenv("MAILHOOK_EXPLORER_BENCH_RUNS"))
+	if runs < 1 {
+		runs = 60
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	api := &httpapi.Server{Explorer: st.Explorer, Audit: st.Audit, Messages: st.Messages, AdminTokens: map[string]string{"bench-token": "bench"},
+		TemporalUI: "http://127.0.0.1:8233", Endpoints: map[string]httpapi.Endpoint{"postscale": {Name: "postscale", Provider: "postscale"}}, Log: log}
+	con, err := console.New(api, console.Reads{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Console = con
+	h := api.AdminHandler()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := browser(t)
+	_, body, _ := get(t, c, srv.URL+"/console/login")
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("login page: no CSRF token")
+	}
+	if code, _, _ := post(t, c, srv.URL+"/console/login", url.Values{"csrf": {m[1]}, "token": {"bench-token"}}); code != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", code)
+	}
+	u, _ := url.Parse(srv.URL + "/console")
+	var cookie string
+	for _, ck := range c.Jar.Cookies(u) {
+		cookie += ck.Name + "=" + ck.Value + "; "
+	}
+	// In-process, as TestExplorerBench times the API's handlers: the page's server time.
+	page := func(target string) (int, string, time.Duration) {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.Header.Set("Cookie", cookie)
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String(), time.Since(start)
+	}
+	// Each page must show what it is timed for (want), not an empty list or an error.
+	shapes := []struct{ name, target, want string }{
+		{"Events, newest first", "/console/events", "data-event="},
+		{"Events, provider + type", "/console/events?provider=resend&type=email.bounced", "data-event="},
+		{"Events, recipient", "/console/events?recipient=user1234%40example.com", "data-event="},
+		{"Events, outcome flagged (0.005%)", "/console/events?outcome=flagged", "data-event="},
+		{"Messages, by recipient", "/console/messages?recipient=user1234%40example.com", "data-found-message="},
+		{"Messages, a message's timeline", "/console/messages?provider=postscale&id=msg_13", "data-precedence="},
+		{"Messages, a busy message's timeline (2,000 events)", "/console/messages?provider=postscale&id=msg_busy", "data-omitted"},
+		{"Audit, newest first", "/console/audit", "data-audit="},
+		{"Audit, one action", "/console/audit?action=erasure", "data-audit="},
+	}
+	fmt.Printf("| console page | p50 ms | p95 ms | max ms | KiB | rows |\n|---|---|---|---|---|---|\n")
+	for _, s := range shapes {
+		var took []time.Duration
+		size, rows := 0, 0
+		for range runs {
+			code, body, d := page(s.target)
+			if code != 200 || !strings.Contains(body, "data-actor") || !strings.Contains(body, s.want) {
+				t.Fatalf("%s: %d %.300s", s.target, code, body)
+			}
+			took, size = append(took, d), len(body)
+			rows = strings.Count(body, "<tr data-")
+		}
+		slices.Sort(took)
+		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
+		p := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
+		fmt.Printf("| %s | %s | %s | %s | %d | %d |\n", s.name, ms(p(0.5)), ms(p(0.95)), ms(took[len(took)-1]), size/1024, rows)
+	}
+}
