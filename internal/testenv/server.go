@@ -30,6 +30,9 @@ type RealServer struct {
 // 42 connections the e2e tests held at their peak; with 4 it held 17 at most.
 const RealServerMaxConns = 4
 
+// realServerSlot admits one real server per test process at a time.
+var realServerSlot = make(chan struct{}, 1)
+
 // StartRealServer starts a real Temporal server for the test on fresh databases (built first and
 // cached outside the repository if the cache is empty, which takes minutes; `make test` builds
 // it before the tests run) and stops it when the test ends. A server that cannot be had fails
@@ -41,6 +44,15 @@ func StartRealServer(t testing.TB) *RealServer {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "temporal-server.sh")
+	// One real server at a time: each holds up to 32 connections of the shared PostgreSQL
+	// (max_connections 100 on a new machine), and two beside the other tests' pools ran it out
+	// ("too many clients" in .ci/run).
+	waited := time.Now()
+	realServerSlot <- struct{}{}
+	t.Cleanup(func() { <-realServerSlot })
+	if d := time.Since(waited); d > time.Second {
+		t.Logf("waited %s for another test's real Temporal server to stop", d.Round(time.Second))
+	}
 	port, err := membershipSafePort()
 	Need(t, "a port for a real Temporal server", err)
 	s := &RealServer{state: t.TempDir(), port: port, script: script}
