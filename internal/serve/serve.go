@@ -274,8 +274,9 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 		}
 		s.acceptor = acceptance.NewAcceptor(s.Store.Inbox, s.Log)
 		s.rejected = &rejected.Recorder{Store: s.Store.Rejected, Budget: rejected.DefaultBudget,
-			Retention: s.Config.Retention.RejectedRequests.Duration(), Dropped: s.Metrics.RejectionNotKept,
-			Log: s.Log.With("component", "rejected")}
+			Retention: s.Config.Retention.RejectedRequests.Duration(), Off: s.Config.Retention.RejectedRequests == 0,
+			Dropped: s.Metrics.RejectionNotKept,
+			Log:     s.Log.With("component", "rejected")}
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff
