@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,10 @@ type Reads struct {
 	LatestProviderCounts func(ctx context.Context) ([]providercounts.Check, error)
 	ErasureJobs          func(ctx context.Context, limit int) ([]domain.ErasureJob, error)
 	ParkedByType         func(ctx context.Context, sink string) (map[string]int64, error)
+	// SignOut and SignedOut keep the signed-out sessions where every process reads them
+	// (store.Sessions); unset, a sign-out holds in this process only.
+	SignOut   func(ctx context.Context, id string, until time.Time) error
+	SignedOut func(ctx context.Context, id string) (bool, error)
 }
 
 // Console serves the pages. Build it with New.
@@ -60,6 +65,7 @@ type Console struct {
 	login   *template.Template
 	static  http.Handler
 	revoked revoked
+	limiter signInLimiter
 }
 
 // page is one page of the console: its path, its title in the menu, the scope a token needs to
@@ -371,6 +377,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			show(http.StatusForbidden, "the sign-in form expired; sign in again")
 			return
 		}
+		release, allowed, wait := c.limiter.reserve(clientAddr(r), c.now())
+		if !allowed {
+			secs := int(wait.Round(time.Second) / time.Second)
+			secs = max(secs, 1)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			c.log.WarnContext(r.Context(), "console sign-in refused: too many failures from the address")
+			show(http.StatusTooManyRequests, fmt.Sprintf("too many failed sign-ins from this address; try again in %d s", secs))
+			return
+		}
 		token := strings.TrimSpace(r.PostForm.Get("token"))
 		actor, scopes, ok := c.api.TokenActor(token)
 		if !ok {
@@ -378,6 +393,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			show(http.StatusUnauthorized, "not a token of admin.tokens")
 			return
 		}
+		release()
 		s := session{Actor: actor, Scopes: scopes, ID: randomID(), Expires: c.now().Add(SessionTTL), key: sessionKey(token)}
 		setCookie(w, r, cookieName, s.cookieValue(), int(SessionTTL/time.Second))
 		setCookie(w, r, loginCookieName, "", -1)
@@ -388,8 +404,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signOut ends the session: its id is refused from now on (in this process; elsewhere when it
-// expires) and the cookie is cleared.
+// signOut ends the session: its id is refused from now on by every process (Reads.SignOut: kept
+// in PostgreSQL until the cookie would have expired) and the cookie is cleared. When the sign-out
+// cannot be recorded the session stays, and the operator is told to try again.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	_ = r.ParseForm()
@@ -397,6 +414,13 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	if !ok || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF())) != 1 {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
+	}
+	if c.reads.SignOut != nil {
+		if err := c.reads.SignOut(r.Context(), s.ID, s.Expires); err != nil {
+			c.log.ErrorContext(r.Context(), "console sign-out not recorded", "error", err)
+			http.Error(w, "the sign-out could not be recorded (database unavailable?); the session is still valid: try again", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	c.revoked.add(s.ID, s.Expires)
 	setCookie(w, r, cookieName, "", -1)

@@ -245,7 +245,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		AcceptedPerMinute: s.Store.Counts.AcceptedPerMinute, RejectedPerMinute: s.Store.Rejected.RejectedPerMinute,
 		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
-		ParkedByType: s.Store.Sinks.ParkedByType,
+		ParkedByType: s.Store.Sinks.ParkedByType, SignOut: s.Store.Sessions.SignOut, SignedOut: s.Store.Sessions.SignedOut,
 	}, s.Log)
 	if err != nil {
 		return nil, err
