@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,8 +52,11 @@ type Reads struct {
 	ParkedByType         func(ctx context.Context, sink string) (map[string]int64, error)
 	// SignOut and SignedOut keep the signed-out sessions where every process reads them
 	// (store.Sessions); unset, a sign-out holds in this process only.
-	SignOut   func(ctx context.Context, id string, until time.Time) error
-	SignedOut func(ctx context.Context, id string) (bool, error)
+	// MessageStatuses, when set, gives a recipient search's messages their status, so the
+	// bounced one can be told from the others without opening each (store.Messages).
+	MessageStatuses func(ctx context.Context, keys []store.MessageKey) (map[store.MessageKey]store.MessageStatus, error)
+	SignOut         func(ctx context.Context, id string, until time.Time) error
+	SignedOut       func(ctx context.Context, id string) (bool, error)
 }
 
 // Console serves the pages. Build it with New.
@@ -206,7 +210,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.Path == path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			s, ok := c.sessionOf(r)
 			if !ok {
-				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+				// Back to this page once signed in: a link someone was given (simulate prints
+				// one) opens where it points.
+				http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			if !can(s.Scopes, p.Scope) {
@@ -344,18 +350,20 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s session, p pa
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	type loginView struct {
 		Title, CSRF, Error string
+		Next               string
 		Nav                []navItem
 		Actor              string
 		Notice             string
 		Can                map[string]bool
 		Data               any
 	}
+	next := safeNext(r.URL.Query().Get("next")) // a POST's comes from its form, once parsed
 	show := func(status int, msg string) {
 		tok := randomID()
 		setCookie(w, r, loginCookieName, tok, 600)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(status)
-		if err := c.login.ExecuteTemplate(w, "layout.html", loginView{Title: "Sign in", CSRF: tok, Error: msg}); err != nil {
+		if err := c.login.ExecuteTemplate(w, "layout.html", loginView{Title: "Sign in", CSRF: tok, Error: msg, Next: next}); err != nil {
 			c.log.ErrorContext(r.Context(), "console render", "page", "login", "error", err)
 		}
 	}
@@ -372,6 +380,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			show(http.StatusBadRequest, "bad form")
 			return
 		}
+		next = safeNext(r.PostForm.Get("next"))
 		ck, err := r.Cookie(loginCookieName)
 		if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
 			show(http.StatusForbidden, "the sign-in form expired; sign in again")
@@ -398,10 +407,25 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		setCookie(w, r, cookieName, s.cookieValue(), int(SessionTTL/time.Second))
 		setCookie(w, r, loginCookieName, "", -1)
 		c.log.InfoContext(r.Context(), "console sign-in", "actor", actor)
-		http.Redirect(w, r, "/console", http.StatusSeeOther)
+		if next == "" {
+			next = "/console"
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// safeNext is where a sign-in may return to: a console page of this host ("" when next is
+// anything else), so the parameter cannot send a browser to another site.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.Contains(next, "\\") ||
+		strings.HasPrefix(next, "//") || (u.Path != "/console" && !strings.HasPrefix(u.Path, "/console/")) ||
+		u.Path == "/console/login" || u.Path == "/console/logout" {
+		return ""
+	}
+	return u.RequestURI()
 }
 
 // signOut ends the session: its id is refused from now on by every process (Reads.SignOut: kept

@@ -221,8 +221,8 @@ func TestEveryPageRendersForAnAdminAndSaysWhoIsSignedIn(t *testing.T) {
 func TestSignedOutOrForgedRequestsAreRefused(t *testing.T) {
 	srv, sinks := newConsole(t)
 	anon := browser(t)
-	if code, _, h := get(t, anon, srv.URL+"/console/sinks"); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
-		t.Errorf("signed out: %d %v, want a redirect to the sign-in", code, h.Get("Location"))
+	if code, _, h := get(t, anon, srv.URL+"/console/sinks"); code != http.StatusSeeOther || h.Get("Location") != "/console/login?next=%2Fconsole%2Fsinks" {
+		t.Errorf("signed out: %d %v, want a redirect to the sign-in, back to the page after it", code, h.Get("Location"))
 	}
 	if code, _, _ := post(t, anon, srv.URL+"/console/sinks/pause", url.Values{"sink": {"app"}}); code != http.StatusForbidden {
 		t.Errorf("a POST without a session: %d, want 403", code)

@@ -34,7 +34,7 @@ func TestASignOutHoldsInEveryProcess(t *testing.T) {
 	for name, srv := range map[string]string{"the second process": b.URL, "the first process": a.URL} {
 		replay := browser(t)
 		replay.Jar.SetCookies(mustURL(t, srv+"/console"), copied)
-		if code, _, h := get(t, replay, srv+"/console/sinks"); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
+		if code, _, h := get(t, replay, srv+"/console/sinks"); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login?") {
 			t.Errorf("the signed-out cookie in %s: %d %q, want the sign-in redirect", name, code, h.Get("Location"))
 		}
 	}
@@ -145,3 +145,38 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// A sign-in returns to the page that asked for it, and only to a console page: a link sent to
+// an operator opens where it points, and the parameter sends no browser to another site.
+func TestSignInReturnsToThePageAskedFor(t *testing.T) {
+	srv, _ := newConsole(t)
+	c := browser(t)
+	code, _, h := get(t, c, srv.URL+"/console/messages?recipient=user%40example.com")
+	if code != http.StatusSeeOther {
+		t.Fatalf("signed out: %d", code)
+	}
+	for _, tc := range []struct{ next, want string }{
+		{"/console/messages?recipient=user%40example.com", "/console/messages?recipient=user%40example.com"},
+		{"https://evil.example/console", "/console"},
+		{"//evil.example/console", "/console"},
+		{"/\\evil.example/console", "/console"},
+		{"/other", "/console"},
+		{"/console/logout", "/console"},
+	} {
+		_, body, _ := get(t, c, srv.URL+h.Get("Location"))
+		m := csrfField.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatal("no sign-in form")
+		}
+		code, _, got := post(t, c, srv.URL+"/console/login", url.Values{"csrf": {m[1]}, "token": {adminToken}, "next": {tc.next}})
+		if code != http.StatusSeeOther || got.Get("Location") != tc.want {
+			t.Errorf("next %q: %d to %q, want %q", tc.next, code, got.Get("Location"), tc.want)
+		}
+		c = browser(t)
+	}
+	// The form carries the page asked for.
+	_, body, _ := get(t, browser(t), srv.URL+h.Get("Location"))
+	if !strings.Contains(body, `name="next" value="/console/messages?recipient=user%40example.com"`) {
+		t.Errorf("the sign-in form does not carry the page asked for:\n%s", body)
+	}
+}

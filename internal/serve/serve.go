@@ -246,6 +246,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
 		ParkedByType: s.Store.Sinks.ParkedByType, SignOut: s.Store.Sessions.SignOut, SignedOut: s.Store.Sessions.SignedOut,
+		MessageStatuses: s.Store.Messages.MessageStatuses,
 	}, s.Log)
 	if err != nil {
 		return nil, err
