@@ -1,18 +1,20 @@
 // The new user's walk (issue 43): from the console's sign-in page to why an address bounced,
 // following only what the pages say: every step finds its link, field or button by the text a
-// person reads (no test ids), and the walk's time is taken per step. scripts/console-walk.sh
-// runs it against `make run` after `mailhook simulate`:
+// person reads (no test ids), and the walk's time is taken per step. TestANewUserFindsWhyAnAddressBounced
+// (internal/e2e) runs it in make test; scripts/console-walk.sh against `make run` after
+// `mailhook simulate`:
 //
-//   node console-walk.cjs <base-url> <token> <address> <screenshot-dir>
+//   node walk.cjs <base-url> <token> <address> [screenshot-dir]
 //
-// It prints one line per step (its time in ms and the actions a person makes in it) and the
-// bounce it found, and exits 1 when a step cannot be made from what the page shows.
+// It prints one line per step (its time in ms and the actions a person makes in it), then the
+// message it opened and the bounce the page gave, and exits 1 when a step cannot be made from
+// what the page shows. CHROMIUM names the browser (default /usr/bin/chromium).
 const { chromium } = require("playwright-core");
 
 const [base, token, address, out] = process.argv.slice(2);
 
 (async () => {
-  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.setDefaultTimeout(30000);
   const steps = [];
@@ -43,18 +45,20 @@ const [base, token, address, out] = process.argv.slice(2);
     await page.getByRole("button", { name: /find their messages/i }).click();
     await page.getByText(/newest first/i).first().waitFor();
   });
-  await page.screenshot({ path: `${out}/walk-1-recipient.png`, fullPage: true });
+  if (out) await page.screenshot({ path: `${out}/walk-1-recipient.png`, fullPage: true });
   let bounce = "";
   await step("open the newest bounced message", "click its message id", async () => {
-    // The list says each message's latest event: the newest whose latest event is a bounce.
-    const row = page.getByRole("row").filter({ hasText: /bounce/i }).first();
+    // The list gives each message's status: the newest whose status says bounced.
+    const row = page.getByRole("row").filter({ has: page.getByRole("cell", { name: /^bounced/ }) }).first();
     await row.getByRole("link").first().click();
     await page.getByText(/^Bounce$/).waitFor();
     bounce = (await page.locator("dt", { hasText: /^Bounce$/ }).locator("xpath=following-sibling::dd[1]").innerText()).trim();
   });
-  await page.screenshot({ path: `${out}/walk-2-message.png`, fullPage: true });
+  if (out) await page.screenshot({ path: `${out}/walk-2-message.png`, fullPage: true });
+  const opened = (await page.locator("dt", { hasText: /^Message id$/ }).locator("xpath=following-sibling::dd[1]").innerText()).trim();
   const status = (await page.locator("dt", { hasText: /^Status$/ }).locator("xpath=following-sibling::dd[1]").innerText()).trim();
   const total = Date.now() - start;
+  console.log(`opened: ${opened}`);
   console.log(`found: status ${status}; bounce ${bounce}`);
   console.log(`walk: ${steps.length} steps, ${steps.reduce((n, s) => n + s.actions.split(",").length, 0)} actions, ${total} ms in the browser`);
   await browser.close();
