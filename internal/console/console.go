@@ -50,13 +50,13 @@ type Reads struct {
 	LatestProviderCounts func(ctx context.Context) ([]providercounts.Check, error)
 	ErasureJobs          func(ctx context.Context, limit int) ([]domain.ErasureJob, error)
 	ParkedByType         func(ctx context.Context, sink string) (map[string]int64, error)
-	// SignOut and SignedOut keep the signed-out sessions where every process reads them
-	// (store.Sessions); unset, a sign-out holds in this process only.
 	// MessageStatuses, when set, gives a recipient search's messages their status, so the
 	// bounced one can be told from the others without opening each (store.Messages).
 	MessageStatuses func(ctx context.Context, keys []store.MessageKey) (map[store.MessageKey]store.MessageStatus, error)
-	SignOut         func(ctx context.Context, id string, until time.Time) error
-	SignedOut       func(ctx context.Context, id string) (bool, error)
+	// SignOut and SignedOut keep the signed-out sessions where every process reads them
+	// (store.Sessions); unset, a sign-out holds in this process only.
+	SignOut   func(ctx context.Context, id string, until time.Time) error
+	SignedOut func(ctx context.Context, id string) (bool, error)
 }
 
 // Console serves the pages. Build it with New.
