@@ -68,6 +68,11 @@
 # it; PREV_REF and NAME@prev likewise (a second tree). The load generator is always this tree's.
 # The summary puts them next to each other.
 # NAME+eager runs NAME with temporal.eager_start on.
+# NAME+flood also sends FLOOD_RATE (1,000) badly signed Postscale requests per second from
+# 127.0.0.3 for the whole send phase (loadtest --flood-rate), and records after it the kept
+# rejections (rows, bytes, dropped) beside the per-endpoint budget and the not-kept counter;
+# NAME+flood+norecord does so with retention.rejected_requests: 0 (nothing kept). Issue 43's goal:
+#   PHASES="accept-nodrain accept-nodrain+flood accept-nodrain+flood+norecord"
 # METADATA=1: every delivery event carries a sender's metadata and tags (loadtest --metadata), in
 # every phase and for every tree (a tree before issue 42 receives and ignores them).
 #
@@ -102,6 +107,7 @@ OUTAGE_RATE=${OUTAGE_RATE:-30} # requests/s, open loop: about 60 events/s, what 
 PG_OUTAGE=${PG_OUTAGE:-180}
 PG_OUTAGE_LOAD=${PG_OUTAGE_LOAD:-240s}
 PGO_PORT=${PGO_PORT:-15433}
+FLOOD_RATE=${FLOOD_RATE:-1000}
 SIZING_EVENTS=${SIZING_EVENTS:-5000}
 SIZING_SEED=${SIZING_SEED:-1} # the traffic's seed (its lifecycles, re-sends, batches)
 WORKER_METRICS_PORT=${WORKER_METRICS_PORT:-19090}   # sizing: the worker's /metrics
@@ -122,6 +128,7 @@ MHBIN=$MH # the mailhook of the phase running (MH, or MH_BASE for NAME@base)
 CONFIG_BASE=$WORK/config-base.yaml
 MHCONFIG=$WORK/config.yaml # the config of the phase running
 EAGER=false                # NAME+eager: temporal.eager_start on
+FLOOD=()                   # NAME+flood: the loadtest's flood flags
 CONFIG=$WORK/config.yaml
 TOKEN=bench-admin-token-0123456789
 PS_SECRET=whsec_bench_postscale_secret
@@ -334,7 +341,25 @@ loadtest() { # loadtest <out-prefix> [extra flags…]
 		--sendgrid-key "$WORK/sg.pem" --sink-listen "127.0.0.1:$SINK_PORT" --sink-secret "$(cat "$WORK/sink.secret")" \
 		--database-url "$PG/$DB?sslmode=disable" --token "$TOKEN" --concurrency "$CONCURRENCY" \
 		--duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
-		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" ${METADATA:+--metadata} "$@" >"$out.txt" 2>&1
+		--temporal-address "127.0.0.1:$TEMPORAL_PORT" --json "$out.json" ${METADATA:+--metadata} "${FLOOD[@]}" "$@" >"$out.txt" 2>&1
+}
+
+# rejections_kept <out>: after a +flood phase, while mailhook still runs, what the rejected-request
+# recorder kept (rows and bytes per endpoint), what it counted as dropped, and the not-kept
+# counter, into <out>.rejections.json.
+rejections_kept() {
+	local out=$1 notkept
+	sleep 1 # the writer flushes every 200 ms
+	notkept=$(curl -fsS "http://127.0.0.1:$HTTP_PORT/metrics" | awk '/^mailhook_webhook_rejections_not_kept_total/ {s += $2} END {print s + 0}')
+	psql "$PG/$DB" -Atc "
+SELECT json_build_object(
+  'kept', (SELECT coalesce(json_object_agg(endpoint, json_build_object('rows', n, 'body_bytes', b, 'table_bytes_est', b + 512 * n)), '{}')
+           FROM (SELECT endpoint, count(*) n, coalesce(sum(length(body)), 0) b FROM rejected_requests GROUP BY 1) k),
+  'dropped', (SELECT coalesce(sum(dropped), 0) FROM rejected_request_drops),
+  'not_kept_metric', $notkept,
+  'table_bytes', pg_total_relation_size('rejected_requests'),
+  'budget', json_build_object('rows_per_hour', 1000, 'bytes_per_hour', 16777216))" >"$out.rejections.json" 2>/dev/null ||
+		echo '{}' >"$out.rejections.json"
 }
 
 # relation_sizes <database URL> <out>: per table (partitions counted in their root), the bytes of
@@ -351,9 +376,13 @@ WHERE c.relkind = 'r' GROUP BY 1 ORDER BY 1" | while IFS=$'\t' read -r t total i
 	done >"$2"
 }
 
-phase() { # phase <run> <name>[@base|@prev][+eager]
-	local run=$1 name=${2%+eager} out="$RESULTS/run$1-$2"
-	MHBIN=$MH MHCONFIG=$CONFIG EAGER=false
+phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
+	local run=$1 name=$2 out="$RESULTS/run$1-$2" mods=" "
+	while [[ $name == *+* ]]; do
+		mods+="${name##*+} "
+		name=${name%+*}
+	done
+	MHBIN=$MH MHCONFIG=$CONFIG EAGER=false FLOOD=()
 	case $name in
 	*@base)
 		[[ -x $MH_BASE ]] || die "phase $2 needs BASE_REF"
@@ -365,7 +394,16 @@ phase() { # phase <run> <name>[@base|@prev][+eager]
 		;;
 	esac
 	name=${name%@*}
-	[[ $2 == *+eager ]] && EAGER=true
+	[[ $mods == *" eager "* ]] && EAGER=true
+	[[ $mods == *" flood "* ]] && FLOOD=(--flood-rate "$FLOOD_RATE" --flood-source 127.0.0.3)
+	if [[ $mods == *" norecord "* ]]; then
+		[[ $MHBIN == "$MH" ]] || die "phase $2: +norecord needs this tree (retention.rejected_requests: 0)"
+		{
+			cat "$MHCONFIG"
+			printf 'retention:\n  rejected_requests: "0"\n'
+		} >"$WORK/config-norecord.yaml"
+		local MHCONFIG=$WORK/config-norecord.yaml
+	fi
 	local pgstats=()
 	if [[ ${PGSTATS:-} == 1 && $name =~ ^(e2e|mixed|fixed)$ ]]; then
 		pgstats=(--pg-stats-role mailhook_bench)
@@ -458,6 +496,7 @@ PY
 		[[ $name == accept-2000 ]] && dup=0.1
 		loadtest "$out" --mix postscale=1 --dup-share "$dup" --out-of-order 0.3 --no-drain "${flags[@]}" \
 			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+		((${#FLOOD[@]} == 0)) || rejections_kept "$out"
 		stop_pid "$MH_PID"
 		;;
 	burst | burst-small)
@@ -619,7 +658,8 @@ def median_of(phase, get):
 def add(metric, phase, get, fmt="{:.1f}"):
     """A row for phase, and right after it one for each variant that ran (+eager, @prev, @base)."""
     med = one(metric, phase, get, fmt)
-    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager"):
+    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager",
+                  phase + "+flood", phase + "+flood+norecord", phase + "@base+flood"):
         if other in runs:
             one(metric, other, get, fmt)
     return med
@@ -690,6 +730,32 @@ add("duplicate p99 (ms)", "accept-2000", lambda j: ms(j["latency"]["postscale/du
 add("skipped (max in flight)", "accept-2000", lambda j: j["skipped"], "{:.0f}")
 add("5xx or no answer", "accept-2000", five, "{:.0f}")
 add("verdict passed (1=yes)", "accept-2000", lambda j: 1 if j["passed"] else 0, "{:.0f}")
+# +flood phases: the flood, and what the rejected-request recorder kept of it (rejections_kept).
+kept = {}
+for p in glob.glob(os.path.join(d, "run*-*.rejections.json")):
+    m = re.match(r"run(\d+)-(.+)\.rejections\.json", os.path.basename(p))
+    try:
+        kept.setdefault(m.group(2), {})[int(m.group(1))] = json.load(open(p))
+    except ValueError:
+        pass
+for ph in ["accept-nodrain+flood", "accept-nodrain+flood+norecord", "accept-nodrain@base+flood"]:
+    if ph not in runs:
+        continue
+    one("flood requests/s sent", ph, lambda j: j["flood"]["sent_per_sec"], "{:.0f}")
+    one("flood answered 401", ph, lambda j: j["flood"]["answers"].get("401", 0), "{:.0f}")
+    one("flood skipped (512 in flight)", ph, lambda j: j["flood"]["skipped"], "{:.0f}")
+    for r in runs[ph]:
+        runs[ph][r]["_kept"] = kept.get(ph, {}).get(r, {})
+    one("rejections kept, rows (budget 1,000/h)", ph, lambda j: sum(e["rows"] for e in j["_kept"]["kept"].values()), "{:.0f}")
+    one("rejections kept, bytes est. (budget 16 MiB/h)", ph, lambda j: sum(e["table_bytes_est"] for e in j["_kept"]["kept"].values()), "{:.0f}")
+    one("rejected_requests table bytes", ph, lambda j: j["_kept"]["table_bytes"], "{:.0f}")
+    one("counted as dropped", ph, lambda j: j["_kept"]["dropped"], "{:.0f}")
+    one("not-kept counter", ph, lambda j: j["_kept"]["not_kept_metric"], "{:.0f}")
+if "accept-nodrain" in runs:
+    add("peak RSS serve (MB)", "accept-nodrain", lambda j: j["mailhook_memory"]["peak_rss_bytes"] / 2**20)
+    # CPU per accepted event moves less with the machine's load than the rate does; with a flood
+    # it includes the flood's cost.
+    add("mailhook CPU µs per accepted event", "accept-nodrain", lambda j: 1e6 * j["cpu_cores_window"]["mailhook"] / j["events_accepted_per_sec"], "{:.0f}")
 def burst(phase, full):
     """Rows of a burst phase; full adds latency, drain time and memory."""
     add("events accepted", phase, lambda j: j["events_accepted"], "{:.0f}")
@@ -744,6 +810,9 @@ if dp1 is not None: print(f"- duplicate p99, idle probe 1 at a time: {dp1:.1f} m
 if dp is not None: print(f"- duplicate p99, idle probe 10 at once: {dp:.1f} ms (goal ≤ 50) → {'met' if dp <= 50 else 'NOT met'}")
 if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if rss <= 150 else 'NOT met'}")
 ratio("accept rate (no drain) / pgbench INSERT rate", ia, pg, 0.4)
+acc = lambda j: j["events_accepted_per_sec"]
+ratio("accept rate with the flood kept / with the flood not kept (issue 43)", median_of("accept-nodrain+flood", acc), median_of("accept-nodrain+flood+norecord", acc), 0.95)
+ratio("accept rate with the flood not kept / without a flood", median_of("accept-nodrain+flood+norecord", acc), ia, 0.0)
 rate = lambda j: j["processed_per_sec_overall"]
 ratio("fixed: processed rate / the same work on BASE_REF", fx, median_of("fixed@base", rate), 3.0)
 ratio("fixed: processed rate / baseline --local all", fx, ba, 0.8)

@@ -36,7 +36,7 @@ type Retention struct {
 	// insert never finds none (the store also creates a missing one on demand). Default 3.
 	PartitionsAhead int `yaml:"partitions_ahead"`
 	// RejectedRequests: how long a refused webhook request is kept for GET /v1/rejections.
-	// Default 7 days.
+	// Default 7 days; 0 keeps none.
 	RejectedRequests Period `yaml:"rejected_requests"`
 	// Audit: how long the operators' audit trail is kept (GET /v1/audit). Default 365 days.
 	Audit Period `yaml:"audit"`
@@ -130,8 +130,8 @@ func (r Retention) validate() error {
 	if ib := r.InboundBodiesOr(); ib.Forever() || ib > r.Payloads {
 		return fmt.Errorf("config: retention.inbound_bodies (%s) must be at most retention.payloads (%s)", ib, r.Payloads)
 	}
-	if r.RejectedRequests.Forever() || r.RejectedRequests < Period(time.Hour) {
-		return errors.New("config: retention.rejected_requests must be at least 1h (refused requests hold personal data; forever is not supported)")
+	if r.RejectedRequests.Forever() || (r.RejectedRequests != 0 && r.RejectedRequests < Period(time.Hour)) {
+		return errors.New("config: retention.rejected_requests must be 0 (keep none) or at least 1h (refused requests hold personal data; forever is not supported)")
 	}
 	if r.Audit.Forever() || r.Audit < Period(24*time.Hour) {
 		return errors.New("config: retention.audit must be at least 1d (the trail names operators; forever is not supported)")

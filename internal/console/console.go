@@ -21,7 +21,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,13 @@ type Reads struct {
 	LatestProviderCounts func(ctx context.Context) ([]providercounts.Check, error)
 	ErasureJobs          func(ctx context.Context, limit int) ([]domain.ErasureJob, error)
 	ParkedByType         func(ctx context.Context, sink string) (map[string]int64, error)
+	// MessageStatuses, when set, gives a recipient search's messages their status, so the
+	// bounced one can be told from the others without opening each (store.Messages).
+	MessageStatuses func(ctx context.Context, keys []store.MessageKey) (map[store.MessageKey]store.MessageStatus, error)
+	// SignOut and SignedOut keep the signed-out sessions where every process reads them
+	// (store.Sessions); unset, a sign-out holds in this process only.
+	SignOut   func(ctx context.Context, id string, until time.Time) error
+	SignedOut func(ctx context.Context, id string) (bool, error)
 }
 
 // Console serves the pages. Build it with New.
@@ -60,6 +69,7 @@ type Console struct {
 	login   *template.Template
 	static  http.Handler
 	revoked revoked
+	limiter signInLimiter
 }
 
 // page is one page of the console: its path, its title in the menu, the scope a token needs to
@@ -200,7 +210,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p.Path == path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			s, ok := c.sessionOf(r)
 			if !ok {
-				http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+				// Back to this page once signed in: a link someone was given (simulate prints
+				// one) opens where it points.
+				http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			if !can(s.Scopes, p.Scope) {
@@ -338,18 +350,20 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s session, p pa
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	type loginView struct {
 		Title, CSRF, Error string
+		Next               string
 		Nav                []navItem
 		Actor              string
 		Notice             string
 		Can                map[string]bool
 		Data               any
 	}
+	next := safeNext(r.URL.Query().Get("next")) // a POST's comes from its form, once parsed
 	show := func(status int, msg string) {
 		tok := randomID()
 		setCookie(w, r, loginCookieName, tok, 600)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(status)
-		if err := c.login.ExecuteTemplate(w, "layout.html", loginView{Title: "Sign in", CSRF: tok, Error: msg}); err != nil {
+		if err := c.login.ExecuteTemplate(w, "layout.html", loginView{Title: "Sign in", CSRF: tok, Error: msg, Next: next}); err != nil {
 			c.log.ErrorContext(r.Context(), "console render", "page", "login", "error", err)
 		}
 	}
@@ -366,9 +380,19 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			show(http.StatusBadRequest, "bad form")
 			return
 		}
+		next = safeNext(r.PostForm.Get("next"))
 		ck, err := r.Cookie(loginCookieName)
 		if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
 			show(http.StatusForbidden, "the sign-in form expired; sign in again")
+			return
+		}
+		release, allowed, wait := c.limiter.reserve(clientAddr(r), c.now())
+		if !allowed {
+			secs := int(wait.Round(time.Second) / time.Second)
+			secs = max(secs, 1)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			c.log.WarnContext(r.Context(), "console sign-in refused: too many failures from the address")
+			show(http.StatusTooManyRequests, fmt.Sprintf("too many failed sign-ins from this address; try again in %d s", secs))
 			return
 		}
 		token := strings.TrimSpace(r.PostForm.Get("token"))
@@ -378,18 +402,35 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			show(http.StatusUnauthorized, "not a token of admin.tokens")
 			return
 		}
+		release()
 		s := session{Actor: actor, Scopes: scopes, ID: randomID(), Expires: c.now().Add(SessionTTL), key: sessionKey(token)}
 		setCookie(w, r, cookieName, s.cookieValue(), int(SessionTTL/time.Second))
 		setCookie(w, r, loginCookieName, "", -1)
 		c.log.InfoContext(r.Context(), "console sign-in", "actor", actor)
-		http.Redirect(w, r, "/console", http.StatusSeeOther)
+		if next == "" {
+			next = "/console"
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
 	default:
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
 }
 
-// signOut ends the session: its id is refused from now on (in this process; elsewhere when it
-// expires) and the cookie is cleared.
+// safeNext is where a sign-in may return to: a console page of this host ("" when next is
+// anything else), so the parameter cannot send a browser to another site.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.Contains(next, "\\") ||
+		strings.HasPrefix(next, "//") || (u.Path != "/console" && !strings.HasPrefix(u.Path, "/console/")) ||
+		u.Path == "/console/login" || u.Path == "/console/logout" {
+		return ""
+	}
+	return u.RequestURI()
+}
+
+// signOut ends the session: its id is refused from now on by every process (Reads.SignOut: kept
+// in PostgreSQL until the cookie would have expired) and the cookie is cleared. When the sign-out
+// cannot be recorded the session stays, and the operator is told to try again.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	_ = r.ParseForm()
@@ -397,6 +438,13 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	if !ok || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF())) != 1 {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
+	}
+	if c.reads.SignOut != nil {
+		if err := c.reads.SignOut(r.Context(), s.ID, s.Expires); err != nil {
+			c.log.ErrorContext(r.Context(), "console sign-out not recorded", "error", err)
+			http.Error(w, "the sign-out could not be recorded (database unavailable?); the session is still valid: try again", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	c.revoked.add(s.ID, s.Expires)
 	setCookie(w, r, cookieName, "", -1)

@@ -88,6 +88,13 @@ func (fakeQuarantine) ListQuarantine(context.Context, store.QuarantineFilter) ([
 
 func newConsole(t *testing.T, with ...func(*httpapi.Server)) (*httptest.Server, *fakeSinks) {
 	t.Helper()
+	return newConsoleOn(t, nil, with...)
+}
+
+// newConsoleOn is newConsole keeping its sign-outs in sessions (a real PostgreSQL: two consoles
+// over one are two processes of one deployment); nil keeps them in the process.
+func newConsoleOn(t *testing.T, sessions *store.Sessions, with ...func(*httpapi.Server)) (*httptest.Server, *fakeSinks) {
+	t.Helper()
 	sinks := &fakeSinks{paused: map[string]bool{}}
 	api := &httpapi.Server{
 		AdminTokens:  map[string]string{adminToken: "ops", readOnlyToken: "viewer"},
@@ -104,7 +111,7 @@ func newConsole(t *testing.T, with ...func(*httpapi.Server)) (*httptest.Server, 
 		f(api)
 	}
 	none := func(context.Context, time.Time) ([]store.MinuteCount, bool, error) { return nil, false, nil }
-	con, err := console.New(api, console.Reads{
+	reads := console.Reads{
 		AcceptedPerMinute: none, RejectedPerMinute: none,
 		Unprocessed:          func(context.Context) (int64, bool, time.Time, error) { return 0, false, time.Time{}, nil },
 		QuarantineCount:      func(context.Context) (int64, error) { return 0, nil },
@@ -113,7 +120,11 @@ func newConsole(t *testing.T, with ...func(*httpapi.Server)) (*httptest.Server, 
 		ParkedByType: func(context.Context, string) (map[string]int64, error) {
 			return map[string]int64{domain.TypeStatusChanged: 2}, nil
 		},
-	}, api.Log)
+	}
+	if sessions != nil {
+		reads.SignOut, reads.SignedOut = sessions.SignOut, sessions.SignedOut
+	}
+	con, err := console.New(api, reads, api.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +221,8 @@ func TestEveryPageRendersForAnAdminAndSaysWhoIsSignedIn(t *testing.T) {
 func TestSignedOutOrForgedRequestsAreRefused(t *testing.T) {
 	srv, sinks := newConsole(t)
 	anon := browser(t)
-	if code, _, h := get(t, anon, srv.URL+"/console/sinks"); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
-		t.Errorf("signed out: %d %v, want a redirect to the sign-in", code, h.Get("Location"))
+	if code, _, h := get(t, anon, srv.URL+"/console/sinks"); code != http.StatusSeeOther || h.Get("Location") != "/console/login?next=%2Fconsole%2Fsinks" {
+		t.Errorf("signed out: %d %v, want a redirect to the sign-in, back to the page after it", code, h.Get("Location"))
 	}
 	if code, _, _ := post(t, anon, srv.URL+"/console/sinks/pause", url.Values{"sink": {"app"}}); code != http.StatusForbidden {
 		t.Errorf("a POST without a session: %d, want 403", code)

@@ -173,9 +173,11 @@ func (c *Console) auditTrail(r *http.Request, _ session) (any, error) {
 	return d, nil
 }
 
-// recipientMessage is one message of a recipient search: its key and its latest event.
+// recipientMessage is one message of a recipient search: its key, its status and its latest
+// event.
 type recipientMessage struct {
 	Provider, MessageID, LastType string
+	Status, BounceType            string
 	LastAt                        time.Time
 	Events                        int
 }
@@ -204,6 +206,19 @@ func (c *Console) recipientMessages(r *http.Request, address string) ([]recipien
 			i = len(out) - 1
 		}
 		out[i].Events++
+	}
+	if c.reads.MessageStatuses != nil && len(out) > 0 {
+		keys := make([]store.MessageKey, len(out))
+		for i, m := range out {
+			keys[i] = store.MessageKey{Provider: m.Provider, MessageID: m.MessageID}
+		}
+		st, err := c.reads.MessageStatuses(r.Context(), keys)
+		if err != nil {
+			return nil, false, err
+		}
+		for i, k := range keys {
+			out[i].Status, out[i].BounceType = st[k].Status, st[k].BounceType
+		}
 	}
 	return out, next != "", nil
 }

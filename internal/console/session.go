@@ -16,7 +16,8 @@ import (
 
 // A session is a signed cookie: the token's name, an expiry and a random id, under an HMAC keyed
 // by the admin token it was signed in with. Nothing is kept server-side but the ids signed out
-// (until they expire), so a restart or another replica with the same config keeps the session;
+// (in PostgreSQL, store.Sessions, until they expire: a copied cookie is refused by every process
+// once signed out), so a restart or another replica with the same config keeps the session;
 // removing or rotating a token ends its sessions at once, and the cookie never holds the token.
 const (
 	cookieName      = "mailhook_console"
@@ -122,6 +123,19 @@ func (c *Console) sessionOf(r *http.Request) (session, bool) {
 	}
 	if !ok || !c.now().Before(found.Expires) || c.revoked.has(found.ID) {
 		return session{}, false
+	}
+	if c.reads.SignedOut != nil {
+		// Signed out in another process? One primary-key read per console request. When it
+		// cannot be read the session is refused: a sign-out must hold.
+		out, err := c.reads.SignedOut(r.Context(), found.ID)
+		if err != nil {
+			c.log.WarnContext(r.Context(), "console session not checked", "error", err)
+			return session{}, false
+		}
+		if out {
+			c.revoked.add(found.ID, found.Expires)
+			return session{}, false
+		}
 	}
 	return found, true
 }

@@ -247,7 +247,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 
 	// Sign in.
-	if run.SignedOutLandsOn != "/console/login" || run.AfterSignIn != "/console" || run.SignInStatus != 200 {
+	// Signed out, the sinks page sends to the sign-in, which returns to it.
+	if run.SignedOutLandsOn != "/console/login" || run.AfterSignIn != "/console/sinks" || run.SignInStatus != 200 {
 		t.Errorf("sign in: signed out landed on %q, after sign-in %q (%d)", run.SignedOutLandsOn, run.AfterSignIn, run.SignInStatus)
 	}
 	if c := run.Cookie; c == nil || !c.HTTPOnly || c.SameSite != "Strict" || c.Path != "/console" || c.HasToken {

@@ -197,8 +197,8 @@ func (s *Server) handler(routes int) http.Handler {
 		}
 		s.mountCodec(r)
 		if s.Console != nil {
-			r.Any("/console", gin.WrapH(s.Console))
-			r.Any("/console/*page", gin.WrapH(s.Console))
+			r.Any("/console", withClientIP(s.Console))
+			r.Any("/console/*page", withClientIP(s.Console))
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -100,6 +100,8 @@ addresses only.`,
 	f.IntVar(&o.HistorySample, "history-sample", 200, "how many of the run's workflows to read the history of")
 	f.IntVar(&o.MailhookPID, "mailhook-pid", 0, "pid of the 'mailhook serve' process, to report its peak RSS (VmHWM)")
 	f.StringArrayVar(&cpu, "cpu", nil, "label=pid[+pid…], label=user:NAME or label=tree:PID (the process and its descendants): report the CPU those processes used (repeatable)")
+	f.Float64Var(&o.FloodRate, "flood-rate", 0, "also send this many badly signed Postscale requests per second for the whole send phase, open loop (at most 512 in flight): the cost of a flood of bad signatures to the valid traffic")
+	f.StringVar(&o.FloodSource, "flood-source", "127.0.0.3", "local address the flood comes from (loopback; every 127/8 address is this machine's)")
 	f.StringVar(&o.JSONPath, "json", "", "also write the report as JSON to this file")
 	f.StringVar(&o.EventsPath, "events-out", "", "write every generated event (JSON lines) to this file")
 	f.StringVar(&o.LatencyPath, "latency-out", "", "write each notification's latency to this file (CSV: sent_unix_ms, latency_ms, type, id)")

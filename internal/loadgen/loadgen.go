@@ -97,6 +97,10 @@ type Options struct {
 	HistorySample     int
 
 	MailhookPID int
+	// FloodRate > 0 also sends that many badly signed requests per second, from FloodSource,
+	// for the whole send phase (flood.go): Report.Flood.
+	FloodRate   float64
+	FloodSource string
 	CPU         []CPUTarget
 	JSONPath    string
 	EventsPath  string
@@ -230,11 +234,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		m, _ := scrapeMetrics(ctx, r.client, o.MetricsURL)
 		metricsStartCh <- m
 	}()
+	floodCh := make(chan *FloodReport, 1)
+	if o.FloodRate > 0 {
+		go func() { floodCh <- r.flood(ctx) }()
+	} else {
+		floodCh <- nil
+	}
 	if o.Rate > 0 {
 		r.openLoop(ctx)
 	} else {
 		r.closedLoop(ctx)
 	}
+	rep.Flood = <-floodCh
 	cpuEnd := SampleCPU(o.CPU)
 	sendDone := time.Now()
 	if sendDone.Before(r.end) {
@@ -390,6 +401,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("--warmup %s must be shorter than --duration", o.Warmup)
 	case o.MaxEvents < 0:
 		return fmt.Errorf("--events %d must not be negative", o.MaxEvents)
+	case o.FloodRate < 0 || o.FloodRate > 20000:
+		return fmt.Errorf("--flood-rate %v: want [0, 20000]", o.FloodRate)
+	case o.FloodRate > 0 && o.FloodSource != "" && requireLoopbackHost(o.FloodSource) != nil:
+		return fmt.Errorf("--flood-source %q: want a loopback address", o.FloodSource)
 	case o.Rate < 0 || o.Rate > 100000:
 		return fmt.Errorf("--rate %v: want [0, 100000]", o.Rate)
 	case o.Rate == 0 && (o.Concurrency < 1 || o.Concurrency > 10000):

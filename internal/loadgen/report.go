@@ -70,7 +70,9 @@ type Report struct {
 	// costs, which a loaded machine moves less than it moves rates.
 	CPUSecondsRun        map[string]float64 `json:"cpu_seconds_run"`
 	MailhookRSSAtSendEnd *Memory            `json:"mailhook_memory_send_end,omitempty"`
-	MailhookMemory       *Memory            `json:"mailhook_memory,omitempty"`
+	// Flood: the badly signed requests sent beside the valid traffic (--flood-rate).
+	Flood          *FloodReport `json:"flood,omitempty"`
+	MailhookMemory *Memory      `json:"mailhook_memory,omitempty"`
 
 	Notes   []string `json:"notes,omitempty"`
 	Verdict []Check  `json:"verdict"`
@@ -211,6 +213,10 @@ func (r *Report) print(w io.Writer) {
 		} else {
 			p("== mailhook memory: peak RSS (VmHWM) %s, RSS now %s", mb(m.PeakRSSBytes), mb(m.RSSBytes))
 		}
+	}
+	if f := r.Flood; f != nil {
+		p("== flood: %.0f badly signed requests/s asked from %s; %d sent (%.0f/s), %d skipped; answers %s",
+			f.Rate, f.Source, f.Sent, f.SentPerSec, f.Skipped, kv(f.Answers))
 	}
 	for _, n := range r.Notes {
 		p("note: %s", n)

@@ -65,6 +65,9 @@ type Recorder struct {
 	// Retention is how long a kept request stays (config retention.rejected_requests); zero or
 	// less keeps them until removed otherwise.
 	Retention time.Duration
+	// Off keeps nothing (retention.rejected_requests: 0): Record refuses every request without
+	// counting it as dropped, and Run removes what an earlier config kept.
+	Off bool
 	// Dropped, when set, counts a request not kept, by endpoint (a metric).
 	Dropped func(endpoint string)
 	Log     *slog.Logger
@@ -110,7 +113,7 @@ func (r *Recorder) init() {
 // queued. The body is copied, cut to Budget.MaxBodyBytes, and the headers are filtered
 // (Headers), only when it is kept.
 func (r *Recorder) Record(req store.RejectedRequest) bool {
-	if r == nil {
+	if r == nil || r.Off {
 		return false
 	}
 	r.init()
@@ -185,7 +188,7 @@ func (r *Recorder) Run(ctx context.Context) {
 		case <-tick.C:
 			r.flush(ctx, batch)
 			batch = batch[:0]
-			if now := r.Now(); r.Retention > 0 && now.Sub(lastPurge) >= purgeInterval {
+			if now := r.Now(); (r.Retention > 0 || r.Off) && now.Sub(lastPurge) >= purgeInterval {
 				lastPurge = now
 				if n, err := r.Store.PurgeRejected(ctx, now.Add(-r.Retention)); err != nil {
 					r.Log.WarnContext(ctx, "purge rejected requests", "error", err)

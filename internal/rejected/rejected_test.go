@@ -53,11 +53,16 @@ func newRigTB(t testing.TB, budget rejected.Budget, run bool) *rig {
 // database is the process restarted with another config.
 func newRigOn(t testing.TB, st *store.Store, budget rejected.Budget, run bool, secrets ...string) *rig {
 	t.Helper()
+	return newRigWith(t, st, &rejected.Recorder{Store: st.Rejected, Budget: budget, Retention: 24 * time.Hour}, run, secrets...)
+}
+
+// newRigWith is newRigOn with the recorder given.
+func newRigWith(t testing.TB, st *store.Store, rec *rejected.Recorder, run bool, secrets ...string) *rig {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	acc := acceptance.NewAcceptor(st.Inbox, nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { acc.Run(ctx) })
-	rec := &rejected.Recorder{Store: st.Rejected, Budget: budget, Retention: 24 * time.Hour}
 	if run {
 		wg.Go(func() { rec.Run(ctx) })
 	}
@@ -344,6 +349,38 @@ func TestRetentionRemovesOldRejections(t *testing.T) {
 	list, _, err := st.Rejected.ListRejected(ctx, store.RejectedFilter{Limit: 10})
 	if err != nil || len(list) != 1 || !list[0].ReceivedAt.After(now.Add(-time.Minute)) {
 		t.Fatalf("left %+v (%v), want the recent one", list, err)
+	}
+}
+
+// retention.rejected_requests: 0 keeps nothing: refusals answer as ever, none is kept or
+// counted as dropped (nothing was meant to be kept), and what an earlier config kept is removed.
+func TestRetentionZeroKeepsNone(t *testing.T) {
+	st := storetest.Open(t)
+	earlier := store.RejectedRequest{Endpoint: "ps", ReceivedAt: time.Now().Add(-time.Minute), Cause: "bad_signature", Status: 401, Header: map[string][]string{}}
+	if err := st.Rejected.InsertRejected(context.Background(), []store.RejectedRequest{earlier}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := newRigWith(t, st, &rejected.Recorder{Store: st.Rejected, Off: true}, true, secret)
+	for i := range 20 {
+		if got := r.post("ps", event(fmt.Sprint("ev_off_", i)), "whsec_wrong", time.Now(), nil); got != 401 {
+			t.Fatalf("bad signature %d: %d, want 401", i, got)
+		}
+	}
+	if got := r.post("nope", []byte("{}"), "", time.Time{}, nil); got != 404 {
+		t.Fatalf("unknown endpoint: %d, want 404", got)
+	}
+	if got := r.post("ps", event("ev_off_good"), secret, time.Now(), nil); got != 200 {
+		t.Fatalf("a valid event: %d, want 200", got)
+	}
+	var l listed
+	waitFor(t, "the earlier row removed", func() bool {
+		l = listed{}
+		return r.get("/v1/rejections", &l) == 200 && len(l.Rejections) == 0
+	})
+	r.rec.Flush(context.Background())
+	l = listed{}
+	if r.get("/v1/rejections", &l); len(l.Rejections) != 0 || len(l.Dropped) != 0 {
+		t.Errorf("kept %d, dropped %+v; want none of either", len(l.Rejections), l.Dropped)
 	}
 }
 

@@ -245,7 +245,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		AcceptedPerMinute: s.Store.Counts.AcceptedPerMinute, RejectedPerMinute: s.Store.Rejected.RejectedPerMinute,
 		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
-		ParkedByType: s.Store.Sinks.ParkedByType,
+		ParkedByType: s.Store.Sinks.ParkedByType, SignOut: s.Store.Sessions.SignOut, SignedOut: s.Store.Sessions.SignedOut,
+		MessageStatuses: s.Store.Messages.MessageStatuses,
 	}, s.Log)
 	if err != nil {
 		return nil, err
@@ -274,8 +275,9 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 		}
 		s.acceptor = acceptance.NewAcceptor(s.Store.Inbox, s.Log)
 		s.rejected = &rejected.Recorder{Store: s.Store.Rejected, Budget: rejected.DefaultBudget,
-			Retention: s.Config.Retention.RejectedRequests.Duration(), Dropped: s.Metrics.RejectionNotKept,
-			Log: s.Log.With("component", "rejected")}
+			Retention: s.Config.Retention.RejectedRequests.Duration(), Off: s.Config.Retention.RejectedRequests == 0,
+			Dropped: s.Metrics.RejectionNotKept,
+			Log:     s.Log.With("component", "rejected")}
 		s.acceptor.Metrics = s.Metrics
 		s.acceptor.Timeout = s.Config.Acceptance.InsertTimeout
 		s.acceptor.Handoff = s.handoff

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -120,6 +121,7 @@ func Run(ctx context.Context, o Options) error {
 			fmt.Fprintf(o.Out, "  mailhook messages get postscale %s   # why it bounced\n", messageID)
 			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
 			fmt.Fprintf(o.Out, "In the Temporal UI (http://127.0.0.1:8233 with make run), filter by MessageID = %q.\n", messageID)
+			consoleLine(o.Out, base)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -255,6 +257,7 @@ func runProvider(ctx context.Context, o Options) error {
 			fmt.Fprintf(o.Out, "\nMessage %s: status %s (%s), version %d\n", m.MessageID, m.Status, bounceType, m.Version)
 			fmt.Fprintf(o.Out, "\nSee it with:\n  mailhook messages get %s %s   # why it bounced\n", namespace, messageID)
 			fmt.Fprintf(o.Out, "  mailhook suppressions check %s   # is the recipient suppressed\n", Recipient)
+			consoleLine(o.Out, base)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -269,6 +272,13 @@ func runProvider(ctx context.Context, o Options) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// consoleLine prints where the console shows why the recipient bounced: its messages, each with
+// its status, one click from the bounce (the console is on the listener the /v1 API is on).
+func consoleLine(w io.Writer, base string) {
+	fmt.Fprintf(w, "Why it bounced, in the console (sign in with the admin token):\n  %s/console/messages?recipient=%s\n",
+		base, url.QueryEscape(Recipient))
 }
 
 func do(c *http.Client, req *http.Request) (int, []byte, error) {

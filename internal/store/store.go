@@ -56,6 +56,8 @@ type Store struct {
 	Explorer *Explorer
 	// Audit is the operators' audit trail.
 	Audit *Audit
+	// Sessions are the console's signed-out sessions.
+	Sessions *Sessions
 }
 
 // db is what every part shares: the pool and the Options given to Open, read without a lock by
@@ -100,7 +102,7 @@ func newStore(d *db) *Store {
 	return &Store{db: d, Events: &Events{d}, Inbox: &Inbox{d}, Quarantined: &Quarantined{d}, Messages: &Messages{d},
 		Notifications: &Notifications{d}, Sinks: &Sinks{d}, Suppressions: &Suppressions{d}, Retention: &Retention{d},
 		Counts: &Counts{d}, Replays: &Replays{d}, Nonces: &Nonces{d}, Erasures: &Erasures{d}, Rejected: &Rejected{d},
-		Explorer: &Explorer{d}, Audit: &Audit{d}}
+		Explorer: &Explorer{d}, Audit: &Audit{d}, Sessions: &Sessions{d}}
 }
 
 // Options configures a Store. The zero value is a store with every optional behaviour off:
