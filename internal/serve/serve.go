@@ -345,7 +345,9 @@ func (s *Service) purgeNonces(ctx context.Context) {
 
 // startWindow is the process's start window (acceptance.Window), of relay.concurrency.
 func (s *Service) startWindow() *acceptance.Window {
-	s.windowOnce.Do(func() { s.window = acceptance.NewWindow(s.Config.Acceptance.Relay.Concurrency, s.Config.Temporal.StartTimeout) })
+	s.windowOnce.Do(func() {
+		s.window = acceptance.NewWindow(s.Config.Acceptance.Relay.Concurrency, s.Config.Temporal.StartTimeout)
+	})
 	return s.window
 }
 
