@@ -233,7 +233,8 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 }
 
 // startEvent starts ev's workflow and returns the metric result and what it means for the row:
-// started now or before, refused for good (quarantined), or failed (retried later).
+// started now or before, refused for good (quarantined), failed (retried later), or ran out of
+// time (retried after the longest backoff: its workflow may exist and take the row up).
 func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (string, store.Settlement) {
 	out := store.Settlement{Provider: ev.Provider, EventID: ev.EventID, Then: store.MarkStarted}
 	st, err := s.Start(ctx, ev)
@@ -241,6 +242,9 @@ func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (str
 	case errors.Is(err, start.ErrRefused):
 		out.Then, out.Error = store.Quarantine, err.Error()
 		return metrics.StartRefused, out
+	case start.IsUncertain(err):
+		out.Then, out.Error = store.RetryUncertain, err.Error()
+		return metrics.StartError, out
 	case err != nil:
 		out.Then, out.Error = store.RetryLater, err.Error()
 		return metrics.StartError, out

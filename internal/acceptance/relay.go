@@ -165,9 +165,10 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []store
 		go func() {
 			defer wg.Done()
 			result, o := startEvent(ctx, r.Starter, *rec.Event)
-			slot.Release(o.Then != store.RetryLater)
+			retried := o.Then == store.RetryLater || o.Then == store.RetryUncertain
+			slot.Release(!retried)
 			mu.Lock()
-			if o.Then == store.RetryLater {
+			if retried {
 				failed++
 			} else {
 				worked++
