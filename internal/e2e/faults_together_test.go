@@ -147,6 +147,9 @@ func TestFaultsTogether(t *testing.T) {
 	wg.Wait()
 	time.Sleep(time.Until(start.Add(duration)))
 	accepted := l.stop()
+	// At the end, after the drain (the work the faults left for later counts too), and also when
+	// the verdict fails: the work per event is what a failed run is read for as well.
+	defer work.report(t, l, applied)
 
 	var done []string
 	for _, a := range applied {
@@ -262,8 +265,6 @@ func TestFaultsTogether(t *testing.T) {
 		}
 		return int(r.GetCount())
 	})
-	// After the drain: the work the faults left for later counts too.
-	work.report(t, l, applied)
 	logs, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
 	errs := map[string]int{}
 	for _, path := range logs {
