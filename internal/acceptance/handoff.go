@@ -41,6 +41,9 @@ type Handoff struct {
 	QueueSize int
 	// Backoff is how long a failed start waits before a relay tries it (relay timing).
 	Backoff store.Backoff
+	// Window bounds the starts in flight (shared with the process's relay); nil: a window of
+	// its own of Concurrency.
+	Window  *Window
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 
@@ -101,6 +104,9 @@ func (h *Handoff) Run(ctx context.Context) {
 	if h.Log == nil {
 		h.Log = slog.Default()
 	}
+	if h.Window == nil {
+		h.Window = NewWindow(h.Concurrency, 0)
+	}
 	h.queue = make(chan offered, max(h.QueueSize, 4*h.Concurrency, 1))
 	outcomes := make(chan store.Settlement, cap(h.queue))
 	var workers, bg sync.WaitGroup
@@ -129,7 +135,9 @@ func (h *Handoff) Run(ctx context.Context) {
 }
 
 func (h *Handoff) start(ctx context.Context, ev domain.Event) store.Settlement {
+	slot, _ := h.Window.Acquire(context.WithoutCancel(ctx)) // a taken event is tried: Run waits for it
 	result, out := startEvent(ctx, h.Starter, ev)
+	slot.Release(result != metrics.StartError)
 	h.Metrics.HandoffStart(result)
 	h.breaker(result == metrics.StartError)
 	if out.Then == store.Quarantine {
@@ -140,8 +148,8 @@ func (h *Handoff) start(ctx context.Context, ev domain.Event) store.Settlement {
 	return out
 }
 
-// breaker pauses the handoff when Concurrency starts in a row failed (Temporal is down or
-// overloaded) and resets on any start Temporal answered.
+// breaker pauses the handoff when as many starts in a row failed as the start window holds
+// (Temporal is down or too slow) and resets on any start Temporal answered.
 func (h *Handoff) breaker(failed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -150,7 +158,7 @@ func (h *Handoff) breaker(failed bool) {
 		return
 	}
 	h.failing++
-	if h.failing < max(h.Concurrency, 1) {
+	if h.failing < h.Window.Limit() {
 		return
 	}
 	h.failing = 0
@@ -225,7 +233,8 @@ func (h *Handoff) refreshInFlight(ctx context.Context) {
 }
 
 // startEvent starts ev's workflow and returns the metric result and what it means for the row:
-// started now or before, refused for good (quarantined), or failed (retried later).
+// started now or before, refused for good (quarantined), failed (retried later), or ran out of
+// time (retried after the longest backoff: its workflow may exist and take the row up).
 func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (string, store.Settlement) {
 	out := store.Settlement{Provider: ev.Provider, EventID: ev.EventID, Then: store.MarkStarted}
 	st, err := s.Start(ctx, ev)
@@ -233,6 +242,9 @@ func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (str
 	case errors.Is(err, start.ErrRefused):
 		out.Then, out.Error = store.Quarantine, err.Error()
 		return metrics.StartRefused, out
+	case start.IsUncertain(err):
+		out.Then, out.Error = store.RetryUncertain, err.Error()
+		return metrics.StartError, out
 	case err != nil:
 		out.Then, out.Error = store.RetryLater, err.Error()
 		return metrics.StartError, out

@@ -88,28 +88,26 @@ func TestHandoffRespectsMaxInFlight(t *testing.T) {
 		"the rest wait for a relay, untried")
 }
 
-// While every start fails (Temporal down), the handoff stops trying after Concurrency failures
-// in a row and leaves new events to the relays for a while, instead of spending a start timeout
-// on each.
+// While every start fails (Temporal down), the handoff stops trying after as many failures in a
+// row as its start window holds (one, as it opens, and the window does not grow on failures),
+// and leaves new events to the relays for a while, instead of spending a start timeout on each.
 func TestHandoffPausesWhileStartsKeepFailing(t *testing.T) {
 	s := storetest.Open(t)
 	f := &fakeStarter{answer: func(string) (start.Status, error) {
 		return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
 	}}
 	a := acceptWithHandoff(t, s, f, 0)
-	for i := range 4 { // Concurrency
-		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
-		require.NoError(t, err)
-	}
-	testenv.WaitCount(t, "starts", testenv.Stall, 4, f.count)
-	testenv.WaitCount(t, "events whose one start failed", testenv.Stall, 4, func() int {
+	_, err := a.Accept(t.Context(), []domain.Event{ev("evt_00")})
+	require.NoError(t, err)
+	testenv.WaitCount(t, "starts", testenv.Stall, 1, f.count)
+	testenv.WaitCount(t, "events whose one start failed", testenv.Stall, 1, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts = 1`)
 	})
-	for i := 4; i < 20; i++ {
+	for i := 1; i < 20; i++ {
 		_, err := a.Accept(t.Context(), []domain.Event{ev(fmt.Sprintf("evt_%02d", i))})
 		require.NoError(t, err)
 	}
 	time.Sleep(200 * time.Millisecond) // a start, had one been made, would have been by now
-	assert.Equal(t, 4, f.count(), "the handoff kept starting while every start failed")
-	assert.Equal(t, 16, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`))
+	assert.Equal(t, 1, f.count(), "the handoff kept starting while every start failed")
+	assert.Equal(t, 19, rows(t, s, `SELECT count(*) FROM webhook_events WHERE awaiting_start AND relay_attempts = 0`))
 }

@@ -36,6 +36,9 @@ type Relay struct {
 	Store   RelayStore
 	Starter start.EventStarter
 	Options config.Relay
+	// Window bounds the starts in flight (shared with the process's handoff); nil: a window of
+	// its own of Options.Concurrency.
+	Window  *Window
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 }
@@ -44,6 +47,9 @@ type Relay struct {
 // up to Options.MaxBackoff and tries again, and the events wait in the table meanwhile.
 func (r *Relay) Run(ctx context.Context) {
 	log := r.log()
+	if r.Window == nil {
+		r.Window = NewWindow(r.Options.Concurrency, 0)
+	}
 	backoff := time.Duration(0)
 	for {
 		limit, err := r.room(ctx)
@@ -92,18 +98,20 @@ func (r *Relay) Backoff() store.Backoff {
 	return store.Backoff{Initial: min(time.Second, r.Options.MaxBackoff), Max: r.Options.MaxBackoff}
 }
 
-// room is how many events the next batch may claim: BatchSize, less when starting that many
-// would pass MaxInFlight.
+// room is how many events the next batch may claim: BatchSize while the start window is fully
+// open, as much less as the window has shrunk (a batch holds its rows' locks until its slowest
+// start has ended), and less when starting that many would pass MaxInFlight.
 func (r *Relay) room(ctx context.Context) (int, error) {
+	batch := max(1, r.Options.BatchSize*r.Window.Limit()/r.Window.Max())
 	if r.Options.MaxInFlight <= 0 {
-		return r.Options.BatchSize, nil
+		return batch, nil
 	}
 	n, err := r.Store.InFlight(ctx, InFlightWindow)
 	if err != nil {
 		return 0, err
 	}
 	r.Metrics.RelayInFlight(n)
-	return max(0, min(r.Options.BatchSize, r.Options.MaxInFlight-n)), nil
+	return max(0, min(batch, r.Options.MaxInFlight-n)), nil
 }
 
 // sleep waits d; it returns false when ctx ended.
@@ -118,15 +126,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// startAll starts the claimed events' workflows, at most Options.Concurrency at a time. A
-// duplicate start is a success: the workflow ID already ran or runs the event. A start Temporal
-// refuses for good quarantines its event. When the first Concurrency starts all fail, Temporal
-// is most likely down: the rest of the batch is not tried, so the relay backs off at once
-// instead of waiting out a start timeout per event. One event that always fails cannot trigger
-// this while others succeed.
+// startAll starts the claimed events' workflows, as many at a time as the start window allows.
+// A duplicate start is a success: the workflow ID already ran or runs the event. A start
+// Temporal refuses for good quarantines its event. When the first starts all fail (as many as
+// the window held), Temporal is most likely down or too slow: the rest of the batch is not
+// tried, so the relay backs off at once instead of waiting out a start timeout per event, and
+// a slow Temporal gets one window of starts per batch, not one per waiting event. One event
+// that always fails cannot trigger this while others succeed.
 func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []store.Settlement {
 	out := make([]store.Settlement, len(evs))
-	sem := make(chan struct{}, r.Options.Concurrency)
 	var (
 		wg             sync.WaitGroup
 		mu             sync.Mutex
@@ -135,7 +143,7 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []store
 	abandoned := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return worked == 0 && failed >= r.Options.Concurrency
+		return worked == 0 && failed >= r.Window.Limit()
 	}
 	for i, rec := range evs {
 		out[i] = store.Settlement{Provider: rec.Provider, EventID: rec.EventID, Then: store.LeaveWaiting}
@@ -145,17 +153,22 @@ func (r *Relay) startAll(ctx context.Context, evs []store.RecordedEvent) []store
 			r.Metrics.RelayStart(metrics.StartRefused)
 			continue
 		}
-		sem <- struct{}{}
+		slot, ok := r.Window.Acquire(ctx)
+		if !ok {
+			continue
+		}
 		if abandoned() {
-			<-sem
+			slot.Return()
 			continue
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer wg.Done()
 			result, o := startEvent(ctx, r.Starter, *rec.Event)
+			retried := o.Then == store.RetryLater || o.Then == store.RetryUncertain
+			slot.Release(!retried)
 			mu.Lock()
-			if o.Then == store.RetryLater {
+			if retried {
 				failed++
 			} else {
 				worked++

@@ -167,3 +167,27 @@ func TestRelayKeepsAtMostMaxInFlightStartedButNotTakenUp(t *testing.T) {
 	assert.Equal(t, 40, f.count())
 	assert.EqualValues(t, 80, waiting(t, s))
 }
+
+// A start that ran out of time may have created its workflow, which then takes its row out of
+// the inbox: the row waits the longest backoff before a relay asks Temporal again, where a
+// start Temporal could not take (connection refused) is tried again after the first backoff.
+func TestAStartThatRanOutOfTimeWaitsTheLongestBackoff(t *testing.T) {
+	s := storetest.Open(t)
+	enqueue(t, s, 2)
+	f := &fakeStarter{answer: func(key string) (start.Status, error) {
+		if key == "postscale:evt_000" {
+			return "", fmt.Errorf("%w: start workflow %s: %w", start.ErrUnavailable, key, context.DeadlineExceeded)
+		}
+		return "", fmt.Errorf("%w: connection refused", start.ErrUnavailable)
+	}}
+	slow := opts
+	slow.MaxBackoff = time.Hour // the first backoff is then a second
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: slow})
+	testenv.WaitCount(t, "events whose start failed", testenv.Stall, 2, func() int {
+		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0`)
+	})
+	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_000' AND awaiting_start
+		AND next_attempt_at > now() + interval '50 minutes'`), "the uncertain start is asked again soon")
+	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_001' AND awaiting_start
+		AND next_attempt_at < now() + interval '1 minute'`), "a refused connection waits the longest backoff")
+}

@@ -228,7 +228,10 @@ type ThroughTemporal struct {
 type Relay struct {
 	// BatchSize is how many waiting events one relay claims per transaction.
 	BatchSize int `yaml:"batch_size"`
-	// Concurrency bounds the workflow starts in flight per relay.
+	// Concurrency bounds the workflow starts in flight per process (its relay's and its
+	// handoff's together). It is the largest size of the process's start window, which halves
+	// when a start fails or outlasts temporal.start_timeout and widens by one per start
+	// answered (acceptance.Window).
 	Concurrency int `yaml:"concurrency"`
 	// PollInterval is how often a relay looks for events that are due.
 	PollInterval time.Duration `yaml:"poll_interval"`

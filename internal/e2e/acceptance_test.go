@@ -119,6 +119,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		r.Starter = counter
 		r.Options.BatchSize = 7 // several batches each, so the relays interleave
 		r.Options.Concurrency = 4
+		r.Window = nil // a start window of its own, of that concurrency
 		stops = append(stops, h.startRelay(r))
 	}
 	h.waitQuery(0, `SELECT count(*) FROM webhook_events WHERE awaiting_start`)

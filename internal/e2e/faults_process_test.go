@@ -281,6 +281,9 @@ type procOptions struct {
 	sinks string
 	// giveUpAfter is notify.give_up_after; empty: 10m.
 	giveUpAfter string
+	// realServer runs the real Temporal server (testenv.StartRealServer, PostgreSQL persistence)
+	// instead of the dev server.
+	realServer bool
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -292,6 +295,7 @@ type procEnv struct {
 	hostPort string
 	dbFile   string
 	temporal *testenv.DevServer
+	real     *testenv.RealServer // instead of temporal, with procOptions.realServer
 	dbURL    string
 	pool     *pgxpool.Pool
 	sink     *receiver
@@ -305,9 +309,14 @@ type procEnv struct {
 func newProcEnv(t *testing.T, bin string, o procOptions) *procEnv {
 	t.Helper()
 	e := &procEnv{t: t, bin: bin, dir: t.TempDir(), prefix: randomHex(4)}
-	e.hostPort = testenv.FreeHostPort(t)
-	e.dbFile = filepath.Join(e.dir, "temporal.db")
-	e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
+	if o.realServer {
+		e.real = testenv.StartRealServer(t)
+		e.hostPort = e.real.Address
+	} else {
+		e.hostPort = testenv.FreeHostPort(t)
+		e.dbFile = filepath.Join(e.dir, "temporal.db")
+		e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
+	}
 	e.dbURL = o.dbURL
 	if e.dbURL == "" {
 		e.dbURL = storetest.NewDatabase(t)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/faultplan"
@@ -40,7 +42,9 @@ import (
 // down.
 //
 // MAILHOOK_FAULTS_SEED and MAILHOOK_FAULTS_DURATION (a Go duration) replay or lengthen a run: the
-// same seed is the same schedule. docs/TESTING.md says how to run it for an hour.
+// same seed is the same schedule; MAILHOOK_FAULTS_COUNT=0 is the fault-free reference run, and
+// MAILHOOK_FAULTS_TEMPORAL=server runs it on the real Temporal server (PostgreSQL persistence)
+// instead of the dev server. docs/TESTING.md says how to run it for an hour.
 func TestFaultsTogether(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -82,6 +86,14 @@ func TestFaultsTogether(t *testing.T) {
 	t.Logf("seed %d, %s (the last %s quiet): %d faults, %d overlapping pairs\n%s",
 		seed, duration, quiet, len(plan), faultplan.Overlaps(plan), strings.Join(lines, "\n"))
 
+	realServer := false
+	switch v := os.Getenv("MAILHOOK_FAULTS_TEMPORAL"); v {
+	case "", "dev":
+	case "server":
+		realServer = true
+	default:
+		t.Fatalf("MAILHOOK_FAULTS_TEMPORAL=%q: want dev or server", v)
+	}
 	bin := buildMailhook(t)
 	pg := startPrivatePostgres(t)
 	nats, rabbit := startBroker(t, config.KindNATS), startBroker(t, config.KindRabbitMQ)
@@ -90,7 +102,7 @@ func TestFaultsTogether(t *testing.T) {
 	// time, and what parked in its first minutes waits for the drain longer than the other
 	// tests' 10 minutes (seed 3, 20 minutes: 195 notifications given up, the sink behind for
 	// 20 minutes at a load average of 16).
-	e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t), giveUpAfter: "72h", sinks: fmt.Sprintf(`  - name: bus
+	e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t), giveUpAfter: "72h", realServer: realServer, sinks: fmt.Sprintf(`  - name: bus
     kind: nats
     nats: {url: %q, subject: %q, stream: %q, create_stream: true}
     types: [message.status_changed]
@@ -135,6 +147,9 @@ func TestFaultsTogether(t *testing.T) {
 	wg.Wait()
 	time.Sleep(time.Until(start.Add(duration)))
 	accepted := l.stop()
+	// At the end, after the drain (the work the faults left for later counts too), and also when
+	// the verdict fails: the work per event is what a failed run is read for as well.
+	defer work.report(t, l, applied)
 
 	var done []string
 	for _, a := range applied {
@@ -232,7 +247,16 @@ func TestFaultsTogether(t *testing.T) {
 			b.name, want, len(b.got), repeats, outOfOrder, wrong)
 	}
 	// Nothing open: every event run ended (the drainers run on, as they always do).
-	c := e.temporal.Client()
+	var c client.Client
+	if e.real != nil {
+		c, err = client.Dial(client.Options{HostPort: e.real.Address, Namespace: "default", Logger: sdklog.NewStructuredLogger(testenv.Logger())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	} else {
+		c = e.temporal.Client()
+	}
 	testenv.WaitCount(t, "event runs still open", testenv.Stall, 0, func() int {
 		r, err := c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: "default", Query: `WorkflowType = 'ProcessEvent' AND ExecutionStatus = 'Running'`})
@@ -241,8 +265,6 @@ func TestFaultsTogether(t *testing.T) {
 		}
 		return int(r.GetCount())
 	})
-	// After the drain: the work the faults left for later counts too.
-	work.report(t, l, applied)
 	logs, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
 	errs := map[string]int{}
 	for _, path := range logs {
@@ -346,6 +368,16 @@ func (w *together) apply(f faultplan.Fault, runStart time.Time) (a appliedFault)
 		w.workers[f.Target] = np
 		w.mu.Unlock()
 	case faultplan.TemporalDown:
+		if e.real != nil {
+			if err := e.real.Stop(); err != nil {
+				panic(fmt.Sprintf("stop temporal: %v", err))
+			}
+			time.Sleep(f.For)
+			if err := e.real.Restart(); err != nil {
+				panic(fmt.Sprintf("restart temporal: %v", err))
+			}
+			break
+		}
 		if err := e.temporal.Stop(); err != nil {
 			panic(fmt.Sprintf("stop temporal: %v", err))
 		}

@@ -70,6 +70,10 @@ type Service struct {
 	acceptor   *acceptance.Acceptor
 	handoff    *acceptance.Handoff
 	rejected   *rejected.Recorder
+	// The process's start window, shared by its handoff and its relay: both start on the same
+	// Temporal, and the window is what keeps a slow one from being asked more than it answers.
+	windowOnce sync.Once
+	window     *acceptance.Window
 	// The broker sinks' publishers (destinations.go), opened for the first worker.
 	destOnce sync.Once
 	dests    map[string]notify.Destination
@@ -271,7 +275,7 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 		r := s.Config.Acceptance.Relay
 		s.handoff = &acceptance.Handoff{
 			Starter: s.starter(), Store: s.Store.Inbox, Concurrency: r.Concurrency, MaxInFlight: r.MaxInFlight,
-			Backoff: s.Relay().Backoff(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
+			Backoff: s.Relay().Backoff(), Window: s.startWindow(), Metrics: s.Metrics, Log: s.Log.With("component", "handoff"),
 		}
 		s.acceptor = acceptance.NewAcceptor(s.Store.Inbox, s.Log)
 		s.rejected = &rejected.Recorder{Store: s.Store.Rejected, Budget: rejected.DefaultBudget,
@@ -341,12 +345,21 @@ func (s *Service) purgeNonces(ctx context.Context) {
 	}
 }
 
+// startWindow is the process's start window (acceptance.Window), of relay.concurrency.
+func (s *Service) startWindow() *acceptance.Window {
+	s.windowOnce.Do(func() {
+		s.window = acceptance.NewWindow(s.Config.Acceptance.Relay.Concurrency, s.Config.Temporal.StartTimeout)
+	})
+	return s.window
+}
+
 // Relay builds the relay a worker process runs.
 func (s *Service) Relay() *acceptance.Relay {
 	return &acceptance.Relay{
 		Store:   s.Store.Inbox,
 		Starter: s.starter(),
 		Options: s.Config.Acceptance.Relay,
+		Window:  s.startWindow(),
 		Metrics: s.Metrics,
 		Log:     s.Log.With("component", "relay"),
 	}

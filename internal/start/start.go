@@ -190,6 +190,15 @@ func isRefused(err error) bool {
 	return false
 }
 
+// IsUncertain reports whether a failed start ran out of time (temporal.start_timeout, or the
+// caller's deadline): Temporal may well have created the workflow, most often has when it is
+// merely slow, and a worker then takes the event up. A start Temporal answered with an error,
+// or that could not reach Temporal, is not uncertain.
+func IsUncertain(err error) bool {
+	var deadline *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || status.Code(err) == codes.DeadlineExceeded
+}
+
 // IsAlreadyStarted reports whether a start failed because the workflow ID is taken (running, or
 // closed and not reusable under the policy).
 func IsAlreadyStarted(err error) bool {

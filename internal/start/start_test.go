@@ -2,8 +2,17 @@ package start_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/start"
@@ -18,5 +27,42 @@ func TestStartAcceptedRefusesAnEventOverTheInputLimit(t *testing.T) {
 	_, err := s.StartAccepted(t.Context(), ev)
 	if !errors.Is(err, start.ErrTooLarge) {
 		t.Fatalf("a 64 KiB body with a 64 KiB limit: err %v, want start.ErrTooLarge", err)
+	}
+}
+
+// A start that ran out of time is uncertain (Temporal may have created the workflow); one
+// Temporal answered with an error is not, nor one that could not reach Temporal at all.
+func TestIsUncertain(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: start workflow x: %w", start.ErrUnavailable, context.DeadlineExceeded), true},
+		{fmt.Errorf("%w: start workflow x: %w", start.ErrUnavailable, serviceerror.NewDeadlineExceeded("context deadline exceeded")), true},
+		{fmt.Errorf("%w: %w", start.ErrUnavailable, status.Error(codes.DeadlineExceeded, "deadline")), true},
+		{fmt.Errorf("%w: %w", start.ErrUnavailable, serviceerror.NewUnavailable("connection refused")), false},
+		{fmt.Errorf("%w: %w", start.ErrUnavailable, serviceerror.NewResourceExhausted(0, "busy")), false},
+		{fmt.Errorf("%w: WorkflowId length exceeds limit", start.ErrRefused), false},
+	} {
+		if got := start.IsUncertain(c.err); got != c.want {
+			t.Errorf("IsUncertain(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c, err := client.NewLazyClient(client.Options{HostPort: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := &start.Starter{Client: c, TaskQueue: "mailhook", Timeout: 300 * time.Millisecond}
+	_, err = s.Start(t.Context(), domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus})
+	if !errors.Is(err, start.ErrUnavailable) || start.IsUncertain(err) {
+		t.Fatalf("a start with nothing listening: %v, want ErrUnavailable, not uncertain", err)
 	}
 }

@@ -231,6 +231,11 @@ const (
 	// RetryLater: the start failed and may succeed later; the row waits Backoff and keeps the
 	// Error.
 	RetryLater
+	// RetryUncertain: the start ran out of time (start.IsUncertain): Temporal may have created
+	// the workflow, whose worker then takes the row out of the inbox. The row waits Backoff.Max
+	// before a relay starts it again, so that a slow Temporal is not asked again for a
+	// workflow it is still creating or has created.
+	RetryUncertain
 )
 
 // Settlement is one event's start, as its row records it.
@@ -286,7 +291,7 @@ type execer interface {
 
 // settleStarts returns how many rows left the inbox (started or quarantined).
 func settleStarts(ctx context.Context, q execer, out []Settlement, b Backoff) (settled int, err error) {
-	var okP, okE, badP, badE, badErr, refP, refE, refErr []string
+	var okP, okE, badP, badE, badErr, refP, refE, refErr, unsureP, unsureE, unsureErr []string
 	for _, o := range out {
 		switch o.Then {
 		case MarkStarted:
@@ -295,6 +300,8 @@ func settleStarts(ctx context.Context, q execer, out []Settlement, b Backoff) (s
 			refP, refE, refErr = append(refP, o.Provider), append(refE, o.EventID), append(refErr, truncateError(o.Error))
 		case RetryLater:
 			badP, badE, badErr = append(badP, o.Provider), append(badE, o.EventID), append(badErr, truncateError(o.Error))
+		case RetryUncertain:
+			unsureP, unsureE, unsureErr = append(unsureP, o.Provider), append(unsureE, o.EventID), append(unsureErr, truncateError(o.Error))
 		}
 	}
 	if len(okP) > 0 {
@@ -311,6 +318,12 @@ func settleStarts(ctx context.Context, q execer, out []Settlement, b Backoff) (s
 		if _, err := q.Exec(ctx, qMarkRelayFailed, badP, badE, badErr,
 			float64(b.Max.Microseconds()), float64(b.Initial.Microseconds())); err != nil {
 			return 0, fmt.Errorf("mark failed starts: %w", err)
+		}
+	}
+	if len(unsureP) > 0 {
+		if _, err := q.Exec(ctx, qMarkRelayFailed, unsureP, unsureE, unsureErr,
+			float64(b.Max.Microseconds()), float64(b.Max.Microseconds())); err != nil {
+			return 0, fmt.Errorf("mark uncertain starts: %w", err)
 		}
 	}
 	return len(okP) + len(refP), nil

@@ -70,6 +70,18 @@ func StartRealServer(t testing.TB) *RealServer {
 	return s
 }
 
+// Stop stops the server and keeps its databases (an outage; Restart ends it).
+func (s *RealServer) Stop() error {
+	out, err := s.run("stop")
+	return errWithOutput(err, out)
+}
+
+// Restart starts the stopped server again on the same databases, and returns once it answers.
+func (s *RealServer) Restart() error {
+	out, err := s.run("restart")
+	return errWithOutput(err, out)
+}
+
 func (s *RealServer) run(cmd string) (string, error) {
 	c := exec.Command(s.script, cmd)
 	c.Env = append(os.Environ(), "TEMPORAL_SERVER_PORT="+s.port, "TEMPORAL_SERVER_STATE="+s.state,
