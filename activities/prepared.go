@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -118,4 +119,79 @@ func (a *Activities) render(ev domain.Event, res domain.ApplyResult, sink config
 		row.MessageID, row.Version = ev.MessageID, res.Version
 	}
 	return row, true
+}
+
+// unmarkedNotifications are the notifications first attempts in this worker delivered and left
+// for their run's MarkProcessed to mark sent, in the statement that marks the event processed
+// (one statement fewer per notification). That step normally comes in the same workflow task,
+// milliseconds later, in this worker. When it does not (a sibling notification's attempts went on
+// as a regular activity, so the run ends in a later task; or its task failed and ran again
+// elsewhere), this worker marks them itself once they have waited PreparedMaxAge, at its next
+// SendNotification: a delivered notification does not stay pending for as long as its run's
+// retries take. Either way the run's MarkProcessed marks them too (marking again changes nothing).
+type unmarkedNotifications struct {
+	mu      sync.Mutex
+	m       map[string]time.Time
+	checked time.Time
+}
+
+// add records that notification id was delivered at now and waits for its mark.
+func (u *unmarkedNotifications) add(id string, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]time.Time{}
+	}
+	u.m[id] = now
+}
+
+// marked forgets ids: their run's MarkProcessed marked them.
+func (u *unmarkedNotifications) marked(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, id := range ids {
+		delete(u.m, id)
+	}
+}
+
+// overdue removes and returns the ids that have waited longer than PreparedMaxAge; it looks at
+// most once per PreparedMaxAge/2.
+func (u *unmarkedNotifications) overdue(now time.Time) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.m) == 0 {
+		return nil
+	}
+	if d := now.Sub(u.checked); d >= 0 && d < PreparedMaxAge/2 {
+		return nil
+	}
+	u.checked = now
+	var ids []string
+	for id, at := range u.m {
+		if d := now.Sub(at); d < 0 || d > PreparedMaxAge {
+			ids = append(ids, id)
+			delete(u.m, id)
+		}
+	}
+	return ids
+}
+
+// markOverdue marks sent the delivered notifications whose run's MarkProcessed did not come
+// within PreparedMaxAge (unmarkedNotifications). One that cannot be marked now waits for the
+// next look, and its run's MarkProcessed marks it in any case.
+func (a *Activities) markOverdue(ctx context.Context) {
+	now := a.now()
+	ids := a.unmarked.overdue(now)
+	if len(ids) == 0 {
+		return
+	}
+	if err := a.Notifications.MarkNotificationsSent(ctx, ids); err != nil {
+		a.log().WarnContext(ctx, "could not mark delivered notifications sent; retrying at the next attempt", "count", len(ids), "error", err)
+		for _, id := range ids {
+			a.unmarked.add(id, now.Add(-PreparedMaxAge))
+		}
+	}
 }
