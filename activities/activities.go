@@ -268,7 +268,7 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 	switch d = delivery.After(at, a.policy()); d.Do {
 	case delivery.Delivered:
 		if in.markLater {
-			a.unmarked.add(n.ID, a.now())
+			a.leaveUnmarked(n.ID)
 			log.InfoContext(ctx, "notification sent")
 			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
 		}

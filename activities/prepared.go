@@ -126,23 +126,27 @@ func (a *Activities) render(ev domain.Event, res domain.ApplyResult, sink config
 // (one statement fewer per notification). That step normally comes in the same workflow task,
 // milliseconds later, in this worker. When it does not (a sibling notification's attempts went on
 // as a regular activity, so the run ends in a later task; or its task failed and ran again
-// elsewhere), this worker marks them itself once they have waited PreparedMaxAge, at its next
-// SendNotification: a delivered notification does not stay pending for as long as its run's
-// retries take. Either way the run's MarkProcessed marks them too (marking again changes nothing).
+// elsewhere), the worker marks them itself once they have waited PreparedMaxAge (markOverdue,
+// on a timer armed while any waits): a delivered notification does not stay pending for as long
+// as its run's retries take. The run's MarkProcessed marks them too (marking again changes
+// nothing), so one the worker could not mark is marked when its run ends.
 type unmarkedNotifications struct {
-	mu      sync.Mutex
-	m       map[string]time.Time
-	checked time.Time
+	mu    sync.Mutex
+	m     map[string]time.Time
+	armed bool
 }
 
-// add records that notification id was delivered at now and waits for its mark.
-func (u *unmarkedNotifications) add(id string, now time.Time) {
+// add records that notification id was delivered at now; arm reports that no look at the
+// waiting ones is scheduled, and that the caller schedules one.
+func (u *unmarkedNotifications) add(id string, now time.Time) (arm bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
 		u.m = map[string]time.Time{}
 	}
 	u.m[id] = now
+	arm, u.armed = !u.armed, true
+	return arm
 }
 
 // marked forgets ids: their run's MarkProcessed marked them.
@@ -157,41 +161,44 @@ func (u *unmarkedNotifications) marked(ids []string) {
 	}
 }
 
-// overdue removes and returns the ids that have waited longer than PreparedMaxAge; it looks at
-// most once per PreparedMaxAge/2.
-func (u *unmarkedNotifications) overdue(now time.Time) []string {
+// overdue removes and returns the ids that have waited longer than PreparedMaxAge, and reports
+// whether others still wait (the caller looks again later) or none (the next add arms a look).
+func (u *unmarkedNotifications) overdue(now time.Time) (ids []string, waiting bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.m) == 0 {
-		return nil
-	}
-	if d := now.Sub(u.checked); d >= 0 && d < PreparedMaxAge/2 {
-		return nil
-	}
-	u.checked = now
-	var ids []string
 	for id, at := range u.m {
 		if d := now.Sub(at); d < 0 || d > PreparedMaxAge {
 			ids = append(ids, id)
 			delete(u.m, id)
 		}
 	}
-	return ids
+	u.armed = len(u.m) > 0
+	return ids, u.armed
 }
 
-// markOverdue marks sent the delivered notifications whose run's MarkProcessed did not come
-// within PreparedMaxAge (unmarkedNotifications). One that cannot be marked now waits for the
-// next look, and its run's MarkProcessed marks it in any case.
-func (a *Activities) markOverdue(ctx context.Context) {
-	now := a.now()
-	ids := a.unmarked.overdue(now)
-	if len(ids) == 0 {
-		return
+// leaveUnmarked records delivered notification id for its run's MarkProcessed, and makes sure a
+// look at the waiting ones is scheduled.
+func (a *Activities) leaveUnmarked(id string) {
+	if a.unmarked.add(id, a.now()) {
+		a.lookAtUnmarked()
 	}
-	if err := a.Notifications.MarkNotificationsSent(ctx, ids); err != nil {
-		a.log().WarnContext(ctx, "could not mark delivered notifications sent; retrying at the next attempt", "count", len(ids), "error", err)
-		for _, id := range ids {
-			a.unmarked.add(id, now.Add(-PreparedMaxAge))
+}
+
+// lookAtUnmarked marks sent, a little after PreparedMaxAge, the delivered notifications whose
+// run's MarkProcessed has not marked them, and looks again while others wait. One that cannot be
+// marked now is left to its run's MarkProcessed.
+func (a *Activities) lookAtUnmarked() {
+	time.AfterFunc(PreparedMaxAge+PreparedMaxAge/4, func() {
+		ids, waiting := a.unmarked.overdue(a.now())
+		if len(ids) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := a.Notifications.MarkNotificationsSent(ctx, ids); err != nil {
+				a.log().WarnContext(ctx, "could not mark delivered notifications sent; their runs' MarkProcessed marks them", "count", len(ids), "error", err)
+			}
+			cancel()
 		}
-	}
+		if waiting {
+			a.lookAtUnmarked()
+		}
+	})
 }

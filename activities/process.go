@@ -145,7 +145,6 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
 		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
-	a.markOverdue(ctx)
 	if p, ok := a.takePrepared(in); ok {
 		// Process wrote it and read its sink's gate moments ago, in this worker: its run's
 		// MarkProcessed, normally in the same workflow task, marks it sent with the event.
