@@ -53,7 +53,7 @@ type EventStore interface {
 	legacyEvents
 	ProcessNotifying(ctx context.Context, provider, eventID string, replay bool, rules domain.Rules, prepare func(domain.Event, domain.ApplyResult, bool) []delivery.Notification) (domain.ProcessResult, []delivery.Notification, error)
 	StoredEvent(ctx context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error)
-	MarkProcessed(ctx context.Context, provider, eventID string) error
+	MarkProcessed(ctx context.Context, provider, eventID string, sent ...string) error
 	Quarantine(ctx context.Context, provider, eventID, stage, reason string) error
 	RecordAccepted(ctx context.Context, ev domain.Event) (inserted, duplicate bool, err error)
 }
@@ -62,6 +62,7 @@ type EventStore interface {
 type NotificationStore interface {
 	EnsureNotification(ctx context.Context, n delivery.Notification) (delivery.Notification, error)
 	MarkNotificationSent(ctx context.Context, id string) error
+	MarkNotificationsSent(ctx context.Context, ids []string) error
 	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 }
@@ -101,6 +102,9 @@ type Activities struct {
 	statsAt sync.Map // sink name → time.Time of freshenStats' last check
 	// prepared are the notifications Process wrote, for their first attempts (prepared.go).
 	prepared preparedNotifications
+	// unmarked are the notifications first attempts delivered and left for their run's
+	// MarkProcessed to mark sent (prepared.go).
+	unmarked unmarkedNotifications
 }
 
 // rules are what applying an event decides under this deployment's config and the event's
@@ -155,6 +159,10 @@ type NotifyInput struct {
 	// PriorAttempts counts attempts made before this activity (a first attempt as a local
 	// activity), so the attempts metric counts them all.
 	PriorAttempts int `json:"prior_attempts,omitempty"`
+
+	// markLater: a delivered notification is left for its run's MarkProcessed to mark sent
+	// (NotifyResult.Unmarked) instead of marked here.
+	markLater bool
 }
 
 // notificationEventID is the event id the notification is keyed by.
@@ -176,6 +184,9 @@ type NotifyResult struct {
 	HTTPStatus  int    `json:"http_status,omitempty"` // the sink's 2xx
 	Attempt     int    `json:"attempt,omitempty"`
 	AlreadySent bool   `json:"already_sent,omitempty"`
+	// Unmarked: sent, and its row left for the run's MarkProcessed to mark sent, in the
+	// statement that marks the event processed (a first attempt in Process's worker).
+	Unmarked bool `json:"unmarked,omitempty"`
 	// Parked: not sent now; parked for the sink's drainer, which sends it under the same id
 	// (Reason says why: delivery.Reason*).
 	Parked bool   `json:"parked,omitempty"`
@@ -256,6 +267,11 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
 	switch d = delivery.After(at, a.policy()); d.Do {
 	case delivery.Delivered:
+		if in.markLater {
+			a.leaveUnmarked(n.ID)
+			log.InfoContext(ctx, "notification sent")
+			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
+		}
 		if err := a.Notifications.MarkNotificationSent(ctx, n.ID); err != nil {
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
@@ -296,6 +312,9 @@ type MarkProcessedInput struct {
 	Park []FailedNotification `json:"park,omitempty"`
 	// Result is the run's outcome (moved, stale, inbound …), for metrics.
 	Result domain.Outcome `json:"result,omitempty"`
+	// Sent are the notifications the run delivered and left for this step to mark sent
+	// (NotifyResult.Unmarked): marked with the event, in one statement.
+	Sent []string `json:"sent,omitempty"`
 }
 
 // FailedNotification is a notification whose retries ended without success.
@@ -334,10 +353,11 @@ func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) e
 			a.wake(ctx, a.logger(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}), f.Sink)
 		}
 	}
-	if err := a.Events.MarkProcessed(ctx, in.Provider, in.EventID); err != nil {
+	if err := a.Events.MarkProcessed(ctx, in.Provider, in.EventID, in.Sent...); err != nil {
 		return a.failed(ctx, domain.Event{Provider: in.Provider, EventID: in.EventID}, MarkProcessedName,
 			fmt.Errorf("mark processed %s:%s: %w", in.Provider, in.EventID, err))
 	}
+	a.unmarked.marked(in.Sent)
 	for _, f := range in.Failed {
 		a.Metrics.NotificationAttempt(f.Sink, "gave_up", false, 0)
 	}

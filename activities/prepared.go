@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -118,4 +119,86 @@ func (a *Activities) render(ev domain.Event, res domain.ApplyResult, sink config
 		row.MessageID, row.Version = ev.MessageID, res.Version
 	}
 	return row, true
+}
+
+// unmarkedNotifications are the notifications first attempts in this worker delivered and left
+// for their run's MarkProcessed to mark sent, in the statement that marks the event processed
+// (one statement fewer per notification). That step normally comes in the same workflow task,
+// milliseconds later, in this worker. When it does not (a sibling notification's attempts went on
+// as a regular activity, so the run ends in a later task; or its task failed and ran again
+// elsewhere), the worker marks them itself once they have waited PreparedMaxAge (markOverdue,
+// on a timer armed while any waits): a delivered notification does not stay pending for as long
+// as its run's retries take. The run's MarkProcessed marks them too (marking again changes
+// nothing), so one the worker could not mark is marked when its run ends.
+type unmarkedNotifications struct {
+	mu    sync.Mutex
+	m     map[string]time.Time
+	armed bool
+}
+
+// add records that notification id was delivered at now; arm reports that no look at the
+// waiting ones is scheduled, and that the caller schedules one.
+func (u *unmarkedNotifications) add(id string, now time.Time) (arm bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]time.Time{}
+	}
+	u.m[id] = now
+	arm, u.armed = !u.armed, true
+	return arm
+}
+
+// marked forgets ids: their run's MarkProcessed marked them.
+func (u *unmarkedNotifications) marked(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, id := range ids {
+		delete(u.m, id)
+	}
+}
+
+// overdue removes and returns the ids that have waited longer than PreparedMaxAge, and reports
+// whether others still wait (the caller looks again later) or none (the next add arms a look).
+func (u *unmarkedNotifications) overdue(now time.Time) (ids []string, waiting bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for id, at := range u.m {
+		if d := now.Sub(at); d < 0 || d > PreparedMaxAge {
+			ids = append(ids, id)
+			delete(u.m, id)
+		}
+	}
+	u.armed = len(u.m) > 0
+	return ids, u.armed
+}
+
+// leaveUnmarked records delivered notification id for its run's MarkProcessed, and makes sure a
+// look at the waiting ones is scheduled.
+func (a *Activities) leaveUnmarked(id string) {
+	if a.unmarked.add(id, a.now()) {
+		a.lookAtUnmarked()
+	}
+}
+
+// lookAtUnmarked marks sent, a little after PreparedMaxAge, the delivered notifications whose
+// run's MarkProcessed has not marked them, and looks again while others wait. One that cannot be
+// marked now is left to its run's MarkProcessed.
+func (a *Activities) lookAtUnmarked() {
+	time.AfterFunc(PreparedMaxAge+PreparedMaxAge/4, func() {
+		ids, waiting := a.unmarked.overdue(a.now())
+		if len(ids) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := a.Notifications.MarkNotificationsSent(ctx, ids); err != nil {
+				a.log().WarnContext(ctx, "could not mark delivered notifications sent; their runs' MarkProcessed marks them", "count", len(ids), "error", err)
+			}
+			cancel()
+		}
+		if waiting {
+			a.lookAtUnmarked()
+		}
+	})
 }

@@ -146,8 +146,9 @@ func (a *Activities) SendNotification(ctx context.Context, in SendInput) (Notify
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
 		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
 	if p, ok := a.takePrepared(in); ok {
-		// Process wrote it and read its sink's gate moments ago, in this worker.
-		note.Event, note.Apply = p.ev, p.apply
+		// Process wrote it and read its sink's gate moments ago, in this worker: its run's
+		// MarkProcessed, normally in the same workflow task, marks it sent with the event.
+		note.Event, note.Apply, note.markLater = p.ev, p.apply, true
 		out, err := a.attempt(ctx, note, p.sink, p.n)
 		if err == nil {
 			out.Sink, out.Type = in.Sink, in.Type

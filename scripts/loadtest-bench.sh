@@ -362,6 +362,20 @@ SELECT json_build_object(
 		echo '{}' >"$out.rejections.json"
 }
 
+# pg_databases <out>: per database of the shared server (mailhook's and Temporal's) and of the
+# bench's own cluster when it runs, pg_stat_database's commits, rollbacks and rows written
+# (inserted + updated + deleted), tab-separated: the fixed phase writes them before and after, so
+# what Temporal's persistence did per event shows beside what mailhook did.
+pg_databases() {
+	local url
+	: >"$1"
+	for url in "$PG" postgres://postgres@127.0.0.1:$PGO_PORT; do
+		psql "$url/postgres" -AtF$'\t' -c "
+SELECT '${url##*:}', datname, xact_commit, xact_rollback, tup_inserted + tup_updated + tup_deleted, blks_read + blks_hit
+FROM pg_stat_database WHERE datname IS NOT NULL AND datname NOT IN ('template0', 'template1')" >>"$1" 2>/dev/null || true
+	done
+}
+
 # relation_sizes <database URL> <out>: per table (partitions counted in their root), the bytes of
 # pg_total_relation_size, of its indexes, and its rows (tab-separated).
 relation_sizes() {
@@ -602,11 +616,18 @@ PY
 		;;
 	fixed)
 		start_mailhook "$name" serve
+		local pgcpu=()
+		if ((${#pgstats[@]})); then # mailhook's own cluster apart from the shared one (Temporal's)
+			pgcpu=(--cpu "pg-mailhook=tree:$(head -1 "$WORK/pgo/data/postmaster.pid")")
+		fi
+		pg_databases "$out.pgdb-before.tsv"
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
 			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" "${pgstats[@]}" \
-			$(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
+			$(cpu_flags --cpu "mailhook=$MH_PID") "${pgcpu[@]}" || rc=$?
 		stop_pid "$MH_PID"
+		sleep 11 # Temporal's backends publish their counters within 10 s of going idle
+		pg_databases "$out.pgdb-after.tsv"
 		;;
 	mixed)
 		start_mailhook "$name" serve

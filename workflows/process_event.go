@@ -86,7 +86,11 @@ func final(err error) bool {
 //   - SendNotification (one per sink and type, concurrently): a first attempt as a local
 //     activity, so a sink that answers costs nothing more; a sink that fails goes on as a
 //     regular activity with the durable retries (notify.*), shown in the UI as pending;
-//   - MarkProcessed (local): records the notifications that failed for good and processed_at.
+//   - MarkProcessed (local): records the notifications that failed for good and processed_at,
+//     and marks sent, in the same statement, those the first attempts delivered and left for it
+//     (NotifyResult.Unmarked). That changes what the step does, not which commands the run
+//     gives: a history recorded before it replays alike, and needs no workflow.GetVersion (whose
+//     marker and search-attribute upsert would cost every run history and a visibility write).
 //
 // A run started while PostgreSQL could not take its event (in.Accepted) first stores it
 // (recordAccepted), then goes on as any other.
@@ -125,8 +129,9 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	if id := in.NotificationEventID(); id != in.EventID {
 		key.NotificationEventID = id
 	}
-	res.Notifications, failed, park = p.send(ctx, key, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
-	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome}
+	var sent []string
+	res.Notifications, failed, park, sent = p.send(ctx, key, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
+	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome, Sent: sent}
 	if err := dbStepNoResult(ctx, a.MarkProcessed, markSummary(res.Notifications), mark); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
@@ -194,8 +199,8 @@ type sendKey struct {
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that refuses, or that fails and has its notification parked,
-// is reported, not fatal.
-func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification) {
+// is reported, not fatal. unmarked are the delivered ones left for MarkProcessed to mark sent.
+func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification, unmarked []string) {
 	keyID := cmp.Or(key.NotificationEventID, key.EventID)
 	type sent struct {
 		out activities.NotifyResult
@@ -217,10 +222,13 @@ func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notifica
 		n := ns[i]
 		var r sent
 		_ = f.Get(ctx, &r)
+		if r.err == nil && r.out.Unmarked {
+			unmarked = append(unmarked, r.out.ID)
+		}
 		results[i], failed, park = outcome(ctx, notification{Type: n.Type, Sink: n.Sink},
 			domain.NotificationID(key.Provider, keyID, n.Sink, n.Type), r.out, r.err, failed, park)
 	}
-	return results, failed, park
+	return results, failed, park, unmarked
 }
 
 // sendOne makes a notification's first attempt as a local activity, inside the workflow task:

@@ -243,7 +243,8 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		var failed, gaveUp []activities.FailedNotification
 		if workflow.GetVersion(ctx, reportSendChange, workflow.DefaultVersion, 1) == 1 {
 			key := sendKey{Provider: ReportProvider, EventID: "report:" + date, Data: data}
-			res.Notifications, failed, gaveUp = q.send(ctx, key, reportNotifications(in.ReportSinks))
+			// A report's notifications are about no event: their attempts mark them sent.
+			res.Notifications, failed, gaveUp, _ = q.send(ctx, key, reportNotifications(in.ReportSinks))
 		} else {
 			res.Notifications, failed, gaveUp = q.notifyAllLegacy(ctx, in.ReportSinks, date, data)
 		}

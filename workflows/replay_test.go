@@ -104,3 +104,55 @@ func editPayload(t *testing.T, p *commonpb.Payload, key string, value any) {
 	}
 	p.Data = data
 }
+
+// TestReplayRunThatMarksItsSendsWithTheEvent replays a run recorded after first attempts began
+// leaving their delivered notifications for MarkProcessed to mark (NotifyResult.Unmarked): the
+// status change was delivered by its first attempt, its suppression.added retried as a regular
+// activity. The same history with that field taken out of every result, as the code before
+// recorded it, replays too: the field changes what MarkProcessed is given, never which commands
+// the run gives, so the change needs no workflow.GetVersion (whose marker and search-attribute
+// upsert every run would pay for).
+func TestReplayRunThatMarksItsSendsWithTheEvent(t *testing.T) {
+	const file = "testdata/histories/2026-12-06-0f8f8e1/sibling-retried.json"
+	for _, withField := range []bool{true, false} {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		unmarked := 0
+		for _, ev := range hist.GetEvents() {
+			a := ev.GetMarkerRecordedEventAttributes()
+			if a == nil {
+				continue
+			}
+			for _, p := range a.GetDetails()["result"].GetPayloads() {
+				var obj map[string]any
+				if json.Unmarshal(p.GetData(), &obj) != nil || obj["unmarked"] != true {
+					continue
+				}
+				unmarked++
+				if !withField {
+					delete(obj, "unmarked")
+					data, err := json.Marshal(obj)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p.Data = data
+				}
+			}
+		}
+		if unmarked != 1 {
+			t.Fatalf("%s: %d first attempts left their notification unmarked, want the status change's", file, unmarked)
+		}
+		replayer := worker.NewWorkflowReplayer()
+		(&workflows.Processor{Notify: policy}).Register(replayer)
+		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+			t.Fatalf("replay (unmarked field kept: %v): %v", withField, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,6 +200,32 @@ func TestRecordScenarioHistories(t *testing.T) {
 		t.Fatalf("correction: %+v, want moved to delivered, notified", res)
 	}
 	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "correction", correctionWF))
+
+	// A sibling retried: the status change is delivered by its first attempt and left for
+	// MarkProcessed to mark (NotifyResult.Unmarked), while suppression.added fails its first
+	// attempt and is sent by the regular activity; MarkProcessed marks the first with the event.
+	sibMsg, sibID := h2.id("msg_hist_sib"), h2.id("evt_hist_sib")
+	sibSuppression := domain.NotificationID("postscale", sibID, "app", domain.TypeSuppressionAdded)
+	h2.sink.mu.Lock()
+	h2.sink.respond = func(id string, attempt int) int {
+		if id == sibSuppression && attempt == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	h2.sink.mu.Unlock()
+	// Another recipient: the bounce above already suppressed the harness's usual one.
+	sibBody := strings.Replace(h2.envelope(sibID, "email.bounced", sibMsg, base, `,"bounce_type":"hard"`),
+		`"to":"user@example.com"`, `"to":"sibling@example.com"`, 1)
+	if code, resp := h2.post(sibBody); code != 200 || resp["status"] != "accepted" {
+		t.Fatalf("sibling-retried: %d %v", code, resp)
+	}
+	if res := h2.result("postscale:" + sibID); res.Outcome != "moved" || len(res.Notifications) != 2 ||
+		res.Notifications[0].Status != domain.NotificationSent || res.Notifications[1].Status != domain.NotificationSent {
+		t.Fatalf("sibling-retried: %+v, want moved and both notifications sent", res)
+	}
+	h2.waitQuery(2, `SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'sent'`, sibID)
+	files = append(files, writeHistory(t, h2.svc.Temporal, dir, "sibling-retried", "postscale:"+sibID))
 
 	replayer := worker.NewWorkflowReplayer()
 	workflows.NewProcessor(h.cfg).Register(replayer)

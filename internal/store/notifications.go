@@ -82,6 +82,15 @@ func (s *Notifications) MarkNotificationSent(ctx context.Context, id string) err
 	return nil
 }
 
+// MarkNotificationsSent is MarkNotificationSent for several notifications, in one statement.
+// An id with no row is skipped.
+func (s *Notifications) MarkNotificationsSent(ctx context.Context, ids []string) error {
+	if _, err := s.pool.Exec(ctx, qMarkNotificationsSent, ids); err != nil {
+		return fmt.Errorf("mark %d notifications sent: %w", len(ids), err)
+	}
+	return nil
+}
+
 // MarkNotificationFailed gives up on the notification. A notification already sent stays
 // sent: a delivery that succeeded is not undone by a late failure report.
 func (s *Notifications) MarkNotificationFailed(ctx context.Context, id, reason string) error {

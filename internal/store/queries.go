@@ -20,6 +20,26 @@ SET processed_at = COALESCE(processed_at, now())
 WHERE provider = $1 AND event_id = $2
 RETURNING processed_at`
 
+	// qMarkProcessed with the notifications its run delivered and left for it to mark ($3): their
+	// marks (as qMarkNotificationSent's, their sinks' failure counts reset) and the event's in
+	// one statement, instead of one statement per notification before it.
+	qMarkProcessedSent = `
+WITH n AS (
+    UPDATE notifications
+    SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
+        updated_at = now()
+    WHERE id = ANY($3) AND status <> 'sent'
+    RETURNING sink
+), s AS (
+    UPDATE sinks SET consecutive_failures = 0, updated_at = now()
+    FROM (SELECT DISTINCT sink FROM n) d
+    WHERE sinks.name = d.sink AND sinks.consecutive_failures > 0
+)
+UPDATE webhook_events
+SET processed_at = COALESCE(processed_at, now())
+WHERE provider = $1 AND event_id = $2
+RETURNING processed_at`
+
 	qRecordedOutcome = `
 SELECT outcome, from_status, to_status, bounce_type, recipient, version, suppressed
 FROM message_events

@@ -241,21 +241,27 @@ func (s *Events) RecordEvent(ctx context.Context, ev domain.Event) (domain.Recor
 
 // MarkProcessed records that the event's processing finished, so a later duplicate delivery
 // is acknowledged without running again. Marking twice keeps the first time.
+// sent are notifications its run delivered and left for this step to mark sent (as
+// MarkNotificationSent would): they are marked in the same statement.
 // With retention.inbound_bodies 0 (Options.StripBodiesWhenProcessed), an inbound email's body
 // is removed in the same transaction once all its notifications are sent.
-func (s *Events) MarkProcessed(ctx context.Context, provider, eventID string) error {
+func (s *Events) MarkProcessed(ctx context.Context, provider, eventID string, sent ...string) error {
+	query, args := qMarkProcessed, []any{provider, eventID}
+	if len(sent) > 0 {
+		query, args = qMarkProcessedSent, append(args, sent)
+	}
 	var err error
 	if s.stripOnProcessed {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var at time.Time
-			if err := tx.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at); err != nil {
+			if err := tx.QueryRow(ctx, query, args...).Scan(&at); err != nil {
 				return err
 			}
 			return stripProcessed(ctx, s.db, tx, provider, eventID)
 		})
 	} else {
 		var at time.Time
-		err = s.pool.QueryRow(ctx, qMarkProcessed, provider, eventID).Scan(&at)
+		err = s.pool.QueryRow(ctx, query, args...).Scan(&at)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = domain.ErrNotFound
