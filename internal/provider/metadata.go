@@ -154,6 +154,7 @@ func flatTags(raw []byte, tags []string) (_ []string, ok bool) {
 		return tags, skipSpace(raw, i+1) == len(raw)
 	}
 	s := string(raw)
+	tags = slices.Grow(tags, bytes.Count(raw, []byte{','})+1) // commas inside tags over-count
 	for {
 		t, next, ok := scanString(raw, s, i)
 		if !ok {
