@@ -67,6 +67,10 @@
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
 # it; PREV_REF and NAME@prev likewise (a second tree). The load generator is always this tree's.
 # The summary puts them next to each other.
+# More trees at once: REFS="alias=<commit> …" builds each commit's mailhook into $WORK/mh-ref-<alias>,
+# and NAME@<alias> runs NAME with it and this tree's config (the tree must know its keys, as every
+# tree from 23cb9aa on does). ROTATE=k starts run r's PHASES k·(r−1) phases in, so that what
+# builds up within a run (the started workflows in its one Temporal server) falls on every tree.
 # NAME+eager runs NAME with temporal.eager_start on.
 # NAME+flood also sends FLOOD_RATE (1,000) badly signed Postscale requests per second from
 # 127.0.0.3 for the whole send phase (loadtest --flood-rate), and records after it the kept
@@ -180,6 +184,11 @@ setup() {
 	}
 	[[ -z $BASE_REF ]] || build_ref "$BASE_REF" "$MH_BASE"
 	[[ -z $PREV_REF ]] || build_ref "$PREV_REF" "$MH_PREV"
+	local r
+	for r in ${REFS:-}; do
+		[[ $r == *=* ]] || die "REFS: $r is not alias=<commit>"
+		build_ref "${r#*=}" "$WORK/mh-ref-${r%%=*}"
+	done
 	[[ -x $TEMPORAL_CLI ]] || die "no Temporal CLI at $TEMPORAL_CLI (set TEMPORAL_CLI)"
 	[[ $TEMPORAL == dev || $TEMPORAL == server ]] || die "TEMPORAL=$TEMPORAL: want dev or server"
 	for p in $TEMPORAL_PORT $HTTP_PORT $SINK_PORT; do
@@ -229,6 +238,9 @@ EOF
 		echo "temporal: $TEMPORAL"
 		[[ -z $BASE_REF ]] || echo "base: $BASE_REF ($(git -C "$ROOT" rev-parse --short "$BASE_REF"))"
 		[[ -z $PREV_REF ]] || echo "prev: $PREV_REF ($(git -C "$ROOT" rev-parse --short "$PREV_REF"))"
+		for r in ${REFS:-}; do
+			echo "ref ${r%%=*}: ${r#*=} ($(git -C "$ROOT" rev-parse --short "${r#*=}"))"
+		done
 		psql "$PG/postgres" -tAc 'SELECT version()'
 		uname -sr
 		echo "runs from ${START_RUN:-1}: FRESH=$FRESH PHASES=$PHASES DURATION=$DURATION WARMUP=$WARMUP CONCURRENCY=$CONCURRENCY"
@@ -405,6 +417,10 @@ phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
 	*@prev)
 		[[ -x $MH_PREV ]] || die "phase $2 needs PREV_REF"
 		MHBIN=$MH_PREV
+		;;
+	*@*)
+		MHBIN=$WORK/mh-ref-${name##*@}
+		[[ -x $MHBIN ]] || die "phase $2 needs ${name##*@}=<commit> in REFS"
 		;;
 	esac
 	name=${name%@*}
@@ -677,10 +693,13 @@ def median_of(phase, get):
             pass
     return statistics.median(got) if got else None
 def add(metric, phase, get, fmt="{:.1f}"):
-    """A row for phase, and right after it one for each variant that ran (+eager, @prev, @base)."""
+    """A row for phase, and right after it one for each variant that ran (+eager, @prev, @base,
+    then the REFS aliases in PHASES order)."""
     med = one(metric, phase, get, fmt)
-    for other in (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager",
-                  phase + "+flood", phase + "+flood+norecord", phase + "@base+flood"):
+    fixed = (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager",
+             phase + "+flood", phase + "+flood+norecord", phase + "@base+flood")
+    aliases = [p for p in os.environ.get("PHASES", "").split() if p.startswith(phase + "@") and p not in fixed]
+    for other in fixed + tuple(aliases):
         if other in runs:
             one(metric, other, get, fmt)
     return med
@@ -855,8 +874,11 @@ main() {
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal
-		for ph in $PHASES; do
-			phase "$run" "$ph"
+		local list n k
+		read -ra list <<<"$PHASES"
+		n=${#list[@]}
+		for ((k = 0; k < n; k++)); do
+			phase "$run" "${list[$(((k + (run - 1) * ${ROTATE:-0}) % n))]}"
 		done
 	done
 	summary | tee "$RESULTS/summary.md"

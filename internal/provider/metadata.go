@@ -30,7 +30,6 @@ const (
 // wins, so an adapter adds its most specific source first. The zero value is ready to use.
 type Metadata struct {
 	entries map[string]string
-	order   []string
 	tags    []string
 	dropped int
 }
@@ -69,7 +68,6 @@ func (m *Metadata) SetString(key, value string) {
 		return
 	}
 	m.entries[key] = value
-	m.order = append(m.order, key)
 }
 
 // Object adds every member of a JSON object (Postmark Metadata, Mailgun user-variables, Resend
@@ -82,8 +80,8 @@ func (m *Metadata) Object(raw json.RawMessage) {
 	// map the event keeps (Apply hands it over). A null value (kept out, as below) or any other
 	// type takes the general path.
 	if m.entries == nil {
-		if entries, order, ok := flatStrings(raw); ok {
-			m.entries, m.order = entries, order
+		if entries, ok := flatStrings(raw); ok {
+			m.entries = entries
 			return
 		}
 	}
@@ -102,44 +100,79 @@ func (m *Metadata) Object(raw json.RawMessage) {
 }
 
 // flatStrings decodes a flat object without reflection, as Set reads each value: a string as it
-// is, a number or a boolean as its JSON text, null as no value. The keys and values are sliced
-// out (jsonfield.String), a map and two strings per entry. ok is false for anything else (a
-// nested value, malformed JSON), which the general path takes. A repeated key keeps its last
-// value, as json.Unmarshal does.
-func flatStrings(raw []byte) (entries map[string]string, order []string, ok bool) {
+// is, a number or a boolean as its JSON text, null as no value. The object is copied into one
+// string and the keys and values without escapes are sliced out of it: a map and a string per
+// object, not two strings per entry. ok is false for anything else (a nested value, malformed
+// JSON), which the general path takes. A repeated key keeps its last value, as json.Unmarshal
+// does.
+func flatStrings(raw []byte) (entries map[string]string, ok bool) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		return nil, nil, false
+		return nil, false
 	}
 	entries = make(map[string]string, 4)
 	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == '}' {
-		return entries, nil, skipSpace(raw, i+1) == len(raw)
+		return entries, skipSpace(raw, i+1) == len(raw)
 	}
+	s := string(raw)
 	for {
-		k, next, ok := scanString(raw, i)
+		k, next, ok := scanString(raw, s, i)
 		if !ok {
-			return nil, nil, false
+			return nil, false
 		}
 		if i = skipSpace(raw, next); i >= len(raw) || raw[i] != ':' {
-			return nil, nil, false
+			return nil, false
 		}
-		v, null, next, ok := scanValue(raw, skipSpace(raw, i+1))
+		v, null, next, ok := scanValue(raw, s, skipSpace(raw, i+1))
 		if !ok {
-			return nil, nil, false
+			return nil, false
 		}
 		if !null {
-			if _, dup := entries[k]; !dup {
-				order = append(order, k)
-			}
 			entries[k] = v
 		}
 		switch i = skipSpace(raw, next); {
 		case i < len(raw) && raw[i] == ',':
 			i = skipSpace(raw, i+1)
 		case i < len(raw) && raw[i] == '}':
-			return entries, order, skipSpace(raw, i+1) == len(raw)
+			return entries, skipSpace(raw, i+1) == len(raw)
 		default:
-			return nil, nil, false
+			return nil, false
+		}
+	}
+}
+
+// flatTags appends the strings of a JSON array of strings to tags, as Tag adds each (one string
+// for the array, each tag sliced out of it). ok is false for anything else (another element's
+// type, malformed JSON), and tags is then returned as it was given.
+func flatTags(raw []byte, tags []string) (_ []string, ok bool) {
+	n0 := len(tags)
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return tags, false
+	}
+	if i = skipSpace(raw, i+1); i < len(raw) && raw[i] == ']' {
+		return tags, skipSpace(raw, i+1) == len(raw)
+	}
+	s := string(raw)
+	tags = slices.Grow(tags, bytes.Count(raw, []byte{','})+1) // commas inside tags over-count
+	for {
+		t, next, ok := scanString(raw, s, i)
+		if !ok {
+			return tags[:n0], false
+		}
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+		switch i = skipSpace(raw, next); {
+		case i < len(raw) && raw[i] == ',':
+			i = skipSpace(raw, i+1)
+		case i < len(raw) && raw[i] == ']':
+			if skipSpace(raw, i+1) != len(raw) {
+				return tags[:n0], false
+			}
+			return tags, true
+		default:
+			return tags[:n0], false
 		}
 	}
 }
@@ -151,10 +184,10 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// scanValue reads the value at b[i:]; null says it is null.
-func scanValue(b []byte, i int) (v string, null bool, next int, ok bool) {
+// scanValue reads the value at b[i:] (s is b as a string); null says it is null.
+func scanValue(b []byte, s string, i int) (v string, null bool, next int, ok bool) {
 	if i < len(b) && b[i] == '"' {
-		v, next, ok = scanString(b, i)
+		v, next, ok = scanString(b, s, i)
 		return v, false, next, ok
 	}
 	j := i
@@ -170,21 +203,30 @@ func scanValue(b []byte, i int) (v string, null bool, next int, ok bool) {
 	case !json.Valid(lit):
 		return "", false, 0, false
 	}
-	return string(lit), false, j, true
+	return s[i:j], false, j, true
 }
 
-// scanString decodes the JSON string at b[i:], returning it and the index after it.
-func scanString(b []byte, i int) (string, int, bool) {
+// scanString decodes the JSON string at b[i:] (s is b as a string), returning it and the index
+// after it. One without escapes, control or non-ASCII bytes is a slice of s; the others take
+// jsonfield.String, which decodes them as the decoder does.
+func scanString(b []byte, s string, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", 0, false
 	}
+	plain := true
 	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
+		switch c := b[j]; {
+		case c == '\\':
+			plain = false
 			j++
-		case '"':
-			s, ok := jsonfield.String(b[i : j+1])
-			return s, j + 1, ok
+		case c == '"':
+			if plain {
+				return s[i+1 : j], j + 1, true
+			}
+			v, ok := jsonfield.String(b[i : j+1])
+			return v, j + 1, ok
+		case c < 0x20 || c >= utf8.RuneSelf:
+			plain = false
 		}
 	}
 	return "", 0, false
@@ -203,12 +245,8 @@ func (m *Metadata) Tags(raw json.RawMessage) {
 		}
 		return
 	}
-	var strs []string // the usual list: one decode, no per-element pass
-	if json.Unmarshal(raw, &strs) == nil {
-		m.tags = slices.Grow(m.tags, len(strs))
-		for _, t := range strs {
-			m.Tag(t)
-		}
+	var ok bool
+	if m.tags, ok = flatTags(raw, m.tags); ok { // the usual list
 		return
 	}
 	var one string
@@ -234,52 +272,42 @@ func (m *Metadata) Tag(t string) {
 // dropped: a key that is empty or longer than MaxMetadataKeyBytes, a value longer than
 // MaxMetadataValueBytes, a key or value that is not valid UTF-8 or holds a NUL (jsonb refuses
 // \u0000), the entries past MaxMetadataEntries in key order, and likewise for tags (a repeated
-// tag is kept once and is not counted).
+// tag is kept once and is not counted). In the usual case, everything within the bounds, the
+// event is handed the map and the tag list as they are: no copy, no sorted keys.
 func (m *Metadata) Apply(ev *domain.Event) {
 	dropped := m.dropped
-	if len(m.order) == 0 && len(m.tags) == 0 {
+	if len(m.entries) == 0 && len(m.tags) == 0 {
 		ev.MetadataDropped = dropped
 		return
 	}
 	m.applyEntries(ev, &dropped)
-	if len(m.tags) > 0 {
-		ev.Tags = make([]string, 0, min(len(m.tags), MaxTags))
-	}
-	for _, t := range m.tags {
-		switch {
-		case slices.Contains(ev.Tags, t):
-		case len(t) > MaxTagBytes || !clean(t) || len(ev.Tags) == MaxTags:
-			dropped++
-		default:
-			ev.Tags = append(ev.Tags, t)
-		}
-	}
+	m.applyTags(ev, &dropped)
 	ev.MetadataDropped = dropped
 }
 
-// applyEntries sets ev.Metadata within the bounds, counting what it drops. When it keeps every
-// entry (the usual case) it hands its map to ev: no second map, no sorted copy of the keys.
+func validEntry(k, v string) bool {
+	return k != "" && len(k) <= MaxMetadataKeyBytes && clean(k) && len(v) <= MaxMetadataValueBytes && clean(v)
+}
+
+// applyEntries sets ev.Metadata within the bounds, counting what it drops.
 func (m *Metadata) applyEntries(ev *domain.Event, dropped *int) {
-	valid := func(k string) bool {
-		v := m.entries[k]
-		return k != "" && len(k) <= MaxMetadataKeyBytes && clean(k) && len(v) <= MaxMetadataValueBytes && clean(v)
+	if len(m.entries) == 0 {
+		return
 	}
-	all := len(m.order) == len(m.entries) && len(m.order) <= MaxMetadataEntries
-	for _, k := range m.order {
+	all := len(m.entries) <= MaxMetadataEntries
+	for k, v := range m.entries {
 		if !all {
 			break
 		}
-		all = valid(k)
+		all = validEntry(k, v)
 	}
 	if all {
-		if len(m.order) > 0 {
-			ev.Metadata, m.entries, m.order = m.entries, nil, nil
-		}
+		ev.Metadata, m.entries = m.entries, nil
 		return
 	}
-	keys := make([]string, 0, len(m.order))
-	for _, k := range m.order {
-		if !valid(k) {
+	keys := make([]string, 0, len(m.entries))
+	for k, v := range m.entries {
+		if !validEntry(k, v) {
 			*dropped++
 			continue
 		}
@@ -294,6 +322,34 @@ func (m *Metadata) applyEntries(ev *domain.Event, dropped *int) {
 		ev.Metadata = make(map[string]string, len(keys))
 		for _, k := range keys {
 			ev.Metadata[k] = m.entries[k]
+		}
+	}
+}
+
+// applyTags sets ev.Tags within the bounds, in the order given, counting what it drops.
+func (m *Metadata) applyTags(ev *domain.Event, dropped *int) {
+	if len(m.tags) == 0 {
+		return
+	}
+	all := len(m.tags) <= MaxTags
+	for i, t := range m.tags {
+		if !all {
+			break
+		}
+		all = len(t) <= MaxTagBytes && clean(t) && !slices.Contains(m.tags[:i], t)
+	}
+	if all {
+		ev.Tags, m.tags = m.tags, nil
+		return
+	}
+	ev.Tags = make([]string, 0, min(len(m.tags), MaxTags))
+	for _, t := range m.tags {
+		switch {
+		case slices.Contains(ev.Tags, t):
+		case len(t) > MaxTagBytes || !clean(t) || len(ev.Tags) == MaxTags:
+			*dropped++
+		default:
+			ev.Tags = append(ev.Tags, t)
 		}
 	}
 }

@@ -49,11 +49,69 @@ func payloadColumns(ev domain.Event) (payload string, event any) {
 // holds already (the recipient, the bounce type), since the provider's raw JSON and the event
 // id, type and message id are stored as they are anyway.
 func normalizedEvent(ev domain.Event) any {
+	md := ev.Metadata
+	ev.Metadata = nil
 	b, err := json.Marshal(ev)
 	if err != nil || jsonbStorable(b) != nil {
 		return nil
 	}
-	return string(b)
+	if len(md) == 0 {
+		return string(b)
+	}
+	return withMetadata(b, md)
+}
+
+// withMetadata is the event's JSON object b with its metadata member, the map as json.Marshal
+// writes one but in map order: the column is jsonb, which keeps no key order, and
+// encoding/json's map encoder (reflection, a sorted copy of the keys) was most of what metadata
+// added to the accept path's encoding. The text is built once, at its size. nil, as
+// normalizedEvent's, when jsonb would refuse it: a NUL (\u0000) in a key or a value.
+func withMetadata(b []byte, md map[string]string) any {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil
+	}
+	n := len(b) + len(`,"metadata":{}`)
+	for k, v := range md {
+		if strings.IndexByte(k, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			return nil
+		}
+		n += len(k) + len(v) + len(`"":"",`)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.Write(b[:len(b)-1])
+	if len(b) > 2 {
+		sb.WriteByte(',')
+	}
+	sb.WriteString(`"metadata":{`)
+	first := true
+	for k, v := range md {
+		if !first {
+			sb.WriteByte(',')
+		}
+		first = false
+		writeJSONString(&sb, k)
+		sb.WriteByte(':')
+		writeJSONString(&sb, v)
+	}
+	sb.WriteString("}}")
+	return sb.String()
+}
+
+// writeJSONString writes s as a JSON string. Printable ASCII without a quote, a backslash or the
+// characters json.Marshal escapes for HTML goes as it is; anything else takes json.Marshal, so
+// the text is what it writes.
+func writeJSONString(sb *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			sb.Write(q)
+			return
+		}
+	}
+	sb.WriteByte('"')
+	sb.WriteString(s)
+	sb.WriteByte('"')
 }
 
 // storedColumns reads an event's stored form next to its webhook_events row w; storedJoin must

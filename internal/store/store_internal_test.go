@@ -40,3 +40,32 @@ func TestPayloadColumnsStoreTheRawJSONOnce(t *testing.T) {
 	_, err = stored{kept: true}.decode()
 	assert.ErrorIs(t, err, ErrNotNormalized)
 }
+
+// The stored event's metadata, written without encoding/json's map encoder, is the JSON
+// json.Marshal writes for it (jsonb keeps no key order), escapes included, and decodes back to
+// the same event; a NUL is still refused as jsonb would refuse it.
+func TestNormalizedEventWritesMetadataAsJSONDoes(t *testing.T) {
+	for _, md := range []map[string]string{
+		{"order_id": "A-17", "customer": "c_42", "attempt": "2"},
+		{`q"uote`: `back\slash`, "html": "<a href='x'>&amp;</a>", "ctl": "tab\tnew\nline", "é": "ünïcode ✓", "": ""},
+		{"bad utf-8": "\xff\xfe", "sep": "\u2028\u2029"},
+	} {
+		ev := domain.Event{Provider: "postscale", EventID: "e1", Type: "email.delivered", Metadata: md,
+			Tags: []string{"a"}, Raw: json.RawMessage(`{"x":1}`)}
+		_, got := payloadColumns(ev)
+		require.IsType(t, "", got)
+		ev.Raw = nil
+		want, err := json.Marshal(ev)
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), got.(string))
+		var back domain.Event
+		require.NoError(t, json.Unmarshal([]byte(got.(string)), &back))
+		var wantBack domain.Event
+		require.NoError(t, json.Unmarshal(want, &wantBack))
+		assert.Equal(t, wantBack, back)
+	}
+	_, got := payloadColumns(domain.Event{EventID: "e2", Metadata: map[string]string{"k": "a\x00b"}})
+	assert.Nil(t, got, "a NUL in the metadata: no normalized form, as before")
+	_, got = payloadColumns(domain.Event{EventID: "e3"})
+	assert.NotContains(t, got.(string), "metadata", "no metadata: no member")
+}
