@@ -245,7 +245,8 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		AcceptedPerMinute: s.Store.Counts.AcceptedPerMinute, RejectedPerMinute: s.Store.Rejected.RejectedPerMinute,
 		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
-		ParkedByType: s.Store.Sinks.ParkedByType,
+		ParkedByType: s.Store.Sinks.ParkedByType, MessageState: s.Store.Messages.GetMessageState,
+		StoredDailyCounts: s.Store.Counts.StoredDailyCounts, ProviderCounts: s.Store.Counts.ProviderCounts,
 	}, s.Log)
 	if err != nil {
 		return nil, err
