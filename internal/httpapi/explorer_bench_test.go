@@ -136,6 +136,7 @@ func TestExplorerBench(t *testing.T) {
 		}
 		target = "/v1/messages/postscale/msg_busy/timeline?after=" + url.QueryEscape(tl.NextAfter)
 	}
+	tracer.take() // the walk's queries are no shape's
 	shapes := []struct{ name, target string }{
 		{"newest first, no filter", "/v1/events"},
 		{"a deep page (after a cursor in the middle)", "/v1/events?after=" + url.QueryEscape(mid)},
@@ -159,7 +160,7 @@ func TestExplorerBench(t *testing.T) {
 		{"timeline of a busy message (2,000 events, 2 sinks)", "/v1/messages/postscale/msg_busy/timeline"},
 		{"timeline of a busy message, a middle page (after)", "/v1/messages/postscale/msg_busy/timeline?after=" + url.QueryEscape(busyMid)},
 		{"timeline of a busy message, the page before its last (before)", "/v1/messages/postscale/msg_busy/timeline?before=" + url.QueryEscape(busyBefore)},
-		{"timeline of a busy message, all of it (limit=1000, 2 pages)", "/v1/messages/postscale/msg_busy/timeline?limit=1000"},
+		{"timeline of a busy message, 1,000 events a page (limit=1000)", "/v1/messages/postscale/msg_busy/timeline?limit=1000"},
 		{"timeline of a message", "/v1/messages/postscale/msg_13/timeline"},
 		{"audit, newest first", "/v1/audit"},
 		{"audit, one action", "/v1/audit?action=erasure"},
