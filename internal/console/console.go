@@ -57,6 +57,13 @@ type Reads struct {
 	// (store.Sessions); unset, a sign-out holds in this process only.
 	SignOut   func(ctx context.Context, id string, until time.Time) error
 	SignedOut func(ctx context.Context, id string) (bool, error)
+	// MessageState reads a message's state without its history (the timeline pages it); nil:
+	// the API's GetMessage.
+	MessageState func(ctx context.Context, provider, messageID string) (store.Message, error)
+	// StoredDailyCounts and ProviderCounts read what the daily reconciliation stored for a day;
+	// nil: the Reconciliation page counts live, as GET /v1/reports/daily does.
+	StoredDailyCounts func(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, time.Time, error)
+	ProviderCounts    func(ctx context.Context, day time.Time, provider string) ([]providercounts.Check, error)
 }
 
 // Console serves the pages. Build it with New.

@@ -57,17 +57,21 @@ func formBool(q url.Values, name string) (*bool, error) {
 }
 
 // nextURL is path with the query q and after set to next: the list's next page, filters kept.
-func nextURL(path string, q url.Values, next string) string {
-	if next == "" {
+func nextURL(path string, q url.Values, next string) string { return pageURL(path, q, "after", next) }
+
+// pageURL is path with the query q, its cursors (after, before) replaced by name=cursor: another
+// page of the list, filters kept; "" without a cursor.
+func pageURL(path string, q url.Values, name, cursor string) string {
+	if cursor == "" {
 		return ""
 	}
 	n := url.Values{}
 	for k, v := range q {
-		if k != "after" && len(v) > 0 && v[0] != "" {
+		if k != "after" && k != "before" && len(v) > 0 && v[0] != "" {
 			n.Set(k, v[0])
 		}
 	}
-	n.Set("after", next)
+	n.Set(name, cursor)
 	return path + "?" + n.Encode()
 }
 
@@ -223,27 +227,33 @@ func (c *Console) recipientMessages(r *http.Request, address string) ([]recipien
 	return out, next != "", nil
 }
 
-// maxTimelineRows bounds the events, and each sink's notifications, a message's page renders
-// (the latest): a message with thousands of events would otherwise render megabytes
-// (docs/operations/console.md, "Server time"); GET /v1/messages/{p}/{id}/timeline has them all.
-const maxTimelineRows = 200
+// timelinePageSize is the events a message's page shows: an ordinary message's all of them; a
+// busy message's a page at a time, with links to the earlier and later ones
+// (docs/operations/console.md, "Server time").
+const timelinePageSize = store.DefaultTimelineLimit
 
-// shownTimeline is a timeline as the page renders it, with what it left out.
+// shownTimeline is a page of a timeline as the page renders it, with the links to the pages
+// before and after it.
 type shownTimeline struct {
 	store.Timeline
-	EventsOmitted int
-	// NotificationsOmitted by sink.
-	NotificationsOmitted map[string]int
+	Older, Newer string
 }
 
-// timelineOf is the message's timeline with its Temporal UI links, the latest
-// maxTimelineRows events and notifications per sink.
+// timelineOf is a page of the message's timeline with its Temporal UI links: the first events,
+// or those after (newer) or before (older) the cursor in q.
 func (c *Console) timelineOf(r *http.Request, provider, id string) (*shownTimeline, error) {
-	t, err := c.api.Explorer.Timeline(r.Context(), provider, id, delivery.ErrorClass)
-	if errors.Is(err, domain.ErrNotFound) {
-		return nil, nil
+	q := r.URL.Query()
+	page := store.TimelinePage{Limit: timelinePageSize, After: q.Get("after"), Before: q.Get("before")}
+	if page.After != "" && page.Before != "" {
+		return nil, userError("after and before: one page at a time")
 	}
-	if err != nil {
+	t, err := c.api.Explorer.Timeline(r.Context(), provider, id, page, delivery.ErrorClass)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return nil, nil
+	case errors.Is(err, store.ErrBadCursor):
+		return nil, userError("after or before is not a page of this timeline")
+	case err != nil:
 		return nil, err
 	}
 	for i := range t.Events {
@@ -252,16 +262,8 @@ func (c *Console) timelineOf(r *http.Request, provider, id string) (*shownTimeli
 	for i := range t.Workflows {
 		t.Workflows[i].URL = c.api.WorkflowURL(t.Workflows[i].WorkflowID)
 	}
-	out := &shownTimeline{Timeline: t, NotificationsOmitted: map[string]int{}}
-	if n := len(t.Events); n > maxTimelineRows {
-		out.Events, out.EventsOmitted = t.Events[n-maxTimelineRows:], n-maxTimelineRows
-	}
-	for i, sk := range out.Sinks {
-		if n := len(sk.Notifications); n > maxTimelineRows {
-			out.Sinks[i].Notifications, out.NotificationsOmitted[sk.Sink] = sk.Notifications[n-maxTimelineRows:], n-maxTimelineRows
-		}
-	}
-	return out, nil
+	return &shownTimeline{Timeline: t, Older: pageURL("/console/messages", q, "before", t.PrevBefore),
+		Newer: pageURL("/console/messages", q, "after", t.NextAfter)}, nil
 }
 
 // fields formats an audit entry's params or detail, keys sorted, empty values left out.

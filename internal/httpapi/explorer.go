@@ -21,7 +21,7 @@ import (
 // Explorer reads events and a message's timeline (store.Explorer).
 type Explorer interface {
 	ListEvents(ctx context.Context, f store.EventFilter) ([]store.ExplorerEvent, string, error)
-	Timeline(ctx context.Context, provider, messageID string, errorClass func(string) string) (store.Timeline, error)
+	Timeline(ctx context.Context, provider, messageID string, page store.TimelinePage, errorClass func(string) string) (store.Timeline, error)
 }
 
 // AuditTrail records operator actions and lists them (store.Audit).
@@ -67,11 +67,7 @@ func (s *Server) listEvents(c *gin.Context) {
 		return
 	}
 	var bad *apiError
-	if f.Since, bad = queryTime(c, "since"); bad != nil {
-		s.fail(c, bad)
-		return
-	}
-	if f.Until, bad = queryTime(c, "until"); bad != nil {
+	if f.Since, f.Until, f.Limit, bad = queryRange(c); bad != nil {
 		s.fail(c, bad)
 		return
 	}
@@ -83,22 +79,36 @@ func (s *Server) listEvents(c *gin.Context) {
 		s.fail(c, bad)
 		return
 	}
-	if f.Limit, bad = queryLimit(c, defaultExplorerLimit, maxExplorerLimit); bad != nil {
-		s.fail(c, bad)
+	list, next, err := s.Explorer.ListEvents(c.Request.Context(), f)
+	answerPage(s, c, "events", list, next, err)
+}
+
+// queryRange reads what every keyset-paged list takes: since and until (RFC 3339) and limit.
+func queryRange(c *gin.Context) (since, until time.Time, limit int, bad *apiError) {
+	if since, bad = queryTime(c, "since"); bad != nil {
 		return
 	}
-	list, next, err := s.Explorer.ListEvents(c.Request.Context(), f)
+	if until, bad = queryTime(c, "until"); bad != nil {
+		return
+	}
+	limit, bad = queryLimit(c, defaultExplorerLimit, maxExplorerLimit)
+	return
+}
+
+// answerPage answers a keyset-paged list: {name: list, "next_after": next}, 400 for a cursor
+// the API did not give, 503 when the store failed.
+func answerPage[T any](s *Server, c *gin.Context, name string, list []T, next string, err error) {
 	switch {
 	case errors.Is(err, store.ErrBadCursor):
 		s.fail(c, refuse(kindBadRequest, "after is not a next_after this API returned"))
 	case err != nil:
-		s.Log.ErrorContext(c.Request.Context(), "list events", "error", err)
+		s.Log.ErrorContext(c.Request.Context(), "list page", "route", c.FullPath(), "error", err)
 		s.unavailable(c)
 	default:
 		if list == nil {
-			list = []store.ExplorerEvent{}
+			list = []T{}
 		}
-		c.JSON(http.StatusOK, gin.H{"events": list, "next_after": next})
+		c.JSON(http.StatusOK, gin.H{name: list, "next_after": next})
 	}
 }
 
@@ -137,10 +147,24 @@ func queryBool(c *gin.Context, name string) (*bool, *apiError) {
 	return &b, nil
 }
 
-// timeline answers GET /v1/messages/{provider}/{id}/timeline.
+// timeline answers GET /v1/messages/{provider}/{id}/timeline?limit=&after=&before=: a page of
+// the message's events in arrival order (the first ones without a cursor) with their
+// notifications.
 func (s *Server) timeline(c *gin.Context) {
-	t, err := s.Explorer.Timeline(c.Request.Context(), param(c, "provider"), param(c, "message_id"), delivery.ErrorClass)
+	page := store.TimelinePage{After: c.Query("after"), Before: c.Query("before")}
+	var bad *apiError
+	if page.Limit, bad = queryLimit(c, store.DefaultTimelineLimit, store.MaxTimelineLimit); bad != nil {
+		s.fail(c, bad)
+		return
+	}
+	if page.After != "" && page.Before != "" {
+		s.fail(c, refuse(kindBadRequest, "after and before: one cursor at a time"))
+		return
+	}
+	t, err := s.Explorer.Timeline(c.Request.Context(), param(c, "provider"), param(c, "message_id"), page, delivery.ErrorClass)
 	switch {
+	case errors.Is(err, store.ErrBadCursor):
+		s.fail(c, refuse(kindBadRequest, "after or before is not a cursor this timeline returned"))
 	case errors.Is(err, domain.ErrNotFound):
 		s.fail(c, refuse(kindNotFound, "message not found"))
 	case err != nil:
@@ -174,31 +198,12 @@ func (s *Server) listAudit(c *gin.Context) {
 		return
 	}
 	var bad *apiError
-	if f.Since, bad = queryTime(c, "since"); bad != nil {
-		s.fail(c, bad)
-		return
-	}
-	if f.Until, bad = queryTime(c, "until"); bad != nil {
-		s.fail(c, bad)
-		return
-	}
-	if f.Limit, bad = queryLimit(c, defaultExplorerLimit, maxExplorerLimit); bad != nil {
+	if f.Since, f.Until, f.Limit, bad = queryRange(c); bad != nil {
 		s.fail(c, bad)
 		return
 	}
 	list, next, err := s.Audit.ListAudit(c.Request.Context(), f)
-	switch {
-	case errors.Is(err, store.ErrBadCursor):
-		s.fail(c, refuse(kindBadRequest, "after is not a next_after this API returned"))
-	case err != nil:
-		s.Log.ErrorContext(c.Request.Context(), "list audit", "error", err)
-		s.unavailable(c)
-	default:
-		if list == nil {
-			list = []store.AuditEntry{}
-		}
-		c.JSON(http.StatusOK, gin.H{"entries": list, "next_after": next})
-	}
+	answerPage(s, c, "entries", list, next, err)
 }
 
 // auditNote is what a handler tells the audit trail of its action: whom it concerned, what was

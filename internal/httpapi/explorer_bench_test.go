@@ -116,6 +116,27 @@ func TestExplorerBench(t *testing.T) {
 	hour := func(from time.Time, d time.Duration) string {
 		return "since=" + url.QueryEscape(from.UTC().Format(time.RFC3339)) + "&until=" + url.QueryEscape(from.Add(d).UTC().Format(time.RFC3339))
 	}
+	// The busy message's timeline cursors: after its tenth page, and before its last.
+	var busyMid, busyBefore string
+	for n, target := 0, "/v1/messages/postscale/msg_busy/timeline"; ; n++ {
+		code, body, _ := get(target)
+		var tl struct {
+			NextAfter  string `json:"next_after"`
+			PrevBefore string `json:"prev_before"`
+		}
+		if code != 200 || json.Unmarshal(body, &tl) != nil || n > 100 {
+			t.Fatalf("timeline pages: %d %.300s", code, body)
+		}
+		if n == 9 {
+			busyMid = tl.NextAfter
+		}
+		if tl.NextAfter == "" {
+			busyBefore = tl.PrevBefore
+			break
+		}
+		target = "/v1/messages/postscale/msg_busy/timeline?after=" + url.QueryEscape(tl.NextAfter)
+	}
+	tracer.take() // the walk's queries are no shape's
 	shapes := []struct{ name, target string }{
 		{"newest first, no filter", "/v1/events"},
 		{"a deep page (after a cursor in the middle)", "/v1/events?after=" + url.QueryEscape(mid)},
@@ -137,6 +158,9 @@ func TestExplorerBench(t *testing.T) {
 		{"provider + quarantined", "/v1/events?provider=postscale&quarantined=true"},
 		{"type + time range (1 day)", "/v1/events?type=email.bounced&" + hour(midTime, 24*time.Hour)},
 		{"timeline of a busy message (2,000 events, 2 sinks)", "/v1/messages/postscale/msg_busy/timeline"},
+		{"timeline of a busy message, a middle page (after)", "/v1/messages/postscale/msg_busy/timeline?after=" + url.QueryEscape(busyMid)},
+		{"timeline of a busy message, the page before its last (before)", "/v1/messages/postscale/msg_busy/timeline?before=" + url.QueryEscape(busyBefore)},
+		{"timeline of a busy message, 1,000 events a page (limit=1000)", "/v1/messages/postscale/msg_busy/timeline?limit=1000"},
 		{"timeline of a message", "/v1/messages/postscale/msg_13/timeline"},
 		{"audit, newest first", "/v1/audit"},
 		{"audit, one action", "/v1/audit?action=erasure"},

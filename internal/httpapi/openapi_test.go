@@ -289,6 +289,10 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 		{method: "GET", target: "/v1/events?provider=down", header: token, want: 503},
 		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline", header: token, want: 200},
 		{method: "GET", target: "/v1/messages/postscale/missing/timeline", header: token, want: 404},
+		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline?limit=2&after=cursor", header: token, want: 200},
+		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline?after=bad", header: token, want: 400},
+		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline?after=a&before=b", header: token, want: 400},
+		{method: "GET", target: "/v1/messages/postscale/msg_1/timeline?limit=0", header: token, want: 400},
 		{method: "GET", target: "/v1/messages/postscale/msg%00/timeline", header: token, want: 400},
 		{method: "GET", target: "/v1/messages/postscale/down/timeline", header: token, want: 503},
 		{method: "GET", target: "/v1/audit", header: token, want: 200},
@@ -803,7 +807,10 @@ func (b *fakeBackend) ListEvents(_ context.Context, f store.EventFilter) ([]stor
 	}, "cursor", nil
 }
 
-func (b *fakeBackend) Timeline(_ context.Context, prov, messageID string, errorClass func(string) string) (store.Timeline, error) {
+func (b *fakeBackend) Timeline(_ context.Context, prov, messageID string, page store.TimelinePage, errorClass func(string) string) (store.Timeline, error) {
+	if page.After == "bad" {
+		return store.Timeline{}, fmt.Errorf("timeline: %w", store.ErrBadCursor)
+	}
 	switch messageID {
 	case "missing":
 		return store.Timeline{}, fmt.Errorf("timeline: %w", domain.ErrNotFound)
@@ -825,6 +832,7 @@ func (b *fakeBackend) Timeline(_ context.Context, prov, messageID string, errorC
 				LastError: "sink responded 503 Service Unavailable", ErrorClass: errorClass("sink responded 503 Service Unavailable"),
 				ParkReason: "retries_spent", CreatedAt: t0, ParkedAt: &t1, UpdatedAt: t1}}}},
 		Workflows: []store.TimelineWorkflow{{WorkflowID: prov + ":e1:replay:1", Kind: "replay", EventID: "e1"}, {WorkflowID: "sink:app", Kind: "sink"}},
+		NextAfter: "cursor",
 	}, nil
 }
 

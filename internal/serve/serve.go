@@ -250,7 +250,9 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Unprocessed: s.Store.Inbox.UnprocessedCapped, QuarantineCount: s.Store.Quarantined.QuarantineCount,
 		LatestProviderCounts: s.Store.Counts.LatestProviderCounts, ErasureJobs: s.Store.Erasures.ListErasureJobs,
 		ParkedByType: s.Store.Sinks.ParkedByType, SignOut: s.Store.Sessions.SignOut, SignedOut: s.Store.Sessions.SignedOut,
-		MessageStatuses: s.Store.Messages.MessageStatuses,
+		MessageStatuses:   s.Store.Messages.MessageStatuses,
+		MessageState:      s.Store.Messages.GetMessageState,
+		StoredDailyCounts: s.Store.Counts.StoredDailyCounts, ProviderCounts: s.Store.Counts.ProviderCounts,
 	}, s.Log)
 	if err != nil {
 		return nil, err

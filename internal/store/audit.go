@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,25 +117,18 @@ func nonNil(m map[string]any) map[string]any {
 // ListAudit returns a page of the trail newest first, in (at, id) order, and the next page's
 // cursor ("" on the last).
 func (s *Audit) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, string, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var l listQuery
 	if f.Action != "" {
-		where = append(where, "action = "+arg(f.Action))
+		l.and("action = " + l.arg(f.Action))
 	}
 	if f.Actor != "" {
-		where = append(where, "actor = "+arg(f.Actor))
+		l.and("actor = " + l.arg(f.Actor))
 	}
 	if !f.Since.IsZero() {
-		where = append(where, "at >= "+arg(f.Since))
+		l.and("at >= " + l.arg(f.Since))
 	}
 	if !f.Until.IsZero() {
-		where = append(where, "at < "+arg(f.Until))
+		l.and("at < " + l.arg(f.Until))
 	}
 	if f.After != "" {
 		c, err := decodeCursor(f.After)
@@ -144,14 +136,11 @@ func (s *Audit) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 		if err != nil || perr != nil || c.Provider != "audit" {
 			return nil, "", fmt.Errorf("list audit: %w", ErrBadCursor)
 		}
-		at := arg(c.At)
-		where = append(where, fmt.Sprintf("at <= %s AND (at, id) < (%s, %s)", at, at, arg(id)))
+		l.after(true, "at", []string{"id"}, c.At, id)
 	}
-	q := `SELECT id, at, action, actor, via, target, params, status, result, detail, ref FROM audit_log`
-	if len(where) > 0 {
-		q += "\nWHERE " + strings.Join(where, " AND ")
-	}
-	q += "\nORDER BY at DESC, id DESC LIMIT " + arg(f.Limit+1)
+	q := "SELECT id, at, action, actor, via, target, params, status, result, detail, ref FROM audit_log\n" + l.whereClause() +
+		"ORDER BY at DESC, id DESC LIMIT " + l.arg(f.Limit+1)
+	args := l.args
 	rows, err := s.pool.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -171,14 +172,7 @@ func addressKeyForms(key string) []string {
 // rare outcome (RareOutcomes), the order is (applied_at, provider, event_id) instead: the order
 // of the index that finds them.
 func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEvent, string, error) {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var l listQuery
 	if f.Recipient != "" {
 		providers, messages, err := s.RecipientMessages(ctx, f.Recipient)
 		if err != nil {
@@ -187,42 +181,42 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 		if len(messages) == 0 {
 			return []ExplorerEvent{}, "", nil
 		}
-		where = append(where, fmt.Sprintf("(w.message_id, w.provider) IN (SELECT * FROM unnest(%s::text[], %s::text[]))", arg(messages), arg(providers)))
+		l.and(fmt.Sprintf("(w.message_id, w.provider) IN (SELECT * FROM unnest(%s::text[], %s::text[]))", l.arg(messages), l.arg(providers)))
 	}
 	switch len(f.Providers) {
 	case 0:
 	case 1:
-		where = append(where, "w.provider = "+arg(f.Providers[0]))
+		l.and("w.provider = " + l.arg(f.Providers[0]))
 	default:
-		where = append(where, "w.provider = ANY("+arg(f.Providers)+"::text[])")
+		l.and("w.provider = ANY(" + l.arg(f.Providers) + "::text[])")
 	}
 	if f.Type != "" {
-		where = append(where, "w.event_type = "+arg(f.Type))
+		l.and("w.event_type = " + l.arg(f.Type))
 	}
 	if f.MessageID != "" {
-		where = append(where, "w.message_id = "+arg(f.MessageID))
+		l.and("w.message_id = " + l.arg(f.MessageID))
 	}
 	if f.Outcome != "" {
-		where = append(where, "m.outcome = "+arg(f.Outcome))
+		l.and("m.outcome = " + l.arg(f.Outcome))
 	}
 	if !f.Since.IsZero() {
-		where = append(where, "w.received_at >= "+arg(f.Since))
+		l.and("w.received_at >= " + l.arg(f.Since))
 	}
 	if !f.Until.IsZero() {
-		where = append(where, "w.received_at < "+arg(f.Until))
+		l.and("w.received_at < " + l.arg(f.Until))
 	}
 	if f.Quarantined != nil {
 		if *f.Quarantined {
-			where = append(where, "w.quarantined_at IS NOT NULL")
+			l.and("w.quarantined_at IS NOT NULL")
 		} else {
-			where = append(where, "w.quarantined_at IS NULL")
+			l.and("w.quarantined_at IS NULL")
 		}
 	}
 	if f.ThroughTemporal != nil {
 		if *f.ThroughTemporal {
-			where = append(where, "w.source = '"+SourceTemporal+"'")
+			l.and("w.source = '" + SourceTemporal + "'")
 		} else {
-			where = append(where, "w.source IS DISTINCT FROM '"+SourceTemporal+"'")
+			l.and("w.source IS DISTINCT FROM '" + SourceTemporal + "'")
 		}
 	}
 	applied := slices.Contains(RareOutcomes, f.Outcome)
@@ -235,22 +229,16 @@ func (s *Explorer) ListEvents(ctx context.Context, f EventFilter) ([]ExplorerEve
 		if err != nil || c.Applied != applied {
 			return nil, "", fmt.Errorf("list events: %w", ErrBadCursor)
 		}
-		at := arg(c.At)
-		// The first condition is the one an index on received_at can use; the row comparison
-		// breaks ties within one instant (a batch's rows share its transaction's now()).
-		where = append(where, fmt.Sprintf("%[1]s.received_at <= %[2]s AND (%[1]s.received_at, %[1]s.provider, %[1]s.event_id) < (%[2]s, %[3]s, %[4]s)",
-			key, at, arg(c.Provider), arg(c.EventID)))
+		l.after(true, key+".received_at", []string{key + ".provider", key + ".event_id"}, c.At, c.Provider, c.EventID)
 	}
 	join := "LEFT JOIN"
 	if f.Outcome != "" {
 		join = "JOIN"
 	}
 	q := "SELECT " + explorerColumns + "\nFROM webhook_events w " + join +
-		" message_events m ON m.provider = w.provider AND m.event_id = w.event_id\n"
-	if len(where) > 0 {
-		q += "WHERE " + strings.Join(where, "\n  AND ") + "\n"
-	}
-	q += fmt.Sprintf("ORDER BY %[1]s.received_at DESC, %[1]s.provider DESC, %[1]s.event_id DESC\nLIMIT %[2]s", key, arg(f.Limit+1))
+		" message_events m ON m.provider = w.provider AND m.event_id = w.event_id\n" + l.whereClause() +
+		fmt.Sprintf("ORDER BY %[1]s.received_at DESC, %[1]s.provider DESC, %[1]s.event_id DESC\nLIMIT %[2]s", key, l.arg(f.Limit+1))
+	args := l.args
 	var out []ExplorerEvent
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// A page is a short walk of an index that stops at the limit: parallel workers cost more
@@ -309,8 +297,8 @@ func eventState(processed, waiting, quarantined bool) string {
 	return EventStarted
 }
 
-// Timeline is a message's story: its state, every event in arrival order with what precedence
-// did with it, every notification per sink, and the workflows that ran it.
+// Timeline is a page of a message's story: its state, its events in arrival order with what
+// precedence did with each, their notifications per sink, and the workflows around them.
 type Timeline struct {
 	Provider  string        `json:"provider"`
 	MessageID string        `json:"message_id"`
@@ -319,13 +307,31 @@ type Timeline struct {
 	Recipient string        `json:"recipient,omitempty"`
 	// Events in arrival order (received_at, then event id).
 	Events []TimelineEvent `json:"events"`
-	// OccurrenceOrder is the events' ids in the order they occurred (provider time; an event
-	// without one last, in arrival order): the order precedence ranks within a status.
+	// OccurrenceOrder is the page's events' ids in the order they occurred (provider time; an
+	// event without one last, in arrival order): the order precedence ranks within a status.
 	OccurrenceOrder []string       `json:"occurrence_order"`
 	Sinks           []TimelineSink `json:"sinks"`
 	// Workflows are the replays and the sinks' drainers (each event names its own run).
 	Workflows []TimelineWorkflow `json:"workflows"`
-	found     bool
+	// NextAfter pages to the events that arrived after this page's, PrevBefore to those that
+	// arrived before it; "" when there are none.
+	NextAfter  string `json:"next_after"`
+	PrevBefore string `json:"prev_before"`
+	found      bool
+}
+
+// Timeline pages: the events a page holds when TimelinePage.Limit is 0, and at most.
+const (
+	DefaultTimelineLimit = 100
+	MaxTimelineLimit     = 1000
+)
+
+// TimelinePage is the part of a message's timeline to read: at most Limit events in arrival
+// order, the first ones, or those after the cursor After (a NextAfter), or the last ones before
+// the cursor Before (a PrevBefore); with each event its notifications and replays.
+type TimelinePage struct {
+	Limit         int
+	After, Before string
 }
 
 // TimelineEvent is one event of a message and what became of it.
@@ -421,13 +427,21 @@ type TimelineWorkflow struct {
 	URL string `json:"url,omitempty"`
 }
 
-// Timeline returns the message's timeline; domain.ErrNotFound when neither the message nor any
-// event of it is known. One snapshot for every read, so the parts agree.
-func (s *Explorer) Timeline(ctx context.Context, provider, messageID string, errorClass func(string) string) (Timeline, error) {
+// Timeline returns a page of the message's timeline; domain.ErrNotFound when neither the message
+// nor any event of it is known, ErrBadCursor for a cursor it did not give. One snapshot for every
+// read, so the parts agree.
+func (s *Explorer) Timeline(ctx context.Context, provider, messageID string, page TimelinePage, errorClass func(string) string) (Timeline, error) {
 	t := Timeline{Provider: provider, MessageID: messageID, Events: []TimelineEvent{}, OccurrenceOrder: []string{},
 		Sinks: []TimelineSink{}, Workflows: []TimelineWorkflow{}}
+	if page.Limit <= 0 {
+		page.Limit = DefaultTimelineLimit
+	}
+	page.Limit = min(page.Limit, MaxTimelineLimit)
+	if page.After != "" && page.Before != "" {
+		return Timeline{}, fmt.Errorf("timeline %s:%s: after and before: %w", provider, messageID, ErrBadCursor)
+	}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return readTimeline(ctx, tx, &t, errorClass)
+		return readTimeline(ctx, tx, &t, page, errorClass)
 	})
 	if err == nil && !t.found {
 		err = domain.ErrNotFound
@@ -438,19 +452,29 @@ func (s *Explorer) Timeline(ctx context.Context, provider, messageID string, err
 	return t, nil
 }
 
-const (
-	// The events of a message: those recorded under its id (whatever became of them) and
-	// those applied to it (a key row pruned by retention.dedupe_keys leaves its history).
-	qTimelineEvents = `
-SELECT COALESCE(w.event_id, m.event_id), COALESCE(w.event_type, m.event_type), COALESCE(w.occurred_at, m.occurred_at),
-       COALESCE(w.received_at, m.received_at), w.processed_at, COALESCE(w.awaiting_start, false),
+// timelineCursor marks a cursor as a timeline's (cursor.Provider), so that one of another list
+// is refused.
+const timelineCursor = "timeline"
+
+// The events of a message: those recorded under its id (whatever became of them) and those
+// applied to it (a key row pruned by retention.dedupe_keys leaves its history), keyed by
+// (arrival time, event id). A page is a keyset range of that key: both sides are read through
+// their message's index (webhook_events_message_idx, message_events_message_idx) and the
+// range is applied to the joined key, the cursor's time bounding each side's rows first.
+const qTimelineEvents = `
+SELECT * FROM (
+SELECT COALESCE(w.event_id, m.event_id) AS id, COALESCE(w.event_type, m.event_type), COALESCE(w.occurred_at, m.occurred_at),
+       COALESCE(w.received_at, m.received_at) AS at, w.processed_at, COALESCE(w.awaiting_start, false),
        COALESCE(w.quarantined_at IS NOT NULL, false), COALESCE(w.quarantine_stage, ''), COALESCE(w.source, ''),
        w.event_id IS NULL, COALESCE(m.outcome, ''), COALESCE(m.status, ''), COALESCE(m.from_status, ''),
        COALESCE(m.to_status, ''), m.version, m.received_at, COALESCE(m.actor, '')
 FROM (SELECT * FROM webhook_events WHERE message_id = $2 AND provider = $1) w
 FULL JOIN (SELECT * FROM message_events WHERE provider = $1 AND message_id = $2) m ON m.event_id = w.event_id
-ORDER BY 4, 1`
+) e
+`
 
+const (
+	// The notifications of a page's events, through the (provider, event_id, sink, type) key.
 	qTimelineNotifications = `
 SELECT id, event_id, sink, type, status, attempts, version, COALESCE(last_error, ''), COALESCE(park_reason, ''),
        created_at, parked_at, sent_at, updated_at
@@ -460,7 +484,7 @@ ORDER BY sink, created_at, id`
 	qTimelineReplays = `SELECT event_id, workflow_id FROM replays WHERE provider = $1 AND event_id = ANY($2::text[]) ORDER BY created_at, n`
 )
 
-func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(string) string) error {
+func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, page TimelinePage, errorClass func(string) string) error {
 	// As for a page of events: short index reads, which parallel workers only slow down.
 	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
 		return err
@@ -473,7 +497,20 @@ func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(s
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
-	rows, err := tx.Query(ctx, qTimelineEvents, t.Provider, t.MessageID)
+	l := listQuery{args: []any{t.Provider, t.MessageID}}
+	backward := page.Before != "" // the last events before Before, read newest first
+	if c := cmp.Or(page.Before, page.After); c != "" {
+		c, err := decodeCursor(c)
+		if err != nil || c.Provider != timelineCursor || c.Applied {
+			return ErrBadCursor
+		}
+		l.after(backward, "at", []string{"id"}, c.At, c.EventID)
+	}
+	order := "ORDER BY at, id"
+	if backward {
+		order = "ORDER BY at DESC, id DESC"
+	}
+	rows, err := tx.Query(ctx, qTimelineEvents+l.whereClause()+order+" LIMIT "+l.arg(page.Limit+1), l.args...)
 	if err != nil {
 		return err
 	}
@@ -492,11 +529,29 @@ func readTimeline(ctx context.Context, tx pgx.Tx, t *Timeline, errorClass func(s
 	if err != nil {
 		return err
 	}
+	more := len(t.Events) > page.Limit
+	if more {
+		t.Events = t.Events[:page.Limit]
+	}
+	if backward {
+		slices.Reverse(t.Events)
+	}
 	if len(t.Events) == 0 {
 		t.Events = []TimelineEvent{}
+		if page.After != "" || page.Before != "" {
+			// A cursor names an event of the message: it is known, this page is past its end.
+			t.found = true
+		}
 		return nil
 	}
 	t.found = true
+	first, last := t.Events[0], t.Events[len(t.Events)-1]
+	if more || backward {
+		t.NextAfter = encodeCursor(cursor{At: last.ReceivedAt, Provider: timelineCursor, EventID: last.EventID})
+	}
+	if more && backward || !backward && page.After != "" {
+		t.PrevBefore = encodeCursor(cursor{At: first.ReceivedAt, Provider: timelineCursor, EventID: first.EventID})
+	}
 	ids := make([]string, len(t.Events))
 	for i, e := range t.Events {
 		ids[i] = e.EventID

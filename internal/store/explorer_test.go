@@ -189,7 +189,7 @@ func TestExplorerFindsAnErasedAddressNowhere(t *testing.T) {
 	found, _, err = s.Explorer.ListEvents(ctx, store.EventFilter{Recipient: janeAddress, Limit: 100})
 	require.NoError(t, err)
 	assert.Empty(t, found)
-	tl, err := s.Explorer.Timeline(ctx, provider, "msg_jane", nil)
+	tl, err := s.Explorer.Timeline(ctx, provider, "msg_jane", store.TimelinePage{}, nil)
 	require.NoError(t, err)
 	assert.Empty(t, tl.Recipient)
 	found, _, err = s.Explorer.ListEvents(ctx, store.EventFilter{Recipient: bobAddress, Limit: 100})
@@ -254,4 +254,96 @@ func TestRejectedBodiesGoThroughThePayloadCodec(t *testing.T) {
 		left = append(left, id)
 	}
 	assert.Equal(t, []int64{2, 3}, left, "the sealed body naming the address went; the others stay")
+}
+
+// A busy message's timeline is read a page at a time: forward with next_after and back with
+// prev_before, every event once in arrival order (batches share a received_at), each page with
+// its own events' notifications only; a cursor of another list is refused.
+func TestTimelinePagesBothWays(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := t.Context()
+	var want []string
+	for batch := range 3 {
+		var evs []domain.Event
+		for i := range 4 {
+			id := fmt.Sprintf("busy_%d_%d", batch, i)
+			evs = append(evs, kindEvent(id, "msg_busy", domain.KindOpened, at(batch*10+i)))
+			want = append(want, id)
+		}
+		_, err := storetest.Enqueue(ctx, s, evs...) // one statement: one received_at for the batch
+		require.NoError(t, err)
+		for _, ev := range evs {
+			_, err := s.Events.Process(ctx, ev.Provider, ev.EventID, false, rules)
+			require.NoError(t, err)
+			_, err = s.Pool().Exec(ctx, `INSERT INTO notifications (id, provider, event_id, sink, type, body) VALUES ($1, $2, $3, 'app', 'message.opened', '{}')`,
+				"n_"+ev.EventID, ev.Provider, ev.EventID)
+			require.NoError(t, err)
+		}
+	}
+	lone := kindEvent("lone", "msg_lone", domain.KindOpened, at(1))
+	_, err := storetest.Enqueue(ctx, s, lone)
+	require.NoError(t, err)
+
+	check := func(tl store.Timeline) []string {
+		t.Helper()
+		var ids []string
+		for _, e := range tl.Events {
+			ids = append(ids, e.EventID)
+		}
+		var notified []string
+		for _, sk := range tl.Sinks {
+			for _, n := range sk.Notifications {
+				notified = append(notified, n.EventID)
+			}
+		}
+		assert.ElementsMatch(t, ids, notified, "a page's notifications are its events'")
+		assert.ElementsMatch(t, ids, tl.OccurrenceOrder)
+		return ids
+	}
+	var seen []string
+	page := store.TimelinePage{Limit: 5}
+	var last store.Timeline
+	for n := 0; ; n++ {
+		require.Less(t, n, 10)
+		tl, err := s.Explorer.Timeline(ctx, provider, "msg_busy", page, nil)
+		require.NoError(t, err)
+		assert.Equal(t, n > 0, tl.PrevBefore != "", "page %d: earlier events", n)
+		seen = append(seen, check(tl)...)
+		last = tl
+		if tl.NextAfter == "" {
+			break
+		}
+		page = store.TimelinePage{Limit: 5, After: tl.NextAfter}
+	}
+	assert.Equal(t, want, seen, "forward: each event once, in arrival order")
+
+	var back []string
+	page = store.TimelinePage{Limit: 5, Before: last.PrevBefore}
+	for n := 0; page.Before != ""; n++ {
+		require.Less(t, n, 10)
+		tl, err := s.Explorer.Timeline(ctx, provider, "msg_busy", page, nil)
+		require.NoError(t, err)
+		assert.NotEmpty(t, tl.NextAfter, "a page before another has later events")
+		back = append(check(tl), back...)
+		page.Before = tl.PrevBefore
+	}
+	assert.Equal(t, want[:len(want)-len(last.Events)], back, "backward: the events before the last page, once, in order")
+
+	whole, err := s.Explorer.Timeline(ctx, provider, "msg_lone", store.TimelinePage{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "lone", whole.Events[0].EventID, "an ordinary message is one page")
+	assert.Len(t, whole.Events, 1)
+	assert.Empty(t, whole.NextAfter)
+	assert.Empty(t, whole.PrevBefore)
+
+	_, err = s.Explorer.Timeline(ctx, provider, "msg_busy", store.TimelinePage{After: "not-a-cursor"}, nil)
+	assert.ErrorIs(t, err, store.ErrBadCursor)
+	_, eventsNext, err := s.Explorer.ListEvents(ctx, store.EventFilter{Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, eventsNext)
+	_, err = s.Explorer.Timeline(ctx, provider, "msg_busy", store.TimelinePage{After: eventsNext}, nil)
+	assert.ErrorIs(t, err, store.ErrBadCursor, "another list's cursor")
+	_, err = s.Explorer.Timeline(ctx, provider, "msg_none", store.TimelinePage{}, nil)
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 }

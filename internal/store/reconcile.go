@@ -55,6 +55,14 @@ WITH saved AS (
 SELECT provider, event_type, received, processed, unprocessed, awaiting_start, quarantined FROM saved
 ORDER BY provider, event_type`
 
+	// What the daily reconciliation stored for one day (qSaveDailyCounts), through the primary
+	// key: no event is read. $2 = '' means every provider.
+	qStoredDailyCounts = `
+SELECT provider, event_type, received, processed, unprocessed, awaiting_start, quarantined, computed_at
+FROM daily_counts
+WHERE date = $1::date AND ($2 = '' OR provider = $2)
+ORDER BY provider, event_type`
+
 	recordedColumns = `w.provider, w.event_id, w.event_type, w.received_at, w.processed_at, ` + storedColumns
 
 	// The database clock decides the age, as it set received_at. The partial index on
@@ -162,6 +170,33 @@ func (s *Counts) SaveDailyCounts(ctx context.Context, day time.Time) ([]domain.D
 		return nil, fmt.Errorf("save daily counts %s: %w", start.Format(domain.DateLayout), err)
 	}
 	return out, nil
+}
+
+// StoredDailyCounts returns the counts of day's UTC day as the daily reconciliation stored them
+// (SaveDailyCounts), and when they were computed (the latest row's time; processed counts what
+// was processed by then); none and the zero time when the day was not counted. provider ""
+// means every provider.
+func (s *Counts) StoredDailyCounts(ctx context.Context, day time.Time, provider string) ([]domain.DailyCount, time.Time, error) {
+	start, _ := utcDay(day)
+	date := start.Format(domain.DateLayout)
+	rows, err := s.pool.Query(ctx, qStoredDailyCounts, date, provider)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("stored daily counts %s: %w", date, err)
+	}
+	var computed time.Time
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.DailyCount, error) {
+		c := domain.DailyCount{Date: date}
+		var at time.Time
+		err := row.Scan(&c.Provider, &c.EventType, &c.Received, &c.Processed, &c.Unprocessed, &c.AwaitingStart, &c.Quarantined, &at)
+		if at.After(computed) {
+			computed = at
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("stored daily counts %s: %w", date, err)
+	}
+	return out, computed, nil
 }
 
 func collectCounts(rows pgx.Rows, day time.Time) ([]domain.DailyCount, error) {

@@ -123,6 +123,21 @@ func TestDailyCountsByUTCDayProviderAndType(t *testing.T) {
 	assert.Contains(t, saved, domain.DailyCount{Date: "2026-11-28", Provider: "postscale", EventType: "email.delivered", Received: 2, Processed: 2})
 	assert.Equal(t, 3, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28'`))
 	assert.Equal(t, 0, countRows(t, s, `SELECT count(*) FROM daily_counts WHERE date = '2026-11-28' AND unprocessed > 0`))
+
+	// What was stored is read back as stored, with when it was computed, without counting
+	// events again: an event received since is not in it; a day not counted has none.
+	recordAt(t, s, ev("postscale", "e7", "email.delivered"), day.Add(2*time.Hour), false)
+	stored, computed, err := s.Counts.StoredDailyCounts(t.Context(), inZone, "")
+	require.NoError(t, err)
+	assert.Equal(t, saved, stored)
+	assert.WithinDuration(t, time.Now(), computed, time.Hour)
+	stored, _, err = s.Counts.StoredDailyCounts(t.Context(), day, "sendgrid")
+	require.NoError(t, err)
+	assert.Equal(t, []domain.DailyCount{{Date: "2026-11-28", Provider: "sendgrid", EventType: "delivered", Received: 1, Processed: 1}}, stored)
+	stored, computed, err = s.Counts.StoredDailyCounts(t.Context(), day.AddDate(0, 0, 1), "")
+	require.NoError(t, err)
+	assert.Empty(t, stored)
+	assert.True(t, computed.IsZero())
 }
 
 func TestStuckEvents(t *testing.T) {

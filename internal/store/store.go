@@ -289,12 +289,33 @@ func (s *Messages) GetMessage(ctx context.Context, provider, messageID string) (
 	return m, nil
 }
 
+// GetMessageState returns a message's state without its history (Events empty, Notifications
+// nil): one row, however many events the message has. It returns an error wrapping
+// domain.ErrNotFound when no event has been applied to the message.
+func (s *Messages) GetMessageState(ctx context.Context, provider, messageID string) (Message, error) {
+	m, err := getMessageState(ctx, s.pool, provider, messageID)
+	if err != nil {
+		return Message{}, fmt.Errorf("get message state %s:%s: %w", provider, messageID, err)
+	}
+	return m, nil
+}
+
 func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Message, error) {
+	m, err := getMessageState(ctx, tx, provider, messageID)
+	if err != nil {
+		return Message{}, err
+	}
+	return getMessageHistory(ctx, tx, m)
+}
+
+func getMessageState(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, provider, messageID string) (Message, error) {
 	var (
 		m      Message
 		bounce domain.Bounce
 	)
-	err := tx.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
+	err := q.QueryRow(ctx, qGetMessage, provider, messageID).Scan(
 		&m.Provider, &m.MessageID, &m.Status, &m.BounceType, &m.Recipient, &m.Version,
 		&m.Unsubscribed, &m.UnsubscribedAt, &m.Opens, &m.Clicks, &m.FirstOpenedAt,
 		&m.FirstClickedAt, &m.CorrectedAt, &m.CreatedAt, &m.UpdatedAt,
@@ -307,6 +328,12 @@ func getMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (Mes
 		return Message{}, err
 	}
 	m.Bounce = bounceDetails(bounce)
+	m.Events = []MessageEvent{}
+	return m, nil
+}
+
+func getMessageHistory(ctx context.Context, tx pgx.Tx, m Message) (Message, error) {
+	provider, messageID := m.Provider, m.MessageID
 	rows, err := tx.Query(ctx, qMessageHistory, provider, messageID)
 	if err != nil {
 		return Message{}, fmt.Errorf("history: %w", err)

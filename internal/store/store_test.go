@@ -268,6 +268,14 @@ func TestApplyStatusRetryReturnsFirstOutcome(t *testing.T) {
 	assert.Equal(t, domain.StatusBounced, m.Status)
 	assert.Equal(t, int64(2), m.Version)
 	assert.Len(t, m.Events, 2, "a retry adds no history")
+
+	// The state alone (the console's message page, beside its paged timeline) is the same state.
+	state, err := s.Messages.GetMessageState(ctx, provider, "msg_1")
+	require.NoError(t, err)
+	m.Events, m.Notifications = []store.MessageEvent{}, nil
+	assert.Equal(t, m, state)
+	_, err = s.Messages.GetMessageState(ctx, provider, "msg_none")
+	assert.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 func TestApplyStatusConcurrentAttemptsOfOneEvent(t *testing.T) {

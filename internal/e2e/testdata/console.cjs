@@ -67,7 +67,9 @@ async function visit(page, name, path) {
       quarantine: "/console/quarantine",
       sinks: "/console/sinks",
       suppressions: "/console/suppressions",
-      reconciliation: "/console/reconciliation",
+      // Today's counts, counted now: the page shows the daily reconciliation's stored counts of a
+      // day once that day was counted, and this run's events are today's.
+      reconciliation: "/console/reconciliation?live=1&date=" + new Date().toISOString().slice(0, 10),
       erasures: "/console/erasures",
       events: "/console/events",
       audit: "/console/audit",
