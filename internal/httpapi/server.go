@@ -284,21 +284,36 @@ func (s *Server) requireText(c *gin.Context) {
 }
 
 func (s *Server) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
-	defer cancel()
+	// The checks run side by side, each with its own deadline: PostgreSQL's ping waiting for a
+	// pool connection (every one busy with inserts timing out during an outage) must not use up
+	// the time Temporal's check needs, or /readyz fails while webhooks are still accepted
+	// through Temporal and a load balancer stops sending.
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(s.Ready))
+	for name, check := range s.Ready {
+		go func() {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+			defer cancel()
+			results <- result{name, check(ctx)}
+		}()
+	}
 	checks := gin.H{}
 	ok := true
-	for name, check := range s.Ready {
-		if err := check(ctx); err != nil {
+	for range s.Ready {
+		r := <-results
+		if r.err != nil {
 			// Anyone can ask /readyz: the error (addresses, driver text) goes to the log only.
-			s.Log.WarnContext(ctx, "readiness check failed", "check", name, "error", err)
-			checks[name] = "failed"
-			if !s.NotRequired[name] {
+			s.Log.WarnContext(c.Request.Context(), "readiness check failed", "check", r.name, "error", r.err)
+			checks[r.name] = "failed"
+			if !s.NotRequired[r.name] {
 				ok = false
 			}
 			continue
 		}
-		checks[name] = "ok"
+		checks[r.name] = "ok"
 	}
 	if len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, func(name string) bool { return checks[name] == "ok" }) {
 		ok = false
