@@ -59,12 +59,24 @@ build() {
 	fi
 	command -v go >/dev/null 2>&1 || die "go not found (needed to build the Temporal server)"
 	mkdir -p "$CACHE"
+	# One build at a time (a test run and a bench started together would both spend 5-10
+	# minutes of the 2 cores on the same binaries): the second waits, then finds them built.
+	exec 8>"$CACHE/.build.lock"
+	if ! flock -n 8; then
+		log "another build holds $CACHE/.build.lock; waiting for it"
+		flock 8
+		if [[ -x $CACHE/server && -x $CACHE/sql ]]; then
+			exec 8>&-
+			return
+		fi
+	fi
 	local start=$SECONDS
 	log "building go.temporal.io/server/cmd/server@$VERSION and cmd/tools/sql into $CACHE (about 5-10 minutes on 2 cores; printed when done)"
 	GOBIN=$CACHE go install "go.temporal.io/server/cmd/server@$VERSION"
 	log "server built in $((SECONDS - start))s; building the schema tool"
 	GOBIN=$CACHE go install "go.temporal.io/server/cmd/tools/sql@$VERSION"
 	log "built in $((SECONDS - start))s"
+	exec 8>&-
 }
 
 # pg_parts sets HOST, PGPORT_, USER_ from $PG (postgres://user[:pw]@host:port).
