@@ -137,9 +137,10 @@ func (h *Handoff) Run(ctx context.Context) {
 func (h *Handoff) start(ctx context.Context, ev domain.Event) store.Settlement {
 	slot, _ := h.Window.Acquire(context.WithoutCancel(ctx)) // a taken event is tried: Run waits for it
 	result, out := startEvent(ctx, h.Starter, ev)
-	slot.Release(result != metrics.StartError)
+	failed := result == metrics.StartError || result == metrics.StartTimeout
+	slot.Release(!failed)
 	h.Metrics.HandoffStart(result)
-	h.breaker(result == metrics.StartError)
+	h.breaker(failed)
 	if out.Then == store.Quarantine {
 		h.Metrics.EventQuarantined(ev.Provider, store.StageStart)
 		h.Log.WarnContext(ctx, "Temporal refused the event's start for good; quarantined", "provider", ev.Provider,
@@ -244,7 +245,7 @@ func startEvent(ctx context.Context, s start.EventStarter, ev domain.Event) (str
 		return metrics.StartRefused, out
 	case start.IsUncertain(err):
 		out.Then, out.Error = store.RetryUncertain, err.Error()
-		return metrics.StartError, out
+		return metrics.StartTimeout, out
 	case err != nil:
 		out.Then, out.Error = store.RetryLater, err.Error()
 		return metrics.StartError, out

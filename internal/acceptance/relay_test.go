@@ -13,6 +13,7 @@ import (
 	"github.com/mailhook/mailhook/internal/acceptance"
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/start"
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
@@ -182,12 +183,39 @@ func TestAStartThatRanOutOfTimeWaitsTheLongestBackoff(t *testing.T) {
 	}}
 	slow := opts
 	slow.MaxBackoff = time.Hour // the first backoff is then a second
-	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: slow})
+	m := metrics.New()
+	run(t, &acceptance.Relay{Store: s.Inbox, Starter: f, Options: slow, Metrics: m})
 	testenv.WaitCount(t, "events whose start failed", testenv.Stall, 2, func() int {
 		return rows(t, s, `SELECT count(*) FROM webhook_events WHERE relay_attempts > 0`)
 	})
+	// Counted apart, so an operator tells a slow Temporal from an unreachable one.
+	// (evt_001's refused start is tried again after a second: counted once or more.)
+	starts := relayStarts(t, m)
+	assert.Equal(t, 1.0, starts["timeout"], "starts that ran out of time: %v", starts)
+	assert.GreaterOrEqual(t, starts["error"], 1.0, "starts that failed: %v", starts)
 	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_000' AND awaiting_start
 		AND next_attempt_at > now() + interval '50 minutes'`), "the uncertain start is asked again soon")
 	assert.Equal(t, 1, rows(t, s, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_001' AND awaiting_start
 		AND next_attempt_at < now() + interval '1 minute'`), "a refused connection waits the longest backoff")
+}
+
+// relayStarts is mailhook_relay_starts_total by result.
+func relayStarts(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "mailhook_relay_starts_total" {
+			continue
+		}
+		for _, c := range f.GetMetric() {
+			for _, l := range c.GetLabel() {
+				if l.GetName() == "result" {
+					got[l.GetValue()] += c.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return got
 }

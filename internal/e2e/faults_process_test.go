@@ -112,7 +112,7 @@ func TestProcessFaults(t *testing.T) {
 		if n := e.query(`SELECT count(*) FROM webhook_events WHERE relay_attempts > 1`); n == 0 {
 			t.Errorf("no relay start failed during the outage: the fault did not reach the relay")
 		}
-		if got := e.serve.scrape(t, `mailhook_handoff_starts_total{result="error"}`); got == 0 {
+		if got := e.serve.scrape(t, `mailhook_handoff_starts_total{result="error"}`) + e.serve.scrape(t, `mailhook_handoff_starts_total{result="timeout"}`); got == 0 {
 			t.Errorf("the serve process made no failed start during the outage: the fault did not reach it (skipped: queue full %v, in flight %v, temporal failing %v)",
 				e.serve.scrape(t, `mailhook_handoff_skipped_total{reason="queue_full"}`),
 				e.serve.scrape(t, `mailhook_handoff_skipped_total{reason="max_in_flight"}`),
@@ -128,7 +128,9 @@ func TestProcessFaults(t *testing.T) {
 		relayDups := e.worker.scrape(t, `mailhook_relay_starts_total{result="duplicate"}`)
 		dups := relayDups + e.serve.scrape(t, `mailhook_handoff_starts_total{result="duplicate"}`)
 		failed := e.worker.scrape(t, `mailhook_relay_starts_total{result="error"}`) +
-			e.serve.scrape(t, `mailhook_handoff_starts_total{result="error"}`)
+			e.serve.scrape(t, `mailhook_handoff_starts_total{result="error"}`) +
+			e.worker.scrape(t, `mailhook_relay_starts_total{result="timeout"}`) +
+			e.serve.scrape(t, `mailhook_handoff_starts_total{result="timeout"}`)
 		// A relay start that timed out while the returning server was busy may have started the
 		// run; the relay's next try counts it a duplicate, and it is still the relay's start (in
 		// the baseline of issue 18: 2,183 started and 303 duplicates for 2,432 waiting).

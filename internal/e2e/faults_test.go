@@ -79,7 +79,8 @@ func TestTemporalDownAcceptsThenDrainsOnce(t *testing.T) {
 	if got := h.scrape(`mailhook_inbox_events`); got != 2 {
 		t.Fatalf("mailhook_inbox_events = %v, want 2", got)
 	}
-	if got := h.scrape(`mailhook_handoff_starts_total{result="error"}`) + h.scrape(`mailhook_relay_starts_total{result="error"}`); got < 3 {
+	if got := h.scrape(`mailhook_handoff_starts_total{result="error"}`) + h.scrape(`mailhook_relay_starts_total{result="error"}`) +
+		h.scrape(`mailhook_handoff_starts_total{result="timeout"}`) + h.scrape(`mailhook_relay_starts_total{result="timeout"}`); got < 3 {
 		t.Fatalf("failed starts counted %v, want at least 3", got)
 	}
 	if n := h.query(`SELECT count(*) FROM webhook_events WHERE processed_at IS NOT NULL`); n != 1 {

@@ -43,7 +43,11 @@ const (
 	StartStarted   = "started"
 	StartDuplicate = "duplicate" // the workflow ID already ran or runs the event
 	StartError     = "error"     // the start failed; the event stays in the inbox
-	StartRefused   = "refused"   // Temporal refused it for good; the event is quarantined
+	// StartTimeout: the start outlasted temporal.start_timeout. Temporal has most often created
+	// the run (which takes the row up); the row is asked again after relay.max_backoff. Apart
+	// from "error" so an operator tells a slow Temporal from an unreachable one.
+	StartTimeout = "timeout"
+	StartRefused = "refused" // Temporal refused it for good; the event is quarantined
 )
 
 // Reasons the handoff left an accepted event to the relays (mailhook_handoff_skipped_total).
@@ -117,11 +121,11 @@ func New() *Metrics {
 		}, []string{"sink"}),
 		relayStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_relay_starts_total",
-			Help: "Workflow starts by the inbox relay, by result (started, duplicate, error, refused).",
+			Help: "Workflow starts by the inbox relay, by result (started, duplicate, error, timeout, refused).",
 		}, []string{"result"}),
 		handoffStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_handoff_starts_total",
-			Help: "Workflow starts made right after acceptance by the accepting process, by result (started, duplicate, error, refused).",
+			Help: "Workflow starts made right after acceptance by the accepting process, by result (started, duplicate, error, timeout, refused).",
 		}, []string{"result"}),
 		handoffSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailhook_handoff_skipped_total",
