@@ -79,7 +79,15 @@ func TestProcessFaults(t *testing.T) {
 		down := time.Now()
 		acceptedBefore := l.count()
 		var ready readyWatch
-		for time.Since(down) < 2*time.Minute {
+		// Two minutes, and until 200 events were accepted during the outage (what makes it a
+		// load, whatever the machine's speed); accepting none for testenv.Stall fails.
+		moved, lastCount := time.Now(), acceptedBefore
+		for time.Since(down) < 2*time.Minute || l.count()-acceptedBefore < 200 {
+			if n := l.count(); n != lastCount {
+				moved, lastCount = time.Now(), n
+			} else if time.Since(moved) > testenv.Stall {
+				t.Fatalf("no event accepted for %s while Temporal was down (%d in all)", testenv.Stall, n-acceptedBefore)
+			}
 			ready.probe(e.serve)
 			time.Sleep(5 * time.Second)
 		}
@@ -97,7 +105,7 @@ func TestProcessFaults(t *testing.T) {
 		// What was accepted during the outage waited in the inbox (the events accepted just
 		// before it that were not yet started may wait too). How many that is depends on how
 		// fast the machine answers (20/s asked, over 1,000 on a quiet machine), so the floor is
-		// what makes it a load, not a rate.
+		// what makes it a load, not a rate: the outage lasted until 200 were accepted.
 		if waiting < 200 || waiting*10 < acceptedDuring*9 {
 			t.Errorf("only %d events waited in the inbox of %d accepted during the outage: the outage was not exercised under load", waiting, acceptedDuring)
 		}
