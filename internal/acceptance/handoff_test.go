@@ -28,6 +28,9 @@ func acceptWithHandoff(t *testing.T, s *store.Store, f *fakeStarter, maxInFlight
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	// Offer leaves events to the relays until Run takes them: a fixed pause was not always
+	// enough on a starved machine.
+	testenv.WaitUntil(t, "the handoff taking offered events", testenv.Stall, h.Running)
 	runAcceptor(t, a)
 	return a
 }

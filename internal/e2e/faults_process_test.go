@@ -78,11 +78,17 @@ func TestProcessFaults(t *testing.T) {
 		}
 		down := time.Now()
 		acceptedBefore := l.count()
-		notReady := 0
-		for time.Since(down) < 2*time.Minute {
-			if e.serve.get("/readyz") != http.StatusOK {
-				notReady++
+		var ready readyWatch
+		// Two minutes, and until 200 events were accepted during the outage (what makes it a
+		// load, whatever the machine's speed); accepting none for testenv.Stall fails.
+		moved, lastCount := time.Now(), acceptedBefore
+		for time.Since(down) < 2*time.Minute || l.count()-acceptedBefore < 200 {
+			if n := l.count(); n != lastCount {
+				moved, lastCount = time.Now(), n
+			} else if time.Since(moved) > testenv.Stall {
+				t.Fatalf("no event accepted for %s while Temporal was down (%d in all)", testenv.Stall, n-acceptedBefore)
 			}
+			ready.probe(e.serve)
 			time.Sleep(5 * time.Second)
 		}
 		waiting := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`)
@@ -95,13 +101,11 @@ func TestProcessFaults(t *testing.T) {
 		if n := l.unavailable.Load() + l.transport.Load(); n != 0 {
 			t.Errorf("%d requests got 503 or no answer while Temporal was down: acceptance must not depend on Temporal", n)
 		}
-		if notReady != 0 {
-			t.Errorf("/readyz failed %d times during the outage: a load balancer would stop sending", notReady)
-		}
+		ready.check(t, "the Temporal outage")
 		// What was accepted during the outage waited in the inbox (the events accepted just
 		// before it that were not yet started may wait too). How many that is depends on how
 		// fast the machine answers (20/s asked, over 1,000 on a quiet machine), so the floor is
-		// what makes it a load, not a rate.
+		// what makes it a load, not a rate: the outage lasted until 200 were accepted.
 		if waiting < 200 || waiting*10 < acceptedDuring*9 {
 			t.Errorf("only %d events waited in the inbox of %d accepted during the outage: the outage was not exercised under load", waiting, acceptedDuring)
 		}
@@ -520,6 +524,53 @@ func (p *proc) get(path string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// readinessFailureThreshold is the Helm chart's readinessProbe.failureThreshold
+// (deploy/helm/mailhook/templates/deployment-server.yaml): a load balancer stops sending to a
+// pod after this many failed /readyz in a row, probed every 5 s.
+const readinessFailureThreshold = 2
+
+// readyWatch is /readyz as a load balancer sees it, probed every few seconds through a fault:
+// failures in a row reaching readinessFailureThreshold fail the test; a lone failure (a check
+// past its 3 s deadline on a starved machine, the next answer 200) is reported with its answer.
+type readyWatch struct {
+	probes, failed, inARow, mostInARow int
+	answers                            []string
+}
+
+func (w *readyWatch) probe(p *proc) {
+	w.probes++
+	start := time.Now()
+	code, body := 0, ""
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + p.httpAddr + "/readyz")
+	if err == nil {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body = resp.StatusCode, strings.TrimSpace(string(raw))
+	} else {
+		body = err.Error()
+	}
+	if code == http.StatusOK {
+		w.inARow = 0
+		return
+	}
+	w.failed++
+	w.inARow++
+	w.mostInARow = max(w.mostInARow, w.inARow)
+	w.answers = append(w.answers, fmt.Sprintf("%d after %s: %s", code, time.Since(start).Round(time.Millisecond), body))
+}
+
+// check fails t when a load balancer would have stopped sending during what.
+func (w *readyWatch) check(t *testing.T, what string) {
+	t.Helper()
+	if w.failed > 0 {
+		t.Logf("/readyz failed %d of %d times during %s, at most %d in a row: %s",
+			w.failed, w.probes, what, w.mostInARow, strings.Join(w.answers, "; "))
+	}
+	if w.mostInARow >= readinessFailureThreshold {
+		t.Errorf("/readyz failed %d times in a row during %s: a load balancer would stop sending", w.mostInARow, what)
+	}
 }
 
 // scrape returns the value of one series from the process's /metrics, 0 when it is absent.

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -107,25 +108,56 @@ func TestSinkCircuitOpensParksAndDrainsInOrder(t *testing.T) {
 	if before := attemptsAtOpen - probed; before > 6 {
 		t.Errorf("%d requests reached the failing sink for %d notifications before they all parked (%d probes besides)", before, len(events), probed)
 	}
-	// While it stays open only the drainer's probes reach it: at most one per probe interval
-	// (200 ms doubling to 1 s in this harness). Watched for 3 s: about five.
-	time.Sleep(3 * time.Second)
-	probes := len(h.sink.attempts()) - attemptsAtOpen
-	if probes < 1 || probes > 8 {
-		t.Errorf("%d probes in 3 s of an open circuit, want a few (one per probe interval)", probes)
-	}
-	if st := h.sinkState("app"); st["state"] != string(sinkdelivery.Open) || st["probe_failures"].(float64) < 1 {
+	// While it stays open only the drainer's probes reach it, at most one per probe interval
+	// (200 ms doubling to 1 s in this harness). Watched until two more probes have failed (the
+	// count is the progress; a starved drainer probes late, never more often): every request
+	// since is a probe, and no two came closer than the interval the circuit waits between them.
+	h.waitCond("two more probes of the open circuit failed", func() (int64, bool) {
+		n := int64(h.sinkState("app")["probe_failures"].(float64))
+		return n, n >= int64(probed)+2
+	})
+	reqs := h.sink.attempts()
+	st = h.sinkState("app")
+	if st["state"] != string(sinkdelivery.Open) {
 		t.Errorf("sink %v: want open with failed probes", st)
 	}
+	// A probe answered but not yet recorded is one more request than the count says.
+	if probes, failed := len(reqs)-attemptsAtOpen, int(st["probe_failures"].(float64))-probed; probes > failed+1 {
+		t.Errorf("%d requests reached the open circuit's sink for %d failed probes: only probes may", probes, failed)
+	}
+	closest := time.Duration(0)
+	for i := attemptsAtOpen - probed + 1; i < len(reqs); i++ {
+		gap := reqs[i].At.Sub(reqs[i-1].At)
+		if gap < h.cfg.Notify.ProbeInterval*3/4 {
+			t.Errorf("probes %d and %d of the open circuit %s apart, want at least the probe interval %s",
+				i-1, i, gap, h.cfg.Notify.ProbeInterval)
+		}
+		if closest == 0 || gap < closest {
+			closest = gap
+		}
+	}
+	t.Logf("%d requests before every notification parked, then %d probes, the closest two %s apart",
+		attemptsAtOpen-probed, len(reqs)-(attemptsAtOpen-probed), closest.Round(time.Millisecond))
 
 	down.Store(false)
-	h.waitDelivered(len(events))
+	// Delivered at least once under each id with the same body (a drained send whose marking
+	// was lost goes again under its id: the promise, repeats counted), each message's versions
+	// in order of first delivery.
+	h.waitDeliveredIDs(len(events))
 	h.waitSinkState("app", sinkdelivery.Closed, 0)
 	got := h.sink.delivered()
-	seen := map[string]int{}
+	seen := map[string][]byte{}
+	repeats := 0
 	lastVersion := map[string]float64{}
 	for _, d := range got {
-		seen[d.ID]++
+		if first, ok := seen[d.ID]; ok {
+			repeats++
+			if !bytes.Equal(first, d.Raw) {
+				t.Errorf("notification %s delivered again with another body:\n%s\n%s", d.ID, first, d.Raw)
+			}
+			continue
+		}
+		seen[d.ID] = d.Raw
 		data, _ := d.Body["data"].(map[string]any)
 		msg, _ := data["message_id"].(string)
 		v, _ := data["version"].(float64)
@@ -134,11 +166,7 @@ func TestSinkCircuitOpensParksAndDrainsInOrder(t *testing.T) {
 		}
 		lastVersion[msg] = v
 	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("notification %s delivered %d times", id, n)
-		}
-	}
+	t.Logf("%d notifications drained, %d of them delivered again (at least once allowed)", len(seen), repeats)
 	for _, m := range msgs {
 		if lastVersion[h.id(m)] != 3 {
 			t.Errorf("message %s: last version delivered %v, want 3", m, lastVersion[h.id(m)])
@@ -322,6 +350,19 @@ func TestSinkRetryAfterParksAndWaits(t *testing.T) {
 	if wait := got[1].At.Sub(time.Unix(0, first.Load())); wait < 150*time.Millisecond {
 		t.Errorf("delivered %s after the 429, want at least the probe interval", wait)
 	}
+}
+
+// waitDeliveredIDs waits until the sink has accepted n distinct notification ids, however many
+// times each (delivery is at least once); the count is the progress.
+func (h *harness) waitDeliveredIDs(n int) {
+	h.t.Helper()
+	testenv.WaitCount(h.t, "distinct notification ids the sink accepted", testenv.Stall, n, func() int {
+		ids := map[string]bool{}
+		for _, d := range h.sink.delivered() {
+			ids[d.ID] = true
+		}
+		return len(ids)
+	})
 }
 
 // waitCond waits for cond; its progress value moving is progress (testenv.WaitFor).

@@ -83,27 +83,20 @@ func (r *runner) flood(ctx context.Context) *FloodReport {
 		rep.Answers[label]++
 		mu.Unlock()
 	}
-	interval := time.Duration(float64(time.Second) / o.FloodRate)
-	for i := 0; ; i++ {
-		at := r.start.Add(time.Duration(i) * interval)
-		if !at.Before(r.end) || ctx.Err() != nil || r.full() {
-			break
-		}
-		if d := time.Until(at); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
+	pace(ctx, r.start, r.end, o.FloodRate, func(i int, _ time.Time) bool {
+		if r.full() {
+			return false
 		}
 		if inflight.Load() >= floodMaxInflight {
 			rep.Skipped++
-			continue
+			return true
 		}
 		inflight.Add(1)
 		rep.Sent++
 		body := bodies[i%len(bodies)]
 		wg.Go(func() { post(body) })
-	}
+		return true
+	})
 	wg.Wait()
 	if d := time.Since(r.start).Seconds(); d > 0 {
 		rep.SentPerSec = float64(rep.Sent) / d

@@ -490,25 +490,18 @@ func (r *runner) closedLoop(ctx context.Context) {
 // request that would exceed that is skipped and counted.
 func (r *runner) openLoop(ctx context.Context) {
 	var wg sync.WaitGroup
-	interval := time.Duration(float64(time.Second) / r.o.Rate)
-	for i := 0; ; i++ {
-		at := r.start.Add(time.Duration(i) * interval)
-		if !at.Before(r.end) || ctx.Err() != nil || r.full() {
-			break
-		}
-		if d := time.Until(at); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
+	pace(ctx, r.start, r.end, r.o.Rate, func(_ int, at time.Time) bool {
+		if r.full() {
+			return false
 		}
 		if r.inflight.Load() >= int64(r.o.MaxInflight) {
 			r.skipped.Add(1)
-			continue
+			return true
 		}
 		req := r.next()
 		wg.Go(func() { r.do(ctx, req, at) })
-	}
+		return true
+	})
 	wg.Wait()
 }
 

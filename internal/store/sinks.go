@@ -415,7 +415,9 @@ SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FR
 
 	// The failure counts on the notification and on its sink; a closed sink opens at threshold
 	// ($4) failures in a row, and its first probe is due $5 later. opened is true only for the
-	// statement that opened it.
+	// statement that opened it. A sink without a row (EnsureSinks failed at the worker's start,
+	// or has not run) gets one with its first failure, as with its first park: without it the
+	// failures were not counted and its circuit never opened from them.
 	qDeliveryFailed = `
 WITH n AS (
     UPDATE notifications
@@ -437,8 +439,17 @@ WITH n AS (
     FROM old
     WHERE sinks.name = $2
     RETURNING old.state = 'closed' AND sinks.state = 'open' AS opened
+), i AS (
+    INSERT INTO sinks (name, consecutive_failures, last_error, last_error_at, state, opened_at, next_probe_at)
+    SELECT $2, 1, NULLIF($6, ''), now(),
+           CASE WHEN 1 >= $4 THEN 'open' ELSE 'closed' END,
+           CASE WHEN 1 >= $4 THEN now() END,
+           CASE WHEN 1 >= $4 THEN now() + $5::interval END
+    WHERE NOT EXISTS (SELECT 1 FROM old)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING state = 'open' AS opened
 )
-SELECT COALESCE((SELECT opened FROM s), false)`
+SELECT COALESCE((SELECT opened FROM s), (SELECT opened FROM i), false)`
 
 	// The bucket holds at most $3 tokens and fills at $2 a second; clock_timestamp, not now():
 	// the time of this statement, whatever transaction it is in.

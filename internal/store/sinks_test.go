@@ -124,6 +124,39 @@ func TestFailuresOpenTheCircuitAtTheThreshold(t *testing.T) {
 	assert.Zero(t, sk.ProbeFailures)
 }
 
+// A sink without a row (the worker's EnsureSinks failed or has not run) counts its failures all
+// the same: its first failure gives it a row, and the threshold's opens its circuit. Before, the
+// failures of such a sink were not counted: each notification made all its attempts, and the
+// circuit opened only after a park had created the row.
+func TestFailuresOfASinkWithoutARowOpenItsCircuit(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	ctx := t.Context()
+	n := pending(t, s, "new", "evt_1", "msg_1", 1)
+	_, err := s.Sinks.SinkByName(ctx, "new")
+	require.ErrorIs(t, err, domain.ErrNotFound, "no row yet")
+	var opened []bool
+	for range 3 {
+		o, err := s.Sinks.DeliveryFailed(ctx, n.ID, "new", "notify: sink responded 503 Service Unavailable",
+			"notify: sink responded 503 Service Unavailable", 3, 5*time.Second)
+		require.NoError(t, err)
+		opened = append(opened, o)
+	}
+	assert.Equal(t, []bool{false, false, true}, opened, "the third failure in a row opens it")
+	sk := sinkOf(t, s, "new")
+	assert.Equal(t, delivery.Open, sk.State)
+	assert.Equal(t, 3, sk.ConsecutiveFailures)
+	require.NotNil(t, sk.NextProbeAt)
+	assert.Equal(t, "notify: sink responded 503 Service Unavailable", sk.LastError)
+
+	// A threshold of one opens it with the failure that creates the row.
+	m := pending(t, s, "other", "evt_2", "msg_2", 1)
+	o, err := s.Sinks.DeliveryFailed(ctx, m.ID, "other", "timeout", "timeout", 1, time.Second)
+	require.NoError(t, err)
+	assert.True(t, o)
+	assert.Equal(t, delivery.Open, sinkOf(t, s, "other").State)
+}
+
 // A drain batch takes every parked update of the messages it holds, so a message's updates are
 // never split between batches, whatever order they were parked in.
 func TestParkedBatchTakesWholeMessages(t *testing.T) {
