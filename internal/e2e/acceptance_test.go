@@ -172,7 +172,7 @@ func TestDuplicatesAreAnsweredWithoutTemporal(t *testing.T) {
 	id := h.id("evt_dup")
 	workflowID := "postscale:" + id
 	body := h.envelope(id, "email.delivered", h.id("msg_dup"), time.Now(), "")
-	if code, resp := h.post(body); code != 200 || resp["status"] != "accepted" {
+	if code, resp, unavailable := h.deliverPost(body); !acceptedAfter(code, resp, unavailable) {
 		t.Fatalf("first: %d %v", code, resp)
 	}
 	h.waitProcessed(id)
@@ -333,7 +333,9 @@ func (h *harness) poisonEvent() string {
 		h.t.Fatal(err)
 	}
 	id := h.id("evt_q")
-	if code, resp := h.post(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); code != 200 || resp["status"] != "accepted" {
+	// Sent as a provider does (a 503 from an insert slower than insert_timeout on a starved
+	// machine is re-sent), as every first post of a valid event in these tests.
+	if code, resp, unavailable := h.deliverPost(h.envelope(id, "email.delivered", "poison_"+h.prefix, time.Now(), "")); !acceptedAfter(code, resp, unavailable) {
 		h.t.Fatalf("post: %d %v", code, resp)
 	}
 	return id
@@ -350,8 +352,8 @@ func TestDatabaseStepRefusingDataQuarantinesAndRedriveRunsItAfterTheFix(t *testi
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
 	id, good := h.poisonEvent(), h.id("evt_fine")
-	if code, _ := h.post(h.envelope(good, "email.delivered", h.id("msg_fine"), time.Now(), "")); code != 200 {
-		t.Fatalf("post good: %d", code)
+	if code, resp, unavailable := h.deliverPost(h.envelope(good, "email.delivered", h.id("msg_fine"), time.Now(), "")); !acceptedAfter(code, resp, unavailable) {
+		t.Fatalf("post good: %d %v", code, resp)
 	}
 	if err := h.waitWorkflow("postscale:" + id); err == nil || !strings.Contains(err.Error(), "quarantined") {
 		t.Fatalf("workflow: %v, want it failed as quarantined", err)
