@@ -168,8 +168,20 @@ func (s *Starter) run(ctx context.Context, opts client.StartWorkflowOptions, ref
 	case isRefused(err):
 		return "", "", fmt.Errorf("%w: start workflow %s: %w", ErrRefused, opts.ID, err)
 	default:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !IsUncertain(err) && cutShort(err) {
+			// Our deadline ended the call while it was on the wire ("stream terminated by
+			// RST_STREAM with error code: CANCEL"): as uncertain as a DeadlineExceeded answer.
+			err = fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
+		}
 		return "", "", fmt.Errorf("%w: start workflow %s: %w", ErrUnavailable, opts.ID, err)
 	}
+}
+
+// cutShort reports whether a call was cancelled in flight (gRPC Canceled), as a deadline of
+// ours shows when it ends a stream instead of the server answering DeadlineExceeded.
+func cutShort(err error) bool {
+	var canceled *serviceerror.Canceled
+	return errors.As(err, &canceled) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled)
 }
 
 // isRefused reports whether Temporal refused a start because of the start itself: an invalid

@@ -66,3 +66,22 @@ func TestIsUncertain(t *testing.T) {
 		t.Fatalf("a start with nothing listening: %v, want ErrUnavailable, not uncertain", err)
 	}
 }
+
+// cutClient answers a start as gRPC does when our deadline ends the stream in flight.
+type cutClient struct{ client.Client }
+
+func (cutClient) ExecuteWorkflow(ctx context.Context, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	<-ctx.Done()
+	return nil, serviceerror.NewCanceled("stream terminated by RST_STREAM with error code: CANCEL")
+}
+
+// A start our start timeout cut on the wire is as uncertain as one answered DeadlineExceeded:
+// Temporal may have created the run, so the relay waits its longest backoff before asking again
+// (a clean CI run logged this form as a 503 no fault explained).
+func TestAStartCutByTheStartTimeoutIsUncertain(t *testing.T) {
+	s := &start.Starter{Client: cutClient{}, TaskQueue: "mailhook", Timeout: 50 * time.Millisecond}
+	_, err := s.Start(t.Context(), domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus})
+	if !errors.Is(err, start.ErrUnavailable) || !start.IsUncertain(err) {
+		t.Fatalf("a start cut by the start timeout: %v, want ErrUnavailable and uncertain", err)
+	}
+}
