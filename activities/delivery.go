@@ -36,8 +36,9 @@ type SinkStore interface {
 
 // Drainers wakes a sink's drainer workflow (starting it when it does not run): after the first
 // notification parks for a closed sink, after a circuit opens, after an operator's pause,
-// resume or redelivery. A wake that fails is not retried: the drainer looks at its sink on its
-// own every few minutes (workflows.IdleCheck).
+// resume or redelivery. The worker's tries a failed wake again in the background until Temporal
+// answers (drainer.Retrying); the drainer also looks at its sink on its own every few minutes
+// (workflows.IdleCheck).
 type Drainers interface {
 	Wake(ctx context.Context, sink string) error
 }
@@ -62,7 +63,7 @@ func (a *Activities) wake(ctx context.Context, log *slog.Logger, sink string) {
 		return
 	}
 	if err := a.Drainers.Wake(ctx, sink); err != nil {
-		log.WarnContext(ctx, "could not wake the sink's drainer; it looks by itself within minutes", "error", err)
+		log.WarnContext(ctx, "could not wake the sink's drainer; the wake is tried again, and the drainer looks by itself within minutes", "error", err)
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 )
 
 // IdleCheck is how long an idle drainer waits for a wake before it looks at its sink by itself:
-// the net under a wake that was lost (Temporal unreachable when the first notification parked,
-// a park that raced the drain's close). A few workflow tasks an hour per sink.
+// the net under a wake that was lost (Temporal unreachable when the first notification parked).
+// A park that races the drain's close wakes it itself (store.Sinks.ParkNotification). A few
+// workflow tasks an hour per sink.
 const IdleCheck = 5 * time.Minute
 
 // maxSinkSteps bounds one run's steps (about seven history events each) before it continues as

@@ -149,7 +149,7 @@ func (s *Server) wakeDrainer(ctx context.Context, sink string) {
 		return
 	}
 	if err := s.Drainers.Wake(ctx, sink); err != nil {
-		s.Log.WarnContext(ctx, "could not wake the sink's drainer; it looks by itself within minutes", "sink", sink, "error", err)
+		s.Log.WarnContext(ctx, "could not wake the sink's drainer; the wake is tried again, and the drainer looks by itself within minutes", "sink", sink, "error", err)
 	}
 }
 

@@ -231,7 +231,7 @@ func (s *Service) HTTPServer() (*httpapi.Server, error) {
 		Erasures:     s.Erasures(),
 		SinkStates:   s.Store.Sinks,
 		Sinks:        sinkSettings(s.Config.Sinks),
-		Drainers:     s.Drainers(),
+		Drainers:     &drainer.Retrying{Waker: s.Drainers()},
 		Rejected:     s.Rejected(),
 		RejectedList: s.Store.Rejected,
 		// The event explorer, timelines and the audit trail (issue 43).
@@ -402,8 +402,9 @@ func (s *Service) Worker() worker.Worker {
 		SuppressionScopes: s.Config.Suppression.Scopes,
 		SoftBounce:        suppression.SoftBounce{Count: s.Config.Suppression.SoftBounce.Count, Within: s.Config.Suppression.SoftBounce.Within},
 		Delivery:          s.Config.Notify,
-		Drainers:          s.Drainers(),
-		Log:               s.Log,
+		// A wake lost while Temporal was down is tried again (drainer.Retrying).
+		Drainers: &drainer.Retrying{Waker: s.Drainers()},
+		Log:      s.Log,
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
 		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},

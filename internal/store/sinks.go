@@ -63,10 +63,28 @@ func (s *Sinks) ListSinks(ctx context.Context) ([]delivery.Sink, error) {
 // ParkNotification parks a pending notification of sink for the sink's drainer with why
 // (delivery.Reason*). notBefore, when set, is the sink's own Retry-After: nothing is sent to it
 // before then.
+//
+// A park that found the sink draining wakes nobody, but its drain may be closing it meanwhile:
+// the drainer's Settle found nothing parked in a snapshot taken before this park committed,
+// and closed the sink. Nobody would send the notification before the drainer's next look by
+// itself (workflows.IdleCheck, minutes later). So such a park reads the sink again once it has
+// committed, waiting for a close in flight (Settle holds the row), and a sink it finds closed
+// is settled (to draining, since this notification is parked) and its drainer woken: a wake
+// only where a close raced a park, never one per parked notification.
 func (s *Sinks) ParkNotification(ctx context.Context, id, sink, why string, notBefore time.Time) (delivery.Parked, error) {
-	var p delivery.Parked
-	if err := s.pool.QueryRow(ctx, qParkNotification, id, why).Scan(&p.Parked, &p.Woke); err != nil {
+	var (
+		p    delivery.Parked
+		seen *string
+	)
+	if err := s.pool.QueryRow(ctx, qParkNotification, id, why).Scan(&p.Parked, &p.Woke, &seen); err != nil {
 		return delivery.Parked{}, fmt.Errorf("park notification %s: %w", id, err)
+	}
+	if p.Parked && !p.Woke && seen != nil && delivery.State(*seen) == delivery.Draining {
+		woke, err := s.closedMeanwhile(ctx, sink)
+		if err != nil {
+			return p, fmt.Errorf("park notification %s: %w", id, err)
+		}
+		p.Woke = woke
 	}
 	if !notBefore.IsZero() {
 		if err := s.SlowDown(ctx, sink, notBefore); err != nil {
@@ -74,6 +92,26 @@ func (s *Sinks) ParkNotification(ctx context.Context, id, sink, why string, notB
 		}
 	}
 	return p, nil
+}
+
+// closedMeanwhile settles a sink that a park found draining and that is closed now (its drain
+// closed it while the park was in flight); true when the sink drains again and its drainer must
+// be woken. FOR KEY SHARE waits for a Settle that holds the row (FOR UPDATE) to commit, and
+// then reads what it left.
+func (s *Sinks) closedMeanwhile(ctx context.Context, sink string) (bool, error) {
+	var state string
+	err := s.pool.QueryRow(ctx, qSinkStateShared, sink).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && delivery.State(state) != delivery.Closed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read sink %s after parking: %w", sink, err)
+	}
+	now, err := s.Settle(ctx, sink)
+	if err != nil {
+		return false, err
+	}
+	return now == delivery.Draining, nil
 }
 
 // DeliveryFailed records a failed attempt of notification id, on the row (errMsg) and on its
@@ -230,13 +268,22 @@ func (s *Sinks) SlowDown(ctx context.Context, sink string, until time.Time) erro
 // nothing parked closes (its notifications are sent by their runs again), a closed one with
 // parked notifications (a park that raced the close, a redelivery) drains. It returns the state
 // it left.
+//
+// The row is locked before the statement that looks at the backlog takes its snapshot: a park
+// that commits after that snapshot (and so is not seen: the sink may close) then reads the sink
+// only once this has committed, and finds it closed (ParkNotification).
 func (s *Sinks) Settle(ctx context.Context, sink string) (delivery.State, error) {
 	// A sink no worker has set up yet (EnsureSinks) gets its row: its state is kept there.
 	if _, err := s.pool.Exec(ctx, qEnsureSinkRow, sink); err != nil {
 		return "", fmt.Errorf("settle sink %s: %w", sink, err)
 	}
 	var state string
-	err := s.pool.QueryRow(ctx, qSettle, sink).Scan(&state)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, qLockSink, sink); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, qSettle, sink).Scan(&state)
+	})
 	if err != nil {
 		return "", fmt.Errorf("settle sink %s: %w", sink, err)
 	}
@@ -394,6 +441,8 @@ DELETE FROM sink_slots WHERE sink = $1 AND slot >= $2::int`
 	// write the sink's row. A sink without a row (none configured it yet) gets one.
 	// Not an upsert: ON CONFLICT DO UPDATE locks the row even when its WHERE is false, and every
 	// park during an outage would queue on the sink's row.
+	// The third column is the sink's state as the park found it (before its own change; NULL
+	// without a row): a park that found it draining looks again once committed.
 	qParkNotification = `
 WITH n AS (
     UPDATE notifications
@@ -411,7 +460,14 @@ WITH n AS (
     ON CONFLICT (name) DO NOTHING
     RETURNING name
 )
-SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FROM i)`
+SELECT EXISTS (SELECT 1 FROM n), EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FROM i),
+       (SELECT sinks.state FROM sinks JOIN n ON sinks.name = n.sink)`
+
+	// The sink's state once every Settle holding its row (qLockSink) has committed.
+	qSinkStateShared = `SELECT state FROM sinks WHERE name = $1 FOR KEY SHARE`
+
+	// Settle's lock, taken before its look at the backlog (see Settle).
+	qLockSink = `SELECT 1 FROM sinks WHERE name = $1 FOR UPDATE`
 
 	// The failure counts on the notification and on its sink; a closed sink opens at threshold
 	// ($4) failures in a row, and its first probe is due $5 later. opened is true only for the
