@@ -330,7 +330,8 @@ start_private_pg() {
 	fi
 	pgo pg_ctl -D "$WORK/pgo/data" -l "$WORK/pgo/postgres.log" -w \
 		-o "-p $PGO_PORT -k $WORK/pgo -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off \
-			-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=5000" start >/dev/null ||
+			-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=5000 \
+			-c pg_stat_statements.track_planning=on" start >/dev/null ||
 		die "the bench's PostgreSQL did not start (see $WORK/pgo/postgres.log)"
 }
 stop_private_pg() { pgo pg_ctl -D "$WORK/pgo/data" -m "${1:-fast}" -w stop >/dev/null 2>&1 || true; }
@@ -417,9 +418,11 @@ GROUP BY 1 ORDER BY 1" >"$2" 2>/dev/null || : >"$2"
 # fixed phase writes it before and after its load (before mailhook stops: its backends end with
 # it), so PostgreSQL's CPU splits by database: mailhook's, Temporal's and its visibility's.
 pg_backend_cpu() {
-	local url pid db
+	local url pid db urls=("$PG")
 	: >"$1"
-	for url in "$PG" postgres://postgres@127.0.0.1:$PGO_PORT; do
+	# With PGSTATS=1 a phase's $PG is the bench's own cluster: list it once.
+	[[ ${PG##*:} == "$PGO_PORT" ]] || urls+=("postgres://postgres@127.0.0.1:$PGO_PORT")
+	for url in "${urls[@]}"; do
 		psql "$url/postgres" -AtF$'\t' -c "
 SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity" 2>/dev/null |
 			while IFS=$'\t' read -r pid db; do
@@ -432,13 +435,15 @@ SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity"
 
 # pg_statements <out>: with PGSTATS=1, pg_stat_statements of every database on the bench's own
 # cluster (mailhook's and, with TEMPORAL_PG=private, Temporal's two), per statement: database,
-# calls, rows, total time (ms), WAL bytes, blocks dirtied, the query's first 400 characters,
+# role, calls, rows, execution and planning time (ms; the cluster tracks planning), WAL bytes,
+# blocks dirtied, blocks read (hit or not), the query's first 400 characters,
 # tab-separated. The fixed phase resets them before its load and writes them after.
 pg_statements() {
 	psql "postgres://postgres@127.0.0.1:$PGO_PORT/postgres" -AtF$'\t' -c "
-SELECT d.datname, s.calls, s.rows, round((s.total_plan_time + s.total_exec_time)::numeric, 1), s.wal_bytes,
-       s.shared_blks_dirtied, regexp_replace(left(s.query, 400), '\s+', ' ', 'g')
-FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+SELECT d.datname, r.rolname, s.calls, s.rows, round(s.total_exec_time::numeric, 1), round(s.total_plan_time::numeric, 1),
+       s.wal_bytes, s.shared_blks_dirtied, s.shared_blks_hit + s.shared_blks_read,
+       regexp_replace(left(s.query, 400), '\s+', ' ', 'g')
+FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid
 ORDER BY s.total_exec_time DESC" >"$1" 2>/dev/null || : >"$1"
 }
 
