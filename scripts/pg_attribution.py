@@ -105,6 +105,8 @@ def statement_key(q):
 def statements(prefix, mailhook_db, n, top):
     agg = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0])
     for r in tsv(prefix + ".statements.tsv"):
+        if len(r) == 7:  # the first layout: no role, planning or blocks
+            r = [r[0], "", *r[1:4], "0", *r[4:6], "0", r[6]]
         if len(r) < 10:
             continue
         db, role, calls, rws, ms, plan_ms, wal, _dirtied, blocks, q = r[:10]
