@@ -47,7 +47,11 @@
 #
 # PGSTATS=1 runs the e2e, mixed and fixed phases against the bench's own PostgreSQL cluster
 # (PGO_PORT, started with pg_stat_statements preloaded; the shared server is never restarted),
-# mailhook connecting as the role mailhook_bench; the load generator (--pg-stats-role) reports,
+# mailhook connecting as the role mailhook_bench (TEMPORAL_PG=private with TEMPORAL=server puts
+# the Temporal server's databases there too, so pg_stat_statements covers them: the fixed phase
+# writes every statement's calls, rows, time and WAL to run*-fixed*.statements.tsv, and with or
+# without PGSTATS each table's rows written to *.tables-before/after.tsv); the load generator
+# (--pg-stats-role) reports,
 # per accepted event, what that role did to PostgreSQL from the first request until every
 # accepted event was processed: statements and round trips (pg_stat_statements calls, without
 # and with BEGIN/COMMIT/ROLLBACK), rows written (pg_stat_database) and WAL bytes (pg_stat_wal).
@@ -262,8 +266,14 @@ start_temporal() {
 		log "Temporal server v1.29.1 (PostgreSQL) on 127.0.0.1:$TEMPORAL_PORT"
 		local metrics=
 		[[ " $PHASES " != *" sizing "* ]] || metrics=$TEMPORAL_METRICS_PORT
+		local tpg=$PG
+		if [[ ${TEMPORAL_PG:-} == private ]]; then
+			[[ ${PGSTATS:-} == 1 ]] || die "TEMPORAL_PG=private needs PGSTATS=1"
+			pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+			tpg=postgres://postgres@127.0.0.1:$PGO_PORT
+		fi
 		TEMPORAL_SERVER_METRICS_PORT=$metrics \
-			TEMPORAL_SERVER_PORT=$TEMPORAL_PORT TEMPORAL_SERVER_STATE=$WORK/temporal-server TEMPORAL_CLI=$TEMPORAL_CLI PG=$PG \
+			TEMPORAL_SERVER_PORT=$TEMPORAL_PORT TEMPORAL_SERVER_STATE=$WORK/temporal-server TEMPORAL_CLI=$TEMPORAL_CLI PG=$tpg \
 			"$ROOT/scripts/temporal-server.sh" start >/dev/null 2>>"$WORK/temporal.log" ||
 			die "scripts/temporal-server.sh start failed (see $WORK/temporal.log)"
 		TEMPORAL_PID=$(cat "$WORK/temporal-server/server.pid")
@@ -320,7 +330,8 @@ start_private_pg() {
 	fi
 	pgo pg_ctl -D "$WORK/pgo/data" -l "$WORK/pgo/postgres.log" -w \
 		-o "-p $PGO_PORT -k $WORK/pgo -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off \
-			-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=5000" start >/dev/null ||
+			-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=5000 \
+			-c pg_stat_statements.track_planning=on" start >/dev/null ||
 		die "the bench's PostgreSQL did not start (see $WORK/pgo/postgres.log)"
 }
 stop_private_pg() { pgo pg_ctl -D "$WORK/pgo/data" -m "${1:-fast}" -w stop >/dev/null 2>&1 || true; }
@@ -386,6 +397,54 @@ pg_databases() {
 SELECT '${url##*:}', datname, xact_commit, xact_rollback, tup_inserted + tup_updated + tup_deleted, blks_read + blks_hit
 FROM pg_stat_database WHERE datname IS NOT NULL AND datname NOT IN ('template0', 'template1')" >>"$1" 2>/dev/null || true
 	done
+}
+
+# pg_tables <database URL> <out>: per table of that database (partitions counted in their root),
+# pg_stat_user_tables' rows inserted, updated (of which HOT), deleted, and the table's index count
+# (an insert and a non-HOT update write one entry into every index), tab-separated. The fixed
+# phase writes them before and after its load: mailhook's rows per event by table.
+pg_tables() {
+	psql "$1" -AtF$'\t' -c "
+SELECT coalesce(pr.relname, s.relname), sum(s.n_tup_ins), sum(s.n_tup_upd), sum(s.n_tup_hot_upd), sum(s.n_tup_del),
+       max((SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid))
+FROM pg_stat_user_tables s
+LEFT JOIN pg_class pr ON pr.oid = pg_partition_root(s.relid) AND pr.oid <> s.relid
+GROUP BY 1 ORDER BY 1" >"$2" 2>/dev/null || : >"$2"
+}
+
+# pg_backend_cpu <out>: per PostgreSQL backend of the shared server and of the bench's own
+# cluster, its database and the CPU it has used (utime + stime, clock ticks, /proc/<pid>/stat),
+# tab-separated; background processes (walwriter, checkpointer, autovacuum …) as "(<type>)". The
+# fixed phase writes it before and after its load (before mailhook stops: its backends end with
+# it), so PostgreSQL's CPU splits by database: mailhook's, Temporal's and its visibility's.
+pg_backend_cpu() {
+	local url pid db urls=("$PG")
+	: >"$1"
+	# With PGSTATS=1 a phase's $PG is the bench's own cluster: list it once.
+	[[ ${PG##*:} == "$PGO_PORT" ]] || urls+=("postgres://postgres@127.0.0.1:$PGO_PORT")
+	for url in "${urls[@]}"; do
+		psql "$url/postgres" -AtF$'\t' -c "
+SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity" 2>/dev/null |
+			while IFS=$'\t' read -r pid db; do
+				[[ -r /proc/$pid/stat ]] || continue
+				printf '%s\t%s\t%s\t%s\n' "${url##*:}" "$pid" "$db" \
+					"$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat" 2>/dev/null)"
+			done >>"$1"
+	done
+}
+
+# pg_statements <out>: with PGSTATS=1, pg_stat_statements of every database on the bench's own
+# cluster (mailhook's and, with TEMPORAL_PG=private, Temporal's two), per statement: database,
+# role, calls, rows, execution and planning time (ms; the cluster tracks planning), WAL bytes,
+# blocks dirtied, blocks read (hit or not), the query's first 400 characters,
+# tab-separated. The fixed phase resets them before its load and writes them after.
+pg_statements() {
+	psql "postgres://postgres@127.0.0.1:$PGO_PORT/postgres" -AtF$'\t' -c "
+SELECT d.datname, r.rolname, s.calls, s.rows, round(s.total_exec_time::numeric, 1), round(s.total_plan_time::numeric, 1),
+       s.wal_bytes, s.shared_blks_dirtied, s.shared_blks_hit + s.shared_blks_read,
+       regexp_replace(left(s.query, 400), '\s+', ' ', 'g')
+FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid
+ORDER BY s.total_exec_time DESC" >"$1" 2>/dev/null || : >"$1"
 }
 
 # relation_sizes <database URL> <out>: per table (partitions counted in their root), the bytes of
@@ -461,10 +520,18 @@ phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
 		[[ $name == baseline-start ]] || mode=complete
 		[[ $name == baseline-local ]] && local=db
 		[[ $name == baseline-local-all ]] && local=all
+		# Temporal's own PostgreSQL work, for scripts/pg_attribution.py (no mailhook database).
+		pg_backend_cpu "$out.pgcpu-before.tsv"
+		[[ ${TEMPORAL_PG:-} != private ]] ||
+			psql "postgres://postgres@127.0.0.1:$PGO_PORT/postgres" -qAtc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+				-c "SELECT pg_stat_statements_reset()" >/dev/null
 		# shellcheck disable=SC2046
 		"$LT" baseline --temporal "127.0.0.1:$TEMPORAL_PORT" --mode "$mode" --local "$local" \
 			--concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --drain-timeout "$DRAIN_TIMEOUT" \
 			$(cpu_flags) --json "$out.json" >"$out.txt" 2>&1 || rc=$?
+		sleep 11 # as the fixed phase: Temporal's backends publish their counters when idle
+		pg_backend_cpu "$out.pgcpu-after.tsv"
+		[[ ${TEMPORAL_PG:-} != private ]] || pg_statements "$out.statements.tsv"
 		;;
 	accept)
 		start_mailhook "$name" serve --worker=false
@@ -640,13 +707,19 @@ PY
 			pgcpu=(--cpu "pg-mailhook=tree:$(head -1 "$WORK/pgo/data/postmaster.pid")")
 		fi
 		pg_databases "$out.pgdb-before.tsv"
+		pg_tables "$PG/$DB" "$out.tables-before.tsv"
+		pg_backend_cpu "$out.pgcpu-before.tsv"
+		((${#pgstats[@]} == 0)) || psql "$PG/postgres" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
 			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" "${pgstats[@]}" \
 			$(cpu_flags --cpu "mailhook=$MH_PID") "${pgcpu[@]}" || rc=$?
+		pg_backend_cpu "$out.pgcpu-after.tsv"
 		stop_pid "$MH_PID"
 		sleep 11 # Temporal's backends publish their counters within 10 s of going idle
 		pg_databases "$out.pgdb-after.tsv"
+		pg_tables "$PG/$DB" "$out.tables-after.tsv"
+		((${#pgstats[@]} == 0)) || pg_statements "$out.statements.tsv"
 		;;
 	mixed)
 		start_mailhook "$name" serve

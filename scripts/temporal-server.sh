@@ -26,6 +26,8 @@
 #   TEMPORAL_CLI          the Temporal CLI (default: scripts/ensure-temporal-cli.sh)
 #   TEMPORAL_SERVER_METRICS_PORT serve the server's Prometheus metrics on 127.0.0.1:<port>/metrics
 #                         (unset: none); scripts/sizing.sh reads its billable `action` counter
+#   TEMPORAL_SERVER_PLUGIN the SQL plugin (default postgres12, lib/pq: every statement parsed and
+#                         planned anew); postgres12_pgx (pgx: statements prepared per connection)
 #
 # `start` prints the frontend address on stdout; progress goes to stderr.
 set -euo pipefail
@@ -39,6 +41,7 @@ PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
 MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
 METRICS_PORT=${TEMPORAL_SERVER_METRICS_PORT:-}
+PLUGIN=${TEMPORAL_SERVER_PLUGIN:-postgres12}
 DB=temporal_$PORT
 VISDB=temporal_visibility_$PORT
 
@@ -124,7 +127,7 @@ write_config() {
 		cat <<EOF
     $1:
       sql:
-        pluginName: postgres12
+        pluginName: $PLUGIN
         databaseName: $2
         connectAddr: "$HOST:$PGPORT_"
         connectProtocol: tcp

@@ -95,7 +95,7 @@ func (s *Events) applyWithin(ctx context.Context, tx pgx.Tx, ev domain.Event, ru
 			return domain.ApplyResult{}, nil, false, fmt.Errorf("move the message from its prior key: %w", err)
 		}
 	}
-	cur, err := lockMessage(ctx, tx, ev.Provider, ev.MessageID)
+	cur, err := lockMessage(ctx, tx, ev.Provider, ev.MessageID, ev.Recipient)
 	if err != nil {
 		return domain.ApplyResult{}, nil, false, err
 	}
@@ -171,8 +171,9 @@ type within struct {
 	markQuiet bool
 }
 
-// lockMessage creates the message unless it exists and reads its state, locked for tx.
-func lockMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (domain.MessageState, error) {
+// lockMessage creates the message unless it exists (named for recipient, as the first event to
+// name one leaves it) and reads its state, locked for tx.
+func lockMessage(ctx context.Context, tx pgx.Tx, provider, messageID, recipient string) (domain.MessageState, error) {
 	var cur domain.MessageState
 	scan := func(row pgx.Row) error {
 		return row.Scan(
@@ -181,7 +182,7 @@ func lockMessage(ctx context.Context, tx pgx.Tx, provider, messageID string) (do
 			&cur.Clicks, &cur.FirstOpenedAt, &cur.FirstClickedAt, &cur.CorrectedAt,
 			&cur.Bounce.SMTPCode, &cur.Bounce.EnhancedCode, &cur.Bounce.Diagnostic, &cur.Bounce.Category)
 	}
-	err := scan(tx.QueryRow(ctx, qEnsureLockMessage, provider, messageID))
+	err := scan(tx.QueryRow(ctx, qEnsureLockMessage, provider, messageID, recipient))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Inserted by a concurrent transaction after this statement's snapshot: now committed
 		// (the insert waited for it), so a statement of its own reads and locks it.

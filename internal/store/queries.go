@@ -70,10 +70,15 @@ FOR UPDATE`
 	// wrote) or the existing one, locked and read in its latest version as FOR UPDATE reads it.
 	// No row means a concurrent transaction inserted the message after this statement's
 	// snapshot was taken: qLockMessage, a statement of its own, reads it then.
+	// A new message is created with the recipient its first event names ($3), which the
+	// outcome's update would set anyway (the first recipient named is kept): that update then
+	// leaves every indexed column as it is, so PostgreSQL can make it a HOT update instead of
+	// writing a new entry into messages_pkey and messages_recipient_key_idx (whose key is a SQL
+	// function's result) for every new message.
 	qEnsureLockMessage = `
 WITH ins AS (
-    INSERT INTO messages (provider, message_id)
-    VALUES ($1, $2)
+    INSERT INTO messages (provider, message_id, recipient)
+    VALUES ($1, $2, $3)
     ON CONFLICT (provider, message_id) DO NOTHING
     RETURNING ` + messageStateColumns + `
 ), cur AS (
