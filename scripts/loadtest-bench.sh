@@ -79,8 +79,11 @@
 # NAME+flood also sends FLOOD_RATE (1,000) badly signed Postscale requests per second from
 # 127.0.0.3 for the whole send phase (loadtest --flood-rate), and records after it the kept
 # rejections (rows, bytes, dropped) beside the per-endpoint budget and the not-kept counter;
-# NAME+flood+norecord does so with retention.rejected_requests: 0 (nothing kept). Issue 43's goal:
+# NAME+flood+norecord does so with retention.rejected_requests: 0 (nothing kept); NAME@base+flood
+# and NAME@base+flood+norecord run them with BASE_REF (from 5063e00 on). Issue 43's goal:
 #   PHASES="accept-nodrain accept-nodrain+flood accept-nodrain+flood+norecord"
+# beside main: BASE_REF=main PHASES="accept-nodrain+flood accept-nodrain+flood+norecord
+#   accept-nodrain@base+flood accept-nodrain@base+flood+norecord"
 # METADATA=1: every delivery event carries a sender's metadata and tags (loadtest --metadata), in
 # every phase and for every tree (a tree before issue 42 receives and ignores them).
 #
@@ -229,6 +232,9 @@ EOF
 		cp "$CONFIG" "$CONFIG_BASE"
 	else
 		sed '/eager_start/d' "$CONFIG" >"$CONFIG_BASE"
+	fi
+	if [[ -n $BASE_REF ]] && git -C "$ROOT" grep -q 'yaml:"rejected_requests"' "$BASE_REF" -- internal/config 2>/dev/null; then
+		BASE_NORECORD=1
 	fi
 	log "fresh database $DB"
 	psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
@@ -486,7 +492,8 @@ phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
 	[[ $mods == *" eager "* ]] && EAGER=true
 	[[ $mods == *" flood "* ]] && FLOOD=(--flood-rate "$FLOOD_RATE" --flood-source 127.0.0.3)
 	if [[ $mods == *" norecord "* ]]; then
-		[[ $MHBIN == "$MH" ]] || die "phase $2: +norecord needs this tree (retention.rejected_requests: 0)"
+		[[ $MHBIN == "$MH" || ($MHBIN == "$MH_BASE" && -n ${BASE_NORECORD:-}) ]] ||
+			die "phase $2: +norecord needs a tree that knows retention.rejected_requests (this one, or a BASE_REF from 5063e00 on)"
 		{
 			cat "$MHCONFIG"
 			printf 'retention:\n  rejected_requests: "0"\n'
@@ -773,7 +780,7 @@ def add(metric, phase, get, fmt="{:.1f}"):
     then the REFS aliases in PHASES order)."""
     med = one(metric, phase, get, fmt)
     fixed = (phase + "+eager", phase + "@prev", phase + "@prev+eager", phase + "@base", phase + "@base+eager",
-             phase + "+flood", phase + "+flood+norecord", phase + "@base+flood")
+             phase + "+flood", phase + "+flood+norecord", phase + "@base+flood", phase + "@base+flood+norecord")
     aliases = [p for p in os.environ.get("PHASES", "").split() if p.startswith(phase + "@") and p not in fixed]
     for other in fixed + tuple(aliases):
         if other in runs:
@@ -854,7 +861,7 @@ for p in glob.glob(os.path.join(d, "run*-*.rejections.json")):
         kept.setdefault(m.group(2), {})[int(m.group(1))] = json.load(open(p))
     except ValueError:
         pass
-for ph in ["accept-nodrain+flood", "accept-nodrain+flood+norecord", "accept-nodrain@base+flood"]:
+for ph in ["accept-nodrain+flood", "accept-nodrain+flood+norecord", "accept-nodrain@base+flood", "accept-nodrain@base+flood+norecord"]:
     if ph not in runs:
         continue
     one("flood requests/s sent", ph, lambda j: j["flood"]["sent_per_sec"], "{:.0f}")
@@ -928,6 +935,12 @@ if rss is not None: print(f"- peak RSS {rss:.1f} MB (goal ≤ 150) → {'met' if
 ratio("accept rate (no drain) / pgbench INSERT rate", ia, pg, 0.4)
 acc = lambda j: j["events_accepted_per_sec"]
 ratio("accept rate with the flood kept / with the flood not kept (issue 43)", median_of("accept-nodrain+flood", acc), median_of("accept-nodrain+flood+norecord", acc), 0.95)
+ratio("the same on BASE_REF", median_of("accept-nodrain@base+flood", acc), median_of("accept-nodrain@base+flood+norecord", acc), 0.95)
+for tree in ["", "@base"]:
+    k, n = runs.get("accept-nodrain" + tree + "+flood", {}), runs.get("accept-nodrain" + tree + "+flood+norecord", {})
+    pairs = [k[r]["events_accepted_per_sec"] / n[r]["events_accepted_per_sec"] for r in sorted(k) if r in n]
+    if pairs:
+        print(f"- kept / not kept{' on BASE_REF' if tree else ''}, run by run: {', '.join(f'{p:.2f}' for p in pairs)} (median {statistics.median(pairs):.2f})")
 ratio("accept rate with the flood not kept / without a flood", median_of("accept-nodrain+flood+norecord", acc), ia, 0.0)
 rate = lambda j: j["processed_per_sec_overall"]
 ratio("fixed: processed rate / the same work on BASE_REF", fx, median_of("fixed@base", rate), 3.0)

@@ -331,14 +331,16 @@ func (w *webhookCall) keep(e *apiError) {
 	if w.cause == "" || w.s.Rejected == nil {
 		return
 	}
-	status, body := e.answer()
-	size := w.c.Request.ContentLength
-	if w.body != nil {
-		size = int64(len(w.body))
-	}
-	w.s.Rejected.Record(store.RejectedRequest{
-		Endpoint: w.name, Provider: w.ep.Provider, ReceivedAt: w.start, Cause: string(w.cause), Status: status,
-		Reason: body.Reason, RemoteAddr: w.c.ClientIP(), Size: size, Header: w.c.Request.Header, Body: w.body,
+	// The budget decides first; the rest of the row is built only for a request it keeps, so a
+	// flood past the budget costs what recording nothing costs.
+	w.s.Rejected.Record(w.name, w.start, w.body, func() store.RejectedRequest {
+		status, body := e.answer()
+		size := w.c.Request.ContentLength
+		if w.body != nil {
+			size = int64(len(w.body))
+		}
+		return store.RejectedRequest{Provider: w.ep.Provider, Cause: string(w.cause), Status: status,
+			Reason: body.Reason, RemoteAddr: w.c.ClientIP(), Size: size, Header: w.c.Request.Header}
 	})
 }
 

@@ -282,12 +282,13 @@ func (m *Metrics) EventsRejected(provider string, n int) {
 	m.rejected.WithLabelValues(provider).Add(float64(n))
 }
 
-// RejectionNotKept records a refused webhook request the rejections budget did not keep.
-func (m *Metrics) RejectionNotKept(endpoint string) {
+// RejectionNotKept records n refused webhook requests of an endpoint the rejections budget did
+// not keep.
+func (m *Metrics) RejectionNotKept(endpoint string, n int64) {
 	if m == nil {
 		return
 	}
-	m.rejectionsNotKept.WithLabelValues(endpoint).Inc()
+	m.rejectionsNotKept.WithLabelValues(endpoint).Add(float64(n))
 }
 
 // MetadataDropped records metadata entries and tags the bounds dropped from parsed events.

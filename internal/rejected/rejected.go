@@ -68,24 +68,15 @@ type Recorder struct {
 	// Off keeps nothing (retention.rejected_requests: 0): Record refuses every request without
 	// counting it as dropped, and Run removes what an earlier config kept.
 	Off bool
-	// Dropped, when set, counts a request not kept, by endpoint (a metric).
-	Dropped func(endpoint string)
+	// Dropped, when set, counts n requests of an endpoint not kept (a metric). The writer calls
+	// it with the drops it writes, so the metric and the table count the same requests.
+	Dropped func(endpoint string, n int64)
 	Log     *slog.Logger
 	Now     func() time.Time
 
-	once  sync.Once
-	queue chan store.RejectedRequest
-
-	mu    sync.Mutex
-	spent map[string]*window // by endpoint: the configured ones and "unknown", so bounded
-	drops map[store.RejectedDrop]int64
-}
-
-// window is what an endpoint spent in the hour starting at hour.
-type window struct {
-	hour  time.Time
-	rows  int
-	bytes int64
+	once   sync.Once
+	queue  chan store.RejectedRequest
+	ledger *ledger
 }
 
 // queueSize bounds the requests waiting for the writer: beyond it they are dropped.
@@ -94,11 +85,10 @@ const queueSize = 1024
 func (r *Recorder) init() {
 	r.once.Do(func() {
 		r.queue = make(chan store.RejectedRequest, queueSize)
-		r.spent = map[string]*window{}
-		r.drops = map[store.RejectedDrop]int64{}
 		if r.Budget == (Budget{}) {
 			r.Budget = DefaultBudget
 		}
+		r.ledger = newLedger(r.Budget)
 		if r.Now == nil {
 			r.Now = time.Now
 		}
@@ -108,50 +98,45 @@ func (r *Recorder) init() {
 	})
 }
 
-// Record keeps req if the endpoint's budget for this hour has room for it, without waiting:
-// what does not fit, or finds the queue full, is counted as dropped. It reports whether req was
-// queued. The body is copied, cut to Budget.MaxBodyBytes, and the headers are filtered
-// (Headers), only when it is kept.
-func (r *Recorder) Record(req store.RejectedRequest) bool {
+// Record keeps the refusal of a request to endpoint, received at at with body (nil when it was
+// refused unread), if the endpoint's budget for that hour has room for it, without waiting: what
+// does not fit, or finds the queue full, is counted as dropped. It reports whether the request
+// was queued. row gives the rest of what is kept (provider, cause, answer, address, size,
+// headers); it is called, the body copied and cut to Budget.MaxBodyBytes and the headers
+// filtered (Headers) only once the budget has room. Past the budget (a flood's steady state) a
+// refusal costs a counter: row is not called and nothing is allocated.
+func (r *Recorder) Record(endpoint string, at time.Time, body []byte, row func() store.RejectedRequest) bool {
 	if r == nil || r.Off {
 		return false
 	}
 	r.init()
-	body := req.Body
-	if len(body) > r.Budget.MaxBodyBytes {
-		body, req.BodyTruncated = body[:r.Budget.MaxBodyBytes], true
+	hour := hourOf(at)
+	if r.ledger.drop(endpoint, hour) {
+		return false
 	}
-	cost := int64(len(body)) + 512 // a row's own size, roughly
-	hour := req.ReceivedAt.Truncate(time.Hour)
-	r.mu.Lock()
-	w := r.spent[req.Endpoint]
-	if w == nil || !w.hour.Equal(hour) {
-		w = &window{hour: hour}
-		r.spent[req.Endpoint] = w
+	truncated := len(body) > r.Budget.MaxBodyBytes
+	if truncated {
+		body = body[:r.Budget.MaxBodyBytes]
 	}
-	ok := w.rows < r.Budget.RowsPerHour && w.bytes+cost <= r.Budget.BytesPerHour
-	if ok {
+	c := cost(len(body))
+	w := r.ledger.reserve(endpoint, hour, c)
+	if w == nil {
+		return false
+	}
+	req := row()
+	req.Endpoint, req.ReceivedAt, req.BodyTruncated, req.Body = endpoint, at, truncated, nil
+	if body != nil {
 		// Copied only once the budget has room: the caller's body is a lease it releases.
-		if body != nil {
-			req.Body = bytes.Clone(body)
-		}
-		req.Header = Headers(req.Header)
-		select {
-		case r.queue <- req:
-			w.rows++
-			w.bytes += cost
-		default:
-			ok = false
-		}
+		req.Body = bytes.Clone(body)
 	}
-	if !ok {
-		r.drops[store.RejectedDrop{Endpoint: req.Endpoint, Hour: hour}]++
+	req.Header = Headers(req.Header)
+	select {
+	case r.queue <- req:
+		return true
+	default:
+		r.ledger.refund(w, c)
+		return false
 	}
-	r.mu.Unlock()
-	if !ok && r.Dropped != nil {
-		r.Dropped(req.Endpoint)
-	}
-	return ok
 }
 
 // Batching of the writer.
@@ -220,16 +205,14 @@ func (r *Recorder) Flush(ctx context.Context) {
 }
 
 func (r *Recorder) flush(ctx context.Context, batch []store.RejectedRequest) {
-	r.mu.Lock()
-	var drops []store.RejectedDrop
-	for d, n := range r.drops {
-		d.Dropped = n
-		drops = append(drops, d)
-	}
-	clear(r.drops)
-	r.mu.Unlock()
+	drops := r.ledger.collect()
 	if len(batch) == 0 && len(drops) == 0 {
 		return
+	}
+	if r.Dropped != nil {
+		for _, d := range drops {
+			r.Dropped(d.Endpoint, d.Dropped)
+		}
 	}
 	if err := r.Store.InsertRejected(ctx, batch, drops); err != nil {
 		r.Log.WarnContext(ctx, "keep rejected requests", "rows", len(batch), "error", err)
