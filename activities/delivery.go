@@ -36,7 +36,7 @@ type SinkStore interface {
 
 // Drainers wakes a sink's drainer workflow (starting it when it does not run): after the first
 // notification parks for a closed sink, after a circuit opens, after an operator's pause,
-// resume or redelivery. The worker's tries a failed wake again in the background until Temporal
+// resume or redelivery. A failed wake is tried again in the background until Temporal
 // answers (drainer.Retrying); the drainer also looks at its sink on its own every few minutes
 // (workflows.IdleCheck).
 type Drainers interface {
