@@ -163,7 +163,7 @@ func TestProcessFaults(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		accepted := l.stop()
 		e.verdict(accepted, verdictOptions{})
-		failedAttempts := len(e.sink.attempts()) - len(e.sink.delivered())
+		failedAttempts := len(e.sink.attempts()) - len(e.sink.accepted())
 		if failedAttempts == 0 {
 			t.Errorf("the sink never answered 500: the fault was not exercised")
 		}
