@@ -498,6 +498,24 @@ func (p *proc) countLog(needle string) int {
 	return bytes.Count(raw, []byte(needle))
 }
 
+// slowStarts counts the webhooks the process answered 503 because their start through Temporal
+// outlasted temporal.start_timeout (or the request's own deadline), the one 503 a running
+// Temporal may cause.
+func (p *proc) slowStarts() int {
+	raw, _ := os.ReadFile(p.logPath)
+	n := 0
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"status":503`)) || !bytes.Contains(line, []byte("through Temporal:")) {
+			continue
+		}
+		if bytes.Contains(line, []byte("context deadline exceeded")) || bytes.Contains(line, []byte("the request ended before")) ||
+			bytes.Contains(line, []byte("RST_STREAM")) {
+			n++
+		}
+	}
+	return n
+}
+
 // waitLog waits for the process to log needle. The size of its log is the progress: a process
 // that is still starting up writes lines; one that hangs does not.
 func (p *proc) waitLog(t *testing.T, needle string) {

@@ -65,8 +65,8 @@ func (h *harness) postLifecycle(msg string, at time.Time) []string {
 		if typ == "email.bounced" {
 			extra = `,"bounce_type":"soft"`
 		}
-		if code, _ := h.post(h.envelope(id, typ, h.id(msg), at.Add(time.Duration(i)*time.Minute), extra)); code != http.StatusOK {
-			h.t.Fatalf("post %s: %d", id, code)
+		if code, resp, unavailable := h.deliverPost(h.envelope(id, typ, h.id(msg), at.Add(time.Duration(i)*time.Minute), extra)); !acceptedAfter(code, resp, unavailable) {
+			h.t.Fatalf("post %s: %d %v (after %d 503s)", id, code, resp, unavailable)
 		}
 		h.waitProcessed(id)
 		ids = append(ids, id)
