@@ -76,6 +76,7 @@ run:
 # Temporal server, docker-compose, promtool or helm cannot be had.
 test: vet fmt-check tidy-check
 	@scripts/ensure-postgres.sh
+	scripts/check-pg-connections.sh
 	scripts/ensure-pgbouncer.sh
 	scripts/ensure-brokers.sh
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"

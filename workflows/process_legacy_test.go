@@ -14,10 +14,12 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/testenv"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -28,6 +30,9 @@ func newEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	env := s.NewTestWorkflowEnvironment()
+	// The SDK's 1 s deadlock detector fails a workflow task starved of CPU (TMPRL1101), which
+	// says nothing of the workflow: `make test` on a loaded machine.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: testenv.DeadlockDetectionTimeout})
 	(&workflows.Processor{Notify: policy}).Register(env)
 	a := &activities.Activities{}
 	env.RegisterActivityWithOptions(a.RecordEvent, activity.RegisterOptions{Name: activities.RecordEventName})

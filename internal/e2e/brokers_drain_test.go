@@ -138,7 +138,7 @@ func TestBacklogDrainsToEveryKindOncePerID(t *testing.T) {
 	}{
 		{"app", func() []published {
 			var out []published
-			for _, d := range h.sink.delivered() {
+			for _, d := range h.sink.accepted() {
 				data, _ := d.Body["data"].(map[string]any)
 				msg, _ := data["message_id"].(string)
 				out = append(out, published{ID: d.ID, Key: "postscale:" + msg, Body: d.Body})

@@ -165,7 +165,7 @@ func TestFaultsTogether(t *testing.T) {
 	// Which faults the HTTP sink's repeats came with: each second delivery of an id, by the
 	// faults on when it arrived (or in the 10 s before).
 	seen, byKind, repeatsAlone := map[string]bool{}, map[faultplan.Kind]int{}, 0
-	for _, d := range e.sink.delivered() {
+	for _, d := range e.sink.accepted() {
 		if !seen[d.ID] {
 			seen[d.ID] = true
 			continue
@@ -207,7 +207,7 @@ func TestFaultsTogether(t *testing.T) {
 	}
 	rows.Close()
 	var app []published
-	for _, d := range e.sink.delivered() {
+	for _, d := range e.sink.accepted() {
 		app = append(app, published{ID: d.ID, Key: d.Header.Get("Mailhook-Key"), Body: d.Body})
 	}
 	for _, b := range []struct {

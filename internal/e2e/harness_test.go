@@ -108,11 +108,14 @@ type delivery struct {
 // receiver is the team's downstream system: it verifies every notification's signature and
 // answers what respond says.
 type receiver struct {
-	t       *testing.T
-	srv     *httptest.Server
-	mu      sync.Mutex
-	got     []delivery
-	tries   map[string]int // requests per id: a map, so a drain of thousands is not quadratic here
+	t     *testing.T
+	srv   *httptest.Server
+	mu    sync.Mutex
+	got   []delivery
+	tries map[string]int // requests per id: a map, so a drain of thousands is not quadratic here
+	// first is each id's first request body: every later request under that id must carry the
+	// same bytes (the promise is at least once under one id with the same body).
+	first   map[string][]byte
 	respond func(id string, attempt int) int
 	block   chan struct{} // when set, requests wait on it
 	// delay, when set, is how long each request takes to answer (a slow sink).
@@ -179,6 +182,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.tries[id]++
 	attempt := r.tries[id]
+	if r.first == nil {
+		r.first = map[string][]byte{}
+	}
+	if prev, ok := r.first[id]; !ok {
+		r.first[id] = body
+	} else if !bytes.Equal(prev, body) {
+		r.t.Errorf("notification %s sent again with a different body (attempt %d)", id, attempt)
+	}
 	status := r.respond(id, attempt)
 	if r.respondType != nil {
 		typ, _ := parsed["type"].(string)
@@ -197,8 +208,26 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// delivered returns the notifications the sink accepted (2xx), in arrival order.
+// delivered returns what a receiver that dedupes on the notification id applies: the first
+// accepted (2xx) request of each id, in arrival order. Delivery is at least once, so tests count
+// these; accepted has the repeats.
 func (r *receiver) delivered() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []delivery
+	seen := map[string]bool{}
+	for _, d := range r.got {
+		if d.Status < 300 && !seen[d.ID] {
+			seen[d.ID] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// accepted returns every request the sink accepted (2xx), repeats of an id included, in arrival
+// order.
+func (r *receiver) accepted() []delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []delivery
@@ -561,10 +590,11 @@ func (h *harness) waitQuery(want int, sql string, args ...any) {
 	testenv.WaitCount(h.t, strings.Join(strings.Fields(sql), " "), testenv.Stall, want, func() int { return h.query(sql, args...) })
 }
 
-// waitDelivered waits until the sink has accepted exactly n notifications.
+// waitDelivered waits until the sink has accepted exactly n distinct notification ids, however
+// many times each (delivery is at least once); more ids than n fails the wait.
 func (h *harness) waitDelivered(n int) {
 	h.t.Helper()
-	testenv.WaitCount(h.t, "notifications the sink accepted", testenv.Stall, n, func() int { return len(h.sink.delivered()) })
+	testenv.WaitCount(h.t, "distinct notification ids the sink accepted", testenv.Stall, n, func() int { return len(h.sink.delivered()) })
 }
 
 // waitUntil waits for a condition with no count to watch (a server ready, a span ended, a

@@ -42,7 +42,7 @@ func TestInboundBodiesAreRemovedOnceNotified(t *testing.T) {
 			key := "email.received:" + emailID
 			h.waitProcessed(key)
 
-			testenv.WaitCount(t, "distinct notifications the sink accepted", testenv.Stall, 1, func() int { return len(distinctIDs(h.sink.delivered())) })
+			testenv.WaitCount(t, "distinct notifications the sink accepted", testenv.Stall, 1, func() int { return len(h.sink.delivered()) })
 			d := h.sink.delivered()[0]
 			data, _ := d.Body["data"].(map[string]any)
 			payload, _ := data["payload"].(map[string]any)

@@ -91,7 +91,7 @@ func TestSinkDeliveryAcrossProcesses(t *testing.T) {
 		e.verdict(accepted, verdictOptions{})
 		twice := 0
 		got := map[string]int{}
-		for _, d := range e.sink.delivered() {
+		for _, d := range e.sink.accepted() {
 			got[d.ID]++
 			if got[d.ID] == 2 {
 				twice++

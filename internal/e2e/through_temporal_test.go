@@ -223,8 +223,13 @@ func throughAnOutage(t *testing.T, bin string, flaps int) {
 		time.Since(down).Round(time.Millisecond), restarts, acceptedDuring, through, resent)
 	time.Sleep(2 * time.Second)
 	accepted := l.stop()
-	if n := l.unavailable.Load() + l.transport.Load(); n != 0 {
-		t.Errorf("%d requests got 503 or no answer while PostgreSQL was down and Temporal up", n)
+	// With Temporal up, a 503 is owed only to a start that outlasted start_timeout (a starved
+	// machine): a retry may succeed, so 503 with Retry-After is the right answer, and the serve
+	// log says so. Any other 503, or no answer, is a defect.
+	if n, slow := l.unavailable.Load()+l.transport.Load(), e.serve.slowStarts(); n > int64(slow) {
+		t.Errorf("%d requests got 503 or no answer while PostgreSQL was down and Temporal up, %d of them explained by a start that outlasted start_timeout", n, slow)
+	} else if n > 0 {
+		t.Logf("%d requests answered 503 while PostgreSQL was down: their starts through Temporal outlasted start_timeout (re-sent by the load, as a provider does)", n)
 	}
 	ready.check(t, "the PostgreSQL outage")
 	// A flapping PostgreSQL takes some of the events in its moments back up.

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -40,6 +41,8 @@ func TestWorkflowRunsEveryStepAndRecordsCompletion(t *testing.T) {
 		t.Run(local, func(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
+			// The SDK's 1 s deadlock detector fails a workflow task starved of CPU.
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 30 * time.Second})
 			b := NewBench()
 			env.RegisterWorkflowWithOptions(b.Workflow, workflow.RegisterOptions{Name: WorkflowName})
 			env.RegisterActivityWithOptions(b.Step, activityOptions("BaselineStep"))
