@@ -269,7 +269,7 @@ start_temporal() {
 		done
 	fi
 	if [[ $TEMPORAL == server ]]; then
-		log "Temporal server v1.29.1 (PostgreSQL) on 127.0.0.1:$TEMPORAL_PORT"
+		log "Temporal server v1.29.1 (PostgreSQL, SQL plugin ${TEMPORAL_SERVER_PLUGIN:-postgres12_pgx}, scripts/temporal-server.sh's default) on 127.0.0.1:$TEMPORAL_PORT"
 		local metrics=
 		[[ " $PHASES " != *" sizing "* ]] || metrics=$TEMPORAL_METRICS_PORT
 		local tpg=$PG
