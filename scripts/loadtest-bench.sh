@@ -269,7 +269,7 @@ start_temporal() {
 		done
 	fi
 	if [[ $TEMPORAL == server ]]; then
-		log "Temporal server v1.29.1 (PostgreSQL) on 127.0.0.1:$TEMPORAL_PORT"
+		log "Temporal server v1.29.1 (PostgreSQL, SQL plugin ${TEMPORAL_SERVER_PLUGIN:-postgres12_pgx}, scripts/temporal-server.sh's default) on 127.0.0.1:$TEMPORAL_PORT"
 		local metrics=
 		[[ " $PHASES " != *" sizing "* ]] || metrics=$TEMPORAL_METRICS_PORT
 		local tpg=$PG
@@ -442,13 +442,14 @@ SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity"
 # pg_statements <out>: with PGSTATS=1, pg_stat_statements of every database on the bench's own
 # cluster (mailhook's and, with TEMPORAL_PG=private, Temporal's two), per statement: database,
 # role, calls, rows, execution and planning time (ms; the cluster tracks planning), WAL bytes,
-# blocks dirtied, blocks read (hit or not), the query's first 400 characters,
+# blocks dirtied, blocks read (hit or not), the query's first 400 characters, and the plans made
+# (custom or generic: a prepared statement executed on a cached plan adds a call, not a plan),
 # tab-separated. The fixed phase resets them before its load and writes them after.
 pg_statements() {
 	psql "postgres://postgres@127.0.0.1:$PGO_PORT/postgres" -AtF$'\t' -c "
 SELECT d.datname, r.rolname, s.calls, s.rows, round(s.total_exec_time::numeric, 1), round(s.total_plan_time::numeric, 1),
        s.wal_bytes, s.shared_blks_dirtied, s.shared_blks_hit + s.shared_blks_read,
-       regexp_replace(left(s.query, 400), '\s+', ' ', 'g')
+       regexp_replace(left(s.query, 400), '\s+', ' ', 'g'), s.plans
 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid
 ORDER BY s.total_exec_time DESC" >"$1" 2>/dev/null || : >"$1"
 }

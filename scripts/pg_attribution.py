@@ -11,7 +11,7 @@ a baseline phase, run*-baseline*.json: Temporal's share alone):
     HOT, deleted, and the index entries they imply: an insert or a non-HOT update writes one
     into each index whose predicate the row meets, counted here as every index, an upper bound);
   - with PGSTATS=1 (and TEMPORAL_PG=private for Temporal's databases), the statements by
-    database and table (*.statements.tsv, pg_stat_statements): calls, rows, time (execution and planning), WAL bytes, blocks read (the load
+    database and table (*.statements.tsv, pg_stat_statements): calls, rows, time (execution and planning; planning and the plans made also apart), WAL bytes, blocks read (the load
     generator's own statements in mailhook's database, as role postgres, left out).
 Nothing is written; the figures go to stdout as Markdown tables.
 """
@@ -103,13 +103,15 @@ def statement_key(q):
 
 
 def statements(prefix, mailhook_db, n, top):
-    agg = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0])
+    # calls, rows, time ms (execution + planning), WAL bytes, blocks, planning ms, plans made
+    agg = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0, 0.0, 0])
     for r in tsv(prefix + ".statements.tsv"):
         if len(r) == 7:  # the first layout: no role, planning or blocks
             r = [r[0], "", *r[1:4], "0", *r[4:6], "0", r[6]]
         if len(r) < 10:
             continue
         db, role, calls, rws, ms, plan_ms, wal, _dirtied, blocks, q = r[:10]
+        plans = int(r[10]) if len(r) > 10 and r[10] else 0  # runs before it was recorded: 0
         if role == "postgres" and db == mailhook_db:
             continue  # the load generator's progress polls and verdict, not mailhook's work
         ms = float(ms) + float(plan_ms)
@@ -122,11 +124,13 @@ def statements(prefix, mailhook_db, n, top):
         a[2] += float(ms)
         a[3] += int(float(wal))
         a[4] += int(blocks)
+        a[5] += float(plan_ms)
+        a[6] += plans
     if not agg:
         return None, None
-    per_db = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0])
+    per_db = collections.defaultdict(lambda: [0, 0, 0.0, 0, 0, 0.0, 0])
     for (cls, _), a in agg.items():
-        for i in range(5):
+        for i in range(7):
             per_db[cls][i] += a[i]
     items = sorted(agg.items(), key=lambda kv: -kv[1][2])[:top]
     return per_db, items
@@ -164,15 +168,16 @@ def main():
             print(f"| **all** | rows written {tot[0]:.2f} | non-HOT updates {tot[1]:.2f} | | | {tot[2]:.1f} |")
         per_db, items = statements(prefix, db, n, top)
         if per_db:
-            print("\n| database | calls | rows | time ms | WAL bytes | blocks |")
-            print("|---|---|---|---|---|---|")
+            print("\n| database | calls | rows | time ms | of it planning ms | plans | WAL bytes | blocks |")
+            print("|---|---|---|---|---|---|---|---|")
             for cls, a in sorted(per_db.items()):
-                print(f"| {cls} | {a[0] / n:.2f} | {a[1] / n:.2f} | {a[2] / n:.3f} | {a[3] / n:,.0f} | {a[4] / n:.0f} |")
-            print(f"\nTop {top} statements by time, per event:\n")
-            print("| database | statement | calls | rows | time ms | WAL bytes | blocks |")
-            print("|---|---|---|---|---|---|---|")
+                print(f"| {cls} | {a[0] / n:.2f} | {a[1] / n:.2f} | {a[2] / n:.3f} | {a[5] / n:.3f} | {a[6] / n:.3f} | {a[3] / n:,.0f} | {a[4] / n:.0f} |")
+            print(f"\nTop {top} statements by time, per event (plans: per call):\n")
+            print("| database | statement | calls | rows | time ms | of it planning ms | plans per call | WAL bytes | blocks |")
+            print("|---|---|---|---|---|---|---|---|---|")
             for (cls, k), a in items:
-                print(f"| {cls} | {k} | {a[0] / n:.2f} | {a[1] / n:.2f} | {a[2] / n:.3f} | {a[3] / n:,.0f} | {a[4] / n:.0f} |")
+                ppc = a[6] / a[0] if a[0] else 0
+                print(f"| {cls} | {k} | {a[0] / n:.2f} | {a[1] / n:.2f} | {a[2] / n:.3f} | {a[5] / n:.3f} | {ppc:.3f} | {a[3] / n:,.0f} | {a[4] / n:.0f} |")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,10 @@
 #   TEMPORAL_CLI          the Temporal CLI (default: scripts/ensure-temporal-cli.sh)
 #   TEMPORAL_SERVER_METRICS_PORT serve the server's Prometheus metrics on 127.0.0.1:<port>/metrics
 #                         (unset: none); scripts/sizing.sh reads its billable `action` counter
-#   TEMPORAL_SERVER_PLUGIN the SQL plugin (default postgres12, lib/pq: every statement parsed and
-#                         planned anew); postgres12_pgx (pgx: statements prepared per connection)
+#   TEMPORAL_SERVER_PLUGIN the SQL plugin of both stores (default postgres12_pgx, pgx: statements
+#                         prepared per connection and run on their cached plans; postgres12, lib/pq:
+#                         every statement parsed and planned anew: more than twice the CPU of
+#                         Temporal's database per event, docs/operations/sizing.md#cpu)
 #
 # `start` prints the frontend address on stdout; progress goes to stderr.
 set -euo pipefail
@@ -41,7 +43,7 @@ PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
 MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
 METRICS_PORT=${TEMPORAL_SERVER_METRICS_PORT:-}
-PLUGIN=${TEMPORAL_SERVER_PLUGIN:-postgres12}
+PLUGIN=${TEMPORAL_SERVER_PLUGIN:-postgres12_pgx}
 DB=temporal_$PORT
 VISDB=temporal_visibility_$PORT
 

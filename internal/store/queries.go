@@ -40,6 +40,29 @@ SET processed_at = COALESCE(processed_at, now())
 WHERE provider = $1 AND event_id = $2
 RETURNING processed_at`
 
+	// qMarkProcessedSent for one notification, the run of an event with one sink: id = $3, not
+	// id = ANY($3). PostgreSQL prices a generic plan's array parameter at 10 elements and a
+	// custom plan's at the one it holds, so with ANY the custom plan always looks cheaper and the
+	// statement is planned anew at every execution; with a scalar both price one row, and after
+	// its first five executions on a connection it runs on the connection's cached generic plan
+	// (TestTheEventPathRunsOnCachedPlans). Same plan: the primary key, one row.
+	qMarkProcessedSentOne = `
+WITH n AS (
+    UPDATE notifications
+    SET status = 'sent', sent_at = now(), attempts = attempts + 1, last_error = NULL,
+        updated_at = now()
+    WHERE id = $3 AND status <> 'sent'
+    RETURNING sink
+), s AS (
+    UPDATE sinks SET consecutive_failures = 0, updated_at = now()
+    FROM n
+    WHERE sinks.name = n.sink AND sinks.consecutive_failures > 0
+)
+UPDATE webhook_events
+SET processed_at = COALESCE(processed_at, now())
+WHERE provider = $1 AND event_id = $2
+RETURNING processed_at`
+
 	qRecordedOutcome = `
 SELECT outcome, from_status, to_status, bounce_type, recipient, version, suppressed
 FROM message_events

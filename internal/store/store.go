@@ -247,7 +247,11 @@ func (s *Events) RecordEvent(ctx context.Context, ev domain.Event) (domain.Recor
 // is removed in the same transaction once all its notifications are sent.
 func (s *Events) MarkProcessed(ctx context.Context, provider, eventID string, sent ...string) error {
 	query, args := qMarkProcessed, []any{provider, eventID}
-	if len(sent) > 0 {
+	switch len(sent) {
+	case 0:
+	case 1:
+		query, args = qMarkProcessedSentOne, append(args, sent[0])
+	default:
 		query, args = qMarkProcessedSent, append(args, sent)
 	}
 	var err error
