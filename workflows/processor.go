@@ -62,6 +62,21 @@ var dbActivity = workflow.ActivityOptions{
 	},
 }
 
+// eventStepActivity: ProcessEvent's database steps (Process, MarkProcessed, RecordAccepted) as
+// regular activities. Their activity waits through a PostgreSQL outage, heartbeating, instead of
+// failing (activities.waitForPostgreSQL), so an outage costs an event in flight one activity
+// task, not one per retry (issue 40): the start-to-close timeout is as long as an outage may
+// last, and the heartbeat timeout is what notices a worker that died while waiting (the server
+// then retries the step on another). Each heartbeat is an RPC, not a task: the SDK sends at most
+// one a minute (its throttle, 0.8 of the heartbeat timeout, at most 60 s). The retry policy is
+// dbActivity's, for the failures that are no outage and for a worker lost. Activity options are
+// not part of the determinism check: runs scheduled before with dbActivity replay alike.
+var eventStepActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 24 * time.Hour,
+	HeartbeatTimeout:    2 * time.Minute,
+	RetryPolicy:         dbActivity.RetryPolicy,
+}
+
 // notification is one (type, sink) to notify.
 type notification struct {
 	Type string

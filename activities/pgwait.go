@@ -1,0 +1,71 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mailhook/mailhook/internal/pggate"
+)
+
+// ErrTypePostgreSQLUnavailable: a database step run as a local activity found its worker's
+// PostgreSQL gate closed (an outage the worker's prober has seen). It fails at once, without
+// the local retries, and the workflow goes on with the step as a regular activity, which waits
+// for PostgreSQL (waitForPostgreSQL). Not final, whatever its non-retryable flag says.
+const ErrTypePostgreSQLUnavailable = "PostgreSQLUnavailable"
+
+// stepAttemptTimeout bounds one try of a database step that waits for PostgreSQL: such a step
+// runs under a start-to-close timeout as long as an outage, and a statement PostgreSQL never
+// answers must still end (as the 30 s start-to-close timeout of before ended it).
+const stepAttemptTimeout = 30 * time.Second
+
+// waitForPostgreSQL runs op, a database step's work, so that a PostgreSQL outage costs its event
+// one activity task, whatever its length (issue 40). As a local activity, it fails at once while
+// the worker's gate is closed (ErrTypePostgreSQLUnavailable), and reports a failure that says
+// PostgreSQL is unavailable, so that the gate probes. As a regular activity scheduled with a
+// heartbeat timeout, it waits, heartbeating what the gate knows (the Temporal UI's pending
+// activity shows "waiting for PostgreSQL"), until a probe finds PostgreSQL back, then tries
+// again; a worker that dies while waiting stops heartbeating, and the server retries the step
+// elsewhere after the heartbeat timeout. Without a gate (tests), or scheduled without a
+// heartbeat timeout (by a run started before the gate, whose start-to-close timeout an outage
+// outlasts), it runs op once and Temporal retries it, as before.
+func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Context) error) error {
+	g := a.PostgreSQL
+	if g == nil {
+		return op(ctx)
+	}
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity {
+		if st := g.State(); st.Down {
+			return temporal.NewNonRetryableApplicationError("waiting for PostgreSQL: "+st.String(),
+				ErrTypePostgreSQLUnavailable, nil)
+		}
+		err := op(ctx)
+		if g.Unavailable(err) && ctx.Err() == nil {
+			g.Report(err)
+		}
+		return err
+	}
+	if info.HeartbeatTimeout <= 0 {
+		return op(ctx)
+	}
+	for {
+		tctx, cancel := context.WithTimeout(ctx, stepAttemptTimeout)
+		err := op(tctx)
+		cancel()
+		if err == nil || !g.Unavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		werr := g.Wait(ctx, err, func(st pggate.State) {
+			activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s)", st))
+		})
+		if werr != nil {
+			// Cancelled or timed out: the server retries the step (another worker, or this one
+			// after its restart), and the UI shows why it last failed.
+			return fmt.Errorf("waiting for PostgreSQL: %w", err)
+		}
+	}
+}

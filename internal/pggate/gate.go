@@ -1,0 +1,233 @@
+// Package pggate tells a worker's database steps whether PostgreSQL can take their writes, and
+// lets a step wait until it can. One Gate per worker process probes PostgreSQL for all of them,
+// so an outage costs a probe every few seconds per worker, not a failed and retried activity
+// task per event in flight (issue 40): a step that meets the outage waits, heartbeating, inside
+// its one activity task, and goes on once a probe finds PostgreSQL back.
+package pggate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Options configures a Gate.
+type Options struct {
+	// Probe checks that PostgreSQL takes connections and writes (store.Store.Writable).
+	Probe func(context.Context) error
+	// Unavailable reports whether a step's error says PostgreSQL is down, restarting or
+	// read-only (store.IsUnavailable): only such errors close the gate and make a step wait.
+	Unavailable func(error) bool
+	// FirstProbe is the wait before probing again after a failed probe, doubling up to
+	// LongestProbe: the most a step waits after PostgreSQL is back. Zero: 500 ms and 5 s.
+	FirstProbe, LongestProbe time.Duration
+	// ProbeTimeout bounds one probe (a server that does not answer at all); zero: 5 s.
+	ProbeTimeout time.Duration
+	// Log gets a line when PostgreSQL goes and one when it is back; nil: slog.Default().
+	Log *slog.Logger
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// Gate is one worker's view of PostgreSQL. It starts open; a step that fails because PostgreSQL
+// is unavailable reports it (Report, Wait), and a prober goroutine, one per Gate, probes until
+// a probe succeeds. The zero value is not usable: call New.
+type Gate struct {
+	o Options
+
+	mu sync.Mutex
+	// reported counts the reports; probing, whether the prober runs.
+	reported uint64
+	probing  bool
+	// cleared is the count of reports that a successful probe started after: a waiter whose
+	// report is at most it may go on.
+	cleared uint64
+	// down: the last probe failed; since is when the first failed probe of this outage started,
+	// lastErr the latest failure (a step's or a probe's).
+	down    bool
+	since   time.Time
+	lastErr error
+	// changed is closed (and replaced) when a probe ends.
+	changed chan struct{}
+	// waiting counts the steps waiting now, for the log line that says PostgreSQL is back.
+	waiting int
+	stop    chan struct{}
+	stopped bool
+}
+
+// New is a Gate that probes with o.Probe.
+func New(o Options) *Gate {
+	if o.FirstProbe <= 0 {
+		o.FirstProbe = 500 * time.Millisecond
+	}
+	if o.LongestProbe < o.FirstProbe {
+		o.LongestProbe = max(5*time.Second, o.FirstProbe)
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Gate{o: o, changed: make(chan struct{}), stop: make(chan struct{})}
+}
+
+// Unavailable reports whether err says PostgreSQL is unavailable (Options.Unavailable).
+func (g *Gate) Unavailable(err error) bool {
+	return err != nil && g.o.Unavailable(err)
+}
+
+// State is what the gate knows of PostgreSQL now.
+type State struct {
+	// Down: the latest probe failed. A step that would fail now waits instead.
+	Down bool
+	// Since is when this outage was first noticed; LastError, the latest failure.
+	Since     time.Time
+	LastError error
+}
+
+// String is how a waiting step describes the outage in its heartbeat (the Temporal UI's
+// pending activity) and in its error.
+func (s State) String() string {
+	if !s.Down {
+		return "PostgreSQL is being probed after a failed step"
+	}
+	return fmt.Sprintf("PostgreSQL unavailable since %s: %v", s.Since.UTC().Format(time.RFC3339), s.LastError)
+}
+
+// State is the gate's state now.
+func (g *Gate) State() State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return State{Down: g.down, Since: g.since, LastError: g.lastErr}
+}
+
+// Report tells the gate that a step failed with err, which Unavailable accepted: it probes
+// PostgreSQL (starting its prober if it is not running).
+func (g *Gate) Report(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.report(err)
+}
+
+// report is Report under g.mu; it returns the report's number.
+func (g *Gate) report(err error) uint64 {
+	g.reported++
+	if g.down && err != nil {
+		g.lastErr = err
+	}
+	if !g.probing && !g.stopped {
+		g.probing = true
+		go g.probe()
+	}
+	return g.reported
+}
+
+// Wait reports err, a step's failure that Unavailable accepted, and waits until a probe that
+// started after it finds PostgreSQL back, or ctx ends (its error then). Every few seconds of the
+// wait it calls status with what the gate knows (a waiting activity heartbeats with it).
+func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
+	g.mu.Lock()
+	n := g.report(err)
+	g.waiting++
+	defer func() {
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+	}()
+	for {
+		if g.cleared >= n {
+			g.mu.Unlock()
+			return nil
+		}
+		st, changed := State{Down: g.down, Since: g.since, LastError: g.lastErr}, g.changed
+		g.mu.Unlock()
+		if status != nil {
+			status(st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-time.After(statusEvery):
+		}
+		g.mu.Lock()
+	}
+}
+
+// statusEvery is how often a waiting step is told the gate's state: the SDK sends at most one
+// heartbeat per throttle interval (at most a minute), the latest given.
+const statusEvery = 20 * time.Second
+
+// Close stops the prober; waiters wait until their context ends.
+func (g *Gate) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.stopped {
+		g.stopped = true
+		close(g.stop)
+	}
+}
+
+// probe runs while a report is not cleared: it probes, and after a failed probe waits
+// FirstProbe, doubling up to LongestProbe, before the next. A successful probe clears the reports
+// made before it started; a report made since asks for another probe, after the same wait, so
+// that a step PostgreSQL keeps refusing while the probe passes retries at the probes' pace, not
+// in a loop.
+func (g *Gate) probe() {
+	interval := g.o.FirstProbe
+	for {
+		g.mu.Lock()
+		n := g.reported
+		g.mu.Unlock()
+		started := g.o.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), g.o.ProbeTimeout)
+		err := g.o.Probe(ctx)
+		cancel()
+
+		g.mu.Lock()
+		wasDown, since, waiting := g.down, g.since, g.waiting
+		if err == nil {
+			g.cleared, g.down, g.lastErr = n, false, nil
+		} else {
+			if !g.down {
+				g.since = started
+			}
+			g.down, g.lastErr = true, err
+		}
+		close(g.changed)
+		g.changed = make(chan struct{})
+		done := err == nil && g.reported == n
+		if done {
+			g.probing = false
+		}
+		g.mu.Unlock()
+
+		switch {
+		case err != nil && !wasDown:
+			g.o.Log.Warn("PostgreSQL is unavailable: the worker's database steps wait for it, each in its one activity task, probed every few seconds", "error", err)
+		case err == nil && wasDown:
+			g.o.Log.Info("PostgreSQL is back: the waiting database steps go on", "down_for", g.o.Now().Sub(since).Round(time.Millisecond), "waiting", waiting)
+		}
+		if done {
+			return
+		}
+		if err == nil && !wasDown {
+			interval = g.o.FirstProbe
+		}
+		select {
+		case <-g.stop:
+			g.mu.Lock()
+			g.probing = false
+			g.mu.Unlock()
+			return
+		case <-time.After(interval):
+		}
+		interval = min(2*interval, g.o.LongestProbe)
+	}
+}
