@@ -40,7 +40,7 @@ func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Cont
 	info := activity.GetInfo(ctx)
 	if info.IsLocalActivity {
 		if st := g.State(); st.Down {
-			return temporal.NewNonRetryableApplicationError("waiting for PostgreSQL: "+st.String(),
+			return temporal.NewNonRetryableApplicationError("PostgreSQL "+st.String()+"; the step waits for it as a regular activity",
 				ErrTypePostgreSQLUnavailable, nil)
 		}
 		err := op(ctx)
@@ -60,7 +60,9 @@ func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Cont
 			return err
 		}
 		werr := g.Wait(ctx, err, func(st pggate.State) {
-			activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s)", st))
+			// What the UI shows of the pending step: the outage as the worker's probes see it,
+			// and what the step itself met.
+			activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", st, err))
 		})
 		if werr != nil {
 			// Cancelled or timed out: the server retries the step (another worker, or this one

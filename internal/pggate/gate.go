@@ -21,7 +21,8 @@ type Options struct {
 	// read-only (store.IsUnavailable): only such errors close the gate and make a step wait.
 	Unavailable func(error) bool
 	// FirstProbe is the wait before probing again after a failed probe, doubling up to
-	// LongestProbe: the most a step waits after PostgreSQL is back. Zero: 500 ms and 5 s.
+	// LongestProbe: the most a step waits after PostgreSQL is back. Zero: 250 ms and 2 s (a
+	// connection every 2 s per worker through an outage).
 	FirstProbe, LongestProbe time.Duration
 	// ProbeTimeout bounds one probe (a server that does not answer at all); zero: 5 s.
 	ProbeTimeout time.Duration
@@ -45,7 +46,7 @@ type Gate struct {
 	// report is at most it may go on.
 	cleared uint64
 	// down: the last probe failed; since is when the first failed probe of this outage started,
-	// lastErr the latest failure (a step's or a probe's).
+	// lastErr the latest probe's failure.
 	down    bool
 	since   time.Time
 	lastErr error
@@ -60,10 +61,10 @@ type Gate struct {
 // New is a Gate that probes with o.Probe.
 func New(o Options) *Gate {
 	if o.FirstProbe <= 0 {
-		o.FirstProbe = 500 * time.Millisecond
+		o.FirstProbe = 250 * time.Millisecond
 	}
 	if o.LongestProbe < o.FirstProbe {
-		o.LongestProbe = max(5*time.Second, o.FirstProbe)
+		o.LongestProbe = max(2*time.Second, o.FirstProbe)
 	}
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = 5 * time.Second
@@ -86,7 +87,7 @@ func (g *Gate) Unavailable(err error) bool {
 type State struct {
 	// Down: the latest probe failed. A step that would fail now waits instead.
 	Down bool
-	// Since is when this outage was first noticed; LastError, the latest failure.
+	// Since is when this outage was first noticed; LastError, the latest probe's failure.
 	Since     time.Time
 	LastError error
 }
@@ -95,9 +96,9 @@ type State struct {
 // pending activity) and in its error.
 func (s State) String() string {
 	if !s.Down {
-		return "PostgreSQL is being probed after a failed step"
+		return "probing PostgreSQL after a failed step"
 	}
-	return fmt.Sprintf("PostgreSQL unavailable since %s: %v", s.Since.UTC().Format(time.RFC3339), s.LastError)
+	return fmt.Sprintf("unavailable since %s: %v", s.Since.UTC().Format(time.RFC3339), s.LastError)
 }
 
 // State is the gate's state now.
@@ -108,7 +109,8 @@ func (g *Gate) State() State {
 }
 
 // Report tells the gate that a step failed with err, which Unavailable accepted: it probes
-// PostgreSQL (starting its prober if it is not running).
+// PostgreSQL (starting its prober if it is not running). The gate's own state is its probes'
+// (a step's error names its event, which is no other step's business).
 func (g *Gate) Report(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -118,9 +120,6 @@ func (g *Gate) Report(err error) {
 // report is Report under g.mu; it returns the report's number.
 func (g *Gate) report(err error) uint64 {
 	g.reported++
-	if g.down && err != nil {
-		g.lastErr = err
-	}
 	if !g.probing && !g.stopped {
 		g.probing = true
 		go g.probe()
