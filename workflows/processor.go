@@ -38,13 +38,15 @@ type NotifyPolicy struct {
 // part of the determinism check, so changing them is safe for running workflows.
 type Processor struct {
 	Notify NotifyPolicy
-	// Record spaces the attempts of a run accepted through Temporal to store its event
-	// (acceptance.through_temporal.record_interval and record_max_interval; zero: 20 s and 80 s).
+	// Record spaces the retries of a run accepted through Temporal to store its event
+	// (acceptance.through_temporal.record_interval and record_max_interval; zero: 20 s and 80 s);
+	// an attempt itself waits through a PostgreSQL outage.
 	Record RecordPolicy
 }
 
-// RecordPolicy is how often a run accepted through Temporal tries to store its event while
-// PostgreSQL is down: InitialInterval, doubling up to MaxInterval, until it is back.
+// RecordPolicy is how a run accepted through Temporal retries storing its event after an attempt
+// failed (its worker lost while it waited for PostgreSQL, or a failure that is no outage):
+// InitialInterval, doubling up to MaxInterval.
 type RecordPolicy struct {
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
