@@ -868,6 +868,10 @@ func (s *workSampler) report(t *testing.T, l *togetherLoad, applied []appliedFau
 	}
 	slices.Sort(origins)
 	t.Logf("starts by origin and result (StartWorkflowExecution calls %.0f): %s", starts, strings.Join(origins, ", "))
+	// Heartbeats are RPCs, not tasks: the database steps that wait through a PostgreSQL outage
+	// send one when they begin to wait and about one a minute after (issue 40).
+	hb := s.total["RecordActivityTaskHeartbeat"] + s.total["RecordActivityTaskHeartbeatById"]
+	t.Logf("activity heartbeats %.0f (%.3f per event)", hb, per(hb, accepted))
 	var lines []string
 	for _, f := range applied {
 		a, b := s.at(f.Start), s.at(f.End+10*time.Second)
