@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,15 +60,39 @@ func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Cont
 		if err == nil || !g.Unavailable(err) || ctx.Err() != nil {
 			return err
 		}
-		werr := g.Wait(ctx, err, func(st pggate.State) {
-			// What the UI shows of the pending step: the outage as the worker's probes see it,
-			// and what the step itself met.
-			activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", st, err))
-		})
-		if werr != nil {
-			// Cancelled or timed out: the server retries the step (another worker, or this one
-			// after its restart), and the UI shows why it last failed.
-			return fmt.Errorf("waiting for PostgreSQL: %w", err)
+		if werr := waitForGate(ctx, g, err); werr != nil {
+			// The worker stopping, or the step cancelled or timed out: the server retries the
+			// step (on another worker, or on this one after its restart), and the UI shows why
+			// it last failed.
+			return fmt.Errorf("waiting for PostgreSQL: %w (%w)", werr, err)
 		}
 	}
+}
+
+// errWorkerStopping ends a wait when the worker begins to stop (a deploy during the outage):
+// the step fails at once, and Temporal retries it on another worker, instead of holding the
+// worker's shutdown for its stop timeout.
+var errWorkerStopping = errors.New("the worker is stopping")
+
+// waitForGate waits on the gate for a step that failed with err, heartbeating what the gate
+// knows, until PostgreSQL is back, ctx ends or the worker begins to stop.
+func waitForGate(ctx context.Context, g *pggate.Gate, err error) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-activity.GetWorkerStopChannel(ctx):
+			cancel(errWorkerStopping)
+		case <-wctx.Done():
+		}
+	}()
+	werr := g.Wait(wctx, err, func(st pggate.State) {
+		// What the UI shows of the pending step: the outage as the worker's probes see it, and
+		// what the step itself met.
+		activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", st, err))
+	})
+	if werr != nil {
+		return context.Cause(wctx)
+	}
+	return nil
 }
