@@ -211,7 +211,7 @@ func (g *Gate) probe() {
 		case err != nil && !wasDown:
 			g.o.Log.Warn("PostgreSQL is unavailable: the worker's database steps wait for it, each in its one activity task, probed every few seconds", "error", err)
 		case err == nil && wasDown:
-			g.o.Log.Info("PostgreSQL is back: the waiting database steps go on", "down_for", g.o.Now().Sub(since).Round(time.Millisecond), "waiting", waiting)
+			g.o.Log.Info("PostgreSQL is back: the waiting database steps go on", "down_for", g.o.Now().Sub(since).Round(time.Millisecond).String(), "waiting", waiting)
 		}
 		if done {
 			return
