@@ -23,7 +23,7 @@ func TestWaitForTheGateEndsWhenTheWorkerStops(t *testing.T) {
 	g := pggate.New(pggate.Options{
 		Probe:       func(context.Context) error { return refused }, // PostgreSQL never comes back
 		Unavailable: func(err error) bool { return errors.Is(err, refused) },
-		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond, StatusAfter: time.Millisecond,
 	})
 	defer g.Close()
 	var s testsuite.WorkflowTestSuite

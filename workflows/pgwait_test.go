@@ -62,7 +62,7 @@ func TestProcessEventWaitsOnTheGateInOneAttempt(t *testing.T) {
 			return nil
 		},
 		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
-		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond, StatusAfter: time.Millisecond,
 	})
 	defer g.Close()
 	a := &activities.Activities{Events: st, PostgreSQL: g}

@@ -69,13 +69,16 @@ var dbActivity = workflow.ActivityOptions{
 // failing (activities.waitForPostgreSQL), so an outage costs an event in flight one activity
 // task, not one per retry (issue 40): the start-to-close timeout is as long as an outage may
 // last, and the heartbeat timeout is what notices a worker that died while waiting (the server
-// then retries the step on another). Each heartbeat is an RPC, not a task: the SDK sends at most
-// one a minute (its throttle, 0.8 of the heartbeat timeout, at most 60 s). The retry policy is
-// dbActivity's, for the failures that are no outage and for a worker lost. Activity options are
-// not part of the determinism check: runs scheduled before with dbActivity replay alike.
+// then retries the step on another). A waiting step heartbeats a minute into its wait and every
+// 2 minutes after (pggate.Options.StatusAfter, StatusEvery): each heartbeat is an RPC and, on
+// Temporal Cloud, an action, so an outage of a minute costs none and one of an hour about 30,
+// against about 60 retries before; the 5-minute timeout is the longest a step whose worker died
+// waits after PostgreSQL is back. The retry policy is dbActivity's, for the failures that are no
+// outage and for a worker lost. Activity options are not part of the determinism check: runs
+// scheduled before with dbActivity replay alike.
 var eventStepActivity = workflow.ActivityOptions{
 	StartToCloseTimeout: 24 * time.Hour,
-	HeartbeatTimeout:    2 * time.Minute,
+	HeartbeatTimeout:    5 * time.Minute,
 	RetryPolicy:         dbActivity.RetryPolicy,
 }
 

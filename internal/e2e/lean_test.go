@@ -160,12 +160,12 @@ func TestLeanWorkflowShape(t *testing.T) {
 // TestPostgresOutageCostsEachEventOneActivityTask: the database steps run as local activities,
 // which Temporal does not list as pending. When PostgreSQL is down under a run, the step goes on
 // as a regular activity, so describing the workflow (the UI's "Pending Activities", `temporal
-// workflow describe`) names the step and says, in its heartbeat details, that it is waiting for
-// PostgreSQL and why. It waits there in one attempt however long the outage lasts (issue 40): an
-// outage costs each event in flight one activity task and one workflow task more, not a failed
-// attempt per retry (dbActivity's 1 s doubling to a minute made 6 attempts in 40 s, and
-// RecordAccepted's 20 s doubling 2 or 3). So do the events accepted through Temporal while it is
-// down. When PostgreSQL is back every event is processed and notified once.
+// workflow describe`) names the step and, from a minute into its wait, says in its heartbeat
+// details that it is waiting for PostgreSQL and why. It waits there in one attempt however long
+// the outage lasts (issue 40): an outage costs each event in flight one activity task and one
+// workflow task more, not a failed attempt per retry (dbActivity's 1 s doubling to a minute made
+// about 7 attempts in 70 s, and RecordAccepted's 20 s doubling 3). So do the events accepted through
+// Temporal while it is down. When PostgreSQL is back every event is processed and notified once.
 func TestPostgresOutageCostsEachEventOneActivityTask(t *testing.T) {
 	t.Parallel()
 	pg := startPrivatePostgres(t)
@@ -196,24 +196,24 @@ func TestPostgresOutageCostsEachEventOneActivityTask(t *testing.T) {
 	// Each call is a single quick operation; the waits on asynchronous work below are
 	// progress-based, so no total deadline is put on the test.
 	ctx := t.Context()
-	pending := map[string]*workflowpb.PendingActivityInfo{}
-	waitUntil(t, "every run's database step pending", func() bool {
+	pendingSteps := func() map[string]*workflowpb.PendingActivityInfo {
+		pending := map[string]*workflowpb.PendingActivityInfo{}
 		for _, wf := range wfs {
-			if pending[wf] != nil {
-				continue
-			}
 			d, err := h.svc.Temporal.DescribeWorkflowExecution(ctx, wf, "")
 			if err != nil {
-				return false
+				continue
 			}
 			for _, p := range d.GetPendingActivities() {
-				if len(p.GetHeartbeatDetails().GetPayloads()) > 0 || p.GetLastFailure() != nil {
-					pending[wf] = p
-				}
+				pending[wf] = p
 			}
 		}
-		return len(pending) == len(wfs)
-	})
+		return pending
+	}
+	waitUntil(t, "every run's database step pending", func() bool { return len(pendingSteps()) == len(wfs) })
+	// The outage goes on for 70 s more: a cost per retry would show, and the waiting steps
+	// heartbeat a minute into their wait.
+	time.Sleep(70 * time.Second)
+	pending := pendingSteps()
 	for i, wf := range wfs {
 		p := pending[wf]
 		step, want := p.GetActivityType().GetName(), activities.ProcessName
@@ -224,6 +224,10 @@ func TestPostgresOutageCostsEachEventOneActivityTask(t *testing.T) {
 		for _, d := range p.GetHeartbeatDetails().GetPayloads() {
 			details += string(d.GetData())
 		}
+		if p == nil {
+			t.Errorf("%s: no pending step 70 s into the outage", wf)
+			continue
+		}
 		if i == 0 || i == recorded {
 			t.Logf("describe while PostgreSQL is down: pending %s, attempt %d, heartbeat %s, last failure %q",
 				step, p.GetAttempt(), details, p.GetLastFailure().GetMessage())
@@ -233,9 +237,6 @@ func TestPostgresOutageCostsEachEventOneActivityTask(t *testing.T) {
 				wf, step, details, p.GetLastFailure().GetMessage(), want)
 		}
 	}
-
-	// The outage goes on for 40 s more: a cost per retry would show.
-	time.Sleep(40 * time.Second)
 	pg.start(t)
 	up := time.Now()
 	h.waitProcessed(ids...)

@@ -26,6 +26,12 @@ type Options struct {
 	FirstProbe, LongestProbe time.Duration
 	// ProbeTimeout bounds one probe (a server that does not answer at all); zero: 5 s.
 	ProbeTimeout time.Duration
+	// StatusAfter is how long a step waits before Wait first tells it the gate's state, and
+	// StatusEvery how often after that; zero: 1 and 2 minutes. A waiting activity heartbeats
+	// then, and each heartbeat is an RPC and, on Temporal Cloud, a billed action: an outage
+	// shorter than StatusAfter costs a step none, a longer one one per StatusEvery. The
+	// activity's heartbeat timeout must exceed both (eventStepActivity: 5 minutes).
+	StatusAfter, StatusEvery time.Duration
 	// Log gets a line when PostgreSQL goes and one when it is back; nil: slog.Default().
 	Log *slog.Logger
 	// Now is the clock; nil: time.Now.
@@ -68,6 +74,12 @@ func New(o Options) *Gate {
 	}
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = 5 * time.Second
+	}
+	if o.StatusAfter <= 0 {
+		o.StatusAfter = time.Minute
+	}
+	if o.StatusEvery <= 0 {
+		o.StatusEvery = 2 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -128,8 +140,9 @@ func (g *Gate) report(err error) uint64 {
 }
 
 // Wait reports err, a step's failure that Unavailable accepted, and waits until a probe that
-// started after it finds PostgreSQL back, or ctx ends (its error then). Every few seconds of the
-// wait it calls status with what the gate knows (a waiting activity heartbeats with it).
+// started after it finds PostgreSQL back, or ctx ends (its error then). StatusAfter into the
+// wait, and every StatusEvery after, it calls status with what the gate knows (a waiting activity
+// heartbeats with it).
 func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
 	g.mu.Lock()
 	n := g.report(err)
@@ -139,29 +152,28 @@ func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
 		g.waiting--
 		g.mu.Unlock()
 	}()
+	next := time.NewTimer(g.o.StatusAfter)
+	defer next.Stop()
 	for {
 		if g.cleared >= n {
 			g.mu.Unlock()
 			return nil
 		}
-		st, changed := State{Down: g.down, Since: g.since, LastError: g.lastErr}, g.changed
+		changed := g.changed
 		g.mu.Unlock()
-		if status != nil {
-			status(st)
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-changed:
-		case <-time.After(statusEvery):
+		case <-next.C:
+			if status != nil {
+				status(g.State())
+			}
+			next.Reset(g.o.StatusEvery)
 		}
 		g.mu.Lock()
 	}
 }
-
-// statusEvery is how often a waiting step is told the gate's state: the SDK sends at most one
-// heartbeat per throttle interval (at most a minute), the latest given.
-const statusEvery = 20 * time.Second
 
 // Close stops the prober; waiters wait until their context ends.
 func (g *Gate) Close() {

@@ -49,12 +49,12 @@ func TestStepsWaitOnOneProberUntilPostgreSQLIsBack(t *testing.T) {
 	defer g.Close()
 	const steps = 50
 	var wg sync.WaitGroup
-	var released atomic.Int64
+	var released, statuses atomic.Int64
 	for range steps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.Wait(context.Background(), errRefused, nil); err != nil {
+			if err := g.Wait(context.Background(), errRefused, func(pggate.State) { statuses.Add(1) }); err != nil {
 				t.Errorf("wait: %v", err)
 			}
 			released.Add(1)
@@ -76,6 +76,10 @@ func TestStepsWaitOnOneProberUntilPostgreSQLIsBack(t *testing.T) {
 	}
 	if m := pg.mostAtOnce.Load(); m != 1 {
 		t.Errorf("%d probes ran at once, want one prober per gate", m)
+	}
+	// An outage shorter than StatusAfter (a minute) costs the waiting steps no heartbeat.
+	if n := statuses.Load(); n != 0 {
+		t.Errorf("%d status calls in an outage shorter than StatusAfter, want none", n)
 	}
 }
 
