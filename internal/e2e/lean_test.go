@@ -164,7 +164,7 @@ func TestLeanWorkflowShape(t *testing.T) {
 // details that it is waiting for PostgreSQL and why. It waits there in one attempt however long
 // the outage lasts (issue 40): an outage costs each event in flight one activity task and one
 // workflow task more, not a failed attempt per retry (dbActivity's 1 s doubling to a minute made
-// about 7 attempts in 70 s, and RecordAccepted's 20 s doubling 3). So do the events accepted through
+// 8 attempts, and RecordAccepted's 20 s doubling 4, on main on a loaded machine). So do the events accepted through
 // Temporal while it is down. When PostgreSQL is back every event is processed and notified once.
 func TestPostgresOutageCostsEachEventOneActivityTask(t *testing.T) {
 	t.Parallel()
