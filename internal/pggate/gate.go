@@ -45,9 +45,13 @@ type Gate struct {
 	o Options
 
 	mu sync.Mutex
-	// reported counts the reports; probing, whether the prober runs.
+	// reported counts the reports; probing, whether the prober runs, and prober which one
+	// (a prober Succeeded ended stops when it next looks).
 	reported uint64
 	probing  bool
+	prober   uint64
+	// succeeded: a step's statement succeeded since the running probe began (Succeeded).
+	succeeded bool
 	// cleared is the count of reports that a successful probe started after: a waiter whose
 	// report is at most it may go on.
 	cleared uint64
@@ -134,7 +138,8 @@ func (g *Gate) report(err error) uint64 {
 	g.reported++
 	if !g.probing && !g.stopped {
 		g.probing = true
-		go g.probe()
+		g.prober++
+		go g.probe(g.prober)
 	}
 	return g.reported
 }
@@ -175,6 +180,29 @@ func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
 	}
 }
 
+// Succeeded tells the gate that a step's statement succeeded (a waiting step's retry, after a
+// probe or not): PostgreSQL takes writes, whatever the probes say. A closed gate opens, the steps
+// waiting go on, and the prober stops. Without it a probe that fails while the pool works (its
+// new connection refused: max_connections reached by others, a pooler's client limit) would
+// keep the gate closed, and every step would skip its local attempts for a regular activity.
+func (g *Gate) Succeeded() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.probing && !g.down {
+		return
+	}
+	g.succeeded = true
+	if !g.down {
+		return // a probe runs; it takes the success into account
+	}
+	since, waiting := g.since, g.waiting
+	g.cleared, g.down, g.lastErr, g.probing = g.reported, false, nil, false
+	close(g.changed)
+	g.changed = make(chan struct{})
+	g.o.Log.Info("PostgreSQL is back (a step's statement succeeded): the waiting database steps go on",
+		"down_for", g.o.Now().Sub(since).Round(time.Millisecond).String(), "waiting", waiting)
+}
+
 // Close stops the prober; waiters wait until their context ends.
 func (g *Gate) Close() {
 	g.mu.Lock()
@@ -190,11 +218,16 @@ func (g *Gate) Close() {
 // made before it started; a report made since asks for another probe, after the same wait, so
 // that a step PostgreSQL keeps refusing while the probe passes retries at the probes' pace, not
 // in a loop.
-func (g *Gate) probe() {
+func (g *Gate) probe(me uint64) {
 	interval := g.o.FirstProbe
 	for {
 		g.mu.Lock()
+		if g.prober != me || !g.probing {
+			g.mu.Unlock()
+			return
+		}
 		n := g.reported
+		g.succeeded = false
 		g.mu.Unlock()
 		started := g.o.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), g.o.ProbeTimeout)
@@ -202,6 +235,16 @@ func (g *Gate) probe() {
 		cancel()
 
 		g.mu.Lock()
+		if g.prober != me || !g.probing {
+			// Succeeded ended this prober while it probed.
+			g.mu.Unlock()
+			return
+		}
+		if err != nil && g.succeeded {
+			// A step's statement succeeded while this probe failed (a probe's new connection
+			// refused while the pool's work): the steps are what the gate is for.
+			err = nil
+		}
 		wasDown, since, waiting := g.down, g.since, g.waiting
 		if err == nil {
 			g.cleared, g.down, g.lastErr = n, false, nil

@@ -118,3 +118,30 @@ func TestATransientFailureCostsOneProbe(t *testing.T) {
 		t.Errorf("%d probes for one transient failure, want 1", n)
 	}
 }
+
+// A step whose statement succeeds opens the gate and lets the waiting steps go on, even while the
+// probes fail (their new connections refused while the pool's work): the steps are what the gate
+// is for, and a gate the probes alone kept closed would send every step the long way.
+func TestAStepThatSucceedsOpensTheGate(t *testing.T) {
+	pg := &fakePostgres{} // the probes never pass
+	g := newGate(pg)
+	defer g.Close()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.Wait(context.Background(), errRefused, nil); err != nil {
+				t.Errorf("wait: %v", err)
+			}
+		}()
+	}
+	for !g.State().Down {
+		time.Sleep(time.Millisecond)
+	}
+	g.Succeeded()
+	wg.Wait()
+	if st := g.State(); st.Down {
+		t.Errorf("state after a step succeeded: %+v, want up", st)
+	}
+}
