@@ -26,9 +26,19 @@ type RecordAcceptedOutput struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
-// RecordAccepted stores the event its run carries, as the acceptance insert would have. It fails
-// while PostgreSQL is down; the workflow's retry policy spaces the attempts.
-func (a *Activities) RecordAccepted(ctx context.Context, in domain.AcceptedEvent) (RecordAcceptedOutput, error) {
+// RecordAccepted stores the event its run carries, as the acceptance insert would have. While
+// PostgreSQL is down it waits for it (waitForPostgreSQL); scheduled by a run started before
+// it waited (without a heartbeat timeout), it fails, and the run's retry policy spaces the
+// attempts.
+func (a *Activities) RecordAccepted(ctx context.Context, in domain.AcceptedEvent) (out RecordAcceptedOutput, err error) {
+	err = a.waitForPostgreSQL(ctx, func(ctx context.Context) error {
+		out, err = a.recordAccepted(ctx, in)
+		return err
+	})
+	return out, err
+}
+
+func (a *Activities) recordAccepted(ctx context.Context, in domain.AcceptedEvent) (RecordAcceptedOutput, error) {
 	ev := in.Event
 	ev.PriorEventID = in.PriorEventID
 	inserted, dup, err := a.Events.RecordAccepted(ctx, ev)

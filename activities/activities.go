@@ -23,6 +23,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
+	"github.com/mailhook/mailhook/internal/pggate"
 	"github.com/mailhook/mailhook/internal/suppression"
 )
 
@@ -98,6 +99,10 @@ type Activities struct {
 	Drainers Drainers
 	// Log is where the activities' own lines go; nil means slog.Default().
 	Log *slog.Logger
+	// PostgreSQL is the worker's PostgreSQL gate: the event steps (Process, MarkProcessed,
+	// RecordAccepted) wait on it through an outage instead of failing and being retried
+	// (pgwait.go). Nil: they fail and Temporal retries them.
+	PostgreSQL *pggate.Gate
 
 	statsAt sync.Map // sink name → time.Time of freshenStats' last check
 	// prepared are the notifications Process wrote, for their first attempts (prepared.go).
@@ -326,7 +331,12 @@ type FailedNotification struct {
 
 // MarkProcessed records final notification failures and sets processed_at. A notification that
 // gave up still lets the event count as processed: the failure is on its row and in the UI.
+// Through a PostgreSQL outage it waits for PostgreSQL (waitForPostgreSQL).
 func (a *Activities) MarkProcessed(ctx context.Context, in MarkProcessedInput) error {
+	return a.waitForPostgreSQL(ctx, func(ctx context.Context) error { return a.markProcessed(ctx, in) })
+}
+
+func (a *Activities) markProcessed(ctx context.Context, in MarkProcessedInput) error {
 	for _, f := range in.Failed {
 		err := a.Notifications.MarkNotificationFailed(ctx, f.ID, f.Error)
 		if errors.Is(err, domain.ErrNotFound) {

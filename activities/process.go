@@ -82,8 +82,17 @@ func TransitionOf(r domain.ApplyResult) domain.Transition {
 
 // Process takes up a recorded event and, in one transaction, applies it to its message and,
 // when nothing is to be notified, marks it processed. Run as a local activity it costs the
-// workflow no activity task of its own.
-func (a *Activities) Process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
+// workflow no activity task of its own. Through a PostgreSQL outage it waits for PostgreSQL
+// (waitForPostgreSQL).
+func (a *Activities) Process(ctx context.Context, in ProcessInput) (out ProcessOutput, err error) {
+	err = a.waitForPostgreSQL(ctx, func(ctx context.Context) error {
+		out, err = a.process(ctx, in)
+		return err
+	})
+	return out, err
+}
+
+func (a *Activities) process(ctx context.Context, in ProcessInput) (ProcessOutput, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	res, written, err := a.Events.ProcessNotifying(ctx, in.Provider, in.EventID, in.Replay, a.rules(in.Routing), a.prepare(in.Routing))
 	if err != nil {

@@ -41,26 +41,50 @@ var dbLocal = workflow.LocalActivityOptions{
 // summary is what the Temporal UI shows for the step; a step without one shows none.
 func dbStep[I, O any](ctx workflow.Context, activity func(context.Context, I) (O, error), summary string, in I) (O, error) {
 	var out O
-	err := runDBStep(ctx, activity, summary, in, &out)
+	err := runDBStep(ctx, dbActivity, activity, summary, in, &out)
 	return out, err
 }
 
-// dbStepNoResult is dbStep for a step that returns only an error.
-func dbStepNoResult[I any](ctx workflow.Context, activity func(context.Context, I) error, summary string, in I) error {
-	return runDBStep(ctx, activity, summary, in, nil)
+// eventStep is dbStep for ProcessEvent's own steps, whose activities wait through a PostgreSQL
+// outage (activities.waitForPostgreSQL): their local activity fails at once while the worker's
+// gate is closed, and their regular activity waits, heartbeating, in one attempt
+// (eventStepActivity), so an outage costs an event in flight one activity task and one workflow
+// task, however long it lasts (issue 40). The commands are dbStep's (a marker, then the same
+// activity), so runs recorded before replay alike without workflow.GetVersion.
+func eventStep[I, O any](ctx workflow.Context, activity func(context.Context, I) (O, error), summary string, in I) (O, error) {
+	var out O
+	err := runDBStep(ctx, eventStepActivity, activity, summary, in, &out)
+	return out, err
 }
 
-func runDBStep(ctx workflow.Context, activity any, summary string, in, out any) error {
-	local, opts := dbLocal, dbActivity
+// eventStepNoResult is eventStep for a step that returns only an error.
+func eventStepNoResult[I any](ctx workflow.Context, activity func(context.Context, I) error, summary string, in I) error {
+	return runDBStep(ctx, eventStepActivity, activity, summary, in, nil)
+}
+
+func runDBStep(ctx workflow.Context, opts workflow.ActivityOptions, activity any, summary string, in, out any) error {
+	local := dbLocal
 	if summary != "" {
 		local.Summary, opts.Summary = summary, summary+" (retrying)"
+		if opts.HeartbeatTimeout > 0 {
+			// The UI's pending activity: its heartbeat says what it waits for.
+			opts.Summary = summary + " (waits for PostgreSQL while it is down, retried otherwise)"
+		}
 	}
 	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, local), activity, in).Get(ctx, out)
-	if err == nil || final(err) {
+	if err == nil || final(err) && !waitsForPostgreSQL(err) {
 		return err
 	}
-	workflow.GetLogger(ctx).Warn("database step keeps failing as a local activity; continuing as a regular activity", "step", activityType(err), "error", err)
+	workflow.GetLogger(ctx).Warn("database step failed as a local activity; continuing as a regular activity", "step", activityType(err), "error", err)
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), activity, in).Get(ctx, out)
+}
+
+// waitsForPostgreSQL reports whether a local step's err is its worker's gate saying PostgreSQL
+// is down (activities.ErrTypePostgreSQLUnavailable): the step goes on as a regular activity,
+// which waits for it.
+func waitsForPostgreSQL(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.ErrTypePostgreSQLUnavailable
 }
 
 // activityType names the activity that failed with err, for the logs.
@@ -106,7 +130,7 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 		}
 	}
 	pin := activities.ProcessInput{Provider: in.Provider, EventID: in.EventID, Replay: in.Replay > 0, Routing: in.Routing}
-	pr, err := dbStep(ctx, a.Process, "apply to its message; mark processed when nothing is to be sent", pin)
+	pr, err := eventStep(ctx, a.Process, "apply to its message; mark processed when nothing is to be sent", pin)
 	if err != nil {
 		return domain.Result{}, fmt.Errorf("process: %w", err)
 	}
@@ -132,7 +156,7 @@ func (p *Processor) ProcessEvent(ctx workflow.Context, in domain.EventRef) (doma
 	var sent []string
 	res.Notifications, failed, park, sent = p.send(ctx, key, domain.Notifications(in.Routing, pr.Kind, pr.Outcome, pr.Suppressed))
 	mark := activities.MarkProcessedInput{Provider: in.Provider, EventID: in.EventID, Failed: failed, Park: park, Result: res.Outcome, Sent: sent}
-	if err := dbStepNoResult(ctx, a.MarkProcessed, markSummary(res.Notifications), mark); err != nil {
+	if err := eventStepNoResult(ctx, a.MarkProcessed, markSummary(res.Notifications), mark); err != nil {
 		return domain.Result{}, fmt.Errorf("mark processed: %w", err)
 	}
 	return res, nil
@@ -166,13 +190,17 @@ func duplicateResult() domain.Result {
 }
 
 // recordAccepted stores the event of a run accepted through Temporal, as a regular activity: it
-// waits for PostgreSQL, and the Temporal UI shows it pending with its attempts and last error.
-// Its attempts are minutes apart (RecordPolicy): an outage backs up every event accepted during
-// it, and each attempt is an activity task, so a few attempts per event, not one every second.
-// It never gives up: the provider was told the event is accepted.
+// waits for PostgreSQL in one attempt, heartbeating, and the Temporal UI shows it pending with
+// "waiting for PostgreSQL" in its heartbeat details (activities.waitForPostgreSQL). An outage
+// backs up every event accepted during it, so it costs each one activity task, whatever its
+// length. Its retries, for a worker lost while waiting or a failure that is no outage, are
+// minutes apart (RecordPolicy). It never gives up: the provider was told the event is accepted.
 func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent) (duplicate bool, err error) {
 	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		// It waits through the outage in one attempt, as the event steps do (eventStepActivity);
+		// the retry policy spaces the attempts of a worker lost and of a run started before.
+		StartToCloseTimeout: eventStepActivity.StartToCloseTimeout,
+		HeartbeatTimeout:    eventStepActivity.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        cmp.Or(p.Record.InitialInterval, 20*time.Second),
 			BackoffCoefficient:     2,

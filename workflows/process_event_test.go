@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -159,6 +160,37 @@ func TestProcessEventFallsBackToARegularActivityWhileTheDatabaseFails(t *testing
 	res := runEvent(t, env, ref())
 	require.Equal(t, domain.OutcomeCounted, res.Outcome)
 	require.Equal(t, 7, calls)
+}
+
+// A local step that finds its worker's PostgreSQL gate closed fails at once with
+// PostgreSQLUnavailable, which is not final although not retryable: the run goes on with the
+// step as one regular activity, scheduled with a heartbeat timeout so that it may wait through
+// the outage, and completes when it returns.
+func TestProcessEventWaitsForPostgreSQLAsOneRegularActivity(t *testing.T) {
+	env := newEventEnv(t)
+	// The listener sees regular activities only.
+	var regular int
+	var heartbeat time.Duration
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == activities.ProcessName && !info.IsLocalActivity {
+			regular++
+			heartbeat = info.HeartbeatTimeout
+		}
+	})
+	calls := 0
+	env.OnActivity(activities.ProcessName, mock.Anything, mock.Anything).Return(func(context.Context, activities.ProcessInput) (activities.ProcessOutput, error) {
+		calls++
+		if calls == 1 {
+			return activities.ProcessOutput{}, temporal.NewNonRetryableApplicationError("waiting for PostgreSQL: connection refused",
+				activities.ErrTypePostgreSQLUnavailable, nil)
+		}
+		return activities.ProcessOutput{Kind: domain.KindOpened, Applied: true, Transition: domain.Transition{Outcome: domain.OutcomeCounted}, Processed: true}, nil
+	})
+	res := runEvent(t, env, ref())
+	require.Equal(t, domain.OutcomeCounted, res.Outcome)
+	require.Equal(t, 2, calls, "one local attempt, then one regular attempt")
+	require.Equal(t, 1, regular)
+	require.Positive(t, heartbeat, "the regular step has no heartbeat timeout: a worker that dies while it waits would go unnoticed")
 }
 
 // A step that fails for good (the event quarantined) ends the run failed, without the fallback.

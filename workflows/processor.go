@@ -38,13 +38,15 @@ type NotifyPolicy struct {
 // part of the determinism check, so changing them is safe for running workflows.
 type Processor struct {
 	Notify NotifyPolicy
-	// Record spaces the attempts of a run accepted through Temporal to store its event
-	// (acceptance.through_temporal.record_interval and record_max_interval; zero: 20 s and 80 s).
+	// Record spaces the retries of a run accepted through Temporal to store its event
+	// (acceptance.through_temporal.record_interval and record_max_interval; zero: 20 s and 80 s);
+	// an attempt itself waits through a PostgreSQL outage.
 	Record RecordPolicy
 }
 
-// RecordPolicy is how often a run accepted through Temporal tries to store its event while
-// PostgreSQL is down: InitialInterval, doubling up to MaxInterval, until it is back.
+// RecordPolicy is how a run accepted through Temporal retries storing its event after an attempt
+// failed (its worker lost while it waited for PostgreSQL, or a failure that is no outage):
+// InitialInterval, doubling up to MaxInterval.
 type RecordPolicy struct {
 	InitialInterval time.Duration
 	MaxInterval     time.Duration
@@ -60,6 +62,24 @@ var dbActivity = workflow.ActivityOptions{
 		MaximumInterval:        time.Minute,
 		NonRetryableErrorTypes: []string{activities.ErrTypeNotApplicable},
 	},
+}
+
+// eventStepActivity: ProcessEvent's database steps (Process, MarkProcessed, RecordAccepted) as
+// regular activities. Their activity waits through a PostgreSQL outage, heartbeating, instead of
+// failing (activities.waitForPostgreSQL), so an outage costs an event in flight one activity
+// task, not one per retry (issue 40): the start-to-close timeout is as long as an outage may
+// last, and the heartbeat timeout is what notices a worker that died while waiting (the server
+// then retries the step on another). A waiting step heartbeats a minute into its wait and every
+// 2 minutes after (pggate.Options.StatusAfter, StatusEvery): each heartbeat is an RPC and, on
+// Temporal Cloud, an action, so an outage of a minute costs none and one of an hour about 30,
+// against about 60 retries before; the 5-minute timeout is the longest a step whose worker died
+// waits after PostgreSQL is back. The retry policy is dbActivity's, for the failures that are no
+// outage and for a worker lost. Activity options are not part of the determinism check: runs
+// scheduled before with dbActivity replay alike.
+var eventStepActivity = workflow.ActivityOptions{
+	StartToCloseTimeout: 24 * time.Hour,
+	HeartbeatTimeout:    5 * time.Minute,
+	RetryPolicy:         dbActivity.RetryPolicy,
 }
 
 // notification is one (type, sink) to notify.

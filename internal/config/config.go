@@ -212,9 +212,10 @@ type ThroughTemporal struct {
 	// where the events' payloads (addresses) must not reach Temporal's history unencrypted and
 	// no payload codec is configured.
 	Enabled bool `yaml:"enabled"`
-	// RecordInterval is the first wait between a run's attempts to store its event while
-	// PostgreSQL is down, doubling up to RecordMaxInterval: a handful of attempts per event for an
-	// outage of minutes, and processing resumes within RecordMaxInterval of PostgreSQL's return.
+	// RecordInterval is the first wait between a run's attempts to store its event, doubling up
+	// to RecordMaxInterval. An attempt waits through a PostgreSQL outage (the worker's gate,
+	// internal/pggate), so these space only the retries after a worker lost while it waited or a
+	// failure that is no outage, and runs started before the gate existed.
 	RecordInterval    time.Duration `yaml:"record_interval"`
 	RecordMaxInterval time.Duration `yaml:"record_max_interval"`
 	// MaxEventBytes bounds the event (its raw JSON and parsed fields) a workflow input may carry,

@@ -60,6 +60,33 @@ func lifecycleOf(id string) (typ, msg string) {
 	return procLifecycle[seq%len(procLifecycle)], fmt.Sprintf("msg_%s_%05d", prefix, seq/len(procLifecycle))
 }
 
+// activityAttempts names each activity of a run with its attempts, and how its last attempt
+// ended: where an outage's cost went.
+func activityAttempts(t *testing.T, c client.Client, id string) []string {
+	t.Helper()
+	var out []string
+	types := map[int64]string{}
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			types[ev.GetEventId()] = ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			s := fmt.Sprintf("%s ×%d", types[a.GetScheduledEventId()], a.GetAttempt())
+			if f := a.GetLastFailure(); f != nil {
+				s += fmt.Sprintf(" (last failure: %.160s)", f.GetMessage())
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // workOf counts the Temporal work of one run (an event's, a drainer's): workflow tasks, activity tasks scheduled
 // and the attempts of the last one, and history bytes.
 func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size int) {
@@ -272,8 +299,8 @@ func throughAnOutage(t *testing.T, bin string, flaps int) {
 		t.Errorf("%d events still wait for a start: a run stored them and left them to the relays", n)
 	}
 	wft, act, attempts, size := workOf(t, e.temporal.Client(), "postscale:"+during)
-	t.Logf("Temporal work of %s (accepted through Temporal): %d workflow tasks, %d activity (%d attempts), %d history bytes",
-		during, wft, act, attempts, size)
+	t.Logf("Temporal work of %s (accepted through Temporal): %d workflow tasks, %d activity (%d attempts: %s), %d history bytes",
+		during, wft, act, attempts, strings.Join(activityAttempts(t, e.temporal.Client(), "postscale:"+during), ", "), size)
 	if dir := os.Getenv(HistoryDirEnv); dir != "" && flaps == 1 {
 		writeHistory(t, e.temporal.Client(), dir, "accepted-through-temporal", "postscale:"+during)
 	}

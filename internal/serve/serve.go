@@ -30,6 +30,7 @@ import (
 	"github.com/mailhook/mailhook/internal/metrics"
 	"github.com/mailhook/mailhook/internal/notify"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
+	"github.com/mailhook/mailhook/internal/pggate"
 	"github.com/mailhook/mailhook/internal/provider"
 	"github.com/mailhook/mailhook/internal/provider/allowlist"
 	"github.com/mailhook/mailhook/internal/providercounts"
@@ -78,6 +79,18 @@ type Service struct {
 	destOnce sync.Once
 	dests    map[string]notify.Destination
 	destErr  error
+	// The process's PostgreSQL gate (pgGate), one for every worker it builds: one prober per
+	// process, whatever the number of steps waiting.
+	gateOnce sync.Once
+	gate     *pggate.Gate
+}
+
+// pgGate is the gate the worker's event steps wait on through a PostgreSQL outage.
+func (s *Service) pgGate() *pggate.Gate {
+	s.gateOnce.Do(func() {
+		s.gate = pggate.New(pggate.Options{Probe: s.Store.Writable, Unavailable: store.IsUnavailable, Log: s.Log})
+	})
+	return s.gate
 }
 
 // StoreOptions are the store.Open options the config asks for: database.pooler and
@@ -167,6 +180,9 @@ func dial(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.M
 func (s *Service) Close() {
 	for _, d := range s.dests {
 		_ = d.Close()
+	}
+	if s.gate != nil {
+		s.gate.Close()
 	}
 	s.Temporal.Close()
 	s.Store.Close()
@@ -405,6 +421,8 @@ func (s *Service) Worker() worker.Worker {
 		// A wake lost while Temporal was down is tried again (drainer.Retrying).
 		Drainers: &drainer.Retrying{Waker: s.Drainers()},
 		Log:      s.Log,
+		// Process, MarkProcessed and RecordAccepted wait on it through an outage (issue 40).
+		PostgreSQL: s.pgGate(),
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
 		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},

@@ -1,0 +1,103 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/mailhook/mailhook/internal/pggate"
+)
+
+// ErrTypePostgreSQLUnavailable: a database step run as a local activity found its worker's
+// PostgreSQL gate closed (an outage the worker's prober has seen). It fails at once, without
+// the local retries, and the workflow goes on with the step as a regular activity, which waits
+// for PostgreSQL (waitForPostgreSQL). Not final, whatever its non-retryable flag says.
+const ErrTypePostgreSQLUnavailable = "PostgreSQLUnavailable"
+
+// stepAttemptTimeout bounds one try of a database step that waits for PostgreSQL: such a step
+// runs under a start-to-close timeout as long as an outage, and a statement PostgreSQL never
+// answers must still end (as the 30 s start-to-close timeout of before ended it).
+const stepAttemptTimeout = 30 * time.Second
+
+// waitForPostgreSQL runs op, a database step's work, so that a PostgreSQL outage costs its event
+// one activity task, whatever its length (issue 40). As a local activity, it fails at once while
+// the worker's gate is closed (ErrTypePostgreSQLUnavailable), and reports a failure that says
+// PostgreSQL is unavailable, so that the gate probes. As a regular activity scheduled with a
+// heartbeat timeout, it waits, heartbeating what the gate knows (the Temporal UI's pending
+// activity shows "waiting for PostgreSQL"), until a probe finds PostgreSQL back, then tries
+// again; a worker that dies while waiting stops heartbeating, and the server retries the step
+// elsewhere after the heartbeat timeout. Without a gate (tests), or scheduled without a
+// heartbeat timeout (by a run started before the gate, whose start-to-close timeout an outage
+// outlasts), it runs op once and Temporal retries it, as before.
+func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Context) error) error {
+	g := a.PostgreSQL
+	if g == nil {
+		return op(ctx)
+	}
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity {
+		if st := g.State(); st.Down {
+			return temporal.NewNonRetryableApplicationError("PostgreSQL "+st.String()+"; the step waits for it as a regular activity",
+				ErrTypePostgreSQLUnavailable, nil)
+		}
+		err := op(ctx)
+		if g.Unavailable(err) && ctx.Err() == nil {
+			g.Report(err)
+		}
+		return err
+	}
+	if info.HeartbeatTimeout <= 0 {
+		return op(ctx)
+	}
+	for {
+		tctx, cancel := context.WithTimeout(ctx, stepAttemptTimeout)
+		err := op(tctx)
+		cancel()
+		if err == nil {
+			// Proof that PostgreSQL takes writes, should the gate still be closed.
+			g.Succeeded()
+			return nil
+		}
+		if !g.Unavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		if werr := waitForGate(ctx, g, err); werr != nil {
+			// The worker stopping, or the step cancelled or timed out: the server retries the
+			// step (on another worker, or on this one after its restart), and the UI shows why
+			// it last failed.
+			return fmt.Errorf("waiting for PostgreSQL: %w (%w)", werr, err)
+		}
+	}
+}
+
+// errWorkerStopping ends a wait when the worker begins to stop (a deploy during the outage):
+// the step fails at once, and Temporal retries it on another worker, instead of holding the
+// worker's shutdown for its stop timeout.
+var errWorkerStopping = errors.New("the worker is stopping")
+
+// waitForGate waits on the gate for a step that failed with err, heartbeating what the gate
+// knows, until PostgreSQL is back, ctx ends or the worker begins to stop.
+func waitForGate(ctx context.Context, g *pggate.Gate, err error) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-activity.GetWorkerStopChannel(ctx):
+			cancel(errWorkerStopping)
+		case <-wctx.Done():
+		}
+	}()
+	werr := g.Wait(wctx, err, func(st pggate.State) {
+		// What the UI shows of the pending step: the outage as the worker's probes see it, and
+		// what the step itself met.
+		activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", st, err))
+	})
+	if werr != nil {
+		return context.Cause(wctx)
+	}
+	return nil
+}
