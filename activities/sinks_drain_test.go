@@ -140,7 +140,7 @@ func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // after it had failed, past its heartbeat timeout on a loaded machine.
 func TestBrokerWaveThatFailsIsRecordedInOneStatement(t *testing.T) {
 	t.Parallel()
-	drain := func(n int) (stmts int64) {
+	drain := func(n int) (stmts int64, took time.Duration) {
 		dbURL := storetest.NewDatabase(t)
 		count := &statements{}
 		s := storetest.OpenURL(t, dbURL, store.Options{Tracer: count})
@@ -154,10 +154,10 @@ func TestBrokerWaveThatFailsIsRecordedInOneStatement(t *testing.T) {
 		parkFor(t, db, sink.Name, n)
 		env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
 		env.RegisterActivity(a.SendParked)
-		before := count.n.Load()
+		before, start := count.n.Load(), time.Now()
 		v, err := env.ExecuteActivity(a.SendParked, sink.Name)
 		require.NoError(t, err)
-		stmts = count.n.Load() - before
+		stmts, took = count.n.Load()-before, time.Since(start)
 		var out activities.SinkSends
 		require.NoError(t, v.Get(&out))
 		if out.Failing == "" || out.Sent != 0 {
@@ -170,11 +170,12 @@ func TestBrokerWaveThatFailsIsRecordedInOneStatement(t *testing.T) {
 		if recorded != n/2 || broker.published.Load() != int64(n/2) {
 			t.Fatalf("wave of %d: %d published, %d failed attempts recorded on their rows; want the %d of the wave", n, broker.published.Load(), recorded, n/2)
 		}
-		return stmts
+		return stmts, took
 	}
 	// Fewer than 1,000 parked: the drain does not ask the planner about them first.
-	small, large := drain(20), drain(900)
-	t.Logf("a failed wave of 10: %d statements; of 450: %d", small, large)
+	small, smallTook := drain(20)
+	large, largeTook := drain(900)
+	t.Logf("a failed wave of 10: %d statements (the step took %s); of 450: %d (%s)", small, smallTook.Round(time.Millisecond), large, largeTook.Round(time.Millisecond))
 	if large != small {
 		t.Errorf("a failed wave of 450 cost %d statements, one of 10 %d: recording it grows with the wave", large, small)
 	}
