@@ -65,6 +65,7 @@ type NotificationStore interface {
 	MarkNotificationSent(ctx context.Context, id string) error
 	MarkNotificationsSent(ctx context.Context, ids []string) error
 	RecordNotificationAttempt(ctx context.Context, id, errMsg string) error
+	RecordNotificationAttempts(ctx context.Context, ids, errMsgs []string) error
 	MarkNotificationFailed(ctx context.Context, id, reason string) error
 }
 

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/notify"
@@ -196,9 +194,6 @@ func (a *Activities) waitLimits(ctx context.Context, sink config.Sink) (release 
 		release, ok, err := a.tryLimits(ctx, sink)
 		if err != nil || ok {
 			return release, err
-		}
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx) // waiting on the sink's limits is progress too
 		}
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -121,6 +122,8 @@ type SinkSends struct {
 // probe with, and that counts as an answer: the circuit closes, and the next notification's own
 // attempts are the probe.
 func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, error) {
+	var cur atomic.Pointer[drain]
+	defer beating(ctx, &cur)()
 	sink, sk, out, err := a.startSends(ctx, name)
 	if err != nil || !out.Configured {
 		return out, err
@@ -138,6 +141,7 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 		return out, nil
 	}
 	d := a.newDrain(ctx, sink, batch)
+	cur.Store(d)
 	d.send(ctx, d.first())
 	out.Found = d.found(sk)
 	return out, errors.Join(d.storeErrs...)
@@ -150,6 +154,8 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 // 4xx fails that one notification and the drain goes on. Each sent notification is marked at
 // once, so a drain whose worker dies resends at most the ones in flight, under their ids.
 func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
+	var cur atomic.Pointer[drain]
+	defer beating(ctx, &cur)()
 	sink, sk, out, err := a.startSends(ctx, name)
 	if err != nil || !out.Configured {
 		return out, err
@@ -168,6 +174,7 @@ func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, er
 		return SinkSends{}, err
 	}
 	d := a.newDrain(ctx, sink, batch)
+	cur.Store(d)
 	if batched {
 		a.publishBatches(ctx, d, b)
 	} else {
@@ -310,6 +317,48 @@ func (a *Activities) sinkLogger(ctx context.Context, sink string) *slog.Logger {
 	return l
 }
 
+// stepHeartbeatEvery is how often a probe or drain step heartbeats, whatever it is doing. The SDK
+// sends at most one heartbeat per 0.8 × the heartbeat timeout however often it is called, so
+// this costs no more requests than the heartbeat after each send it replaces.
+const stepHeartbeatEvery = time.Second
+
+// beating heartbeats a probe or drain step from its start until the returned function is
+// called, with the count its drain (once cur holds it) has sent. The heartbeat says that the
+// worker running the step is alive: a worker that dies is noticed within the heartbeat timeout,
+// and the step resumes on another. A step stuck in one call is bounded by that call's own
+// timeout (notify.attempt_timeout for a send) and by the step's start-to-close timeout.
+// Heartbeats between sends only (before) left a step busy with PostgreSQL on a loaded machine
+// (its batch read, a broker's failed wave recorded one row at a time) silent past the heartbeat
+// timeout: Temporal retried the step while it still ran, and the old attempt, cancelled at its
+// next heartbeat, failed with "context canceled" (a RabbitMQ drain made no progress for 90 s
+// under load 17-20).
+func beating(ctx context.Context, cur *atomic.Pointer[drain]) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(stepHeartbeatEvery)
+		defer tick.Stop()
+		for {
+			sent := 0
+			if d := cur.Load(); d != nil {
+				sent = d.progress()
+			}
+			activity.RecordHeartbeat(ctx, sent)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // drain is one probe's or drain step's sends to one sink.
 type drain struct {
 	a     *Activities
@@ -379,7 +428,6 @@ func (d *drain) run(ctx context.Context, chains [][]delivery.Item, width int) {
 				if d.isStopped() || !d.send(ctx, d.byID[it.ID]) {
 					return
 				}
-				activity.RecordHeartbeat(ctx, d.progress())
 			}
 		})
 	}
@@ -583,15 +631,15 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		} else {
 			close(built)
 		}
-		activity.RecordHeartbeat(ctx, d.progress()) // a publish may take up to notify.attempt_timeout
 		errs := b.SendBatch(ctx, cur, a.now())
 		<-built
 		if ctx.Err() != nil {
 			return // the worker is stopping: whatever the broker confirmed is sent again, under its id
 		}
 		var (
-			sent   []delivery.ParkedNotification
-			failed error
+			sent           []delivery.ParkedNotification
+			failed         error
+			retry, retryOf []string // ids and errors of the wave's failed attempts
 		)
 		for i, err := range errs {
 			n := waves[k][i]
@@ -605,10 +653,18 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", n.ID, "error", brief(err))
 				d.fail(ctx, n, err.Error())
 			default:
-				d.record(ctx, n, err)
+				retry, retryOf = append(retry, n.ID), append(retryOf, err.Error())
 				if failed == nil {
 					failed = err
 				}
+			}
+		}
+		// A broker that stops confirming fails the whole wave (thousands): one statement records
+		// them all. One per notification kept a step that had already failed busy for as many
+		// round trips, past its heartbeat timeout on a loaded machine.
+		if len(retry) > 0 {
+			if err := a.Notifications.RecordNotificationAttempts(ctx, retry, retryOf); err != nil {
+				d.storeErr(err)
 			}
 		}
 		marking.Wait() // one mark at a time, so a failed one stops what follows
@@ -671,7 +727,6 @@ func (d *drain) markSent(ctx context.Context, sent []delivery.ParkedNotification
 	for _, n := range sent {
 		d.a.Metrics.NotificationAttempt(d.sink.Name, "sent", true, n.Attempts+1)
 	}
-	activity.RecordHeartbeat(ctx, d.progress())
 	return nil
 }
 

@@ -26,8 +26,10 @@ const maxSinkSteps = 400
 
 // sinkStepOptions: a probe or a drain step retries (PostgreSQL down) from a second up to a
 // minute apart, never giving up: a drainer that stopped would strand its sink's notifications.
-// Each attempt heartbeats after every notification it sends, so a worker that dies mid-batch
-// is noticed within the heartbeat timeout and the step resumes on another.
+// Each attempt heartbeats every second from its start to its end (activities.SendParked), so a
+// worker that dies mid-batch is noticed within the heartbeat timeout and the step resumes on
+// another, while a step that waits on a loaded PostgreSQL or a slow broker is not mistaken for
+// a dead one.
 func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 	attempt := max(p.Notify.AttemptTimeout, time.Second)
 	return workflow.ActivityOptions{

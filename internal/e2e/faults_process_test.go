@@ -79,18 +79,8 @@ func TestProcessFaults(t *testing.T) {
 		down := time.Now()
 		acceptedBefore := l.count()
 		var ready readyWatch
-		// Two minutes, and until 200 events were accepted during the outage (what makes it a
-		// load, whatever the machine's speed); accepting none for testenv.Stall fails.
-		moved, lastCount := time.Now(), acceptedBefore
-		for time.Since(down) < 2*time.Minute || l.count()-acceptedBefore < 200 {
-			if n := l.count(); n != lastCount {
-				moved, lastCount = time.Now(), n
-			} else if time.Since(moved) > testenv.Stall {
-				t.Fatalf("no event accepted for %s while Temporal was down (%d in all)", testenv.Stall, n-acceptedBefore)
-			}
-			ready.probe(e.serve)
-			time.Sleep(5 * time.Second)
-		}
+		// Two minutes, and until 200 events were accepted during the outage.
+		l.holdOutage(t, "while Temporal was down", down, 2*time.Minute, acceptedBefore, 200, func() { ready.probe(e.serve) })
 		waiting := e.query(`SELECT count(*) FROM webhook_events WHERE awaiting_start`)
 		acceptedDuring := l.count() - acceptedBefore
 		e.temporal = testenv.StartTemporal(t, testenv.DevServerOptions{HostPort: e.hostPort, DBFile: e.dbFile})
@@ -706,6 +696,24 @@ func (l *procLoad) run() {
 			// impatient so the outage is covered densely.
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// holdOutage keeps an outage that began at down, with from events accepted, going for at least
+// length and until floor more were accepted (what makes it a load, whatever the machine's speed:
+// a starved one answers each request later), calling round every 5 s meanwhile. Accepting no
+// event for testenv.Stall fails the test: the outage's fallback took no load.
+func (l *procLoad) holdOutage(t *testing.T, during string, down time.Time, length time.Duration, from, floor int, round func()) {
+	t.Helper()
+	moved, last := time.Now(), from
+	for time.Since(down) < length || l.count()-from < floor {
+		if n := l.count(); n != last {
+			moved, last = time.Now(), n
+		} else if time.Since(moved) > testenv.Stall {
+			t.Fatalf("no event accepted for %s %s (%d in all)", testenv.Stall, during, n-from)
+		}
+		round()
+		time.Sleep(5 * time.Second)
 	}
 }
 

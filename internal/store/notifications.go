@@ -68,6 +68,18 @@ func (s *Notifications) RecordNotificationAttempt(ctx context.Context, id, errMs
 	return nil
 }
 
+// RecordNotificationAttempts is RecordNotificationAttempt for many notifications in one
+// statement (a broker's failed wave of thousands): errMsgs[i] is ids[i]'s error.
+func (s *Notifications) RecordNotificationAttempts(ctx context.Context, ids, errMsgs []string) error {
+	if len(ids) != len(errMsgs) {
+		return fmt.Errorf("record %d notification attempts: %d errors", len(ids), len(errMsgs))
+	}
+	if _, err := s.pool.Exec(ctx, qRecordNotificationAttempts, ids, errMsgs); err != nil {
+		return fmt.Errorf("record %d notification attempts: %w", len(ids), err)
+	}
+	return nil
+}
+
 // MarkNotificationSent records the successful delivery attempt. Marking a sent notification
 // again changes nothing.
 func (s *Notifications) MarkNotificationSent(ctx context.Context, id string) error {

@@ -188,6 +188,16 @@ SET attempts = attempts + 1,
     updated_at = now()
 WHERE id = $1`
 
+	// qRecordNotificationAttempt for a failed wave of a broker drain, in one statement: the
+	// $1[i]-th notification's error is $2[i].
+	qRecordNotificationAttempts = `
+UPDATE notifications n
+SET attempts = n.attempts + 1,
+    last_error = CASE WHEN n.status IN ('pending', 'parked') THEN NULLIF(f.error, '') ELSE n.last_error END,
+    updated_at = now()
+FROM unnest($1::text[], $2::text[]) AS f(id, error)
+WHERE n.id = f.id`
+
 	// The status guard makes a repeated success a no-op, so attempts and sent_at keep the
 	// values of the delivery that actually succeeded first.
 	// A success also ends the sink's run of failures; the sinks row is written only when there
