@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -151,18 +152,23 @@ func startBroker(t *testing.T, kind string) ownBroker {
 	return b
 }
 
-// checkOncePerIDInOrder: a consumer deduping on the id sees every notification, each message's
-// updates in version order and under its key; dups says how many it dropped.
-func checkOncePerIDInOrder(t *testing.T, what string, got []published, want int) (dups int) {
+// checkEveryIDInOrder: a consumer deduping on the id sees every notification, each repeat with
+// its first body, each message's updates in version order and under its key; dups says how many
+// it dropped.
+func checkEveryIDInOrder(t *testing.T, what string, got []published, want int) (dups int) {
 	t.Helper()
-	seen := map[string]bool{}
+	seen := map[string]map[string]any{}
 	last := map[string]float64{}
 	for _, p := range got {
-		if seen[p.ID] {
+		if first, ok := seen[p.ID]; ok {
+			// At least once under one id with the same body: a repeat is allowed, another body not.
 			dups++
+			if !reflect.DeepEqual(first, p.Body) {
+				t.Errorf("%s: notification %s sent again with another body", what, p.ID)
+			}
 			continue
 		}
-		seen[p.ID] = true
+		seen[p.ID] = p.Body
 		msg, v := p.messageVersion()
 		if p.Key != "postscale:"+msg {
 			t.Errorf("%s: notification %s has key %q, want postscale:%s", what, p.ID, p.Key, msg)
@@ -202,11 +208,11 @@ func TestBrokerSinksGetEachNotificationOnce(t *testing.T) {
 	}
 	h.waitDelivered(len(events))
 	h.waitQuery(2*len(events), `SELECT count(*) FROM notifications WHERE sink IN ('bus', 'queue') AND status = 'sent'`)
-	if dups := checkOncePerIDInOrder(t, "nats", readStream(t, bus), len(events)); dups != 0 {
-		t.Errorf("nats: %d duplicates in the stream", dups)
+	if dups := checkEveryIDInOrder(t, "nats", readStream(t, bus), len(events)); dups != 0 {
+		t.Logf("nats: %d repeats of an id in the stream (at least once allowed)", dups)
 	}
-	if dups := checkOncePerIDInOrder(t, "rabbitmq", readQueue(t, vhost), len(events)); dups != 0 {
-		t.Errorf("rabbitmq: %d duplicates in the queue", dups)
+	if dups := checkEveryIDInOrder(t, "rabbitmq", readQueue(t, vhost), len(events)); dups != 0 {
+		t.Logf("rabbitmq: %d repeats of an id in the queue (at least once allowed)", dups)
 	}
 	for _, id := range events {
 		wft, act, _ := shape(t, h, "postscale:"+id)
@@ -246,7 +252,7 @@ func TestBrokerDownParksAndDrainsOncePerID(t *testing.T) {
 			h.waitSinkState(sink.Name, sinkdelivery.Closed, 0)
 			h.waitQuery(len(events), `SELECT count(*) FROM notifications WHERE sink = $1 AND status = 'sent'`, sink.Name)
 			got := read()
-			if dups := checkOncePerIDInOrder(t, kind, got, len(events)); dups != 0 {
+			if dups := checkEveryIDInOrder(t, kind, got, len(events)); dups != 0 {
 				t.Logf("%s: %d redelivered (a consumer deduping on the id drops them)", kind, dups)
 			}
 			// What the outage cost in Temporal work: the events' runs and the sink's drainer.
