@@ -66,6 +66,14 @@
 #   burst              serve (worker + relay) + loadtest --events BURST: the burst accepted, then
 #                      drained, with the full verdict
 #   burst-small        the same with BURST_SMALL events, about as many as the e2e phase sends
+#   accept-cpu         serve --worker=false + loadtest --no-drain until CPU_EVENTS (30,000) new
+#                      events were accepted, mailhook's database alone on the bench's own
+#                      PostgreSQL cluster (PGO_PORT): the CPU time (utime + stime, /proc) per
+#                      accepted event of the serve process, of that cluster (postmaster and every
+#                      backend), of the Temporal server and its backends on the shared server, and
+#                      of the load generator. On a CPU-bound machine the rate is the cores over the
+#                      CPU per event, and CPU time per event moves far less with other work than
+#                      the rate does: compare trees by it (REFS, ROTATE, several runs).
 #
 # Side by side with earlier trees: BASE_REF=<commit> builds that commit's mailhook into
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
@@ -100,6 +108,7 @@ HTTP_PORT=${HTTP_PORT:-18080}
 SINK_PORT=${SINK_PORT:-19100}
 DB=${DB:-mailhook_bench}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
+PG_SHARED=$PG # where the Temporal server's databases are (unless TEMPORAL_PG=private)
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-15s}
 WARMUP=${WARMUP:-3s}
@@ -120,6 +129,7 @@ PG_OUTAGE_LOAD=${PG_OUTAGE_LOAD:-240s}
 PGO_PORT=${PGO_PORT:-15433}
 FLOOD_RATE=${FLOOD_RATE:-1000}
 SIZING_EVENTS=${SIZING_EVENTS:-5000}
+CPU_EVENTS=${CPU_EVENTS:-30000}
 SIZING_SEED=${SIZING_SEED:-1} # the traffic's seed (its lifecycles, re-sends, batches)
 WORKER_METRICS_PORT=${WORKER_METRICS_PORT:-19090}   # sizing: the worker's /metrics
 TEMPORAL_METRICS_PORT=${TEMPORAL_METRICS_PORT:-19091} # sizing: the Temporal server's /metrics
@@ -439,6 +449,20 @@ SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity"
 	done
 }
 
+# temporal_backends <out>: the CPU each backend of the Temporal server's two databases on the
+# shared server has used (pid, clock ticks from /proc/<pid>/stat), tab-separated; accept-cpu writes
+# it before and after its load. A backend that ended in between is lost, one that started counts
+# whole.
+temporal_backends() {
+	local pid
+	psql "$PG_SHARED/postgres" -AtF$'\t' -c "
+SELECT pid FROM pg_stat_activity WHERE datname IN ('temporal_$TEMPORAL_PORT', 'temporal_visibility_$TEMPORAL_PORT')" 2>/dev/null |
+		while read -r pid; do
+			[[ -r /proc/$pid/stat ]] || continue
+			printf '%s\t%s\n' "$pid" "$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat" 2>/dev/null)"
+		done >"$1"
+}
+
 # pg_statements <out>: with PGSTATS=1, pg_stat_statements of every database on the bench's own
 # cluster (mailhook's and, with TEMPORAL_PG=private, Temporal's two), per statement: database,
 # role, calls, rows, execution and planning time (ms; the cluster tracks planning), WAL bytes,
@@ -604,6 +628,28 @@ PY
 		loadtest "$out" --mix postscale=1 --dup-share "$dup" --out-of-order 0.3 --no-drain "${flags[@]}" \
 			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		((${#FLOOD[@]} == 0)) || rejections_kept "$out"
+		stop_pid "$MH_PID"
+		;;
+	accept-cpu)
+		[[ ${TEMPORAL_PG:-} != private ]] || die "accept-cpu keeps its own cluster for mailhook alone: unset TEMPORAL_PG"
+		# mailhook's database alone on a cluster of the bench's own: that cluster's CPU is what
+		# the accept path costs PostgreSQL, apart from Temporal's persistence and other work on
+		# the shared server.
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
+		local MHCONFIG=$WORK/config-$name.yaml
+		fresh_db "$DB"
+		psql "$PG/$DB" -qc "CHECKPOINT" >/dev/null
+		MAILHOOK_BENCH_TASK_QUEUE=mailhook-bench-nodrain start_mailhook "$name" serve --worker=false
+		local postmaster
+		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
+		temporal_backends "$out.tpg-before.tsv"
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$CPU_EVENTS" \
+			--duration 10m --warmup 0s --mailhook-pid "$MH_PID" \
+			--cpu "mailhook=$MH_PID" --cpu "pg-mailhook=tree:$postmaster" --cpu "temporal=tree:$TEMPORAL_PID" || rc=$?
+		temporal_backends "$out.tpg-after.tsv"
 		stop_pid "$MH_PID"
 		;;
 	burst | burst-small)
@@ -879,6 +925,64 @@ if "accept-nodrain" in runs:
     # CPU per accepted event moves less with the machine's load than the rate does; with a flood
     # it includes the flood's cost.
     add("mailhook CPU µs per accepted event", "accept-nodrain", lambda j: 1e6 * j["cpu_cores_window"]["mailhook"] / j["events_accepted_per_sec"], "{:.0f}")
+# accept-cpu: CPU time per accepted event by process group (µs), and the trees side by side by it.
+def tpg(phase, r):
+    """CPU seconds of the Temporal server's backends on the shared PostgreSQL over the phase."""
+    def ticks(which):
+        out = {}
+        for line in open(os.path.join(d, f"run{r}-{phase}.tpg-{which}.tsv")):
+            pid, t = line.split()
+            out[pid] = int(t)
+        return out
+    b, a = ticks("before"), ticks("after")
+    return sum(t - b[p] if p in b and t >= b[p] else t for p, t in a.items()) / 100
+cpu_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-cpu" or p.startswith("accept-cpu@")]
+cpu_phases = [p for p in dict.fromkeys(cpu_phases + sorted(p for p in runs if p == "accept-cpu" or p.startswith("accept-cpu@"))) if p in runs]
+for ph in cpu_phases:
+    for r, j in runs[ph].items():
+        c = j.get("cpu_seconds_window") or {}
+        try:
+            c["temporal-pg"] = tpg(ph, r)
+        except (OSError, ValueError, KeyError):
+            pass
+        n = j.get("events_accepted") or 0
+        if n:
+            j["_us"] = {k: 1e6 * v / n for k, v in c.items()}
+            u = j["_us"]
+            u["serve+pg"] = u.get("mailhook", 0) + u.get("pg-mailhook", 0)
+            u["all"] = sum(u.get(k, 0) for k in ("mailhook", "pg-mailhook", "temporal", "temporal-pg", "self"))
+            # What else kept the machine busy meanwhile (other work), in cores.
+            w = j.get("window_seconds") or 0
+            if w and "machine" in c:
+                u["others"] = max(0.0, c["machine"] - sum(c.get(k, 0) for k in ("mailhook", "pg-mailhook", "temporal", "temporal-pg", "self"))) / w
+for metric, key in [("events accepted", None), ("accept rate (events/s)", "rate"),
+                    ("CPU µs per accepted event: serve", "mailhook"), ("  its PostgreSQL cluster", "pg-mailhook"),
+                    ("  serve + its PostgreSQL", "serve+pg"), ("  Temporal server", "temporal"),
+                    ("  Temporal's backends (shared server)", "temporal-pg"), ("  load generator", "self"),
+                    ("  all of these", "all"), ("other work on the machine meanwhile (cores)", "others"),
+                    ("load average at start (1 min)", "load")]:
+    for ph in cpu_phases:
+        if key is None:
+            one(metric, ph, lambda j: j["events_accepted"], "{:.0f}")
+        elif key == "rate":
+            one(metric, ph, lambda j: j["events_accepted_per_sec"], "{:.0f}")
+        elif key == "load":
+            one(metric, ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
+        else:
+            one(metric, ph, lambda j, k=key: j["_us"][k], "{:.2f}" if key == "others" else "{:.1f}")
+def cpu_pairs():
+    """Serve + its PostgreSQL per event, each pair of trees run by run (same run: side by side)."""
+    for i, a in enumerate(cpu_phases):
+        for b in cpu_phases[i + 1:]:
+            rs = [r for r in sorted(runs[a]) if r in runs[b] and "_us" in runs[a][r] and "_us" in runs[b][r]]
+            if not rs:
+                continue
+            for key, what in [("serve+pg", "serve + PostgreSQL CPU per event"), ("all", "all measured CPU per event")]:
+                q = [runs[a][r]["_us"][key] / runs[b][r]["_us"][key] for r in rs]
+                print(f"- {a} / {b}, {what}, run by run: {', '.join(f'{x:.3f}' for x in q)} "
+                      f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
+            q = [runs[a][r]["events_accepted_per_sec"] / runs[b][r]["events_accepted_per_sec"] for r in rs]
+            print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
 def burst(phase, full):
     """Rows of a burst phase; full adds latency, drain time and memory."""
     add("events accepted", phase, lambda j: j["events_accepted"], "{:.0f}")
@@ -950,6 +1054,7 @@ ratio("fixed+eager: processed rate / the same work on BASE_REF", median_of("fixe
 ratio("fixed+eager: processed rate / baseline --local all", median_of("fixed+eager", rate), ba, 0.8)
 ratio("fixed+eager: processed rate / fixed@base+eager (issue 46)", median_of("fixed+eager", rate), median_of("fixed@base+eager", rate), 1.1)
 ratio("fixed: processed rate / the same work on PREV_REF", fx, median_of("fixed@prev", rate), 1.0)
+cpu_pairs()
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY
 }
@@ -959,7 +1064,7 @@ main() {
 		summary
 		return
 	fi
-	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* ]] || stop_private_pg' EXIT
+	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* && $PHASES != *accept-cpu* ]] || stop_private_pg' EXIT
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal
