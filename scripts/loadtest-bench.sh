@@ -74,6 +74,12 @@
 #                      of the load generator. On a CPU-bound machine the rate is the cores over the
 #                      CPU per event, and CPU time per event moves far less with other work than
 #                      the rate does: compare trees by it (REFS, ROTATE, several runs).
+#   accept-ir          the same with `mailhook serve` under valgrind's callgrind: after
+#                      IR_WARMUP (300) events, the instructions serve executes for IR_EVENTS
+#                      (2,000) more, IR_CONCURRENCY (8) senders (callgrind runs one thread at a
+#                      time, about 50 times slower). Instruction counts barely move with other
+#                      work on the machine; they leave out PostgreSQL (its CPU time is reported as
+#                      in accept-cpu), cache misses and waiting.
 #
 # Side by side with earlier trees: BASE_REF=<commit> builds that commit's mailhook into
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
@@ -84,6 +90,10 @@
 # tree from 23cb9aa on does). ROTATE=k starts run r's PHASES k·(r−1) phases in, so that what
 # builds up within a run (the started workflows in its one Temporal server) falls on every tree.
 # NAME+eager runs NAME with temporal.eager_start on.
+# NAME+nometa sends no metadata or tags though METADATA=1 (what metadata costs one tree);
+# NAME+noidx drops, after the migrations, the three indexes 00023 adds to every acceptance
+# insert (webhook_events by provider, by type, by message: the event explorer's, issue 43)
+# (accept-cpu and accept-ir only).
 # NAME+flood also sends FLOOD_RATE (1,000) badly signed Postscale requests per second from
 # 127.0.0.3 for the whole send phase (loadtest --flood-rate), and records after it the kept
 # rejections (rows, bytes, dropped) beside the per-endpoint budget and the not-kept counter;
@@ -130,6 +140,9 @@ PGO_PORT=${PGO_PORT:-15433}
 FLOOD_RATE=${FLOOD_RATE:-1000}
 SIZING_EVENTS=${SIZING_EVENTS:-5000}
 CPU_EVENTS=${CPU_EVENTS:-30000}
+IR_EVENTS=${IR_EVENTS:-2000}
+IR_WARMUP=${IR_WARMUP:-300}
+IR_CONCURRENCY=${IR_CONCURRENCY:-8}
 SIZING_SEED=${SIZING_SEED:-1} # the traffic's seed (its lifecycles, re-sends, batches)
 WORKER_METRICS_PORT=${WORKER_METRICS_PORT:-19090}   # sizing: the worker's /metrics
 TEMPORAL_METRICS_PORT=${TEMPORAL_METRICS_PORT:-19091} # sizing: the Temporal server's /metrics
@@ -514,6 +527,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
 	esac
 	name=${name%@*}
 	[[ $mods == *" eager "* ]] && EAGER=true
+	[[ $mods == *" nometa "* ]] && local METADATA=
 	[[ $mods == *" flood "* ]] && FLOOD=(--flood-rate "$FLOOD_RATE" --flood-source 127.0.0.3)
 	if [[ $mods == *" norecord "* ]]; then
 		[[ $MHBIN == "$MH" || ($MHBIN == "$MH_BASE" && -n ${BASE_NORECORD:-}) ]] ||
@@ -630,6 +644,42 @@ PY
 		((${#FLOOD[@]} == 0)) || rejections_kept "$out"
 		stop_pid "$MH_PID"
 		;;
+	accept-ir)
+		command -v valgrind >/dev/null && command -v callgrind_control >/dev/null || die "accept-ir needs valgrind (callgrind)"
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
+		local MHCONFIG=$WORK/config-$name.yaml
+		fresh_db "$DB"
+		[[ $mods != *" noidx "* ]] || psql "$PG/$DB" -qc "DROP INDEX IF EXISTS webhook_events_provider_received_idx,
+			webhook_events_type_received_idx, webhook_events_message_idx" >/dev/null
+		psql "$PG/$DB" -qc "CHECKPOINT" >/dev/null
+		rm -f "$out".callgrind.*
+		# Asynchronous preemption is a signal every 10 ms of running time: under callgrind's
+		# slower clock that is many more of them than natively, each a signal frame to count.
+		GODEBUG=asyncpreemptoff=1 MAILHOOK_BENCH_TASK_QUEUE=mailhook-bench-nodrain MAILHOOK_EAGER_START=$EAGER \
+			valgrind --tool=callgrind --callgrind-out-file="$out.callgrind.%p" \
+			"$MHBIN" serve --worker=false --config "$MHCONFIG" 2>"$WORK/$name.log" &
+		MH_PID=$!
+		STARTED+=("$MH_PID")
+		for _ in $(seq 600); do
+			curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 || die "mailhook under callgrind did not become ready (see $WORK/$name.log)"
+		local postmaster
+		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
+		loadtest "$out.warmup" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$IR_WARMUP" \
+			--duration 10m --warmup 0s --concurrency "$IR_CONCURRENCY" || rc=$?
+		callgrind_control -z "$MH_PID" >/dev/null || die "callgrind_control -z failed"
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$IR_EVENTS" \
+			--duration 10m --warmup 0s --concurrency "$IR_CONCURRENCY" --mailhook-pid "$MH_PID" \
+			--cpu "mailhook=$MH_PID" --cpu "pg-mailhook=tree:$postmaster" || rc=$?
+		callgrind_control -d "$MH_PID" >/dev/null || die "callgrind_control -d failed"
+		# The dump's summary line: every instruction the process executed since the zeroing.
+		awk '/^summary:/ {print $2}' "$out.callgrind.$MH_PID".* >"$out.ir" 2>/dev/null
+		stop_pid "$MH_PID"
+		;;
 	accept-cpu)
 		[[ ${TEMPORAL_PG:-} != private ]] || die "accept-cpu keeps its own cluster for mailhook alone: unset TEMPORAL_PG"
 		# mailhook's database alone on a cluster of the bench's own: that cluster's CPU is what
@@ -640,6 +690,8 @@ PY
 		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
 		local MHCONFIG=$WORK/config-$name.yaml
 		fresh_db "$DB"
+		[[ $mods != *" noidx "* ]] || psql "$PG/$DB" -qc "DROP INDEX IF EXISTS webhook_events_provider_received_idx,
+			webhook_events_type_received_idx, webhook_events_message_idx" >/dev/null
 		psql "$PG/$DB" -qc "CHECKPOINT" >/dev/null
 		MAILHOOK_BENCH_TASK_QUEUE=mailhook-bench-nodrain start_mailhook "$name" serve --worker=false
 		local postmaster
@@ -983,6 +1035,34 @@ def cpu_pairs():
                       f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
             q = [runs[a][r]["events_accepted_per_sec"] / runs[b][r]["events_accepted_per_sec"] for r in rs]
             print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
+# accept-ir: serve's instructions per accepted event (callgrind), and the trees side by side by it.
+ir_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-ir" or p.startswith("accept-ir@")]
+ir_phases = [p for p in dict.fromkeys(ir_phases + sorted(p for p in runs if p == "accept-ir" or p.startswith("accept-ir@"))) if p in runs]
+for ph in ir_phases:
+    for r, j in runs[ph].items():
+        try:
+            j["_ir"] = float(open(os.path.join(d, f"run{r}-{ph}.ir")).read().split()[0]) / j["events_accepted"]
+        except (OSError, ValueError, IndexError, KeyError, ZeroDivisionError):
+            pass
+        c, n = j.get("cpu_seconds_window") or {}, j.get("events_accepted") or 0
+        if n and "pg-mailhook" in c:
+            j["_pgus"] = 1e6 * c["pg-mailhook"] / n
+for metric, get, fmt in [("events accepted", lambda j: j["events_accepted"], "{:.0f}"),
+                         ("serve instructions per accepted event (callgrind)", lambda j: j["_ir"], "{:,.0f}"),
+                         ("its PostgreSQL cluster, CPU µs per accepted event", lambda j: j["_pgus"], "{:.1f}"),
+                         ("accept rate under callgrind (events/s)", lambda j: j["events_accepted_per_sec"], "{:.0f}"),
+                         ("load average at start (1 min)", lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")]:
+    for ph in ir_phases:
+        one(metric, ph, get, fmt)
+def ir_pairs():
+    for i, a in enumerate(ir_phases):
+        for b in ir_phases[i + 1:]:
+            for key, what in [("_ir", "serve instructions per event"), ("_pgus", "PostgreSQL CPU per event")]:
+                rs = [r for r in sorted(runs[a]) if r in runs[b] and key in runs[a][r] and key in runs[b][r]]
+                if rs:
+                    q = [runs[a][r][key] / runs[b][r][key] for r in rs]
+                    print(f"- {a} / {b}, {what}, run by run: {', '.join(f'{x:.3f}' for x in q)} "
+                          f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
 def burst(phase, full):
     """Rows of a burst phase; full adds latency, drain time and memory."""
     add("events accepted", phase, lambda j: j["events_accepted"], "{:.0f}")
@@ -1055,6 +1135,7 @@ ratio("fixed+eager: processed rate / baseline --local all", median_of("fixed+eag
 ratio("fixed+eager: processed rate / fixed@base+eager (issue 46)", median_of("fixed+eager", rate), median_of("fixed@base+eager", rate), 1.1)
 ratio("fixed: processed rate / the same work on PREV_REF", fx, median_of("fixed@prev", rate), 1.0)
 cpu_pairs()
+ir_pairs()
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY
 }
@@ -1064,7 +1145,7 @@ main() {
 		summary
 		return
 	fi
-	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* && $PHASES != *accept-cpu* ]] || stop_private_pg' EXIT
+	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* && $PHASES != *accept-cpu* && $PHASES != *accept-ir* ]] || stop_private_pg' EXIT
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal
