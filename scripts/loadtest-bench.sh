@@ -1037,7 +1037,8 @@ def cpu_pairs():
             print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
 # accept-ir: serve's instructions per accepted event (callgrind), and the trees side by side by it.
 ir_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-ir" or p.startswith("accept-ir@")]
-ir_phases = [p for p in dict.fromkeys(ir_phases + sorted(p for p in runs if p == "accept-ir" or p.startswith("accept-ir@"))) if p in runs]
+ir_phases = [p for p in dict.fromkeys(ir_phases + sorted(p for p in runs if p == "accept-ir" or p.startswith("accept-ir@")))
+             if p in runs and not p.endswith(".warmup")]
 for ph in ir_phases:
     for r, j in runs[ph].items():
         try:
