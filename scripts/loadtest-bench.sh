@@ -697,10 +697,13 @@ PY
 		local postmaster
 		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
 		temporal_backends "$out.tpg-before.tsv"
+		# What PostgreSQL wrote (the cluster holds mailhook's database alone): counts, not time.
+		psql "$PG/postgres" -AtF$'\t' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal" >"$out.wal-before.tsv"
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$CPU_EVENTS" \
 			--duration 10m --warmup 0s --mailhook-pid "$MH_PID" \
 			--cpu "mailhook=$MH_PID" --cpu "pg-mailhook=tree:$postmaster" --cpu "temporal=tree:$TEMPORAL_PID" || rc=$?
+		psql "$PG/postgres" -AtF$'\t' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal" >"$out.wal-after.tsv"
 		temporal_backends "$out.tpg-after.tsv"
 		stop_pid "$MH_PID"
 		;;
@@ -1003,6 +1006,17 @@ for ph in cpu_phases:
             u = j["_us"]
             u["serve+pg"] = u.get("mailhook", 0) + u.get("pg-mailhook", 0)
             u["all"] = sum(u.get(k, 0) for k in ("mailhook", "pg-mailhook", "temporal", "temporal-pg", "self"))
+            # The same machine state slows every process of the phase alike (other work, a vCPU
+            # the host preempts: no steal time is accounted here); the generator's work per event
+            # is the same for every tree, so serve + PostgreSQL in units of it cancels that.
+            if u.get("self"):
+                u["per-gen"] = u["serve+pg"] / u["self"]
+            try:
+                wb = [float(x) for x in open(os.path.join(d, f"run{r}-{ph}.wal-before.tsv")).read().split()]
+                wa = [float(x) for x in open(os.path.join(d, f"run{r}-{ph}.wal-after.tsv")).read().split()]
+                u["wal-records"], u["wal-bytes"] = (wa[0] - wb[0]) / n * 1e6, (wa[2] - wb[2]) / n * 1e6
+            except (OSError, ValueError, IndexError):
+                pass
             # What else kept the machine busy meanwhile (other work), in cores.
             w = j.get("window_seconds") or 0
             if w and "machine" in c:
@@ -1011,7 +1025,9 @@ for metric, key in [("events accepted", None), ("accept rate (events/s)", "rate"
                     ("CPU µs per accepted event: serve", "mailhook"), ("  its PostgreSQL cluster", "pg-mailhook"),
                     ("  serve + its PostgreSQL", "serve+pg"), ("  Temporal server", "temporal"),
                     ("  Temporal's backends (shared server)", "temporal-pg"), ("  load generator", "self"),
-                    ("  all of these", "all"), ("other work on the machine meanwhile (cores)", "others"),
+                    ("  all of these", "all"), ("serve + PostgreSQL / load generator", "per-gen"),
+                    ("WAL records per accepted event", "wal-records"), ("WAL bytes per accepted event", "wal-bytes"),
+                    ("other work on the machine meanwhile (cores)", "others"),
                     ("load average at start (1 min)", "load")]:
     for ph in cpu_phases:
         if key is None:
@@ -1021,20 +1037,23 @@ for metric, key in [("events accepted", None), ("accept rate (events/s)", "rate"
         elif key == "load":
             one(metric, ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
         else:
-            one(metric, ph, lambda j, k=key: j["_us"][k], "{:.2f}" if key == "others" else "{:.1f}")
+            one(metric, ph, lambda j, k=key: j["_us"][k] / (1e6 if k.startswith("wal") else 1),
+                "{:.2f}" if key == "others" else "{:.3f}" if key == "per-gen" else "{:.1f}")
 def cpu_pairs():
     """Serve + its PostgreSQL per event, each pair of trees run by run (same run: side by side)."""
     for i, a in enumerate(cpu_phases):
         for b in cpu_phases[i + 1:]:
             rs = [r for r in sorted(runs[a]) if r in runs[b] and "_us" in runs[a][r] and "_us" in runs[b][r]]
-            if not rs:
-                continue
-            for key, what in [("serve+pg", "serve + PostgreSQL CPU per event"), ("all", "all measured CPU per event")]:
-                q = [runs[a][r]["_us"][key] / runs[b][r]["_us"][key] for r in rs]
+            for key, what in [("serve+pg", "serve + PostgreSQL CPU per event"), ("per-gen", "the same in load generator units"),
+                              ("all", "all measured CPU per event")]:
+                q = [runs[a][r]["_us"][key] / runs[b][r]["_us"][key] for r in rs if key in runs[a][r]["_us"] and key in runs[b][r]["_us"]]
+                if not q:
+                    continue
                 print(f"- {a} / {b}, {what}, run by run: {', '.join(f'{x:.3f}' for x in q)} "
                       f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
             q = [runs[a][r]["events_accepted_per_sec"] / runs[b][r]["events_accepted_per_sec"] for r in rs]
-            print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
+            if q:
+                print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
 # accept-ir: serve's instructions per accepted event (callgrind), and the trees side by side by it.
 ir_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-ir" or p.startswith("accept-ir@")]
 ir_phases = [p for p in dict.fromkeys(ir_phases + sorted(p for p in runs if p == "accept-ir" or p.startswith("accept-ir@")))
