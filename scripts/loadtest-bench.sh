@@ -66,6 +66,20 @@
 #   burst              serve (worker + relay) + loadtest --events BURST: the burst accepted, then
 #                      drained, with the full verdict
 #   burst-small        the same with BURST_SMALL events, about as many as the e2e phase sends
+#   accept-cpu         serve --worker=false + loadtest --no-drain until CPU_EVENTS (30,000) new
+#                      events were accepted, mailhook's database alone on the bench's own
+#                      PostgreSQL cluster (PGO_PORT): the CPU time (utime + stime, /proc) per
+#                      accepted event of the serve process, of that cluster (postmaster and every
+#                      backend), of the Temporal server and its backends on the shared server, and
+#                      of the load generator. On a CPU-bound machine the rate is the cores over the
+#                      CPU per event, and CPU time per event moves far less with other work than
+#                      the rate does: compare trees by it (REFS, ROTATE, several runs).
+#   accept-ir          the same with `mailhook serve` under valgrind's callgrind: after
+#                      IR_WARMUP (300) events, the instructions serve executes for IR_EVENTS
+#                      (2,000) more, IR_CONCURRENCY (8) senders (callgrind runs one thread at a
+#                      time, about 50 times slower). Instruction counts barely move with other
+#                      work on the machine; they leave out PostgreSQL (its CPU time is reported as
+#                      in accept-cpu), cache misses and waiting.
 #
 # Side by side with earlier trees: BASE_REF=<commit> builds that commit's mailhook into
 # $WORK/mh-base, and a phase written NAME@base (e.g. PHASES="mixed mixed@base") runs NAME with
@@ -76,6 +90,10 @@
 # tree from 23cb9aa on does). ROTATE=k starts run r's PHASES k·(r−1) phases in, so that what
 # builds up within a run (the started workflows in its one Temporal server) falls on every tree.
 # NAME+eager runs NAME with temporal.eager_start on.
+# NAME+nometa sends no metadata or tags though METADATA=1 (what metadata costs one tree);
+# NAME+noidx drops, after the migrations, the three indexes 00023 adds to every acceptance
+# insert (webhook_events by provider, by type, by message: the event explorer's, issue 43)
+# (accept-cpu and accept-ir only).
 # NAME+flood also sends FLOOD_RATE (1,000) badly signed Postscale requests per second from
 # 127.0.0.3 for the whole send phase (loadtest --flood-rate), and records after it the kept
 # rejections (rows, bytes, dropped) beside the per-endpoint budget and the not-kept counter;
@@ -100,6 +118,7 @@ HTTP_PORT=${HTTP_PORT:-18080}
 SINK_PORT=${SINK_PORT:-19100}
 DB=${DB:-mailhook_bench}
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
+PG_SHARED=$PG # where the Temporal server's databases are (unless TEMPORAL_PG=private)
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-15s}
 WARMUP=${WARMUP:-3s}
@@ -120,6 +139,10 @@ PG_OUTAGE_LOAD=${PG_OUTAGE_LOAD:-240s}
 PGO_PORT=${PGO_PORT:-15433}
 FLOOD_RATE=${FLOOD_RATE:-1000}
 SIZING_EVENTS=${SIZING_EVENTS:-5000}
+CPU_EVENTS=${CPU_EVENTS:-30000}
+IR_EVENTS=${IR_EVENTS:-2000}
+IR_WARMUP=${IR_WARMUP:-300}
+IR_CONCURRENCY=${IR_CONCURRENCY:-8}
 SIZING_SEED=${SIZING_SEED:-1} # the traffic's seed (its lifecycles, re-sends, batches)
 WORKER_METRICS_PORT=${WORKER_METRICS_PORT:-19090}   # sizing: the worker's /metrics
 TEMPORAL_METRICS_PORT=${TEMPORAL_METRICS_PORT:-19091} # sizing: the Temporal server's /metrics
@@ -439,6 +462,20 @@ SELECT pid, coalesce(datname, '(' || backend_type || ')') FROM pg_stat_activity"
 	done
 }
 
+# temporal_backends <out>: the CPU each backend of the Temporal server's two databases on the
+# shared server has used (pid, clock ticks from /proc/<pid>/stat), tab-separated; accept-cpu writes
+# it before and after its load. A backend that ended in between is lost, one that started counts
+# whole.
+temporal_backends() {
+	local pid
+	psql "$PG_SHARED/postgres" -AtF$'\t' -c "
+SELECT pid FROM pg_stat_activity WHERE datname IN ('temporal_$TEMPORAL_PORT', 'temporal_visibility_$TEMPORAL_PORT')" 2>/dev/null |
+		while read -r pid; do
+			[[ -r /proc/$pid/stat ]] || continue
+			printf '%s\t%s\n' "$pid" "$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat" 2>/dev/null)"
+		done >"$1"
+}
+
 # pg_statements <out>: with PGSTATS=1, pg_stat_statements of every database on the bench's own
 # cluster (mailhook's and, with TEMPORAL_PG=private, Temporal's two), per statement: database,
 # role, calls, rows, execution and planning time (ms; the cluster tracks planning), WAL bytes,
@@ -491,6 +528,7 @@ phase() { # phase <run> <name>[@base|@prev][+eager][+flood[+norecord]]
 	esac
 	name=${name%@*}
 	[[ $mods == *" eager "* ]] && EAGER=true
+	[[ $mods == *" nometa "* ]] && local METADATA=
 	[[ $mods == *" flood "* ]] && FLOOD=(--flood-rate "$FLOOD_RATE" --flood-source 127.0.0.3)
 	if [[ $mods == *" norecord "* ]]; then
 		[[ $MHBIN == "$MH" || ($MHBIN == "$MH_BASE" && -n ${BASE_NORECORD:-}) ]] ||
@@ -605,6 +643,72 @@ PY
 		loadtest "$out" --mix postscale=1 --dup-share "$dup" --out-of-order 0.3 --no-drain "${flags[@]}" \
 			--mailhook-pid "$MH_PID" $(cpu_flags --cpu "mailhook=$MH_PID") || rc=$?
 		((${#FLOOD[@]} == 0)) || rejections_kept "$out"
+		stop_pid "$MH_PID"
+		;;
+	accept-ir)
+		command -v valgrind >/dev/null && command -v callgrind_control >/dev/null || die "accept-ir needs valgrind (callgrind)"
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
+		local MHCONFIG=$WORK/config-$name.yaml
+		fresh_db "$DB"
+		[[ $mods != *" noidx "* ]] || psql "$PG/$DB" -qc "DROP INDEX IF EXISTS webhook_events_provider_received_idx,
+			webhook_events_type_received_idx, webhook_events_message_idx" >/dev/null
+		psql "$PG/$DB" -qc "CHECKPOINT" >/dev/null
+		rm -f "$out".callgrind.*
+		# Asynchronous preemption is a signal every 10 ms of running time: under callgrind's
+		# slower clock that is many more of them than natively, each a signal frame to count.
+		GODEBUG=asyncpreemptoff=1 MAILHOOK_BENCH_TASK_QUEUE=mailhook-bench-nodrain MAILHOOK_EAGER_START=$EAGER \
+			valgrind --tool=callgrind --callgrind-out-file="$out.callgrind.%p" \
+			"$MHBIN" serve --worker=false --config "$MHCONFIG" 2>"$WORK/$name.log" &
+		MH_PID=$!
+		STARTED+=("$MH_PID")
+		for _ in $(seq 600); do
+			curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 || die "mailhook under callgrind did not become ready (see $WORK/$name.log)"
+		local postmaster
+		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
+		loadtest "$out.warmup" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$IR_WARMUP" \
+			--duration 10m --warmup 0s --concurrency "$IR_CONCURRENCY" || rc=$?
+		callgrind_control -z "$MH_PID" >/dev/null || die "callgrind_control -z failed"
+		# No /metrics scrape inside the count (a scrape under callgrind is some 20 M
+		# instructions, more for a tree with more metrics): the generator's goes nowhere.
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$IR_EVENTS" \
+			--duration 10m --warmup 0s --concurrency "$IR_CONCURRENCY" --mailhook-pid "$MH_PID" \
+			--metrics-url "http://127.0.0.1:$((HTTP_PORT + 1))/metrics" \
+			--cpu "mailhook=$MH_PID" --cpu "pg-mailhook=tree:$postmaster" || rc=$?
+		callgrind_control -d "$MH_PID" >/dev/null || die "callgrind_control -d failed"
+		# The dump's summary line: every instruction the process executed since the zeroing.
+		awk '/^summary:/ {print $2}' "$out.callgrind.$MH_PID".* >"$out.ir" 2>/dev/null
+		stop_pid "$MH_PID"
+		;;
+	accept-cpu)
+		[[ ${TEMPORAL_PG:-} != private ]] || die "accept-cpu keeps its own cluster for mailhook alone: unset TEMPORAL_PG"
+		# mailhook's database alone on a cluster of the bench's own: that cluster's CPU is what
+		# the accept path costs PostgreSQL, apart from Temporal's persistence and other work on
+		# the shared server.
+		pgo pg_ctl -D "$WORK/pgo/data" status >/dev/null 2>&1 || start_private_pg
+		local PG=postgres://postgres@127.0.0.1:$PGO_PORT
+		sed "s#^  url: .*/$DB?sslmode=disable#  url: $PG/$DB?sslmode=disable#" "$MHCONFIG" >"$WORK/config-$name.yaml"
+		local MHCONFIG=$WORK/config-$name.yaml
+		fresh_db "$DB"
+		[[ $mods != *" noidx "* ]] || psql "$PG/$DB" -qc "DROP INDEX IF EXISTS webhook_events_provider_received_idx,
+			webhook_events_type_received_idx, webhook_events_message_idx" >/dev/null
+		psql "$PG/$DB" -qc "CHECKPOINT" >/dev/null
+		MAILHOOK_BENCH_TASK_QUEUE=mailhook-bench-nodrain start_mailhook "$name" serve --worker=false
+		local postmaster
+		postmaster=$(head -1 "$WORK/pgo/data/postmaster.pid")
+		temporal_backends "$out.tpg-before.tsv"
+		# What PostgreSQL wrote (the cluster holds mailhook's database alone): counts, not time.
+		psql "$PG/postgres" -AtF$'\t' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal" >"$out.wal-before.tsv"
+		# shellcheck disable=SC2046
+		loadtest "$out" --mix postscale=1 --dup-share 0 --out-of-order 0.3 --no-drain --events "$CPU_EVENTS" \
+			--duration 10m --warmup 0s --mailhook-pid "$MH_PID" \
+			--cpu "mailhook=$MH_PID" --cpu "pg-mailhook=tree:$postmaster" --cpu "temporal=tree:$TEMPORAL_PID" || rc=$?
+		psql "$PG/postgres" -AtF$'\t' -c "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal" >"$out.wal-after.tsv"
+		temporal_backends "$out.tpg-after.tsv"
 		stop_pid "$MH_PID"
 		;;
 	burst | burst-small)
@@ -880,6 +984,109 @@ if "accept-nodrain" in runs:
     # CPU per accepted event moves less with the machine's load than the rate does; with a flood
     # it includes the flood's cost.
     add("mailhook CPU µs per accepted event", "accept-nodrain", lambda j: 1e6 * j["cpu_cores_window"]["mailhook"] / j["events_accepted_per_sec"], "{:.0f}")
+# accept-cpu: CPU time per accepted event by process group (µs), and the trees side by side by it.
+def tpg(phase, r):
+    """CPU seconds of the Temporal server's backends on the shared PostgreSQL over the phase."""
+    def ticks(which):
+        out = {}
+        for line in open(os.path.join(d, f"run{r}-{phase}.tpg-{which}.tsv")):
+            pid, t = line.split()
+            out[pid] = int(t)
+        return out
+    b, a = ticks("before"), ticks("after")
+    return sum(t - b[p] if p in b and t >= b[p] else t for p, t in a.items()) / 100
+cpu_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-cpu" or p.startswith("accept-cpu@")]
+cpu_phases = [p for p in dict.fromkeys(cpu_phases + sorted(p for p in runs if p == "accept-cpu" or p.startswith("accept-cpu@"))) if p in runs]
+for ph in cpu_phases:
+    for r, j in runs[ph].items():
+        c = j.get("cpu_seconds_window") or {}
+        try:
+            c["temporal-pg"] = tpg(ph, r)
+        except (OSError, ValueError, KeyError):
+            pass
+        n = j.get("events_accepted") or 0
+        if n:
+            j["_us"] = {k: 1e6 * v / n for k, v in c.items()}
+            u = j["_us"]
+            u["serve+pg"] = u.get("mailhook", 0) + u.get("pg-mailhook", 0)
+            u["all"] = sum(u.get(k, 0) for k in ("mailhook", "pg-mailhook", "temporal", "temporal-pg", "self"))
+            # The same machine state slows every process of the phase alike (other work, a vCPU
+            # the host preempts: no steal time is accounted here); the generator's work per event
+            # is the same for every tree, so serve + PostgreSQL in units of it cancels that.
+            if u.get("self"):
+                u["per-gen"] = u["serve+pg"] / u["self"]
+            try:
+                wb = [float(x) for x in open(os.path.join(d, f"run{r}-{ph}.wal-before.tsv")).read().split()]
+                wa = [float(x) for x in open(os.path.join(d, f"run{r}-{ph}.wal-after.tsv")).read().split()]
+                u["wal-records"], u["wal-bytes"] = (wa[0] - wb[0]) / n * 1e6, (wa[2] - wb[2]) / n * 1e6
+            except (OSError, ValueError, IndexError):
+                pass
+            # What else kept the machine busy meanwhile (other work), in cores.
+            w = j.get("window_seconds") or 0
+            if w and "machine" in c:
+                u["others"] = max(0.0, c["machine"] - sum(c.get(k, 0) for k in ("mailhook", "pg-mailhook", "temporal", "temporal-pg", "self"))) / w
+for metric, key in [("events accepted", None), ("accept rate (events/s)", "rate"),
+                    ("CPU µs per accepted event: serve", "mailhook"), ("  its PostgreSQL cluster", "pg-mailhook"),
+                    ("  serve + its PostgreSQL", "serve+pg"), ("  Temporal server", "temporal"),
+                    ("  Temporal's backends (shared server)", "temporal-pg"), ("  load generator", "self"),
+                    ("  all of these", "all"), ("serve + PostgreSQL / load generator", "per-gen"),
+                    ("WAL records per accepted event", "wal-records"), ("WAL bytes per accepted event", "wal-bytes"),
+                    ("other work on the machine meanwhile (cores)", "others"),
+                    ("load average at start (1 min)", "load")]:
+    for ph in cpu_phases:
+        if key is None:
+            one(metric, ph, lambda j: j["events_accepted"], "{:.0f}")
+        elif key == "rate":
+            one(metric, ph, lambda j: j["events_accepted_per_sec"], "{:.0f}")
+        elif key == "load":
+            one(metric, ph, lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")
+        else:
+            one(metric, ph, lambda j, k=key: j["_us"][k] / (1e6 if k.startswith("wal") else 1),
+                "{:.2f}" if key == "others" else "{:.3f}" if key == "per-gen" else "{:.1f}")
+def cpu_pairs():
+    """Serve + its PostgreSQL per event, each pair of trees run by run (same run: side by side)."""
+    for i, a in enumerate(cpu_phases):
+        for b in cpu_phases[i + 1:]:
+            rs = [r for r in sorted(runs[a]) if r in runs[b] and "_us" in runs[a][r] and "_us" in runs[b][r]]
+            for key, what in [("serve+pg", "serve + PostgreSQL CPU per event"), ("per-gen", "the same in load generator units"),
+                              ("all", "all measured CPU per event")]:
+                q = [runs[a][r]["_us"][key] / runs[b][r]["_us"][key] for r in rs if key in runs[a][r]["_us"] and key in runs[b][r]["_us"]]
+                if not q:
+                    continue
+                print(f"- {a} / {b}, {what}, run by run: {', '.join(f'{x:.3f}' for x in q)} "
+                      f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
+            q = [runs[a][r]["events_accepted_per_sec"] / runs[b][r]["events_accepted_per_sec"] for r in rs]
+            if q:
+                print(f"- {a} / {b}, accept rate, run by run: {', '.join(f'{x:.2f}' for x in q)} (median {statistics.median(q):.2f})")
+# accept-ir: serve's instructions per accepted event (callgrind), and the trees side by side by it.
+ir_phases = [p for p in os.environ.get("PHASES", "").split() if p == "accept-ir" or p.startswith("accept-ir@")]
+ir_phases = [p for p in dict.fromkeys(ir_phases + sorted(p for p in runs if p == "accept-ir" or p.startswith("accept-ir@")))
+             if p in runs and not p.endswith(".warmup")]
+for ph in ir_phases:
+    for r, j in runs[ph].items():
+        try:
+            j["_ir"] = float(open(os.path.join(d, f"run{r}-{ph}.ir")).read().split()[0]) / j["events_accepted"]
+        except (OSError, ValueError, IndexError, KeyError, ZeroDivisionError):
+            pass
+        c, n = j.get("cpu_seconds_window") or {}, j.get("events_accepted") or 0
+        if n and "pg-mailhook" in c:
+            j["_pgus"] = 1e6 * c["pg-mailhook"] / n
+for metric, get, fmt in [("events accepted", lambda j: j["events_accepted"], "{:.0f}"),
+                         ("serve instructions per accepted event (callgrind)", lambda j: j["_ir"], "{:,.0f}"),
+                         ("its PostgreSQL cluster, CPU µs per accepted event", lambda j: j["_pgus"], "{:.1f}"),
+                         ("accept rate under callgrind (events/s)", lambda j: j["events_accepted_per_sec"], "{:.0f}"),
+                         ("load average at start (1 min)", lambda j: float(j["loadavg_start"].split()[0]), "{:.2f}")]:
+    for ph in ir_phases:
+        one(metric, ph, get, fmt)
+def ir_pairs():
+    for i, a in enumerate(ir_phases):
+        for b in ir_phases[i + 1:]:
+            for key, what in [("_ir", "serve instructions per event"), ("_pgus", "PostgreSQL CPU per event")]:
+                rs = [r for r in sorted(runs[a]) if r in runs[b] and key in runs[a][r] and key in runs[b][r]]
+                if rs:
+                    q = [runs[a][r][key] / runs[b][r][key] for r in rs]
+                    print(f"- {a} / {b}, {what}, run by run: {', '.join(f'{x:.3f}' for x in q)} "
+                          f"(median {statistics.median(q):.3f}, range {min(q):.3f}–{max(q):.3f})")
 def burst(phase, full):
     """Rows of a burst phase; full adds latency, drain time and memory."""
     add("events accepted", phase, lambda j: j["events_accepted"], "{:.0f}")
@@ -951,6 +1158,8 @@ ratio("fixed+eager: processed rate / the same work on BASE_REF", median_of("fixe
 ratio("fixed+eager: processed rate / baseline --local all", median_of("fixed+eager", rate), ba, 0.8)
 ratio("fixed+eager: processed rate / fixed@base+eager (issue 46)", median_of("fixed+eager", rate), median_of("fixed@base+eager", rate), 1.1)
 ratio("fixed: processed rate / the same work on PREV_REF", fx, median_of("fixed@prev", rate), 1.0)
+cpu_pairs()
+ir_pairs()
 if i99 is not None: print(f"- accept p99 at {os.environ.get('INBOX_RATE', '2000')} req/s: {i99:.2f} ms (goal ≤ 25) → {'met' if i99 <= 25 else 'NOT met'}")
 PY
 }
@@ -960,7 +1169,7 @@ main() {
 		summary
 		return
 	fi
-	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* ]] || stop_private_pg' EXIT
+	trap 'cleanup; [[ ${PGSTATS:-} != 1 && " $PHASES " != *" sizing "* && $PHASES != *accept-cpu* && $PHASES != *accept-ir* ]] || stop_private_pg' EXIT
 	setup
 	for run in $(seq "${START_RUN:-1}" $((${START_RUN:-1} + RUNS - 1))); do
 		((run == ${START_RUN:-1})) || [[ $FRESH == phase ]] || start_temporal

@@ -76,7 +76,8 @@ func (m *Matcher) is(s string) bool {
 // RedactEvent is RedactJSON for a normalized event (domain.Event's JSON): a top-level
 // "recipient" that mentions the address is removed rather than replaced, so that processing
 // the event again (a replay, a redrive) finds no recipient instead of taking Placeholder for
-// one, which a hard bounce would then suppress; and its keys are re-keyed (Matcher.EventID).
+// one, which a hard bounce would then suppress, and its engagement's IP address goes with it; and
+// its keys are re-keyed (Matcher.EventID).
 func (m *Matcher) RedactEvent(doc []byte) ([]byte, bool, error) {
 	v, err := decode(doc)
 	if err != nil {
@@ -86,6 +87,8 @@ func (m *Matcher) RedactEvent(doc []byte) ([]byte, bool, error) {
 	if obj, ok := v.(map[string]any); ok {
 		if r, ok := obj["recipient"].(string); ok && m.Mentions(r) {
 			delete(obj, "recipient")
+			// The event is the person's: so is the IP address their client opened or clicked from.
+			dropEngagementIP(obj)
 			removed = true
 		}
 		// The keys a prior version built with the address get the ones the row is re-keyed

@@ -253,7 +253,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		// request is in flight any more, so nothing reads r.end concurrently.
 		r.end = sendDone
 	}
-	rep.CPUCores = CPUUse(<-cpuStartCh, cpuEnd)
+	cpuStart := <-cpuStartCh
+	rep.CPUCores = CPUUse(cpuStart, cpuEnd)
+	rep.CPUSecondsWindow = CPUSeconds(cpuStart, cpuEnd)
 	// The SDK's metrics reach the registry once a second: wait for the window's last ones.
 	time.Sleep(1200 * time.Millisecond)
 	if after, err := scrapeMetrics(ctx, r.client, o.MetricsURL); err == nil {

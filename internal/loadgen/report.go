@@ -68,7 +68,11 @@ type Report struct {
 	// CPUSecondsRun is the CPU time each target used from before the first request until every
 	// accepted event was processed (the drain's end): divided by the events, the CPU an event
 	// costs, which a loaded machine moves less than it moves rates.
-	CPUSecondsRun        map[string]float64 `json:"cpu_seconds_run"`
+	CPUSecondsRun map[string]float64 `json:"cpu_seconds_run"`
+	// CPUSecondsWindow is the CPU time each target used over the measured window (warm-up to
+	// the send phase's end): with --events and no warm-up, what a fixed number of accepted events
+	// cost, exact to a clock tick per process (CPUCores is the same over the window's seconds).
+	CPUSecondsWindow     map[string]float64 `json:"cpu_seconds_window"`
 	MailhookRSSAtSendEnd *Memory            `json:"mailhook_memory_send_end,omitempty"`
 	// Flood: the badly signed requests sent beside the valid traffic (--flood-rate).
 	Flood          *FloodReport `json:"flood,omitempty"`

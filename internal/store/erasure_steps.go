@@ -127,6 +127,20 @@ func (w *eraser) redactJSON(doc []byte, event bool) (any, bool, error) {
 	return string(out), changed, nil
 }
 
+// redactIPs is erasure.RedactIPs of what redactJSON gave (text, or nil for SQL NULL), for a row
+// known to be about the erased person; changed is whether redactJSON changed it already.
+func (w *eraser) redactIPs(doc any, changed bool) (any, bool, error) {
+	text, ok := doc.(string)
+	if !ok {
+		return doc, changed, nil
+	}
+	out, c, err := erasure.RedactIPs([]byte(text))
+	if err != nil {
+		return nil, false, err
+	}
+	return string(out), changed || c, nil
+}
+
 // redactText is RedactText of a nullable text column.
 func (w *eraser) redactText(s *string) (*string, bool) {
 	if s == nil {
@@ -181,6 +195,9 @@ func (w *eraser) payloads(ctx context.Context, rel string, lo, hi int64) error {
 			return nil
 		}
 		newPayload, pc, err := w.redactJSON(payload, false)
+		if err == nil && w.m.Mentions(recipient) {
+			newPayload, pc, err = w.redactIPs(newPayload, pc)
+		}
 		if err != nil {
 			return fmt.Errorf("payload of %s:%s: %w", provider, eventID, err)
 		}
@@ -213,6 +230,9 @@ func (w *eraser) events(ctx context.Context, rel string, lo, hi int64) error {
 			return nil
 		}
 		newPayload, pc, err := w.redactJSON(payload, false)
+		if err == nil && w.m.Mentions(recipient) {
+			newPayload, pc, err = w.redactIPs(newPayload, pc)
+		}
 		if err != nil {
 			return fmt.Errorf("legacy payload of %s:%s: %w", provider, eventID, err)
 		}
@@ -250,6 +270,11 @@ func (w *eraser) bodies(ctx context.Context, rel string, lo, hi int64) error {
 	)
 	return w.candidates(ctx, rel, qEraseBodies, lo, hi, []any{&id, &createdAt, &body, &inbound}, func() error {
 		newBody, changed, err := w.redactJSON(body, false)
+		if err == nil && changed && !inbound {
+			// It names the address: it is about that person (a status change, a suppression,
+			// an engagement), and an IP address in it is theirs.
+			newBody, changed, err = w.redactIPs(newBody, changed)
+		}
 		switch {
 		case err != nil:
 			return fmt.Errorf("body of notification %s: %w", id, err)
@@ -271,6 +296,9 @@ func (w *eraser) notifications(ctx context.Context, rel string, lo, hi int64) er
 	)
 	return w.candidates(ctx, rel, qEraseNotifications, lo, hi, []any{&id, &typ, &body, &lastError, &provider, &eventID, &messageID}, func() error {
 		newBody, bc, err := w.redactJSON(body, false)
+		if err == nil && bc && typ != domain.TypeEmailReceived {
+			newBody, bc, err = w.redactIPs(newBody, bc) // as in bodies
+		}
 		if err != nil {
 			return fmt.Errorf("legacy body of notification %s: %w", id, err)
 		}

@@ -556,3 +556,50 @@ RETURNING id`, hash, sealed).Scan(&id))
 		WHERE table_name = 'erasure_jobs' AND column_name IN ('claimed_by', 'claimed_until')`).Scan(&columns))
 	assert.Zero(t, columns, "the lease's columns are gone")
 }
+
+// An open's client IP address is the opener's: erasing the address takes it from the stored
+// event, the provider's JSON (an IPv6 literal inside a nested JSON string too, as SES's Message
+// is) and the notification that carried it to an engagement_ip sink. Another person's open
+// keeps its IP.
+func TestEraseTakesTheEngagementIPWithTheAddress(t *testing.T) {
+	t.Parallel()
+	s := storetest.OpenURL(t, storetest.NewDatabase(t), store.Options{ErasureHasher: erasureHasher(t)})
+	ctx := t.Context()
+	open := func(tag, address, ip, ip6 string) domain.Event {
+		ev := domain.Event{Provider: provider, EventID: "open_" + tag, Type: "email.opened", Kind: domain.KindOpened,
+			MessageID: "msg_open_" + tag, Recipient: address, OccurredAt: at(0),
+			Engagement: &domain.Engagement{UserAgent: "Mail/1.0", IP: ip},
+			Raw: json.RawMessage(fmt.Sprintf(`{"type":"email.opened","data":{"to":%q,"ip_address":%q},"Message":%q}`,
+				address, ip, fmt.Sprintf(`{"open":{"ipAddress":%q,"timestamp":"2026-12-06T10:32:33.936Z"}}`, ip6)))}
+		_, err := s.Events.RecordEvent(ctx, ev)
+		require.NoError(t, err)
+		_, err = s.Notifications.EnsureNotification(ctx, delivery.Notification{Provider: provider, EventID: ev.EventID, Sink: "analytics",
+			Type: domain.TypeMessageOpened,
+			Body: json.RawMessage(fmt.Sprintf(`{"type":"message.opened","data":{"recipient":%q,"ip":%q,"user_agent":"Mail/1.0"}}`, address, ip))})
+		require.NoError(t, err)
+		return ev
+	}
+	open("jane", janeAddress, "203.0.113.7", "2001:db8::7")
+	open("bob", bobAddress, "198.51.100.9", "2001:db8::9")
+
+	_, err := s.Erase(ctx, store.ErasureRequest{Address: janeAddress, ErasedBy: "ops", Reason: "art. 17"})
+	require.NoError(t, err)
+
+	hits, err := storetest.Hits(ctx, s.Pool(), "203.0.113.7", "2001:db8::7")
+	require.NoError(t, err)
+	assert.Empty(t, hits, "columns that still hold the erased person's IP addresses")
+	ev, _, _, err := s.Events.StoredEvent(ctx, provider, "open_jane")
+	require.NoError(t, err)
+	require.NotNil(t, ev.Engagement, "the rest of the engagement stays")
+	assert.Empty(t, ev.Engagement.IP)
+	assert.Equal(t, "Mail/1.0", ev.Engagement.UserAgent)
+	assert.Contains(t, string(ev.Raw), "2026-12-06T10:32:33.936Z", "a time of day is not an IP address")
+
+	hits, err = storetest.Hits(ctx, s.Pool(), "198.51.100.9", "2001:db8::9")
+	require.NoError(t, err)
+	assert.Equal(t, 1, hits["event_payloads.payload"], "Bob's open keeps its IPs: %v", hits)
+	assert.Equal(t, 1, hits["notification_bodies.body"], "Bob's notification keeps its IP: %v", hits)
+	bob, _, _, err := s.Events.StoredEvent(ctx, provider, "open_bob")
+	require.NoError(t, err)
+	assert.Equal(t, "198.51.100.9", bob.Engagement.IP)
+}
