@@ -113,11 +113,15 @@ type receiver struct {
 	mu    sync.Mutex
 	got   []delivery
 	tries map[string]int // requests per id: a map, so a drain of thousands is not quadratic here
-	// first is each id's first request body: every later request under that id must carry the
-	// same bytes (the promise is at least once under one id with the same body).
-	first   map[string][]byte
-	respond func(id string, attempt int) int
-	block   chan struct{} // when set, requests wait on it
+	// first is each id's first accepted body: every later delivery under that id must carry the
+	// same bytes (the promise is at least once under one id with the same body). A refused
+	// attempt was not delivered: an erasure may still rewrite its body before the next.
+	first map[string][]byte
+	// newBodyOK, when set, lets a delivery carry another body under an id already delivered:
+	// past retention.dedupe_keys a re-delivery is a new event, sent again under the same id.
+	newBodyOK bool
+	respond   func(id string, attempt int) int
+	block     chan struct{} // when set, requests wait on it
 	// delay, when set, is how long each request takes to answer (a slow sink).
 	delay time.Duration
 	// inFlight counts the requests being answered; maxInFlight the most at once.
@@ -182,18 +186,20 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.tries[id]++
 	attempt := r.tries[id]
-	if r.first == nil {
-		r.first = map[string][]byte{}
-	}
-	if prev, ok := r.first[id]; !ok {
-		r.first[id] = body
-	} else if !bytes.Equal(prev, body) {
-		r.t.Errorf("notification %s sent again with a different body (attempt %d)", id, attempt)
-	}
 	status := r.respond(id, attempt)
 	if r.respondType != nil {
 		typ, _ := parsed["type"].(string)
 		status = r.respondType(typ, attempt)
+	}
+	if status < 300 {
+		if r.first == nil {
+			r.first = map[string][]byte{}
+		}
+		if prev, ok := r.first[id]; !ok || r.newBodyOK {
+			r.first[id] = body
+		} else if !bytes.Equal(prev, body) {
+			r.t.Errorf("notification %s delivered again with a different body (attempt %d)", id, attempt)
+		}
 	}
 	echo, retryAfter := r.echo, r.retryAfter
 	r.got = append(r.got, delivery{ID: id, Status: status, Body: parsed, Raw: body, Header: req.Header.Clone(), At: time.Now()})
