@@ -2,12 +2,9 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -39,23 +36,8 @@ func TestErasedAddressesLeaveNoTraceAnywhere(t *testing.T) {
 	logs := &testenv.Buffer{}
 
 	// SNS's signing certificate, served over TLS at a host the endpoint trusts.
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, err := providertest.SelfSignedCertPEM(key, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const certPath, topic = "/SimpleNotificationService-e2e.pem", "arn:aws:sns:us-east-1:123456789012:ses-events"
-	certs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != certPath {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(certPEM)
-	}))
-	t.Cleanup(certs.Close)
+	key, certs := snsCertHost(t, certPath)
 
 	h := newHarness(t, harnessOptions{logs: logs, tracerProvider: tp,
 		sinkTypes: []string{domain.TypeStatusChanged, domain.TypeSuppressionAdded},

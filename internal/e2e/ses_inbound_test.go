@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -25,23 +24,8 @@ import (
 // key is refused.
 func TestSESInboundIsAnEmailReceived(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, err := providertest.SelfSignedCertPEM(key, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const certPath, topic = "/SimpleNotificationService-inbound.pem", "arn:aws:sns:us-east-1:012345678912:example-topic"
-	certs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != certPath {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(certPEM)
-	}))
-	t.Cleanup(certs.Close)
+	key, certs := snsCertHost(t, certPath)
 	h := newHarness(t, harnessOptions{
 		endpoints: []config.Endpoint{{Name: "ses", Provider: "ses",
 			ProviderSettings: config.ProviderSettings{TopicARNs: []string{topic}, CertHostPattern: `127\.0\.0\.1`}}},
