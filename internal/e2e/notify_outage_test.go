@@ -54,10 +54,11 @@ func TestPostgresOutageCostsEachNotificationOneAttempt(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	h = newHarness(t, harnessOptions{dbURL: pg.createDatabase(t),
-		// The defaults' retries (1 s doubling) and give-up window, and a circuit that the
-		// refusals do not open: only PostgreSQL's outage is under test.
+		// The defaults' retries (1 s doubling), a give-up window longer than the outage, an
+		// attempt timeout longer than the sink holds a request on a starved machine, and a
+		// circuit that the refusals do not open: only PostgreSQL's outage is under test.
 		notify: func(n *config.Notify) {
-			n.InitialInterval, n.MaxInterval, n.GiveUpAfter, n.AttemptTimeout = time.Second, 10*time.Minute, time.Hour, 30*time.Second
+			n.InitialInterval, n.MaxInterval, n.GiveUpAfter, n.AttemptTimeout = time.Second, 10*time.Minute, time.Hour, time.Minute
 			n.CircuitFailures = 1000
 		},
 		sinks: func(s []config.Sink) []config.Sink { s[0].URL = front.URL; return s },
