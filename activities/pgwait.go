@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -139,26 +138,14 @@ func heartbeatWhileWaiting(ctx context.Context, g *pggate.Gate, info activity.In
 	// The server counts from the attempt's start, which may precede this worker's clock.
 	first := min(max(time.Until(info.StartedTime.Add(after)), 0), after)
 	var stepErr atomic.Pointer[error]
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTimer(first)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := stepErr.Load(); err != nil {
-				activity.RecordHeartbeat(ctx, fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", g.State(), *err))
-			}
-			t.Reset(every)
+	stop = heartbeating(ctx, first, every, func() (any, bool) {
+		err := stepErr.Load()
+		if err == nil {
+			return nil, false
 		}
+		return fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", g.State(), *err), true
 	})
-	return func(err error) { stepErr.Store(&err) }, func() { close(done); wg.Wait() }
+	return func(err error) { stepErr.Store(&err) }, stop
 }
 
 // errWorkerStopping ends a wait when the worker begins to stop (a deploy during the outage):

@@ -333,30 +333,13 @@ const stepHeartbeatEvery = time.Second
 // next heartbeat, failed with "context canceled" (a RabbitMQ drain made no progress for 90 s
 // under load 17-20).
 func beating(ctx context.Context, cur *atomic.Pointer[drain]) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(stepHeartbeatEvery)
-		defer tick.Stop()
-		for {
-			sent := 0
-			if d := cur.Load(); d != nil {
-				sent = d.progress()
-			}
-			activity.RecordHeartbeat(ctx, sent)
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	return heartbeating(ctx, 0, stepHeartbeatEvery, func() (any, bool) {
+		sent := 0
+		if d := cur.Load(); d != nil {
+			sent = d.progress()
 		}
+		return sent, true
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // drain is one probe's or drain step's sends to one sink.
