@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +92,30 @@ func TestPostgresOutageCostsEachNotificationOneAttempt(t *testing.T) {
 	pg.stop(t, "fast")
 	close(release)
 	down := time.Now()
-	time.Sleep(notifyOutage)
+	// 70 s in, every notification's attempt has waited past its first heartbeat (a minute into
+	// the attempt): the Temporal UI's pending SendNotification says what it waits for.
+	time.Sleep(notifyOutage - 5*time.Second)
+	for _, wf := range wfs {
+		d, err := h.svc.Temporal.DescribeWorkflowExecution(t.Context(), wf, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", wf, err)
+		}
+		var details string
+		for _, p := range d.GetPendingActivities() {
+			if p.GetActivityType().GetName() == activities.SendNotificationName {
+				for _, x := range p.GetHeartbeatDetails().GetPayloads() {
+					details += string(x.GetData())
+				}
+			}
+		}
+		if wf == wfs[0] {
+			t.Logf("describe while PostgreSQL is down: pending SendNotification, heartbeat %s", details)
+		}
+		if !strings.Contains(details, "waiting for PostgreSQL") {
+			t.Errorf("%s: pending SendNotification heartbeat %q, want waiting for PostgreSQL", wf, details)
+		}
+	}
+	time.Sleep(time.Until(down.Add(notifyOutage)))
 	pg.start(t)
 	t.Logf("PostgreSQL down for %s", time.Since(down).Round(time.Second))
 	h.waitProcessed(ids...)
