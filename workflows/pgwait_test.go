@@ -104,6 +104,8 @@ type notifyOutageStores struct {
 	mu                sync.Mutex
 	down              bool
 	marked, processed []string
+	// afterProcess, when set, runs once Process has applied the event.
+	afterProcess func()
 }
 
 func (s *notifyOutageStores) unavailable() error {
@@ -118,6 +120,9 @@ func (s *notifyOutageStores) unavailable() error {
 func (s *notifyOutageStores) ProcessNotifying(_ context.Context, provider, eventID string, _ bool, _ domain.Rules,
 	_ func(domain.Event, domain.ApplyResult, bool) []delivery.Notification) (domain.ProcessResult, []delivery.Notification, error) {
 	ev, res, _, err := s.StoredEvent(context.Background(), provider, eventID)
+	if err == nil && s.afterProcess != nil {
+		s.afterProcess()
+	}
 	return domain.ProcessResult{Event: ev, Applied: true, Apply: res}, nil, err
 }
 
@@ -228,4 +233,64 @@ func TestANotificationTheSinkAcceptedIsMarkedAfterTheOutageNotSentAgain(t *testi
 			}
 		})
 	}
+}
+
+// A notification's first attempt that finds its worker's gate closed (PostgreSQL went down after
+// Process) does not send and is not final: the run goes on with the regular SendNotification,
+// which waits for PostgreSQL in its one attempt and then sends it, once.
+func TestANotificationWhoseWorkerFoundPostgreSQLDownWaitsInOneRegularAttempt(t *testing.T) {
+	st := &notifyOutageStores{}
+	var requests atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
+	defer sink.Close()
+	var heartbeats atomic.Int64
+	g := pggate.New(pggate.Options{
+		Probe: func(context.Context) error {
+			if heartbeats.Load() == 0 {
+				return errRefused
+			}
+			st.mu.Lock()
+			st.down = false
+			st.mu.Unlock()
+			return nil
+		},
+		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+		StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
+	})
+	defer g.Close()
+	// PostgreSQL goes once Process has applied the event, and the worker's gate closes (another
+	// step met the outage) before the notification's first attempt.
+	st.afterProcess = func() {
+		st.mu.Lock()
+		st.down = true
+		st.mu.Unlock()
+		g.Report(errRefused)
+		for !g.State().Down {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	env := newEnv(t)
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
+	a := &activities.Activities{Events: st, Notifications: st, SinkStates: st, PostgreSQL: g,
+		Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+		Sinks:  []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
+	env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
+	env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
+	env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
+	var regular int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if !info.IsLocalActivity && info.ActivityType.Name == activities.SendNotificationName {
+			regular++
+		}
+	})
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
+	in := ref()
+	in.Routing = domain.Routing{StatusSinks: []string{"app"}}
+	res := runEvent(t, env, in)
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
+	require.Equal(t, int64(1), requests.Load(), "sink requests")
+	require.Equal(t, 1, regular, "regular SendNotification attempts")
+	require.Contains(t, st.marked, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), "marked sent")
 }
