@@ -148,8 +148,9 @@ func (g *Gate) report(err error) uint64 {
 // timeout is timeout: first after, into its attempt, then every every. Options.StatusAfter and
 // StatusEvery, shortened to half and three quarters of the timeout if need be, so that the
 // heartbeats reach the server at most 0.8 × the timeout apart (the SDK holds back any sooner
-// than that), with a fifth of it to spare for a slow RPC on a starved machine. A worker that died is noticed one timeout after its last heartbeat, so a shorter timeout
-// resumes its steps sooner and costs more heartbeats per hour of outage.
+// than that), with a fifth of it to spare for a slow RPC on a starved machine. A worker that
+// died is noticed one timeout after its last heartbeat, so a shorter timeout resumes its steps
+// sooner and costs more heartbeats per hour of outage.
 func (g *Gate) Cadence(timeout time.Duration) (after, every time.Duration) {
 	return min(g.o.StatusAfter, timeout/2), min(g.o.StatusEvery, timeout*3/4)
 }
