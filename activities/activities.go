@@ -169,6 +169,10 @@ type NotifyInput struct {
 	// markLater: a delivered notification is left for its run's MarkProcessed to mark sent
 	// (NotifyResult.Unmarked) instead of marked here.
 	markLater bool
+	// runMarks: the run's MarkProcessed marks sent what this attempt returns Unmarked (an
+	// event's notification in ProcessEvent), so a local attempt whose sink accepted the
+	// notification while PostgreSQL went down leaves the mark to it rather than sending again.
+	runMarks bool
 }
 
 // notificationEventID is the event id the notification is keyed by.
@@ -205,8 +209,9 @@ type NotifyResult struct {
 // again. While the sink is healthy it is sent here, in its event's run. It parks for the sink's
 // drainer instead (and the run goes on) when the sink is open, paused or draining, when the
 // sink's rate or concurrency limit is reached, when the sink asks to slow down, and when
-// notify.attempts attempts have failed; a 4xx other than 408/429 fails it for good.
-func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (NotifyResult, error) {
+// notify.attempts attempts have failed; a 4xx other than 408/429 fails it for good. Its database
+// steps wait through a PostgreSQL outage (w, attempt).
+func (a *Activities) deliver(ctx context.Context, w *pgWaits, in NotifyInput, step string) (NotifyResult, error) {
 	sink, ok := findSink(a.Sinks, in.Sink)
 	if !ok {
 		return NotifyResult{}, temporal.NewNonRetryableApplicationError(
@@ -224,15 +229,28 @@ func (a *Activities) deliver(ctx context.Context, in NotifyInput, step string) (
 	if in.Type == domain.TypeStatusChanged {
 		row.MessageID, row.Version = ev.MessageID, in.Apply.Version
 	}
-	n, err := a.Notifications.EnsureNotification(ctx, row)
-	if err != nil {
-		return NotifyResult{}, a.failed(ctx, ev, step, fmt.Errorf("ensure notification %s: %w", id, err))
+	var n delivery.Notification
+	if err := w.do(ctx, func(ctx context.Context) (err error) {
+		if n, err = a.Notifications.EnsureNotification(ctx, row); err != nil {
+			return a.failed(ctx, ev, step, fmt.Errorf("ensure notification %s: %w", id, err))
+		}
+		return nil
+	}); err != nil {
+		return NotifyResult{}, err
 	}
-	return a.attempt(ctx, in, sink, n)
+	return a.attempt(ctx, w, in, sink, n)
 }
 
 // attempt makes an attempt of notification n, stored with its sink's gate, of in's event.
-func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Sink, n delivery.Notification) (NotifyResult, error) {
+//
+// Its database steps (the sink's limits, a park, the mark after the send) go through w: as a
+// regular activity they wait through a PostgreSQL outage in this attempt (waitForPostgreSQL),
+// so the outage costs the notification no activity task more, and a send the sink accepted is
+// marked sent once PostgreSQL is back instead of being sent again by a retry (issue 40). A
+// local attempt does not wait: one whose sink accepted the notification, and that cannot mark
+// it, leaves it to its run's MarkProcessed when there is one (in.runMarks). The sink's own
+// answers are judged as before (delivery.After): only PostgreSQL's failures wait.
+func (a *Activities) attempt(ctx context.Context, w *pgWaits, in NotifyInput, sink config.Sink, n delivery.Notification) (NotifyResult, error) {
 	ev := in.Event
 	keyID := in.notificationEventID()
 	switch n.Status {
@@ -254,7 +272,10 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 			within bool
 			err    error
 		)
-		if release, within, err = a.tryLimits(ctx, sink); err != nil {
+		if err = w.do(ctx, func(ctx context.Context) (err error) {
+			release, within, err = a.tryLimits(ctx, sink)
+			return err
+		}); err != nil {
 			return NotifyResult{}, err
 		}
 		if !within {
@@ -262,7 +283,7 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 		}
 	}
 	if d.Do == delivery.Park {
-		return a.park(ctx, log, sink.Name, n.ID, d.Reason, time.Time{})
+		return a.parkWaiting(ctx, w, log, sink.Name, n.ID, d.Reason, time.Time{})
 	}
 	messageID := ""
 	if in.Type == domain.TypeStatusChanged {
@@ -278,14 +299,21 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 			log.InfoContext(ctx, "notification sent")
 			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
 		}
-		if err := a.Notifications.MarkNotificationSent(ctx, n.ID); err != nil {
+		err := w.do(ctx, func(ctx context.Context) error { return a.Notifications.MarkNotificationSent(ctx, n.ID) })
+		if err != nil && in.runMarks && w.unavailable(err) {
+			log.WarnContext(ctx, "notification sent; PostgreSQL is unavailable, so its run marks it sent once PostgreSQL is back", "error", err)
+			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
+		}
+		if err != nil {
 			// The sink has it; a retry re-sends the same id, which the sink dedupes.
 			return NotifyResult{}, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
 		log.InfoContext(ctx, "notification sent")
 		return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made}, nil
 	case delivery.Fail:
-		if err := a.Notifications.MarkNotificationFailed(ctx, n.ID, sendErr.Error()); err != nil {
+		if err := w.do(ctx, func(ctx context.Context) error {
+			return a.Notifications.MarkNotificationFailed(ctx, n.ID, sendErr.Error())
+		}); err != nil {
 			return NotifyResult{}, fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		log.WarnContext(ctx, "sink rejected notification; not retrying", "status", statusOf(sendErr))
@@ -298,7 +326,7 @@ func (a *Activities) attempt(ctx context.Context, in NotifyInput, sink config.Si
 		if d.Wait > 0 {
 			notBefore = a.now().Add(d.Wait)
 		}
-		return a.park(ctx, log, sink.Name, n.ID, d.Reason, notBefore)
+		return a.parkWaiting(ctx, w, log, sink.Name, n.ID, d.Reason, notBefore)
 	}
 	log.WarnContext(ctx, "notification attempt failed", "attempt", made, "status", statusOf(sendErr))
 	// The status line only: this error goes into the run's history and the SDK's log, and a sink

@@ -56,6 +56,15 @@ func (a *Activities) park(ctx context.Context, log *slog.Logger, sink, id, why s
 	return NotifyResult{ID: id, Parked: true, Reason: why}, nil
 }
 
+// parkWaiting is park through w: it waits for PostgreSQL as the attempt's other database steps do.
+func (a *Activities) parkWaiting(ctx context.Context, w *pgWaits, log *slog.Logger, sink, id, why string, notBefore time.Time) (res NotifyResult, err error) {
+	err = w.do(ctx, func(ctx context.Context) error {
+		res, err = a.park(ctx, log, sink, id, why, notBefore)
+		return err
+	})
+	return res, err
+}
+
 func (a *Activities) wake(ctx context.Context, log *slog.Logger, sink string) {
 	if a.Drainers == nil {
 		return

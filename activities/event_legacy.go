@@ -27,7 +27,9 @@ const (
 // Notify delivers one notification of a run that carries its event whole (ProcessWebhookEvent's,
 // and a report.daily of a DailyReconcile before "report-send"), as SendNotification does.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
-	return a.deliver(ctx, in, NotifyName)
+	w := a.pgWaits(ctx)
+	defer w.close()
+	return a.deliver(ctx, w, in, NotifyName)
 }
 
 // legacyEvents is the part of the store only ProcessWebhookEvent's activities use.

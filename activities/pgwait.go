@@ -35,12 +35,65 @@ const stepAttemptTimeout = 30 * time.Second
 // heartbeat timeout (by a run started before the gate, whose start-to-close timeout an outage
 // outlasts), it runs op once and Temporal retries it, as before.
 func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Context) error) error {
-	g := a.PostgreSQL
-	if g == nil {
-		return op(ctx)
+	w := a.pgWaits(ctx)
+	defer w.close()
+	return w.do(ctx, op)
+}
+
+// pgWaits are one activity attempt's waits for PostgreSQL (waitForPostgreSQL): an attempt with
+// several database steps apart, such as a notification's (its row before the send, its mark
+// after), runs each through do, under one heartbeat clock for the whole attempt.
+type pgWaits struct {
+	g *pggate.Gate
+	// local: the attempt is a local activity, which never waits; wait: a regular activity
+	// scheduled with a heartbeat timeout, which waits.
+	local, wait bool
+	met         func(error)
+	stop        func()
+}
+
+// pgWaits starts the waits of ctx's attempt; close ends them.
+func (a *Activities) pgWaits(ctx context.Context) *pgWaits {
+	w := &pgWaits{g: a.PostgreSQL}
+	if w.g == nil {
+		return w
 	}
 	info := activity.GetInfo(ctx)
-	if info.IsLocalActivity {
+	w.local = info.IsLocalActivity
+	w.wait = !w.local && info.HeartbeatTimeout > 0
+	if w.wait {
+		// The attempt's heartbeats run on their own clock, across its tries and waits: a wait
+		// that began its own count after each try (at most stepAttemptTimeout) left a gap of a
+		// try plus a wait between two heartbeats, past the heartbeat timeout when the gate
+		// opened and closed again in between.
+		w.met, w.stop = heartbeatWhileWaiting(ctx, w.g, info)
+	}
+	return w
+}
+
+func (w *pgWaits) close() {
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// unavailable reports whether err, of do, says PostgreSQL is unavailable: a statement's error
+// the gate accepts, or a local attempt's ErrTypePostgreSQLUnavailable.
+func (w *pgWaits) unavailable(err error) bool {
+	if w.g == nil || err == nil {
+		return false
+	}
+	var appErr *temporal.ApplicationError
+	return w.g.Unavailable(err) || errors.As(err, &appErr) && appErr.Type() == ErrTypePostgreSQLUnavailable
+}
+
+// do runs op as waitForPostgreSQL says.
+func (w *pgWaits) do(ctx context.Context, op func(context.Context) error) error {
+	g := w.g
+	switch {
+	case g == nil:
+		return op(ctx)
+	case w.local:
 		if st := g.State(); st.Down {
 			return temporal.NewNonRetryableApplicationError("PostgreSQL "+st.String()+"; the step waits for it as a regular activity",
 				ErrTypePostgreSQLUnavailable, nil)
@@ -50,16 +103,9 @@ func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Cont
 			g.Report(err)
 		}
 		return err
-	}
-	if info.HeartbeatTimeout <= 0 {
+	case !w.wait:
 		return op(ctx)
 	}
-	// The attempt's heartbeats run on their own clock, across its tries and waits: a wait that
-	// began its own count after each try (at most stepAttemptTimeout) left a gap of a try plus
-	// a wait between two heartbeats, past the heartbeat timeout when the gate opened and closed
-	// again in between.
-	met, stop := heartbeatWhileWaiting(ctx, g, info)
-	defer stop()
 	for {
 		tctx, cancel := context.WithTimeout(ctx, stepAttemptTimeout)
 		err := op(tctx)
@@ -72,7 +118,7 @@ func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Cont
 		if !g.Unavailable(err) || ctx.Err() != nil {
 			return err
 		}
-		met(err)
+		w.met(err)
 		if werr := waitForGate(ctx, g, err); werr != nil {
 			// The worker stopping, or the step cancelled or timed out: the server retries the
 			// step (on another worker, or on this one after its restart), and the UI shows why

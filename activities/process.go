@@ -150,30 +150,38 @@ type SendInput struct {
 
 // SendNotification delivers one notification to one sink, building its body from what PostgreSQL
 // holds of the event (or from in.Data, for a notification about no event).
+// Through a PostgreSQL outage its database steps wait for PostgreSQL (attempt).
 func (a *Activities) SendNotification(ctx context.Context, in SendInput) (NotifyResult, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
-		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts}
+		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts, runMarks: len(in.Data) == 0}
+	w := a.pgWaits(ctx)
+	defer w.close()
 	if p, ok := a.takePrepared(in); ok {
 		// Process wrote it and read its sink's gate moments ago, in this worker: its run's
 		// MarkProcessed, normally in the same workflow task, marks it sent with the event.
 		note.Event, note.Apply, note.markLater = p.ev, p.apply, true
-		out, err := a.attempt(ctx, note, p.sink, p.n)
+		out, err := a.attempt(ctx, w, note, p.sink, p.n)
 		if err == nil {
 			out.Sink, out.Type = in.Sink, in.Type
 		}
 		return out, err
 	}
 	if len(in.Data) == 0 {
-		ev, res, _, err := a.Events.StoredEvent(ctx, in.Provider, in.EventID)
-		if err != nil {
-			return NotifyResult{}, a.failed(ctx, key, SendNotificationName, err)
+		if err := w.do(ctx, func(ctx context.Context) error {
+			ev, res, _, err := a.Events.StoredEvent(ctx, in.Provider, in.EventID)
+			if err != nil {
+				return a.failed(ctx, key, SendNotificationName, err)
+			}
+			note.Event, note.Apply = ev, res
+			return nil
+		}); err != nil {
+			return NotifyResult{}, err
 		}
-		note.Event, note.Apply = ev, res
 	} else {
 		note.Event.Type = in.Type
 	}
-	out, err := a.deliver(ctx, note, SendNotificationName)
+	out, err := a.deliver(ctx, w, note, SendNotificationName)
 	if err == nil {
 		out.Sink, out.Type = in.Sink, in.Type
 	}

@@ -2,7 +2,10 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,8 +17,10 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/mailhook/mailhook/activities"
+	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/delivery"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/pggate"
 )
 
@@ -87,4 +92,205 @@ func TestProcessEventWaitsOnTheGateInOneAttempt(t *testing.T) {
 	s, _ := details.Load().(string)
 	require.True(t, strings.Contains(s, "waiting for PostgreSQL") && strings.Contains(s, "connection refused"),
 		"heartbeat details %q do not say the step waits for PostgreSQL and why", s)
+}
+
+// notifyOutageStores are the events', notifications' and sinks' stores of a PostgreSQL that goes
+// down when the sink accepts the notification (down), and comes back when the gate probes it
+// after the step has waited: only the calls a notification's attempts make are implemented.
+type notifyOutageStores struct {
+	activities.EventStore
+	activities.NotificationStore
+	activities.SinkStore
+	mu                sync.Mutex
+	down              bool
+	marked, processed []string
+	// afterProcess, when set, runs once Process has applied the event.
+	afterProcess func()
+}
+
+func (s *notifyOutageStores) unavailable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errRefused
+	}
+	return nil
+}
+
+func (s *notifyOutageStores) ProcessNotifying(_ context.Context, provider, eventID string, _ bool, _ domain.Rules,
+	_ func(domain.Event, domain.ApplyResult, bool) []delivery.Notification) (domain.ProcessResult, []delivery.Notification, error) {
+	ev, res, _, err := s.StoredEvent(context.Background(), provider, eventID)
+	if err == nil && s.afterProcess != nil {
+		s.afterProcess()
+	}
+	return domain.ProcessResult{Event: ev, Applied: true, Apply: res}, nil, err
+}
+
+func (s *notifyOutageStores) StoredEvent(_ context.Context, provider, eventID string) (domain.Event, domain.ApplyResult, bool, error) {
+	ev := domain.Event{Provider: provider, EventID: eventID, Type: "email.delivered", Kind: domain.KindStatus,
+		Status: domain.StatusDelivered, MessageID: "msg_1", OccurredAt: time.Unix(1e9, 0)}
+	return ev, domain.ApplyResult{Outcome: domain.OutcomeMoved, From: domain.StatusAccepted, To: domain.StatusDelivered, Version: 2}, true, s.unavailable()
+}
+
+func (s *notifyOutageStores) EnsureNotification(_ context.Context, n delivery.Notification) (delivery.Notification, error) {
+	n.Status = domain.NotificationPending
+	return n, s.unavailable()
+}
+
+func (s *notifyOutageStores) MarkNotificationSent(_ context.Context, id string) error {
+	if err := s.unavailable(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked = append(s.marked, id)
+	return nil
+}
+
+func (s *notifyOutageStores) DeliveryFailed(context.Context, string, string, string, string, int, time.Duration) (bool, error) {
+	return false, s.unavailable()
+}
+
+func (s *notifyOutageStores) MarkProcessed(_ context.Context, _, _ string, sent ...string) error {
+	if err := s.unavailable(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked = append(s.marked, sent...)
+	s.processed = append(s.processed, "evt_1")
+	return nil
+}
+
+// A notification whose sink accepted it as PostgreSQL went down is marked sent once PostgreSQL is
+// back, not sent again (issue 40): as a regular activity (its first attempt refused), its attempt
+// waits for PostgreSQL, heartbeating, and marks it; as its first, local, attempt, it leaves the
+// mark to the run's MarkProcessed, which waits for PostgreSQL. Either way the outage costs the
+// notification no activity task more, and the sink gets it once.
+func TestANotificationTheSinkAcceptedIsMarkedAfterTheOutageNotSentAgain(t *testing.T) {
+	for _, firstRefused := range []bool{true, false} {
+		t.Run(map[bool]string{true: "regular attempt", false: "first attempt"}[firstRefused], func(t *testing.T) {
+			st := &notifyOutageStores{}
+			var requests, accepted atomic.Int64
+			sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if requests.Add(1) == 1 && firstRefused {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				accepted.Add(1)
+				st.mu.Lock()
+				st.down = true
+				st.mu.Unlock()
+			}))
+			defer sink.Close()
+			var heartbeats atomic.Int64
+			g := pggate.New(pggate.Options{
+				// PostgreSQL comes back once a step waits (heartbeats), or at the first probe
+				// after the local attempt (which does not wait).
+				Probe: func(context.Context) error {
+					if firstRefused && heartbeats.Load() == 0 {
+						return errRefused
+					}
+					st.mu.Lock()
+					st.down = false
+					st.mu.Unlock()
+					return nil
+				},
+				Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
+				FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+				StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
+			})
+			defer g.Close()
+			env := newEnv(t)
+			secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
+			a := &activities.Activities{Events: st, Notifications: st, SinkStates: st, PostgreSQL: g,
+				Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+				Sinks:  []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
+			env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
+			env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
+			env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
+			var regular int
+			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				if !info.IsLocalActivity && info.ActivityType.Name == activities.SendNotificationName {
+					regular++
+				}
+			})
+			env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
+			in := ref()
+			in.Routing = domain.Routing{StatusSinks: []string{"app"}}
+			res := runEvent(t, env, in)
+			require.Len(t, res.Notifications, 1)
+			require.Equal(t, domain.NotificationSent, res.Notifications[0].Status)
+			require.Equal(t, int64(1), accepted.Load(), "the sink accepted it once")
+			id := domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged)
+			require.Contains(t, st.marked, id, "marked sent")
+			require.Equal(t, []string{"evt_1"}, st.processed)
+			if firstRefused {
+				require.Equal(t, 1, regular, "regular SendNotification attempts")
+				require.Positive(t, heartbeats.Load(), "the attempt waited, heartbeating")
+			} else {
+				require.Zero(t, regular, "regular SendNotification attempts")
+			}
+		})
+	}
+}
+
+// A notification's first attempt that finds its worker's gate closed (PostgreSQL went down after
+// Process) does not send and is not final: the run goes on with the regular SendNotification,
+// which waits for PostgreSQL in its one attempt and then sends it, once.
+func TestANotificationWhoseWorkerFoundPostgreSQLDownWaitsInOneRegularAttempt(t *testing.T) {
+	st := &notifyOutageStores{}
+	var requests atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
+	defer sink.Close()
+	var heartbeats atomic.Int64
+	g := pggate.New(pggate.Options{
+		Probe: func(context.Context) error {
+			if heartbeats.Load() == 0 {
+				return errRefused
+			}
+			st.mu.Lock()
+			st.down = false
+			st.mu.Unlock()
+			return nil
+		},
+		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+		StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
+	})
+	defer g.Close()
+	// PostgreSQL goes once Process has applied the event, and the worker's gate closes (another
+	// step met the outage) before the notification's first attempt.
+	st.afterProcess = func() {
+		st.mu.Lock()
+		st.down = true
+		st.mu.Unlock()
+		g.Report(errRefused)
+		for !g.State().Down {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	env := newEnv(t)
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
+	a := &activities.Activities{Events: st, Notifications: st, SinkStates: st, PostgreSQL: g,
+		Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+		Sinks:  []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
+	env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
+	env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
+	env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
+	var regular int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if !info.IsLocalActivity && info.ActivityType.Name == activities.SendNotificationName {
+			regular++
+		}
+	})
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
+	in := ref()
+	in.Routing = domain.Routing{StatusSinks: []string{"app"}}
+	res := runEvent(t, env, in)
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
+	require.Equal(t, int64(1), requests.Load(), "sink requests")
+	require.Equal(t, 1, regular, "regular SendNotification attempts")
+	require.Contains(t, st.marked, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), "marked sent")
 }

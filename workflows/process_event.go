@@ -264,7 +264,8 @@ func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notifica
 // is open, paused or behind parks it there as well. A first attempt that fails and may be
 // retried goes on as a regular activity (shown in the UI as pending with its attempts and last
 // error), whose notify.attempts-th failure parks it for the sink's drainer; a 4xx ends it at
-// once. The Retry-After wait below is only taken by runs recorded before parking: the activity
+// once. Through a PostgreSQL outage the regular activity waits for PostgreSQL in one attempt
+// (notifyOptions): the outage costs the notification one activity task. The Retry-After wait below is only taken by runs recorded before parking: the activity
 // parks a notification whose sink asks to slow down instead of failing it.
 func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (activities.NotifyResult, error) {
 	var a *activities.Activities
@@ -275,7 +276,10 @@ func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (acti
 		Summary:             fmt.Sprintf("%s → %s", in.Type, in.Sink),
 	})
 	err := workflow.ExecuteLocalActivity(local, a.SendNotification, in).Get(ctx, &out)
-	if err == nil || final(err) {
+	// A first attempt that found its worker's PostgreSQL gate closed did not send: it goes on
+	// as the regular activity, which waits for PostgreSQL. (Runs recorded before never got that
+	// error from it, so they replay alike.)
+	if err == nil || final(err) && !waitsForPostgreSQL(err) {
 		return out, err
 	}
 	if d := retryAfter(err); d > 0 {

@@ -118,10 +118,25 @@ func outcome(ctx workflow.Context, n notification, id string, out activities.Not
 // the activity parks it on its notify.attempts-th failed attempt; Temporal retry policies are not
 // part of the determinism check, so runs started with the 72 h policy of before replay alike),
 // and a summary naming the type and the sink in the UI.
+//
+// An attempt that meets a PostgreSQL outage waits for PostgreSQL, heartbeating, instead of
+// failing and being retried (activities.waitForPostgreSQL), as the event steps do
+// (eventStepActivity): the outage costs the notification one activity task, and a send the sink
+// accepted is marked once PostgreSQL is back rather than sent again (issue 40). So an attempt's
+// start-to-close timeout is its give-up window. An attempt heartbeats only while it waits; its
+// heartbeat timeout, the event steps' 2 minutes (or the attempt timeout plus 10 s, the
+// start-to-close timeout of before, if longer), is what notices a worker lost during an attempt,
+// waiting or sending: 2 minutes after the attempt began, where the start-to-close timeout noticed
+// it after 40 s (default attempt timeout). A shorter one would cost a waiting notification more
+// heartbeats (pggate.Gate.Cadence: a minute into its wait and every 90 s at 2 minutes, every
+// 30 s at 40 s, against about 15 retries an hour before). A sink that does not answer is still
+// cut off by the attempt timeout (the sender's). Activity options are not part of the
+// determinism check: runs scheduled before replay alike.
 func (p *Processor) notifyOptions(typ, sink string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		ScheduleToCloseTimeout: p.Notify.GiveUpAfter,
-		StartToCloseTimeout:    p.Notify.AttemptTimeout + 10*time.Second,
+		StartToCloseTimeout:    max(p.Notify.GiveUpAfter, p.Notify.AttemptTimeout+10*time.Second),
+		HeartbeatTimeout:       max(eventStepActivity.HeartbeatTimeout, p.Notify.AttemptTimeout+10*time.Second),
 		Summary:                fmt.Sprintf("%s → %s", typ, sink),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        p.Notify.InitialInterval,
