@@ -34,7 +34,7 @@ func Trigger(ctx context.Context, h client.ScheduleHandle) error {
 func RunNow(ctx context.Context, c client.Client, id string, poll time.Duration, reuseOpen bool,
 	start func(context.Context, client.ScheduleHandle) error) (Run, error) {
 	h := c.ScheduleClient().GetHandle(ctx, id)
-	desc, err := h.Describe(ctx)
+	desc, err := describe(ctx, h, poll)
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 		return Run{}, fmt.Errorf("schedule %s: %w", id, ErrNoSchedule)
 	}
@@ -59,7 +59,7 @@ func RunNow(ctx context.Context, c client.Client, id string, poll time.Duration,
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		desc, err := h.Describe(ctx)
+		desc, err := describe(ctx, h, poll)
 		if err != nil {
 			return Run{}, fmt.Errorf("describe schedule %s: %w", id, err)
 		}
@@ -78,4 +78,36 @@ func RunNow(ctx context.Context, c client.Client, id string, poll time.Duration,
 		case <-t.C:
 		}
 	}
+}
+
+// describeTransientFor is how long describe asks again after answers that a busy server gives
+// (a request past the SDK's own deadline, unavailable): a run started by hand must not be
+// reported as failed because one poll was slow (a loaded dev server took over 10 s to answer).
+const describeTransientFor = 2 * time.Minute
+
+// describe is h.Describe, asked again every poll while the server's answer is transient, for up
+// to describeTransientFor.
+func describe(ctx context.Context, h client.ScheduleHandle, poll time.Duration) (*client.ScheduleDescription, error) {
+	until := time.Now().Add(describeTransientFor)
+	for {
+		desc, err := h.Describe(ctx)
+		if err == nil || ctx.Err() != nil || !transient(err) || time.Now().After(until) {
+			return desc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// transient: an answer a busy or restarting server gives, which asking again may change.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	_, unavailable := errors.AsType[*serviceerror.Unavailable](err)
+	_, deadline := errors.AsType[*serviceerror.DeadlineExceeded](err)
+	return unavailable || deadline
 }
