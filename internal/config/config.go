@@ -177,6 +177,13 @@ type Temporal struct {
 	// without one. On by default (docs/BENCHMARKS.md: about twice the processing rate on a
 	// Temporal server with PostgreSQL). It has no effect in an HTTP-only process.
 	EagerStart bool `yaml:"eager_start"`
+	// GrpcCompression is how requests to Temporal (and so its answers) are compressed: "none"
+	// (default) or "gzip" (the Go SDK's own default). mailhook's requests carry keys, not
+	// payloads, so gzip saves few bytes and costs CPU on both sides of every call: about 10 % of
+	// the HTTP process's instructions and the server's decompression
+	// (docs/benchmarks/2026-12-06-event-path-cpu.md). Across a WAN with a bandwidth bill (Temporal
+	// Cloud), "gzip" may be worth it.
+	GrpcCompression string `yaml:"grpc_compression"`
 	// TLS, APIKey (a Temporal Cloud API key; implies TLS) and Codec (payload encryption): see
 	// temporal_remote.go.
 	TLS    TLS    `yaml:"tls"`
@@ -365,6 +372,8 @@ func Defaults() Config {
 			StartTimeout: 5 * time.Second,
 			RetryAfter:   30 * time.Second,
 			EagerStart:   true,
+			// GrpcCompression: see the field.
+			GrpcCompression: GrpcCompressionNone,
 		},
 		Log: Log{Level: normalizeLevel(envOr(EnvLogLevel, "info"))},
 		Acceptance: Acceptance{

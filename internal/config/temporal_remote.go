@@ -61,8 +61,20 @@ const codecKeySize = 32
 
 var codecKeyID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
-// validateRemote checks temporal.tls, temporal.api_key and temporal.codec.
+// temporal.grpc_compression's values.
+const (
+	GrpcCompressionNone = "none"
+	GrpcCompressionGzip = "gzip"
+)
+
+// validateRemote checks temporal.grpc_compression, temporal.tls, temporal.api_key and
+// temporal.codec.
 func (t Temporal) validateRemote() error {
+	switch t.GrpcCompression {
+	case GrpcCompressionNone, GrpcCompressionGzip, "": // empty: none (a chart's unset value)
+	default:
+		return fmt.Errorf("config: temporal.grpc_compression %q is not one of none, gzip", t.GrpcCompression)
+	}
 	if err := t.TLS.validate(); err != nil {
 		return err
 	}

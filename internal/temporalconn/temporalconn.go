@@ -27,6 +27,7 @@ func ClientOptions(cfg config.Temporal, logger sdklog.Logger, metricsHandler cli
 		Logger:         logger,
 		MetricsHandler: metricsHandler,
 	}
+	opts.ConnectionOptions.GrpcCompression = GrpcCompression(cfg.GrpcCompression)
 	if cfg.TLS.Enabled {
 		tc, err := TLSConfig(cfg.TLS)
 		if err != nil {
@@ -60,6 +61,15 @@ func ClientOptions(cfg config.Temporal, logger sdklog.Logger, metricsHandler cli
 		})
 	}
 	return opts, nil
+}
+
+// GrpcCompression maps temporal.grpc_compression to the SDK's option: gzip only when asked
+// for (the SDK's default is gzip; config.Temporal.GrpcCompression says why mailhook's is not).
+func GrpcCompression(name string) client.GrpcCompression {
+	if name == config.GrpcCompressionGzip {
+		return &client.GrpcCompressionGzip{}
+	}
+	return &client.GrpcCompressionNone{}
 }
 
 // Codec builds the payload codec from temporal.codec; nil when it is not configured.
