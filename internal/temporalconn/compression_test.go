@@ -87,6 +87,9 @@ func (headerEncodings) TagConn(ctx context.Context, _ *stats.ConnTagInfo) contex
 func (headerEncodings) HandleConn(context.Context, stats.ConnStats) {}
 func (h headerEncodings) HandleRPC(_ context.Context, s stats.RPCStats) {
 	if in, ok := s.(*stats.InHeader); ok {
-		h <- in.Compression
+		select {
+		case h <- in.Compression:
+		default: // a client that retries more than the buffer holds must not block the server
+		}
 	}
 }
