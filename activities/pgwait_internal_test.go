@@ -3,8 +3,8 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,13 +30,57 @@ func TestWaitForTheGateEndsWhenTheWorkerStops(t *testing.T) {
 	env := s.NewTestActivityEnvironment()
 	stopping := make(chan struct{})
 	env.SetWorkerStopChannel(stopping)
-	var once sync.Once
-	// The step is waiting once it heartbeats; then the worker begins to stop.
-	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { once.Do(func() { close(stopping) }) })
+	// The step is waiting once its report has closed the gate; then the worker begins to stop.
+	go func() {
+		for !g.State().Down {
+			time.Sleep(time.Millisecond)
+		}
+		close(stopping)
+	}()
 	step := func(ctx context.Context) error { return waitForGate(ctx, g, refused) }
 	env.RegisterActivity(step)
 	_, err := env.ExecuteActivity(step)
 	if err == nil || !strings.Contains(err.Error(), "the worker is stopping") {
 		t.Fatalf("wait when the worker stops: %v, want the worker is stopping", err)
+	}
+}
+
+// A step's heartbeats begin only once it has met an outage: a step that never waits costs no
+// heartbeat, and one that does says why (the Temporal UI's pending activity).
+func TestAStepHeartbeatsOnlyOnceItWaits(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	g := pggate.New(pggate.Options{Probe: func(context.Context) error { return nil }, Unavailable: func(error) bool { return true }})
+	defer g.Close()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	beats := make(chan string, 100)
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		var s string
+		_ = d.Get(&s)
+		beats <- s
+	})
+	step := func(ctx context.Context) error {
+		info := activity.GetInfo(ctx)
+		// A short timeout, so that the cadence (half and three quarters of it) is milliseconds.
+		info.HeartbeatTimeout, info.StartedTime = 40*time.Millisecond, time.Now()
+		met, stop := heartbeatWhileWaiting(ctx, g, info)
+		// Many cadences pass before the step meets an outage: no beat.
+		time.Sleep(200 * time.Millisecond)
+		if n := len(beats); n != 0 {
+			stop()
+			return fmt.Errorf("%d heartbeats before the step met an outage, want none", n)
+		}
+		met(refused)
+		// One beat is enough: the test environment's SDK holds back the next for a minute.
+		s := <-beats
+		stop()
+		if !strings.Contains(s, "waiting for PostgreSQL") || !strings.Contains(s, "connection refused") {
+			return fmt.Errorf("heartbeat details %q do not say the step waits for PostgreSQL and why", s)
+		}
+		return nil
+	}
+	env.RegisterActivity(step)
+	if _, err := env.ExecuteActivity(step); err != nil {
+		t.Fatal(err)
 	}
 }

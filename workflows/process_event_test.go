@@ -191,6 +191,9 @@ func TestProcessEventWaitsForPostgreSQLAsOneRegularActivity(t *testing.T) {
 	require.Equal(t, 2, calls, "one local attempt, then one regular attempt")
 	require.Equal(t, 1, regular)
 	require.Positive(t, heartbeat, "the regular step has no heartbeat timeout: a worker that dies while it waits would go unnoticed")
+	// A worker killed during an outage leaves its steps unprocessed for a heartbeat timeout after
+	// PostgreSQL is back: 5 minutes stalled the faults run (seed 7) past its verdict.
+	require.LessOrEqual(t, heartbeat, 2*time.Minute, "the regular step's heartbeat timeout")
 }
 
 // A step that fails for good (the event quarantined) ends the run failed, without the fallback.

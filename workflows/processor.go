@@ -68,17 +68,20 @@ var dbActivity = workflow.ActivityOptions{
 // regular activities. Their activity waits through a PostgreSQL outage, heartbeating, instead of
 // failing (activities.waitForPostgreSQL), so an outage costs an event in flight one activity
 // task, not one per retry (issue 40): the start-to-close timeout is as long as an outage may
-// last, and the heartbeat timeout is what notices a worker that died while waiting (the server
-// then retries the step on another). A waiting step heartbeats a minute into its wait and every
-// 2 minutes after (pggate.Options.StatusAfter, StatusEvery): each heartbeat is an RPC and, on
-// Temporal Cloud, an action, so an outage of a minute costs none and one of an hour about 30,
-// against about 60 retries before; the 5-minute timeout is the longest a step whose worker died
-// waits after PostgreSQL is back. The retry policy is dbActivity's, for the failures that are no
-// outage and for a worker lost. Activity options are not part of the determinism check: runs
-// scheduled before with dbActivity replay alike.
+// last, and the heartbeat timeout is what notices a worker that died during the step, waiting or
+// not (the server then retries the step on another). A waiting step heartbeats a minute into its
+// attempt and every 90 s after (pggate.Gate.Cadence): each heartbeat is an RPC and, on Temporal
+// Cloud, an action, so an outage of under a minute costs none and one of an hour about 40,
+// against about 60 retries before the gate. The 2-minute timeout is how long a step whose worker
+// died waits before it is retried: it was 5 minutes, and a worker killed (-9) during a
+// PostgreSQL outage left its events unprocessed for 5 minutes after PostgreSQL was back
+// (TestFaultsTogether, seed 7: 2 of 6,160 events stalled past the verdict's 90 s of no
+// progress). The retry policy is dbActivity's, for the failures that are no outage and for a
+// worker lost. Activity options are not part of the determinism check: runs scheduled before
+// replay alike.
 var eventStepActivity = workflow.ActivityOptions{
 	StartToCloseTimeout: 24 * time.Hour,
-	HeartbeatTimeout:    5 * time.Minute,
+	HeartbeatTimeout:    2 * time.Minute,
 	RetryPolicy:         dbActivity.RetryPolicy,
 }
 

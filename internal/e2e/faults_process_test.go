@@ -243,6 +243,36 @@ func TestProcessFaults(t *testing.T) {
 		t.Logf("during the outage the worker's relay failed %d batches and %d activity attempts failed and were retried",
 			e.worker.countLog(`"msg":"inbox relay batch failed"`), e.worker.countLog(`"msg":"Activity error."`))
 	})
+
+	// A worker killed (-9: an OOM, a lost node) while its database steps wait for PostgreSQL:
+	// nothing tells the server, so its steps are retried on the other worker one heartbeat
+	// timeout after their last heartbeat. With the timeout at 5 minutes, TestFaultsTogether
+	// (seed 7) left 2 events unprocessed past its verdict's 90 s of no progress; at 2 minutes,
+	// PostgreSQL down 90 s after the kill leaves them well inside it once it is back.
+	t.Run("worker killed -9 while its steps wait for postgres (private cluster)", func(t *testing.T) {
+		t.Parallel()
+		pg := startPrivatePostgres(t)
+		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t)})
+		l := e.startLoadEvery(200 * time.Millisecond)
+		time.Sleep(2 * time.Second)
+		pg.stop(t, "immediate")
+		down := time.Now()
+		// Once the worker's gate is closed, the events accepted through Temporal have their
+		// RecordAccepted waiting on it (its only worker), and the events in flight their steps.
+		e.worker.waitLog(t, `"msg":"PostgreSQL is unavailable: the worker's database steps wait`)
+		testenv.WaitAtLeast(t, "events accepted while PostgreSQL is down", testenv.Stall, l.count()+10, l.count)
+		killed := e.worker
+		killed.kill9()
+		e.worker = e.startWorker()
+		time.Sleep(90 * time.Second)
+		pg.start(t)
+		back := time.Now()
+		t.Logf("postgres down for %s; worker %d killed while its steps waited", back.Sub(down).Round(time.Millisecond), killed.cmd.Process.Pid)
+		time.Sleep(2 * time.Second)
+		accepted := l.stop()
+		e.verdict(accepted, verdictOptions{})
+		t.Logf("all processed %s after PostgreSQL was back", time.Since(back).Round(time.Millisecond))
+	})
 }
 
 // buildMailhook builds ./cmd/mailhook once for the whole test.

@@ -26,11 +26,11 @@ type Options struct {
 	FirstProbe, LongestProbe time.Duration
 	// ProbeTimeout bounds one probe (a server that does not answer at all); zero: 5 s.
 	ProbeTimeout time.Duration
-	// StatusAfter is how long a step waits before Wait first tells it the gate's state, and
-	// StatusEvery how often after that; zero: 1 and 2 minutes. A waiting activity heartbeats
-	// then, and each heartbeat is an RPC and, on Temporal Cloud, a billed action: an outage
-	// shorter than StatusAfter costs a step none, a longer one one per StatusEvery. The
-	// activity's heartbeat timeout must exceed both (eventStepActivity: 5 minutes).
+	// StatusAfter is how long into its attempt a step that waits first tells the server the
+	// gate's state (a heartbeat), and StatusEvery how often after that; zero: 1 minute and 90 s.
+	// Each heartbeat is an RPC and, on Temporal Cloud, a billed action: an outage shorter than
+	// StatusAfter costs a step none, a longer one one per StatusEvery. A step never heartbeats
+	// later than its heartbeat timeout allows (Cadence), whatever these say.
 	StatusAfter, StatusEvery time.Duration
 	// Log gets a line when PostgreSQL goes and one when it is back; nil: slog.Default().
 	Log *slog.Logger
@@ -83,7 +83,7 @@ func New(o Options) *Gate {
 		o.StatusAfter = time.Minute
 	}
 	if o.StatusEvery <= 0 {
-		o.StatusEvery = 2 * time.Minute
+		o.StatusEvery = 90 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -144,11 +144,19 @@ func (g *Gate) report(err error) uint64 {
 	return g.reported
 }
 
+// Cadence is when a step that waits on the gate heartbeats, for an activity whose heartbeat
+// timeout is timeout: first after, into its attempt, then every every. Options.StatusAfter and
+// StatusEvery, shortened to half and three quarters of the timeout if need be, so that the
+// heartbeats reach the server at most 0.8 × the timeout apart (the SDK holds back any sooner
+// than that), with a fifth of it to spare for a slow RPC on a starved machine. A worker that died is noticed one timeout after its last heartbeat, so a shorter timeout
+// resumes its steps sooner and costs more heartbeats per hour of outage.
+func (g *Gate) Cadence(timeout time.Duration) (after, every time.Duration) {
+	return min(g.o.StatusAfter, timeout/2), min(g.o.StatusEvery, timeout*3/4)
+}
+
 // Wait reports err, a step's failure that Unavailable accepted, and waits until a probe that
-// started after it finds PostgreSQL back, or ctx ends (its error then). StatusAfter into the
-// wait, and every StatusEvery after, it calls status with what the gate knows (a waiting activity
-// heartbeats with it).
-func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
+// started after it finds PostgreSQL back, or ctx ends (its error then).
+func (g *Gate) Wait(ctx context.Context, err error) error {
 	g.mu.Lock()
 	n := g.report(err)
 	g.waiting++
@@ -157,8 +165,6 @@ func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
 		g.waiting--
 		g.mu.Unlock()
 	}()
-	next := time.NewTimer(g.o.StatusAfter)
-	defer next.Stop()
 	for {
 		if g.cleared >= n {
 			g.mu.Unlock()
@@ -170,11 +176,6 @@ func (g *Gate) Wait(ctx context.Context, err error, status func(State)) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-changed:
-		case <-next.C:
-			if status != nil {
-				status(g.State())
-			}
-			next.Reset(g.o.StatusEvery)
 		}
 		g.mu.Lock()
 	}
