@@ -272,7 +272,13 @@ func TestFaultsTogether(t *testing.T) {
 	for _, path := range logs {
 		raw, _ := os.ReadFile(path)
 		for _, m := range errorMsg.FindAllSubmatch(raw, -1) {
-			errs[filepath.Base(path)+": "+string(m[1])]++
+			// A failed activity task is logged once, by the SDK: which activity failed is what a
+			// passed run's report is read for, its logs being gone with its directory.
+			msg := string(m[1])
+			if t := activityType.FindSubmatch(m[2]); t != nil {
+				msg += " (" + string(t[1]) + ")"
+			}
+			errs[filepath.Base(path)+": "+msg]++
 		}
 	}
 	if len(errs) > 0 {
@@ -281,7 +287,9 @@ func TestFaultsTogether(t *testing.T) {
 	}
 }
 
-var errorMsg = regexp.MustCompile(`"level":"ERROR","msg":"([^"]{0,120})`)
+var errorMsg = regexp.MustCompile(`"level":"ERROR","msg":"([^"]{0,120})"([^\n]*)`)
+
+var activityType = regexp.MustCompile(`"ActivityType":"([^"]+)"`)
 
 // together is TestFaultsTogether's world: procEnv's, with two HTTP processes and two workers.
 type together struct {
