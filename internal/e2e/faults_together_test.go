@@ -287,7 +287,7 @@ func TestFaultsTogether(t *testing.T) {
 	}
 }
 
-var errorMsg = regexp.MustCompile(`"level":"ERROR","msg":"([^"]{0,120})"([^\n]*)`)
+var errorMsg = regexp.MustCompile(`"level":"ERROR","msg":"([^"]{0,120})([^\n]*)`)
 
 var activityType = regexp.MustCompile(`"ActivityType":"([^"]+)"`)
 
