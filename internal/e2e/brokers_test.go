@@ -25,6 +25,7 @@ type published struct {
 	ID   string // webhook-id
 	Key  string // Mailhook-Key
 	Body map[string]any
+	At   time.Time // when the broker stored it (RabbitMQ: the publisher's timestamp, in seconds)
 }
 
 func (p published) messageVersion() (string, float64) {
@@ -81,6 +82,9 @@ func readStream(t *testing.T, s config.Sink) []published {
 		n := len(out)
 		for m := range batch.Messages() {
 			p := published{ID: m.Headers().Get(signature.HeaderWebhookID), Key: m.Headers().Get("Mailhook-Key")}
+			if md, err := m.Metadata(); err == nil {
+				p.At = md.Timestamp
+			}
 			if err := json.Unmarshal(m.Data(), &p.Body); err != nil {
 				t.Fatalf("message %s: %v", p.ID, err)
 			}
@@ -117,7 +121,7 @@ func readQueue(t *testing.T, url string) []published {
 			return out
 		}
 		key, _ := d.Headers["Mailhook-Key"].(string)
-		p := published{ID: d.MessageId, Key: key}
+		p := published{ID: d.MessageId, Key: key, At: d.Timestamp}
 		if err := json.Unmarshal(d.Body, &p.Body); err != nil {
 			t.Fatalf("message %s: %v", p.ID, err)
 		}

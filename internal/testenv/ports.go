@@ -13,6 +13,9 @@ import (
 // from the ephemeral range (what a bind to :0 gives) can meanwhile become the local end of any
 // outgoing connection on the machine, and the restart then fails with "address already in use"
 // (CI, 2026-12-03: TestProcessFaults' Temporal restart on 127.0.0.1:32793).
+//
+// MAILHOOK_TEST_PORTS=lo-hi confines it (and the real server's ports) to that range, so that a
+// long run beside a CI stays out of the range the CI's tests draw from.
 func FreeHostPort(t testing.TB) string {
 	t.Helper()
 	hp, err := freeHostPort()
@@ -24,9 +27,15 @@ func FreeHostPort(t testing.TB) string {
 
 func freeHostPort() (string, error) {
 	lo, hi := ephemeralRange()
+	ownLo, ownHi, own, err := ownPortRange()
+	if err != nil {
+		return "", err
+	}
 	for range 200 {
 		p := 0
 		switch {
+		case own:
+			p = ownLo + rand.IntN(ownHi-ownLo+1)
 		case lo > 12000:
 			// Below the range, above the commonly configured ports, and below 20000, where
 			// membershipSafePort places the real server's.
@@ -44,6 +53,18 @@ func freeHostPort() (string, error) {
 		return ln.Addr().String(), nil
 	}
 	return "", fmt.Errorf("no free port outside the ephemeral range %d-%d after 200 tries", lo, hi)
+}
+
+// ownPortRange reads MAILHOOK_TEST_PORTS (lo-hi); own is false when it is not set.
+func ownPortRange() (lo, hi int, own bool, err error) {
+	v := os.Getenv("MAILHOOK_TEST_PORTS")
+	if v == "" {
+		return 0, 0, false, nil
+	}
+	if n, _ := fmt.Sscanf(v, "%d-%d", &lo, &hi); n != 2 || lo < 1024 || hi < lo || hi > 65535 {
+		return 0, 0, false, fmt.Errorf("MAILHOOK_TEST_PORTS=%q: want lo-hi, 1024 <= lo <= hi <= 65535", v)
+	}
+	return lo, hi, true, nil
 }
 
 // ephemeralRange is the kernel's range for outgoing connections' local ports (Linux's default

@@ -96,8 +96,17 @@ func (s *RealServer) run(cmd string) (string, error) {
 // membershipSafePort finds a frontend port whose three neighbours (history, matching, worker)
 // and membership ports (+100..+103) are free and below 32768, where the server stores them.
 func membershipSafePort() (string, error) {
+	base, span := 20000, 12000
+	if lo, hi, own, err := ownPortRange(); err != nil {
+		return "", err
+	} else if own {
+		if hi-103 < lo || hi >= 32768 {
+			return "", fmt.Errorf("MAILHOOK_TEST_PORTS %d-%d: a real server needs 104 ports below 32768", lo, hi)
+		}
+		base, span = lo, hi-103-lo+1
+	}
 	for range 50 {
-		p := 20000 + rand.IntN(12000)
+		p := base + rand.IntN(span)
 		ok := true
 		for _, q := range []int{p, p + 1, p + 2, p + 3, p + 100, p + 101, p + 102, p + 103} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
