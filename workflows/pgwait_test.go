@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/activities"
 	"github.com/mailhook/mailhook/internal/config"
@@ -201,24 +202,8 @@ func TestANotificationTheSinkAcceptedIsMarkedAfterTheOutageNotSentAgain(t *testi
 				StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
 			})
 			defer g.Close()
-			env := newEnv(t)
-			secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
-			a := &activities.Activities{Events: st, Notifications: st, SinkStates: st, PostgreSQL: g,
-				Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
-				Sinks:  []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
-			env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
-			env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
-			env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
-			var regular int
-			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-				if !info.IsLocalActivity && info.ActivityType.Name == activities.SendNotificationName {
-					regular++
-				}
-			})
-			env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
-			in := ref()
-			in.Routing = domain.Routing{StatusSinks: []string{"app"}}
-			res := runEvent(t, env, in)
+			env, regular := notifyEnv(t, st, g, sink.URL, &heartbeats)
+			res := runEvent(t, env, notifiedRef())
 			require.Len(t, res.Notifications, 1)
 			require.Equal(t, domain.NotificationSent, res.Notifications[0].Status)
 			require.Equal(t, int64(1), accepted.Load(), "the sink accepted it once")
@@ -226,10 +211,10 @@ func TestANotificationTheSinkAcceptedIsMarkedAfterTheOutageNotSentAgain(t *testi
 			require.Contains(t, st.marked, id, "marked sent")
 			require.Equal(t, []string{"evt_1"}, st.processed)
 			if firstRefused {
-				require.Equal(t, 1, regular, "regular SendNotification attempts")
+				require.Equal(t, 1, *regular, "regular SendNotification attempts")
 				require.Positive(t, heartbeats.Load(), "the attempt waited, heartbeating")
 			} else {
-				require.Zero(t, regular, "regular SendNotification attempts")
+				require.Zero(t, *regular, "regular SendNotification attempts")
 			}
 		})
 	}
@@ -270,27 +255,40 @@ func TestANotificationWhoseWorkerFoundPostgreSQLDownWaitsInOneRegularAttempt(t *
 			time.Sleep(time.Millisecond)
 		}
 	}
+	env, regular := notifyEnv(t, st, g, sink.URL, &heartbeats)
+	res := runEvent(t, env, notifiedRef())
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
+	require.Equal(t, int64(1), requests.Load(), "sink requests")
+	require.Equal(t, 1, *regular, "regular SendNotification attempts")
+	require.Contains(t, st.marked, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), "marked sent")
+}
+
+// notifyEnv is a workflow environment whose worker runs an event's steps on st, with its gate g
+// and one HTTP sink, "app", at url: regular counts the regular SendNotification attempts, and
+// heartbeats the heartbeats.
+func notifyEnv(t *testing.T, st *notifyOutageStores, g *pggate.Gate, url string, heartbeats *atomic.Int64) (*testsuite.TestWorkflowEnvironment, *int) {
 	env := newEnv(t)
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
 	a := &activities.Activities{Events: st, Notifications: st, SinkStates: st, PostgreSQL: g,
 		Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
-		Sinks:  []config.Sink{{Name: "app", URL: sink.URL, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
+		Sinks:  []config.Sink{{Name: "app", URL: url, Secret: secret, Types: []string{domain.TypeStatusChanged}}}}
 	env.RegisterActivityWithOptions(a.Process, activity.RegisterOptions{Name: activities.ProcessName})
 	env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
 	env.RegisterActivityWithOptions(a.MarkProcessed, activity.RegisterOptions{Name: activities.MarkProcessedName})
-	var regular int
+	regular := new(int)
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		if !info.IsLocalActivity && info.ActivityType.Name == activities.SendNotificationName {
-			regular++
+			*regular++
 		}
 	})
 	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
+	return env, regular
+}
+
+// notifiedRef is ref routed to the sink "app" for status changes.
+func notifiedRef() domain.EventRef {
 	in := ref()
 	in.Routing = domain.Routing{StatusSinks: []string{"app"}}
-	res := runEvent(t, env, in)
-	require.Len(t, res.Notifications, 1)
-	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
-	require.Equal(t, int64(1), requests.Load(), "sink requests")
-	require.Equal(t, 1, regular, "regular SendNotification attempts")
-	require.Contains(t, st.marked, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), "marked sent")
+	return in
 }
