@@ -372,7 +372,9 @@ func TestTheOverviewSaysWhenACountWasCapped(t *testing.T) {
 	con, err := console.New(api, console.Reads{
 		AcceptedPerMinute: capped, RejectedPerMinute: capped,
 		Unprocessed: func(context.Context) (int64, bool, time.Time, error) {
-			return store.MaxCounted, true, now.Add(-time.Hour), nil
+			// An hour before the request, not before the minute: from the minute's start the lag
+			// read "1h1m0s" when the request came as the next minute began (a CI run at 17:04:00).
+			return store.MaxCounted, true, time.Now().Add(-time.Hour), nil
 		},
 		QuarantineCount:      func(context.Context) (int64, error) { return 0, nil },
 		LatestProviderCounts: func(context.Context) ([]providercounts.Check, error) { return nil, nil },
