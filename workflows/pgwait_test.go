@@ -57,18 +57,10 @@ func TestProcessEventWaitsOnTheGateInOneAttempt(t *testing.T) {
 	var heartbeats atomic.Int64
 	var details atomic.Value
 	// PostgreSQL comes back only once the step waits: its probes fail until then.
-	g := pggate.New(pggate.Options{
-		Probe: func(context.Context) error {
-			if heartbeats.Load() == 0 {
-				return errRefused
-			}
-			st.mu.Lock()
-			st.up = true
-			st.mu.Unlock()
-			return nil
-		},
-		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
-		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond, StatusAfter: time.Millisecond,
+	g := gateBackOnceWaiting(&heartbeats, func() {
+		st.mu.Lock()
+		st.up = true
+		st.mu.Unlock()
 	})
 	defer g.Close()
 	a := &activities.Activities{Events: st, PostgreSQL: g}
@@ -229,19 +221,10 @@ func TestANotificationWhoseWorkerFoundPostgreSQLDownWaitsInOneRegularAttempt(t *
 	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
 	defer sink.Close()
 	var heartbeats atomic.Int64
-	g := pggate.New(pggate.Options{
-		Probe: func(context.Context) error {
-			if heartbeats.Load() == 0 {
-				return errRefused
-			}
-			st.mu.Lock()
-			st.down = false
-			st.mu.Unlock()
-			return nil
-		},
-		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
-		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
-		StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
+	g := gateBackOnceWaiting(&heartbeats, func() {
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
 	})
 	defer g.Close()
 	// PostgreSQL goes once Process has applied the event, and the worker's gate closes (another
@@ -291,4 +274,22 @@ func notifiedRef() domain.EventRef {
 	in := ref()
 	in.Routing = domain.Routing{StatusSinks: []string{"app"}}
 	return in
+}
+
+// gateBackOnceWaiting is a worker's gate on a PostgreSQL that comes back (back) only once a step
+// waits for it: its probes fail until the step has heartbeated, so the step must have waited.
+// Probes and heartbeats come every millisecond or so.
+func gateBackOnceWaiting(heartbeats *atomic.Int64, back func()) *pggate.Gate {
+	return pggate.New(pggate.Options{
+		Probe: func(context.Context) error {
+			if heartbeats.Load() == 0 {
+				return errRefused
+			}
+			back()
+			return nil
+		},
+		Unavailable: func(err error) bool { return errors.Is(err, errRefused) },
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+		StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
+	})
 }
