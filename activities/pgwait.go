@@ -35,7 +35,13 @@ const stepAttemptTimeout = 30 * time.Second
 // heartbeat timeout (by a run started before the gate, whose start-to-close timeout an outage
 // outlasts), it runs op once and Temporal retries it, as before.
 func (a *Activities) waitForPostgreSQL(ctx context.Context, op func(context.Context) error) error {
-	w := a.pgWaits(ctx)
+	return waitOnGate(ctx, a.PostgreSQL, op)
+}
+
+// waitOnGate is waitForPostgreSQL on the gate g, for the steps of other structs than
+// Activities (the daily report's mark).
+func waitOnGate(ctx context.Context, g *pggate.Gate, op func(context.Context) error) error {
+	w := newPGWaits(ctx, g, true)
 	defer w.close()
 	return w.do(ctx, op)
 }
@@ -50,18 +56,30 @@ type pgWaits struct {
 	local, wait bool
 	met         func(error)
 	stop        func()
+	// waiting is the error a try met while the attempt waits on the gate now (nil otherwise),
+	// for a step that heartbeats on a clock of its own (waitingFor).
+	waiting atomic.Pointer[error]
 }
 
 // pgWaits starts the waits of ctx's attempt; close ends them.
 func (a *Activities) pgWaits(ctx context.Context) *pgWaits {
-	w := &pgWaits{g: a.PostgreSQL}
+	return newPGWaits(ctx, a.PostgreSQL, true)
+}
+
+// newPGWaits starts the waits of ctx's attempt on g. beats: the waits heartbeat on the gate's
+// cadence (heartbeatWhileWaiting); a step that heartbeats from its start on a clock of its own
+// (a sink drainer's probe or drain, every second) passes false and reports waitingFor in its
+// heartbeats instead: two clocks would send the server each other's details in turn.
+func newPGWaits(ctx context.Context, g *pggate.Gate, beats bool) *pgWaits {
+	w := &pgWaits{g: g}
 	if w.g == nil {
 		return w
 	}
 	info := activity.GetInfo(ctx)
 	w.local = info.IsLocalActivity
 	w.wait = !w.local && info.HeartbeatTimeout > 0
-	if w.wait {
+	w.met = func(error) {}
+	if w.wait && beats {
 		// The attempt's heartbeats run on their own clock, across its tries and waits: a wait
 		// that began its own count after each try (at most stepAttemptTimeout) left a gap of a
 		// try plus a wait between two heartbeats, past the heartbeat timeout when the gate
@@ -75,6 +93,16 @@ func (w *pgWaits) close() {
 	if w.stop != nil {
 		w.stop()
 	}
+}
+
+// waitingFor is what a heartbeat says while the attempt waits on the gate: the gate's state and
+// the error the step met; ok is false when it does not wait.
+func (w *pgWaits) waitingFor() (status string, ok bool) {
+	err := w.waiting.Load()
+	if err == nil {
+		return "", false
+	}
+	return fmt.Sprintf("waiting for PostgreSQL (%s); this step's error: %v", w.g.State(), *err), true
 }
 
 // unavailable reports whether err, of do, says PostgreSQL is unavailable: a statement's error
@@ -119,7 +147,10 @@ func (w *pgWaits) do(ctx context.Context, op func(context.Context) error) error 
 			return err
 		}
 		w.met(err)
-		if werr := waitForGate(ctx, g, err); werr != nil {
+		w.waiting.Store(&err)
+		werr := waitForGate(ctx, g, err)
+		w.waiting.Store(nil)
+		if werr != nil {
 			// The worker stopping, or the step cancelled or timed out: the server retries the
 			// step (on another worker, or on this one after its restart), and the UI shows why
 			// it last failed.

@@ -425,7 +425,8 @@ func (s *Service) Worker() worker.Worker {
 		PostgreSQL: s.pgGate(),
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
-		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
+		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints(),
+			PostgreSQL: s.pgGate()},
 		&activities.Retention{Store: s.Store.Retention, Audit: s.Store.Audit},
 		&activities.Erasure{Store: s.Store.Erasures, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
 }
