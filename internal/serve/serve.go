@@ -755,9 +755,23 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	bgCancel()
 	bg.Wait()
 	if w != nil {
+		if n := svc.gateWaiting(); n > 0 {
+			// Each of them fails now, benign and unlogged by the SDK, and is retried on another
+			// worker: one line here instead of an "Activity error." per event (issue 40).
+			log.Info("the worker stops while database steps wait for PostgreSQL: each ends now and Temporal retries it on another worker (one more activity task each)",
+				"waiting", n)
+		}
 		w.Stop()
 	}
 	return runErr
+}
+
+// gateWaiting is how many of the worker's steps wait for PostgreSQL (pggate.Gate.Waiting).
+func (s *Service) gateWaiting() int {
+	if s.gate == nil {
+		return 0
+	}
+	return s.gate.Waiting()
 }
 
 // startWorker waits until Temporal answers, then starts the worker, so a process that boots
