@@ -430,10 +430,15 @@ type drain struct {
 	answered  bool
 	storeErrs []error
 	cancel    context.CancelFunc
+	// step is the step's context, which what a send came to is recorded under: the sends' own
+	// context is cancelled when one of them stops the step, and a record made with it failed
+	// the whole step ("record notification attempt …: context canceled", seed 29's sink failing
+	// some ids: every drain of the batch ended in a failed activity task and a retry).
+	step context.Context
 }
 
 func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification, pg *pgWaits) *drain {
-	d := &drain{a: a, pg: pg, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]delivery.ParkedNotification{}, order: batch}
+	d := &drain{a: a, pg: pg, step: ctx, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]delivery.ParkedNotification{}, order: batch}
 	for _, n := range batch {
 		d.byID[n.ID] = n
 	}
@@ -502,7 +507,7 @@ func (d *drain) progress() int {
 func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 	a := d.a
 	if len(n.Body) == 0 {
-		d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+		d.fail(n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 		return true
 	}
 	release, err := a.waitLimits(ctx, d.sink)
@@ -532,7 +537,7 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	}
 	switch dec := delivery.After(at, a.policy()); dec.Do {
 	case delivery.Delivered:
-		if err := d.pg.do(ctx, func(ctx context.Context) error { return a.SinkStates.DrainedSent(ctx, n) }); err != nil {
+		if err := d.pg.do(d.step, func(ctx context.Context) error { return a.SinkStates.DrainedSent(ctx, n) }); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
 			d.storeErr(err)
 			return false
@@ -545,10 +550,10 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	case delivery.Fail:
 		a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
 		d.log.WarnContext(ctx, "sink rejected a parked notification; not retrying", "notification_id", n.ID, "status", statusOf(sendErr), "error", brief(sendErr))
-		d.fail(ctx, n, sendErr.Error())
+		d.fail(n, sendErr.Error())
 		return true
 	case delivery.Retry:
-		d.record(ctx, n, sendErr)
+		d.record(n, sendErr)
 		if dec.Wait > 0 {
 			d.stop("", dec.Wait)
 			d.log.InfoContext(ctx, "sink asked to slow down; the drain waits", "status", statusOf(sendErr), "wait", dec.Wait.String())
@@ -562,8 +567,8 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	return false
 }
 
-func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason string) {
-	if err := d.pg.do(ctx, func(ctx context.Context) error {
+func (d *drain) fail(n delivery.ParkedNotification, reason string) {
+	if err := d.pg.do(d.step, func(ctx context.Context) error {
 		return d.a.Notifications.MarkNotificationFailed(ctx, n.ID, reason)
 	}); err != nil {
 		d.storeErr(err)
@@ -574,8 +579,8 @@ func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason 
 	d.mu.Unlock()
 }
 
-func (d *drain) record(ctx context.Context, n delivery.ParkedNotification, sendErr error) {
-	if err := d.pg.do(ctx, func(ctx context.Context) error {
+func (d *drain) record(n delivery.ParkedNotification, sendErr error) {
+	if err := d.pg.do(d.step, func(ctx context.Context) error {
 		return d.a.Notifications.RecordNotificationAttempt(ctx, n.ID, sendErr.Error())
 	}); err != nil {
 		d.storeErr(err)
@@ -710,7 +715,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 				// Never takeable (too large for the broker): that one fails, the drain goes on.
 				a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
 				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", n.ID, "error", brief(err))
-				d.fail(ctx, n, err.Error())
+				d.fail(n, err.Error())
 			default:
 				retry, retryOf = append(retry, n.ID), append(retryOf, err.Error())
 				if failed == nil {
@@ -755,7 +760,7 @@ func (d *drain) waves(ctx context.Context) [][]delivery.ParkedNotification {
 		for _, it := range chain {
 			n := d.byID[it.ID]
 			if len(n.Body) == 0 {
-				d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+				d.fail(n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 				continue
 			}
 			if k == len(out) {
