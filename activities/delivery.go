@@ -193,14 +193,19 @@ func (a *Activities) tryLimits(ctx context.Context, sink config.Sink) (release f
 	return release, true, nil
 }
 
-// waitLimits is tryLimits for a drain: it waits for the token and the slot instead of giving up.
-func (a *Activities) waitLimits(ctx context.Context, sink config.Sink) (release func(), err error) {
+// waitLimits is tryLimits for a drain: it waits for the token and the slot instead of giving up,
+// and for PostgreSQL through w (an outage mid-drain does not fail the step).
+func (a *Activities) waitLimits(ctx context.Context, w *pgWaits, sink config.Sink) (release func(), err error) {
 	wait := 50 * time.Millisecond
 	if sink.Rate > 0 {
 		wait = max(wait, time.Duration(float64(time.Second)/sink.Rate/2))
 	}
 	for {
-		release, ok, err := a.tryLimits(ctx, sink)
+		var ok bool
+		err := w.do(ctx, func(ctx context.Context) (err error) {
+			release, ok, err = a.tryLimits(ctx, sink)
+			return err
+		})
 		if err != nil || ok {
 			return release, err
 		}

@@ -510,7 +510,7 @@ func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 		d.fail(n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 		return true
 	}
-	release, err := a.waitLimits(ctx, d.sink)
+	release, err := a.waitLimits(ctx, d.pg, d.sink)
 	if err != nil {
 		if ctx.Err() == nil { // not the step stopping (another send failed): the store failed
 			d.storeErr(err)
