@@ -365,15 +365,13 @@ func (a *Activities) sinkLogger(ctx context.Context, sink string) *slog.Logger {
 	return l
 }
 
-// SinkStepWork bounds a probe's or a drain step's work once it has read its sink, whatever it
-// waited for PostgreSQL before: DrainBudget to start sends, two attempts (attemptTimeout,
-// notify.attempt_timeout) for the last ones, and a minute for PostgreSQL. It was the step's
-// start-to-close timeout, which now allows a wait as long as an outage (workflows.sinkStepOptions).
-func SinkStepWork(attemptTimeout time.Duration) time.Duration {
-	return DrainBudget + 2*max(attemptTimeout, time.Second) + time.Minute
+// sinkStepWork bounds a probe's or a drain step's work once it has read its sink, whatever it
+// waited for PostgreSQL before: DrainBudget to start sends, two attempts (notify.attempt_timeout)
+// for the last ones, and a minute for PostgreSQL. It was the step's start-to-close timeout,
+// which now allows a wait as long as an outage (workflows.sinkStepOptions).
+func (a *Activities) sinkStepWork() time.Duration {
+	return DrainBudget + 2*max(a.Delivery.AttemptTimeout, time.Second) + time.Minute
 }
-
-func (a *Activities) sinkStepWork() time.Duration { return SinkStepWork(a.Delivery.AttemptTimeout) }
 
 // stepHeartbeatEvery is how often a probe or drain step heartbeats, whatever it is doing. The SDK
 // sends at most one heartbeat per 0.8 × the heartbeat timeout however often it is called, so

@@ -33,12 +33,12 @@ const maxSinkSteps = 400
 // PostgreSQL in its one attempt, heartbeating "waiting for PostgreSQL" (issue 40): the outage
 // costs the drainer one activity task, where it cost one per retry (a second doubling to a
 // minute), so its start-to-close timeout is as long as an outage may last, as the event steps'
-// is (eventStepActivity), and the step bounds its own work once it has read its sink
-// (activities.SinkStepWork, the start-to-close timeout of before). The SDK sends one heartbeat
-// per 0.8 × the heartbeat timeout (32 s at the default 30 s notify.attempt_timeout), waiting or
-// not, as pggate.Gate.Cadence would for that timeout (every three quarters of it): a waiting
-// drainer costs about 110 heartbeats an hour, no task. Activity options are not part of the determinism
-// check: runs recorded before replay alike.
+// is (eventStepActivity), and the step bounds its own work once it has read its sink (the
+// drain budget, two attempt timeouts and a minute: the start-to-close timeout of before). The
+// SDK sends one heartbeat per 0.8 × the heartbeat timeout (32 s at the default 30 s
+// notify.attempt_timeout), waiting or not, as pggate.Gate.Cadence would for that timeout (every
+// three quarters of it): a waiting drainer costs about 110 heartbeats an hour, no task.
+// Activity options are not part of the determinism check: runs recorded before replay alike.
 func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 	attempt := max(p.Notify.AttemptTimeout, time.Second)
 	return workflow.ActivityOptions{
