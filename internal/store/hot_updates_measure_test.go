@@ -21,7 +21,8 @@ import (
 // TestWebhookEventsWritesPerStep measures, from the WAL (pg_walinspect), what each step of an
 // event's healthy path writes to webhook_events: heap updates and HOT updates, index entries
 // per index, WAL bytes. MAILHOOK_HOT_MEASURE=<events> runs it, on the schema of migration
-// MAILHOOK_HOT_MEASURE_VERSION (default: the latest), in the two orders the path takes: the
+// MAILHOOK_HOT_MEASURE_VERSION (default: the latest; MAILHOOK_HOT_MEASURE_FILLFACTOR sets the
+// table's fillfactor after it), in the two orders the path takes: the
 // start's settle first (a relay's batch, or the handoff when its start answers first) and the
 // take-up first (the handoff under eager start, when the run takes the event up before the
 // settle). A measurement for docs/benchmarks, not a check: counts, not times, so the machine's
@@ -41,6 +42,10 @@ func TestWebhookEventsWritesPerStep(t *testing.T) {
 	}
 	s := storetest.OpenURL(t, dbURL, store.Options{})
 	db := storetest.Pool(t, s)
+	if ff := os.Getenv("MAILHOOK_HOT_MEASURE_FILLFACTOR"); ff != "" { // what 00025's fillfactor does
+		_, err := db.Exec(ctx, `ALTER TABLE webhook_events SET (fillfactor = `+strconv.Itoa(must(strconv.Atoi(ff)))+`)`)
+		require.NoError(t, err)
+	}
 	_, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`)
 	require.NoError(t, err)
 	notify := apply.Rules{Routing: domain.Routing{StatusSinks: []string{"hook"}}}
@@ -160,4 +165,11 @@ GROUP BY 1, 2 ORDER BY 1, 2`, from, to)
 	require.NoError(t, rows.Err())
 	fmt.Printf("  => per event: %.2f updates, %.2f of them HOT; %.2f index entries; %.0f WAL bytes (webhook_events and its indexes)\n",
 		(upd+hot)/float64(n), hot/float64(n), entries/float64(n), bytes/float64(n))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
