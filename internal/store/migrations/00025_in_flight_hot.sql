@@ -9,8 +9,8 @@
 -- column that a partial index names (webhook_events_awaiting_start_idx: awaiting_start;
 -- webhook_events_in_flight_idx: relayed_at and picked_at; webhook_events_unprocessed_idx:
 -- processed_at), so every update wrote a new entry into each of the table's indexes whose
--- predicate the row met, five to seven per update (docs/benchmarks/
--- 2026-12-06-event-path-hot-updates.md).
+-- predicate the row met, five to seven per update
+-- (docs/benchmarks/2026-12-06-event-path-hot-updates.md).
 --
 -- The take-up only needs to leave the relays' in-flight count: that count's index is now over
 -- the relayed rows not yet processed, and the count (store.Inbox.InFlight) reads picked_at
@@ -22,16 +22,17 @@
 -- and stay non-HOT: those indexes are what keeps the relay's queue and the stuck-event scan
 -- small.
 --
--- The table's fillfactor stays 100: HOT must put the new version on the row's own page, and
--- the take-up finds room there once the page's dead versions (the insert's, which the settle
--- replaced) are pruned; with fillfactor 90 as many take-ups were HOT (0.93 against 0.93,
--- TestWebhookEventsWritesPerStep), so the table is not made larger for it. Built CONCURRENTLY
--- for the reason 00010 gives; the new index exists before the old one goes, so the in-flight
--- count always has one.
+-- The table's fillfactor stays 100. HOT must put the new version on the row's own page; in a
+-- burst about half the take-ups find it full (probably because a relay's batch holds its
+-- snapshot while it starts, so the versions the settle left cannot be pruned yet), and fillfactor 90 or 80 made
+-- only 0.1 or 0.2 more of them HOT per event for 11 % or 25 % more table (the benchmark page
+-- above). Built CONCURRENTLY for the reason 00010 gives; the new index exists before the old
+-- one goes, so the in-flight count always has one.
 --
--- What this costs a rolling upgrade: a relay of the previous release, while it runs beside this
--- schema, counts its in-flight rows with a statement that does not name processed_at, so no
--- index serves it and it reads the whole table before each of its batches, until it stops.
+-- What this costs a rolling upgrade: a relay or handoff of the previous release, while it runs
+-- beside this schema, counts its in-flight rows with a statement that does not name
+-- processed_at, so no index serves it and it reads the whole table (before each relay batch and
+-- every 500 ms in the handoff) until its process stops.
 
 DROP INDEX CONCURRENTLY IF EXISTS webhook_events_relayed_open_idx;
 CREATE INDEX CONCURRENTLY webhook_events_relayed_open_idx ON webhook_events (relayed_at)
