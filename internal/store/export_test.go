@@ -22,9 +22,6 @@ var MigrateTo = migrateTo
 var IsNoPartition = isNoPartition
 var AddressKeysVersion int64 = addressKeysVersion
 
-// QInFlight is the relays' in-flight count, for a test that reads its plan.
-const QInFlight = qInFlight
-
 // NewMigrations is the goose provider Migrate uses, for tests that step a database down and up.
 var NewMigrations = newMigrations
 

@@ -42,7 +42,7 @@ func TestWebhookEventsWritesPerStep(t *testing.T) {
 	}
 	s := storetest.OpenURL(t, dbURL, store.Options{})
 	db := storetest.Pool(t, s)
-	if ff := os.Getenv("MAILHOOK_HOT_MEASURE_FILLFACTOR"); ff != "" { // what 00025's fillfactor does
+	if ff := os.Getenv("MAILHOOK_HOT_MEASURE_FILLFACTOR"); ff != "" { // what a fillfactor below 100 buys HOT
 		_, err := db.Exec(ctx, `ALTER TABLE webhook_events SET (fillfactor = `+strconv.Itoa(must(strconv.Atoi(ff)))+`)`)
 		require.NoError(t, err)
 	}

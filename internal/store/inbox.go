@@ -114,15 +114,10 @@ WHERE w.provider = s.provider AND w.event_id = s.event_id`
 
 	// Started by a relay within the window and not yet taken up by a worker: the backlog
 	// the relays have handed to Temporal. The window lets a workflow that never runs (terminated
-	// before its first activity) stop counting. processed_at IS NULL names the index
-	// (webhook_events_relayed_open_idx, 00025): it holds the relayed rows not yet processed and
-	// not picked_at, so that the take-up, which sets only picked_at, is a HOT update; picked_at
-	// is read from the rows. A processed event was taken up (or recorded by its run), so the
-	// condition leaves out nothing the count wants.
+	// before its first activity) stop counting.
 	qInFlight = `
 SELECT count(*) FROM webhook_events
-WHERE relayed_at IS NOT NULL AND processed_at IS NULL AND picked_at IS NULL
-  AND relayed_at > now() - $1 * interval '1 microsecond'`
+WHERE relayed_at IS NOT NULL AND picked_at IS NULL AND relayed_at > now() - $1 * interval '1 microsecond'`
 
 	qInboxDepth = `SELECT count(*), min(received_at) FROM webhook_events WHERE awaiting_start`
 )
