@@ -152,7 +152,8 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 // the sink's rate, and reports what it found. The first failure stops it (the drainer opens the
 // circuit again and probes next); a 429 or Retry-After stops it for the time the sink named. A
 // 4xx fails that one notification and the drain goes on. Each sent notification is marked at
-// once, so a drain whose worker dies resends at most the ones in flight, under their ids.
+// once (through a PostgreSQL outage, once it is back: drainWaits), so a drain whose worker dies
+// resends at most the ones in flight, under their ids.
 func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
 	var cur atomic.Pointer[drain]
 	defer beating(ctx, &cur)()
@@ -182,7 +183,8 @@ func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, er
 	}
 	out.Tried = true
 	out.Found = d.found(sk)
-	// A store error fails the step, to be retried: what was sent is marked already.
+	// A store error fails the step, to be retried: what was sent is marked already, but for the
+	// sends in flight as it failed (no send starts after it).
 	return out, errors.Join(d.storeErrs...)
 }
 
