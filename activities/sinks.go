@@ -176,7 +176,8 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 // the sink's rate, and reports what it found. The first failure stops it (the drainer opens the
 // circuit again and probes next); a 429 or Retry-After stops it for the time the sink named. A
 // 4xx fails that one notification and the drain goes on. Each sent notification is marked at
-// once, so a drain whose worker dies resends at most the ones in flight, under their ids.
+// once (through a PostgreSQL outage, once it is back: drain.pg), so a drain whose worker dies
+// resends at most the ones in flight, under their ids.
 func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
 	var cur atomic.Pointer[drain]
 	w := newPGWaits(ctx, a.PostgreSQL, false)
@@ -222,7 +223,8 @@ func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, er
 	}
 	out.Tried = true
 	out.Found = d.found(sk)
-	// A store error fails the step, to be retried: what was sent is marked already.
+	// A store error fails the step, to be retried: what was sent is marked already, but for the
+	// sends in flight as it failed (no send starts after it).
 	return out, errors.Join(d.storeErrs...)
 }
 
@@ -406,19 +408,24 @@ func beating(ctx context.Context, cur *atomic.Pointer[drain], w *pgWaits) (stop 
 
 // drain is one probe's or drain step's sends to one sink.
 type drain struct {
-	a *Activities
-	// pg waits for PostgreSQL where a send's outcome is recorded: a send the sink accepted is
-	// marked once PostgreSQL is back rather than failing the step, whose retry would send it
-	// again.
+	a    *Activities
+	sink config.Sink
+	log  *slog.Logger
+	// step is the step's context, which the drain's own stop does not cancel: what the step
+	// records of a send that has come back (a mark, a failed attempt) is recorded even when
+	// another send has stopped the drain meanwhile ("record notification attempt …: context
+	// canceled" failed whole steps in seed 29). pg are the step's waits for PostgreSQL (its
+	// send limits, marks and records): a send the sink accepted is marked once PostgreSQL is
+	// back rather than failing the step, whose retry would send it again.
+	step  context.Context
 	pg    *pgWaits
-	sink  config.Sink
-	log   *slog.Logger
 	byID  map[string]delivery.ParkedNotification
 	order []delivery.ParkedNotification
 
 	mu sync.Mutex
 	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
-	// to wait (wait); the sends in flight are cancelled and nothing more is sent.
+	// to wait (wait); the sends in flight are cancelled and nothing more is sent. A store error
+	// (storeErrs) also ends the step, and nothing more is sent either (isStopped).
 	stopped bool
 	failing string
 	wait    time.Duration
@@ -428,15 +435,11 @@ type drain struct {
 	answered  bool
 	storeErrs []error
 	cancel    context.CancelFunc
-	// step is the step's context, which what a send came to is recorded under: the sends' own
-	// context is cancelled when one of them stops the step, and a record made with it failed
-	// the whole step ("record notification attempt …: context canceled", seed 29's sink failing
-	// some ids: every drain of the batch ended in a failed activity task and a retry).
-	step context.Context
 }
 
 func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification, pg *pgWaits) *drain {
-	d := &drain{a: a, pg: pg, step: ctx, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]delivery.ParkedNotification{}, order: batch}
+	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), step: ctx, pg: pg,
+		byID: map[string]delivery.ParkedNotification{}, order: batch}
 	for _, n := range batch {
 		d.byID[n.ID] = n
 	}
@@ -488,10 +491,14 @@ func (d *drain) run(ctx context.Context, chains [][]delivery.Item, width int) {
 	wg.Wait()
 }
 
+// isStopped reports whether the step sends nothing more: a send stopped it, or PostgreSQL failed
+// it. A send after a store error would reach the sink and, PostgreSQL failing, not be marked,
+// and the step's retry would send it again: seed 29's drain went on through its batch as
+// PostgreSQL restarted, sending 64 notifications it could not mark, which the sink then got twice.
 func (d *drain) isStopped() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.stopped
+	return d.stopped || len(d.storeErrs) > 0
 }
 
 func (d *drain) progress() int {
@@ -517,10 +524,11 @@ func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 	}
 	_, sendErr := a.destination(d.sink).Send(ctx, parkedMessage(n), a.now())
 	release()
-	if ctx.Err() != nil {
+	if sendErr != nil && ctx.Err() != nil {
 		return false // cancelled by the step (another send stopped it) or the worker: still parked
 	}
-	return d.decided(ctx, n, sendErr)
+	// The sink took it, even if the drain stopped meanwhile: it is marked, not sent again.
+	return d.decided(d.step, n, sendErr)
 }
 
 // decided acts on delivery.After's decision for one send of a parked notification: false when the

@@ -266,8 +266,9 @@ func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notifica
 // retried goes on as a regular activity (shown in the UI as pending with its attempts and last
 // error), whose notify.attempts-th failure parks it for the sink's drainer; a 4xx ends it at
 // once. Through a PostgreSQL outage the regular activity waits for PostgreSQL in one attempt
-// (notifyOptions): the outage costs the notification one activity task. The Retry-After wait below is only taken by runs recorded before parking: the activity
-// parks a notification whose sink asks to slow down instead of failing it.
+// (notifyOptions): the outage costs the notification one activity task. The Retry-After wait
+// below is only taken by runs recorded before parking: the activity parks a notification whose
+// sink asks to slow down instead of failing it.
 func (p *Processor) sendOne(ctx workflow.Context, in activities.SendInput) (activities.NotifyResult, error) {
 	var a *activities.Activities
 	var out activities.NotifyResult
