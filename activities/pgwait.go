@@ -77,7 +77,9 @@ func newPGWaits(ctx context.Context, g *pggate.Gate, beats bool) *pgWaits {
 	}
 	info := activity.GetInfo(ctx)
 	w.local = info.IsLocalActivity
-	w.wait = !w.local && info.HeartbeatTimeout > 0
+	// A step on a heartbeat clock of its own (!beats: the drainer's, always scheduled with a
+	// heartbeat timeout) waits as any regular attempt, whatever the test environment says of it.
+	w.wait = !w.local && (info.HeartbeatTimeout > 0 || !beats)
 	w.met = func(error) {}
 	if w.wait && beats {
 		// The attempt's heartbeats run on their own clock, across its tries and waits: a wait
