@@ -71,6 +71,19 @@ func (a *Activities) pgWaits(ctx context.Context) *pgWaits {
 	return w
 }
 
+// drainWaits are the waits of a probe or drain step's marks (SendProbe, SendParked): a
+// notification the sink accepted as PostgreSQL went is marked sent once PostgreSQL is back,
+// instead of failing the step, whose retry would send it again. The step heartbeats every second
+// on its own (beating), so it keeps no heartbeat clock of its own here; its start-to-close
+// timeout bounds the wait, and a mark that never comes fails the step as before.
+func (a *Activities) drainWaits(ctx context.Context) *pgWaits {
+	w := &pgWaits{g: a.PostgreSQL}
+	if w.g != nil && activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+		w.wait, w.met = true, func(error) {}
+	}
+	return w
+}
+
 func (w *pgWaits) close() {
 	if w.stop != nil {
 		w.stop()

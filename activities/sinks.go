@@ -152,7 +152,8 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 // the sink's rate, and reports what it found. The first failure stops it (the drainer opens the
 // circuit again and probes next); a 429 or Retry-After stops it for the time the sink named. A
 // 4xx fails that one notification and the drain goes on. Each sent notification is marked at
-// once, so a drain whose worker dies resends at most the ones in flight, under their ids.
+// once (through a PostgreSQL outage, once it is back: drainWaits), so a drain whose worker dies
+// resends at most the ones in flight, under their ids.
 func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
 	var cur atomic.Pointer[drain]
 	defer beating(ctx, &cur)()
@@ -182,7 +183,8 @@ func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, er
 	}
 	out.Tried = true
 	out.Found = d.found(sk)
-	// A store error fails the step, to be retried: what was sent is marked already.
+	// A store error fails the step, to be retried: what was sent is marked already, but for the
+	// sends in flight as it failed (no send starts after it).
 	return out, errors.Join(d.storeErrs...)
 }
 
@@ -344,15 +346,21 @@ func beating(ctx context.Context, cur *atomic.Pointer[drain]) (stop func()) {
 
 // drain is one probe's or drain step's sends to one sink.
 type drain struct {
-	a     *Activities
-	sink  config.Sink
-	log   *slog.Logger
+	a    *Activities
+	sink config.Sink
+	log  *slog.Logger
+	// step is the step's context, which the drain's own stop does not cancel: what the step
+	// records of a send that has come back (a mark, a failed attempt) is recorded even when
+	// another send has stopped the drain meanwhile. pg are the waits for PostgreSQL of its marks.
+	step  context.Context
+	pg    *pgWaits
 	byID  map[string]delivery.ParkedNotification
 	order []delivery.ParkedNotification
 
 	mu sync.Mutex
 	// stop is set by the first send that ends the step: the sink is failing (failing) or asked
-	// to wait (wait); the sends in flight are cancelled and nothing more is sent.
+	// to wait (wait); the sends in flight are cancelled and nothing more is sent. A store error
+	// (storeErrs) also ends the step, and nothing more is sent either (isStopped).
 	stopped bool
 	failing string
 	wait    time.Duration
@@ -365,7 +373,8 @@ type drain struct {
 }
 
 func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification) *drain {
-	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), byID: map[string]delivery.ParkedNotification{}, order: batch}
+	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), step: ctx, pg: a.drainWaits(ctx),
+		byID: map[string]delivery.ParkedNotification{}, order: batch}
 	for _, n := range batch {
 		d.byID[n.ID] = n
 	}
@@ -417,10 +426,14 @@ func (d *drain) run(ctx context.Context, chains [][]delivery.Item, width int) {
 	wg.Wait()
 }
 
+// isStopped reports whether the step sends nothing more: a send stopped it, or PostgreSQL failed
+// it. A send after a store error would reach the sink and, PostgreSQL failing, not be marked,
+// and the step's retry would send it again: seed 29's drain went on through its batch as
+// PostgreSQL restarted, sending 64 notifications it could not mark, which the sink then got twice.
 func (d *drain) isStopped() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.stopped
+	return d.stopped || len(d.storeErrs) > 0
 }
 
 func (d *drain) progress() int {
@@ -446,10 +459,11 @@ func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 	}
 	_, sendErr := a.destination(d.sink).Send(ctx, parkedMessage(n), a.now())
 	release()
-	if ctx.Err() != nil {
+	if sendErr != nil && ctx.Err() != nil {
 		return false // cancelled by the step (another send stopped it) or the worker: still parked
 	}
-	return d.decided(ctx, n, sendErr)
+	// The sink took it, even if the drain stopped meanwhile: it is marked, not sent again.
+	return d.decided(d.step, n, sendErr)
 }
 
 // decided acts on delivery.After's decision for one send of a parked notification: false when the
@@ -464,7 +478,7 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	}
 	switch dec := delivery.After(at, a.policy()); dec.Do {
 	case delivery.Delivered:
-		if err := a.SinkStates.DrainedSent(ctx, n); err != nil {
+		if err := d.pg.do(ctx, func(ctx context.Context) error { return a.SinkStates.DrainedSent(ctx, n) }); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
 			d.storeErr(err)
 			return false
@@ -700,7 +714,7 @@ func buildWave(ns []delivery.ParkedNotification) []notify.Message {
 
 // markSent marks a confirmed wave sent in one statement and counts it.
 func (d *drain) markSent(ctx context.Context, sent []delivery.ParkedNotification) error {
-	if err := d.a.SinkStates.DrainedSentAll(ctx, sent); err != nil {
+	if err := d.pg.do(ctx, func(ctx context.Context) error { return d.a.SinkStates.DrainedSentAll(ctx, sent) }); err != nil {
 		return err
 	}
 	d.mu.Lock()
