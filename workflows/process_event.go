@@ -190,12 +190,23 @@ func duplicateResult() domain.Result {
 	return domain.Result{Transition: domain.Transition{Outcome: domain.OutcomeDuplicate}}
 }
 
-// recordAccepted stores the event of a run accepted through Temporal, as a regular activity: it
-// waits for PostgreSQL in one attempt, heartbeating, and the Temporal UI shows it pending with
-// "waiting for PostgreSQL" in its heartbeat details (activities.waitForPostgreSQL). An outage
-// backs up every event accepted during it, so it costs each one activity task, whatever its
-// length. Its retries, for a worker lost while waiting or a failure that is no outage, are
-// minutes apart (RecordPolicy). It never gives up: the provider was told the event is accepted.
+// RecordAcceptedLocalChange is the workflow.GetVersion change id of recordAccepted's first,
+// local, attempt (version 1). Runs recorded before it scheduled RecordAccepted as a regular
+// activity at once and keep doing so on replay.
+const RecordAcceptedLocalChange = "record-accepted-local"
+
+// recordAccepted stores the event of a run accepted through Temporal. Its run starts after
+// acceptance.through_temporal.start_delay, by which time PostgreSQL is most often back: its
+// first attempt is then a local activity, inside the run's first workflow task, and the event
+// costs what any event costs (one start, one workflow task; issue 40). A local attempt that
+// finds its worker's PostgreSQL gate closed fails at once (activities.waitForPostgreSQL), and
+// one that fails otherwise, and may be retried, gives up after dbLocal's few retries: either
+// goes on as a regular activity, which waits for PostgreSQL in one attempt, heartbeating, and
+// the Temporal UI shows it pending with "waiting for PostgreSQL" in its heartbeat details. An
+// outage that outlasts the delay backs up every event accepted during it, so it costs each one
+// activity task and one workflow task more, whatever its length. The regular activity's retries,
+// for a worker lost while waiting or a failure that is no outage, are minutes apart
+// (RecordPolicy). It never gives up: the provider was told the event is accepted.
 func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent) (duplicate bool, err error) {
 	opts := workflow.ActivityOptions{
 		// It waits through the outage in one attempt, as the event steps do (eventStepActivity);
@@ -212,6 +223,15 @@ func (p *Processor) recordAccepted(ctx workflow.Context, ev domain.AcceptedEvent
 	}
 	var a *activities.Activities
 	var out activities.RecordAcceptedOutput
+	if workflow.GetVersion(ctx, RecordAcceptedLocalChange, workflow.DefaultVersion, 1) == 1 {
+		local := dbLocal
+		local.Summary = "store the event accepted through Temporal"
+		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, local), a.RecordAccepted, ev).Get(ctx, &out)
+		if err == nil || final(err) && !waitsForPostgreSQL(err) {
+			return out.Duplicate, err
+		}
+		workflow.GetLogger(ctx).Warn("storing the event accepted through Temporal failed as a local activity; continuing as a regular activity that waits for PostgreSQL", "error", err)
+	}
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RecordAccepted, ev).Get(ctx, &out)
 	return out.Duplicate, err
 }

@@ -229,6 +229,13 @@ type ThroughTemporal struct {
 	// under Temporal's blob limit (2 MiB by default) with a margin for the encoding; a larger one
 	// is answered 503 during the outage.
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// StartDelay delays the first workflow task of a run accepted through Temporal (the run, and
+	// so the dedupe of its workflow ID, exists at once): it can store its event only once
+	// PostgreSQL is back, and a run that starts after the outage stores it as a local activity,
+	// at the cost of any other event, where one that starts during it waits in a regular
+	// activity, at the cost of one activity task and one workflow task more. The delay adds
+	// latency only when the outage ends sooner than it. 0 starts the run at once.
+	StartDelay time.Duration `yaml:"start_delay"`
 }
 
 // Relay tunes the relay that runs in every worker process, and the start right after acceptance
@@ -381,7 +388,7 @@ func Defaults() Config {
 			InsertTimeout: 5 * time.Second,
 			Relay:         Relay{BatchSize: 200, Concurrency: 32, PollInterval: 2 * time.Second, MaxBackoff: 10 * time.Second, MaxInFlight: 500},
 			ThroughTemporal: ThroughTemporal{Enabled: true, RecordInterval: 20 * time.Second, RecordMaxInterval: 80 * time.Second,
-				MaxEventBytes: 3 << 19},
+				MaxEventBytes: 3 << 19, StartDelay: time.Minute},
 		},
 		Notify: Notify{
 			InitialInterval:  time.Second,
@@ -562,6 +569,9 @@ func (c Config) Validate() error {
 	}
 	if f := c.Acceptance.ThroughTemporal; f.Enabled && (f.RecordInterval <= 0 || f.RecordMaxInterval < f.RecordInterval || f.MaxEventBytes <= 0) {
 		return errors.New("config: acceptance.through_temporal: record_interval and max_event_bytes must be positive, record_max_interval at least record_interval")
+	}
+	if c.Acceptance.ThroughTemporal.StartDelay < 0 {
+		return errors.New("config: acceptance.through_temporal.start_delay must not be negative (0: no delay)")
 	}
 	if c.Acceptance.Relay.MaxInFlight < 0 {
 		return errors.New("config: acceptance.relay.max_in_flight must not be negative (0: no bound)")

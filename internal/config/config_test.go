@@ -31,6 +31,10 @@ func TestDefaultsNeedNoFile(t *testing.T) {
 	if cfg.HTTP.Address != "127.0.0.1:8000" || cfg.HTTP.MaxBodyBytes != 1<<20 || cfg.Temporal.TaskQueue != "mailhook" || cfg.Temporal.Address != "127.0.0.1:7233" {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
+	// A run accepted through Temporal waits a minute, past most failovers, before its first task.
+	if d := cfg.Acceptance.ThroughTemporal.StartDelay; d != time.Minute {
+		t.Fatalf("acceptance.through_temporal.start_delay defaults to %s, want 1m", d)
+	}
 	ep, ok := cfg.Endpoint("postscale")
 	if !ok || ep.Secrets[0] != config.DevPostscaleSecret || !cfg.UsesDevSecret() {
 		t.Fatalf("dev endpoint missing: %+v", cfg.Endpoints)
@@ -120,6 +124,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"relay batch":     {`acceptance: {relay: {batch_size: 0}}`, "acceptance.relay.batch_size"},
 		"insert timeout":  {`acceptance: {insert_timeout: 0s}`, "acceptance.insert_timeout"},
 		"max events":      {`http: {max_events_per_request: 0}`, "http.max_events_per_request"},
+		"start delay":     {`acceptance: {through_temporal: {start_delay: -1s}}`, "acceptance.through_temporal.start_delay"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -256,7 +256,9 @@ func TestProcessFaults(t *testing.T) {
 	t.Run("worker killed -9 while its steps wait for postgres (private cluster)", func(t *testing.T) {
 		t.Parallel()
 		pg := startPrivatePostgres(t)
-		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t)})
+		// The runs accepted through Temporal start at once (not after start_delay), so that
+		// they wait on the worker that is killed.
+		e := newProcEnv(t, bin, procOptions{dbURL: pg.createDatabase(t), acceptance: "  through_temporal:\n    start_delay: 0s\n"})
 		l := e.startLoadEvery(200 * time.Millisecond)
 		time.Sleep(2 * time.Second)
 		pg.stop(t, "immediate")

@@ -362,6 +362,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.noThroughTemporal {
 		cfg.Acceptance.ThroughTemporal.Enabled = false
 	}
+	// A run accepted through Temporal starts at once, so it meets the outage (or the slow insert)
+	// that made it and its RecordAccepted waits, as in an outage longer than the default delay:
+	// the path these tests check. TestAcceptanceThroughTemporalStartDelay runs the default.
+	cfg.Acceptance.ThroughTemporal.StartDelay = 0
 	cfg.Suppression.Scopes = o.suppressionScopes
 	cfg.Suppression.SoftBounce = o.softBounce
 	cfg.Erasure.HashKey = erasureKey

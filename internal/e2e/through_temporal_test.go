@@ -22,10 +22,13 @@ import (
 )
 
 // throughTemporalYAML shortens the record attempts' spacing (defaults 20 s and 80 s) so the
-// test's outage drains in seconds; the benchmark runs the defaults.
+// test's outage drains in seconds, and starts the runs at once (start_delay, default 1m), so
+// that they meet the outage and wait in RecordAccepted: the path an outage longer than the
+// delay takes. TestAcceptanceThroughTemporalStartDelay runs the default delay.
 const throughTemporalYAML = `  through_temporal:
     record_interval: 2s
     record_max_interval: 8s
+    start_delay: 0s
 `
 
 // postLifecycle posts one signed Postscale event as the load does and returns the status and

@@ -306,6 +306,7 @@ func (s *Service) Acceptor() *acceptance.Acceptor {
 		if f := s.Config.Acceptance.ThroughTemporal; f.Enabled {
 			through := s.starter()
 			through.MaxAcceptedBytes = f.MaxEventBytes
+			through.AcceptedStartDelay = f.StartDelay
 			s.acceptor.Through = through
 		}
 		// The handoff's start of a new row takes at most start_timeout: relays wait a little

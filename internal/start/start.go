@@ -84,6 +84,9 @@ type Starter struct {
 	// MaxAcceptedBytes bounds the input of StartAccepted (config acceptance.through_temporal.max_event_bytes):
 	// larger events are refused with ErrTooLarge before Temporal is asked.
 	MaxAcceptedBytes int
+	// AcceptedStartDelay delays the first workflow task of the runs StartAccepted starts (config
+	// acceptance.through_temporal.start_delay): 0, none.
+	AcceptedStartDelay time.Duration
 }
 
 // Options are the start options for an event's workflow.
@@ -116,8 +119,11 @@ func (s *Starter) Start(ctx context.Context, ev domain.Event) (Status, error) {
 }
 
 // StartAccepted starts the workflow of an event PostgreSQL could not take, with the event in
-// its input (AcceptStarter). No eager start: the run's first step waits for PostgreSQL,
-// and a workflow task held by this process would only wait with it.
+// its input (AcceptStarter). Its first workflow task comes AcceptedStartDelay later: the run can
+// store its event only once PostgreSQL is back, and one that starts after the outage stores it
+// in that task, without an activity task (workflows.RecordAcceptedLocalChange). The run exists,
+// and so dedupes a re-send, from the start's answer on, as any run. No eager start: a delayed
+// start cannot be eager, and a workflow task held by this process would only wait with the run.
 func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (Status, error) {
 	ref := domain.RefOf(ev, s.Routing)
 	ref.Accepted = &domain.AcceptedEvent{Event: ev, PriorEventID: ev.PriorEventID}
@@ -130,7 +136,10 @@ func (s *Starter) StartAccepted(ctx context.Context, ev domain.Event) (Status, e
 			return "", fmt.Errorf("%w: %d bytes, at most %d: %s", ErrTooLarge, len(b), s.MaxAcceptedBytes, ref.Key())
 		}
 	}
-	return s.start(ctx, ref, false)
+	opts := Options(ref, s.TaskQueue)
+	opts.StartDelay = s.AcceptedStartDelay
+	_, st, err := s.run(ctx, opts, ref)
+	return st, err
 }
 
 // StartReplay starts the operator's replay number n of a recorded event under workflowID (its own

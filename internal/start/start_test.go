@@ -85,3 +85,40 @@ func TestAStartCutByTheStartTimeoutIsUncertain(t *testing.T) {
 		t.Fatalf("a start cut by the start timeout: %v, want ErrUnavailable and uncertain", err)
 	}
 }
+
+// optsClient records the options of the starts it is asked for, and answers the second start of
+// a workflow ID as Temporal does: already started.
+type optsClient struct {
+	client.Client
+	starts []client.StartWorkflowOptions
+}
+
+func (c *optsClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	for _, s := range c.starts {
+		if s.ID == o.ID {
+			return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("workflow execution already started", "", "")
+		}
+	}
+	c.starts = append(c.starts, o)
+	return nil, errors.New("recorded")
+}
+
+// A run accepted through Temporal starts with acceptance.through_temporal.start_delay (its first
+// workflow task waits for it; the run exists at once), and a re-send within the delay finds it:
+// a duplicate. A webhook's ordinary start has no delay.
+func TestStartAcceptedDelaysTheRunsFirstTask(t *testing.T) {
+	c := &optsClient{}
+	s := &start.Starter{Client: c, TaskQueue: "mailhook", AcceptedStartDelay: time.Minute}
+	ev := domain.Event{Provider: "postscale", EventID: "evt_1", Type: "email.delivered", Kind: domain.KindStatus}
+	_, _ = s.StartAccepted(t.Context(), ev)
+	if len(c.starts) != 1 || c.starts[0].StartDelay != time.Minute || c.starts[0].EnableEagerStart {
+		t.Fatalf("starts %+v, want one with a StartDelay of 1m, not eager", c.starts)
+	}
+	if st, err := s.StartAccepted(t.Context(), ev); st != start.AlreadyStarted || err != nil {
+		t.Errorf("a re-send within the delay: %q %v, want duplicate", st, err)
+	}
+	_, _ = s.Start(t.Context(), domain.Event{Provider: "postscale", EventID: "evt_2", Type: "email.delivered", Kind: domain.KindStatus})
+	if len(c.starts) != 2 || c.starts[1].StartDelay != 0 {
+		t.Errorf("an ordinary start: %+v, want no StartDelay", c.starts[len(c.starts)-1])
+	}
+}
