@@ -291,7 +291,7 @@ func (a *Activities) attempt(ctx context.Context, w *pgWaits, in NotifyInput, si
 	}
 	status, sendErr := a.destination(sink).Send(ctx, notify.MessageOf(n.ID, ev.Provider, messageID, keyID, in.Type, n.Body), a.now())
 	release()
-	at := a.attempted(ctx, log, sink.Name, n.ID, sendErr, made)
+	at := a.attempted(ctx, w, log, sink.Name, n.ID, sendErr, made)
 	switch d = delivery.After(at, a.policy()); d.Do {
 	case delivery.Delivered:
 		if in.markLater {

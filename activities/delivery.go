@@ -100,7 +100,7 @@ func (a *Activities) policy() delivery.Policy {
 // attempted records what the made-th attempt of an event's notification id found, before
 // delivery.After decides on it: a failure on the row and, when the sink did not answer, on the
 // sink, whose circuit it may open (then the sink's drainer is woken to probe it).
-func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id string, sendErr error, made int) delivery.Attempt {
+func (a *Activities) attempted(ctx context.Context, w *pgWaits, log *slog.Logger, sink, id string, sendErr error, made int) delivery.Attempt {
 	at := delivery.Attempt{Verdict: verdictOf(sendErr), RetryAfter: retryAfterOf(sendErr), Made: made}
 	switch at.Verdict {
 	case delivery.Sent:
@@ -112,7 +112,14 @@ func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id s
 		a.Metrics.NotificationAttempt(sink, "slow_down", false, 0)
 	case delivery.Failing:
 		a.Metrics.NotificationAttempt(sink, "retrying", false, 0)
-		opened, err := a.SinkStates.DeliveryFailed(ctx, id, sink, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
+		// Through w, as the attempt's other database steps: a regular attempt records its failure
+		// (and the sink's count towards opening its circuit) once PostgreSQL is back rather than
+		// losing it; the attempt fails all the same after.
+		var opened bool
+		err := w.do(ctx, func(ctx context.Context) (err error) {
+			opened, err = a.SinkStates.DeliveryFailed(ctx, id, sink, sendErr.Error(), brief(sendErr), a.Delivery.OpenAfter(), a.Delivery.FirstProbe())
+			return err
+		})
 		if err != nil {
 			log.WarnContext(ctx, "could not record the failed attempt", "error", err)
 		}
@@ -124,7 +131,9 @@ func (a *Activities) attempted(ctx context.Context, log *slog.Logger, sink, id s
 		at.Opened = opened
 		return at
 	}
-	if err := a.Notifications.RecordNotificationAttempt(ctx, id, sendErr.Error()); err != nil {
+	if err := w.do(ctx, func(ctx context.Context) error {
+		return a.Notifications.RecordNotificationAttempt(ctx, id, sendErr.Error())
+	}); err != nil {
 		log.WarnContext(ctx, "could not record notification attempt", "error", err)
 	}
 	return at
@@ -193,14 +202,19 @@ func (a *Activities) tryLimits(ctx context.Context, sink config.Sink) (release f
 	return release, true, nil
 }
 
-// waitLimits is tryLimits for a drain: it waits for the token and the slot instead of giving up.
-func (a *Activities) waitLimits(ctx context.Context, sink config.Sink) (release func(), err error) {
+// waitLimits is tryLimits for a drain: it waits for the token and the slot instead of giving up,
+// and for PostgreSQL through w (an outage mid-drain does not fail the step).
+func (a *Activities) waitLimits(ctx context.Context, w *pgWaits, sink config.Sink) (release func(), err error) {
 	wait := 50 * time.Millisecond
 	if sink.Rate > 0 {
 		wait = max(wait, time.Duration(float64(time.Second)/sink.Rate/2))
 	}
 	for {
-		release, ok, err := a.tryLimits(ctx, sink)
+		var ok bool
+		err := w.do(ctx, func(ctx context.Context) (err error) {
+			release, ok, err = a.tryLimits(ctx, sink)
+			return err
+		})
 		if err != nil || ok {
 			return release, err
 		}

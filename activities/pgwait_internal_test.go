@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/mailhook/mailhook/internal/pggate"
@@ -42,6 +43,48 @@ func TestWaitForTheGateEndsWhenTheWorkerStops(t *testing.T) {
 	_, err := env.ExecuteActivity(step)
 	if err == nil || !strings.Contains(err.Error(), "the worker is stopping") {
 		t.Fatalf("wait when the worker stops: %v, want the worker is stopping", err)
+	}
+}
+
+// A step whose wait its worker's stop ends (a deploy, or seed 29's term-worker, during an outage)
+// fails retryable, so Temporal retries it on another worker, and benign: a stop ends every wait
+// at once (504 RecordAccepted attempts in one stop of seed 29), and the SDK then logs each at
+// debug level and leaves it out of its failure metrics instead of an "Activity error." per event.
+func TestAWaitTheWorkerStopEndsFailsRetryableAndBenign(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	g := pggate.New(pggate.Options{
+		Probe:       func(context.Context) error { return refused }, // PostgreSQL never comes back
+		Unavailable: func(err error) bool { return errors.Is(err, refused) },
+		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
+	})
+	defer g.Close()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	stopping := make(chan struct{})
+	env.SetWorkerStopChannel(stopping)
+	go func() {
+		for g.Waiting() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		close(stopping)
+	}()
+	// A regular attempt scheduled with a heartbeat timeout, which waits (the test environment
+	// schedules none).
+	step := func(ctx context.Context) error {
+		w := &pgWaits{g: g, wait: true, met: func(error) {}}
+		return w.do(ctx, func(context.Context) error { return refused })
+	}
+	env.RegisterActivity(step)
+	_, err := env.ExecuteActivity(step)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeWorkerStopping {
+		t.Fatalf("a wait the worker's stop ended: %v, want a %s application error", err, ErrTypeWorkerStopping)
+	}
+	if appErr.NonRetryable() || appErr.Category() != temporal.ApplicationErrorCategoryBenign {
+		t.Errorf("a wait the worker's stop ended: non-retryable %v, category %v, want retryable and benign", appErr.NonRetryable(), appErr.Category())
+	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("a wait the worker's stop ended: %q does not say what the step met", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/backfill"
 	"github.com/mailhook/mailhook/internal/domain"
+	"github.com/mailhook/mailhook/internal/pggate"
 	"github.com/mailhook/mailhook/internal/providercounts"
 )
 
@@ -93,6 +94,9 @@ type Reconcile struct {
 	Redriver Redriver
 	// Providers are the endpoints with a reconcile block, by name.
 	Providers map[string]ProviderEndpoint
+	// PostgreSQL is the worker's gate (Activities.PostgreSQL): the report's mark waits on it
+	// through an outage. Nil: it fails and Temporal retries it.
+	PostgreSQL *pggate.Gate
 }
 
 // SaveDailyCounts upserts the counts of date (YYYY-MM-DD, UTC) into daily_counts and returns
@@ -124,14 +128,26 @@ func (r *Reconcile) RedriveStuck(ctx context.Context, in domain.RedriveInput) (d
 
 // MarkNotificationsFailed records notifications whose retries ended without success (the
 // report's, which have no event to mark processed with them).
+//
+// Through a PostgreSQL outage it waits for PostgreSQL in one attempt, heartbeating
+// (waitForPostgreSQL), instead of failing and being retried.
 func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []FailedNotification) error {
-	var errs []error
-	for _, f := range failed {
-		if err := r.Notifications.MarkNotificationFailed(ctx, f.ID, f.Error); err != nil && !errors.Is(err, domain.ErrNotFound) {
-			errs = append(errs, err)
+	done := make([]bool, len(failed))
+	return waitOnGate(ctx, r.PostgreSQL, func(ctx context.Context) error {
+		var errs []error
+		for i, f := range failed {
+			if done[i] {
+				continue // marked by an earlier try of this attempt
+			}
+			err := r.Notifications.MarkNotificationFailed(ctx, f.ID, f.Error)
+			if err != nil && !errors.Is(err, domain.ErrNotFound) {
+				errs = append(errs, err)
+				continue
+			}
+			done[i] = true
 		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 // CompareProviderCounts reads the day's counts from the endpoint's provider API, sets them

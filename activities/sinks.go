@@ -70,19 +70,30 @@ const DrainBudget = 2 * time.Minute
 // state right (a draining sink with nothing parked closes; a closed one with parked
 // notifications drains), and reports it. The drainer runs it when it starts, when it is woken,
 // and when it has been idle for a while.
-func (a *Activities) CheckSink(ctx context.Context, name string) (SinkStep, error) {
+//
+// Through a PostgreSQL outage it waits for PostgreSQL in one attempt, heartbeating
+// (waitForPostgreSQL), as the event steps do: the outage costs the drainer one activity task,
+// not one per retry.
+func (a *Activities) CheckSink(ctx context.Context, name string) (step SinkStep, err error) {
 	sink, ok := findSink(a.Sinks, name)
 	if !ok {
 		return SinkStep{Sink: name}, nil
 	}
-	gaveUp, err := a.giveUp(ctx, name)
+	err = a.waitForPostgreSQL(ctx, func(ctx context.Context) error {
+		gaveUp, err := a.giveUp(ctx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := a.SinkStates.Settle(ctx, name); err != nil {
+			return err
+		}
+		step, err = a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
+		return err
+	})
 	if err != nil {
 		return SinkStep{}, err
 	}
-	if _, err := a.SinkStates.Settle(ctx, name); err != nil {
-		return SinkStep{}, err
-	}
-	return a.stepWith(ctx, sink, SinkStep{GaveUp: gaveUp})
+	return step, nil
 }
 
 // giveUp fails the sink's notifications parked longer than notify.give_up_after. Every step
@@ -123,24 +134,37 @@ type SinkSends struct {
 // attempts are the probe.
 func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, error) {
 	var cur atomic.Pointer[drain]
-	defer beating(ctx, &cur)()
-	sink, sk, out, err := a.startSends(ctx, name)
+	w := newPGWaits(ctx, a.PostgreSQL, false)
+	defer w.close()
+	defer beating(ctx, &cur, w)()
+	var (
+		sink  config.Sink
+		sk    delivery.Sink
+		out   SinkSends
+		batch []delivery.ParkedNotification
+	)
+	err := w.do(ctx, func(ctx context.Context) (err error) {
+		sink, sk, out, err = a.startSends(ctx, name)
+		if err != nil || !out.Configured || sk.State != delivery.Open || sk.Paused {
+			return err
+		}
+		batch, err = a.SinkStates.ParkedBatch(ctx, name, 1)
+		return err
+	})
 	if err != nil || !out.Configured {
 		return out, err
 	}
 	if sk.State != delivery.Open || sk.Paused {
 		return out, nil // resumed, paused or closed meanwhile: nothing to probe
 	}
-	batch, err := a.SinkStates.ParkedBatch(ctx, name, 1)
-	if err != nil {
-		return SinkSends{}, err
-	}
 	out.Tried = true
 	if len(batch) == 0 {
 		out.Found = delivery.Found{State: sk.State, ProbeFailures: sk.ProbeFailures, Answered: true}
 		return out, nil
 	}
-	d := a.newDrain(ctx, sink, batch)
+	ctx, cancel := context.WithTimeout(ctx, a.sinkStepWork())
+	defer cancel()
+	d := a.newDrain(ctx, sink, batch, w)
 	cur.Store(d)
 	d.send(ctx, d.first())
 	out.Found = d.found(sk)
@@ -152,29 +176,45 @@ func (a *Activities) SendProbe(ctx context.Context, name string) (SinkSends, err
 // the sink's rate, and reports what it found. The first failure stops it (the drainer opens the
 // circuit again and probes next); a 429 or Retry-After stops it for the time the sink named. A
 // 4xx fails that one notification and the drain goes on. Each sent notification is marked at
-// once (through a PostgreSQL outage, once it is back: drainWaits), so a drain whose worker dies
+// once (through a PostgreSQL outage, once it is back: drain.pg), so a drain whose worker dies
 // resends at most the ones in flight, under their ids.
 func (a *Activities) SendParked(ctx context.Context, name string) (SinkSends, error) {
 	var cur atomic.Pointer[drain]
-	defer beating(ctx, &cur)()
-	sink, sk, out, err := a.startSends(ctx, name)
+	w := newPGWaits(ctx, a.PostgreSQL, false)
+	defer w.close()
+	defer beating(ctx, &cur, w)()
+	var (
+		sink  config.Sink
+		sk    delivery.Sink
+		out   SinkSends
+		batch []delivery.ParkedNotification
+	)
+	skip := func() bool {
+		return sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now()))
+	}
+	err := w.do(ctx, func(ctx context.Context) (err error) {
+		sink, sk, out, err = a.startSends(ctx, name)
+		if err != nil || !out.Configured || skip() {
+			return err
+		}
+		a.freshenStats(ctx, sk)
+		size := a.Delivery.Batch()
+		if _, batched := a.batcher(sink); batched {
+			size = a.publishBatch(sink)
+		}
+		batch, err = a.SinkStates.ParkedBatch(ctx, name, size)
+		return err
+	})
 	if err != nil || !out.Configured {
 		return out, err
 	}
-	if sk.Paused || sk.State == delivery.Open || (sk.NotBefore != nil && sk.NotBefore.After(a.now())) {
+	if skip() {
 		return out, nil
 	}
-	a.freshenStats(ctx, sk)
 	b, batched := a.batcher(sink)
-	size := a.Delivery.Batch()
-	if batched {
-		size = a.publishBatch(sink)
-	}
-	batch, err := a.SinkStates.ParkedBatch(ctx, name, size)
-	if err != nil {
-		return SinkSends{}, err
-	}
-	d := a.newDrain(ctx, sink, batch)
+	ctx, cancel := context.WithTimeout(ctx, a.sinkStepWork())
+	defer cancel()
+	d := a.newDrain(ctx, sink, batch, w)
 	cur.Store(d)
 	if batched {
 		a.publishBatches(ctx, d, b)
@@ -202,20 +242,28 @@ type SinkRecord struct {
 // RecordSinkStep records on the sink what the drainer decided after a step (the circuit opens
 // again with the next probe's time, waits out a Retry-After, or drains), puts its state right
 // (Settle), and reports it.
-func (a *Activities) RecordSinkStep(ctx context.Context, in SinkRecord) (SinkStep, error) {
+// Through a PostgreSQL outage it waits for PostgreSQL in one attempt (waitForPostgreSQL).
+func (a *Activities) RecordSinkStep(ctx context.Context, in SinkRecord) (step SinkStep, err error) {
 	sink, ok := findSink(a.Sinks, in.Sink)
 	if !ok {
 		return SinkStep{Sink: in.Sink}, nil
 	}
-	if in.Tried {
-		if err := a.applyChange(ctx, in.Sink, in.Change); err != nil {
-			return SinkStep{}, err
+	err = a.waitForPostgreSQL(ctx, func(ctx context.Context) error {
+		if in.Tried {
+			if err := a.applyChange(ctx, in.Sink, in.Change); err != nil {
+				return err
+			}
+			if _, err := a.SinkStates.Settle(ctx, in.Sink); err != nil {
+				return err
+			}
 		}
-		if _, err := a.SinkStates.Settle(ctx, in.Sink); err != nil {
-			return SinkStep{}, err
-		}
+		step, err = a.stepWith(ctx, sink, SinkStep{Sent: in.Sent, Failed: in.Failed, GaveUp: in.GaveUp})
+		return err
+	})
+	if err != nil {
+		return SinkStep{}, err
 	}
-	return a.stepWith(ctx, sink, SinkStep{Sent: in.Sent, Failed: in.Failed, GaveUp: in.GaveUp})
+	return step, nil
 }
 
 // RecordOf is the record of a step's findings under delivery.AfterStep: what the drainer records
@@ -319,6 +367,14 @@ func (a *Activities) sinkLogger(ctx context.Context, sink string) *slog.Logger {
 	return l
 }
 
+// sinkStepWork bounds a probe's or a drain step's work once it has read its sink, whatever it
+// waited for PostgreSQL before: DrainBudget to start sends, two attempts (notify.attempt_timeout)
+// for the last ones, and a minute for PostgreSQL. It was the step's start-to-close timeout,
+// which now allows a wait as long as an outage (workflows.sinkStepOptions).
+func (a *Activities) sinkStepWork() time.Duration {
+	return DrainBudget + 2*max(a.Delivery.AttemptTimeout, time.Second) + time.Minute
+}
+
 // stepHeartbeatEvery is how often a probe or drain step heartbeats, whatever it is doing. The SDK
 // sends at most one heartbeat per 0.8 × the heartbeat timeout however often it is called, so
 // this costs no more requests than the heartbeat after each send it replaces.
@@ -334,8 +390,14 @@ const stepHeartbeatEvery = time.Second
 // timeout: Temporal retried the step while it still ran, and the old attempt, cancelled at its
 // next heartbeat, failed with "context canceled" (a RabbitMQ drain made no progress for 90 s
 // under load 17-20).
-func beating(ctx context.Context, cur *atomic.Pointer[drain]) (stop func()) {
+//
+// While the step waits for PostgreSQL (w), its heartbeats say so instead, as a waiting event
+// step's do: the Temporal UI's pending probe or drain shows "waiting for PostgreSQL (…)".
+func beating(ctx context.Context, cur *atomic.Pointer[drain], w *pgWaits) (stop func()) {
 	return heartbeating(ctx, 0, stepHeartbeatEvery, func() (any, bool) {
+		if status, ok := w.waitingFor(); ok {
+			return status, true
+		}
 		sent := 0
 		if d := cur.Load(); d != nil {
 			sent = d.progress()
@@ -351,7 +413,10 @@ type drain struct {
 	log  *slog.Logger
 	// step is the step's context, which the drain's own stop does not cancel: what the step
 	// records of a send that has come back (a mark, a failed attempt) is recorded even when
-	// another send has stopped the drain meanwhile. pg are the waits for PostgreSQL of its marks.
+	// another send has stopped the drain meanwhile ("record notification attempt …: context
+	// canceled" failed whole steps in seed 29). pg are the step's waits for PostgreSQL (its
+	// send limits, marks and records): a send the sink accepted is marked once PostgreSQL is
+	// back rather than failing the step, whose retry would send it again.
 	step  context.Context
 	pg    *pgWaits
 	byID  map[string]delivery.ParkedNotification
@@ -372,8 +437,8 @@ type drain struct {
 	cancel    context.CancelFunc
 }
 
-func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification) *drain {
-	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), step: ctx, pg: a.drainWaits(ctx),
+func (a *Activities) newDrain(ctx context.Context, sink config.Sink, batch []delivery.ParkedNotification, pg *pgWaits) *drain {
+	d := &drain{a: a, sink: sink, log: a.sinkLogger(ctx, sink.Name), step: ctx, pg: pg,
 		byID: map[string]delivery.ParkedNotification{}, order: batch}
 	for _, n := range batch {
 		d.byID[n.ID] = n
@@ -447,10 +512,10 @@ func (d *drain) progress() int {
 func (d *drain) send(ctx context.Context, n delivery.ParkedNotification) bool {
 	a := d.a
 	if len(n.Body) == 0 {
-		d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+		d.fail(n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 		return true
 	}
-	release, err := a.waitLimits(ctx, d.sink)
+	release, err := a.waitLimits(ctx, d.pg, d.sink)
 	if err != nil {
 		if ctx.Err() == nil { // not the step stopping (another send failed): the store failed
 			d.storeErr(err)
@@ -478,7 +543,7 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	}
 	switch dec := delivery.After(at, a.policy()); dec.Do {
 	case delivery.Delivered:
-		if err := d.pg.do(ctx, func(ctx context.Context) error { return a.SinkStates.DrainedSent(ctx, n) }); err != nil {
+		if err := d.pg.do(d.step, func(ctx context.Context) error { return a.SinkStates.DrainedSent(ctx, n) }); err != nil {
 			// The sink has it; the next drain sends it again under its id, which the sink dedupes.
 			d.storeErr(err)
 			return false
@@ -491,10 +556,10 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	case delivery.Fail:
 		a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
 		d.log.WarnContext(ctx, "sink rejected a parked notification; not retrying", "notification_id", n.ID, "status", statusOf(sendErr), "error", brief(sendErr))
-		d.fail(ctx, n, sendErr.Error())
+		d.fail(n, sendErr.Error())
 		return true
 	case delivery.Retry:
-		d.record(ctx, n, sendErr)
+		d.record(n, sendErr)
 		if dec.Wait > 0 {
 			d.stop("", dec.Wait)
 			d.log.InfoContext(ctx, "sink asked to slow down; the drain waits", "status", statusOf(sendErr), "wait", dec.Wait.String())
@@ -508,8 +573,10 @@ func (d *drain) decided(ctx context.Context, n delivery.ParkedNotification, send
 	return false
 }
 
-func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason string) {
-	if err := d.a.Notifications.MarkNotificationFailed(ctx, n.ID, reason); err != nil {
+func (d *drain) fail(n delivery.ParkedNotification, reason string) {
+	if err := d.pg.do(d.step, func(ctx context.Context) error {
+		return d.a.Notifications.MarkNotificationFailed(ctx, n.ID, reason)
+	}); err != nil {
 		d.storeErr(err)
 		return
 	}
@@ -518,8 +585,10 @@ func (d *drain) fail(ctx context.Context, n delivery.ParkedNotification, reason 
 	d.mu.Unlock()
 }
 
-func (d *drain) record(ctx context.Context, n delivery.ParkedNotification, sendErr error) {
-	if err := d.a.Notifications.RecordNotificationAttempt(ctx, n.ID, sendErr.Error()); err != nil {
+func (d *drain) record(n delivery.ParkedNotification, sendErr error) {
+	if err := d.pg.do(d.step, func(ctx context.Context) error {
+		return d.a.Notifications.RecordNotificationAttempt(ctx, n.ID, sendErr.Error())
+	}); err != nil {
 		d.storeErr(err)
 	}
 }
@@ -563,7 +632,11 @@ func (a *Activities) publishBatches(ctx context.Context, d *drain, b notify.Batc
 		if d.isStopped() || len(d.order) < a.publishBatch(d.sink) || time.Now().After(deadline) || ctx.Err() != nil {
 			return
 		}
-		next, err := a.SinkStates.ParkedBatch(ctx, d.sink.Name, a.publishBatch(d.sink))
+		var next []delivery.ParkedNotification
+		err := d.pg.do(ctx, func(ctx context.Context) (err error) {
+			next, err = a.SinkStates.ParkedBatch(ctx, d.sink.Name, a.publishBatch(d.sink))
+			return err
+		})
 		if err != nil {
 			d.storeErr(err)
 			return
@@ -648,7 +721,7 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 				// Never takeable (too large for the broker): that one fails, the drain goes on.
 				a.Metrics.NotificationAttempt(d.sink.Name, "rejected", true, at.Made)
 				d.log.WarnContext(ctx, "broker refused a parked notification; not retrying", "notification_id", n.ID, "error", brief(err))
-				d.fail(ctx, n, err.Error())
+				d.fail(n, err.Error())
 			default:
 				retry, retryOf = append(retry, n.ID), append(retryOf, err.Error())
 				if failed == nil {
@@ -660,7 +733,9 @@ func (d *drain) publish(ctx context.Context, b notify.Batcher) {
 		// them all. One per notification kept a step that had already failed busy for as many
 		// round trips, past its heartbeat timeout on a loaded machine.
 		if len(retry) > 0 {
-			if err := a.Notifications.RecordNotificationAttempts(ctx, retry, retryOf); err != nil {
+			if err := d.pg.do(ctx, func(ctx context.Context) error {
+				return a.Notifications.RecordNotificationAttempts(ctx, retry, retryOf)
+			}); err != nil {
 				d.storeErr(err)
 			}
 		}
@@ -691,7 +766,7 @@ func (d *drain) waves(ctx context.Context) [][]delivery.ParkedNotification {
 		for _, it := range chain {
 			n := d.byID[it.ID]
 			if len(n.Body) == 0 {
-				d.fail(ctx, n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
+				d.fail(n, "its body was removed by retention (retention.payloads): it cannot be sent again under its id")
 				continue
 			}
 			if k == len(out) {

@@ -180,3 +180,52 @@ func TestBrokerWaveThatFailsIsRecordedInOneStatement(t *testing.T) {
 		t.Errorf("a failed wave of 450 cost %d statements, one of 10 %d: recording it grows with the wave", large, small)
 	}
 }
+
+// A sink that fails several sends of a drain at once (seed 29's sink failing some ids): the
+// first failure stops the step, which cancels the sends still in flight, but the failures the
+// sink already answered are recorded on their rows, and the step reports the sink failing for
+// its drainer to decide on. Recording them under the cancelled sends' context failed the whole
+// step instead ("record notification attempt …: context canceled"): a failed activity task and a
+// retry per drain step, and no decision.
+func TestADrainWhoseSendsFailTogetherReportsTheSinkFailing(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	s := storetest.OpenURL(t, dbURL, store.Options{})
+	db := storetest.NewPool(t, dbURL)
+	const width = 4
+	var arrived atomic.Int64
+	all := make(chan struct{})
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if arrived.Add(1) == width {
+			close(all)
+		}
+		select { // every chain's first send is answered at the same moment
+		case <-all:
+		case <-time.After(5 * time.Second):
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(sink.Close)
+	policy := config.Defaults().Notify
+	policy.DrainConcurrency = width
+	a := &activities.Activities{Events: s.Events, Notifications: s.Notifications, SinkStates: s.Sinks,
+		Sender: &httpsink.Sender{Client: &http.Client{Timeout: 10 * time.Second}},
+		Sinks: []config.Sink{{Name: "app", URL: sink.URL, Types: []string{domain.TypeStatusChanged},
+			Secret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("drain-test-sink-secret-32-bytes!"))}},
+		Delivery: policy}
+	parkFor(t, db, "app", 2*width) // width messages, two versions each: width chains
+	_, err := db.Exec(t.Context(), `UPDATE sinks SET state = 'draining' WHERE name = 'app'`)
+	require.NoError(t, err)
+	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
+	env.RegisterActivity(a.SendParked)
+	v, err := env.ExecuteActivity(a.SendParked, "app")
+	require.NoError(t, err, "the drain step failed instead of reporting the failing sink")
+	var out activities.SinkSends
+	require.NoError(t, v.Get(&out))
+	require.True(t, out.Tried && out.Failing != "", "the step found %+v, want the sink failing", out.Found)
+	var recorded int
+	require.NoError(t, db.QueryRow(t.Context(), `SELECT count(*) FROM notifications
+		WHERE sink = 'app' AND status = 'parked' AND attempts = 2 AND last_error LIKE '%500%'`).Scan(&recorded))
+	require.Positive(t, recorded, "no failed send recorded on its row")
+	t.Logf("%d sends answered 500 together, %d recorded on their rows", arrived.Load(), recorded)
+}

@@ -97,6 +97,8 @@ type notifyOutageStores struct {
 	mu                sync.Mutex
 	down              bool
 	marked, processed []string
+	// failures counts the failed attempts recorded on the sink (DeliveryFailed).
+	failures int
 	// afterProcess, when set, runs once Process has applied the event.
 	afterProcess func()
 }
@@ -141,7 +143,13 @@ func (s *notifyOutageStores) MarkNotificationSent(_ context.Context, id string) 
 }
 
 func (s *notifyOutageStores) DeliveryFailed(context.Context, string, string, string, string, int, time.Duration) (bool, error) {
-	return false, s.unavailable()
+	if err := s.unavailable(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures++
+	return false, nil
 }
 
 func (s *notifyOutageStores) MarkProcessed(_ context.Context, _, _ string, sent ...string) error {
@@ -245,6 +253,42 @@ func TestANotificationWhoseWorkerFoundPostgreSQLDownWaitsInOneRegularAttempt(t *
 	require.Equal(t, int64(1), requests.Load(), "sink requests")
 	require.Equal(t, 1, *regular, "regular SendNotification attempts")
 	require.Contains(t, st.marked, domain.NotificationID("postscale", "evt_1", "app", domain.TypeStatusChanged), "marked sent")
+}
+
+// A regular attempt whose sink fails as PostgreSQL goes down records the failure (on the row, and
+// towards the sink's circuit) once PostgreSQL is back, then fails and is retried: the failure is
+// counted, where it was logged and lost, and the outage costs the notification no attempt more.
+func TestAFailedAttemptIsRecordedAfterTheOutage(t *testing.T) {
+	st := &notifyOutageStores{}
+	var requests, accepted atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		switch requests.Add(1) {
+		case 1: // the first, local, attempt: refused while PostgreSQL is up
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2: // the first regular attempt: refused as PostgreSQL goes
+			st.mu.Lock()
+			st.down = true
+			st.mu.Unlock()
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			accepted.Add(1)
+		}
+	}))
+	defer sink.Close()
+	var heartbeats atomic.Int64
+	g := gateBackOnceWaiting(&heartbeats, func() {
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+	})
+	defer g.Close()
+	env, regular := notifyEnv(t, st, g, sink.URL, &heartbeats)
+	res := runEvent(t, env, notifiedRef())
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
+	require.Equal(t, int64(1), accepted.Load(), "the sink accepted it once")
+	require.Equal(t, 2, st.failures, "failed attempts recorded on the sink")
+	require.Equal(t, 2, *regular, "regular SendNotification attempts: the refused one, which waited to record it, and the one that sent")
 }
 
 // notifyEnv is a workflow environment whose worker runs an event's steps on st, with its gate g

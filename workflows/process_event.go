@@ -45,7 +45,8 @@ func dbStep[I, O any](ctx workflow.Context, activity func(context.Context, I) (O
 	return out, err
 }
 
-// eventStep is dbStep for ProcessEvent's own steps, whose activities wait through a PostgreSQL
+// eventStep is dbStep for ProcessEvent's own steps (and a sink drainer's CheckSink and
+// RecordSinkStep), whose activities wait through a PostgreSQL
 // outage (activities.waitForPostgreSQL): their local activity fails at once while the worker's
 // gate is closed, and their regular activity waits, heartbeating, in one attempt
 // (eventStepActivity), so an outage costs an event in flight one activity task and one workflow

@@ -259,7 +259,11 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		}
 		failed = append(failed, gaveUp...)
 		if len(failed) > 0 {
-			if err := workflow.ExecuteActivity(dbCtx, r.MarkNotificationsFailed, failed).Get(ctx, nil); err != nil {
+			// It waits through a PostgreSQL outage in one attempt, heartbeating, as the event
+			// steps do (eventStepActivity); activity options are not part of the determinism
+			// check, so runs recorded before replay alike.
+			markCtx := workflow.WithActivityOptions(ctx, eventStepActivity)
+			if err := workflow.ExecuteActivity(markCtx, r.MarkNotificationsFailed, failed).Get(ctx, nil); err != nil {
 				return DailyReconcileResult{}, fmt.Errorf("mark report notifications failed: %w", err)
 			}
 		}

@@ -24,16 +24,25 @@ const IdleCheck = 5 * time.Minute
 // new, well below Temporal's history limits, even where the server does not suggest it.
 const maxSinkSteps = 400
 
-// sinkStepOptions: a probe or a drain step retries (PostgreSQL down) from a second up to a
-// minute apart, never giving up: a drainer that stopped would strand its sink's notifications.
-// Each attempt heartbeats every second from its start to its end (activities.SendParked), so a
-// worker that dies mid-batch is noticed within the heartbeat timeout and the step resumes on
-// another, while a step that waits on a loaded PostgreSQL or a slow broker is not mistaken for
-// a dead one.
+// sinkStepOptions: a probe or a drain step retries (a failure that is no outage, a worker lost)
+// from a second up to a minute apart, never giving up: a drainer that stopped would strand its
+// sink's notifications. Each attempt heartbeats every second from its start to its end
+// (activities.SendParked), so a worker that dies mid-batch is noticed within the heartbeat
+// timeout and the step resumes on another, while a step that waits on a loaded PostgreSQL or a
+// slow broker is not mistaken for a dead one. Through a PostgreSQL outage the step waits for
+// PostgreSQL in its one attempt, heartbeating "waiting for PostgreSQL" (issue 40): the outage
+// costs the drainer one activity task, where it cost one per retry (a second doubling to a
+// minute), so its start-to-close timeout is as long as an outage may last, as the event steps'
+// is (eventStepActivity), and the step bounds its own work once it has read its sink (the
+// drain budget, two attempt timeouts and a minute: the start-to-close timeout of before). The
+// SDK sends one heartbeat per 0.8 × the heartbeat timeout (32 s at the default 30 s
+// notify.attempt_timeout), waiting or not, as pggate.Gate.Cadence would for that timeout (every
+// three quarters of it): a waiting drainer costs about 110 heartbeats an hour, no task.
+// Activity options are not part of the determinism check: runs recorded before replay alike.
 func (p *Processor) sinkStepOptions(summary string) workflow.ActivityOptions {
 	attempt := max(p.Notify.AttemptTimeout, time.Second)
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: activities.DrainBudget + 2*attempt + time.Minute,
+		StartToCloseTimeout: eventStepActivity.StartToCloseTimeout,
 		HeartbeatTimeout:    attempt + 10*time.Second,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -83,8 +92,10 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 		}
 		return err
 	}
+	// CheckSink and RecordSinkStep wait for PostgreSQL through an outage as the event steps do
+	// (eventStep): their commands are dbStep's, so runs recorded before replay alike.
 	check := func() error {
-		next, err := dbStep(ctx, a.CheckSink, "", in.Sink)
+		next, err := eventStep(ctx, a.CheckSink, "", in.Sink)
 		return into(err, next)
 	}
 	// send runs a probe or a drain step, then records what the run decided from its findings.
@@ -101,7 +112,7 @@ func (p *Processor) SinkDelivery(ctx workflow.Context, in domain.SinkDeliveryInp
 			return nil
 		}
 		rec := activities.RecordOf(found, p.Notify.FirstProbe, p.Notify.LongestProbe)
-		next, err := dbStep(ctx, a.RecordSinkStep, recordSummary(found, rec), rec)
+		next, err := eventStep(ctx, a.RecordSinkStep, recordSummary(found, rec), rec)
 		return into(err, next)
 	}
 	run := func(opts workflow.ActivityOptions, activity func(context.Context, string) (activities.SinkStep, error)) error {

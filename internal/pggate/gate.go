@@ -205,6 +205,14 @@ func (g *Gate) Succeeded() {
 		"down_for", g.o.Now().Sub(since).Round(time.Millisecond).String(), "waiting", waiting)
 }
 
+// Waiting is how many steps wait on the gate now: those a worker that stops ends (each retried
+// by Temporal on another worker), for the line it logs as it stops.
+func (g *Gate) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
 // Close stops the prober; waiters wait until their context ends.
 func (g *Gate) Close() {
 	g.mu.Lock()

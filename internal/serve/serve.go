@@ -426,7 +426,8 @@ func (s *Service) Worker() worker.Worker {
 		PostgreSQL: s.pgGate(),
 	}
 	return workflows.NewWorker(s.Temporal, s.Config, acts,
-		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints()},
+		&activities.Reconcile{Counts: s.Store.Counts, Notifications: s.Store.Notifications, Redriver: s.Reconciler(), Providers: s.providerEndpoints(),
+			PostgreSQL: s.pgGate()},
 		&activities.Retention{Store: s.Store.Retention, Audit: s.Store.Audit},
 		&activities.Erasure{Store: s.Store.Erasures, Runs: erasure.RunDeleter{Client: s.Temporal, Namespace: s.Config.Temporal.Namespace}})
 }
@@ -755,9 +756,23 @@ func Run(ctx context.Context, cfg config.Config, mode Mode, log *slog.Logger) er
 	bgCancel()
 	bg.Wait()
 	if w != nil {
+		if n := svc.gateWaiting(); n > 0 {
+			// Each of them fails now, benign and unlogged by the SDK, and is retried on another
+			// worker: one line here instead of an "Activity error." per event (issue 40).
+			log.Info("the worker stops while database steps wait for PostgreSQL: each ends now and Temporal retries it on another worker (one more activity task each)",
+				"waiting", n)
+		}
 		w.Stop()
 	}
 	return runErr
+}
+
+// gateWaiting is how many of the worker's steps wait for PostgreSQL (pggate.Gate.Waiting).
+func (s *Service) gateWaiting() int {
+	if s.gate == nil {
+		return 0
+	}
+	return s.gate.Waiting()
 }
 
 // startWorker waits until Temporal answers, then starts the worker, so a process that boots

@@ -56,14 +56,15 @@ const (
 	// The notifications of event ($1, $2), written only when CTE e has a row (the outcome was
 	// recorded): state rows and bodies as qEnsureNotification writes them, from arrays of ids,
 	// sinks, types, bodies, message ids and versions starting at parameter %[1]d. A notification
-	// that exists already is left as it is and not returned (its first attempt reads it).
+	// that exists already is left as it is and not returned (its first attempt reads it); the
+	// conflict has no target, as qEnsureNotification's.
 	qNotificationsCTE = `n AS (
     INSERT INTO notifications (id, provider, event_id, sink, type, message_id, version)
     SELECT k.id, $1::text, $2::text, k.sink, k.type, NULLIF(k.message_id, ''), NULLIF(k.version, 0)
     FROM unnest($%[1]d::text[], $%[2]d::text[], $%[3]d::text[], $%[5]d::text[], $%[6]d::bigint[])
         AS k(id, sink, type, message_id, version)
     WHERE EXISTS (SELECT 1 FROM e)
-    ON CONFLICT (provider, event_id, sink, type) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING *
 ), b AS (
     INSERT INTO notification_bodies (id, created_at, body)

@@ -147,12 +147,16 @@ ORDER BY n.created_at, n.id`
 	// one statement, both or neither, read back with the sink's gate as qGetNotification reads
 	// them: a new notification costs one round trip. No row means the notification existed (or
 	// a concurrent insert won, which this statement's snapshot cannot see): qGetNotification
-	// reads it then.
+	// reads it then. The conflict has no target: the row has two unique keys, its id (a hash of
+	// the other) and (provider, event_id, sink, type), and a conflict target names one; two
+	// concurrent inserts of one notification then met on the other and one failed with 23505
+	// (notifications_pkey), a failed attempt, seen under load in
+	// TestEnsureNotificationConcurrentlyReturnsTheOneStoredRow.
 	qEnsureNotification = `
 WITH n AS (
     INSERT INTO notifications (id, provider, event_id, sink, type, message_id, version)
     VALUES ($1, $2, $3, $4, $5, NULLIF($7, ''), NULLIF($8::bigint, 0))
-    ON CONFLICT (provider, event_id, sink, type) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING *
 ), b AS (
     INSERT INTO notification_bodies (id, created_at, body)
