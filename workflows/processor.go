@@ -64,6 +64,11 @@ var dbActivity = workflow.ActivityOptions{
 	},
 }
 
+// StepHeartbeatTimeout is how long a regular step (an event's database step, a notification's
+// regular attempt, a drainer's check or record) whose worker died waits before Temporal retries
+// it elsewhere: what a test that kills a worker must allow as a pause in progress.
+const StepHeartbeatTimeout = 2 * time.Minute
+
 // eventStepActivity: ProcessEvent's database steps (Process, MarkProcessed, RecordAccepted) as
 // regular activities. Their activity waits through a PostgreSQL outage, heartbeating, instead of
 // failing (activities.waitForPostgreSQL), so an outage costs an event in flight one activity
@@ -81,7 +86,7 @@ var dbActivity = workflow.ActivityOptions{
 // replay alike.
 var eventStepActivity = workflow.ActivityOptions{
 	StartToCloseTimeout: 24 * time.Hour,
-	HeartbeatTimeout:    2 * time.Minute,
+	HeartbeatTimeout:    StepHeartbeatTimeout,
 	RetryPolicy:         dbActivity.RetryPolicy,
 }
 

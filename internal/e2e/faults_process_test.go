@@ -28,6 +28,7 @@ import (
 	"github.com/mailhook/mailhook/internal/store"
 	"github.com/mailhook/mailhook/internal/store/storetest"
 	"github.com/mailhook/mailhook/internal/testenv"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 // TestProcessFaults runs mailhook as the real binary, the way it is deployed: an HTTP-only
@@ -780,6 +781,13 @@ func (l *procLoad) stop() []string {
 // with the same body (a send in a local activity is repeated when its workflow task could not
 // be recorded, as while Temporal is down): repeats are counted and reported, never failed; a
 // changed body, a lost id or a second id for one change fails.
+// killedWorkerStall is how long a verdict waits without progress: the usual stall, plus the
+// heartbeat timeout after which Temporal retries a step whose worker was killed -9 (a
+// notification's regular attempt, an event's step waiting for PostgreSQL, a drainer's check).
+// With testenv.Stall alone, TestSinkDeliveryAcrossProcesses failed under load at 70 of 71
+// processed: the run whose attempt died with the worker was not retried within 90 s.
+const killedWorkerStall = testenv.Stall + workflows.StepHeartbeatTimeout
+
 type verdictOptions struct {
 	rejected bool // the sink answers 400: every notification failed after one attempt
 }
@@ -799,15 +807,15 @@ func (e *procEnv) verdict(accepted []string, o verdictOptions) {
 		}
 	}()
 	// However long the drain takes on a loaded machine, it is a verdict only when it stops: the
-	// count of processed events is the progress. Retried activities wait out their 30 s
-	// start-to-close timeout while the others go on.
-	testenv.WaitCount(t, "accepted events processed", testenv.Stall, len(accepted), func() int {
+	// count of processed events is the progress. A step whose worker was killed is retried only
+	// after its heartbeat timeout, so the last events may make no progress for that long.
+	testenv.WaitCount(t, "accepted events processed", killedWorkerStall, len(accepted), func() int {
 		return e.query(`SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND processed_at IS NOT NULL`, accepted)
 	})
 	t.Logf("all %d accepted events processed %s after the load stopped", len(accepted), time.Since(start).Round(time.Millisecond))
 	// Notifications parked while the sink failed are the drainer's: processed events do not
 	// wait for them. The count of those still parked is the progress.
-	testenv.WaitCount(t, "parked notifications drained", testenv.Stall, 0, func() int {
+	testenv.WaitCount(t, "parked notifications drained", killedWorkerStall, 0, func() int {
 		return e.query(`SELECT count(*) FROM notifications WHERE status = 'parked'`)
 	})
 

@@ -259,7 +259,7 @@ func TestFaultsTogether(t *testing.T) {
 	} else {
 		c = e.temporal.Client()
 	}
-	testenv.WaitCount(t, "event runs still open", testenv.Stall, 0, func() int {
+	testenv.WaitCount(t, "event runs still open", killedWorkerStall, 0, func() int {
 		r, err := c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: "default", Query: `WorkflowType = 'ProcessEvent' AND ExecutionStatus = 'Running'`})
 		if err != nil {
