@@ -146,3 +146,26 @@ func ownLocks(t *testing.T) {
 		portLocks, reserved = savedDir, savedReserved
 	})
 }
+
+// A broker's start waits while its files grow (treeBytes is its progress), in any directory.
+func TestTreeBytesGrowsWithWhatIsWritten(t *testing.T) {
+	dir := t.TempDir()
+	if n := treeBytes(dir); n != 0 {
+		t.Fatalf("treeBytes of an empty directory = %d", n)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "mnesia", "node"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mnesia", "node", "schema.DAT"), make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server.log"), make([]byte, 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := treeBytes(dir); n != 110 {
+		t.Fatalf("treeBytes = %d, want 110 (a file in a subdirectory and one beside it)", n)
+	}
+	if n := treeBytes(filepath.Join(dir, "server.log")); n != 10 {
+		t.Fatalf("treeBytes of a file = %d, want 10", n)
+	}
+}
