@@ -44,6 +44,7 @@ SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
 MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
 METRICS_PORT=${TEMPORAL_SERVER_METRICS_PORT:-}
 PLUGIN=${TEMPORAL_SERVER_PLUGIN:-postgres12_pgx}
+STALL=90
 DB=temporal_$PORT
 VISDB=temporal_visibility_$PORT
 
@@ -223,20 +224,27 @@ remove() {
 	done
 }
 
-# launch starts the server process on the config in $STATE and waits until it answers.
+# launch starts the server process on the config in $STATE and waits until it answers: as long as
+# it moves (its CPU time or its log grows), however long a loaded machine takes, and fails once
+# it has done neither for $STALL s (the tests' testenv.Stall), or exits.
 launch() {
-	local cli=$1
+	local cli=$1 pid seen last changed=$SECONDS
 	log "starting on 127.0.0.1:$PORT ($SHARDS shards; log $STATE/server.log)"
 	"$CACHE/server" --root "$STATE" --config config --env development --allow-no-auth start >>"$STATE/server.log" 2>&1 &
-	echo $! >"$STATE/server.pid"
-	for _ in $(seq 120); do
-		if "$cli" operator cluster health --address "127.0.0.1:$PORT" >/dev/null 2>&1; then
-			return
+	pid=$!
+	echo "$pid" >"$STATE/server.pid"
+	while ! "$cli" operator cluster health --address "127.0.0.1:$PORT" >/dev/null 2>&1; do
+		kill -0 "$pid" 2>/dev/null || die "the server exited; see $STATE/server.log"
+		# utime and stime (fields 14 and 15 of /proc/PID/stat; the name before them has no
+		# spaces here) and the log's size.
+		seen="$(cut -d' ' -f14,15 "/proc/$pid/stat" 2>/dev/null) $(stat -c %s "$STATE/server.log")"
+		if [[ $seen != "${last:-}" ]]; then
+			last=$seen changed=$SECONDS
+		elif ((SECONDS - changed >= STALL)); then
+			die "the server is not healthy and has made no progress (CPU time, log) for $STALL s; see $STATE/server.log"
 		fi
-		kill -0 "$(cat "$STATE/server.pid")" 2>/dev/null || die "the server exited; see $STATE/server.log"
 		sleep 1
 	done
-	die "the server did not become healthy in 120 s; see $STATE/server.log"
 }
 
 cli() {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -73,6 +74,8 @@ type NATSServer struct {
 	dir  string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	// exited is closed when cmd has exited.
+	exited chan struct{}
 }
 
 // StartNATS starts a nats-server of the test's own; t.Cleanup stops it.
@@ -106,8 +109,18 @@ func (s *NATSServer) Start() {
 		s.t.Fatalf("start nats-server: %v", err)
 	}
 	s.cmd = cmd
-	err = Wait("nats-server to answer on "+s.addr, 10*time.Second, func() (int64, bool, error) {
-		return 0, answers(s.addr) == nil, nil
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	// Progress is the server's CPU time and log: a JetStream store recovered after a restart, on
+	// a loaded machine, may take a while, and only a server that does nothing fails the wait.
+	err = Wait("nats-server to answer on "+s.addr, Stall, func() (int64, bool, error) {
+		select {
+		case <-exited:
+			return 0, false, errors.New("nats-server exited")
+		default:
+		}
+		return cpuTicks(cmd.Process.Pid) + treeBytes(filepath.Join(s.dir, "server.log")), answers(s.addr) == nil, nil
 	})
 	if err != nil {
 		out, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
@@ -123,13 +136,11 @@ func (s *NATSServer) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(15 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-done
+		<-s.exited
 	}
 	s.cmd = nil
 }
@@ -198,13 +209,16 @@ func (n *RabbitMQNode) Start() {
 	n.cmd = cmd
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	err = Wait("rabbitmq node "+n.name+" to answer on "+n.addr, 60*time.Second, func() (int64, bool, error) {
+	// Progress is what the node writes as it boots (its logs, its Mnesia and message store):
+	// the Erlang VM's boot takes many seconds of CPU, and on a loaded machine more than a minute
+	// may pass before it answers; only a node that has stopped writing fails the wait.
+	err = Wait("rabbitmq node "+n.name+" to answer on "+n.addr, Stall, func() (int64, bool, error) {
 		select {
 		case <-exited:
 			return 0, false, errors.New("rabbitmq-server exited")
 		default:
 		}
-		return 0, answers(n.addr) == nil, nil
+		return treeBytes(n.dir), answers(n.addr) == nil, nil
 	})
 	if err != nil {
 		out, _ := os.ReadFile(filepath.Join(n.dir, "server.out"))
@@ -247,6 +261,20 @@ func (n *RabbitMQNode) Crash() {
 		return 0, answers(n.addr) != nil, nil
 	})
 	n.cmd = nil
+}
+
+// treeBytes is the bytes of the files under path (or of the file path), for a wait's progress.
+func treeBytes(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // RabbitMQQueue is a consumer's side of a rabbitmq sink on url: durable topic exchange

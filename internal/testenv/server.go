@@ -3,7 +3,6 @@ package testenv
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +93,8 @@ func (s *RealServer) run(cmd string) (string, error) {
 }
 
 // membershipSafePort finds a frontend port whose three neighbours (history, matching, worker)
-// and membership ports (+100..+103) are free and below 32768, where the server stores them.
+// and membership ports (+100..+103) are free and below 32768, where the server stores them, and
+// reserves the eight for this process (a real server is stopped and restarted on them).
 func membershipSafePort() (string, error) {
 	base, span := 20000, 12000
 	if lo, hi, own, err := ownPortRange(); err != nil {
@@ -105,22 +105,28 @@ func membershipSafePort() (string, error) {
 		}
 		base, span = lo, hi-103-lo+1
 	}
-	for range 50 {
-		p := base + rand.IntN(span)
-		ok := true
-		for _, q := range []int{p, p + 1, p + 2, p + 3, p + 100, p + 101, p + 102, p + 103} {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
-			if err != nil {
-				ok = false
-				break
-			}
-			ln.Close()
-		}
-		if ok {
+	// Every frontend port in turn, in a random order: in a small range, many of whose ports the
+	// process has given out, a few random tries may all miss.
+	for _, i := range rand.Perm(span) {
+		p := base + i
+		if reserveAll([]int{p, p + 1, p + 2, p + 3, p + 100, p + 101, p + 102, p + 103}) {
 			return fmt.Sprint(p), nil
 		}
 	}
-	return "", fmt.Errorf("no free port range below 32768 after 50 tries")
+	return "", fmt.Errorf("no free range of a real server's ports in %d-%d", base, base+span+102)
+}
+
+// reserveAll reserves every port of ports (FreeHostPort's reserve), each free now, or none.
+func reserveAll(ports []int) bool {
+	for i, q := range ports {
+		if !free(q) || !reserve(q) {
+			for _, r := range ports[:i] {
+				unreserve(r)
+			}
+			return false
+		}
+	}
+	return true
 }
 
 func errWithOutput(err error, out string) error {

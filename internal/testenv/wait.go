@@ -8,7 +8,7 @@ import (
 
 // Stall is how long an integration test's wait tolerates no progress at all before it fails.
 // It is not a budget for the whole wait: a wait that keeps moving may take as long as the
-// machine needs, and the go test -timeout (20m in `make test`) catches a hang. It is long
+// machine needs, and the go test -timeout (60m in `make test`) catches a hang. It is long
 // enough that a loaded 2-core CI machine never reaches it while work is being done (a retried
 // activity waits out its 30 s start-to-close timeout, a relay backs off up to a few seconds)
 // and short enough that a stuck pipeline fails in minutes, not at the hang guard.

@@ -44,7 +44,10 @@ func PgBouncer(t testing.TB, dbURL string) string {
 		t.Fatalf("pgbouncer: parse database url: %v", err)
 	}
 	dir := pgbouncerDir(t)
-	port := freePort(t)
+	// A port from the suite's own range (MAILHOOK_TEST_PORTS), outside the ephemeral range an
+	// outgoing connection (of this suite, or of another beside it) may take meanwhile.
+	_, portStr, _ := net.SplitHostPort(testenv.FreeHostPort(t))
+	port, _ := strconv.Atoi(portStr)
 	users := filepath.Join(dir, "userlist.txt")
 	if err := os.WriteFile(users, []byte(`"postgres" ""`+"\n"), 0o644); err != nil {
 		t.Fatalf("pgbouncer: %v", err)
@@ -168,15 +171,4 @@ func pgbouncerDir(t testing.TB) string {
 		t.Fatalf("pgbouncer: %v", err)
 	}
 	return dir
-}
-
-// freePort asks the kernel for a port nobody listens on. Another process could take it before
-// PgBouncer does; that shows as pgbouncer exiting at start, named in the failure.
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pgbouncer: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
