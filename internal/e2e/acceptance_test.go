@@ -50,29 +50,36 @@ func sendgridBatch(prefix string, n int) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
-// countingStarter counts the starts each event's workflow got through the relays.
+// countingStarter counts the starts each event's workflow got through the relays: n the calls
+// that answered (started or already started), failed the calls that failed (a start that
+// outlasted its deadline on a loaded machine may or may not have created the run, and the relay
+// tries it again: the second then finds it started), acc the answers.
 type countingStarter struct {
-	next start.EventStarter
-	mu   sync.Mutex
-	n    map[string]int
-	acc  map[start.Status]int
+	next   start.EventStarter
+	mu     sync.Mutex
+	n      map[string]int
+	failed map[string]int
+	acc    map[start.Status]int
 }
 
 func (c *countingStarter) Start(ctx context.Context, ev domain.Event) (start.Status, error) {
 	st, err := c.next.Start(ctx, ev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[ev.Key()]++
-	if err == nil {
-		c.acc[st]++
+	if err != nil {
+		c.failed[ev.Key()]++
+		return st, err
 	}
+	c.n[ev.Key()]++
+	c.acc[st]++
 	return st, err
 }
 
 // TestBatchAndThreeRelaysStartEachEventOnce: a SendGrid batch is one insert (a repeated id inside
 // it counts once). When the process that accepted the events dies before starting them (no
 // handoff here), three relays draining the same inbox concurrently start every event's workflow
-// exactly once; the worker then processes and notifies each once.
+// once (a start that failed is tried again, and may find the run its failed call created); the
+// worker then processes and notifies each once.
 func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 	t.Parallel()
 	// Without through_temporal: an event accepted by a start while an insert was slow would
@@ -111,7 +118,7 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	counter := &countingStarter{n: map[string]int{}, acc: map[start.Status]int{}}
+	counter := &countingStarter{n: map[string]int{}, failed: map[string]int{}, acc: map[start.Status]int{}}
 	var stops []func()
 	for range 3 {
 		r := h.svc.Relay()
@@ -126,14 +133,25 @@ func TestBatchAndThreeRelaysStartEachEventOnce(t *testing.T) {
 	for _, stop := range stops {
 		stop()
 	}
+	// Each event got one answered start: a second would be two relays holding the same row. An
+	// "already started" is right only after a failed call for that event (the failed call had
+	// created the run); otherwise every event was started by its one call.
 	counter.mu.Lock()
+	retried := 0
 	for k, c := range counter.n {
 		if c != 1 {
-			t.Errorf("%s was started %d times by the relays, want 1", k, c)
+			t.Errorf("%s got %d answered starts from the relays, want 1", k, c)
+		}
+		if counter.failed[k] > 0 {
+			retried++
 		}
 	}
-	if len(counter.n) != n+3 || counter.acc[start.Started] != n+3 {
-		t.Errorf("relays started %d events (%v), want %d accepted", len(counter.n), counter.acc, n+3)
+	if len(counter.n) != n+3 || counter.acc[start.Started]+counter.acc[start.AlreadyStarted] != n+3 || counter.acc[start.AlreadyStarted] > retried {
+		t.Errorf("relays started %d events (%v; %d after a failed start), want %d, and already started only after a failed start",
+			len(counter.n), counter.acc, retried, n+3)
+	}
+	if retried > 0 {
+		t.Logf("%d events' starts failed once (a loaded machine) and were tried again: %v", retried, counter.acc)
 	}
 	counter.mu.Unlock()
 
