@@ -1,15 +1,10 @@
 package e2e_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/mailhook/mailhook/internal/testenv"
 )
@@ -113,31 +108,4 @@ func throughDelayedOutage(t *testing.T, bin string, delay time.Duration) through
 		t.Fatalf("only %d runs accepted through Temporal among the %d events accepted during the outage", c.runs, len(during))
 	}
 	return c
-}
-
-// throughWork is workOf for a run, and whether it was accepted through Temporal (its input
-// carries the event).
-func throughWork(t *testing.T, c client.Client, id string) (through bool, wft, act, attempts, size int) {
-	t.Helper()
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		size += ev.Size()
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			for _, p := range ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads() {
-				through = through || bytes.Contains(p.GetData(), []byte(`"accepted":{`))
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			wft++
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			act++
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			attempts += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
-		}
-	}
-	return through, wft, act, attempts, size
 }

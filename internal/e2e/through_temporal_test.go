@@ -90,9 +90,17 @@ func activityAttempts(t *testing.T, c client.Client, id string) []string {
 	return out
 }
 
-// workOf counts the Temporal work of one run (an event's, a drainer's): workflow tasks, activity tasks scheduled
-// and the attempts of the last one, and history bytes.
+// workOf counts the Temporal work of one run (an event's, a drainer's): workflow tasks, activity
+// tasks scheduled and the attempts of the last one, and history bytes.
 func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size int) {
+	t.Helper()
+	_, wft, act, attempts, size = throughWork(t, c, id)
+	return wft, act, attempts, size
+}
+
+// throughWork is workOf, and whether the run it was accepted through Temporal (its input
+// carries the event).
+func throughWork(t *testing.T, c client.Client, id string) (through bool, wft, act, attempts, size int) {
 	t.Helper()
 	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -102,6 +110,10 @@ func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size 
 		}
 		size += ev.Size()
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			for _, p := range ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads() {
+				through = through || bytes.Contains(p.GetData(), []byte(`"accepted":{`))
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			wft++
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -110,7 +122,7 @@ func workOf(t *testing.T, c client.Client, id string) (wft, act, attempts, size 
 			attempts += int(ev.GetActivityTaskStartedEventAttributes().GetAttempt())
 		}
 	}
-	return wft, act, attempts, size
+	return through, wft, act, attempts, size
 }
 
 func TestAcceptanceThroughTemporal(t *testing.T) {
