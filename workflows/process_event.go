@@ -244,6 +244,9 @@ type sendKey struct {
 	// --renotify).
 	NotificationEventID string
 	Data                json.RawMessage
+	// RunMarks: the run marks sent the notifications send returns unmarked (a report's; an
+	// event's always are, by its MarkProcessed): activities.SendInput.RunMarks.
+	RunMarks bool
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
@@ -258,7 +261,7 @@ func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notifica
 	done := make([]workflow.Future, len(ns))
 	for i, n := range ns {
 		input := activities.SendInput{Provider: key.Provider, EventID: key.EventID, Sink: n.Sink, Type: n.Type,
-			NotificationEventID: key.NotificationEventID, Data: key.Data}
+			NotificationEventID: key.NotificationEventID, Data: key.Data, RunMarks: key.RunMarks}
 		f, set := workflow.NewFuture(ctx)
 		done[i] = f
 		workflow.Go(ctx, func(ctx workflow.Context) {
