@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,9 @@ func TestAReportTheSinkAcceptedAsPostgreSQLWentIsNotSentAgain(t *testing.T) {
 	var res workflows.DailyReconcileResult
 	if err := waitClosed(t, h.svc.Temporal, wf, run.GetRunID()).Get(t.Context(), &res); err != nil {
 		t.Fatalf("DailyReconcile: %v", err)
+	}
+	if dir := os.Getenv(HistoryDirEnv); dir != "" { // make record-histories
+		writeHistory(t, h.svc.Temporal, dir, "daily-reconcile-report-marked-after-outage", wf)
 	}
 	if len(res.Notifications) != 1 || res.Notifications[0].Status != domain.NotificationSent {
 		t.Errorf("the run's notifications %+v, want the report sent", res.Notifications)
