@@ -251,7 +251,8 @@ type sendKey struct {
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that refuses, or that fails and has its notification parked,
-// is reported, not fatal. unmarked are the delivered ones left for MarkProcessed to mark sent.
+// is reported, not fatal. unmarked are the delivered ones left for the run to mark sent (an
+// event's MarkProcessed; a report's MarkNotificationsSent, key.RunMarks).
 func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification, unmarked []string) {
 	keyID := cmp.Or(key.NotificationEventID, key.EventID)
 	type sent struct {

@@ -123,8 +123,8 @@ func TestAReportTheSinkAcceptedAsPostgreSQLWentIsNotSentAgain(t *testing.T) {
 			markers++
 		}
 	}
-	t.Logf("through a %s PostgreSQL outage: the sink got the report %d times, accepted it %d times; activity tasks %v; %d workflow tasks, %d markers",
-		reportOutage, sinkRequests, accepted, attempts, workflowTasks, markers)
+	t.Logf("through a %s PostgreSQL outage: the sink got the report %d times, accepted it %d times; activity tasks %v; %d workflow tasks, %d markers, %d history bytes",
+		reportOutage, sinkRequests, accepted, attempts, workflowTasks, markers, historyBytes(t, h, wf))
 	if accepted != 1 || sinkRequests != 1 {
 		t.Errorf("the sink got report %s %d times and accepted it %d times, want once", id, sinkRequests, accepted)
 	}
