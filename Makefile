@@ -109,7 +109,7 @@ record-histories:
 	TEMPORAL_CLI="$$(scripts/ensure-temporal-cli.sh)"
 	export TEMPORAL_CLI
 	dir="$(CURDIR)/workflows/testdata/histories/$$(date -u +%Y-%m-%d)-$$(git rev-parse --short HEAD 2>/dev/null || echo local)"
-	MAILHOOK_HISTORY_DIR="$$dir" $(GO) test -count=1 -run 'TestRecordScenarioHistories|TestRecordErasureHistories|TestAcceptanceThroughTemporal/postgres_stopped_under_load|TestScheduleTriggeredRunRedrivesAndWritesDailyCounts|TestDailyRunComparesProviderCounts' ./internal/e2e/
+	MAILHOOK_HISTORY_DIR="$$dir" $(GO) test -count=1 -run 'TestRecordScenarioHistories|TestRecordErasureHistories|TestAcceptanceThroughTemporal/postgres_stopped_under_load|TestScheduleTriggeredRunRedrivesAndWritesDailyCounts|TestDailyRunComparesProviderCounts|TestAReportTheSinkAcceptedAsPostgreSQLWentIsNotSentAgain' ./internal/e2e/
 	echo "Recorded into $$dir; review with git status and commit it."
 
 test-short:

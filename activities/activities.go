@@ -169,9 +169,10 @@ type NotifyInput struct {
 	// markLater: a delivered notification is left for its run's MarkProcessed to mark sent
 	// (NotifyResult.Unmarked) instead of marked here.
 	markLater bool
-	// runMarks: the run's MarkProcessed marks sent what this attempt returns Unmarked (an
-	// event's notification in ProcessEvent), so a local attempt whose sink accepted the
-	// notification while PostgreSQL went down leaves the mark to it rather than sending again.
+	// runMarks: the run marks sent what this attempt returns Unmarked (an event's notification,
+	// by ProcessEvent's MarkProcessed; a report's, SendInput.RunMarks, by DailyReconcile's
+	// MarkNotificationsSent), so a local attempt whose sink accepted the notification while
+	// PostgreSQL went down leaves the mark to it rather than sending again.
 	runMarks bool
 }
 
@@ -248,8 +249,9 @@ func (a *Activities) deliver(ctx context.Context, w *pgWaits, in NotifyInput, st
 // so the outage costs the notification no activity task more, and a send the sink accepted is
 // marked sent once PostgreSQL is back instead of being sent again by a retry (issue 40). A
 // local attempt does not wait: one whose sink accepted the notification, and that cannot mark
-// it, leaves it to its run's MarkProcessed when there is one (in.runMarks). The sink's own
-// answers are judged as before (delivery.After): only PostgreSQL's failures wait.
+// it, leaves it to its run's mark when there is one (in.runMarks: an event's MarkProcessed, a
+// report's MarkNotificationsSent). The sink's own answers are judged as before
+// (delivery.After): only PostgreSQL's failures wait.
 func (a *Activities) attempt(ctx context.Context, w *pgWaits, in NotifyInput, sink config.Sink, n delivery.Notification) (NotifyResult, error) {
 	ev := in.Event
 	keyID := in.notificationEventID()

@@ -146,6 +146,13 @@ type SendInput struct {
 	PriorAttempts int `json:"prior_attempts,omitempty"`
 	// Data is the notification's data for a type not built from an event (report.daily).
 	Data json.RawMessage `json:"data,omitempty"`
+	// RunMarks: the run marks sent what this attempt returns Unmarked, as an event's
+	// MarkProcessed does (a report.daily of a DailyReconcile recorded at "report-send" version 2,
+	// which runs MarkNotificationsSent): a first, local, attempt whose sink accepted the
+	// notification as PostgreSQL went down leaves the mark to it instead of failing, which sent
+	// the notification again from the regular attempt. An event's notification always has its
+	// run's mark.
+	RunMarks bool `json:"run_marks,omitempty"`
 }
 
 // SendNotification delivers one notification to one sink, building its body from what PostgreSQL
@@ -154,7 +161,7 @@ type SendInput struct {
 func (a *Activities) SendNotification(ctx context.Context, in SendInput) (NotifyResult, error) {
 	key := domain.Event{Provider: in.Provider, EventID: in.EventID}
 	note := NotifyInput{Sink: in.Sink, Type: in.Type, Event: key, Data: in.Data,
-		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts, runMarks: len(in.Data) == 0}
+		NotificationEventID: in.NotificationEventID, PriorAttempts: in.PriorAttempts, runMarks: len(in.Data) == 0 || in.RunMarks}
 	w := a.pgWaits(ctx)
 	defer w.close()
 	if p, ok := a.takePrepared(in); ok {

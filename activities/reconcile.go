@@ -22,6 +22,7 @@ const (
 	SaveDailyCountsName         = "SaveDailyCounts"
 	RedriveStuckName            = "RedriveStuck"
 	MarkNotificationsFailedName = "MarkNotificationsFailed"
+	MarkNotificationsSentName   = "MarkNotificationsSent"
 	CompareProviderCountsName   = "CompareProviderCounts"
 	BackfillDayName             = "BackfillDay"
 )
@@ -87,9 +88,10 @@ type Redriver interface {
 // Reconcile carries the dependencies of DailyReconcile's activities.
 type Reconcile struct {
 	Counts CountStore
-	// Notifications marks a report's notifications failed (store.Notifications).
+	// Notifications marks a report's notifications failed, or sent (store.Notifications).
 	Notifications interface {
 		MarkNotificationFailed(ctx context.Context, id, reason string) error
+		MarkNotificationsSent(ctx context.Context, ids []string) error
 	}
 	Redriver Redriver
 	// Providers are the endpoints with a reconcile block, by name.
@@ -147,6 +149,20 @@ func (r *Reconcile) MarkNotificationsFailed(ctx context.Context, failed []Failed
 			done[i] = true
 		}
 		return errors.Join(errs...)
+	})
+}
+
+// MarkNotificationsSent marks sent the report's notifications whose sink accepted them and
+// whose first, local, attempt could not mark them (PostgreSQL went down in between; the report's
+// run has no MarkProcessed to do it, as an event's has): once PostgreSQL is back, instead of
+// sending them again. Marking one already sent changes nothing.
+//
+// Through a PostgreSQL outage it waits for PostgreSQL (waitForPostgreSQL): as a local activity
+// it fails at once while the worker's gate is closed, and the run goes on with the regular
+// activity, which waits in one attempt, heartbeating.
+func (r *Reconcile) MarkNotificationsSent(ctx context.Context, ids []string) error {
+	return waitOnGate(ctx, r.PostgreSQL, func(ctx context.Context) error {
+		return r.Notifications.MarkNotificationsSent(ctx, ids)
 	})
 }
 
@@ -260,6 +276,7 @@ func (r *Reconcile) Register(reg worker.ActivityRegistry) {
 	reg.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: SaveDailyCountsName})
 	reg.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: RedriveStuckName})
 	reg.RegisterActivityWithOptions(r.MarkNotificationsFailed, activity.RegisterOptions{Name: MarkNotificationsFailedName})
+	reg.RegisterActivityWithOptions(r.MarkNotificationsSent, activity.RegisterOptions{Name: MarkNotificationsSentName})
 	reg.RegisterActivityWithOptions(r.CompareProviderCounts, activity.RegisterOptions{Name: CompareProviderCountsName})
 	reg.RegisterActivityWithOptions(r.BackfillDay, activity.RegisterOptions{Name: BackfillDayName})
 }

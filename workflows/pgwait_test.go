@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
@@ -23,6 +24,7 @@ import (
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/notify/httpsink"
 	"github.com/mailhook/mailhook/internal/pggate"
+	"github.com/mailhook/mailhook/workflows"
 )
 
 var errRefused = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
@@ -336,4 +338,77 @@ func gateBackOnceWaiting(heartbeats *atomic.Int64, back func()) *pggate.Gate {
 		FirstProbe:  time.Millisecond, LongestProbe: 10 * time.Millisecond,
 		StatusAfter: time.Millisecond, StatusEvery: time.Millisecond,
 	})
+}
+
+// MarkNotificationsSent is the report's mark (activities.Reconcile.MarkNotificationsSent).
+func (s *notifyOutageStores) MarkNotificationsSent(_ context.Context, ids []string) error {
+	if err := s.unavailable(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked = append(s.marked, ids...)
+	return nil
+}
+
+func (s *notifyOutageStores) MarkNotificationFailed(context.Context, string, string) error {
+	return s.unavailable()
+}
+
+// A report.daily whose first, local, attempt the sink accepted as PostgreSQL went down is marked
+// sent by its run once PostgreSQL is back, not sent again (issue 40): the run has no
+// MarkProcessed, so it marks it itself (MarkNotificationsSent), in one regular attempt that waits
+// for PostgreSQL, heartbeating. Before, the run went on with the regular SendNotification, whose
+// attempt waited and then sent it again.
+func TestAReportTheSinkAcceptedAsPostgreSQLWentIsMarkedByItsRunNotSentAgain(t *testing.T) {
+	st := &notifyOutageStores{}
+	var accepted atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		accepted.Add(1)
+		st.mu.Lock()
+		st.down = true
+		st.mu.Unlock()
+	}))
+	defer sink.Close()
+	var heartbeats atomic.Int64
+	g := gateBackOnceWaiting(&heartbeats, func() {
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+	})
+	defer g.Close()
+	env := newEnv(t)
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("notify-test-sink-secret-32-bytes"))
+	a := &activities.Activities{Notifications: st, SinkStates: st, PostgreSQL: g,
+		Sender: &httpsink.Sender{Client: &http.Client{Timeout: 5 * time.Second}},
+		Sinks:  []config.Sink{{Name: "ops", URL: sink.URL, Secret: secret, Types: []string{domain.TypeReportDaily}}}}
+	r := &activities.Reconcile{Notifications: st, PostgreSQL: g}
+	env.RegisterActivityWithOptions(a.SendNotification, activity.RegisterOptions{Name: activities.SendNotificationName})
+	env.RegisterActivityWithOptions(r.SaveDailyCounts, activity.RegisterOptions{Name: activities.SaveDailyCountsName})
+	env.RegisterActivityWithOptions(r.RedriveStuck, activity.RegisterOptions{Name: activities.RedriveStuckName})
+	env.RegisterActivityWithOptions(r.MarkNotificationsFailed, activity.RegisterOptions{Name: activities.MarkNotificationsFailedName})
+	env.RegisterActivityWithOptions(r.MarkNotificationsSent, activity.RegisterOptions{Name: activities.MarkNotificationsSentName})
+	env.OnActivity(activities.SaveDailyCountsName, mock.Anything, "2026-11-28").Return([]domain.DailyCount{}, nil)
+	env.OnActivity(activities.RedriveStuckName, mock.Anything, mock.Anything).Return(domain.RedriveResult{}, nil)
+	regular := map[string]int{}
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if !info.IsLocalActivity {
+			regular[info.ActivityType.Name]++
+		}
+	})
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { heartbeats.Add(1) })
+
+	env.ExecuteWorkflow(domain.DailyReconcileName, domain.DailyReconcileInput{Date: "2026-11-28", ReportSinks: []string{"ops"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.DailyReconcileResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Len(t, res.Notifications, 1)
+	require.Equal(t, domain.NotificationSent, res.Notifications[0].Status, "result %+v", res.Notifications[0])
+	require.Equal(t, int64(1), accepted.Load(), "the sink accepted the report once")
+	id := domain.NotificationID(workflows.ReportProvider, "report:2026-11-28", "ops", domain.TypeReportDaily)
+	require.Contains(t, st.marked, id, "marked sent")
+	require.Zero(t, regular[activities.SendNotificationName], "regular SendNotification attempts")
+	require.Equal(t, 1, regular[activities.MarkNotificationsSentName], "regular MarkNotificationsSent attempts")
+	require.Positive(t, heartbeats.Load(), "the mark waited, heartbeating")
 }

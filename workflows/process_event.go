@@ -244,11 +244,15 @@ type sendKey struct {
 	// --renotify).
 	NotificationEventID string
 	Data                json.RawMessage
+	// RunMarks: the run marks sent the notifications send returns unmarked (a report's; an
+	// event's always are, by its MarkProcessed): activities.SendInput.RunMarks.
+	RunMarks bool
 }
 
 // send delivers every notification concurrently, so one slow sink does not delay the others,
 // and waits for all of them: a sink that refuses, or that fails and has its notification parked,
-// is reported, not fatal. unmarked are the delivered ones left for MarkProcessed to mark sent.
+// is reported, not fatal. unmarked are the delivered ones left for the run to mark sent (an
+// event's MarkProcessed; a report's MarkNotificationsSent, key.RunMarks).
 func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notification) (results []domain.NotificationResult, failed, park []activities.FailedNotification, unmarked []string) {
 	keyID := cmp.Or(key.NotificationEventID, key.EventID)
 	type sent struct {
@@ -258,7 +262,7 @@ func (p *Processor) send(ctx workflow.Context, key sendKey, ns []domain.Notifica
 	done := make([]workflow.Future, len(ns))
 	for i, n := range ns {
 		input := activities.SendInput{Provider: key.Provider, EventID: key.EventID, Sink: n.Sink, Type: n.Type,
-			NotificationEventID: key.NotificationEventID, Data: key.Data}
+			NotificationEventID: key.NotificationEventID, Data: key.Data, RunMarks: key.RunMarks}
 		f, set := workflow.NewFuture(ctx)
 		done[i] = f
 		workflow.Go(ctx, func(ctx workflow.Context) {

@@ -32,6 +32,7 @@ func (s *countsStore) SaveDailyCounts(context.Context, time.Time) ([]domain.Dail
 	return s.received, nil
 }
 func (s *countsStore) MarkNotificationFailed(context.Context, string, string) error { return nil }
+func (s *countsStore) MarkNotificationsSent(context.Context, []string) error        { return nil }
 func (s *countsStore) ComparedReceived(_ context.Context, _ time.Time, provider string) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, c := range s.received {

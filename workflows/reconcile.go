@@ -23,7 +23,11 @@ const ReportProvider = "mailhook"
 
 // reportSendChange is the workflow.GetVersion change id of a report.daily sent as every other
 // notification is (SendNotification, its first attempt local; version 1). Runs recorded before it
-// sent it with Notify (notify_legacy.go).
+// sent it with Notify (notify_legacy.go). Version 2: the run marks sent what a first attempt
+// whose sink accepted the report could not mark, PostgreSQL gone in between
+// (SendInput.RunMarks, MarkNotificationsSent), where version 1's run went on with the regular
+// attempt, which sent the report again once PostgreSQL was back (issue 40). The version is the
+// change's own: no marker more per run.
 const reportSendChange = "report-send"
 
 func reportNotifications(sinks []string) []domain.Notification {
@@ -241,10 +245,21 @@ func (p *Processor) DailyReconcile(ctx workflow.Context, in domain.DailyReconcil
 		q := *p
 		q.Notify.GiveUpAfter = min(q.Notify.GiveUpAfter, maxReportGiveUp)
 		var failed, gaveUp []activities.FailedNotification
-		if workflow.GetVersion(ctx, reportSendChange, workflow.DefaultVersion, 1) == 1 {
-			key := sendKey{Provider: ReportProvider, EventID: "report:" + date, Data: data}
-			// A report's notifications are about no event: their attempts mark them sent.
-			res.Notifications, failed, gaveUp, _ = q.send(ctx, key, reportNotifications(in.ReportSinks))
+		if v := workflow.GetVersion(ctx, reportSendChange, workflow.DefaultVersion, 2); v >= 1 {
+			// A report's notifications are about no event: their attempts mark them sent, but
+			// for a first, local, attempt that met a PostgreSQL outage after its sink accepted
+			// it, which cannot wait there: it leaves the mark to the run (unmarked).
+			key := sendKey{Provider: ReportProvider, EventID: "report:" + date, Data: data, RunMarks: v >= 2}
+			var unmarked []string
+			res.Notifications, failed, gaveUp, unmarked = q.send(ctx, key, reportNotifications(in.ReportSinks))
+			if len(unmarked) > 0 {
+				// Local first, as an event's MarkProcessed: PostgreSQL may be back already; while
+				// the worker's gate is closed it goes on at once as the regular activity, which
+				// waits for PostgreSQL in one attempt.
+				if err := eventStepNoResult(ctx, r.MarkNotificationsSent, "mark sent the reports their sinks accepted as PostgreSQL went", unmarked); err != nil {
+					return DailyReconcileResult{}, fmt.Errorf("mark report notifications sent: %w", err)
+				}
+			}
 		} else {
 			res.Notifications, failed, gaveUp = q.notifyAllLegacy(ctx, in.ReportSinks, date, data)
 		}
