@@ -192,7 +192,7 @@ func (h *Handoff) breaker(failed bool) {
 // Why a started event waits: its run's take-up (store.Events.Process) takes the row out of the
 // inbox itself, and a settle that finds the row no longer waiting writes nothing (the settle
 // statements skip it). Written first, the settle is a non-HOT update of webhook_events of its
-// own (7 index entries and about 1 KB of WAL per event, its partial indexes name
+// own (7 index entries and 0.8-1 KB of WAL per event: its partial indexes name
 // awaiting_start and relayed_at), and the take-up another; written after the take-up, only the
 // take-up's is left. Under eager start the run takes the event up within milliseconds of the
 // start's answer, so most settles then write nothing.
