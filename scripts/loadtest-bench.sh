@@ -25,7 +25,9 @@
 #                      (half of them concurrent), and a 500-request duplicate probe
 #   fixed              the mixed traffic until FIXED_EVENTS (3,000) new events were sent, no
 #                      probe: every tree processes the same work, so processed rates compare
-#                      (under the 50-sender load a faster accept path otherwise accepts far more)
+#                      (under the 50-sender load a faster accept path otherwise accepts far more);
+#                      FIXED_RATE=<requests/s> sends it open loop at that rate instead (below what
+#                      the workers process, the accepting process starts every event itself)
 #   outage             TEMPORAL=server only: the mixed traffic at OUTAGE_RATE requests/s for
 #                      OUTAGE_LOAD (3m), with the
 #                      Temporal server stopped from 30 s in for OUTAGE (2m) and then restarted on
@@ -825,7 +827,7 @@ PY
 		# shellcheck disable=SC2046
 		loadtest "$out" --mix postscale=3,sendgrid=1 --dup-share 0.2 --dup-concurrent 0.5 --out-of-order 0.3 \
 			--max-batch 10 --events "$FIXED_EVENTS" --duration 10m --warmup 0s --mailhook-pid "$MH_PID" "${pgstats[@]}" \
-			$(cpu_flags --cpu "mailhook=$MH_PID") "${pgcpu[@]}" || rc=$?
+			${FIXED_RATE:+--rate "$FIXED_RATE"} $(cpu_flags --cpu "mailhook=$MH_PID") "${pgcpu[@]}" || rc=$?
 		pg_backend_cpu "$out.pgcpu-after.tsv"
 		stop_pid "$MH_PID"
 		sleep 11 # Temporal's backends publish their counters within 10 s of going idle

@@ -41,6 +41,10 @@ type Handoff struct {
 	QueueSize int
 	// Backoff is how long a failed start waits before a relay tries it (relay timing).
 	Backoff store.Backoff
+	// SettleAfter is how long after its offer a started event's row waits to be marked started,
+	// so that its run's take-up, which marks it too, usually comes first (0: DefaultSettleAfter;
+	// see settle).
+	SettleAfter time.Duration
 	// Window bounds the starts in flight (shared with the process's relay); nil: a window of
 	// its own of Concurrency.
 	Window  *Window
@@ -64,17 +68,29 @@ type Handoff struct {
 // settleEvery bounds how long a start's outcome waits to be written with others.
 const settleEvery = 10 * time.Millisecond
 
+// DefaultSettleAfter is Handoff.SettleAfter's default: a run started eagerly takes its event up
+// within milliseconds of the start's answer on a healthy worker, and half a second is half the
+// part of the relays' hold (temporal.start_timeout + 1 s) that a start does not use.
+const DefaultSettleAfter = 500 * time.Millisecond
+
 // offered is a queued event and the span context of the request that accepted it: the start
 // happens after the answer, and continues the request's trace (internal/telemetry).
 type offered struct {
 	ev   domain.Event
 	span trace.SpanContext
+	at   time.Time // when it was offered, right after its row committed
+}
+
+// outcome is a start's Settlement and when to write it.
+type outcome struct {
+	store.Settlement
+	at time.Time
 }
 
 // Offer queues events for a start. It never blocks: an event it cannot take is left to the
 // relays. Of ctx (the accepting request's) only the span context is kept.
 func (h *Handoff) Offer(ctx context.Context, evs []domain.Event) {
-	span := trace.SpanContextFromContext(ctx)
+	span, now := trace.SpanContextFromContext(ctx), time.Now()
 	if !h.running.Load() {
 		return
 	}
@@ -89,7 +105,7 @@ func (h *Handoff) Offer(ctx context.Context, evs []domain.Event) {
 		}
 		h.pending.Add(1)
 		select {
-		case h.queue <- offered{ev: ev, span: span}:
+		case h.queue <- offered{ev: ev, span: span, at: now}:
 		default:
 			h.pending.Add(-1)
 			h.Metrics.HandoffSkipped(metrics.SkippedQueueFull)
@@ -108,7 +124,7 @@ func (h *Handoff) Run(ctx context.Context) {
 		h.Window = NewWindow(h.Concurrency, 0)
 	}
 	h.queue = make(chan offered, max(h.QueueSize, 4*h.Concurrency, 1))
-	outcomes := make(chan store.Settlement, cap(h.queue))
+	outcomes := make(chan outcome, cap(h.queue))
 	var workers, bg sync.WaitGroup
 	bg.Go(func() { h.settle(outcomes) })
 	if h.MaxInFlight > 0 {
@@ -121,7 +137,8 @@ func (h *Handoff) Run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				case o := <-h.queue:
-					outcomes <- h.start(trace.ContextWithSpanContext(context.WithoutCancel(ctx), o.span), o.ev)
+					out := h.start(trace.ContextWithSpanContext(context.WithoutCancel(ctx), o.span), o.ev)
+					outcomes <- outcome{Settlement: out, at: h.settleAt(o.at, out)}
 				}
 			}
 		})
@@ -168,53 +185,115 @@ func (h *Handoff) breaker(failed bool) {
 	h.Log.Warn("workflow starts keep failing; leaving accepted events to the relays for a while", "pause", h.pause.String())
 }
 
-// settle writes the outcomes in batches: one UPDATE per kind for every start that finished
-// within settleEvery of the first. A lost write leaves the rows waiting; a relay then starts
-// them again, which Temporal answers as a duplicate.
-func (h *Handoff) settle(outcomes <-chan store.Settlement) {
-	var batch []store.Settlement
-	flush := func() {
-		if len(batch) == 0 {
-			return
+// settleAt is when a start's outcome is written: a failed or refused start at once (with the
+// outcomes within settleEvery of it), a started event no sooner than SettleAfter after its
+// offer.
+//
+// Why a started event waits: its run's take-up (store.Events.Process) takes the row out of the
+// inbox itself, and a settle that finds the row no longer waiting writes nothing (the settle
+// statements skip it). Written first, the settle is a non-HOT update of webhook_events of its
+// own (7 index entries and 0.8-1 KB of WAL per event: its partial indexes name
+// awaiting_start and relayed_at), and the take-up another; written after the take-up, only the
+// take-up's is left. Under eager start the run takes the event up within milliseconds of the
+// start's answer, so most settles then write nothing.
+//
+// Why it is safe: a relay claims a new row only after the acceptor's Hold
+// (temporal.start_timeout + 1 s after the insert, next_attempt_at). The wait moves the settle of
+// a start that answered within SettleAfter of its offer to SettleAfter after the offer: no later
+// than the settle of a start that took SettleAfter, which the hold allows for (a start may take
+// start_timeout). A start that took longer is written at once, as before. Until it is written
+// the row counts as waiting (the inbox's depth, as during the start) and not as in flight in the
+// relays' count (this process counts it in pending), and a run that never takes it up leaves it
+// marked started after SettleAfter. relay_attempts counts the starts a settle recorded: a row
+// the take-up marked first keeps 0. Stopping writes every outcome at once; a crash loses the
+// ones waiting, as it loses a batch being written: a relay starts those again after the hold,
+// which Temporal answers as a duplicate.
+func (h *Handoff) settleAt(offeredAt time.Time, out store.Settlement) time.Time {
+	at := time.Now().Add(settleEvery)
+	if out.Then == store.MarkStarted {
+		after := h.SettleAfter
+		if after <= 0 {
+			after = DefaultSettleAfter
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := h.Store.SettleStarts(ctx, batch, h.Backoff); err != nil {
-			h.Log.Warn("could not record handed-off starts; relays will start the events again (duplicates)",
-				"events", len(batch), "error", err)
-		} else {
-			started := 0
-			for _, o := range batch {
-				if o.Then == store.MarkStarted {
-					started++
-				}
+		if later := offeredAt.Add(after); later.After(at) {
+			at = later
+		}
+	}
+	return at
+}
+
+// settle writes the outcomes when settleAt says, in batches: one UPDATE per kind for every
+// outcome due within settleEvery of the first (at most 256). A lost write leaves the rows
+// waiting; a relay then starts them again, which Temporal answers as a duplicate.
+func (h *Handoff) settle(outcomes <-chan outcome) {
+	var waiting []outcome // arrival order; the times are nearly in order
+	write := func(all bool) {
+		due := time.Now().Add(settleEvery)
+		var batch []store.Settlement
+		kept := waiting[:0]
+		for _, o := range waiting {
+			if all || !o.at.After(due) {
+				batch = append(batch, o.Settlement)
+			} else {
+				kept = append(kept, o)
 			}
-			h.counted.Add(int64(started))
 		}
-		cancel()
-		h.pending.Add(-int64(len(batch)))
-		batch = batch[:0]
+		clear(waiting[len(kept):])
+		waiting = kept
+		for len(batch) > 0 {
+			n := min(len(batch), 256)
+			h.write(batch[:n])
+			batch = batch[n:]
+		}
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var next time.Time // when the timer fires; zero: stopped
 	for {
 		select {
 		case o, ok := <-outcomes:
 			if !ok {
-				flush()
+				timer.Stop()
+				write(true)
 				return
 			}
-			if len(batch) == 0 {
-				timer.Reset(settleEvery)
-			}
-			batch = append(batch, o)
-			if len(batch) >= 256 {
-				timer.Stop()
-				flush()
+			waiting = append(waiting, o)
+			if next.IsZero() || o.at.Before(next) {
+				next = o.at
+				timer.Reset(time.Until(next))
 			}
 		case <-timer.C:
-			flush()
+			write(false)
+			next = time.Time{}
+			for _, o := range waiting {
+				if next.IsZero() || o.at.Before(next) {
+					next = o.at
+				}
+			}
+			if !next.IsZero() {
+				timer.Reset(time.Until(next))
+			}
 		}
 	}
+}
+
+// write records one batch of outcomes.
+func (h *Handoff) write(batch []store.Settlement) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Store.SettleStarts(ctx, batch, h.Backoff); err != nil {
+		h.Log.Warn("could not record handed-off starts; relays will start the events again (duplicates)",
+			"events", len(batch), "error", err)
+	} else {
+		started := 0
+		for _, o := range batch {
+			if o.Then == store.MarkStarted {
+				started++
+			}
+		}
+		h.counted.Add(int64(started))
+	}
+	h.pending.Add(-int64(len(batch)))
 }
 
 func (h *Handoff) refreshInFlight(ctx context.Context) {
