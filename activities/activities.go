@@ -301,7 +301,9 @@ func (a *Activities) attempt(ctx context.Context, w *pgWaits, in NotifyInput, si
 			log.InfoContext(ctx, "notification sent")
 			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
 		}
-		err := w.do(ctx, func(ctx context.Context) error { return a.Notifications.MarkNotificationSent(ctx, n.ID) })
+		mctx, cancel := markContext(ctx)
+		err := w.do(mctx, func(ctx context.Context) error { return a.Notifications.MarkNotificationSent(ctx, n.ID) })
+		cancel()
 		if err != nil && in.runMarks && w.unavailable(err) {
 			log.WarnContext(ctx, "notification sent; PostgreSQL is unavailable, so its run marks it sent once PostgreSQL is back", "error", err)
 			return NotifyResult{ID: n.ID, Sent: true, HTTPStatus: status, Attempt: made, Unmarked: true}, nil
