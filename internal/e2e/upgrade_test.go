@@ -207,7 +207,16 @@ func buildMailhookTags(t *testing.T, tags string) string {
 // upgradePoolMaxConns is the pool_max_conns of each mailhook process of the upgrade test: seven
 // processes across its two halves share the tests' PostgreSQL (max_connections 100) with the
 // real Temporal server and the other e2e tests.
-const upgradePoolMaxConns = 4
+const upgradePoolMaxConns = 3
+
+// upgradeProcesses is the most mailhook processes an upgrade runs at once (both versions' HTTP
+// process and worker, before the old ones stop), and upgradeEnvConns what it claims of the
+// package's connection budget with the test's own pool: with the real server's
+// (testenv.RealServerConns) within e2eConnBudget, so the two upgrades take turns.
+const (
+	upgradeProcesses = 4
+	upgradeEnvConns  = 2 + upgradeProcesses*upgradePoolMaxConns
+)
 
 // upgradeEnv is one upgrade's world on the shared real server: its database, task queue, two
 // HTTP sinks (one for status changes, one for suppression.added, refusing together while down)
@@ -230,7 +239,8 @@ type upgradeEnv struct {
 func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc string) *upgradeEnv {
 	t.Helper()
 	u := &upgradeEnv{t: t, tc: tc, address: address, sink: sink, esc: esc}
-	e := &procEnv{t: t, bin: anyBin, dir: t.TempDir(), prefix: randomHex(4), hostPort: address}
+	e := &procEnv{t: t, bin: anyBin, dir: t.TempDir(), prefix: randomHex(4), hostPort: address, maxProcs: upgradeProcesses, live: new(atomic.Int32)}
+	testenv.SpendConns(t, upgradeEnvConns)
 	e.dbURL = storetest.NewDatabase(t) // migrated by this tree, as the chart's pre-upgrade Job does
 	testURL, err := storetest.WithParam(e.dbURL, "pool_max_conns", "2")
 	if err != nil {
