@@ -26,7 +26,9 @@ type connBudget struct {
 // ClaimConns or SpendConns) and never waits again while it holds connections: two tests each
 // holding some and waiting for more could wait for each other for ever. The exception is a test
 // running a real server (extendable): it may claim more, waiting, since only one test at a time
-// runs one (realServerSlot), and the tests it waits for never wait themselves.
+// runs one (realServerSlot), and the tests it waits for never wait themselves. Nor may a test
+// holding a claim wait for its parallel subtests (t.Run with t.Parallel): they need a -parallel
+// slot, and the tests waiting for the claim's connections may hold every slot.
 type connClaim struct {
 	size, spent int
 	extendable  bool
