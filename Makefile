@@ -96,7 +96,10 @@ test: vet fmt-check tidy-check
 	# (testenv.Stall), while a loaded machine only makes the suite slower (internal/e2e took
 	# 16.6 min of the 20m it had at load 20-30 on a fresh 2-core machine, before another suite ran
 	# beside it).
-	$(GO) test -race -count=1 -timeout 60m ./...
+	# -p 2: two packages' tests at once, as on the 2-core machine, whatever its cores: the suite's
+	# PostgreSQL connections are budgeted for internal/e2e and one other package
+	# (docs/TESTING.md, "PostgreSQL connections").
+	$(GO) test -race -count=1 -p 2 -timeout 60m ./...
 	scripts/check-compose.sh
 	scripts/check-alerts.sh
 	scripts/check-helm.sh

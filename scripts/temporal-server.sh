@@ -21,8 +21,10 @@
 #                         databases are temporal_<port> and temporal_visibility_<port>
 #   TEMPORAL_SERVER_SHARDS history shards (default 4)
 #   TEMPORAL_SERVER_MAX_CONNS PostgreSQL connections each service (frontend, history, matching,
-#                         worker) may open to the main database (default 20); to visibility's
-#                         at most 4. The e2e test sets it low: its PostgreSQL is shared.
+#                         worker) may open to the main database (default 20). The e2e tests set
+#                         it low: their PostgreSQL is shared (docs/TESTING.md)
+#   TEMPORAL_SERVER_VISIBILITY_MAX_CONNS the same to the visibility database (default the
+#                         smaller of TEMPORAL_SERVER_MAX_CONNS and 4)
 #   TEMPORAL_CLI          the Temporal CLI (default: scripts/ensure-temporal-cli.sh)
 #   TEMPORAL_SERVER_METRICS_PORT serve the server's Prometheus metrics on 127.0.0.1:<port>/metrics
 #                         (unset: none); scripts/sizing.sh reads its billable `action` counter
@@ -42,6 +44,7 @@ CACHE=${TEMPORAL_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mailhook/temporal
 PG=${PG:-postgres://postgres@127.0.0.1:5432}
 SHARDS=${TEMPORAL_SERVER_SHARDS:-4}
 MAX_CONNS=${TEMPORAL_SERVER_MAX_CONNS:-20}
+VIS_MAX_CONNS=${TEMPORAL_SERVER_VISIBILITY_MAX_CONNS:-$((MAX_CONNS < 4 ? MAX_CONNS : 4))}
 METRICS_PORT=${TEMPORAL_SERVER_METRICS_PORT:-}
 PLUGIN=${TEMPORAL_SERVER_PLUGIN:-postgres12_pgx}
 STALL=90
@@ -54,6 +57,7 @@ die() {
 	exit 1
 }
 [[ $MAX_CONNS =~ ^[1-9][0-9]*$ ]] || die "TEMPORAL_SERVER_MAX_CONNS=$MAX_CONNS is not a positive number"
+[[ $VIS_MAX_CONNS =~ ^[1-9][0-9]*$ ]] || die "TEMPORAL_SERVER_VISIBILITY_MAX_CONNS=$VIS_MAX_CONNS is not a positive number"
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
 	PATH="$PATH:/usr/local/go/bin"
@@ -152,7 +156,7 @@ persistence:
   datastores:
 EOF
 		store default "$DB" "$MAX_CONNS"
-		store visibility "$VISDB" $((MAX_CONNS < 4 ? MAX_CONNS : 4))
+		store visibility "$VISDB" "$VIS_MAX_CONNS"
 		cat <<EOF
 global:
   membership:

@@ -55,6 +55,7 @@ type codecHarnessOptions struct {
 func newCodecHarness(t *testing.T, o codecHarnessOptions) (*harness, client.Client) {
 	t.Helper()
 	plain := sharedTemporal(t)
+	testenv.SpendConns(t, harnessConns) // on the shared PostgreSQL, as a harness
 	if o.dbURL == "" {
 		o.dbURL = storetest.NewDatabase(t)
 	}
@@ -330,6 +331,7 @@ func payloadDataContains(out, s string) bool {
 // that has the codec: unencrypted payloads pass through its decoder.
 func TestCodecWorkerFinishesRunsStartedBeforeEncryption(t *testing.T) {
 	t.Parallel()
+	testenv.ClaimConns(t, 2*harnessConns) // two harnesses
 	before := newHarness(t, harnessOptions{noWorker: true})
 	evID, msgID := before.id("evt_pre_codec"), before.id("msg_pre_codec")
 	if code, resp := before.post(before.envelope(evID, "email.delivered", msgID, time.Now(), "")); code != http.StatusOK || resp["status"] != "accepted" {

@@ -24,6 +24,7 @@ import (
 // forgotten.
 func TestRedeliveryAfterTemporalForgotIsStillADuplicate(t *testing.T) {
 	t.Parallel()
+	testenv.ClaimConns(t, 2*harnessConns) // two harnesses
 	h := newHarness(t, harnessOptions{})
 	evID := h.id("evt_forgot")
 	body := h.envelope(evID, "email.delivered", h.id("msg_forgot"), time.Now(), "")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/provider/providertest"
+	"github.com/mailhook/mailhook/internal/testenv"
 )
 
 // A message's lifecycle through Temporal, out of order (a delivery that occurred before the
@@ -244,6 +245,7 @@ func TestRejectedRetryOpensItsKeptBody(t *testing.T) {
 	for name, c := range map[string]*config.Codec{"without a codec": nil, "with a codec": {Keys: codecKeys, EncryptWith: "2026-11"}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			testenv.ClaimConns(t, 2*harnessConns) // before and after
 			const rotated = "whsec_e2e_rotated_secret"
 			endpoint := func(secrets ...string) []config.Endpoint {
 				return []config.Endpoint{{Name: "rotating", Provider: "postscale", ProviderSettings: config.ProviderSettings{Secrets: secrets}}}

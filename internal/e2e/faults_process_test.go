@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -317,6 +318,10 @@ type procOptions struct {
 	// realServer runs the real Temporal server (testenv.StartRealServer, PostgreSQL persistence)
 	// instead of the dev server.
 	realServer bool
+	// processes is the most mailhook processes the test runs at once (empty: 2, serve and one
+	// worker): on the shared PostgreSQL, what the test claims of the package's connection
+	// budget (procEnvConns) counts them, and starting one more fails the test.
+	processes int
 }
 
 // procEnv is one scenario's world: its own Temporal dev server (file-backed, fixed port, so it
@@ -337,11 +342,22 @@ type procEnv struct {
 	serve    *proc
 	worker   *proc
 	workers  int // worker processes started, for log names
+	// maxProcs is the most processes alive at once that the test's connection claim counts
+	// (0: not counted, the database is on a private cluster); live is how many are (shared by
+	// the copies an upgradeEnv makes to start each version's processes).
+	maxProcs int
+	live     *atomic.Int32
+}
+
+// procEnvConns is what a procEnv on the shared PostgreSQL claims of the package's connection
+// budget: the test's own pool and the processes' pools.
+func procEnvConns(processes int) int {
+	return storetest.TestPoolMaxConns + processes*procPoolMaxConns
 }
 
 func newProcEnv(t *testing.T, bin string, o procOptions) *procEnv {
 	t.Helper()
-	e := &procEnv{t: t, bin: bin, dir: t.TempDir(), prefix: randomHex(4)}
+	e := &procEnv{t: t, bin: bin, dir: t.TempDir(), prefix: randomHex(4), live: new(atomic.Int32)}
 	if o.realServer {
 		e.real = testenv.StartRealServer(t)
 		e.hostPort = e.real.Address
@@ -352,14 +368,11 @@ func newProcEnv(t *testing.T, bin string, o procOptions) *procEnv {
 	}
 	e.dbURL = o.dbURL
 	if e.dbURL == "" {
+		e.maxProcs = cmp.Or(o.processes, 2)
+		testenv.SpendConns(t, procEnvConns(e.maxProcs))
 		e.dbURL = storetest.NewDatabase(t)
 	}
-	pool, err := pgxpool.New(context.Background(), e.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e.pool = pool
+	e.pool = storetest.NewPool(t, e.dbURL)
 	e.sink = newReceiver(t)
 
 	// The mailhook processes get more connections than the test databases' cap
@@ -460,13 +473,19 @@ func (e *procEnv) startWith(cfgPath, name string, args, env []string) *proc {
 	p.cmd = exec.Command(e.bin, append(args, "--config", cfgPath)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if e.maxProcs > 0 && int(e.live.Load()) >= e.maxProcs {
+		logFile.Close()
+		t.Fatalf("start %s: %d mailhook processes already run, the most the test's PostgreSQL connection claim counts (procOptions.processes)", name, e.live.Load())
+	}
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("start %s: %v", name, err)
 	}
+	e.live.Add(1)
 	go func() {
 		p.exitErr = p.cmd.Wait()
 		logFile.Close()
+		e.live.Add(-1)
 		close(p.done)
 	}()
 	t.Cleanup(func() {

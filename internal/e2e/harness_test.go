@@ -68,9 +68,38 @@ var (
 // are progress-based, so the shared CPU slows them without failing them.
 const e2eParallel = 4
 
+// e2eConnBudget is the most PostgreSQL connections this package's tests claim at once on the
+// shared server (testenv.SetConnBudget): a test claims what its pools may hold before it opens
+// them (harnessConns, procEnvConns, testenv.RealServerConns, upgradeEnvConns) and waits while
+// the tests beside it hold too much. With the other package `go test -p 2` runs beside it
+// (otherPackageConns) it is the suite's budget, docs/TESTING.md ("PostgreSQL connections").
+const e2eConnBudget = 30
+
+// harnessConns is what a harness on the shared PostgreSQL claims: its store's pool and the
+// test's own. Four of them fit in e2eConnBudget, so -parallel 4 is not cut by it; a store's
+// probe connection (store.Writable) opens only while its database is unavailable, which no
+// test makes the shared server.
+const harnessConns = storetest.PoolMaxConns + storetest.TestPoolMaxConns
+
+// onSharedServer tells a database on the shared PostgreSQL (storetest.AdminURL's) from one on a
+// private cluster a test started, whose connections do not count.
+func onSharedServer(t *testing.T, dbURL string) bool {
+	t.Helper()
+	db, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("database url: %v", err)
+	}
+	admin, err := url.Parse(storetest.AdminURL())
+	if err != nil {
+		t.Fatalf("admin url: %v", err)
+	}
+	return db.Host == admin.Host
+}
+
 func TestMain(m *testing.M) {
 	slog.SetDefault(testenv.Logger())
 	flag.Parse()
+	testenv.SetConnBudget(e2eConnBudget)
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit && runtime.GOMAXPROCS(0) < e2eParallel {
@@ -322,6 +351,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	if o.tracerProvider != nil {
 		t.Cleanup(telemetry.Install(o.tracerProvider)) // registered first: runs last
+	}
+	if o.dbURL == "" || onSharedServer(t, o.dbURL) {
+		testenv.SpendConns(t, harnessConns)
 	}
 	dbURL := o.dbURL
 	if dbURL == "" {

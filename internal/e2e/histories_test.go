@@ -19,6 +19,7 @@ import (
 	"github.com/mailhook/mailhook/internal/config"
 	"github.com/mailhook/mailhook/internal/domain"
 	"github.com/mailhook/mailhook/internal/start"
+	"github.com/mailhook/mailhook/internal/testenv"
 	"github.com/mailhook/mailhook/workflows"
 )
 
@@ -32,6 +33,7 @@ const HistoryDirEnv = "MAILHOOK_HISTORY_DIR"
 // the checked-in copies against every later version of the code.
 func TestRecordScenarioHistories(t *testing.T) {
 	t.Parallel()
+	testenv.ClaimConns(t, 4*harnessConns) // four harnesses
 	h := newHarness(t, harnessOptions{notifyTimeout: 3 * time.Second})
 	dir := os.Getenv(HistoryDirEnv)
 	if dir == "" {

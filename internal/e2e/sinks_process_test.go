@@ -22,7 +22,7 @@ func TestSinkDeliveryAcrossProcesses(t *testing.T) {
 	t.Run("rate and concurrency held across two worker processes", func(t *testing.T) {
 		t.Parallel()
 		const rate, concurrency = 5, 2
-		e := newProcEnv(t, bin, procOptions{sink: "    rate: 5\n    concurrency: 2\n"})
+		e := newProcEnv(t, bin, procOptions{sink: "    rate: 5\n    concurrency: 2\n", processes: 3})
 		e.startWorker() // a second worker: first attempts and the drain share the sink's limits
 		e.sink.mu.Lock()
 		e.sink.delay = 300 * time.Millisecond

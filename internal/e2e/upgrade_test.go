@@ -65,8 +65,10 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 	t.Cleanup(tc.Close)
 	t.Logf("previous release %s beside this tree, on the real Temporal server %s", commit[:7], srv.Address)
 
+	// The two upgrades run one after the other, not in parallel: with the real server's their
+	// claims exceed e2eConnBudget, and a parallel subtest waits for a -parallel slot that tests
+	// waiting for the budget this test holds may all take (a deadlock, seen once).
 	t.Run("this tree beside the previous release: every run completes once, no non-determinism", func(t *testing.T) {
-		t.Parallel()
 		u := newUpgradeEnv(t, tc, srv.Address, oldBin, "app", "escalations")
 		// Phase 1: the previous release alone. Its sinks refuse: status changes park behind the
 		// app sink's open circuit, and the escalation's suppression.added behind its own.
@@ -144,7 +146,6 @@ func TestRollingUpgradeWithRunsInFlight(t *testing.T) {
 	})
 
 	t.Run("a drainer change without its version guard fails the upgrade", func(t *testing.T) {
-		t.Parallel()
 		u := newUpgradeEnv(t, tc, srv.Address, oldBin, "guard", "guard-escalations")
 		u.down.Store(true)
 		oldServe := u.serveWith(oldBin, "serve-old")
@@ -207,7 +208,16 @@ func buildMailhookTags(t *testing.T, tags string) string {
 // upgradePoolMaxConns is the pool_max_conns of each mailhook process of the upgrade test: seven
 // processes across its two halves share the tests' PostgreSQL (max_connections 100) with the
 // real Temporal server and the other e2e tests.
-const upgradePoolMaxConns = 4
+const upgradePoolMaxConns = 3
+
+// upgradeProcesses is the most mailhook processes an upgrade runs at once (both versions' HTTP
+// process and worker, before the old ones stop), and upgradeEnvConns what it claims of the
+// package's connection budget with the test's own pool: with the real server's
+// (testenv.RealServerConns) within e2eConnBudget, so the two upgrades take turns.
+const (
+	upgradeProcesses = 4
+	upgradeEnvConns  = 2 + upgradeProcesses*upgradePoolMaxConns
+)
 
 // upgradeEnv is one upgrade's world on the shared real server: its database, task queue, two
 // HTTP sinks (one for status changes, one for suppression.added, refusing together while down)
@@ -230,7 +240,8 @@ type upgradeEnv struct {
 func newUpgradeEnv(t *testing.T, tc client.Client, address, anyBin, sink, esc string) *upgradeEnv {
 	t.Helper()
 	u := &upgradeEnv{t: t, tc: tc, address: address, sink: sink, esc: esc}
-	e := &procEnv{t: t, bin: anyBin, dir: t.TempDir(), prefix: randomHex(4), hostPort: address}
+	e := &procEnv{t: t, bin: anyBin, dir: t.TempDir(), prefix: randomHex(4), hostPort: address, maxProcs: upgradeProcesses, live: new(atomic.Int32)}
+	testenv.SpendConns(t, upgradeEnvConns)
 	e.dbURL = storetest.NewDatabase(t) // migrated by this tree, as the chart's pre-upgrade Job does
 	testURL, err := storetest.WithParam(e.dbURL, "pool_max_conns", "2")
 	if err != nil {

@@ -25,9 +25,17 @@ type RealServer struct {
 
 // RealServerMaxConns is the PostgreSQL connections each of the real server's four services may
 // open to its main database (TEMPORAL_SERVER_MAX_CONNS; the script's default, for benchmarks,
-// is 20). The server shares the tests' PostgreSQL, where it was the largest client: 34 of the
-// 42 connections the e2e tests held at their peak; with 4 it held 17 at most.
-const RealServerMaxConns = 4
+// is 20), and RealServerVisibilityMaxConns to its visibility database (one statement at a time
+// is enough there: it took 5-7 of the 16 it had). The server shares the tests' PostgreSQL,
+// where it was the largest client: 34 of the 42 connections the e2e tests held at their peak;
+// with 4 and 4 it held 17-20 at most.
+const (
+	RealServerMaxConns           = 3
+	RealServerVisibilityMaxConns = 1
+	// RealServerConns is the most one real server holds: what StartRealServer claims of the
+	// package's budget (SetConnBudget).
+	RealServerConns = 4 * (RealServerMaxConns + RealServerVisibilityMaxConns)
+)
 
 // realServerSlot admits one real server per test process at a time.
 var realServerSlot = make(chan struct{}, 1)
@@ -43,15 +51,17 @@ func StartRealServer(t testing.TB) *RealServer {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "temporal-server.sh")
-	// One real server at a time: each holds up to 32 connections of the shared PostgreSQL
-	// (max_connections 100 on a new machine), and two beside the other tests' pools ran it out
-	// ("too many clients" in .ci/run).
+	// One real server at a time: each holds up to RealServerConns connections of the shared
+	// PostgreSQL (max_connections 100 on a new machine), and two beside the other tests' pools
+	// ran it out ("too many clients" in .ci/run). One at a time is also what lets its test wait
+	// for more of the budget while holding some (connClaim).
 	waited := time.Now()
 	realServerSlot <- struct{}{}
 	t.Cleanup(func() { <-realServerSlot })
 	if d := time.Since(waited); d > time.Second {
 		t.Logf("waited %s for another test's real Temporal server to stop", d.Round(time.Second))
 	}
+	claimRealServer(t, RealServerConns)
 	port, err := membershipSafePort()
 	Need(t, "a port for a real Temporal server", err)
 	s := &RealServer{state: t.TempDir(), port: port, script: script}
@@ -84,7 +94,8 @@ func (s *RealServer) Restart() error {
 func (s *RealServer) run(cmd string) (string, error) {
 	c := exec.Command(s.script, cmd)
 	c.Env = append(os.Environ(), "TEMPORAL_SERVER_PORT="+s.port, "TEMPORAL_SERVER_STATE="+s.state,
-		"TEMPORAL_SERVER_MAX_CONNS="+strconv.Itoa(RealServerMaxConns))
+		"TEMPORAL_SERVER_MAX_CONNS="+strconv.Itoa(RealServerMaxConns),
+		"TEMPORAL_SERVER_VISIBILITY_MAX_CONNS="+strconv.Itoa(RealServerVisibilityMaxConns))
 	out, err := c.Output()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return string(out) + string(ee.Stderr), err

@@ -38,13 +38,14 @@ func AdminURL() string {
 // each pool opened on one keeps (store.Open's, without it 16; a test's own pool, NewPool's,
 // keeps TestPoolMaxConns whatever the URL says).
 // The packages' tests run at once against one PostgreSQL, whose max_connections (100 by
-// default) is shared with whatever else uses it: `go test ./internal/...` peaked at 51 of them
-// and failed with "too many clients" once a benchmark shared the server (issue 18). Six
+// default) is shared with whatever else uses it, a second `make test` among them: each run may
+// hold half (docs/TESTING.md, "PostgreSQL connections", where this number is budgeted). Five
 // covers what one test runs at once (TestBatchAndThreeRelaysStartEachEventOnce: three relays,
-// each holding a connection through its batch, beside the test's own queries); the store never
-// holds one connection while it waits for another. An admin URL that sets pool_max_conns
-// itself keeps its value.
-const PoolMaxConns = 6
+// each holding a connection through its batch, beside the HTTP API and the worker's steps; the
+// test's own queries go through NewPool); the store never holds one connection while it waits
+// for another, so a busier test waits for a connection rather than deadlocks. An admin URL
+// that sets pool_max_conns itself keeps its value.
+const PoolMaxConns = 5
 
 // NewDatabase creates a uniquely named, migrated database that is dropped when the test ends,
 // and returns its URL (with pool_max_conns: PoolMaxConns). Without a reachable PostgreSQL it
