@@ -140,15 +140,24 @@ func (a *eventsAPI) requestsOf(page string) int {
 func TestBackfillRecoversExactlyTheMissingEvents(t *testing.T) {
 	t.Parallel()
 	bin := buildMailhook(t)
+	// The day's events occurred in the hour before now (since midnight UTC if that is nearer),
+	// and their webhooks must arrive on the same UTC day: the comparison counts a webhook on the
+	// day it was received (CI once crossed midnight between the events and their webhooks, and
+	// every gap was off). Near midnight the test waits for the new day.
 	now := time.Now().UTC()
-	// The day's events occurred in the hour before now, all on the UTC day of the hour's start
-	// (an hour before midnight, they are the day before's last hour).
-	start := now.Add(-time.Hour)
-	day := start.Format(time.DateOnly)
-	if start.Format(time.DateOnly) != now.Add(-time.Minute).Format(time.DateOnly) {
-		start = now.Truncate(24 * time.Hour)
-		day = start.Format(time.DateOnly)
+	midnight := now.Truncate(24 * time.Hour)
+	if left := midnight.Add(24 * time.Hour).Sub(now); left < 15*time.Minute {
+		t.Logf("waiting %s for midnight UTC, so that the events and their webhooks share a day", left.Round(time.Second))
+		time.Sleep(left + 2*time.Second)
+	} else if now.Sub(midnight) < 2*time.Second {
+		time.Sleep(2 * time.Second)
 	}
+	now = time.Now().UTC()
+	start := now.Add(-time.Hour)
+	if start.Before(now.Truncate(24 * time.Hour)) {
+		start = now.Truncate(24 * time.Hour)
+	}
+	day := now.Format(time.DateOnly)
 	step := now.Add(-time.Second).Sub(start) / 1000
 	at := func(i int) time.Time { return start.Add(time.Duration(i) * step) }
 
