@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ type RealServer struct {
 	state   string
 	port    string
 	script  string
+	pool    realServerPool
 }
 
 // RealServerMaxConns is the PostgreSQL connections each of the real server's four services may
@@ -36,6 +39,55 @@ const (
 	// package's budget (SetConnBudget).
 	RealServerConns = 4 * (RealServerMaxConns + RealServerVisibilityMaxConns)
 )
+
+// PrivateRealServerMaxConns and PrivateRealServerVisibilityMaxConns are the same on a private
+// cluster (PG naming another server than the shared one, as a long faults run's does), where
+// the shared server's budget does not apply. With 3-4 + 1 the server's own persistence calls
+// timed out on a loaded machine (seed 17, load average 33), and a run counted their retries as
+// Temporal's work. Not the script's 20: on the 2-core machine PostgreSQL runs only a few
+// statements at once, so more connections only queue there instead of in the pool; 8 + 2 is
+// twice what the shared server's run had, 40 of the private cluster's connections in all.
+const (
+	PrivateRealServerMaxConns           = 8
+	PrivateRealServerVisibilityMaxConns = 2
+)
+
+// realServerPool is what each of a real server's services may open on its PostgreSQL, and
+// whether that is the shared server, whose budget the test then claims of (claimRealServer).
+type realServerPool struct {
+	main, visibility int
+	shared           bool
+}
+
+// realServerPoolFor sizes the real server's pools for the PostgreSQL the script puts its
+// databases on: pg is its PG, where unset means the script's default, the shared server at
+// 127.0.0.1:5432.
+func realServerPoolFor(pg string) realServerPool {
+	if sharedPostgres(pg) {
+		return realServerPool{main: RealServerMaxConns, visibility: RealServerVisibilityMaxConns, shared: true}
+	}
+	return realServerPool{main: PrivateRealServerMaxConns, visibility: PrivateRealServerVisibilityMaxConns}
+}
+
+// sharedPostgres reports whether pg (postgres://user@host:port, the script's PG) is the shared
+// server: unset, or port 5432 (the default when none is given) on this machine. Anything else
+// is a cluster a run started for itself. A URL that does not parse counts as shared: the
+// smaller pools are the safe side.
+func sharedPostgres(pg string) bool {
+	if pg == "" {
+		return true
+	}
+	u, err := url.Parse(pg)
+	if err != nil {
+		return true
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "localhost", "::1", "":
+	default:
+		return false
+	}
+	return cmp.Or(u.Port(), "5432") == "5432"
+}
 
 // realServerSlot admits one real server per test process at a time.
 var realServerSlot = make(chan struct{}, 1)
@@ -61,10 +113,16 @@ func StartRealServer(t testing.TB) *RealServer {
 	if d := time.Since(waited); d > time.Second {
 		t.Logf("waited %s for another test's real Temporal server to stop", d.Round(time.Second))
 	}
-	claimRealServer(t, RealServerConns)
+	pool := realServerPoolFor(os.Getenv("PG"))
+	if pool.shared {
+		claimRealServer(t, RealServerConns)
+	} else {
+		t.Logf("real Temporal server on a private PostgreSQL cluster: %d main + %d visibility connections per service, outside the shared server's budget",
+			pool.main, pool.visibility)
+	}
 	port, err := membershipSafePort()
 	Need(t, "a port for a real Temporal server", err)
-	s := &RealServer{state: t.TempDir(), port: port, script: script}
+	s := &RealServer{state: t.TempDir(), port: port, script: script, pool: pool}
 	start := time.Now()
 	out, err := s.run("start")
 	if err != nil {
@@ -94,8 +152,8 @@ func (s *RealServer) Restart() error {
 func (s *RealServer) run(cmd string) (string, error) {
 	c := exec.Command(s.script, cmd)
 	c.Env = append(os.Environ(), "TEMPORAL_SERVER_PORT="+s.port, "TEMPORAL_SERVER_STATE="+s.state,
-		"TEMPORAL_SERVER_MAX_CONNS="+strconv.Itoa(RealServerMaxConns),
-		"TEMPORAL_SERVER_VISIBILITY_MAX_CONNS="+strconv.Itoa(RealServerVisibilityMaxConns))
+		"TEMPORAL_SERVER_MAX_CONNS="+strconv.Itoa(s.pool.main),
+		"TEMPORAL_SERVER_VISIBILITY_MAX_CONNS="+strconv.Itoa(s.pool.visibility))
 	out, err := c.Output()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return string(out) + string(ee.Stderr), err
