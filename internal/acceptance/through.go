@@ -21,7 +21,9 @@ const throughConcurrency = 16
 // that finds the workflow already there (a re-send during the outage, or an event recorded and
 // run before it) is a duplicate. Only when every event is held is the request accepted: one
 // start that fails, or an event too large for a workflow input, fails the request with both
-// causes (503), and the provider's retry finds the events already started as duplicates.
+// causes (503), and the provider's retry finds the events already started as duplicates. A
+// start that ran out of time is asked once more (seen in TestFaultsTogether: a start outlasting
+// start_timeout while PostgreSQL was read-only answered the request 503 with Temporal up).
 //
 // Once the request's client is gone or its deadline has passed, no further start begins (those
 // under way finish): the request is answered 503, which nobody reads, and its runs are those of
@@ -49,6 +51,16 @@ func (a *Acceptor) throughTemporal(ctx context.Context, evs []domain.Event, at [
 				return
 			}
 			st, err := a.Through.StartAccepted(ctx, evs[i])
+			if start.IsUncertain(err) && reqCtx.Err() == nil {
+				// The start ran out of time, and a slow Temporal has most often created the run
+				// all the same: ask once more under the same workflow ID while the client still
+				// waits. "Already started" then says Temporal holds the event (this request's
+				// first ask made the run, or a re-send's did), so the request is answered 200
+				// rather than 503 and a re-send. Once only: slow twice is a 503, as before.
+				if _, again := a.Through.StartAccepted(ctx, evs[i]); again == nil {
+					st, err = start.Started, nil
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -90,3 +90,83 @@ func TestAcceptThroughTemporalOnlyWhenPostgresIsUnavailable(t *testing.T) {
 	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_1")})
 	require.Error(t, err, "no Through: 503 as before")
 }
+
+// timingOutStarts is a slow Temporal: the first `slow` asks for each event run out of time
+// (context.DeadlineExceeded, as start.Starter's timeout reports them), and those in `creates`
+// create the run before they do, as a slow server most often has.
+type timingOutStarts struct {
+	temporalStarts
+	slow    int
+	creates bool
+	asks    map[string]int
+}
+
+func (s *timingOutStarts) StartAccepted(ctx context.Context, ev domain.Event) (start.Status, error) {
+	s.mu.Lock()
+	s.asks[ev.Key()]++
+	n := s.asks[ev.Key()]
+	s.mu.Unlock()
+	if n <= s.slow {
+		if s.creates {
+			_, _ = s.temporalStarts.StartAccepted(ctx, ev)
+		}
+		return "", fmt.Errorf("%w: start workflow %s: %w", start.ErrUnavailable, ev.Key(), context.DeadlineExceeded)
+	}
+	return s.temporalStarts.StartAccepted(ctx, ev)
+}
+
+// A start through Temporal that ran out of time is asked once more while the client waits: a
+// run the first ask created answers "already started", and the request is a 200 (accepted)
+// instead of a 503 and a re-send. Slow twice is still a 503, a start that failed otherwise is
+// not asked again, and a request whose client is gone does not ask again.
+func TestAStartThroughTemporalThatRanOutOfTimeIsAskedOnceMore(t *testing.T) {
+	down := downStore{err: &pgconn.PgError{Code: "57P01", Message: "terminating connection"}}
+	newAcceptor := func(starts *timingOutStarts) *acceptance.Acceptor {
+		starts.started, starts.asks = map[string]domain.Event{}, map[string]int{}
+		a := acceptance.NewAcceptor(down, nil)
+		a.Through = starts
+		return a
+	}
+
+	for _, creates := range []bool{true, false} {
+		starts := &timingOutStarts{slow: 1, creates: creates}
+		verdicts, err := newAcceptor(starts).Accept(t.Context(), []domain.Event{ev("evt_1"), ev("evt_2")})
+		require.NoError(t, err, "created by the first ask: %v", creates)
+		assert.Equal(t, []acceptance.Status{acceptance.Accepted, acceptance.Accepted}, []acceptance.Status{verdicts[0].Status, verdicts[1].Status})
+		assert.Equal(t, map[string]int{"postscale:evt_1": 2, "postscale:evt_2": 2}, starts.asks, "two asks per event, no more")
+		assert.Len(t, starts.started, 2, "each event held by one run")
+	}
+
+	starts := &timingOutStarts{slow: 2, creates: true}
+	_, err := newAcceptor(starts).Accept(t.Context(), []domain.Event{ev("evt_1")})
+	require.Error(t, err, "slow twice: 503")
+	assert.True(t, start.IsUncertain(err), "the answer says the start ran out of time: %v", err)
+	assert.Equal(t, 2, starts.asks["postscale:evt_1"])
+
+	refusing := &timingOutStarts{}
+	a := newAcceptor(refusing)
+	refusing.fail = fmt.Errorf("%w: connection refused", start.ErrUnavailable)
+	_, err = a.Accept(t.Context(), []domain.Event{ev("evt_1")})
+	require.Error(t, err, "Temporal unreachable: 503")
+	assert.Equal(t, 1, refusing.asks["postscale:evt_1"], "a failure that is not a timeout is not asked again")
+
+	gone := &goneAfterFirstAsk{timingOutStarts: timingOutStarts{slow: 1, creates: true}}
+	ctx, cancel := context.WithCancel(t.Context())
+	gone.cancel = cancel
+	a = newAcceptor(&gone.timingOutStarts)
+	a.Through = gone
+	_, err = a.Accept(ctx, []domain.Event{ev("evt_1")})
+	require.Error(t, err, "the client left: 503, which nobody reads")
+	assert.Equal(t, 1, gone.asks["postscale:evt_1"], "no second ask for a client that left")
+}
+
+// goneAfterFirstAsk is a slow Temporal whose caller's client leaves during the first ask.
+type goneAfterFirstAsk struct {
+	timingOutStarts
+	cancel context.CancelFunc
+}
+
+func (s *goneAfterFirstAsk) StartAccepted(ctx context.Context, ev domain.Event) (start.Status, error) {
+	defer s.cancel()
+	return s.timingOutStarts.StartAccepted(ctx, ev)
+}
