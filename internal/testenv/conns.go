@@ -61,7 +61,7 @@ func ConnBudget() int {
 // part (SpendConns).
 func ClaimConns(t testing.TB, n int) {
 	t.Helper()
-	conns.claim(t, n, false)
+	conns.claim(t, n, 0, false)
 }
 
 // SpendConns spends n connections of t's claim for pools about to be opened; a test that has not
@@ -73,10 +73,7 @@ func SpendConns(t testing.TB, n int) {
 	c := conns.claims[t]
 	conns.mu.Unlock()
 	if c == nil {
-		conns.claim(t, n, false)
-		conns.mu.Lock()
-		conns.claims[t].spent = n
-		conns.mu.Unlock()
+		conns.claim(t, n, n, false)
 		return
 	}
 	conns.mu.Lock()
@@ -102,8 +99,9 @@ func SpendConns(t testing.TB, n int) {
 	conns.mu.Unlock()
 }
 
-// claim takes t's first claim of n, waiting for it, and gives it back when t ends.
-func (b *connBudget) claim(t testing.TB, n int, extendable bool) {
+// claim takes t's first claim of n, of which spent are spent at once, waiting for it, and gives
+// it back when t ends.
+func (b *connBudget) claim(t testing.TB, n, spent int, extendable bool) {
 	t.Helper()
 	b.mu.Lock()
 	if b.claims[t] != nil {
@@ -114,7 +112,7 @@ func (b *connBudget) claim(t testing.TB, n int, extendable bool) {
 		b.mu.Unlock()
 		t.Fatalf("the test claims %d PostgreSQL connections, more than the package's budget of %d (docs/TESTING.md, PostgreSQL connections)", n, size)
 	}
-	b.claims[t] = &connClaim{size: n, extendable: extendable}
+	b.claims[t] = &connClaim{size: n, spent: spent, extendable: extendable}
 	b.mu.Unlock()
 	b.wait(t, n)
 	t.Cleanup(func() {
@@ -158,10 +156,7 @@ func claimRealServer(t testing.TB, n int) {
 	}
 	conns.mu.Unlock()
 	if c == nil {
-		conns.claim(t, n, true)
-		conns.mu.Lock()
-		conns.claims[t].spent = n
-		conns.mu.Unlock()
+		conns.claim(t, n, n, true)
 		return
 	}
 	SpendConns(t, n)
