@@ -976,16 +976,12 @@ func (e *procEnv) describeUnprocessed(accepted []string) {
 		t.Logf("describe the unprocessed events: %v", err)
 		return
 	}
-	var c client.Client
-	if e.real != nil {
-		if c, err = client.Dial(client.Options{HostPort: e.real.Address, Namespace: "default"}); err != nil {
-			t.Logf("describe the unprocessed events: %v", err)
-			return
-		}
-		defer c.Close()
-	} else {
-		c = e.temporal.Client()
+	c, done, err := e.temporalClient()
+	if err != nil {
+		t.Logf("describe the unprocessed events: %v", err)
+		return
 	}
+	defer done()
 	for _, k := range keys {
 		wf := k.Provider + ":" + k.EventID
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1133,4 +1129,17 @@ func (pg *privatePostgres) createDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return url
+}
+
+// temporalClient is a client of the run's Temporal server, dev or real, and what to call when done
+// with it.
+func (e *procEnv) temporalClient() (client.Client, func(), error) {
+	if e.real == nil {
+		return e.temporal.Client(), func() {}, nil
+	}
+	c, err := client.Dial(client.Options{HostPort: e.real.Address, Namespace: "default"})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Close, nil
 }

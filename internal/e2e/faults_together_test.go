@@ -163,6 +163,7 @@ func TestFaultsTogether(t *testing.T) {
 	w.checkAnswers(l, applied)
 
 	e.verdict(accepted, verdictOptions{})
+	e.reportHistories()
 	if n := e.query(`SELECT count(*) FROM webhook_events WHERE quarantined_at IS NOT NULL`); n != 0 {
 		t.Errorf("%d events quarantined: no fault may make an event unprocessable", n)
 	}
